@@ -1,0 +1,1 @@
+"""The actor kinds: the core (actors, refs, mailboxes) and, built on it, agents."""

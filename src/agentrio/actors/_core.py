@@ -1,0 +1,505 @@
+"""The actor base class, actor references, the mailbox and the serve loop.
+
+The hot path is ``ActorRef.send`` -> memory channel -> ``_serve`` -> ``handle``.
+A tell puts the message itself in the channel (no envelope); an ask puts a
+small :class:`_Ask` slot that the serve loop settles by rescheduling the
+waiting task directly, so a reply needs no second channel. Statistics are
+counted with one attribute increment per message and read on demand.
+"""
+
+from __future__ import annotations
+
+import math
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
+
+import msgspec
+import outcome
+import trio
+
+from ..errors import (
+    ActorCrashed,
+    ActorStopped,
+    AskTimeout,
+    InvalidArgument,
+    MailboxFull,
+    NotAMessage,
+    SelfAsk,
+)
+from ..messages import DeadLetter, Message
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ..supervisors.supervisor import _Supervisor
+
+__all__ = ["Actor", "ActorRef", "ActorStatistics", "RestartPolicy"]
+
+MsgT = TypeVar("MsgT", bound=Message)
+RestartPolicy = Literal["permanent", "transient", "temporary"]
+RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "temporary"))
+
+# The cell of the actor whose task is running now; an actor's task (and the
+# tasks it starts) see their own cell, everything else sees None. Used to turn
+# a self-ask, which could never be answered, into an error.
+_CURRENT: ContextVar[_Cell | None] = ContextVar("agentrio_current_actor", default=None)
+
+_StopReason = Literal["stopped", "cancelled", "crashed"]
+
+
+class NoPublicConstructor(type):
+    """Metaclass for handles that only the runtime may create (``Cls._create(...)``)."""
+
+    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
+
+    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
+
+
+_T = TypeVar("_T")
+
+
+class Actor(Generic[MsgT]):
+    """Base class for actors: subclass it and implement :meth:`handle`.
+
+    The runtime creates the instance (``ActorClass(*args)``) in the actor's own
+    Trio task, sets :attr:`ref`, awaits :meth:`on_start`, then hands it one
+    message at a time. A restart makes a fresh instance; the mailbox survives.
+
+    Example::
+
+        class Counter(agentrio.Actor[Add]):
+            def __init__(self) -> None:
+                self.total = 0
+
+            async def handle(self, msg: Add) -> int:
+                self.total += msg.n
+                return self.total
+
+    Attributes:
+        ref: this actor's own :class:`ActorRef`, set before :meth:`on_start`.
+    """
+
+    ref: ActorRef
+
+    async def on_start(self) -> None:
+        """Called once per incarnation, before the first message."""
+
+    async def handle(self, msg: MsgT) -> object:
+        """Handle one message; the return value is the reply to an ``ask``.
+
+        Raising here crashes the actor: pending asks fail with
+        :class:`~agentrio.ActorCrashed`, the message becomes a dead letter and
+        the supervisor applies its restart policy.
+        """
+        raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
+
+    async def on_stop(self) -> None:
+        """Called after a graceful stop has drained the mailbox (not on cancel or crash)."""
+
+
+class ActorStatistics(msgspec.Struct, frozen=True):
+    """A snapshot of one actor, from :meth:`ActorRef.statistics`.
+
+    Attributes:
+        path: the actor's path in the supervision tree.
+        state: ``"running"``, ``"stopping"``, ``"suspended"`` or ``"exited"``.
+        mailbox_size: messages waiting in the mailbox.
+        mailbox_capacity: the mailbox's bound.
+        messages_handled: messages handled without crashing, over all incarnations.
+        restarts: how many times the actor has been restarted.
+    """
+
+    path: str
+    state: str
+    mailbox_size: int
+    mailbox_capacity: int
+    messages_handled: int
+    restarts: int
+
+
+class _Ask:
+    """One pending request: the message, the waiting task and, once known, the outcome.
+
+    It is also the abort function of the waiting task (``__call__``), so an
+    ask allocates this one object and no closure.
+    """
+
+    __slots__ = ("msg", "outcome", "task", "waiting")
+
+    def __init__(self, msg: Message, task: trio.lowlevel.Task) -> None:
+        self.msg = msg
+        self.task = task
+        self.outcome: outcome.Outcome[object] | None = None
+        self.waiting = False
+
+    def settle(self, result: outcome.Outcome[object]) -> None:
+        if self.outcome is not None:
+            return
+        self.outcome = result
+        if self.waiting:
+            self.waiting = False
+            trio.lowlevel.reschedule(self.task, result)
+
+    def __call__(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        # The asker was cancelled (or timed out): it stops waiting; a reply
+        # that comes later is dropped.
+        self.waiting = False
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
+class _Cell:
+    """Everything the runtime holds for one child slot (an actor or a supervisor).
+
+    The cell outlives incarnations: restarts swap :attr:`instance` but keep the
+    mailbox, so every :class:`ActorRef` stays valid.
+    """
+
+    __slots__ = (
+        "args",
+        "cancel_requested",
+        "capacity",
+        "exited",
+        "factory",
+        "failed_item",
+        "handled",
+        "inbox",
+        "instance",
+        "mark",
+        "name",
+        "outbox",
+        "parent",
+        "path",
+        "ref",
+        "restart",
+        "restart_pending",
+        "restarts",
+        "scope",
+        "self_stopped",
+        "state",
+        "stop_reason",
+        "streak",
+        "sup",
+    )
+
+    def __init__(
+        self,
+        parent: _Supervisor,
+        name: str,
+        factory: Callable[..., Actor[Any]] | None,
+        args: tuple[object, ...],
+        capacity: int,
+        restart: RestartPolicy,
+        sup: _Supervisor | None = None,
+    ) -> None:
+        self.parent = parent
+        self.name = name
+        self.path = f"{parent.path}/{name}" if parent.path else name
+        self.factory = factory
+        self.args = args
+        self.capacity = capacity
+        self.restart = restart
+        self.sup = sup
+        self.outbox: trio.MemorySendChannel[object] | None = None
+        self.inbox: trio.MemoryReceiveChannel[object] | None = None
+        if sup is None:
+            self.outbox, self.inbox = trio.open_memory_channel[object](capacity)
+        self.instance: Actor[Any] | None = None
+        self.scope: trio.CancelScope | None = None
+        self.handled = 0
+        self.restarts = 0
+        self.streak = 0
+        self.mark = 0
+        self.state = "running"
+        self.stop_reason: _StopReason = "stopped"
+        self.cancel_requested = False
+        self.restart_pending = False
+        self.self_stopped = False
+        self.failed_item: object = None
+        self.exited: trio.Event | None = None
+        self.ref: ActorRef = ActorRef._create(self)
+
+    def stopped_error(self, msg: object) -> ActorStopped:
+        reason = self.stop_reason if self.state == "exited" else "stopped"
+        self.dead_letter(msg, reason)
+        return ActorStopped(
+            f"actor {self.path!r} has {reason}; {type(msg).__name__} was not delivered",
+            path=self.path,
+            reason=reason,
+        )
+
+    def dead_letter(self, msg: object, reason: str) -> None:
+        bus = self.parent.bus
+        if bus.active:
+            if type(msg) is _Ask:
+                msg = msg.msg
+            text = repr(msg)
+            bus.publish(
+                DeadLetter(
+                    path=self.path,
+                    reason=reason,
+                    message_type=type(msg).__name__,
+                    message=text if len(text) <= 200 else text[:197] + "...",
+                )
+            )
+        self.parent.runtime_counters.dead_letters += 1
+
+    async def wait_exited(self) -> None:
+        if self.state == "exited":
+            await trio.lowlevel.checkpoint()
+            return
+        if self.exited is None:
+            self.exited = trio.Event()
+        await self.exited.wait()
+
+
+async def _serve(cell: _Cell, handle: Callable[[Any], Awaitable[object]]) -> None:
+    """The actor loop: one message at a time until the mailbox is closed and drained."""
+    assert cell.inbox is not None
+    item: object = None
+    try:
+        async for item in cell.inbox:
+            if type(item) is _Ask:
+                item.settle(outcome.Value(await handle(item.msg)))
+            else:
+                await handle(item)
+            cell.handled += 1
+            item = None
+    except BaseException:
+        # Kept for the supervisor: the message that was being handled becomes
+        # a dead letter, and if it was an ask, its asker is told.
+        cell.failed_item = item
+        raise
+
+
+def _check_message(msg: object) -> None:
+    if not isinstance(msg, Message):
+        raise NotAMessage(
+            f"expected an agentrio.Message (a msgspec Struct subclass), got {type(msg).__name__}"
+        )
+
+
+def check_timeout(name: str, value: float | None) -> None:
+    """Raise :class:`InvalidArgument` unless *value* is ``None`` or a number >= 0."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{name} must be a number of seconds or None, got {value!r}")
+    if math.isnan(value) or value < 0:
+        raise InvalidArgument(f"{name} must be >= 0 seconds, got {value!r}")
+
+
+class ActorRef(metaclass=NoPublicConstructor):
+    """The handle to an actor: the only way code talks to it.
+
+    Refs are made by ``spawn``; they stay valid across restarts and compare
+    equal when they point at the same actor.
+    """
+
+    __slots__ = ("_cell",)
+
+    def __init__(self, cell: _Cell) -> None:
+        self._cell = cell
+
+    @property
+    def name(self) -> str:
+        """The actor's name, unique within its supervisor."""
+        return self._cell.name
+
+    @property
+    def path(self) -> str:
+        """The actor's path from the root, ``"/"``-separated."""
+        return self._cell.path
+
+    def __repr__(self) -> str:
+        return f"<ActorRef {self._cell.path!r} {self._cell.state}>"
+
+    async def send(self, msg: Message) -> None:
+        """Put *msg* in the actor's mailbox, waiting while it is full (backpressure).
+
+        Raises:
+            NotAMessage: *msg* is not an :class:`agentrio.Message`.
+            ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
+        """
+        if not isinstance(msg, Message):
+            _check_message(msg)
+        cell = self._cell
+        try:
+            await cell.outbox.send(msg)  # type: ignore[union-attr]
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise cell.stopped_error(msg) from None
+
+    def send_nowait(self, msg: Message) -> None:
+        """Put *msg* in the mailbox now, or raise.
+
+        Raises:
+            NotAMessage: *msg* is not an :class:`agentrio.Message`.
+            MailboxFull: the mailbox is at its capacity.
+            ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
+        """
+        if not isinstance(msg, Message):
+            _check_message(msg)
+        cell = self._cell
+        try:
+            cell.outbox.send_nowait(msg)  # type: ignore[union-attr]
+        except trio.WouldBlock:
+            raise MailboxFull(
+                f"mailbox of {cell.path!r} is full ({cell.capacity} messages)", path=cell.path
+            ) from None
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise cell.stopped_error(msg) from None
+
+    async def ask(self, msg: Message, *, timeout: float | None = None) -> object:
+        """Send *msg* and wait for what ``handle`` returns.
+
+        If the ask is cancelled or times out after the message was delivered,
+        the actor still handles it; the reply is dropped.
+
+        Args:
+            msg: the request.
+            timeout: seconds to wait for the reply; ``None`` waits as long as
+                the caller's own cancel scopes allow.
+
+        Raises:
+            NotAMessage: *msg* is not an :class:`agentrio.Message`.
+            SelfAsk: called from inside this actor's own ``handle``.
+            AskTimeout: no reply within *timeout*.
+            ActorCrashed: the actor raised while handling *msg*.
+            ActorStopped: the actor stopped before it handled *msg*.
+        """
+        if not isinstance(msg, Message):
+            _check_message(msg)
+        cell = self._cell
+        if _CURRENT.get() is cell:
+            raise SelfAsk(
+                f"actor {cell.path!r} asked itself from inside handle(): it would deadlock; "
+                "use send() to message yourself"
+            )
+        if timeout is None:
+            return await _ask(cell, msg)
+        check_timeout("timeout", timeout)
+        with trio.move_on_after(timeout):
+            return await _ask(cell, msg)
+        raise AskTimeout(f"no reply from {cell.path!r} within {timeout} s", path=cell.path)
+
+    async def stop(self) -> None:
+        """Stop gracefully: no new messages; drain the mailbox, run ``on_stop``, exit.
+
+        Waits until the actor has exited. Called by the actor on itself, it
+        returns at once and the actor exits after the current message; a
+        ``permanent`` actor that stops itself is restarted. Stopping a stopped
+        actor does nothing.
+        """
+        cell = self._cell
+        if cell.state != "exited":
+            if _CURRENT.get() is cell:
+                cell.self_stopped = True
+                _close(cell)
+                await trio.lowlevel.checkpoint()
+                return
+            request_stop(cell)
+        await cell.wait_exited()
+
+    def cancel(self) -> None:
+        """Stop now: cancel the actor's task; ``on_stop`` does not run, pending asks fail."""
+        request_cancel(self._cell)
+
+    def statistics(self) -> ActorStatistics:
+        """Return a snapshot of this actor's mailbox and counters."""
+        cell = self._cell
+        size = 0
+        if cell.outbox is not None and cell.state != "exited":
+            size = cell.outbox.statistics().current_buffer_used
+        return ActorStatistics(
+            path=cell.path,
+            state=cell.state,
+            mailbox_size=size,
+            mailbox_capacity=cell.capacity,
+            messages_handled=cell.handled,
+            restarts=cell.restarts,
+        )
+
+
+async def _ask(cell: _Cell, msg: Message) -> object:
+    await trio.lowlevel.checkpoint_if_cancelled()
+    ask = _Ask(msg, trio.lowlevel.current_task())
+    outbox = cell.outbox
+    try:
+        try:
+            outbox.send_nowait(ask)  # type: ignore[union-attr]
+        except trio.WouldBlock:
+            await outbox.send(ask)  # type: ignore[union-attr]
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        raise cell.stopped_error(msg) from None
+    if ask.outcome is not None:
+        return ask.outcome.unwrap()
+    ask.waiting = True
+    return await trio.lowlevel.wait_task_rescheduled(ask)
+
+
+def _close(cell: _Cell) -> None:
+    if cell.outbox is not None:
+        cell.outbox.close()
+
+
+def request_stop(cell: _Cell) -> None:
+    """Begin a graceful stop of *cell* (an actor or a supervisor)."""
+    if cell.state in ("exited", "stopping"):
+        return
+    cell.state = "stopping"
+    if cell.sup is not None:
+        cell.sup.request_stop()
+    else:
+        _close(cell)
+
+
+def request_cancel(cell: _Cell) -> None:
+    """Cancel *cell* now (an actor or a supervisor); it is not restarted."""
+    if cell.state == "exited":
+        return
+    cell.cancel_requested = True
+    if cell.scope is not None:
+        cell.scope.cancel()
+    _close(cell)
+
+
+def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None) -> None:
+    """Settle one undelivered or crashing mailbox item: dead letter, and fail its asker."""
+    if item is None:
+        return
+    cell.dead_letter(item, reason)
+    if type(item) is _Ask:
+        if exc is not None:
+            err: Exception = ActorCrashed(
+                f"actor {cell.path!r} crashed handling {type(item.msg).__name__}: {exc!r}",
+                path=cell.path,
+                cause=exc,
+            )
+        else:
+            err = ActorStopped(
+                f"actor {cell.path!r} {reason} before handling {type(item.msg).__name__}",
+                path=cell.path,
+                reason=reason,
+            )
+        item.settle(outcome.Error(err))
+
+
+def drain(cell: _Cell, reason: str) -> None:
+    """Close *cell*'s mailbox for good and settle everything still in it."""
+    if cell.outbox is None or cell.inbox is None:
+        return
+    cell.outbox.close()
+    while True:
+        try:
+            item = cell.inbox.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+        fail_item(cell, item, reason, None)
+    cell.inbox.close()
+
+
+def reopen(cell: _Cell) -> None:
+    """Give a restarted actor that had closed its own mailbox a fresh one."""
+    drain(cell, "stopped")
+    cell.outbox, cell.inbox = trio.open_memory_channel[object](cell.capacity)

@@ -1,0 +1,135 @@
+"""The one exception tree of agentrio.
+
+Misuse of the API (a bug in the calling code) and failures at run time (an
+actor crashed, a reply did not come) are separate branches, so that code can
+catch the second without hiding the first::
+
+    AgentrioError
+    ├── UsageError                  the caller did something wrong
+    │   ├── InvalidArgument         a bad value or type (also TypeError, ValueError)
+    │   ├── NotAMessage             sent something that is not an agentrio.Message
+    │   ├── DuplicateName           a name already taken in that supervisor
+    │   ├── UnknownName             lookup of a name nobody holds (also LookupError)
+    │   ├── SelfAsk                 an actor asked itself: it would deadlock
+    │   └── RuntimeClosed           spawn on a runtime or supervisor that has stopped
+    └── ActorError                  something went wrong with an actor at run time
+        ├── ActorCrashed            handle() raised; carries the original exception
+        ├── ActorStopped            the actor has stopped; the message was not delivered
+        ├── AskTimeout              no reply within the timeout (also TimeoutError)
+        ├── MailboxFull             send_nowait() on a full mailbox
+        └── RestartIntensityExceeded  a supervisor gave up restarting a child
+
+Errors from the libraries underneath (trio, msgspec, httpx) are translated at
+the boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActorCrashed",
+    "ActorError",
+    "ActorStopped",
+    "AgentrioError",
+    "AskTimeout",
+    "DuplicateName",
+    "InvalidArgument",
+    "MailboxFull",
+    "NotAMessage",
+    "RestartIntensityExceeded",
+    "RuntimeClosed",
+    "SelfAsk",
+    "UnknownName",
+    "UsageError",
+]
+
+
+class AgentrioError(Exception):
+    """The root of every exception agentrio raises on purpose."""
+
+
+class UsageError(AgentrioError):
+    """The calling code used the API wrongly; fix the call, do not retry it."""
+
+
+class InvalidArgument(UsageError, TypeError, ValueError):
+    """An argument had the wrong type or value; the message names it."""
+
+
+class NotAMessage(UsageError, TypeError):
+    """Something that is not an :class:`agentrio.Message` was sent to an actor."""
+
+
+class DuplicateName(UsageError):
+    """A name is already taken by a live child of the same supervisor."""
+
+
+class UnknownName(UsageError, LookupError):
+    """No live actor or supervisor holds the name that was looked up."""
+
+
+class SelfAsk(UsageError):
+    """An actor asked itself from inside ``handle``: it could never answer."""
+
+
+class RuntimeClosed(UsageError):
+    """A spawn was attempted on a runtime or supervisor that has stopped."""
+
+
+class ActorError(AgentrioError):
+    """Something went wrong with an actor at run time.
+
+    Attributes:
+        path: the path of the actor concerned (``"workers/w1"``).
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ActorCrashed(ActorError):
+    """The actor's ``handle`` (or ``on_start``) raised while serving a message.
+
+    Attributes:
+        cause: the exception the actor raised (also ``__cause__``).
+    """
+
+    def __init__(self, message: str, *, path: str, cause: BaseException) -> None:
+        super().__init__(message, path=path)
+        self.cause = cause
+        self.__cause__ = cause
+
+
+class ActorStopped(ActorError):
+    """The actor has stopped (or is stopping), so the message was not delivered.
+
+    Attributes:
+        reason: why it stopped: ``"stopped"``, ``"cancelled"`` or ``"crashed"``.
+    """
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        super().__init__(message, path=path)
+        self.reason = reason
+
+
+class AskTimeout(ActorError, TimeoutError):
+    """No reply arrived within the ``timeout`` given to ``ask``."""
+
+
+class MailboxFull(ActorError):
+    """``send_nowait`` found the actor's bounded mailbox full."""
+
+
+class RestartIntensityExceeded(ActorError):
+    """A supervisor saw more restarts within its period than it allows, and failed.
+
+    Attributes:
+        child: the path of the child whose crash went over the limit.
+        cause: that child's exception (also ``__cause__``).
+    """
+
+    def __init__(self, message: str, *, path: str, child: str, cause: BaseException) -> None:
+        super().__init__(message, path=path)
+        self.child = child
+        self.cause = cause
+        self.__cause__ = cause

@@ -1,0 +1,1 @@
+"""Supervision: strategies and restart intensity, the runtime, budgets and limits."""

@@ -1,0 +1,123 @@
+"""``open_runtime()``: the root supervisor, the name registry and the event bus."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+from .bus import EventBus, EventStream
+from .supervisor import (
+    Backoff,
+    Strategy,
+    SupervisorRef,
+    SupervisorStatistics,
+    _Counters,
+    _Supervisor,
+)
+
+__all__ = ["Runtime", "open_runtime"]
+
+
+class Runtime(SupervisorRef):
+    """The root of a supervision tree, from :func:`open_runtime`.
+
+    It is a :class:`SupervisorRef` (``spawn``, ``spawn_supervisor``,
+    ``lookup``...) with the runtime-wide services on top: events and
+    statistics.
+    """
+
+    __slots__ = ("_bus",)
+
+    def __init__(self, sup: _Supervisor, bus: EventBus) -> None:
+        super().__init__(sup, None)
+        self._bus = bus
+
+    @property
+    def closed(self) -> bool:
+        """True once the runtime has stopped; spawning then raises ``RuntimeClosed``."""
+        return self._sup.closed or self._sup.stopping
+
+    def events(self, *, capacity: int = 1000) -> EventStream:
+        """Subscribe to the runtime's events.
+
+        Use as ``async with rt.events() as stream: async for event in stream``.
+        The subscription starts at once (before the ``async with``), holds at
+        most *capacity* unread events, and never slows the actors: when it is
+        full, events are dropped for it and an :class:`~agentrio.EventsLost`
+        with their count takes their place.
+
+        Raises:
+            InvalidArgument: *capacity* is not an int >= 1.
+        """
+        return self._bus.subscribe(capacity)
+
+    def statistics(self) -> SupervisorStatistics:
+        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
+        return self._sup.statistics("exited" if self._sup.closed else "running")
+
+
+@asynccontextmanager
+async def open_runtime(
+    *,
+    strategy: Strategy = "one_for_one",
+    max_restarts: int = 3,
+    period: float = 5.0,
+    backoff: Backoff | None = None,
+    shutdown_timeout: float = 5.0,
+) -> AsyncIterator[Runtime]:
+    """Open a runtime: the root supervisor of everything spawned in the block.
+
+    Leaving the block stops everything gracefully (every actor drains its
+    mailbox and runs ``on_stop``, up to *shutdown_timeout* seconds, then is
+    cancelled); leaving it with an exception cancels everything. Nothing
+    outlives the block. If the root supervisor exceeds its restart intensity,
+    the block is cancelled and an exception group holding a
+    :class:`~agentrio.RestartIntensityExceeded` (naming the actor and its
+    error) is raised.
+
+    Example::
+
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Echo, name="echo")
+            print(await ref.ask(Ping(text="hi"), timeout=1.0))
+
+    Args:
+        strategy: the root's strategy, ``"one_for_one"`` or ``"one_for_all"``.
+        max_restarts: restarts the root allows within *period* seconds.
+        period: the restart-intensity window, in seconds.
+        backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
+        shutdown_timeout: seconds a graceful stop waits before cancelling.
+    """
+    bus = EventBus()
+    root = _Supervisor(
+        "",
+        bus=bus,
+        counters=_Counters(),
+        strategy=strategy,
+        max_restarts=max_restarts,
+        period=period,
+        backoff=backoff,
+        shutdown_timeout=shutdown_timeout,
+    )
+    rt = Runtime._create(root, bus)
+    root.ref = rt
+    async with trio.open_nursery() as nursery:
+        await nursery.start(_run_root, root, name="agentrio root supervisor")
+        try:
+            yield rt
+        except BaseException:
+            rt.cancel()
+            raise
+        else:
+            root.request_stop()
+
+
+async def _run_root(root: _Supervisor, task_status: trio.TaskStatus[None]) -> None:
+    task_status.started()
+    try:
+        await root.serve()
+    finally:
+        root.finalize_all("stopped")
+        root.bus.close()

@@ -1,0 +1,664 @@
+"""Supervisors: child slots, restart strategies, restart intensity and escalation.
+
+A supervisor is a Trio task that owns a nursery; each child (an actor or a
+supervisor) runs in one task of that nursery, and the task itself restarts its
+child in place, so a restart costs no new task. A child's exit is judged in
+its own task (its outcome is the supervision signal, no message is involved):
+
+* a crash asks the supervisor for a decision: restart (after an optional
+  backoff), give up on that child, or fail the whole supervisor when the
+  restart intensity is exceeded, which its parent then judges in turn;
+* a graceful stop or an own ``cancel()`` ends the child for good;
+* a cancellation from further up (the supervisor failed or was cancelled)
+  leaves the child *suspended*, with its mailbox; a supervisor restart resumes
+  it, and the supervisor's own final exit settles it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+import msgspec
+import trio
+
+from ..actors._core import (
+    _CURRENT,
+    RESTART_POLICIES,
+    Actor,
+    ActorRef,
+    NoPublicConstructor,
+    RestartPolicy,
+    _Cell,
+    _serve,
+    check_timeout,
+    drain,
+    fail_item,
+    reopen,
+    request_cancel,
+    request_stop,
+)
+from ..errors import (
+    DuplicateName,
+    InvalidArgument,
+    RestartIntensityExceeded,
+    RuntimeClosed,
+    UnknownName,
+)
+from ..messages import (
+    ActorExited,
+    ActorFailed,
+    ActorRestarted,
+    ActorStarted,
+    SupervisorEscalated,
+)
+
+if TYPE_CHECKING:
+    from .bus import EventBus
+
+__all__ = ["Backoff", "RestartIntensity", "Strategy", "SupervisorRef", "SupervisorStatistics"]
+
+Strategy = Literal["one_for_one", "one_for_all"]
+_STRATEGIES = frozenset(("one_for_one", "one_for_all"))
+
+
+@attrs.frozen
+class Backoff:
+    """Exponential, capped delay before restarting a crashed child.
+
+    The n-th crash in a row of one child (a crash after the child handled at
+    least one message starts a new run) waits ``initial * factor ** (n - 1)``
+    seconds, at most ``maximum``.
+    """
+
+    initial: float = 0.1
+    factor: float = 2.0
+    maximum: float = 10.0
+
+    def __attrs_post_init__(self) -> None:
+        for field in ("initial", "factor", "maximum"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgument(f"Backoff.{field} must be a number, got {value!r}")
+            if math.isnan(value) or value < 0:
+                raise InvalidArgument(f"Backoff.{field} must be >= 0, got {value!r}")
+        if self.factor < 1:
+            raise InvalidArgument(f"Backoff.factor must be >= 1, got {self.factor!r}")
+
+    def delay(self, streak: int) -> float:
+        """Seconds to wait before the restart that follows the *streak*-th crash in a row."""
+        if streak < 1:
+            return 0.0
+        return float(min(self.initial * self.factor ** (streak - 1), self.maximum))
+
+
+class RestartIntensity:
+    """OTP's restart intensity: at most *max_restarts* restarts within *period* seconds."""
+
+    __slots__ = ("_times", "max_restarts", "period")
+
+    def __init__(self, max_restarts: int, period: float) -> None:
+        self.max_restarts = max_restarts
+        self.period = period
+        self._times: deque[float] = deque()
+
+    def record(self, now: float) -> bool:
+        """Count a restart at time *now*; return False if that goes over the limit."""
+        times = self._times
+        cutoff = now - self.period
+        while times and times[0] <= cutoff:
+            times.popleft()
+        times.append(now)
+        return len(times) <= self.max_restarts
+
+
+class SupervisorStatistics(msgspec.Struct, frozen=True):
+    """A snapshot of a supervisor's subtree, from ``statistics()``.
+
+    Attributes:
+        path: the supervisor's path (``""`` for the runtime's root).
+        state: ``"running"``, ``"stopping"``, ``"suspended"`` or ``"exited"``.
+        children: direct children alive now.
+        actors: actors alive in the whole subtree.
+        supervisors: supervisors alive in the subtree, this one excluded.
+        messages_handled: messages handled by the subtree's live actors.
+        restarts: restarts of the subtree's live children.
+        mailbox_size: messages waiting in the subtree's mailboxes.
+        dead_letters: dead letters in the whole runtime so far.
+    """
+
+    path: str
+    state: str
+    children: int
+    actors: int
+    supervisors: int
+    messages_handled: int
+    restarts: int
+    mailbox_size: int
+    dead_letters: int
+
+
+class _Counters:
+    """Runtime-wide counters shared by every supervisor of one runtime."""
+
+    __slots__ = ("dead_letters",)
+
+    def __init__(self) -> None:
+        self.dead_letters = 0
+
+
+def _check_name(name: object) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name or "/" in name:
+        raise InvalidArgument(f"name must be a non-empty str without '/', got {name!r}")
+    return name
+
+
+def _check_int(arg: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(f"{arg} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_choice(arg: str, value: object, choices: frozenset[str]) -> None:
+    if value not in choices:
+        raise InvalidArgument(f"{arg} must be one of {sorted(choices)}, got {value!r}")
+
+
+class _Supervisor:
+    """The state of one supervisor; its task runs :meth:`serve`."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        bus: EventBus,
+        counters: _Counters,
+        strategy: Strategy = "one_for_one",
+        max_restarts: int = 3,
+        period: float = 5.0,
+        backoff: Backoff | None = None,
+        shutdown_timeout: float = 5.0,
+    ) -> None:
+        _check_choice("strategy", strategy, _STRATEGIES)
+        _check_int("max_restarts", max_restarts, 0)
+        check_timeout("period", period)
+        check_timeout("shutdown_timeout", shutdown_timeout)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidArgument(f"backoff must be an agentrio.Backoff or None, got {backoff!r}")
+        self.path = path
+        self.bus = bus
+        self.runtime_counters = counters
+        self.strategy = strategy
+        self.intensity = RestartIntensity(max_restarts, period)
+        self.backoff = backoff
+        self.shutdown_timeout = shutdown_timeout
+        self.children: dict[str, _Cell] = {}
+        self.nursery: trio.Nursery | None = None
+        self.failure: RestartIntensityExceeded | None = None
+        self.wake: trio.Event | None = None
+        self.all_exited: trio.Event | None = None
+        self.stopping = False
+        self.closed = False
+        self.live = 0
+        self._names = itertools.count(1)
+        self.ref: SupervisorRef = SupervisorRef._create(self, None)
+
+    # -- the supervisor's task -------------------------------------------------
+
+    async def serve(self) -> None:
+        """Run the children until a graceful stop, a cancel, or a failure."""
+        self.failure = None
+        self.wake = trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                for cell in list(self.children.values()):
+                    if cell.state == "suspended" and cell.restart == "temporary":
+                        self.finalize(cell, "cancelled")
+                    else:
+                        self._start(cell)
+                if self.stopping:
+                    self.wake.set()
+                await self.wake.wait()
+                if self.failure is None:
+                    await self._stop_children()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.nursery = None
+        if self.failure is not None:
+            raise self.failure
+
+    async def _stop_children(self) -> None:
+        # Stop in reverse order of start, as OTP does, and give them
+        # shutdown_timeout seconds to drain before they are cancelled.
+        for cell in reversed(list(self.children.values())):
+            request_stop(cell)
+        if self.live:
+            self.all_exited = trio.Event()
+            with trio.move_on_after(self.shutdown_timeout):
+                await self.all_exited.wait()
+
+    def request_stop(self) -> None:
+        self.stopping = True
+        if self.wake is not None:
+            self.wake.set()
+
+    def _start(self, cell: _Cell) -> None:
+        assert self.nursery is not None
+        self.live += 1
+        self.nursery.start_soon(self._child_main, cell, name=cell.path)
+
+    async def _child_main(self, cell: _Cell) -> None:
+        _CURRENT.set(cell)
+        reason: Literal["stopped", "cancelled", "crashed"] | None = None
+        if cell.state == "suspended":
+            self._restarted(cell, 0.0)
+        delay = 0.0
+        try:
+            while True:
+                exc: Exception | None = None
+                with trio.CancelScope() as scope:
+                    cell.scope = scope
+                    if cell.cancel_requested:
+                        scope.cancel()
+                    try:
+                        if delay:
+                            await trio.sleep(delay)
+                        await self._incarnation(cell)
+                    except Exception as e:
+                        exc = e
+                cell.scope = None
+                if exc is None and scope.cancelled_caught:
+                    if cell.restart_pending and not cell.cancel_requested:
+                        cell.restart_pending = False
+                        delay = 0.0
+                        self._restarted(cell, delay)
+                        continue
+                    reason = "cancelled"
+                    break
+                if exc is None:
+                    if cell.self_stopped and cell.restart == "permanent" and not self.stopping:
+                        cell.self_stopped = False
+                        reopen(cell)
+                        delay = 0.0
+                        self._restarted(cell, delay)
+                        continue
+                    reason = "stopped"
+                    break
+                decision = self._on_crash(cell, exc)
+                if decision == "exit":
+                    reason = "crashed"
+                    break
+                if decision == "suspend":
+                    break
+                delay = decision
+                self._restarted(cell, delay)
+        finally:
+            self.live -= 1
+            if cell.failed_item is not None:
+                fail_item(cell, cell.failed_item, "cancelled", None)
+                cell.failed_item = None
+            if reason is None:
+                if cell.state != "exited":
+                    cell.state = "suspended"
+            else:
+                self.finalize(cell, reason)
+            if self.live == 0 and self.all_exited is not None:
+                self.all_exited.set()
+
+    async def _incarnation(self, cell: _Cell) -> None:
+        if cell.state != "stopping":
+            cell.state = "running"
+        cell.mark = cell.handled
+        if cell.sup is not None:
+            if self.bus.active:
+                self.bus.publish(ActorStarted(path=cell.path, restarts=cell.restarts))
+            await cell.sup.serve()
+            return
+        assert cell.factory is not None
+        actor = cell.factory(*cell.args)
+        actor.ref = cell.ref
+        cell.instance = actor
+        await actor.on_start()
+        if self.bus.active:
+            self.bus.publish(ActorStarted(path=cell.path, restarts=cell.restarts))
+        await _serve(cell, actor.handle)
+        await actor.on_stop()
+
+    def _restarted(self, cell: _Cell, delay: float) -> None:
+        cell.restarts += 1
+        if self.bus.active:
+            self.bus.publish(ActorRestarted(path=cell.path, restarts=cell.restarts, delay=delay))
+
+    def _on_crash(self, cell: _Cell, exc: Exception) -> float | Literal["exit", "suspend"]:
+        item, cell.failed_item = cell.failed_item, None
+        fail_item(cell, item, "crashed_on", exc)
+        if self.bus.active:
+            self.bus.publish(
+                ActorFailed(path=cell.path, error_type=type(exc).__name__, error=str(exc))
+            )
+        if cell.handled > cell.mark:
+            cell.streak = 0
+        cell.streak += 1
+        if cell.restart == "temporary" or cell.state == "stopping" or self.stopping:
+            return "exit"
+        if self.failure is not None:
+            return "suspend"
+        if not self.intensity.record(trio.current_time()):
+            self._fail(cell, exc)
+            return "suspend"
+        if self.strategy == "one_for_all":
+            for other in self.children.values():
+                if other is cell or other.scope is None:
+                    continue
+                if other.restart == "temporary":
+                    request_cancel(other)
+                else:
+                    other.restart_pending = True
+                    other.scope.cancel()
+        return self.backoff.delay(cell.streak) if self.backoff is not None else 0.0
+
+    def _fail(self, cell: _Cell, exc: Exception) -> None:
+        where = repr(self.path) if self.path else "the root"
+        self.failure = RestartIntensityExceeded(
+            f"supervisor {where} gave up: more than {self.intensity.max_restarts} restarts "
+            f"within {self.intensity.period} s; the last was {cell.path!r}, which raised {exc!r}",
+            path=self.path,
+            child=cell.path,
+            cause=exc,
+        )
+        if self.bus.active:
+            self.bus.publish(SupervisorEscalated(path=self.path, child=cell.path, error=str(exc)))
+        assert self.wake is not None
+        self.wake.set()
+
+    # -- final exits -------------------------------------------------------------
+
+    def finalize(self, cell: _Cell, reason: Literal["stopped", "cancelled", "crashed"]) -> None:
+        """End *cell* for good: settle its mailbox, free its name, tell the waiters."""
+        if cell.state == "exited":
+            return
+        cell.stop_reason = reason
+        cell.state = "exited"
+        cell.instance = None
+        if cell.sup is not None:
+            cell.sup.finalize_all(reason)
+        else:
+            drain(cell, reason)
+        if self.children.get(cell.name) is cell:
+            del self.children[cell.name]
+        if self.bus.active:
+            self.bus.publish(ActorExited(path=cell.path, reason=reason))
+        if cell.exited is not None:
+            cell.exited.set()
+
+    def finalize_all(self, reason: Literal["stopped", "cancelled", "crashed"]) -> None:
+        """This supervisor has ended for good: so has every child it still holds."""
+        self.closed = True
+        for cell in reversed(list(self.children.values())):
+            self.finalize(cell, "cancelled" if reason == "stopped" else reason)
+
+    # -- spawning ------------------------------------------------------------------
+
+    def _new_name(self, prefix: str, name: object) -> str:
+        checked = _check_name(name)
+        if checked is None:
+            checked = f"{prefix}-{next(self._names)}"
+            while checked in self.children:
+                checked = f"{prefix}-{next(self._names)}"
+        elif checked in self.children:
+            raise DuplicateName(f"name {checked!r} is already taken in {self.ref!r}")
+        return checked
+
+    def _check_open(self) -> None:
+        if self.closed or self.stopping:
+            where = repr(self.path) if self.path else "the runtime"
+            raise RuntimeClosed(f"cannot spawn: {where} has stopped")
+
+    def spawn_actor(
+        self,
+        actor_class: type[Actor[Any]],
+        args: tuple[object, ...],
+        name: object,
+        mailbox: object,
+        restart: object,
+    ) -> _Cell:
+        if not (isinstance(actor_class, type) and issubclass(actor_class, Actor)):
+            raise InvalidArgument(
+                f"actor_class must be a subclass of agentrio.Actor, got {actor_class!r}"
+            )
+        capacity = _check_int("mailbox", mailbox, 0)
+        _check_choice("restart", restart, RESTART_POLICIES)
+        self._check_open()
+        checked = self._new_name(actor_class.__name__, name)
+        cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
+        self._adopt(cell)
+        return cell
+
+    def spawn_supervisor(self, name: object, restart: object, **options: Any) -> _Supervisor:
+        _check_choice("restart", restart, RESTART_POLICIES)
+        self._check_open()
+        checked = self._new_name("supervisor", name)
+        path = f"{self.path}/{checked}" if self.path else checked
+        sup = _Supervisor(path, bus=self.bus, counters=self.runtime_counters, **options)
+        cell = _Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
+        sup.ref = SupervisorRef._create(sup, cell)
+        self._adopt(cell)
+        return sup
+
+    def _adopt(self, cell: _Cell) -> None:
+        cell.state = "starting"
+        self.children[cell.name] = cell
+        if self.nursery is not None:
+            self._start(cell)
+
+    def find(self, name: str) -> _Cell:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"name must be a non-empty str, got {name!r}")
+        sup = self
+        parts = name.split("/")
+        for i, part in enumerate(parts):
+            cell = sup.children.get(part)
+            if cell is None or cell.state == "exited":
+                where = repr(sup.path) if sup.path else "the runtime"
+                raise UnknownName(f"no live child named {part!r} in {where} (looking up {name!r})")
+            if i == len(parts) - 1:
+                return cell
+            if cell.sup is None:
+                raise UnknownName(f"{cell.path!r} is an actor, not a supervisor: cannot look in it")
+            sup = cell.sup
+        raise AssertionError("unreachable")
+
+    def statistics(self, state: str) -> SupervisorStatistics:
+        children = actors = supervisors = handled = restarts = waiting = 0
+        for cell in self.children.values():
+            children += 1
+            restarts += cell.restarts
+            if cell.sup is not None:
+                sub = cell.sup.statistics(cell.state)
+                supervisors += 1 + sub.supervisors
+                actors += sub.actors
+                handled += sub.messages_handled
+                restarts += sub.restarts
+                waiting += sub.mailbox_size
+            else:
+                actors += 1
+                handled += cell.handled
+                if cell.outbox is not None and cell.state != "exited":
+                    waiting += cell.outbox.statistics().current_buffer_used
+        return SupervisorStatistics(
+            path=self.path,
+            state=state,
+            children=children,
+            actors=actors,
+            supervisors=supervisors,
+            messages_handled=handled,
+            restarts=restarts,
+            mailbox_size=waiting,
+            dead_letters=self.runtime_counters.dead_letters,
+        )
+
+
+class SupervisorRef(metaclass=NoPublicConstructor):
+    """The handle to a supervisor: spawn children under it, look them up, stop it.
+
+    Made by :meth:`spawn_supervisor`; the runtime itself is the root supervisor.
+    """
+
+    __slots__ = ("_cell", "_sup")
+
+    def __init__(self, sup: _Supervisor, cell: _Cell | None) -> None:
+        self._sup = sup
+        self._cell = cell
+
+    @property
+    def name(self) -> str:
+        """The supervisor's name (``""`` for the root)."""
+        return self._cell.name if self._cell is not None else ""
+
+    @property
+    def path(self) -> str:
+        """The supervisor's path from the root (``""`` for the root)."""
+        return self._sup.path
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._sup.path!r}>"
+
+    async def spawn(
+        self,
+        actor_class: type[Actor[Any]],
+        *args: object,
+        name: str | None = None,
+        mailbox: int = 100,
+        restart: RestartPolicy = "transient",
+    ) -> ActorRef:
+        """Start ``actor_class(*args)`` as a child of this supervisor.
+
+        Args:
+            actor_class: an :class:`agentrio.Actor` subclass.
+            *args: passed to its constructor at every (re)start.
+            name: unique among this supervisor's children; default
+                ``"<ClassName>-<n>"``.
+            mailbox: the mailbox's capacity (0 means every send waits for
+                the actor to take the message).
+            restart: ``"permanent"`` (restarted after a crash, and after it
+                stops itself), ``"transient"`` (restarted after a crash only)
+                or ``"temporary"`` (never restarted).
+
+        Returns:
+            The new actor's ref; messages sent before it has started wait in
+            its mailbox.
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message.
+            DuplicateName: *name* is taken.
+            RuntimeClosed: this supervisor has stopped.
+        """
+        cell = self._sup.spawn_actor(actor_class, args, name, mailbox, restart)
+        await trio.lowlevel.checkpoint()
+        return cell.ref
+
+    async def spawn_supervisor(
+        self,
+        *,
+        name: str | None = None,
+        strategy: Strategy = "one_for_one",
+        max_restarts: int = 3,
+        period: float = 5.0,
+        backoff: Backoff | None = None,
+        shutdown_timeout: float = 5.0,
+        restart: RestartPolicy = "permanent",
+    ) -> SupervisorRef:
+        """Start a child supervisor and return its ref.
+
+        Args:
+            name: unique among this supervisor's children.
+            strategy: ``"one_for_one"`` restarts only the crashed child;
+                ``"one_for_all"`` restarts every child (temporary ones are
+                cancelled, not restarted).
+            max_restarts: restarts allowed within *period* seconds; one more
+                and the supervisor fails, cancelling its children, and its
+                parent applies its own policy to it.
+            period: the window of the restart intensity, in seconds.
+            backoff: delay restarts exponentially (see :class:`Backoff`).
+            shutdown_timeout: seconds a graceful stop waits for children to
+                drain before cancelling them.
+            restart: this supervisor's own policy under its parent.
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message.
+            DuplicateName: *name* is taken.
+            RuntimeClosed: this supervisor has stopped.
+        """
+        sup = self._sup.spawn_supervisor(
+            name,
+            restart,
+            strategy=strategy,
+            max_restarts=max_restarts,
+            period=period,
+            backoff=backoff,
+            shutdown_timeout=shutdown_timeout,
+        )
+        await trio.lowlevel.checkpoint()
+        return sup.ref
+
+    def lookup(self, name: str) -> ActorRef:
+        """Return the live actor called *name* (a ``"/"``-separated path below this one).
+
+        Raises:
+            UnknownName: no live actor has that name or path.
+        """
+        cell = self._sup.find(name)
+        if cell.sup is not None:
+            raise UnknownName(f"{cell.path!r} is a supervisor: use lookup_supervisor()")
+        return cell.ref
+
+    def lookup_supervisor(self, name: str) -> SupervisorRef:
+        """Return the live supervisor called *name* (a path below this one).
+
+        Raises:
+            UnknownName: no live supervisor has that name or path.
+        """
+        cell = self._sup.find(name)
+        if cell.sup is None:
+            raise UnknownName(f"{cell.path!r} is an actor: use lookup()")
+        return cell.sup.ref
+
+    def children(self) -> list[ActorRef | SupervisorRef]:
+        """The live direct children, in the order they were spawned."""
+        return [
+            c.sup.ref if c.sup is not None else c.ref
+            for c in self._sup.children.values()
+            if c.state != "exited"
+        ]
+
+    async def stop(self) -> None:
+        """Stop gracefully: stop every child (last spawned first), then exit; waits for it."""
+        cell = self._cell
+        if cell is None:
+            self._sup.request_stop()
+            return
+        request_stop(cell)
+        await cell.wait_exited()
+
+    def cancel(self) -> None:
+        """Cancel this supervisor and its whole subtree now."""
+        if self._cell is None:
+            self._sup.request_stop()
+            if self._sup.nursery is not None:
+                self._sup.nursery.cancel_scope.cancel()
+            return
+        request_cancel(self._cell)
+
+    def statistics(self) -> SupervisorStatistics:
+        """A snapshot of this supervisor's subtree."""
+        if self._cell is not None:
+            state = self._cell.state
+        else:
+            state = "exited" if self._sup.closed else "running"
+        return self._sup.statistics(state)
