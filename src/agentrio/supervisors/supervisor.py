@@ -26,7 +26,6 @@ import msgspec
 import trio
 
 from ..actors._core import (
-    _CURRENT,
     RESTART_POLICIES,
     Actor,
     ActorRef,
@@ -213,6 +212,9 @@ class _Supervisor:
     async def serve(self) -> None:
         """Run the children until a graceful stop, a cancel, or a failure."""
         self.failure = None
+        # Each incarnation gets a fresh restart intensity (as in OTP): the
+        # restarts that made the last one fail were already judged by the parent.
+        self.intensity = RestartIntensity(self.intensity.max_restarts, self.intensity.period)
         self.wake = trio.Event()
         try:
             async with trio.open_nursery() as nursery:
@@ -254,7 +256,7 @@ class _Supervisor:
         self.nursery.start_soon(self._child_main, cell, name=cell.path)
 
     async def _child_main(self, cell: _Cell) -> None:
-        _CURRENT.set(cell)
+        cell.task = trio.lowlevel.current_task()
         reason: Literal["stopped", "cancelled", "crashed"] | None = None
         if cell.state == "suspended":
             self._restarted(cell, 0.0)
@@ -269,13 +271,27 @@ class _Supervisor:
                     try:
                         if delay:
                             await trio.sleep(delay)
-                        await self._incarnation(cell)
+                        # The incarnation is inlined: one coroutine frame less
+                        # for each of 100k idle actors.
+                        actor = self._incarnate(cell)
+                        if actor is None:
+                            self._started(cell)
+                            await cell.sup.serve()  # type: ignore[union-attr]
+                        else:
+                            await actor.on_start()
+                            self._started(cell)
+                            await _serve(cell, actor.handle)
+                            await actor.on_stop()
                     except Exception as e:
                         exc = e
                 cell.scope = None
                 if exc is None and scope.cancelled_caught:
                     if cell.restart_pending and not cell.cancel_requested:
                         cell.restart_pending = False
+                        # one_for_all cut short the message it was handling:
+                        # settle it now, or its asker would wait forever.
+                        item, cell.failed_item = cell.failed_item, None
+                        fail_item(cell, item, "cancelled", None)
                         delay = 0.0
                         self._restarted(cell, delay)
                         continue
@@ -311,24 +327,21 @@ class _Supervisor:
             if self.live == 0 and self.all_exited is not None:
                 self.all_exited.set()
 
-    async def _incarnation(self, cell: _Cell) -> None:
+    def _incarnate(self, cell: _Cell) -> Actor[Any] | None:
+        """Make the child's next incarnation: a fresh actor instance (None for a supervisor)."""
         if cell.state != "stopping":
             cell.state = "running"
         cell.mark = cell.handled
-        if cell.sup is not None:
-            if self.bus.active:
-                self.bus.publish(ActorStarted(path=cell.path, restarts=cell.restarts))
-            await cell.sup.serve()
-            return
-        assert cell.factory is not None
+        if cell.factory is None:
+            return None
         actor = cell.factory(*cell.args)
         actor.ref = cell.ref
         cell.instance = actor
-        await actor.on_start()
+        return actor
+
+    def _started(self, cell: _Cell) -> None:
         if self.bus.active:
             self.bus.publish(ActorStarted(path=cell.path, restarts=cell.restarts))
-        await _serve(cell, actor.handle)
-        await actor.on_stop()
 
     def _restarted(self, cell: _Cell, delay: float) -> None:
         cell.restarts += 1
@@ -559,8 +572,10 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             DuplicateName: *name* is taken.
             RuntimeClosed: this supervisor has stopped.
         """
+        # A cancellation point but not a schedule point: spawning 100k actors
+        # in a loop would otherwise run the scheduler 100k times.
+        await trio.lowlevel.checkpoint_if_cancelled()
         cell = self._sup.spawn_actor(actor_class, args, name, mailbox, restart)
-        await trio.lowlevel.checkpoint()
         return cell.ref
 
     async def spawn_supervisor(
@@ -595,6 +610,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             DuplicateName: *name* is taken.
             RuntimeClosed: this supervisor has stopped.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         sup = self._sup.spawn_supervisor(
             name,
             restart,
@@ -604,7 +620,6 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             backoff=backoff,
             shutdown_timeout=shutdown_timeout,
         )
-        await trio.lowlevel.checkpoint()
         return sup.ref
 
     def lookup(self, name: str) -> ActorRef:
