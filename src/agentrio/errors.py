@@ -88,7 +88,7 @@ class ActorError(AgentrioError):
 
 
 class ActorCrashed(ActorError):
-    """The actor's ``handle`` (or ``on_start``) raised while serving a message.
+    """The actor's ``handle`` raised while serving the asked message.
 
     Attributes:
         cause: the exception the actor raised (also ``__cause__``).

@@ -14,6 +14,28 @@ import msgspec
 
 __all__ = [
     "ActorExited",
+    "BudgetExhausted",
+    "ChatMessage",
+    "ContextAppend",
+    "ContextRead",
+    "ContextReset",
+    "ContextTruncated",
+    "ModelReply",
+    "PhaseEnded",
+    "PhaseError",
+    "PhaseResult",
+    "PhaseStarted",
+    "RunPhase",
+    "Stalled",
+    "StopReason",
+    "ToolCallRequest",
+    "ToolEnded",
+    "ToolResult",
+    "ToolStarted",
+    "ToolStatus",
+    "TurnEnded",
+    "TurnStarted",
+    "Usage",
     "ActorFailed",
     "ActorRestarted",
     "ActorStarted",
@@ -111,3 +133,205 @@ class EventsLost(Event, frozen=True, tag=True):
     """This subscriber fell behind and ``count`` events were dropped for it."""
 
     count: int = 0
+
+
+# -- the agent loop ------------------------------------------------------------------
+
+StopReason = Literal[
+    "done", "max_iterations", "budget_exhausted", "stop_requested", "timeout", "stalled", "error"
+]
+ToolStatus = Literal["ok", "failed", "timeout", "denied"]
+
+
+class Usage(Message, frozen=True, tag=True):
+    """What one model call consumed, as the provider reported it.
+
+    Attributes:
+        input_tokens: prompt tokens.
+        output_tokens: completion tokens.
+        cost_usd: the call's price, when the provider or model knows it.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """``input_tokens + output_tokens``."""
+        return self.input_tokens + self.output_tokens
+
+
+class ToolCallRequest(Message, frozen=True, tag=True):
+    """A request to call the tool *name* with *arguments* (from a model, or direct).
+
+    Attributes:
+        name: the tool's name.
+        arguments: the arguments, a JSON object.
+        id: the call's id, echoed in its :class:`ToolResult` (made up when empty).
+    """
+
+    name: str
+    arguments: dict[str, object] = {}
+    id: str = ""
+
+
+class ToolResult(Message, frozen=True, tag=True):
+    """What came of one tool call; the model sees ``content``.
+
+    Attributes:
+        id: the id of the :class:`ToolCallRequest`.
+        name: the tool's name.
+        arguments: the arguments it was called with.
+        status: ``"ok"``, ``"failed"`` (raised, bad arguments, unusable result),
+            ``"timeout"`` or ``"denied"`` (not allowed, or no budget for it).
+        content: the result as JSON text, or the error message.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, object] = {}
+    status: ToolStatus = "ok"
+    content: str = ""
+
+
+class ChatMessage(Message, frozen=True, tag=True):
+    """One entry of a conversation history.
+
+    Attributes:
+        role: ``"system"``, ``"user"``, ``"assistant"`` or ``"tool"``.
+        content: the text.
+        tool_calls: for an assistant turn, the tool calls it asked for.
+        tool_call_id: for a tool turn, the call it answers.
+        name: for a tool turn, the tool's name.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class ModelReply(Message, frozen=True, tag=True):
+    """One answer from a model: text, tool calls, or both, and the usage it reported."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    usage: Usage = Usage()
+
+
+class RunPhase(Message, frozen=True, tag=True):
+    """Ask an agent to run one bounded phase (see ``AgentRef.run``)."""
+
+    user_message: str
+    tool_names: tuple[str, ...] | None = None
+    max_iterations: int = 10
+    continue_context: bool = True
+    context_label: str | None = None
+    direct_tool_calls: tuple[ToolCallRequest, ...] | None = None
+
+
+class PhaseResult(Message, frozen=True, tag=True):
+    """What a phase produced. It carries no token, cost or budget data on purpose.
+
+    Attributes:
+        final_text: the model's last text ("" if it gave none).
+        tool_calls: every tool call of the phase with its result, in order.
+        stop_reason: why the phase ended.
+    """
+
+    final_text: str
+    tool_calls: tuple[ToolResult, ...]
+    stop_reason: StopReason
+
+
+# -- agent events ------------------------------------------------------------------------
+
+
+class PhaseStarted(Event, frozen=True, tag=True):
+    """An agent began a phase in the context *context_label* (None: the primary one)."""
+
+    context_label: str | None = None
+
+
+class PhaseEnded(Event, frozen=True, tag=True):
+    """An agent's phase ended; *iterations* counts its model calls."""
+
+    context_label: str | None = None
+    stop_reason: StopReason = "done"
+    iterations: int = 0
+
+
+class TurnStarted(Event, frozen=True, tag=True):
+    """A model call is about to be made (iteration numbers start at 1)."""
+
+    iteration: int = 0
+
+
+class TurnEnded(Event, frozen=True, tag=True):
+    """A model call returned; *usage* is what the provider reported."""
+
+    iteration: int = 0
+    usage: Usage = Usage()
+    tool_calls: int = 0
+
+
+class ToolStarted(Event, frozen=True, tag=True):
+    """A tool call started."""
+
+    tool: str = ""
+    call_id: str = ""
+
+
+class ToolEnded(Event, frozen=True, tag=True):
+    """A tool call ended with *status*."""
+
+    tool: str = ""
+    call_id: str = ""
+    status: ToolStatus = "ok"
+
+
+class ContextTruncated(Event, frozen=True, tag=True):
+    """Old turns were left out of a model call to fit the context window."""
+
+    context_label: str | None = None
+    dropped: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+
+class Stalled(Event, frozen=True, tag=True):
+    """The agent repeated itself; *why* says how. The phase ends with ``stalled``."""
+
+    why: str = ""
+
+
+class BudgetExhausted(Event, frozen=True, tag=True):
+    """A budget limit stopped a model call or a tool call; *limit* names it."""
+
+    limit: str = ""
+
+
+class PhaseError(Event, frozen=True, tag=True):
+    """A phase ended with ``error``: the model call or a hook raised."""
+
+    error_type: str = ""
+    error: str = ""
+
+
+# -- context actors ----------------------------------------------------------------------
+
+
+class ContextRead(Message, frozen=True, tag=True):
+    """Ask a ContextActor for its whole history (a tuple of ChatMessage)."""
+
+
+class ContextAppend(Message, frozen=True, tag=True):
+    """Tell a ContextActor to append *messages* to its history."""
+
+    messages: tuple[ChatMessage, ...] = ()
+
+
+class ContextReset(Message, frozen=True, tag=True):
+    """Tell a ContextActor to forget its history."""

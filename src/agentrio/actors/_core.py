@@ -83,9 +83,10 @@ class Actor(Generic[MsgT]):
     async def handle(self, msg: MsgT) -> object:
         """Handle one message; the return value is the reply to an ``ask``.
 
-        Raising here crashes the actor: pending asks fail with
-        :class:`~agentrio.ActorCrashed`, the message becomes a dead letter and
-        the supervisor applies its restart policy.
+        Raising here crashes the actor: the ask of this message, if any, fails
+        with :class:`~agentrio.ActorCrashed`, the message becomes a dead letter
+        and the supervisor applies its restart policy. Messages still in the
+        mailbox are kept for the next incarnation.
         """
         raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
 
@@ -98,7 +99,8 @@ class ActorStatistics(msgspec.Struct, frozen=True):
 
     Attributes:
         path: the actor's path in the supervision tree.
-        state: ``"running"``, ``"stopping"``, ``"suspended"`` or ``"exited"``.
+        state: ``"starting"``, ``"running"``, ``"stopping"``, ``"suspended"``
+            or ``"exited"``.
         mailbox_size: messages waiting in the mailbox.
         mailbox_capacity: the mailbox's bound.
         messages_handled: messages handled without crashing, over all incarnations.
@@ -154,6 +156,7 @@ class _Cell:
         "args",
         "cancel_requested",
         "capacity",
+        "dependents",
         "exited",
         "factory",
         "failed_item",
@@ -163,6 +166,7 @@ class _Cell:
         "mark",
         "name",
         "outbox",
+        "owner",
         "parent",
         "path",
         "ref",
@@ -215,6 +219,10 @@ class _Cell:
         self.self_stopped = False
         self.failed_item: object = None
         self.exited: trio.Event | None = None
+        # An owned cell (an agent's context) is stopped by its owner's exit,
+        # not by its supervisor's shutdown, so it outlives its owner's last use.
+        self.owner: _Cell | None = None
+        self.dependents: list[_Cell] | None = None
         # The Trio task running this child: a self-ask (which could never be
         # answered) is an ask from this task.
         self.task: trio.lowlevel.Task | None = None

@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ..errors import InvalidArgument
+from .budget import Budget, UsageTotals
 from .bus import EventBus, EventStream
 from .supervisor import (
     Backoff,
@@ -36,7 +38,7 @@ class Runtime(SupervisorRef):
 
     @property
     def closed(self) -> bool:
-        """True once the runtime has stopped; spawning then raises ``RuntimeClosed``."""
+        """True once the runtime has begun to stop; spawning then raises ``RuntimeClosed``."""
         return self._sup.closed or self._sup.stopping
 
     def events(self, *, capacity: int = 1000) -> EventStream:
@@ -53,6 +55,16 @@ class Runtime(SupervisorRef):
         """
         return self._bus.subscribe(capacity)
 
+    @property
+    def budget(self) -> Budget:
+        """The runtime's root budget (limits and what has been spent)."""
+        budget: Budget = self._sup.runtime_counters.budget
+        return budget
+
+    def usage(self) -> UsageTotals:
+        """Tokens, requests, tool calls and cost spent by every agent of the runtime."""
+        return self.budget.usage()
+
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
         return self._sup.statistics("exited" if self._sup.closed else "running")
@@ -66,6 +78,7 @@ async def open_runtime(
     period: float = 5.0,
     backoff: Backoff | None = None,
     shutdown_timeout: float = 5.0,
+    budget: Budget | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -89,12 +102,21 @@ async def open_runtime(
         period: the restart-intensity window, in seconds.
         backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
         shutdown_timeout: seconds a graceful stop waits before cancelling.
+        budget: the root :class:`~agentrio.Budget` every agent draws from
+            (default: no limits, usage still counted).
+
+    Raises:
+        InvalidArgument: a bad argument, named in the message.
     """
+    if budget is None:
+        budget = Budget()
+    elif not isinstance(budget, Budget):
+        raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
     bus = EventBus()
     root = _Supervisor(
         "",
         bus=bus,
-        counters=_Counters(),
+        counters=_Counters(budget),
         strategy=strategy,
         max_restarts=max_restarts,
         period=period,

@@ -56,6 +56,8 @@ from ..messages import (
 )
 
 if TYPE_CHECKING:
+    from ..actors.agent import AgentRef, AgentSpec
+    from .budget import Budget
     from .bus import EventBus
 
 __all__ = ["Backoff", "RestartIntensity", "Strategy", "SupervisorRef", "SupervisorStatistics"]
@@ -119,7 +121,8 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 
     Attributes:
         path: the supervisor's path (``""`` for the runtime's root).
-        state: ``"running"``, ``"stopping"``, ``"suspended"`` or ``"exited"``.
+        state: ``"starting"``, ``"running"``, ``"stopping"``, ``"suspended"``
+            or ``"exited"``.
         children: direct children alive now.
         actors: actors alive in the whole subtree.
         supervisors: supervisors alive in the subtree, this one excluded.
@@ -141,12 +144,13 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 
 
 class _Counters:
-    """Runtime-wide counters shared by every supervisor of one runtime."""
+    """Runtime-wide state shared by every supervisor of one runtime."""
 
-    __slots__ = ("dead_letters",)
+    __slots__ = ("budget", "dead_letters")
 
-    def __init__(self) -> None:
+    def __init__(self, budget: Budget) -> None:
         self.dead_letters = 0
+        self.budget = budget
 
 
 def _check_name(name: object) -> str | None:
@@ -200,10 +204,8 @@ class _Supervisor:
         self.nursery: trio.Nursery | None = None
         self.failure: RestartIntensityExceeded | None = None
         self.wake: trio.Event | None = None
-        self.all_exited: trio.Event | None = None
         self.stopping = False
         self.closed = False
-        self.live = 0
         self._names = itertools.count(1)
         self.ref: SupervisorRef = SupervisorRef._create(self, None)
 
@@ -236,14 +238,13 @@ class _Supervisor:
             raise self.failure
 
     async def _stop_children(self) -> None:
-        # Stop in reverse order of start, as OTP does, and give them
-        # shutdown_timeout seconds to drain before they are cancelled.
-        for cell in reversed(list(self.children.values())):
-            request_stop(cell)
-        if self.live:
-            self.all_exited = trio.Event()
-            with trio.move_on_after(self.shutdown_timeout):
-                await self.all_exited.wait()
+        # Stop in reverse order of start, one at a time, as OTP does: a child
+        # may still use the siblings started before it while it drains. All
+        # get shutdown_timeout seconds in total; then the rest are cancelled.
+        with trio.move_on_after(self.shutdown_timeout):
+            for cell in reversed(list(self.children.values())):
+                request_stop(cell)
+                await cell.wait_exited()
 
     def request_stop(self) -> None:
         self.stopping = True
@@ -252,7 +253,6 @@ class _Supervisor:
 
     def _start(self, cell: _Cell) -> None:
         assert self.nursery is not None
-        self.live += 1
         self.nursery.start_soon(self._child_main, cell, name=cell.path)
 
     async def _child_main(self, cell: _Cell) -> None:
@@ -315,7 +315,6 @@ class _Supervisor:
                 delay = decision
                 self._restarted(cell, delay)
         finally:
-            self.live -= 1
             if cell.failed_item is not None:
                 fail_item(cell, cell.failed_item, "cancelled", None)
                 cell.failed_item = None
@@ -324,8 +323,6 @@ class _Supervisor:
                     cell.state = "suspended"
             else:
                 self.finalize(cell, reason)
-            if self.live == 0 and self.all_exited is not None:
-                self.all_exited.set()
 
     def _incarnate(self, cell: _Cell) -> Actor[Any] | None:
         """Make the child's next incarnation: a fresh actor instance (None for a supervisor)."""
@@ -405,6 +402,12 @@ class _Supervisor:
             drain(cell, reason)
         if self.children.get(cell.name) is cell:
             del self.children[cell.name]
+        if cell.dependents:
+            for dependent in cell.dependents:
+                if dependent.state == "suspended":
+                    dependent.parent.finalize(dependent, "stopped")
+                else:
+                    request_stop(dependent)
         if self.bus.active:
             self.bus.publish(ActorExited(path=cell.path, reason=reason))
         if cell.exited is not None:
@@ -622,6 +625,31 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         )
         return sup.ref
 
+    async def spawn_agent(
+        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
+    ) -> AgentRef:
+        """Start an agent from *spec* as a child of this supervisor.
+
+        Args:
+            spec: the :class:`agentrio.AgentSpec`.
+            name: the agent's name (default ``spec.name``), unique here.
+            budget: the budget its model and tool calls draw from (default:
+                the runtime's). A budget with no parent is made a child of
+                the runtime's, so the runtime's totals include it.
+
+        Returns:
+            An :class:`agentrio.AgentRef`.
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message.
+            DuplicateName: the name is taken.
+            RuntimeClosed: this supervisor has stopped.
+        """
+        from ..actors.agent import spawn_agent
+
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return spawn_agent(self._sup, spec, name, budget)
+
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).
 
@@ -653,7 +681,11 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         ]
 
     async def stop(self) -> None:
-        """Stop gracefully: stop every child (last spawned first), then exit; waits for it."""
+        """Stop gracefully: stop every child (last spawned first), then exit; waits for it.
+
+        On the runtime (the root) it only begins the stop and returns at once;
+        the ``open_runtime()`` block's end waits for it.
+        """
         cell = self._cell
         if cell is None:
             self._sup.request_stop()

@@ -1,0 +1,381 @@
+"""One phase of the agent loop: bounded model turns and tool calls.
+
+Each iteration: check the stop request and the budget -> fit the history to
+the context window -> reserve, call the model, settle -> run the allowed tool
+calls in parallel, each a ToolCallActor -> check for a stall -> loop. The
+phase's new messages go back to the ContextActor once, at the end.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import msgspec
+import trio
+
+from ..errors import MailboxFull
+from ..messages import (
+    BudgetExhausted,
+    ChatMessage,
+    ContextAppend,
+    ContextRead,
+    ContextReset,
+    ContextTruncated,
+    ModelReply,
+    PhaseEnded,
+    PhaseError,
+    PhaseResult,
+    PhaseStarted,
+    RunPhase,
+    Stalled,
+    StopReason,
+    ToolCallRequest,
+    ToolEnded,
+    ToolResult,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from ..tools.tool import ToolSchema
+from .context import fit_window, message_text
+from .tool_call import ToolBatch, ToolCallActor
+
+if TYPE_CHECKING:
+    from ._core import ActorRef
+    from .agent import _AgentState
+
+__all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
+
+FINAL_ANSWER_PROMPT = (
+    "You are repeating yourself. Give your best final answer now, without calling any tools."
+)
+
+
+def _summary(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class Phase:
+    """The working state of one phase; :meth:`run` returns its result."""
+
+    __slots__ = (
+        "allowed",
+        "base",
+        "batch",
+        "bus",
+        "calls",
+        "cmd",
+        "final_text",
+        "history",
+        "iterations",
+        "nursery",
+        "path",
+        "reason",
+        "recent",
+        "seen",
+        "sizes",
+        "st",
+        "stall",
+        "step",
+    )
+
+    def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
+        self.st = st
+        self.cmd = cmd
+        self.bus = st.sup.bus
+        assert st.cell is not None
+        self.path = st.cell.path
+        self.history: list[ChatMessage] = []
+        self.sizes: list[int] = []
+        self.base = 0
+        self.calls: list[ToolResult] = []
+        self.final_text = ""
+        self.reason: StopReason = "done"
+        self.iterations = 0
+        self.step = 0
+        self.batch: list[ToolCallActor | ToolResult] | None = None
+        self.nursery: trio.Nursery | None = None
+        self.seen: set[tuple[str, bytes]] = set()
+        self.recent: list[tuple[str, str]] = []
+        self.stall = ""
+        names = cmd.tool_names
+        self.allowed = st.info.tool_set if names is None else frozenset(names)
+
+    # -- the phase ---------------------------------------------------------------------
+
+    async def run(self) -> PhaseResult:
+        cmd, st = self.cmd, self.st
+        if self.bus.active:
+            self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
+        ctx = st.context(cmd.context_label)
+        if not cmd.continue_context:
+            await ctx.send(ContextReset())
+        await self._load(ctx)
+        timeout = st.spec.limits.timeout
+        with trio.CancelScope() as scope:
+            if timeout is not None:
+                scope.deadline = trio.current_time() + timeout
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                if cmd.direct_tool_calls is not None:
+                    await self._direct(cmd.direct_tool_calls)
+                else:
+                    await self._loop()
+        if scope.cancelled_caught:
+            self.reason = "timeout"
+            if self.batch is not None:
+                self._settle_batch("the phase timed out while the tool ran")
+        await self._persist(ctx)
+        await st.phase_done(self.reason)
+        if self.bus.active:
+            self.bus.publish(
+                PhaseEnded(
+                    path=self.path,
+                    context_label=cmd.context_label,
+                    stop_reason=self.reason,
+                    iterations=self.iterations,
+                )
+            )
+        return PhaseResult(self.final_text, tuple(self.calls), self.reason)
+
+    async def _load(self, ctx: ActorRef) -> None:
+        history = await ctx.ask(ContextRead())
+        assert isinstance(history, tuple)
+        self.history = list(history)
+        self.base = len(self.history)
+        estimate = self.st.info.estimator
+        self.sizes = [estimate(message_text(m)) for m in self.history]
+        if not self.history and self.st.spec.instructions:
+            self._append(ChatMessage("system", self.st.spec.instructions))
+        self._append(ChatMessage("user", self.cmd.user_message))
+
+    async def _persist(self, ctx: ActorRef) -> None:
+        new = tuple(self.history[self.base :])
+        if not new:
+            return
+        try:
+            ctx.send_nowait(ContextAppend(new))
+        except MailboxFull:
+            # The context's mailbox is only written by this agent; wait for room
+            # even if the phase is being cancelled, so no turn is lost.
+            with trio.CancelScope(shield=True):
+                await ctx.send(ContextAppend(new))
+
+    def _append(self, msg: ChatMessage) -> None:
+        self.history.append(msg)
+        self.sizes.append(self.st.info.estimator(message_text(msg)))
+
+    # -- model turns -------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        schemas = self.st.info.schemas_for(self.allowed)
+        for _ in range(self.cmd.max_iterations):
+            reply = await self._turn(schemas)
+            if reply is None:
+                return
+            if not reply.tool_calls:
+                self.reason = "done"
+                return
+            await self._run_tools(reply.tool_calls, model_driven=True)
+            if self.stall:
+                await self._stalled()
+                return
+        self.reason = "max_iterations"
+        if self.st.spec.limits.final_answer:
+            await self._final_turn()
+
+    async def _final_turn(self) -> None:
+        reason = self.reason
+        await self._turn((), final=True)
+        self.reason = reason
+
+    async def _stalled(self) -> None:
+        if self.bus.active:
+            self.bus.publish(Stalled(path=self.path, why=self.stall))
+        self._append(ChatMessage("user", FINAL_ANSWER_PROMPT))
+        self.reason = "stalled"
+        await self._final_turn()
+
+    def _window(self) -> tuple[list[ChatMessage], int]:
+        limit = self.st.info.window
+        total = sum(self.sizes)
+        if total <= limit:
+            return self.history, total
+        kept, dropped, after = fit_window(self.history, self.sizes, limit)
+        if dropped and self.bus.active:
+            self.bus.publish(
+                ContextTruncated(
+                    path=self.path,
+                    context_label=self.cmd.context_label,
+                    dropped=dropped,
+                    tokens_before=total,
+                    tokens_after=after,
+                )
+            )
+        return kept, after
+
+    async def _turn(
+        self, schemas: Sequence[ToolSchema], *, final: bool = False
+    ) -> ModelReply | None:
+        st = self.st
+        if st.stop_requested:
+            st.stop_requested = False
+            self.reason = "stop_requested"
+            return None
+        view, estimate = self._window()
+        max_out = st.spec.limits.max_output_tokens
+        lease = st.budget.reserve(estimate, max_out)
+        if lease is None:
+            self.reason = "budget_exhausted"
+            if self.bus.active:
+                why = st.budget.blocked(estimate, max_out) or "budget"
+                self.bus.publish(BudgetExhausted(path=self.path, limit=why))
+            return None
+        self.iterations += 1
+        if self.bus.active:
+            self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
+        try:
+            reply = await st.spec.model.complete(view, schemas, max_output_tokens=max_out)
+            if not isinstance(reply, ModelReply):
+                raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
+        except BaseException as exc:
+            lease.settle(None)
+            st.requests += 1
+            if not isinstance(exc, Exception):
+                raise
+            self._error(exc)
+            return None
+        lease.settle(reply.usage)
+        st.count(reply.usage)
+        calls = () if final else self._number(reply.tool_calls)
+        self._append(ChatMessage("assistant", reply.text, tool_calls=calls))
+        self.final_text = reply.text
+        if self.bus.active:
+            self.bus.publish(
+                TurnEnded(
+                    path=self.path,
+                    iteration=self.iterations,
+                    usage=reply.usage,
+                    tool_calls=len(calls),
+                )
+            )
+        summary = reply.text or f"{len(calls)} tool call(s)"
+        if not await self._on_step(None, summary):
+            return None
+        if calls is not reply.tool_calls:
+            reply = msgspec.structs.replace(reply, tool_calls=calls)
+        return reply
+
+    def _number(self, calls: tuple[ToolCallRequest, ...]) -> tuple[ToolCallRequest, ...]:
+        if all(c.id for c in calls):
+            return calls
+        n = len(self.calls) + (len(self.batch) if self.batch else 0)
+        out = []
+        for i, c in enumerate(calls):
+            out.append(c if c.id else msgspec.structs.replace(c, id=f"call_{n + i + 1}"))
+        return tuple(out)
+
+    def _error(self, exc: BaseException) -> None:
+        self.reason = "error"
+        if self.bus.active:
+            self.bus.publish(
+                PhaseError(path=self.path, error_type=type(exc).__name__, error=str(exc))
+            )
+
+    async def _on_step(self, tool_name: str | None, summary: str) -> bool:
+        hook = self.st.spec.on_step
+        self.step += 1
+        if hook is None:
+            return True
+        from .agent import StepInfo
+
+        try:
+            result = hook(StepInfo(self.path, self.step, tool_name, _summary(summary)))
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            self._error(exc)
+            return False
+        return True
+
+    # -- tool calls --------------------------------------------------------------------
+
+    async def _direct(self, calls: tuple[ToolCallRequest, ...]) -> None:
+        if self.st.stop_requested:
+            self.st.stop_requested = False
+            self.reason = "stop_requested"
+            return
+        numbered = self._number(calls)
+        self._append(ChatMessage("assistant", "", tool_calls=numbered))
+        await self._run_tools(numbered, model_driven=False)
+        if self.reason != "error":
+            self.reason = "done"
+
+    def _denied(self, req: ToolCallRequest, why: str) -> ToolResult:
+        return ToolResult(
+            id=req.id, name=req.name, arguments=req.arguments, status="denied", content=why
+        )
+
+    async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
+        st, limits = self.st, self.st.spec.limits
+        batch: list[ToolCallActor | ToolResult] = []
+        actors: list[ToolCallActor] = []
+        for req in calls:
+            tool = st.info.tools.get(req.name)
+            if tool is None or req.name not in self.allowed:
+                batch.append(self._denied(req, f"tool {req.name!r} is not allowed here"))
+                continue
+            if model_driven:
+                if not st.budget.take_tool_call():
+                    if self.bus.active:
+                        self.bus.publish(BudgetExhausted(path=self.path, limit="max_tool_calls"))
+                    batch.append(self._denied(req, "the tool-call budget is exhausted"))
+                    continue
+                st.tool_calls += 1
+            actor = ToolCallActor(tool, req, limits.tool_timeout)
+            batch.append(actor)
+            actors.append(actor)
+            if self.bus.active:
+                self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
+        self.batch = batch
+        if actors:
+            assert self.nursery is not None
+            await ToolBatch(actors).run(self.nursery, limits.max_parallel_tools, self._tool_done)
+        for result in self._settle_batch(""):
+            if not await self._on_step(result.name, f"{result.status}: {result.content}"):
+                return
+
+    def _tool_done(self, result: ToolResult) -> None:
+        if self.bus.active:
+            self.bus.publish(
+                ToolEnded(path=self.path, tool=result.name, call_id=result.id, status=result.status)
+            )
+
+    def _settle_batch(self, interrupted: str) -> list[ToolResult]:
+        """Record the batch's results in call order (interrupted calls as timeouts)."""
+        assert self.batch is not None
+        results = []
+        for item in self.batch:
+            if isinstance(item, ToolCallActor):
+                item = item.result if item.result is not None else item.interrupted(interrupted)
+            results.append(item)
+            self.calls.append(item)
+            self._append(ChatMessage("tool", item.content, tool_call_id=item.id, name=item.name))
+            self._watch(item)
+        self.batch = None
+        return results
+
+    def _watch(self, result: ToolResult) -> None:
+        """Stall detection: the same call twice, or three identical results in a row."""
+        key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
+        if key in self.seen and not self.stall:
+            self.stall = f"repeated call {result.name}({key[1].decode()})"
+        self.seen.add(key)
+        recent = self.recent
+        recent.append((result.name, result.content))
+        if len(recent) > 3:
+            del recent[0]
+        if len(recent) == 3 and recent[0] == recent[1] == recent[2] and not self.stall:
+            self.stall = f"three identical results from {result.name}"

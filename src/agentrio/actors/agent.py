@@ -1,0 +1,437 @@
+"""AgentActor: an LLM agent as a supervised actor; one phase is one ``RunPhase`` message.
+
+An agent is one actor (its phases run one at a time, in order) plus one
+ContextActor per context label it has used, owned by it: they stop after it.
+What must survive a restart of the agent actor (its contexts, its usage, a
+pending stop request) lives in an ``_AgentState`` shared by its incarnations.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..errors import InvalidArgument
+from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
+from ..providers.base import Model, check_model, context_window
+from ..supervisors.budget import UsageTotals
+from ..supervisors.limits import Limits
+from ..tools.tool import Tool, ToolSchema
+from ..workspace import Workspace
+from ._core import Actor, ActorRef, ActorStatistics, NoPublicConstructor, _Cell
+from .context import ContextActor, TokenEstimator, estimate_tokens
+
+if TYPE_CHECKING:
+    from ..supervisors.budget import Budget
+    from ..supervisors.supervisor import _Supervisor
+
+__all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
+
+
+@attrs.frozen
+class StepInfo:
+    """What ``AgentSpec.on_step`` is told after each model turn and each tool call.
+
+    Attributes:
+        agent: the agent's path.
+        step: 1 for the phase's first step, then 2, 3...
+        tool_name: the tool, or ``None`` for a model turn.
+        summary: a short account: the reply's start, or the tool's status and output.
+    """
+
+    agent: str
+    step: int
+    tool_name: str | None
+    summary: str
+
+
+def _to_tools(value: object) -> tuple[Tool, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidArgument(f"AgentSpec.tools must be a list of tools, got {value!r}")
+    return tuple(v if isinstance(v, Tool) else Tool(v) for v in value)
+
+
+@attrs.frozen
+class AgentSpec:
+    """Everything that defines an agent; one spec can be spawned many times.
+
+    Example::
+
+        spec = agentrio.AgentSpec(
+            name="researcher",
+            model=agentrio.testing.ScriptedModel([...]),
+            instructions="You answer in one sentence.",
+            tools=[lookup],
+            limits=agentrio.Limits(max_iterations=5, timeout=60),
+        )
+        agent = await rt.spawn_agent(spec)
+
+    Attributes:
+        name: the agent's default name (``spawn_agent(name=...)`` overrides it).
+        model: a model object (see :class:`agentrio.Model`).
+        instructions: the system prompt, put first in each new context.
+        tools: the agent's allowlist: :class:`agentrio.Tool` objects (plain
+            functions are wrapped with :func:`agentrio.tool`).
+        limits: the bounds of each phase.
+        workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
+            ``run_summary.json``; an agent spawned under another name than
+            the spec's gets a subfolder of that name.
+        on_step: called (sync or async) with a :class:`StepInfo` after every
+            model turn and tool call; if it raises, the phase ends with ``error``.
+        token_estimator: tokens of a text, for the context window and the
+            budget's reservations (default: characters / 3.5).
+    """
+
+    name: str
+    model: Model
+    instructions: str = ""
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
+    limits: Limits = attrs.field(factory=Limits)
+    workspace: str | os.PathLike[str] | None = None
+    on_step: Callable[[StepInfo], object] | None = None
+    token_estimator: TokenEstimator | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise InvalidArgument(
+                f"AgentSpec.name must be a non-empty str without '/', got {self.name!r}"
+            )
+        check_model(self.model, "AgentSpec.model")
+        if not isinstance(self.instructions, str):
+            raise InvalidArgument(
+                f"AgentSpec.instructions must be a str, got {self.instructions!r}"
+            )
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InvalidArgument(f"AgentSpec.tools has duplicate names: {dupes}")
+        if not isinstance(self.limits, Limits):
+            raise InvalidArgument(
+                f"AgentSpec.limits must be an agentrio.Limits, got {self.limits!r}"
+            )
+        if self.workspace is not None:
+            Workspace(self.workspace)
+        for hook in ("on_step", "token_estimator"):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")
+
+
+class _SpecInfo:
+    """What is derived from a spec once, shared by every agent spawned from it."""
+
+    __slots__ = ("__weakref__", "estimator", "schemas", "tool_set", "tools", "window")
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.tools = {t.name: t for t in spec.tools}
+        self.tool_set = frozenset(self.tools)
+        self.schemas = tuple(t.schema for t in spec.tools)
+        self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
+        self.window = max(1, int(context_window(spec.model) * spec.limits.context_fill))
+
+    def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
+        if names == self.tool_set:
+            return self.schemas
+        return tuple(s for s in self.schemas if s.name in names)
+
+
+_INFO: weakref.WeakKeyDictionary[AgentSpec, _SpecInfo] = weakref.WeakKeyDictionary()
+
+
+def _spec_info(spec: AgentSpec) -> _SpecInfo:
+    info = _INFO.get(spec)
+    if info is None:
+        info = _INFO[spec] = _SpecInfo(spec)
+    return info
+
+
+class _AgentState:
+    """An agent's state that outlives the incarnations of its actor."""
+
+    __slots__ = (
+        "budget",
+        "cell",
+        "contexts",
+        "info",
+        "input_tokens",
+        "output_tokens",
+        "phases",
+        "requests",
+        "spec",
+        "stop_reasons",
+        "stop_requested",
+        "sup",
+        "tool_calls",
+        "workspace",
+    )
+
+    def __init__(self, spec: AgentSpec, sup: _Supervisor, budget: Budget, name: str) -> None:
+        self.spec = spec
+        self.info = _spec_info(spec)
+        self.sup = sup
+        self.budget = budget
+        self.cell: _Cell | None = None
+        self.contexts: dict[str | None, _Cell] = {}
+        self.stop_requested = False
+        self.phases = 0
+        self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
+        self.stop_reasons: dict[str, int] = {}
+        self.workspace: Workspace | None = None
+        if spec.workspace is not None:
+            root = os.fspath(spec.workspace)
+            self.workspace = Workspace(
+                root if name == spec.name else os.path.join(root, Workspace.filename(name))
+            )
+
+    def context(self, label: str | None) -> ActorRef:
+        """The ContextActor of *label*, spawned on first use, owned by the agent."""
+        cell = self.contexts.get(label)
+        if cell is None or cell.state == "exited":
+            assert self.cell is not None
+            suffix = "" if label is None else "." + label.replace("/", "%2F")
+            cell = self.sup.spawn_actor(
+                ContextActor, (), f"{self.cell.name}.context{suffix}", 64, "transient"
+            )
+            cell.owner = self.cell
+            if self.cell.dependents is None:
+                self.cell.dependents = []
+            self.cell.dependents.append(cell)
+            self.contexts[label] = cell
+        return cell.ref
+
+    def count(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.requests += 1
+
+    def usage(self) -> UsageTotals:
+        return UsageTotals(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=self.input_tokens + self.output_tokens,
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+        )
+
+    async def phase_done(self, reason: str) -> None:
+        self.phases += 1
+        self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+        if self.workspace is not None:
+            assert self.cell is not None
+            summary: dict[str, object] = {
+                "agent": self.cell.path,
+                "phases": self.phases,
+                "stop_reasons": dict(self.stop_reasons),
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "total_tokens": self.input_tokens + self.output_tokens,
+                "requests": self.requests,
+                "tool_calls": self.tool_calls,
+            }
+            await trio.to_thread.run_sync(self.workspace.write_summary, summary)
+
+
+class AgentActor(Actor[RunPhase]):
+    """The actor behind an :class:`AgentRef`: runs one phase per ``RunPhase``."""
+
+    def __init__(self, state: _AgentState) -> None:
+        self.state = state
+
+    async def handle(self, msg: RunPhase) -> PhaseResult:
+        from ._phase import Phase
+
+        return await Phase(self.state, msg).run()
+
+
+def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
+    """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
+    if not isinstance(spec, AgentSpec):
+        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    root: Budget = sup.runtime_counters.budget
+    if budget is None:
+        budget = root
+    else:
+        from ..supervisors.budget import Budget
+
+        if not isinstance(budget, Budget):
+            raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
+        if budget.parent is None and budget is not root:
+            budget.parent = root  # a free-standing budget is carved out of the runtime's
+    agent_name = spec.name if name is None else name
+    state = _AgentState(spec, sup, budget, agent_name if isinstance(agent_name, str) else "")
+    cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
+    state.cell = cell
+    return AgentRef._create(state)
+
+
+def _check_run(
+    info: _SpecInfo,
+    user_message: object,
+    tool_names: object,
+    max_iterations: object,
+    continue_context: object,
+    context_label: object,
+    direct_tool_calls: object,
+) -> RunPhase:
+    if not isinstance(user_message, str):
+        raise InvalidArgument(f"user_message must be a str, got {user_message!r}")
+    names: tuple[str, ...] | None = None
+    if tool_names is not None:
+        if isinstance(tool_names, str) or not isinstance(tool_names, Sequence):
+            raise InvalidArgument(f"tool_names must be a list of tool names, got {tool_names!r}")
+        unknown = [n for n in tool_names if n not in info.tools]
+        if unknown:
+            raise InvalidArgument(
+                f"tool_names has tools this agent does not have: {unknown}; "
+                f"its tools are {sorted(info.tools)}"
+            )
+        names = tuple(tool_names)
+    if (
+        isinstance(max_iterations, bool)
+        or not isinstance(max_iterations, int)
+        or max_iterations < 1
+    ):
+        raise InvalidArgument(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+    if not isinstance(continue_context, bool):
+        raise InvalidArgument(f"continue_context must be a bool, got {continue_context!r}")
+    if context_label is not None and not isinstance(context_label, str):
+        raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
+    direct: tuple[ToolCallRequest, ...] | None = None
+    if direct_tool_calls is not None:
+        if not isinstance(direct_tool_calls, Sequence) or not all(
+            isinstance(c, ToolCallRequest) for c in direct_tool_calls
+        ):
+            raise InvalidArgument(
+                f"direct_tool_calls must be a list of agentrio.ToolCallRequest, "
+                f"got {direct_tool_calls!r}"
+            )
+        direct = tuple(direct_tool_calls)
+    return RunPhase(
+        user_message=user_message,
+        tool_names=names,
+        max_iterations=max_iterations,
+        continue_context=continue_context,
+        context_label=context_label,
+        direct_tool_calls=direct,
+    )
+
+
+class AgentRef(metaclass=NoPublicConstructor):
+    """The handle to an agent, from ``spawn_agent``."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: _AgentState) -> None:
+        self._state = state
+
+    @property
+    def _cell(self) -> _Cell:
+        cell = self._state.cell
+        assert cell is not None
+        return cell
+
+    @property
+    def name(self) -> str:
+        """The agent's name, unique within its supervisor."""
+        return self._cell.name
+
+    @property
+    def path(self) -> str:
+        """The agent's path from the root."""
+        return self._cell.path
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec it was spawned from."""
+        return self._state.spec
+
+    @property
+    def ref(self) -> ActorRef:
+        """The :class:`ActorRef` of the agent's actor (it accepts ``RunPhase``)."""
+        return self._cell.ref
+
+    @property
+    def workspace(self) -> Workspace | None:
+        """The agent's workspace, if its spec has one."""
+        return self._state.workspace
+
+    def __repr__(self) -> str:
+        return f"<AgentRef {self._cell.path!r} {self._cell.state}>"
+
+    async def run(
+        self,
+        user_message: str,
+        *,
+        tool_names: Sequence[str] | None = None,
+        max_iterations: int | None = None,
+        continue_context: bool = True,
+        context_label: str | None = None,
+        direct_tool_calls: Sequence[ToolCallRequest] | None = None,
+    ) -> PhaseResult:
+        """Run one phase: model calls and tool calls until done or a limit is hit.
+
+        Phases of one agent run one at a time, in the order they were asked for.
+
+        Args:
+            user_message: the user's turn that starts the phase.
+            tool_names: restrict this phase to these of the agent's tools
+                (``[]``: the model runs but every tool call is denied;
+                ``None``: all of them).
+            max_iterations: model calls allowed (default ``spec.limits.max_iterations``).
+            continue_context: False starts this context label afresh.
+            context_label: the conversation to continue; ``None`` is the
+                primary one. Labels never see each other's history.
+            direct_tool_calls: run these tool calls and no model: not gated
+                by the budget, but by the stop request and the allowlist.
+
+        Returns:
+            The :class:`PhaseResult`.
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message.
+            ActorStopped: the agent has stopped (or was cancelled mid-phase).
+            ActorCrashed: the agent crashed (a bug; tool and model failures
+                are results, not crashes).
+        """
+        limits = self._state.spec.limits
+        cmd = _check_run(
+            self._state.info,
+            user_message,
+            tool_names,
+            limits.max_iterations if max_iterations is None else max_iterations,
+            continue_context,
+            context_label,
+            direct_tool_calls,
+        )
+        result = await self._cell.ref.ask(cmd)
+        assert isinstance(result, PhaseResult)
+        return result
+
+    async def request_stop(self) -> None:
+        """Ask the agent to stop at the start of its next iteration (``stop_requested``).
+
+        If no phase is running, the next phase ends at once with ``stop_requested``.
+        """
+        self._state.stop_requested = True
+        await trio.lowlevel.checkpoint()
+
+    def cancel(self) -> None:
+        """Cancel the agent now: a running phase is abandoned and its ``run()`` fails."""
+        self._cell.ref.cancel()
+
+    async def stop(self) -> None:
+        """Stop gracefully after the queued phases, with its contexts."""
+        await self._cell.ref.stop()
+
+    def statistics(self) -> ActorStatistics:
+        """The agent actor's mailbox and counters."""
+        return self._cell.ref.statistics()
+
+    def usage(self) -> UsageTotals:
+        """Tokens and requests this agent has used, over all its phases."""
+        return self._state.usage()

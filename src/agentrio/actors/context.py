@@ -1,0 +1,86 @@
+"""ContextActor: one named conversation history, and fitting it to a context window.
+
+Each ``(agent, context_label)`` history lives in its own ContextActor. An agent
+reads it once at the start of a phase (an ask) and writes the phase's new
+messages back once at the end (a tell), so a phase costs the context actor two
+messages however many turns it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ..messages import ChatMessage, ContextAppend, ContextRead, ContextReset, Message
+from ._core import Actor
+
+__all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window"]
+
+TokenEstimator = Callable[[str], int]
+
+
+def estimate_tokens(text: str) -> int:
+    """The default token estimate: characters / 3.5, rounded up."""
+    return int(len(text) / 3.5) + 1
+
+
+def message_text(msg: ChatMessage) -> str:
+    """The text of *msg* that a model reads, tool calls included, for estimating."""
+    if not msg.tool_calls:
+        return msg.content
+    calls = "".join(f"{c.name}{c.arguments}" for c in msg.tool_calls)
+    return msg.content + calls
+
+
+class ContextActor(Actor[Message]):
+    """Holds one conversation history; answers ``ContextRead`` with a tuple of it."""
+
+    def __init__(self) -> None:
+        self.history: list[ChatMessage] = []
+
+    async def handle(self, msg: Message) -> object:
+        if type(msg) is ContextRead:
+            return tuple(self.history)
+        if type(msg) is ContextAppend:
+            self.history.extend(msg.messages)
+            return None
+        if type(msg) is ContextReset:
+            self.history.clear()
+            return None
+        raise TypeError(f"ContextActor cannot handle {type(msg).__name__}")
+
+
+def fit_window(
+    messages: Sequence[ChatMessage], sizes: Sequence[int], limit: int
+) -> tuple[list[ChatMessage], int, int]:
+    """Leave out old turns until the estimated size fits *limit* tokens.
+
+    The oldest tool results go first, then the oldest assistant turns. The
+    system prompt, the first user message and the newest message always stay.
+
+    Args:
+        messages: the history, oldest first.
+        sizes: the estimated tokens of each message.
+        limit: the most tokens the result may hold.
+
+    Returns:
+        The kept messages, how many were left out, and the kept estimate.
+    """
+    total = sum(sizes)
+    if total <= limit:
+        return list(messages), 0, total
+    keep = [True] * len(messages)
+    protected = {len(messages) - 1}
+    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+    if first_user is not None:
+        protected.add(first_user)
+    protected.update(i for i, m in enumerate(messages) if m.role == "system")
+    dropped = 0
+    for role in ("tool", "assistant"):
+        for i, msg in enumerate(messages):
+            if total <= limit:
+                break
+            if msg.role == role and i not in protected:
+                keep[i] = False
+                total -= sizes[i]
+                dropped += 1
+    return [m for m, k in zip(messages, keep, strict=True) if k], dropped, total

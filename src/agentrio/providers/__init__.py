@@ -1,0 +1,1 @@
+"""Talking to models: the Model protocol (HTTP providers come with the next issue)."""

@@ -1,0 +1,56 @@
+"""The protocol every model object satisfies."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ..errors import InvalidArgument
+from ..messages import ChatMessage, ModelReply
+from ..tools.tool import ToolSchema
+
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "Model", "check_model"]
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What an agent needs of a model: one async call and a context window.
+
+    Attributes:
+        context_window: the model's window in tokens; an object without one is
+            taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).
+    """
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+    ) -> ModelReply:
+        """Answer the conversation *messages*, optionally with calls to *tools*."""
+        ...
+
+
+def check_model(model: object, argument: str = "model") -> Model:
+    """Return *model* if it satisfies :class:`Model`, else raise naming *argument*."""
+    complete = getattr(model, "complete", None)
+    if complete is None or not inspect.iscoroutinefunction(complete):
+        raise InvalidArgument(
+            f"{argument} must be a model object with an async complete(messages, tools, "
+            f"*, max_output_tokens) method (for example agentrio.testing.ScriptedModel), "
+            f"got {model!r}"
+        )
+    window = getattr(model, "context_window", DEFAULT_CONTEXT_WINDOW)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise InvalidArgument(f"{argument}.context_window must be an int >= 1, got {window!r}")
+    return model  # type: ignore[return-value]
+
+
+def context_window(model: object) -> int:
+    """The model's context window in tokens."""
+    window = getattr(model, "context_window", DEFAULT_CONTEXT_WINDOW)
+    return window if isinstance(window, int) else DEFAULT_CONTEXT_WINDOW

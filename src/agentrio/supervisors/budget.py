@@ -1,0 +1,289 @@
+"""Budget: global, hierarchical, reservation-based accounting.
+
+Every actor runs on one Trio thread, so budget updates are plain synchronous
+code with no lock: a reservation is checked and taken in one step, with no
+checkpoint in between, so no interleaving of agents can overspend.
+
+Before a model call an agent reserves its estimate (prompt estimate plus the
+output tokens it asks for, and one request) on its budget and every ancestor
+budget; the reply's reported usage settles the lease, and what was reserved
+but not used is released. A reservation that does not fit means the budget is
+exhausted: the call is not made.
+"""
+
+from __future__ import annotations
+
+import math
+
+import msgspec
+
+from ..errors import InvalidArgument
+from ..messages import Usage
+
+__all__ = ["Budget", "Lease", "UsageTotals"]
+
+_LIMITS = (
+    "max_total_tokens",
+    "max_input_tokens",
+    "max_output_tokens",
+    "max_requests",
+    "max_tool_calls",
+    "max_cost_usd",
+)
+
+
+class UsageTotals(msgspec.Struct, frozen=True):
+    """Usage summed over many model and tool calls (``rt.usage()``, ``Budget.usage()``).
+
+    Attributes:
+        input_tokens: prompt tokens.
+        output_tokens: completion tokens.
+        total_tokens: both.
+        requests: model calls.
+        tool_calls: model-driven tool calls.
+        cost_usd: the reported cost.
+        overruns: calls whose reported usage exceeded what was reserved for
+            them (the provider ignored its output limit, or the prompt
+            estimate was low); those are still charged in full.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    requests: int = 0
+    tool_calls: int = 0
+    cost_usd: float = 0.0
+    overruns: int = 0
+
+
+def _check_limit(name: str, value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"Budget.{name} must be a number or None, got {value!r}")
+    if math.isnan(value) or value < 0:
+        raise InvalidArgument(f"Budget.{name} must be >= 0, got {value!r}")
+
+
+class Budget:
+    """Limits on tokens, requests, tool calls and cost, shared by a subtree of agents.
+
+    A runtime has one root budget (``open_runtime(budget=...)``); a
+    :meth:`child` budget draws from its parent, so exhausting any level stops
+    the agents under it. ``None`` means no limit on that counter.
+
+    Example::
+
+        budget = agentrio.Budget(max_total_tokens=100_000, max_requests=500)
+        async with agentrio.open_runtime(budget=budget) as rt:
+            ...
+            print(rt.usage().total_tokens)
+    """
+
+    __slots__ = (
+        "_cost",
+        "_in",
+        "_out",
+        "_overruns",
+        "_r_cost",
+        "_r_in",
+        "_r_out",
+        "_r_requests",
+        "_requests",
+        "_tool_calls",
+        "max_cost_usd",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_requests",
+        "max_tool_calls",
+        "max_total_tokens",
+        "parent",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_total_tokens: int | None = None,
+        max_input_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        max_requests: int | None = None,
+        max_tool_calls: int | None = None,
+        max_cost_usd: float | None = None,
+    ) -> None:
+        for name, value in zip(
+            _LIMITS,
+            (
+                max_total_tokens,
+                max_input_tokens,
+                max_output_tokens,
+                max_requests,
+                max_tool_calls,
+                max_cost_usd,
+            ),
+            strict=True,
+        ):
+            _check_limit(name, value)
+        self.max_total_tokens = max_total_tokens
+        self.max_input_tokens = max_input_tokens
+        self.max_output_tokens = max_output_tokens
+        self.max_requests = max_requests
+        self.max_tool_calls = max_tool_calls
+        self.max_cost_usd = max_cost_usd
+        self.parent: Budget | None = None
+        self._in = self._out = self._requests = self._tool_calls = self._overruns = 0
+        self._cost = 0.0
+        self._r_in = self._r_out = self._r_requests = 0
+        self._r_cost = 0.0
+
+    def __repr__(self) -> str:
+        limits = ", ".join(
+            f"{n}={getattr(self, n)!r}" for n in _LIMITS if getattr(self, n) is not None
+        )
+        return f"Budget({limits})"
+
+    def child(
+        self,
+        *,
+        max_total_tokens: int | None = None,
+        max_input_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        max_requests: int | None = None,
+        max_tool_calls: int | None = None,
+        max_cost_usd: float | None = None,
+    ) -> Budget:
+        """Return a budget for a subtree; what it spends is spent from this one too."""
+        budget = Budget(
+            max_total_tokens=max_total_tokens,
+            max_input_tokens=max_input_tokens,
+            max_output_tokens=max_output_tokens,
+            max_requests=max_requests,
+            max_tool_calls=max_tool_calls,
+            max_cost_usd=max_cost_usd,
+        )
+        budget.parent = self
+        return budget
+
+    # -- checks ------------------------------------------------------------------------
+
+    def _blocked_here(self, tokens_in: int, tokens_out: int, requests: int, cost: float) -> str:
+        """The name of the limit that *this level* cannot fit, or ""."""
+        if self.max_requests is not None and (
+            self._requests + self._r_requests + requests > self.max_requests
+        ):
+            return "max_requests"
+        if self.max_input_tokens is not None and (
+            self._in + self._r_in + tokens_in > self.max_input_tokens
+        ):
+            return "max_input_tokens"
+        if self.max_output_tokens is not None and (
+            self._out + self._r_out + tokens_out > self.max_output_tokens
+        ):
+            return "max_output_tokens"
+        if self.max_total_tokens is not None and (
+            self._in + self._out + self._r_in + self._r_out + tokens_in + tokens_out
+            > self.max_total_tokens
+        ):
+            return "max_total_tokens"
+        if self.max_cost_usd is not None and (
+            self._cost + self._r_cost + cost > self.max_cost_usd
+            or self._cost + self._r_cost >= self.max_cost_usd
+        ):
+            return "max_cost_usd"
+        return ""
+
+    def blocked(self, tokens_in: int = 1, tokens_out: int = 0, cost: float = 0.0) -> str:
+        """The first limit (on this budget or an ancestor) a model call of this size breaks."""
+        budget: Budget | None = self
+        while budget is not None:
+            why = budget._blocked_here(tokens_in, tokens_out, 1, cost)
+            if why:
+                return why
+            budget = budget.parent
+        return ""
+
+    def reserve(self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0) -> Lease | None:
+        """Reserve one model call of this size on this budget and its ancestors.
+
+        Returns:
+            A :class:`Lease` to settle with the reported usage, or ``None``
+            when some level cannot fit it (the call must not be made).
+        """
+        if self.blocked(input_tokens, output_tokens, cost_usd):
+            return None
+        budget: Budget | None = self
+        while budget is not None:
+            budget._r_in += input_tokens
+            budget._r_out += output_tokens
+            budget._r_requests += 1
+            budget._r_cost += cost_usd
+            budget = budget.parent
+        return Lease(self, input_tokens, output_tokens, cost_usd)
+
+    def take_tool_call(self) -> bool:
+        """Count one model-driven tool call; False (and nothing counted) if over a limit."""
+        budget: Budget | None = self
+        while budget is not None:
+            if budget.max_tool_calls is not None and budget._tool_calls >= budget.max_tool_calls:
+                return False
+            budget = budget.parent
+        budget = self
+        while budget is not None:
+            budget._tool_calls += 1
+            budget = budget.parent
+        return True
+
+    def usage(self) -> UsageTotals:
+        """What this budget (with its children) has spent so far."""
+        return UsageTotals(
+            input_tokens=self._in,
+            output_tokens=self._out,
+            total_tokens=self._in + self._out,
+            requests=self._requests,
+            tool_calls=self._tool_calls,
+            cost_usd=self._cost,
+            overruns=self._overruns,
+        )
+
+    @property
+    def reserved_tokens(self) -> int:
+        """Tokens reserved by model calls in flight."""
+        return self._r_in + self._r_out
+
+
+class Lease:
+    """A reservation for one model call, from :meth:`Budget.reserve`."""
+
+    __slots__ = ("_budget", "_cost", "_in", "_out", "settled")
+
+    def __init__(self, budget: Budget, tokens_in: int, tokens_out: int, cost: float) -> None:
+        self._budget = budget
+        self._in = tokens_in
+        self._out = tokens_out
+        self._cost = cost
+        self.settled = False
+
+    def settle(self, usage: Usage | None) -> None:
+        """Charge what the call really used (None: it failed, charge nothing) and release the rest.
+
+        The request itself is counted even when the call failed.
+        """
+        if self.settled:
+            return
+        self.settled = True
+        used_in = used_out = 0
+        cost = 0.0
+        if usage is not None:
+            used_in, used_out, cost = usage.input_tokens, usage.output_tokens, usage.cost_usd
+        overrun = used_in + used_out > self._in + self._out
+        budget: Budget | None = self._budget
+        while budget is not None:
+            budget._r_in -= self._in
+            budget._r_out -= self._out
+            budget._r_requests -= 1
+            budget._r_cost -= self._cost
+            budget._in += used_in
+            budget._out += used_out
+            budget._requests += 1
+            budget._cost += cost
+            budget._overruns += overrun
+            budget = budget.parent

@@ -1,0 +1,68 @@
+"""Limits: the bounds every agent phase runs within."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from ..errors import InvalidArgument
+
+__all__ = ["Limits"]
+
+
+def _positive_int(name: str, value: object, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(f"Limits.{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _seconds(name: str, value: object, *, optional: bool) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"Limits.{name} must be a number of seconds, got {value!r}")
+    if math.isnan(value) or value <= 0:
+        raise InvalidArgument(f"Limits.{name} must be > 0 seconds, got {value!r}")
+
+
+@attrs.frozen
+class Limits:
+    """The bounds of an agent's phases.
+
+    Attributes:
+        max_iterations: model calls per phase, unless ``run()`` says otherwise.
+        timeout: seconds a whole phase may take (``None``: no deadline); past
+            it the phase ends with ``timeout`` and keeps its tool calls so far.
+        max_parallel_tools: tool calls of one model turn that run at once.
+        tool_timeout: seconds one tool call may take before it is a
+            ``timeout`` result.
+        max_output_tokens: the output tokens reserved from the budget for each
+            model call (and asked of the model).
+        final_answer: when the iteration cap is hit with tool results the
+            model has not seen, make one last model call without tools.
+        context_fill: the share of the model's context window a call may fill
+            before old turns are left out.
+        mailbox: the agent's mailbox capacity (queued ``run()`` calls).
+    """
+
+    max_iterations: int = 10
+    timeout: float | None = None
+    max_parallel_tools: int = 4
+    tool_timeout: float = 60.0
+    max_output_tokens: int = 1024
+    final_answer: bool = True
+    context_fill: float = 0.75
+    mailbox: int = 16
+
+    def __attrs_post_init__(self) -> None:
+        _positive_int("max_iterations", self.max_iterations)
+        _seconds("timeout", self.timeout, optional=True)
+        _positive_int("max_parallel_tools", self.max_parallel_tools)
+        _seconds("tool_timeout", self.tool_timeout, optional=False)
+        _positive_int("max_output_tokens", self.max_output_tokens)
+        if not isinstance(self.final_answer, bool):
+            raise InvalidArgument(f"Limits.final_answer must be a bool, got {self.final_answer!r}")
+        fill = self.context_fill
+        if isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 < fill <= 1:
+            raise InvalidArgument(f"Limits.context_fill must be in (0, 1], got {fill!r}")
+        _positive_int("mailbox", self.mailbox, minimum=0)

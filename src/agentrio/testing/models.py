@@ -1,0 +1,138 @@
+"""ScriptedModel and FunctionModel: models whose answers the test decides."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+import trio
+
+from ..errors import AgentrioError, InvalidArgument
+from ..messages import ChatMessage, ModelReply
+from ..providers.base import DEFAULT_CONTEXT_WINDOW
+from ..tools.tool import ToolSchema
+
+__all__ = ["FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel"]
+
+Reply = ModelReply
+"""One scripted answer: ``Reply(text="", tool_calls=[...], usage=Usage(...))`` (= ModelReply)."""
+
+
+class ScriptExhausted(AgentrioError):
+    """A :class:`ScriptedModel` was called more times than it has replies."""
+
+
+def _check_window(context_window: object) -> int:
+    if isinstance(context_window, bool) or not isinstance(context_window, int):
+        raise InvalidArgument(f"context_window must be an int, got {context_window!r}")
+    if context_window < 1:
+        raise InvalidArgument(f"context_window must be >= 1, got {context_window!r}")
+    return context_window
+
+
+class ScriptedModel:
+    """Answers each call with the next reply of a script.
+
+    One script may be shared by many agents: each call takes the next reply.
+    Each call awaits one scheduler checkpoint, as a network call would.
+
+    Example::
+
+        model = ScriptedModel([
+            Reply(tool_calls=[ToolCallRequest("lookup", {"key": "a"})],
+                  usage=Usage(input_tokens=20, output_tokens=5)),
+            Reply(text="a is 1", usage=Usage(input_tokens=30, output_tokens=4)),
+        ])
+
+    Attributes:
+        calls: every call's messages, in order.
+    """
+
+    def __init__(
+        self, replies: Iterable[ModelReply], *, context_window: int = DEFAULT_CONTEXT_WINDOW
+    ) -> None:
+        script = list(replies)
+        for i, reply in enumerate(script):
+            if not isinstance(reply, ModelReply):
+                raise InvalidArgument(
+                    f"replies[{i}] must be an agentrio.testing.Reply, got {reply!r}"
+                )
+        self._script = script
+        self._next = 0
+        self.context_window = _check_window(context_window)
+        self.calls: list[tuple[ChatMessage, ...]] = []
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet used."""
+        return len(self._script) - self._next
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+    ) -> ModelReply:
+        """Return the next scripted reply.
+
+        Raises:
+            ScriptExhausted: every reply has been used.
+        """
+        await trio.lowlevel.checkpoint()
+        if self._next >= len(self._script):
+            raise ScriptExhausted(
+                f"ScriptedModel ran out of replies after {len(self._script)} calls"
+            )
+        self.calls.append(tuple(messages))
+        reply = self._script[self._next]
+        self._next += 1
+        return reply
+
+
+ReplyFunction = Callable[
+    [Sequence[ChatMessage], Sequence[ToolSchema]], ModelReply | Awaitable[ModelReply]
+]
+
+
+class FunctionModel:
+    """Answers each call with ``fn(messages, tools)`` (a plain or async function).
+
+    Each call awaits one scheduler checkpoint, as a network call would.
+
+    Example::
+
+        def answer(messages, tools):
+            done = sum(m.role == "tool" for m in messages)
+            if done < 2:
+                return Reply(tool_calls=[ToolCallRequest("lookup", {"key": f"k{done}"})])
+            return Reply(text="done")
+
+        model = FunctionModel(answer)
+    """
+
+    def __init__(self, fn: ReplyFunction, *, context_window: int = DEFAULT_CONTEXT_WINDOW) -> None:
+        if not callable(fn):
+            raise InvalidArgument(f"fn must be callable as fn(messages, tools), got {fn!r}")
+        self._fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
+        self.context_window = _check_window(context_window)
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+    ) -> ModelReply:
+        """Return what the function returns for this conversation."""
+        if self._is_async:
+            reply = await self._fn(messages, tools)  # type: ignore[misc]
+        else:
+            await trio.lowlevel.checkpoint()
+            reply = self._fn(messages, tools)
+        if not isinstance(reply, ModelReply):
+            raise InvalidArgument(
+                f"FunctionModel's function must return an agentrio.testing.Reply, got {reply!r}"
+            )
+        return reply

@@ -1,0 +1,1 @@
+"""Tools: @tool, schemas from signatures."""

@@ -1,0 +1,195 @@
+"""``@tool``: a function made callable by models, with a schema from its signature.
+
+The arguments a model sends are validated by msgspec against a Struct built
+from the signature; the JSON schema the model sees is msgspec's schema of that
+same Struct, so what is advertised and what is checked cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
+
+import msgspec
+import trio
+
+from ..errors import InvalidArgument
+
+__all__ = ["Tool", "ToolArgumentsInvalid", "ToolSchema", "ToolResultInvalid", "tool"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+class ToolSchema(msgspec.Struct, frozen=True):
+    """What a model is told about a tool.
+
+    Attributes:
+        name: the tool's name.
+        description: what it does (the function's docstring by default).
+        parameters: a JSON schema of its arguments object.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, object]
+
+
+class ToolArgumentsInvalid(Exception):
+    """The model's arguments do not match the tool's schema (becomes a failed result)."""
+
+
+class ToolResultInvalid(Exception):
+    """The tool returned something that cannot be encoded as JSON (a failed result)."""
+
+
+def _inline_schema(args_type: type[msgspec.Struct]) -> dict[str, object]:
+    (schema,), components = msgspec.json.schema_components([args_type])
+    ref = schema.get("$ref", "")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        schema = dict(components[ref.removeprefix("#/$defs/")])
+        others = {k: v for k, v in components.items() if k != args_type.__name__}
+        if others:
+            schema["$defs"] = others
+    schema.pop("title", None)
+    return schema
+
+
+def _args_struct(fn: Callable[..., object], name: str) -> type[msgspec.Struct]:
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception as exc:  # unresolvable annotations are the tool author's bug
+        raise InvalidArgument(f"tool {name!r}: cannot resolve its annotations: {exc}") from exc
+    fields: list[tuple[str, object] | tuple[str, object, object]] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise InvalidArgument(
+                f"tool {name!r}: parameter {param.name!r} must be a plain or keyword-only "
+                "parameter (no *args, **kwargs or positional-only)"
+            )
+        annotation = hints.get(param.name, object)
+        if param.default is inspect.Parameter.empty:
+            fields.append((param.name, annotation))
+        else:
+            fields.append((param.name, annotation, param.default))
+    camel = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]", name)) or "Tool"
+    return msgspec.defstruct(f"{camel}Arguments", fields, forbid_unknown_fields=True, kw_only=True)
+
+
+class Tool:
+    """A function a model may call, made by :func:`tool`.
+
+    Attributes:
+        name: the name models call it by.
+        description: what models are told it does.
+        schema: the :class:`ToolSchema` advertised to models.
+        is_async: True for an ``async def``; sync functions run in a worker thread.
+    """
+
+    __slots__ = ("_args_type", "_fields", "description", "fn", "is_async", "name", "schema")
+
+    def __init__(
+        self, fn: Callable[..., object], *, name: str | None = None, description: str | None = None
+    ) -> None:
+        if not callable(fn):
+            raise InvalidArgument(f"tool() needs a function, got {fn!r}")
+        tool_name = name if name is not None else getattr(fn, "__name__", "")
+        if not isinstance(tool_name, str) or not _NAME.match(tool_name):
+            raise InvalidArgument(
+                f"tool name must match {_NAME.pattern} (letters, digits, _ . -), got {tool_name!r}"
+            )
+        desc = description if description is not None else inspect.getdoc(fn) or ""
+        if not isinstance(desc, str):
+            raise InvalidArgument(f"tool description must be a str, got {desc!r}")
+        self.fn = fn
+        self.name = tool_name
+        self.description = desc
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._args_type = _args_struct(fn, tool_name)
+        self._fields = self._args_type.__struct_fields__
+        self.schema = ToolSchema(tool_name, desc, _inline_schema(self._args_type))
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name!r}>"
+
+    def validate(self, arguments: dict[str, object]) -> dict[str, object]:
+        """Check *arguments* against the schema and return them converted.
+
+        Raises:
+            ToolArgumentsInvalid: with msgspec's account of what is wrong.
+        """
+        try:
+            parsed = msgspec.convert(arguments, self._args_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ToolArgumentsInvalid(f"invalid arguments for {self.name!r}: {exc}") from exc
+        return {f: getattr(parsed, f) for f in self._fields}
+
+    async def call(self, arguments: dict[str, object]) -> str:
+        """Validate, run, and encode the result as the text the model sees.
+
+        A ``str`` result is passed as it is; anything else is encoded as JSON.
+
+        Raises:
+            ToolArgumentsInvalid: bad arguments (the tool did not run).
+            ToolResultInvalid: the result cannot be encoded as JSON.
+            Exception: whatever the tool itself raised.
+        """
+        kwargs = self.validate(arguments)
+        if self.is_async:
+            result = await typing.cast("Callable[..., Awaitable[object]]", self.fn)(**kwargs)
+        else:
+            result = await trio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+        if isinstance(result, str):
+            return result
+        try:
+            return msgspec.json.encode(result).decode()
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise ToolResultInvalid(
+                f"tool {self.name!r} returned a {type(result).__name__}, "
+                f"which cannot be encoded as JSON: {exc}"
+            ) from exc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (no validation)."""
+        return self.fn(*args, **kwargs)
+
+
+@overload
+def tool(fn: Callable[..., object], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., object]], Tool]: ...
+def tool(
+    fn: Callable[..., object] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., object]], Tool]:
+    """Make a function into a :class:`Tool` that agents can be given.
+
+    Works on ``async def`` and plain functions (run in a worker thread via
+    ``trio.to_thread``). The parameters' annotations give the JSON schema;
+    the docstring gives the description.
+
+    Example::
+
+        @agentrio.tool
+        async def lookup(key: str) -> str:
+            \"\"\"Look a key up in the store.\"\"\"
+            return store[key]
+
+    Raises:
+        InvalidArgument: a bad name, or a signature a model cannot call.
+    """
+    if fn is not None:
+        return Tool(fn, name=name, description=description)
+
+    def decorate(f: Callable[..., object]) -> Tool:
+        return Tool(f, name=name, description=description)
+
+    return decorate

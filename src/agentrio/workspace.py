@@ -1,0 +1,99 @@
+"""Workspace: an agent's folder for artifacts, logs, memory and its run summary."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import msgspec
+
+from .errors import InvalidArgument
+
+__all__ = ["Workspace", "write_atomic"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write *data* to *path* so that a reader sees the old file or the new, never half.
+
+    The bytes go to a temporary file in the same folder, are flushed to disk,
+    and the file is renamed over *path*.
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Workspace:
+    """An agent's folder: ``artifacts/``, ``logs/`` and ``memory/``, made on first use.
+
+    Example::
+
+        ws = Workspace("runs/agent-1")
+        (ws.artifacts / ws.filename("report: final?.md")).write_text("...")
+
+    Attributes:
+        root: the folder itself (made on first use too).
+    """
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):
+            raise InvalidArgument(f"workspace must be a non-empty path, got {root!r}")
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    def _sub(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def artifacts(self) -> Path:
+        """The folder for what the agent produces."""
+        return self._sub("artifacts")
+
+    @property
+    def logs(self) -> Path:
+        """The folder for logs."""
+        return self._sub("logs")
+
+    @property
+    def memory(self) -> Path:
+        """The folder for what the agent keeps between runs."""
+        return self._sub("memory")
+
+    @staticmethod
+    def filename(name: str, *, max_length: int = 120) -> str:
+        """Make *name* safe as a file name: no separators, no dots in front, bounded length.
+
+        Runs of characters other than letters, digits, ``.``, ``_`` and ``-``
+        become one ``_``; an empty result becomes ``"unnamed"``.
+
+        Raises:
+            InvalidArgument: *name* is not a str.
+        """
+        if not isinstance(name, str):
+            raise InvalidArgument(f"name must be a str, got {name!r}")
+        safe = _UNSAFE.sub("_", name).lstrip(".")[:max_length].strip("_")
+        return safe or "unnamed"
+
+    def write_summary(self, summary: dict[str, object]) -> Path:
+        """Write ``run_summary.json`` atomically and return its path."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / "run_summary.json"
+        write_atomic(path, msgspec.json.format(msgspec.json.encode(summary), indent=2) + b"\n")
+        return path
