@@ -9,7 +9,7 @@ phase's new messages go back to the ContextActor once, at the end.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -70,7 +70,6 @@ class Phase:
         "final_text",
         "history",
         "iterations",
-        "nursery",
         "path",
         "reason",
         "recent",
@@ -96,7 +95,6 @@ class Phase:
         self.iterations = 0
         self.step = 0
         self.batch: list[ToolCallActor | ToolResult] | None = None
-        self.nursery: trio.Nursery | None = None
         self.seen: set[tuple[str, bytes]] = set()
         self.recent: list[tuple[str, str]] = []
         self.stall = ""
@@ -110,23 +108,17 @@ class Phase:
         if self.bus.active:
             self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
         ctx = st.context(cmd.context_label)
-        if not cmd.continue_context:
-            await ctx.send(ContextReset())
         await self._load(ctx)
         timeout = st.spec.limits.timeout
-        with trio.CancelScope() as scope:
-            if timeout is not None:
-                scope.deadline = trio.current_time() + timeout
-            async with trio.open_nursery() as nursery:
-                self.nursery = nursery
-                if cmd.direct_tool_calls is not None:
-                    await self._direct(cmd.direct_tool_calls)
-                else:
-                    await self._loop()
-        if scope.cancelled_caught:
-            self.reason = "timeout"
-            if self.batch is not None:
-                self._settle_batch("the phase timed out while the tool ran")
+        if timeout is None:
+            await self._body()
+        else:
+            with trio.move_on_after(timeout) as scope:
+                await self._body()
+            if scope.cancelled_caught:
+                self.reason = "timeout"
+                if self.batch is not None:
+                    self._settle_batch("the phase timed out while the tool ran")
         await self._persist(ctx)
         await st.phase_done(self.reason)
         if self.bus.active:
@@ -140,10 +132,23 @@ class Phase:
             )
         return PhaseResult(self.final_text, tuple(self.calls), self.reason)
 
-    async def _load(self, ctx: ActorRef) -> None:
-        history = await ctx.ask(ContextRead())
-        assert isinstance(history, tuple)
-        self.history = list(history)
+    def _body(self) -> Coroutine[object, None, None]:
+        # The coroutine itself, not a wrapper around it: one frame less per agent.
+        calls = self.cmd.direct_tool_calls
+        if calls is not None:
+            return self._direct(calls)
+        return self._loop()
+
+    async def _load(self, ctx: ActorRef | None) -> None:
+        # One read per phase, and none when the history is known to be empty:
+        # a context this agent has not made yet, or one it is told to reset.
+        if ctx is not None:
+            if self.cmd.continue_context:
+                history = await ctx.ask(ContextRead())
+                assert isinstance(history, tuple)
+                self.history = list(history)
+            else:
+                await ctx.send(ContextReset())
         self.base = len(self.history)
         estimate = self.st.info.estimator
         self.sizes = [estimate(message_text(m)) for m in self.history]
@@ -151,10 +156,14 @@ class Phase:
             self._append(ChatMessage("system", self.st.spec.instructions))
         self._append(ChatMessage("user", self.cmd.user_message))
 
-    async def _persist(self, ctx: ActorRef) -> None:
+    async def _persist(self, ctx: ActorRef | None) -> None:
         new = tuple(self.history[self.base :])
         if not new:
             return
+        if ctx is None:
+            # The context's actor is born with its first history: it starts
+            # with this message waiting and takes it in the same step.
+            ctx = self.st.new_context(self.cmd.context_label)
         try:
             ctx.send_nowait(ContextAppend(new))
         except MailboxFull:
@@ -340,9 +349,14 @@ class Phase:
             if self.bus.active:
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
         self.batch = batch
-        if actors:
-            assert self.nursery is not None
-            await ToolBatch(actors).run(self.nursery, limits.max_parallel_tools, self._tool_done)
+        if len(actors) == 1:
+            # A batch of one needs no parallelism: the one-shot actor runs in
+            # the agent's task (its own cancel scope and error capture), which
+            # saves a task, a nursery and two wake-ups per tool call.
+            self._tool_done(await actors[0].run())
+        elif actors:
+            async with trio.open_nursery() as nursery:
+                await ToolBatch(actors).run(nursery, limits.max_parallel_tools, self._tool_done)
         for result in self._settle_batch(""):
             if not await self._on_step(result.name, f"{result.status}: {result.content}"):
                 return

@@ -34,6 +34,8 @@ def message_text(msg: ChatMessage) -> str:
 class ContextActor(Actor[Message]):
     """Holds one conversation history; answers ``ContextRead`` with a tuple of it."""
 
+    __slots__ = ("history",)
+
     def __init__(self) -> None:
         self.history: list[ChatMessage] = []
 

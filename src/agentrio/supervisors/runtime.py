@@ -101,7 +101,8 @@ async def open_runtime(
         max_restarts: restarts the root allows within *period* seconds.
         period: the restart-intensity window, in seconds.
         backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
-        shutdown_timeout: seconds a graceful stop waits before cancelling.
+        shutdown_timeout: seconds a graceful stop waits for each child
+            before cancelling it.
         budget: the root :class:`~agentrio.Budget` every agent draws from
             (default: no limits, usage still counted).
 

@@ -239,11 +239,15 @@ class _Supervisor:
 
     async def _stop_children(self) -> None:
         # Stop in reverse order of start, one at a time, as OTP does: a child
-        # may still use the siblings started before it while it drains. All
-        # get shutdown_timeout seconds in total; then the rest are cancelled.
-        with trio.move_on_after(self.shutdown_timeout):
-            for cell in reversed(list(self.children.values())):
-                request_stop(cell)
+        # may still use the siblings started before it while it drains. Each
+        # gets shutdown_timeout seconds, then is cancelled, so one stuck child
+        # cannot cost the others their graceful stop.
+        for cell in reversed(list(self.children.values())):
+            request_stop(cell)
+            with trio.move_on_after(self.shutdown_timeout):
+                await cell.wait_exited()
+            if cell.state != "exited":
+                request_cancel(cell)
                 await cell.wait_exited()
 
     def request_stop(self) -> None:
@@ -267,7 +271,11 @@ class _Supervisor:
                 with trio.CancelScope() as scope:
                     cell.scope = scope
                     if cell.cancel_requested:
+                        # Cancelled before it started: end here, or an actor
+                        # whose start reaches no checkpoint would run on_start
+                        # and on_stop and exit as if stopped.
                         scope.cancel()
+                        await trio.lowlevel.checkpoint_if_cancelled()
                     try:
                         if delay:
                             await trio.sleep(delay)
@@ -505,8 +513,8 @@ class _Supervisor:
             else:
                 actors += 1
                 handled += cell.handled
-                if cell.outbox is not None and cell.state != "exited":
-                    waiting += cell.outbox.statistics().current_buffer_used
+                if cell.mailbox is not None and cell.state != "exited":
+                    waiting += len(cell.mailbox)
         return SupervisorStatistics(
             path=self.path,
             state=state,
@@ -604,8 +612,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 parent applies its own policy to it.
             period: the window of the restart intensity, in seconds.
             backoff: delay restarts exponentially (see :class:`Backoff`).
-            shutdown_timeout: seconds a graceful stop waits for children to
-                drain before cancelling them.
+            shutdown_timeout: seconds a graceful stop waits for each child
+                to drain before cancelling it (children stop one at a time,
+                last spawned first).
             restart: this supervisor's own policy under its parent.
 
         Raises:

@@ -137,11 +137,24 @@ class Tool:
             ToolResultInvalid: the result cannot be encoded as JSON.
             Exception: whatever the tool itself raised.
         """
-        kwargs = self.validate(arguments)
+        return self.encode(await self.invoke(self.validate(arguments)))
+
+    def invoke(self, kwargs: dict[str, object]) -> Awaitable[object]:
+        """Start the function with validated *kwargs*: an awaitable of its result.
+
+        An async function's coroutine is returned as it is (no wrapper frame);
+        a sync function runs in a worker thread.
+        """
         if self.is_async:
-            result = await typing.cast("Callable[..., Awaitable[object]]", self.fn)(**kwargs)
-        else:
-            result = await trio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+            return typing.cast("Callable[..., Awaitable[object]]", self.fn)(**kwargs)
+        return trio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+
+    def encode(self, result: object) -> str:
+        """The text the model sees for *result*: a str as it is, anything else as JSON.
+
+        Raises:
+            ToolResultInvalid: the result cannot be encoded as JSON.
+        """
         if isinstance(result, str):
             return result
         try:

@@ -1,0 +1,222 @@
+"""N concurrent agentrio agents on the 3-turn workload, beside the raw-Trio floor.
+
+The workload is ../shared/bench/raw_trio_agent_loop.py's: each run is fake
+model -> tool -> fake model -> tool -> fake model (final text), 3 model turns
+and 2 tool calls, each awaiting exactly one scheduler checkpoint.
+
+  floor     ``trio_mailbox``: N actor-shaped tasks, each with an inbox; a
+            driver sends each a request and collects the replies (timing
+            includes spawning), copied from the shared floor script.
+  agentrio  N agents spawned from one AgentSpec (a FunctionModel and an async
+            ``lookup`` tool), each running one phase, all at once; timing
+            includes spawning.
+
+Both run with CPython's default GC, and again with gc.set_threshold(100_000,
+50, 100) (the ``_gc_tuned`` figures). Every run checks each answer and the
+exact model-call and tool-call counts.
+
+Run: python bench/agents.py --agents 10000 [--repeats 3]; prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import msgspec
+import trio
+from _common import main, median_of, rss_now_mb
+
+import agentrio
+from agentrio.testing import FunctionModel, Reply
+
+GC_TUNED = (100_000, 50, 100)
+TOOL_CALLS_PER_RUN = 2
+MODEL_TURNS_PER_RUN = TOOL_CALLS_PER_RUN + 1
+COUNTS = {"model": 0, "tool": 0}
+
+
+# -- the floor (copied from ../shared/bench/raw_trio_agent_loop.py) -------------------
+
+
+class ToolCall(msgspec.Struct):
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+class RawMessage(msgspec.Struct):
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = []
+    tool_call_id: str | None = None
+
+
+class Request(msgspec.Struct):
+    idx: int
+    prompt: str
+    reply_to: Any
+
+
+class RawReply(msgspec.Struct):
+    idx: int
+    answer: str
+
+
+def _decide(history: list[RawMessage]) -> RawMessage:
+    n = sum(1 for m in history if m.role == "tool")
+    if n < TOOL_CALLS_PER_RUN:
+        return RawMessage("assistant", "", [ToolCall(f"call_{n}", "lookup", {"key": f"k{n}"})])
+    return RawMessage("assistant", "done: both lookups succeeded")
+
+
+async def _fake_model(history: list[RawMessage]) -> RawMessage:
+    COUNTS["model"] += 1
+    await trio.lowlevel.checkpoint()
+    return _decide(history)
+
+
+async def _raw_lookup(key: str) -> str:
+    COUNTS["tool"] += 1
+    await trio.lowlevel.checkpoint()
+    return "value-" + key
+
+
+async def _agent_loop(prompt: str) -> str:
+    history = [RawMessage("system", "You are a benchmark agent."), RawMessage("user", prompt)]
+    while True:
+        resp = await _fake_model(history)
+        history.append(resp)
+        if not resp.tool_calls:
+            return resp.content
+        for tc in resp.tool_calls:
+            result = await _raw_lookup(**tc.args)
+            history.append(RawMessage("tool", result, tool_call_id=tc.id))
+
+
+async def _trio_mailbox(n: int) -> tuple[list[str], float]:
+    t0 = time.perf_counter()
+    answers = [""] * n
+
+    async def actor(inbox: trio.MemoryReceiveChannel[Request]) -> None:
+        async with inbox:
+            async for req in inbox:
+                ans = await _agent_loop(req.prompt)
+                await req.reply_to.send(RawReply(req.idx, ans))
+
+    async with trio.open_nursery() as nursery:
+        reply_send, reply_recv = trio.open_memory_channel[RawReply](n)
+        inboxes = []
+        for _ in range(n):
+            s, r = trio.open_memory_channel[Request](0)
+            inboxes.append(s)
+            nursery.start_soon(actor, r)
+        for i, s in enumerate(inboxes):
+            await s.send(Request(i, f"task {i}", reply_send))
+        for _ in range(n):
+            rep = await reply_recv.receive()
+            answers[rep.idx] = rep.answer
+        for s in inboxes:
+            await s.aclose()
+    return answers, time.perf_counter() - t0
+
+
+# -- agentrio ---------------------------------------------------------------------------
+
+
+async def _model(messages: Any, tools: Any) -> Reply:
+    COUNTS["model"] += 1
+    await trio.lowlevel.checkpoint()
+    n = 0
+    for m in messages:
+        if m.role == "tool":
+            n += 1
+    if n < TOOL_CALLS_PER_RUN:
+        call = agentrio.ToolCallRequest("lookup", {"key": f"k{n}"}, id=f"call_{n}")
+        return Reply(tool_calls=(call,), usage=agentrio.Usage(40, 8))
+    return Reply(text="done: both lookups succeeded", usage=agentrio.Usage(60, 6))
+
+
+@agentrio.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    COUNTS["tool"] += 1
+    await trio.lowlevel.checkpoint()
+    return "value-" + key
+
+
+SPEC = agentrio.AgentSpec(
+    name="bench",
+    model=FunctionModel(_model),
+    instructions="You are a benchmark agent.",
+    tools=[lookup],
+)
+
+
+async def _agentrio(n: int) -> tuple[list[str], float]:
+    answers = [""] * n
+    async with agentrio.open_runtime() as rt:
+        t0 = time.perf_counter()
+
+        async def one(i: int, agent: agentrio.AgentRef) -> None:
+            result = await agent.run(f"task {i}")
+            answers[i] = result.final_text if result.stop_reason == "done" else result.stop_reason
+
+        async with trio.open_nursery() as nursery:
+            for i in range(n):
+                agent = await rt.spawn_agent(SPEC, name=f"a{i}")
+                nursery.start_soon(one, i, agent)
+    # like the floor, the timing includes stopping every agent
+    dt = time.perf_counter() - t0
+    return answers, dt
+
+
+def runs(n: int, impl: str, gc_tuned: bool = False) -> dict[str, Any]:
+    if gc_tuned:
+        gc.set_threshold(*GC_TUNED)
+    base = rss_now_mb()
+    driver = _trio_mailbox if impl == "floor" else _agentrio
+    trio.run(driver, 10)  # warm-up
+    COUNTS["model"] = COUNTS["tool"] = 0
+    answers, dt = trio.run(driver, n)
+    bad = [a for a in answers if not a.startswith("done")]
+    assert not bad, bad[:3]
+    assert COUNTS == {"model": n * MODEL_TURNS_PER_RUN, "tool": n * TOOL_CALLS_PER_RUN}, COUNTS
+    return {"runs_per_s": round(n / dt, 1), "elapsed_s": round(dt, 4), "rss_base_mb": base}
+
+
+def report(args: Any) -> dict[str, Any]:
+    script = os.path.abspath(__file__)
+    n = args.agents
+    out: dict[str, Any] = {"bench": "agents", "agents": n, "repeats": args.repeats}
+    for suffix, tuned in (("", False), ("_gc_tuned", True)):
+        floor = median_of(script, "runs", {"n": n, "impl": "floor", "gc_tuned": tuned},
+                          args.repeats, args.timeout)
+        ours = median_of(script, "runs", {"n": n, "impl": "agentrio", "gc_tuned": tuned},
+                         args.repeats, args.timeout)
+        print(f"[agents] floor{suffix}: {floor}\n[agents] agentrio{suffix}: {ours}",
+              file=sys.stderr, flush=True)
+        out[f"runs_per_s{suffix}"] = ours["runs_per_s"]
+        out[f"floor_runs_per_s{suffix}"] = floor["runs_per_s"]
+        out[f"ratio{suffix}"] = round(ours["runs_per_s"] / floor["runs_per_s"], 3)
+        out[f"peak_rss_mb{suffix}"] = ours["peak_rss_mb"]
+        out[f"floor_peak_rss_mb{suffix}"] = floor["peak_rss_mb"]
+    goal = 0.3 if n >= 10_000 else 0.5
+    out["goals_met"] = {
+        f"ratio>={goal}": out["ratio"] >= goal,
+        "peak_rss_mb<150 (at 10k)": n != 10_000 or out["peak_rss_mb"] < 150,
+    }
+    return out
+
+
+def _args(ap: Any) -> None:
+    ap.add_argument("--agents", type=int, default=10_000)
+
+
+if __name__ == "__main__":
+    main(os.path.abspath(__file__), {"runs": runs}, report, _args)
