@@ -237,9 +237,11 @@ class Phase:
         max_out = st.spec.limits.max_output_tokens
         lease = st.budget.reserve(estimate, max_out)
         if lease is None:
+            lease = await st.budget.acquire(estimate, max_out)
+        if lease is None:
             self.reason = "budget_exhausted"
             if self.bus.active:
-                why = st.budget.blocked(estimate, max_out) or "budget"
+                why = st.budget.exhausted(estimate, max_out) or "budget"
                 self.bus.publish(BudgetExhausted(path=self.path, limit=why))
             return None
         self.iterations += 1

@@ -14,8 +14,11 @@ exhausted: the call is not made.
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import msgspec
+import outcome
+import trio
 
 from ..errors import InvalidArgument
 from ..messages import Usage
@@ -91,6 +94,7 @@ class Budget:
         "_r_requests",
         "_requests",
         "_tool_calls",
+        "_waiters",
         "max_cost_usd",
         "max_input_tokens",
         "max_output_tokens",
@@ -134,6 +138,7 @@ class Budget:
         self._cost = 0.0
         self._r_in = self._r_out = self._r_requests = 0
         self._r_cost = 0.0
+        self._waiters: deque[_Waiter] | None = None
 
     def __repr__(self) -> str:
         limits = ", ".join(
@@ -165,41 +170,99 @@ class Budget:
 
     # -- checks ------------------------------------------------------------------------
 
-    def _blocked_here(self, tokens_in: int, tokens_out: int, requests: int, cost: float) -> str:
-        """The name of the limit that *this level* cannot fit, or ""."""
+    def _blocked_here(self, tokens_in: int, tokens_out: int, cost: float, reserved: bool) -> str:
+        """The limit of *this level* a call of this size breaks, or "".
+
+        With *reserved*, what is reserved in flight counts as spent.
+        """
+        r = 1 if reserved else 0
         if self.max_requests is not None and (
-            self._requests + self._r_requests + requests > self.max_requests
+            self._requests + r * self._r_requests + 1 > self.max_requests
         ):
             return "max_requests"
         if self.max_input_tokens is not None and (
-            self._in + self._r_in + tokens_in > self.max_input_tokens
+            self._in + r * self._r_in + tokens_in > self.max_input_tokens
         ):
             return "max_input_tokens"
         if self.max_output_tokens is not None and (
-            self._out + self._r_out + tokens_out > self.max_output_tokens
+            self._out + r * self._r_out + tokens_out > self.max_output_tokens
         ):
             return "max_output_tokens"
         if self.max_total_tokens is not None and (
-            self._in + self._out + self._r_in + self._r_out + tokens_in + tokens_out
+            self._in + self._out + r * (self._r_in + self._r_out) + tokens_in + tokens_out
             > self.max_total_tokens
         ):
             return "max_total_tokens"
-        if self.max_cost_usd is not None and (
-            self._cost + self._r_cost + cost > self.max_cost_usd
-            or self._cost + self._r_cost >= self.max_cost_usd
-        ):
-            return "max_cost_usd"
+        if self.max_cost_usd is not None:
+            cost_so_far = self._cost + r * self._r_cost
+            if cost_so_far + cost > self.max_cost_usd or cost_so_far >= self.max_cost_usd:
+                return "max_cost_usd"
         return ""
 
     def blocked(self, tokens_in: int = 1, tokens_out: int = 0, cost: float = 0.0) -> str:
-        """The first limit (on this budget or an ancestor) a model call of this size breaks."""
+        """The first limit (here or in an ancestor) a model call of this size breaks now,
+        counting what is reserved in flight; "" if it fits."""
+        return self._first_blocked(tokens_in, tokens_out, cost, reserved=True)
+
+    def exhausted(self, tokens_in: int = 1, tokens_out: int = 0, cost: float = 0.0) -> str:
+        """The first limit a call of this size breaks even when every call in flight
+        has settled for nothing; "" if it may still fit later."""
+        return self._first_blocked(tokens_in, tokens_out, cost, reserved=False)
+
+    def _first_blocked(
+        self, tokens_in: int, tokens_out: int, cost: float, *, reserved: bool
+    ) -> str:
         budget: Budget | None = self
         while budget is not None:
-            why = budget._blocked_here(tokens_in, tokens_out, 1, cost)
+            why = budget._blocked_here(tokens_in, tokens_out, cost, reserved)
             if why:
                 return why
             budget = budget.parent
         return ""
+
+    def _root(self) -> Budget:
+        budget = self
+        while budget.parent is not None:
+            budget = budget.parent
+        return budget
+
+    async def acquire(
+        self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0
+    ) -> Lease | None:
+        """Reserve one model call, waiting while calls in flight hold the room it needs.
+
+        Waiters are admitted first come, first served as leases settle. A call
+        that would not fit even if every call in flight used nothing is not
+        waited for: the budget is exhausted for it.
+
+        Returns:
+            The :class:`Lease`, or ``None`` when the budget is exhausted.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        root = self._root()
+        if not root._waiters:
+            lease = self.reserve(input_tokens, output_tokens, cost_usd)
+            if lease is not None:
+                return lease
+        if self.exhausted(input_tokens, output_tokens, cost_usd):
+            return None
+        waiter = _Waiter(root, self, input_tokens, output_tokens, cost_usd)
+        if root._waiters is None:
+            root._waiters = deque()
+        root._waiters.append(waiter)
+        granted: Lease | None = await trio.lowlevel.wait_task_rescheduled(waiter)
+        return granted
+
+    def _admit(self) -> None:
+        """Hand leases to waiters, in order, while the head of the queue fits (root only)."""
+        waiters = self._waiters
+        while waiters:
+            w = waiters[0]
+            lease = w.budget.reserve(w.tokens_in, w.tokens_out, w.cost)
+            if lease is None and not w.budget.exhausted(w.tokens_in, w.tokens_out, w.cost):
+                return
+            waiters.popleft()
+            trio.lowlevel.reschedule(w.task, outcome.Value(lease))
 
     def reserve(self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0) -> Lease | None:
         """Reserve one model call of this size on this budget and its ancestors.
@@ -286,4 +349,25 @@ class Lease:
             budget._requests += 1
             budget._cost += cost
             budget._overruns += overrun
+            if budget.parent is None and budget._waiters:
+                budget._admit()
             budget = budget.parent
+
+
+class _Waiter:
+    """A model call waiting for room; it is its own abort function."""
+
+    __slots__ = ("budget", "cost", "root", "task", "tokens_in", "tokens_out")
+
+    def __init__(self, root: Budget, budget: Budget, tin: int, tout: int, cost: float) -> None:
+        self.root = root
+        self.budget = budget
+        self.tokens_in = tin
+        self.tokens_out = tout
+        self.cost = cost
+        self.task = trio.lowlevel.current_task()
+
+    def __call__(self, _raise_cancel: object) -> trio.lowlevel.Abort:
+        if self.root._waiters is not None:
+            self.root._waiters.remove(self)
+        return trio.lowlevel.Abort.SUCCEEDED
