@@ -46,7 +46,10 @@ class NoPublicConstructor(type):
     """Metaclass for handles that only the runtime may create (``Cls._create(...)``)."""
 
     def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError(f"{cls.__module__}.{cls.__qualname__} has no public constructor")
+        raise TypeError(
+            f"agentrio.{cls.__qualname__} has no public constructor; "
+            "the runtime makes these (spawn, spawn_agent, open_runtime, events)"
+        )
 
     def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
         return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
@@ -505,7 +508,7 @@ def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None)
             )
         else:
             err = ActorStopped(
-                f"actor {cell.path!r} {reason} before handling {type(item.msg).__name__}",
+                f"actor {cell.path!r} {reason} before it replied to {type(item.msg).__name__}",
                 path=cell.path,
                 reason=reason,
             )

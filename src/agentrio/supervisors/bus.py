@@ -13,13 +13,14 @@ from types import TracebackType
 
 import trio
 
+from ..actors._core import NoPublicConstructor
 from ..errors import InvalidArgument
 from ..messages import Event, EventsLost
 
 __all__ = ["EventBus", "EventStream"]
 
 
-class EventStream:
+class EventStream(metaclass=NoPublicConstructor):
     """An async iterator over the runtime's events, from ``rt.events()``.
 
     Iteration ends when the runtime stops (after what was buffered) or the
@@ -113,7 +114,7 @@ class EventBus:
         """Add a subscriber with a buffer of *capacity* events."""
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise InvalidArgument(f"capacity must be an int >= 1, got {capacity!r}")
-        stream = EventStream(self, capacity)
+        stream = EventStream._create(self, capacity)
         if self._closed:
             stream._close()
         else:

@@ -102,6 +102,8 @@ class RestartIntensity:
     __slots__ = ("_times", "max_restarts", "period")
 
     def __init__(self, max_restarts: int, period: float) -> None:
+        _check_int("max_restarts", max_restarts, 0)
+        check_timeout("period", period)
         self.max_restarts = max_restarts
         self.period = period
         self._times: deque[float] = deque()
@@ -190,6 +192,8 @@ class _Supervisor:
         _check_choice("strategy", strategy, _STRATEGIES)
         _check_int("max_restarts", max_restarts, 0)
         check_timeout("period", period)
+        if period == 0:
+            raise InvalidArgument("period must be > 0 seconds (0 would never count a restart)")
         check_timeout("shutdown_timeout", shutdown_timeout)
         if backoff is not None and not isinstance(backoff, Backoff):
             raise InvalidArgument(f"backoff must be an agentrio.Backoff or None, got {backoff!r}")
@@ -242,13 +246,24 @@ class _Supervisor:
         # may still use the siblings started before it while it drains. Each
         # gets shutdown_timeout seconds, then is cancelled, so one stuck child
         # cannot cost the others their graceful stop.
+        # An owned child (an agent's context) is left to its owner, whose exit
+        # stops it: the owner may still need it while the owner drains.
         for cell in reversed(list(self.children.values())):
-            request_stop(cell)
-            with trio.move_on_after(self.shutdown_timeout):
-                await cell.wait_exited()
-            if cell.state != "exited":
-                request_cancel(cell)
-                await cell.wait_exited()
+            if cell.owner is not None and cell.owner.state != "exited":
+                continue
+            await self._stop_child(cell)
+        for cell in reversed(list(self.children.values())):
+            await self._stop_child(cell)
+
+    async def _stop_child(self, cell: _Cell) -> None:
+        if cell.state == "exited":
+            return
+        request_stop(cell)
+        with trio.move_on_after(self.shutdown_timeout):
+            await cell.wait_exited()
+        if cell.state != "exited":
+            request_cancel(cell)
+            await cell.wait_exited()
 
     def request_stop(self) -> None:
         self.stopping = True
@@ -382,9 +397,9 @@ class _Supervisor:
         return self.backoff.delay(cell.streak) if self.backoff is not None else 0.0
 
     def _fail(self, cell: _Cell, exc: Exception) -> None:
-        where = repr(self.path) if self.path else "the root"
+        where = f"supervisor {self.path!r}" if self.path else "the root supervisor"
         self.failure = RestartIntensityExceeded(
-            f"supervisor {where} gave up: more than {self.intensity.max_restarts} restarts "
+            f"{where} gave up: more than {self.intensity.max_restarts} restarts "
             f"within {self.intensity.period} s; the last was {cell.path!r}, which raised {exc!r}",
             path=self.path,
             child=cell.path,
