@@ -11,7 +11,13 @@ catch the second without hiding the first::
     │   ├── DuplicateName           a name already taken in that supervisor
     │   ├── UnknownName             lookup of a name nobody holds (also LookupError)
     │   ├── SelfAsk                 an actor asked itself: it would deadlock
-    │   └── RuntimeClosed           spawn on a runtime or supervisor that has stopped
+    │   ├── RuntimeClosed           spawn on a runtime or supervisor that has stopped
+    │   └── ConfigError             agentrio.toml (or a model string) is wrong: file, key, why
+    ├── ProviderError               a model provider failed (after its retries)
+    │   ├── RateLimited             429 past the retries; carries retry_after
+    │   ├── ProviderUnavailable     connection failures, 5xx, or the circuit breaker is open
+    │   ├── BadResponse             the body could not be parsed, or a stream was cut short
+    │   └── AuthError               401 / 403: the key is missing or wrong
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -31,10 +37,16 @@ __all__ = [
     "ActorStopped",
     "AgentrioError",
     "AskTimeout",
+    "AuthError",
+    "BadResponse",
+    "ConfigError",
     "DuplicateName",
     "InvalidArgument",
     "MailboxFull",
     "NotAMessage",
+    "ProviderError",
+    "ProviderUnavailable",
+    "RateLimited",
     "RestartIntensityExceeded",
     "RuntimeClosed",
     "SelfAsk",
@@ -73,6 +85,53 @@ class SelfAsk(UsageError):
 
 class RuntimeClosed(UsageError):
     """A spawn was attempted on a runtime or supervisor that has stopped."""
+
+
+class ConfigError(UsageError, ValueError):
+    """The configuration (agentrio.toml, a tier or a model string) is wrong.
+
+    The message names the file, the key and what was expected.
+    """
+
+
+class ProviderError(AgentrioError):
+    """A model provider failed after its retries; the agent ends the phase with ``error``.
+
+    Attributes:
+        provider: the name of the provider instance.
+        status: the HTTP status, if a response came.
+    """
+
+    def __init__(self, message: str, *, provider: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status = status
+
+
+class RateLimited(ProviderError):
+    """The provider kept answering 429 past the retries.
+
+    Attributes:
+        retry_after: the seconds it asked to wait, if it said.
+    """
+
+    def __init__(
+        self, message: str, *, provider: str, status: int | None = 429, retry_after: float | None
+    ) -> None:
+        super().__init__(message, provider=provider, status=status)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    """Connections failed, 5xx answers kept coming, or the circuit breaker is open."""
+
+
+class BadResponse(ProviderError):
+    """The response could not be understood: not JSON, the wrong shape, or a cut stream."""
+
+
+class AuthError(ProviderError):
+    """401 or 403: the API key is missing or wrong (never retried)."""
 
 
 class ActorError(AgentrioError):

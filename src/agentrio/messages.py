@@ -28,6 +28,7 @@ __all__ = [
     "RunPhase",
     "Stalled",
     "StopReason",
+    "TextDelta",
     "ToolCallRequest",
     "ToolEnded",
     "ToolResult",
@@ -173,11 +174,14 @@ class ToolCallRequest(Message, frozen=True, tag=True):
         name: the tool's name.
         arguments: the arguments, a JSON object.
         id: the call's id, echoed in its :class:`ToolResult` (made up when empty).
+        error: set by a provider when the model's arguments could not be
+            parsed: the call is not run, the model is told why.
     """
 
     name: str
     arguments: dict[str, object] = {}
     id: str = ""
+    error: str = ""
 
 
 class ToolResult(Message, frozen=True, tag=True):
@@ -315,6 +319,12 @@ class BudgetExhausted(Event, frozen=True, tag=True):
     """A budget limit stopped a model call or a tool call; *limit* names it."""
 
     limit: str = ""
+
+
+class TextDelta(Event, frozen=True, tag=True):
+    """A piece of a model's answer as it streams in (streaming providers only)."""
+
+    text: str = ""
 
 
 class PhaseError(Event, frozen=True, tag=True):

@@ -31,6 +31,7 @@ from ..messages import (
     RunPhase,
     Stalled,
     StopReason,
+    TextDelta,
     ToolCallRequest,
     ToolEnded,
     ToolResult,
@@ -70,6 +71,7 @@ class Phase:
         "final_text",
         "history",
         "iterations",
+        "parse_failures",
         "path",
         "reason",
         "recent",
@@ -98,6 +100,7 @@ class Phase:
         self.seen: set[tuple[str, bytes]] = set()
         self.recent: list[tuple[str, str]] = []
         self.stall = ""
+        self.parse_failures = 0
         names = cmd.tool_names
         self.allowed = st.info.tool_set if names is None else frozenset(names)
 
@@ -188,6 +191,10 @@ class Phase:
                 self.reason = "done"
                 return
             await self._run_tools(reply.tool_calls, model_driven=True)
+            if self.reason == "error":  # an on_step hook raised after a tool call
+                return
+            if self._parse_failed(reply.tool_calls):
+                return
             if self.stall:
                 await self._stalled()
                 return
@@ -196,9 +203,12 @@ class Phase:
             await self._final_turn()
 
     async def _final_turn(self) -> None:
+        # The last call does not change why the phase ended, unless it failed:
+        # a model or hook error is reported as such (with its PhaseError event).
         reason = self.reason
         await self._turn((), final=True)
-        self.reason = reason
+        if self.reason != "error":
+            self.reason = reason
 
     async def _stalled(self) -> None:
         if self.bus.active:
@@ -208,7 +218,7 @@ class Phase:
         await self._final_turn()
 
     def _window(self) -> tuple[list[ChatMessage], int]:
-        limit = self.st.info.window
+        limit = self.st.window
         total = sum(self.sizes)
         if total <= limit:
             return self.history, total
@@ -248,7 +258,12 @@ class Phase:
         if self.bus.active:
             self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
         try:
-            reply = await st.spec.model.complete(view, schemas, max_output_tokens=max_out)
+            if st.streams and self.bus.active:
+                reply = await st.model.complete(  # type: ignore[call-arg]
+                    view, schemas, max_output_tokens=max_out, on_text=self._text
+                )
+            else:
+                reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
             if not isinstance(reply, ModelReply):
                 raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
         except BaseException as exc:
@@ -278,6 +293,10 @@ class Phase:
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
         return reply
+
+    def _text(self, piece: str) -> None:
+        if self.bus.active:
+            self.bus.publish(TextDelta(path=self.path, text=piece))
 
     def _number(self, calls: tuple[ToolCallRequest, ...]) -> tuple[ToolCallRequest, ...]:
         if all(c.id for c in calls):
@@ -324,6 +343,22 @@ class Phase:
         if self.reason != "error":
             self.reason = "done"
 
+    def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:
+        """Count turns in a row with unparseable arguments; True when the phase must end."""
+        if not any(c.error for c in calls):
+            self.parse_failures = 0
+            return False
+        self.parse_failures += 1
+        if self.parse_failures < self.st.spec.limits.max_parse_retries:
+            return False
+        self._error(
+            ValueError(
+                f"the model's tool-call arguments could not be parsed "
+                f"{self.parse_failures} turns in a row"
+            )
+        )
+        return True
+
     def _denied(self, req: ToolCallRequest, why: str) -> ToolResult:
         return ToolResult(
             id=req.id, name=req.name, arguments=req.arguments, status="denied", content=why
@@ -334,6 +369,17 @@ class Phase:
         batch: list[ToolCallActor | ToolResult] = []
         actors: list[ToolCallActor] = []
         for req in calls:
+            if req.error:
+                batch.append(
+                    ToolResult(
+                        id=req.id,
+                        name=req.name,
+                        arguments=req.arguments,
+                        status="failed",
+                        content=f"tool {req.name!r} was not run: {req.error}",
+                    )
+                )
+                continue
             tool = st.info.tools.get(req.name)
             if tool is None or req.name not in self.allowed:
                 batch.append(self._denied(req, f"tool {req.name!r} is not allowed here"))

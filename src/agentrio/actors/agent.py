@@ -8,6 +8,7 @@ pending stop request) lives in an ``_AgentState`` shared by its incarnations.
 
 from __future__ import annotations
 
+import inspect
 import os
 import weakref
 from collections.abc import Callable, Coroutine, Sequence
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from ..config import split_model
 from ..errors import InvalidArgument
 from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
 from ..providers.base import Model, check_model, context_window
@@ -74,7 +76,9 @@ class AgentSpec:
 
     Attributes:
         name: the agent's default name (``spawn_agent(name=...)`` overrides it).
-        model: a model object (see :class:`agentrio.Model`).
+        model: a model object (see :class:`agentrio.Model`), a tier name from
+            agentrio.toml (``"fast"``), or an ``"instance:model"`` string
+            (``"local:qwen2.5:0.5b"``), resolved when the agent is spawned.
         instructions: the system prompt, put first in each new context.
         tools: the agent's allowlist: :class:`agentrio.Tool` objects (plain
             functions are wrapped with :func:`agentrio.tool`).
@@ -86,23 +90,37 @@ class AgentSpec:
             model turn and tool call; if it raises, the phase ends with ``error``.
         token_estimator: tokens of a text, for the context window and the
             budget's reservations (default: characters / 3.5).
+        escalate_on_stall: when a phase stalls and ``model`` is a tier in the
+            configuration's ``escalation`` list, run the phase once more on
+            the next tier.
     """
 
     name: str
-    model: Model
+    model: Model | str
     instructions: str = ""
     tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
     limits: Limits = attrs.field(factory=Limits)
     workspace: str | os.PathLike[str] | None = None
     on_step: Callable[[StepInfo], object] | None = None
     token_estimator: TokenEstimator | None = None
+    escalate_on_stall: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
             raise InvalidArgument(
                 f"AgentSpec.name must be a non-empty str without '/', got {self.name!r}"
             )
-        check_model(self.model, "AgentSpec.model")
+        if isinstance(self.model, str):
+            if ":" in self.model:
+                split_model(self.model)
+            elif not self.model:
+                raise InvalidArgument("AgentSpec.model must not be empty")
+        else:
+            check_model(self.model, "AgentSpec.model")
+        if not isinstance(self.escalate_on_stall, bool):
+            raise InvalidArgument(
+                f"AgentSpec.escalate_on_stall must be a bool, got {self.escalate_on_stall!r}"
+            )
         if not isinstance(self.instructions, str):
             raise InvalidArgument(
                 f"AgentSpec.instructions must be a str, got {self.instructions!r}"
@@ -126,14 +144,13 @@ class AgentSpec:
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
-    __slots__ = ("__weakref__", "estimator", "schemas", "tool_set", "tools", "window")
+    __slots__ = ("__weakref__", "estimator", "schemas", "tool_set", "tools")
 
     def __init__(self, spec: AgentSpec) -> None:
         self.tools = {t.name: t for t in spec.tools}
         self.tool_set = frozenset(self.tools)
         self.schemas = tuple(t.schema for t in spec.tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
-        self.window = max(1, int(context_window(spec.model) * spec.limits.context_fill))
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
         if names == self.tool_set:
@@ -158,22 +175,36 @@ class _AgentState:
         "budget",
         "cell",
         "contexts",
+        "escalation",
         "info",
         "input_tokens",
+        "model",
         "output_tokens",
         "phases",
         "requests",
         "spec",
         "stop_reasons",
         "stop_requested",
+        "streams",
         "sup",
         "tool_calls",
+        "window",
         "workspace",
     )
 
-    def __init__(self, spec: AgentSpec, sup: _Supervisor, budget: Budget, name: str) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        sup: _Supervisor,
+        budget: Budget,
+        name: str,
+        model: Model,
+        escalation: Model | None,
+    ) -> None:
         self.spec = spec
         self.info = _spec_info(spec)
+        self.use_model(model)
+        self.escalation = escalation
         self.sup = sup
         self.budget = budget
         self.cell: _Cell | None = None
@@ -188,6 +219,13 @@ class _AgentState:
             self.workspace = Workspace(
                 root if name == spec.name else os.path.join(root, Workspace.filename(name))
             )
+
+    def use_model(self, model: Model) -> None:
+        """Call *model* from now on (a resolved one, or the next tier's)."""
+        self.model = model
+        self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
+        params = inspect.signature(model.complete).parameters
+        self.streams = "on_text" in params
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""
@@ -253,7 +291,19 @@ class AgentActor(Actor[RunPhase]):
     def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
         # Returns the phase's coroutine rather than awaiting it: one frame less
         # on each of 10k live agents' stacks (and for the cyclic GC to walk).
+        if self.state.escalation is not None:
+            return self._escalating(msg)
         return Phase(self.state, msg).run()
+
+    async def _escalating(self, msg: RunPhase) -> PhaseResult:
+        result = await Phase(self.state, msg).run()
+        state = self.state
+        if result.stop_reason == "stalled" and state.escalation is not None:
+            # Once: the agent keeps the stronger model for later phases too.
+            state.use_model(state.escalation)
+            state.escalation = None
+            result = await Phase(state, msg).run()
+        return result
 
 
 def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
@@ -271,7 +321,18 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
         if budget.parent is None and budget is not root:
             budget.parent = root  # a free-standing budget is carved out of the runtime's
     agent_name = spec.name if name is None else name
-    state = _AgentState(spec, sup, budget, agent_name if isinstance(agent_name, str) else "")
+    model: Model
+    escalation: Model | None = None
+    if isinstance(spec.model, str):
+        models = sup.runtime_counters.models()
+        model = models.resolve(spec.model)
+        if spec.escalate_on_stall:
+            escalation = models.next_tier(spec.model)
+    else:
+        model = spec.model
+    state = _AgentState(
+        spec, sup, budget, agent_name if isinstance(agent_name, str) else "", model, escalation
+    )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
     state.cell = cell
     return AgentRef._create(state)

@@ -43,6 +43,8 @@ class Limits:
         context_fill: the share of the model's context window a call may fill
             before old turns are left out.
         mailbox: the agent's mailbox capacity (queued ``run()`` calls).
+        max_parse_retries: model turns in a row whose tool-call arguments
+            could not be parsed before the phase ends with ``error``.
     """
 
     max_iterations: int = 10
@@ -53,6 +55,7 @@ class Limits:
     final_answer: bool = True
     context_fill: float = 0.75
     mailbox: int = 16
+    max_parse_retries: int = 2
 
     def __attrs_post_init__(self) -> None:
         _positive_int("max_iterations", self.max_iterations)
@@ -66,3 +69,4 @@ class Limits:
         if isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 < fill <= 1:
             raise InvalidArgument(f"Limits.context_fill must be in (0, 1], got {fill!r}")
         _positive_int("mailbox", self.mailbox, minimum=0)
+        _positive_int("max_parse_retries", self.max_parse_retries)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 from ..errors import InvalidArgument
 from .budget import Budget, UsageTotals
@@ -79,6 +84,7 @@ async def open_runtime(
     backoff: Backoff | None = None,
     shutdown_timeout: float = 5.0,
     budget: Budget | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -105,6 +111,11 @@ async def open_runtime(
             before cancelling it.
         budget: the root :class:`~agentrio.Budget` every agent draws from
             (default: no limits, usage still counted).
+        config: for agents whose model is a tier or an ``"instance:model"``
+            string: a :class:`~agentrio.Config`, or the path of an
+            agentrio.toml (default: found as :func:`~agentrio.load_config`
+            does, when first needed). The providers it makes are closed
+            when the block ends.
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
@@ -117,7 +128,7 @@ async def open_runtime(
     root = _Supervisor(
         "",
         bus=bus,
-        counters=_Counters(budget),
+        counters=_Counters(budget, config),
         strategy=strategy,
         max_restarts=max_restarts,
         period=period,
@@ -144,3 +155,5 @@ async def _run_root(root: _Supervisor, task_status: trio.TaskStatus[None]) -> No
     finally:
         root.finalize_all("stopped")
         root.bus.close()
+        with trio.CancelScope(shield=True):
+            await root.runtime_counters.aclose()

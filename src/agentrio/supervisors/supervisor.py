@@ -57,6 +57,7 @@ from ..messages import (
 
 if TYPE_CHECKING:
     from ..actors.agent import AgentRef, AgentSpec
+    from ..config import Models
     from .budget import Budget
     from .bus import EventBus
 
@@ -148,11 +149,29 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 class _Counters:
     """Runtime-wide state shared by every supervisor of one runtime."""
 
-    __slots__ = ("budget", "dead_letters")
+    __slots__ = ("_models", "budget", "config", "dead_letters")
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, config: object = None) -> None:
         self.dead_letters = 0
         self.budget = budget
+        self.config = config  # a Config, a path to agentrio.toml, or None (search for one)
+        self._models: Models | None = None
+
+    def models(self) -> Models:
+        """The runtime's model resolver, made (and its config loaded) on first use."""
+        if self._models is None:
+            from ..config import Config, Models, load_config
+
+            config = self.config
+            if not isinstance(config, Config):
+                config = load_config(config)  # type: ignore[arg-type]
+            self._models = Models(config)
+        return self._models
+
+    async def aclose(self) -> None:
+        """Close the providers the runtime made."""
+        if self._models is not None:
+            await self._models.aclose()
 
 
 def _check_name(name: object) -> str | None:

@@ -1,0 +1,228 @@
+"""agentrio.toml: provider instances and model tiers, structured by cattrs into attrs classes.
+
+Example::
+
+    [providers.local]
+    kind = "ollama"
+    base_url = "http://127.0.0.1:11434"
+
+    [providers.openai]
+    kind = "openai"
+    base_url = "https://api.openai.com/v1"
+    api_key_env = "OPENAI_API_KEY"
+    max_concurrent = 16
+    tokens_per_minute = 200000
+
+    [tiers]
+    fast = "local:qwen2.5:0.5b"
+    smart = "openai:gpt-4o"
+
+    escalation = ["fast", "smart"]
+
+The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
+``agentrio/agentrio.toml`` in the user config folder (``$XDG_CONFIG_HOME`` or
+``~/.config``). Every error names the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import attrs
+import cattrs
+from cattrs.v import format_exception
+
+from .errors import ConfigError
+from .providers.base import Model
+from .providers.provider import Provider, ProviderConfig
+
+__all__ = ["Config", "Models", "find_config", "load_config", "parse_config", "split_model"]
+
+_FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
+
+
+def split_model(text: str) -> tuple[str, str]:
+    """Split ``"instance:model"`` at the first colon.
+
+    Raises:
+        ConfigError: no colon, or an empty part; the message spells out the format.
+    """
+    instance, colon, model = text.partition(":")
+    if not colon or not instance or not model:
+        raise ConfigError(f"model strings are {_FORMAT}, got {text!r}")
+    return instance, model
+
+
+@attrs.frozen
+class Config:
+    """The parsed agentrio.toml.
+
+    Attributes:
+        providers: provider instances by name.
+        tiers: tier name -> ``"instance:model"``.
+        escalation: tiers in order: a stalled phase on one is retried once on
+            the next (with ``AgentSpec(escalate_on_stall=True)``).
+        path: the file it came from (None when built in code).
+    """
+
+    providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
+    tiers: dict[str, str] = attrs.field(factory=dict)
+    escalation: list[str] = attrs.field(factory=list)
+    path: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        where = self.path or "the configuration"
+        for tier, target in self.tiers.items():
+            try:
+                instance, _ = split_model(target)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: tiers.{tier}: {exc}") from None
+            if instance not in self.providers:
+                raise ConfigError(
+                    f"{where}: tiers.{tier} names provider {instance!r}, which is not "
+                    f"configured (providers: {sorted(self.providers)})"
+                )
+        for tier in self.escalation:
+            if tier not in self.tiers:
+                raise ConfigError(
+                    f"{where}: escalation names tier {tier!r}, which is not in [tiers] "
+                    f"({sorted(self.tiers)})"
+                )
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _explain(exc: BaseException, type_: type | None) -> str:
+    # Our own checks already say what was expected; cattrs' default would
+    # reduce them to "invalid value".
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    return format_exception(exc, type_)
+
+
+def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
+    """Structure the contents of an agentrio.toml (already parsed) into a :class:`Config`.
+
+    Raises:
+        ConfigError: naming *path*, the key and what was expected.
+    """
+    where = path or "the configuration"
+    extra = sorted(set(data) - {"providers", "tiers", "escalation"})
+    if extra:
+        raise ConfigError(
+            f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation"
+        )
+    raw_providers = data.get("providers", {})
+    if not isinstance(raw_providers, dict):
+        raise ConfigError(f"{where}: providers must be a table of [providers.NAME] tables")
+    providers = {}
+    for name, table in raw_providers.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: providers.{name} must be a table")
+        try:
+            providers[name] = _converter.structure({**table, "name": name}, ProviderConfig)
+        except cattrs.BaseValidationError as exc:
+            problems = "; ".join(cattrs.transform_error(exc, f"providers.{name}", _explain))
+            raise ConfigError(f"{where}: {problems}") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: providers.{name}: {exc}") from None
+    try:
+        tiers = _converter.structure(data.get("tiers", {}), dict[str, str])
+        escalation = _converter.structure(data.get("escalation", []), list[str])
+    except cattrs.BaseValidationError as exc:
+        problems = "; ".join(cattrs.transform_error(exc, "$", _explain))
+        raise ConfigError(f"{where}: {problems}") from None
+    return Config(providers=providers, tiers=tiers, escalation=escalation, path=path)
+
+
+def find_config() -> Path | None:
+    """The agentrio.toml to use: ``$AGENTRIO_CONFIG``, ``./agentrio.toml``, the user's; or None."""
+    env = os.environ.get("AGENTRIO_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("agentrio.toml")
+    if local.is_file():
+        return local
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    user = Path(base) / "agentrio" / "agentrio.toml"
+    return user if user.is_file() else None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read and structure an agentrio.toml (*path*, else :func:`find_config`'s).
+
+    Raises:
+        ConfigError: no file, unreadable TOML, or a bad value (file, key and why).
+    """
+    file = Path(path) if path is not None else find_config()
+    if file is None:
+        raise ConfigError(
+            "no agentrio.toml found: set AGENTRIO_CONFIG, or put one in the current "
+            "folder or in ~/.config/agentrio/"
+        )
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read it: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    return parse_config(data, path=str(file))
+
+
+class Models:
+    """Turns tier names and ``"instance:model"`` strings into model objects.
+
+    One :class:`Provider` (one connection pool) is made per instance, on first
+    use, and shared by every model of that instance; :meth:`aclose` closes them.
+    """
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._providers: dict[str, Provider] = {}
+
+    def provider(self, name: str) -> Provider:
+        """The provider instance called *name*."""
+        provider = self._providers.get(name)
+        if provider is None:
+            settings = self.config.providers.get(name)
+            if settings is None:
+                where = self.config.path or "the configuration"
+                raise ConfigError(
+                    f"unknown provider instance {name!r}; {where} has "
+                    f"{sorted(self.config.providers) or 'none'}"
+                )
+            provider = self._providers[name] = Provider(settings)
+        return provider
+
+    def resolve(self, model: str | Model) -> Model:
+        """A model object for a tier name, an ``"instance:model"`` string, or a model object."""
+        if not isinstance(model, str):
+            return model
+        if ":" not in model:
+            target = self.config.tiers.get(model)
+            if target is None:
+                raise ConfigError(
+                    f"{model!r} is neither a tier ({sorted(self.config.tiers) or 'none'}) "
+                    f"nor a model string {_FORMAT}"
+                )
+            model = target
+        instance, name = split_model(model)
+        return self.provider(instance).model(name)
+
+    def next_tier(self, model: str | Model) -> Model | None:
+        """The model of the tier after *model* in ``escalation`` (None if there is none)."""
+        order = self.config.escalation
+        if isinstance(model, str) and model in order:
+            i = order.index(model)
+            if i + 1 < len(order):
+                return self.resolve(order[i + 1])
+        return None
+
+    async def aclose(self) -> None:
+        """Close every provider made here."""
+        for provider in self._providers.values():
+            await provider.aclose()
+        self._providers.clear()

@@ -1,0 +1,175 @@
+"""The Anthropic messages wire format."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+
+from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..tools.tool import ToolSchema
+from .wire import TextSink, bad, count, finish_reply, need, tool_call
+
+__all__ = ["AnthropicWire"]
+
+API_VERSION = "2023-06-01"
+
+
+def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
+    if msg.role == "tool":
+        return [
+            {"type": "tool_result", "tool_use_id": msg.tool_call_id or "", "content": msg.content}
+        ]
+    blocks: list[dict[str, object]] = []
+    if msg.content:
+        blocks.append({"type": "text", "text": msg.content})
+    for c in msg.tool_calls:
+        blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
+    return blocks
+
+
+def _messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, object]]]:
+    """The system prompt, and the turns with roles alternating as the API requires."""
+    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    turns: list[dict[str, object]] = []
+    for msg in messages:
+        if msg.role == "system":
+            continue
+        role = "assistant" if msg.role == "assistant" else "user"
+        blocks = _blocks(msg)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            assert isinstance(previous, list)
+            previous.extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return system, turns
+
+
+class AnthropicWire:
+    """``POST {base_url}/messages``; streams as SSE events ending in ``message_stop``."""
+
+    path = "/messages"
+    stream_format = "sse"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        if api_key:
+            headers["x-api-key"] = api_key
+        return headers
+
+    def body(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+    ) -> dict[str, object]:
+        system, turns = _messages(messages)
+        body: dict[str, object] = {
+            "model": model,
+            "max_tokens": max_output_tokens,
+            "messages": turns,
+            "stream": stream,
+        }
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in tools
+            ]
+        return body
+
+    def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
+        content = need(data, "content", list, provider, "body")
+        text: list[str] = []
+        calls: list[ToolCallRequest] = []
+        for i, block in enumerate(content):
+            kind = need(block, "type", str, provider, f"content[{i}]")
+            if kind == "text":
+                text.append(str(block.get("text", "")))
+            elif kind == "tool_use":
+                calls.append(
+                    tool_call(block.get("name"), block.get("input"), block.get("id"), provider)
+                )
+        usage = data.get("usage") if isinstance(data, dict) else None
+        u = usage if isinstance(usage, dict) else {}
+        reply_usage = Usage(count(u.get("input_tokens")), count(u.get("output_tokens")))
+        return finish_reply("".join(text), calls, reply_usage, text_tools)
+
+    def stream_parser(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> _AnthropicStream:
+        return _AnthropicStream(provider, on_text, text_tools)
+
+
+class _AnthropicStream:
+    def __init__(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> None:
+        self.provider = provider
+        self.on_text = on_text
+        self.text_tools = text_tools
+        self.text: list[str] = []
+        self.calls: dict[int, list[str]] = {}  # block index -> [id, name, partial json]
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.done = False
+
+    def feed(self, line: str) -> None:
+        if not line.startswith("data:"):
+            return  # "event:" lines repeat the type that the data carries
+        try:
+            event = json.loads(line[5:])
+        except ValueError:
+            raise bad(self.provider, f"a stream event is not JSON: {line[5:105]!r}") from None
+        if not isinstance(event, dict):
+            raise bad(self.provider, "a stream event is not a JSON object")
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if isinstance(usage, dict):
+                self.input_tokens = count(usage.get("input_tokens"))
+        elif kind == "content_block_start":
+            block = event.get("content_block")
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                self.calls[count(event.get("index"))] = [
+                    str(block.get("id", "")),
+                    str(block.get("name", "")),
+                    "",
+                ]
+        elif kind == "content_block_delta":
+            self._delta(count(event.get("index")), event.get("delta"))
+        elif kind == "message_delta":
+            usage = event.get("usage")
+            if isinstance(usage, dict):
+                self.output_tokens = count(usage.get("output_tokens"))
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            raise bad(self.provider, f"the stream reported an error: {event.get('error')!r}")
+
+    def _delta(self, index: int, delta: object) -> None:
+        if not isinstance(delta, dict):
+            raise bad(self.provider, "a content_block_delta has no delta object")
+        if delta.get("type") == "text_delta":
+            piece = str(delta.get("text", ""))
+            self.text.append(piece)
+            if self.on_text is not None and piece:
+                self.on_text(piece)
+        elif delta.get("type") == "input_json_delta" and index in self.calls:
+            self.calls[index][2] += str(delta.get("partial_json", ""))
+
+    def finish(self) -> ModelReply:
+        if not self.done:
+            raise bad(self.provider, "the stream ended before message_stop")
+        calls = [
+            tool_call(name, args or "{}", cid, self.provider)
+            for _, (cid, name, args) in sorted(self.calls.items())
+        ]
+        usage = Usage(self.input_tokens, self.output_tokens)
+        return finish_reply("".join(self.text), calls, usage, self.text_tools)

@@ -1,0 +1,135 @@
+"""The Ollama native chat wire format (``/api/chat``, NDJSON streaming)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+
+from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..tools.tool import ToolSchema
+from .wire import TextSink, bad, count, finish_reply, need, tool_call
+
+__all__ = ["OllamaWire"]
+
+
+def _message(msg: ChatMessage) -> dict[str, object]:
+    out: dict[str, object] = {"role": msg.role, "content": msg.content}
+    if msg.tool_calls:
+        out["tool_calls"] = [
+            {"function": {"name": c.name, "arguments": c.arguments}} for c in msg.tool_calls
+        ]
+    if msg.role == "tool" and msg.name:
+        out["tool_name"] = msg.name
+    return out
+
+
+def _calls(message: dict[str, object], provider: str) -> list[ToolCallRequest]:
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise bad(provider, "message.tool_calls is not a list")
+    calls = []
+    for i, raw in enumerate(raw_calls):
+        fn = need(raw, "function", dict, provider, f"message.tool_calls[{i}]")
+        calls.append(tool_call(fn.get("name"), fn.get("arguments"), f"call_{i + 1}", provider))
+    return calls
+
+
+def _usage(data: dict[str, object]) -> Usage:
+    return Usage(count(data.get("prompt_eval_count")), count(data.get("eval_count")))
+
+
+class OllamaWire:
+    """``POST {base_url}/api/chat``; streams NDJSON ending with ``"done": true``."""
+
+    path = "/api/chat"
+    stream_format = "ndjson"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def body(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+    ) -> dict[str, object]:
+        body: dict[str, object] = {
+            "model": model,
+            "messages": [_message(m) for m in messages],
+            "stream": stream,  # Ollama streams unless told not to
+            "options": {"num_predict": max_output_tokens},
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        return body
+
+    def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
+        message = need(data, "message", dict, provider, "body")
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise bad(provider, "message.content is not a string")
+        assert isinstance(data, dict)
+        return finish_reply(text, _calls(message, provider), _usage(data), text_tools)
+
+    def stream_parser(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> _OllamaStream:
+        return _OllamaStream(provider, on_text, text_tools)
+
+
+class _OllamaStream:
+    def __init__(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> None:
+        self.provider = provider
+        self.on_text = on_text
+        self.text_tools = text_tools
+        self.text: list[str] = []
+        self.calls: list[ToolCallRequest] = []
+        self.usage = Usage()
+        self.done = False
+
+    def feed(self, line: str) -> None:
+        if not line.strip():
+            return
+        try:
+            chunk = json.loads(line)
+        except ValueError:
+            raise bad(self.provider, f"a stream line is not JSON: {line[:100]!r}") from None
+        if not isinstance(chunk, dict):
+            raise bad(self.provider, "a stream line is not a JSON object")
+        if "error" in chunk:
+            raise bad(self.provider, f"the stream reported an error: {chunk['error']!r}")
+        message = chunk.get("message")
+        if isinstance(message, dict):
+            piece = message.get("content")
+            if isinstance(piece, str) and piece:
+                self.text.append(piece)
+                if self.on_text is not None:
+                    self.on_text(piece)
+            self.calls.extend(_calls(message, self.provider))
+        if chunk.get("done") is True:
+            self.done = True
+            self.usage = _usage(chunk)
+
+    def finish(self) -> ModelReply:
+        if not self.done:
+            raise bad(self.provider, 'the stream ended before "done": true')
+        # Calls may arrive over several lines, each numbered from 1: renumber.
+        numbered = [
+            ToolCallRequest(c.name, c.arguments, id=f"call_{i + 1}", error=c.error)
+            for i, c in enumerate(self.calls)
+        ]
+        return finish_reply("".join(self.text), numbered, self.usage, self.text_tools)

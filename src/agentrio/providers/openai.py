@@ -1,0 +1,155 @@
+"""The OpenAI chat-completions wire format (OpenAI, vLLM, LM Studio, Ollama's /v1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+
+from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..tools.tool import ToolSchema
+from .wire import TextSink, bad, count, finish_reply, need, tool_call
+
+__all__ = ["OpenAIWire"]
+
+
+def _message(msg: ChatMessage) -> dict[str, object]:
+    out: dict[str, object] = {"role": msg.role, "content": msg.content}
+    if msg.tool_calls:
+        out["content"] = msg.content or None
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in msg.tool_calls
+        ]
+    if msg.role == "tool":
+        out["tool_call_id"] = msg.tool_call_id or ""
+    return out
+
+
+class OpenAIWire:
+    """``POST {base_url}/chat/completions``; streams as SSE ending in ``[DONE]``."""
+
+    path = "/chat/completions"
+    stream_format = "sse"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def body(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+    ) -> dict[str, object]:
+        body: dict[str, object] = {
+            "model": model,
+            "messages": [_message(m) for m in messages],
+            "max_tokens": max_output_tokens,
+            "stream": stream,
+        }
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
+        choices = need(data, "choices", list, provider, "body")
+        if not choices:
+            raise bad(provider, "body.choices is empty")
+        message = need(choices[0], "message", dict, provider, "choices[0]")
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise bad(provider, "choices[0].message.content is not a string")
+        calls: list[ToolCallRequest] = []
+        for i, raw in enumerate(message.get("tool_calls") or ()):
+            fn = need(raw, "function", dict, provider, f"tool_calls[{i}]")
+            calls.append(tool_call(fn.get("name"), fn.get("arguments"), raw.get("id"), provider))
+        usage = data.get("usage") if isinstance(data, dict) else None
+        u = usage if isinstance(usage, dict) else {}
+        reply_usage = Usage(count(u.get("prompt_tokens")), count(u.get("completion_tokens")))
+        return finish_reply(text, calls, reply_usage, text_tools)
+
+    def stream_parser(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> _OpenAIStream:
+        return _OpenAIStream(provider, on_text, text_tools)
+
+
+class _OpenAIStream:
+    def __init__(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> None:
+        self.provider = provider
+        self.on_text = on_text
+        self.text_tools = text_tools
+        self.text: list[str] = []
+        self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        self.usage = Usage()
+        self.done = False
+
+    def feed(self, line: str) -> None:
+        if not line.startswith("data:"):
+            return  # comments, event names, keep-alives, blank separators
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            self.done = True
+            return
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise bad(self.provider, f"a stream chunk is not JSON: {payload[:100]!r}") from None
+        if not isinstance(chunk, dict):
+            raise bad(self.provider, "a stream chunk is not a JSON object")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage = Usage(
+                count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
+            )
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict):
+                self._delta(delta)
+
+    def _delta(self, delta: dict[str, object]) -> None:
+        piece = delta.get("content")
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            if self.on_text is not None:
+                self.on_text(piece)
+        for raw in delta.get("tool_calls") or ():  # type: ignore[attr-defined]
+            if not isinstance(raw, dict):
+                raise bad(self.provider, "a tool-call delta is not a JSON object")
+            slot = self.calls.setdefault(count(raw.get("index")), ["", "", ""])
+            if isinstance(raw.get("id"), str):
+                slot[0] = raw["id"]
+            fn = raw.get("function")
+            if isinstance(fn, dict):
+                if isinstance(fn.get("name"), str):
+                    slot[1] += fn["name"]
+                if isinstance(fn.get("arguments"), str):
+                    slot[2] += fn["arguments"]
+
+    def finish(self) -> ModelReply:
+        if not self.done:
+            raise bad(self.provider, "the stream ended before [DONE]")
+        calls: list[ToolCallRequest] = [
+            tool_call(name, args, cid, self.provider)
+            for _, (cid, name, args) in sorted(self.calls.items())
+        ]
+        return finish_reply("".join(self.text), calls, self.usage, self.text_tools)

@@ -1,0 +1,520 @@
+"""Provider: one model endpoint (one key, one connection pool) shared by every agent using it.
+
+A provider has one request method, :meth:`Provider.complete`. Around each
+attempt it applies, in order: the circuit breaker, the shared 429 pause, the
+concurrency and per-minute limits, the whole-request timeout. Connection
+errors, timeouts, 429, 5xx, unreadable bodies and cut streams are retried with
+exponential backoff and jitter (``Retry-After`` wins when the server sends
+it); every failure reaching the caller is a :class:`~agentrio.ProviderError`.
+The API key is only ever put in request headers: it is in no message, event,
+``repr`` or exception.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Literal, NoReturn
+
+import attrs
+import httpx
+import msgspec
+import trio
+
+from ..errors import (
+    AuthError,
+    BadResponse,
+    ConfigError,
+    ProviderError,
+    ProviderUnavailable,
+    RateLimited,
+)
+from ..messages import ChatMessage, ModelReply
+from ..tools.tool import ToolSchema
+from .anthropic import AnthropicWire
+from .limiter import CircuitBreaker, RateWindow, parse_retry_after
+from .ollama import OllamaWire
+from .openai import OpenAIWire
+from .wire import WireFormat
+
+__all__ = ["Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
+
+Kind = Literal["openai", "anthropic", "ollama"]
+_WIRES: dict[str, Callable[[], WireFormat]] = {
+    "openai": OpenAIWire,
+    "anthropic": AnthropicWire,
+    "ollama": OllamaWire,
+}
+
+
+_POSITIVE = (
+    "connect_timeout",
+    "read_timeout",
+    "timeout",
+    "backoff_initial",
+    "backoff_max",
+    "circuit_failures",
+    "circuit_cooldown",
+    "max_concurrent",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "context_window",
+)
+_INTEGERS = frozenset(
+    (
+        "circuit_failures",
+        "max_concurrent",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "context_window",
+    )
+)
+
+
+def _check_numbers(config: ProviderConfig) -> None:
+    for field in _POSITIVE:
+        value = getattr(config, field)
+        if value is None and field in (
+            "max_concurrent",
+            "requests_per_minute",
+            "tokens_per_minute",
+        ):
+            continue
+        kind = int if field in _INTEGERS else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kind) or not value > 0:
+            what = "an int" if field in _INTEGERS else "a number"
+            raise ConfigError(
+                f"provider {config.name!r}: {field} must be {what} > 0, got {value!r}"
+            )
+    retries = config.max_retries
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigError(
+            f"provider {config.name!r}: max_retries must be an int >= 0, got {retries!r}"
+        )
+
+
+@attrs.frozen
+class ProviderConfig:
+    """One provider instance, as in a ``[providers.NAME]`` table of agentrio.toml.
+
+    Attributes:
+        name: the instance's name (``local`` in ``local:qwen2.5:0.5b``).
+        kind: the wire format: ``"openai"`` (also vLLM, LM Studio, Ollama's
+            ``/v1``), ``"anthropic"`` or ``"ollama"`` (native ``/api/chat``).
+        base_url: e.g. ``https://api.openai.com/v1``, ``https://api.anthropic.com/v1``,
+            ``http://127.0.0.1:11434``.
+        api_key_env: the environment variable holding the key (never the key itself).
+        connect_timeout: seconds to connect.
+        read_timeout: seconds between bytes of the answer.
+        timeout: seconds one whole attempt may take.
+        max_retries: retries after the first attempt.
+        backoff_initial: the first retry's delay; it doubles each retry...
+        backoff_max: ...up to this; each delay is jittered down by up to half.
+        circuit_failures: consecutive failures that open the circuit breaker.
+        circuit_cooldown: seconds it stays open before a trial request.
+        max_concurrent: requests in flight at once (None: no limit).
+        requests_per_minute: None: no limit.
+        tokens_per_minute: estimated before, settled after each request. None: no limit.
+        stream: ask for streamed answers (text deltas become ``TextDelta`` events).
+        tool_calls_in_text: turn ``{"name": ..., "arguments": ...}`` written
+            in the text into tool calls (None: on for ``ollama`` only).
+        context_window: the models' context window in tokens.
+        seed: seeds the jitter, for reproducible tests (None: random).
+    """
+
+    name: str
+    kind: Kind
+    base_url: str
+    api_key_env: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0
+    timeout: float = 300.0
+    max_retries: int = 3
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    circuit_failures: int = 5
+    circuit_cooldown: float = 30.0
+    max_concurrent: int | None = None
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    stream: bool = False
+    tool_calls_in_text: bool | None = None
+    context_window: int = 128_000
+    seed: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or ":" in self.name:
+            raise ConfigError(
+                f"a provider name must be a non-empty str without ':', got {self.name!r}"
+            )
+        if self.kind not in _WIRES:
+            raise ConfigError(
+                f"provider {self.name!r}: kind must be one of {sorted(_WIRES)}, got {self.kind!r}"
+            )
+        if not isinstance(self.base_url, str) or not self.base_url.startswith(
+            ("http://", "https://")
+        ):
+            raise ConfigError(
+                f"provider {self.name!r}: base_url must start with http:// or https://, "
+                f"got {self.base_url!r}"
+            )
+        _check_numbers(self)
+
+
+class ProviderStatistics(msgspec.Struct, frozen=True):
+    """A snapshot of a provider instance, from :meth:`Provider.statistics`."""
+
+    requests: int
+    retries: int
+    failures: int
+    rate_limited: int
+    breaker: str
+    paused_for: float
+    in_flight: int
+
+
+class _Retry(Exception):
+    """An attempt failed in a way worth retrying."""
+
+    def __init__(self, error: ProviderError, *, retry_after: float | None, failure: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+        self.failure = failure  # counts against the circuit breaker
+
+
+class Provider:
+    """A model endpoint: a connection pool, its limits and guards; use it as an async context.
+
+    Example::
+
+        config = ProviderConfig(name="local", kind="ollama", base_url="http://127.0.0.1:11434")
+        async with Provider(config) as local:
+            spec = AgentSpec("a", model=local.model("qwen2.5:0.5b"))
+
+    Args:
+        config: the instance's settings.
+        client: an ``httpx.AsyncClient`` to use (default: one made and owned here).
+        api_key: the key (default: from ``config.api_key_env``).
+
+    Raises:
+        ConfigError: ``config.api_key_env`` names a variable that is not set.
+    """
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        *,
+        client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        if not isinstance(config, ProviderConfig):
+            raise ConfigError(f"config must be an agentrio.ProviderConfig, got {config!r}")
+        self.config = config
+        if api_key is None and config.api_key_env:
+            api_key = os.environ.get(config.api_key_env)
+            if not api_key:
+                raise ConfigError(
+                    f"provider {config.name!r}: the environment variable "
+                    f"{config.api_key_env!r} (api_key_env) is not set"
+                )
+        self._key = api_key
+        self._wire = _WIRES[config.kind]()
+        self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
+        self._url = config.base_url.rstrip("/") + self._wire.path
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(
+                config.read_timeout, connect=config.connect_timeout, pool=config.timeout
+            ),
+            limits=httpx.Limits(max_connections=config.max_concurrent or 100),
+        )
+        text_tools = config.tool_calls_in_text
+        self._text_tools = config.kind == "ollama" if text_tools is None else text_tools
+        self._breaker = CircuitBreaker(config.circuit_failures, config.circuit_cooldown)
+        self._concurrency = (
+            trio.CapacityLimiter(config.max_concurrent) if config.max_concurrent else None
+        )
+        self._rpm = RateWindow(config.requests_per_minute) if config.requests_per_minute else None
+        self._tpm = RateWindow(config.tokens_per_minute) if config.tokens_per_minute else None
+        self._paused_until = 0.0
+        self._random = random.Random(config.seed)
+        self._requests = self._retries = self._failures = self._rate_limited = self._in_flight = 0
+
+    def __repr__(self) -> str:
+        return f"<Provider {self.config.name!r} {self.config.kind} {self.config.base_url}>"
+
+    @property
+    def name(self) -> str:
+        """The instance's name."""
+        return self.config.name
+
+    def model(self, name: str, *, context_window: int | None = None) -> ProviderModel:
+        """A model object for :class:`~agentrio.AgentSpec` that calls *name* here."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"model name must be a non-empty str, got {name!r}")
+        return ProviderModel(self, name, context_window or self.config.context_window)
+
+    async def __aenter__(self) -> Provider:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (if this provider made it)."""
+        if self._owns_client:
+            with trio.CancelScope(shield=True):
+                await self._client.aclose()
+
+    def statistics(self) -> ProviderStatistics:
+        """Requests, retries, failures, 429s, the breaker's state and the shared pause."""
+        return ProviderStatistics(
+            requests=self._requests,
+            retries=self._retries,
+            failures=self._failures,
+            rate_limited=self._rate_limited,
+            breaker=self._breaker.state,
+            paused_for=max(0.0, self._paused_until - trio.current_time()),
+            in_flight=self._in_flight,
+        )
+
+    # -- the request method ------------------------------------------------------------
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        on_text: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        """Ask *model* for the next turn of *messages*, retrying what is worth retrying.
+
+        Raises:
+            RateLimited: 429 answers past the retries.
+            ProviderUnavailable: connection failures or 5xx past the retries, or
+                the circuit breaker is open.
+            BadResponse: unreadable answers past the retries.
+            AuthError: 401 or 403.
+            ProviderError: another 4xx.
+        """
+        body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
+        text_tools = [t.name for t in tools] if self._text_tools else None
+        estimate = max_output_tokens + sum(len(m.content) for m in messages) // 4
+        attempt = 0
+        while True:
+            if not self._breaker.allow():
+                raise ProviderUnavailable(
+                    f"provider {self.name!r} is unavailable: its circuit breaker is open "
+                    f"after {self.config.circuit_failures} failures in a row",
+                    provider=self.name,
+                )
+            try:
+                reply = await self._guarded(body, estimate, on_text, text_tools)
+            except _Retry as retry:
+                self._failures += 1
+                if retry.failure:
+                    self._breaker.failure()
+                else:
+                    self._breaker.release()
+                attempt += 1
+                if attempt > self.config.max_retries:
+                    raise retry.error from retry.__cause__
+                self._retries += 1
+                await self._wait_before_retry(retry, attempt)
+                continue
+            except BaseException:
+                self._breaker.release()
+                raise
+            self._breaker.success()
+            return reply
+
+    async def _wait_before_retry(self, retry: _Retry, attempt: int) -> None:
+        if isinstance(retry.error, RateLimited):
+            # The pause is the instance's, so every agent using it waits it out.
+            delay = retry.retry_after if retry.retry_after is not None else self._backoff(attempt)
+            self._paused_until = max(self._paused_until, trio.current_time() + delay)
+            return
+        if retry.retry_after is not None:
+            await trio.sleep(retry.retry_after)
+        else:
+            await trio.sleep(self._backoff(attempt))
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.config.backoff_initial * 2.0 ** (attempt - 1), self.config.backoff_max)
+        return float(cap * (0.5 + self._random.random() / 2))
+
+    async def _guarded(
+        self,
+        body: dict[str, object],
+        estimate: int,
+        on_text: Callable[[str], None] | None,
+        text_tools: list[str] | None,
+    ) -> ModelReply:
+        while trio.current_time() < self._paused_until:
+            await trio.sleep_until(self._paused_until)
+        async with AsyncExitStack() as stack:
+            if self._concurrency is not None:
+                await stack.enter_async_context(self._concurrency)
+            if self._rpm is not None:
+                await self._rpm.take(1)
+            entry = await self._tpm.take(estimate) if self._tpm is not None else None
+            self._requests += 1
+            self._in_flight += 1
+            try:
+                reply = await self._attempt(body, on_text, text_tools)
+            finally:
+                self._in_flight -= 1
+            if entry is not None and self._tpm is not None:
+                self._tpm.adjust(entry, reply.usage.input_tokens + reply.usage.output_tokens)
+            return reply
+
+    async def _attempt(
+        self,
+        body: dict[str, object],
+        on_text: Callable[[str], None] | None,
+        text_tools: list[str] | None,
+    ) -> ModelReply:
+        with trio.move_on_after(self.config.timeout):
+            try:
+                if self.config.stream:
+                    return await self._streamed(body, on_text, text_tools)
+                response = await self._client.post(self._url, json=body, headers=self._headers)
+                self._check(response.status_code, response.headers, response.text)
+                try:
+                    data = response.json()
+                except ValueError:
+                    raise self._bad("the body is not JSON") from None
+                return self._wire.parse(data, self.name, text_tools)
+            except httpx.TransportError as exc:
+                raise _Retry(
+                    ProviderUnavailable(
+                        f"provider {self.name!r}: {type(exc).__name__} talking to "
+                        f"{self.config.base_url}",
+                        provider=self.name,
+                    ),
+                    retry_after=None,
+                    failure=True,
+                ) from exc
+            except BadResponse as exc:
+                raise _Retry(exc, retry_after=None, failure=True) from exc
+        raise _Retry(
+            ProviderUnavailable(
+                f"provider {self.name!r}: no answer within {self.config.timeout} s",
+                provider=self.name,
+            ),
+            retry_after=None,
+            failure=True,
+        )
+
+    async def _streamed(
+        self,
+        body: dict[str, object],
+        on_text: Callable[[str], None] | None,
+        text_tools: list[str] | None,
+    ) -> ModelReply:
+        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
+        response = await self._client.send(request, stream=True)
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                self._check(response.status_code, response.headers, response.text)
+            parser = self._wire.stream_parser(self.name, on_text, text_tools)
+            async for line in response.aiter_lines():
+                parser.feed(line)
+            return parser.finish()
+        finally:
+            await response.aclose()
+
+    def _bad(self, what: str) -> BadResponse:
+        return BadResponse(
+            f"provider {self.name!r} sent a bad response: {what}", provider=self.name
+        )
+
+    def _redact(self, text: str) -> str:
+        text = text[:300]
+        return text.replace(self._key, "[redacted]") if self._key else text
+
+    def _check(self, status: int, headers: httpx.Headers, text: str) -> None:
+        if status == 200:
+            return
+        if status == 429:
+            self._rate_limited += 1
+            after = parse_retry_after(headers.get("retry-after"))
+            raise _Retry(
+                RateLimited(
+                    f"provider {self.name!r} is rate limiting (HTTP 429)",
+                    provider=self.name,
+                    retry_after=after,
+                ),
+                retry_after=after,
+                failure=False,
+            )
+        if status in (401, 403):
+            raise AuthError(
+                f"provider {self.name!r} refused the credentials (HTTP {status}); "
+                f"check {self.config.api_key_env or 'the API key'}",
+                provider=self.name,
+                status=status,
+            )
+        if status >= 500:
+            raise _Retry(
+                ProviderUnavailable(
+                    f"provider {self.name!r} failed (HTTP {status}): {self._redact(text)}",
+                    provider=self.name,
+                    status=status,
+                ),
+                retry_after=parse_retry_after(headers.get("retry-after")),
+                failure=True,
+            )
+        self._reject(status, text)
+
+    def _reject(self, status: int, text: str) -> NoReturn:
+        raise ProviderError(
+            f"provider {self.name!r} rejected the request (HTTP {status}): {self._redact(text)}",
+            provider=self.name,
+            status=status,
+        )
+
+
+class ProviderModel:
+    """A model behind a :class:`Provider`: what :class:`~agentrio.AgentSpec` takes as ``model``.
+
+    Attributes:
+        provider: the instance it calls.
+        name: the model's name at that provider.
+        context_window: its context window in tokens.
+    """
+
+    __slots__ = ("context_window", "name", "provider")
+
+    def __init__(self, provider: Provider, name: str, context_window: int) -> None:
+        self.provider = provider
+        self.name = name
+        self.context_window = context_window
+
+    def __repr__(self) -> str:
+        return f"<ProviderModel {self.provider.name}:{self.name}>"
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        on_text: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        """One model call through the provider (see :meth:`Provider.complete`)."""
+        return await self.provider.complete(
+            self.name, messages, tools, max_output_tokens=max_output_tokens, on_text=on_text
+        )

@@ -1,0 +1,104 @@
+"""What every wire format provides: building a request and reading its answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Protocol, TypeVar
+
+from ..errors import BadResponse
+from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..tools.tool import ToolSchema
+from .guard import parse_arguments, tool_calls_in_text
+
+__all__ = ["StreamParser", "WireFormat", "bad", "finish_reply", "need", "tool_call"]
+
+TextSink = Callable[[str], None]
+_T = TypeVar("_T")
+
+
+class StreamParser(Protocol):
+    """Reads a streamed answer one line at a time."""
+
+    def feed(self, line: str) -> None:
+        """Take one line of the stream (SSE or NDJSON), without its newline."""
+
+    def finish(self) -> ModelReply:
+        """The whole answer; raises BadResponse if the stream ended early."""
+
+
+class WireFormat(Protocol):
+    """One API's shapes: where to post, what to send, how to read the answer."""
+
+    path: str
+    stream_format: str  # "sse" or "ndjson"
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        """Auth and version headers."""
+
+    def body(
+        self,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+    ) -> dict[str, object]:
+        """The JSON request body."""
+
+    def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
+        """Read a whole (non-streamed) answer.
+
+        *text_tools*: tool names to look for in the text when the model
+        answered with no tool calls (None: do not look).
+        """
+
+    def stream_parser(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> StreamParser:
+        """A parser for a streamed answer; *on_text* sees each text delta."""
+
+
+def bad(provider: str, what: str) -> BadResponse:
+    """A BadResponse naming the provider and what was wrong."""
+    return BadResponse(f"provider {provider!r} sent a bad response: {what}", provider=provider)
+
+
+def need(data: object, key: str, kind: type[_T], provider: str, where: str) -> _T:
+    """``data[key]`` checked to be a *kind*, or a BadResponse saying which field."""
+    if not isinstance(data, dict):
+        raise bad(provider, f"{where} is not a JSON object")
+    value = data.get(key)
+    if not isinstance(value, kind):
+        raise bad(provider, f"{where}.{key} is missing or not a {kind.__name__}")
+    return value
+
+
+def tool_call(
+    name: object, raw_arguments: object, call_id: object, provider: str
+) -> ToolCallRequest:
+    """A ToolCallRequest from wire fields; bad arguments are kept as the call's error."""
+    if not isinstance(name, str) or not name:
+        raise bad(provider, "a tool call has no name")
+    arguments, why = parse_arguments(raw_arguments)
+    return ToolCallRequest(
+        name, arguments, id=call_id if isinstance(call_id, str) else "", error=why
+    )
+
+
+def count(value: object) -> int:
+    """A token count from the wire (missing or malformed counts as 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def finish_reply(
+    text: str,
+    calls: Sequence[ToolCallRequest],
+    usage: Usage,
+    text_tools: Collection[str] | None,
+) -> ModelReply:
+    """The reply, with tool calls written as text turned into calls when asked for."""
+    if not calls and text_tools:
+        found = tool_calls_in_text(text, text_tools)
+        if found:
+            return ModelReply(text="", tool_calls=found, usage=usage)
+    return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
