@@ -10,15 +10,19 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 
 import attrs
 import trio
 
 from .actors.agent import AgentRef, AgentSpec
 from .messages import ChatMessage, ModelReply, PhaseResult, ToolCallRequest, Usage
+from .providers.base import Model
+from .providers.provider import Kind, Provider, ProviderConfig
 from .supervisors.budget import Budget, UsageTotals
 from .supervisors.limits import Limits
 from .supervisors.runtime import open_runtime
+from .testing.fake_server import open_fake_llm
 from .testing.models import FunctionModel
 from .tools.tool import ToolSchema, tool
 
@@ -54,11 +58,11 @@ def _script(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Mod
     return ModelReply(text=answer, usage=Usage(prompt, 20))
 
 
-def demo_spec() -> AgentSpec:
-    """The spec every demo agent is spawned from."""
+def demo_spec(model: Model | None = None) -> AgentSpec:
+    """The spec every demo agent is spawned from (default model: the script, in process)."""
     return AgentSpec(
         name="demo",
-        model=FunctionModel(_script),
+        model=model if model is not None else FunctionModel(_script),
         instructions="Look the topic up, count the words of what you found, then answer.",
         tools=[lookup, word_count],
         limits=Limits(max_iterations=5),
@@ -73,12 +77,14 @@ class DemoReport:
     stop_reasons: dict[str, int]
     usage: UsageTotals
     wall_s: float
+    model: str = "scripted (in process)"
 
     def table(self) -> str:
         """The report as the lines the CLI prints."""
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(self.stop_reasons.items()))
         u = self.usage
         rows = [
+            ("model", self.model),
             ("agents", f"{self.agents}"),
             ("runs", f"{sum(self.stop_reasons.values())}"),
             ("stop reasons", reasons),
@@ -91,22 +97,61 @@ class DemoReport:
         return "\n".join(f"  {name:<13} {value}" for name, value in rows)
 
 
-async def run_demo(agents: int, *, max_total_tokens: int | None = None) -> DemoReport:
-    """Spawn *agents* agents, run one phase on each at once, and report."""
-    spec = demo_spec()
+async def run_demo(
+    agents: int,
+    *,
+    max_total_tokens: int | None = None,
+    base_url: str | None = None,
+    model: str = "demo",
+    kind: Kind = "openai",
+    api_key_env: str | None = None,
+    over_http: bool = True,
+) -> DemoReport:
+    """Spawn *agents* agents, run one phase on each at once, and report.
+
+    By default the model is the built-in script served by the fake LLM server
+    on 127.0.0.1, so every model call is a real HTTP request through a
+    :class:`~agentrio.Provider`. With *base_url* the same swarm talks to a real
+    server (OpenAI-compatible by default: OpenAI, vLLM, LM Studio, Ollama's
+    ``/v1``). With ``over_http=False`` the script runs in process.
+    """
+    if base_url is not None:
+        config = ProviderConfig(name="demo", kind=kind, base_url=base_url, api_key_env=api_key_env)
+        return await _swarm(agents, max_total_tokens, config, model, f"{model} at {base_url}")
+    if not over_http:
+        return await _swarm(agents, max_total_tokens, None, model, "scripted (in process)")
+    async with open_fake_llm() as server:
+        config = ProviderConfig(name="demo", kind="openai", base_url=server.base_url + "/v1")
+        where = f"scripted, served over HTTP at {server.base_url}"
+        return await _swarm(agents, max_total_tokens, config, model, where)
+
+
+async def _swarm(
+    agents: int,
+    max_total_tokens: int | None,
+    config: ProviderConfig | None,
+    model_name: str,
+    where: str,
+) -> DemoReport:
     results: list[PhaseResult | None] = [None] * agents
     budget = Budget(max_total_tokens=max_total_tokens)
-    t0 = time.perf_counter()
-    async with open_runtime(budget=budget) as rt:
+    async with AsyncExitStack() as stack:
+        model: Model | None = None
+        if config is not None:
+            provider = await stack.enter_async_context(Provider(config))
+            model = provider.model(model_name)
+        spec = demo_spec(model)
+        t0 = time.perf_counter()
+        async with open_runtime(budget=budget) as rt:
 
-        async def one(i: int, agent: AgentRef) -> None:
-            results[i] = await agent.run(f"Tell me about topic-{i}")
+            async def one(i: int, agent: AgentRef) -> None:
+                results[i] = await agent.run(f"Tell me about topic-{i}")
 
-        async with trio.open_nursery() as nursery:
-            for i in range(agents):
-                agent = await rt.spawn_agent(spec, name=f"agent-{i}")
-                nursery.start_soon(one, i, agent)
-        usage = rt.usage()
-    wall = time.perf_counter() - t0
+            async with trio.open_nursery() as nursery:
+                for i in range(agents):
+                    agent = await rt.spawn_agent(spec, name=f"agent-{i}")
+                    nursery.start_soon(one, i, agent)
+            usage = rt.usage()
+        wall = time.perf_counter() - t0
     reasons = Counter(r.stop_reason if r is not None else "lost" for r in results)
-    return DemoReport(agents, dict(reasons), usage, wall)
+    return DemoReport(agents, dict(reasons), usage, wall, where)

@@ -40,7 +40,9 @@ from .ollama import OllamaWire
 from .openai import OpenAIWire
 from .wire import WireFormat
 
-__all__ = ["Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
+__all__ = ["DEFAULT_POOL", "Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
+
+DEFAULT_POOL = 32  # connections (and requests in flight) when max_concurrent is not set
 
 Kind = Literal["openai", "anthropic", "ollama"]
 _WIRES: dict[str, Callable[[], WireFormat]] = {
@@ -115,7 +117,8 @@ class ProviderConfig:
         backoff_max: ...up to this; each delay is jittered down by up to half.
         circuit_failures: consecutive failures that open the circuit breaker.
         circuit_cooldown: seconds it stays open before a trial request.
-        max_concurrent: requests in flight at once (None: no limit).
+        max_concurrent: requests in flight at once, and the connection pool's
+            size (None: ``DEFAULT_POOL``, 32).
         requests_per_minute: None: no limit.
         tokens_per_minute: estimated before, settled after each request. None: no limit.
         stream: ask for streamed answers (text deltas become ``TextDelta`` events).
@@ -226,18 +229,21 @@ class Provider:
         self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
         self._url = config.base_url.rstrip("/") + self._wire.path
         self._owns_client = client is None
+        # Requests beyond the pool wait in our limiter, not in httpcore's queue:
+        # httpcore matches every queued request against every connection each
+        # time one frees (measured: 1,000 waiting agents made each request cost
+        # ~9 ms of CPU in that scan alone).
+        pool = config.max_concurrent or DEFAULT_POOL
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(
                 config.read_timeout, connect=config.connect_timeout, pool=config.timeout
             ),
-            limits=httpx.Limits(max_connections=config.max_concurrent or 100),
+            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
         )
         text_tools = config.tool_calls_in_text
         self._text_tools = config.kind == "ollama" if text_tools is None else text_tools
         self._breaker = CircuitBreaker(config.circuit_failures, config.circuit_cooldown)
-        self._concurrency = (
-            trio.CapacityLimiter(config.max_concurrent) if config.max_concurrent else None
-        )
+        self._concurrency = trio.CapacityLimiter(pool)
         self._rpm = RateWindow(config.requests_per_minute) if config.requests_per_minute else None
         self._tpm = RateWindow(config.tokens_per_minute) if config.tokens_per_minute else None
         self._paused_until = 0.0
@@ -364,8 +370,7 @@ class Provider:
         while trio.current_time() < self._paused_until:
             await trio.sleep_until(self._paused_until)
         async with AsyncExitStack() as stack:
-            if self._concurrency is not None:
-                await stack.enter_async_context(self._concurrency)
+            await stack.enter_async_context(self._concurrency)
             if self._rpm is not None:
                 await self._rpm.take(1)
             entry = await self._tpm.take(estimate) if self._tpm is not None else None
