@@ -16,6 +16,8 @@ __all__ = [
     "ActorExited",
     "BudgetExhausted",
     "ChatMessage",
+    "ConfirmationReceived",
+    "ConfirmationRequired",
     "ContextAppend",
     "ContextRead",
     "ContextReset",
@@ -24,10 +26,13 @@ __all__ = [
     "PhaseEnded",
     "PhaseError",
     "PhaseResult",
+    "PermissionDenied",
     "PhaseStarted",
     "RunPhase",
     "Stalled",
     "StopReason",
+    "SubagentEnded",
+    "SubagentStarted",
     "TextDelta",
     "ToolCallRequest",
     "ToolEnded",
@@ -349,3 +354,52 @@ class ContextAppend(Message, frozen=True, tag=True):
 
 class ContextReset(Message, frozen=True, tag=True):
     """Tell a ContextActor to forget its history."""
+
+
+# -- permissions and composition ---------------------------------------------------------
+
+
+class ConfirmationRequired(Event, frozen=True, tag=True):
+    """A tool call waits for its approver (a permission rule said ``ask``).
+
+    The same message is what an approver actor receives; it answers with a
+    bool or an :class:`agentrio.Approval`.
+
+    Attributes:
+        tool_call: the call waiting for approval.
+        agent: the path of the agent that wants to make it.
+        request_id: a number unique within the runtime.
+    """
+
+    tool_call: ToolCallRequest = ToolCallRequest("")
+    agent: str = ""
+    request_id: int = 0
+
+
+class ConfirmationReceived(Event, frozen=True, tag=True):
+    """An approver answered (or the approval timed out, which always denies)."""
+
+    tool: str = ""
+    request_id: int = 0
+    approved: bool = False
+    reason: str = ""
+
+
+class PermissionDenied(Event, frozen=True, tag=True):
+    """A tool call was refused: not allowed, a deny rule, an approver, or a hook."""
+
+    tool: str = ""
+    reason: str = ""
+
+
+class SubagentStarted(Event, frozen=True, tag=True):
+    """An agent spawned a subagent (or an agent tool started its child)."""
+
+    child: str = ""
+
+
+class SubagentEnded(Event, frozen=True, tag=True):
+    """A subagent spawned by an agent tool or ``map`` ended its phase."""
+
+    child: str = ""
+    stop_reason: str = ""

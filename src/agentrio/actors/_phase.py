@@ -245,9 +245,10 @@ class Phase:
             return None
         view, estimate = self._window()
         max_out = st.spec.limits.max_output_tokens
-        lease = st.budget.reserve(estimate, max_out)
-        if lease is None:
-            lease = await st.budget.acquire(estimate, max_out)
+        # Always through acquire (it reserves at once when no one is waiting):
+        # a bare reserve() here would let this call take room that an earlier
+        # call is queued for, and a stream of small calls could starve a big one.
+        lease = await st.budget.acquire(estimate, max_out)
         if lease is None:
             self.reason = "budget_exhausted"
             if self.bus.active:
@@ -391,7 +392,7 @@ class Phase:
                     batch.append(self._denied(req, "the tool-call budget is exhausted"))
                     continue
                 st.tool_calls += 1
-            actor = ToolCallActor(tool, req, limits.tool_timeout)
+            actor = ToolCallActor(tool, req, limits.tool_timeout, st.gate)
             batch.append(actor)
             actors.append(actor)
             if self.bus.active:

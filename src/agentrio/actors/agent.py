@@ -23,14 +23,26 @@ from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
 from ..providers.base import Model, check_model, context_window
 from ..supervisors.budget import UsageTotals
 from ..supervisors.limits import Limits
+from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import Tool, ToolSchema
 from ..workspace import Workspace
-from ._core import Actor, ActorRef, ActorStatistics, NoPublicConstructor, _ask, _Cell
+from ._core import (
+    Actor,
+    ActorRef,
+    ActorStatistics,
+    NoPublicConstructor,
+    _ask,
+    _Cell,
+    check_timeout,
+)
 from ._phase import Phase
 from .context import ContextActor, TokenEstimator, estimate_tokens
+from .tool_call import ToolGate
 
 if TYPE_CHECKING:
     from ..supervisors.budget import Budget
+    from ..supervisors.bus import EventBus
+    from ..supervisors.bus import EventBus
     from ..supervisors.supervisor import _Supervisor
 
 __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
@@ -93,6 +105,17 @@ class AgentSpec:
         escalate_on_stall: when a phase stalls and ``model`` is a tier in the
             configuration's ``escalation`` list, run the phase once more on
             the next tier.
+        permissions: the :class:`agentrio.PermissionPolicy` for its tool
+            calls (None: every allowlisted call is allowed).
+        approver: who answers ``ask`` decisions: an async or sync callable
+            taking a :class:`agentrio.ConfirmationRequired` and returning a
+            bool or :class:`agentrio.Approval`, or an actor that does the same.
+        approval_timeout: seconds to wait for the approver; then the call is
+            denied (None: wait as long as the phase may).
+        pre_tool_use: ``async (call) -> call | Deny | None``: may refuse a
+            call or rewrite its arguments.
+        post_tool_use: ``async (call, result) -> result | None``: may rewrite
+            a result before the model sees it.
     """
 
     name: str
@@ -104,6 +127,11 @@ class AgentSpec:
     on_step: Callable[[StepInfo], object] | None = None
     token_estimator: TokenEstimator | None = None
     escalate_on_stall: bool = False
+    permissions: PermissionPolicy | None = None
+    approver: Approver | ActorRef | None = None
+    approval_timeout: float | None = None
+    pre_tool_use: PreToolUse | None = None
+    post_tool_use: PostToolUse | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or "/" in self.name:
@@ -135,7 +163,19 @@ class AgentSpec:
             )
         if self.workspace is not None:
             Workspace(self.workspace)
-        for hook in ("on_step", "token_estimator"):
+        if self.permissions is not None and not isinstance(self.permissions, PermissionPolicy):
+            raise InvalidArgument(
+                f"AgentSpec.permissions must be an agentrio.PermissionPolicy or None, "
+                f"got {self.permissions!r}"
+            )
+        if self.approver is not None and not (
+            callable(self.approver) or isinstance(self.approver, ActorRef)
+        ):
+            raise InvalidArgument(
+                f"AgentSpec.approver must be a callable or an ActorRef, got {self.approver!r}"
+            )
+        check_timeout("AgentSpec.approval_timeout", self.approval_timeout)
+        for hook in ("on_step", "token_estimator", "pre_tool_use", "post_tool_use"):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")
@@ -176,6 +216,7 @@ class _AgentState:
         "cell",
         "contexts",
         "escalation",
+        "gate",
         "info",
         "input_tokens",
         "model",
@@ -205,6 +246,7 @@ class _AgentState:
         self.info = _spec_info(spec)
         self.use_model(model)
         self.escalation = escalation
+        self.gate: ToolGate | None = None
         self.sup = sup
         self.budget = budget
         self.cell: _Cell | None = None
@@ -306,6 +348,26 @@ class AgentActor(Actor[RunPhase]):
         return result
 
 
+def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
+    """The agent's tool gate, or None when its spec sets no policy, approver or hook."""
+    if (
+        spec.permissions is None
+        and spec.approver is None
+        and spec.pre_tool_use is None
+        and spec.post_tool_use is None
+    ):
+        return None
+    return ToolGate(
+        path=path,
+        bus=bus,
+        policy=spec.permissions,
+        approver=spec.approver,
+        approval_timeout=spec.approval_timeout,
+        pre=spec.pre_tool_use,
+        post=spec.post_tool_use,
+    )
+
+
 def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
     """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
     if not isinstance(spec, AgentSpec):
@@ -335,6 +397,7 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
     state.cell = cell
+    state.gate = make_gate(spec, cell.path, sup.bus)
     return AgentRef._create(state)
 
 

@@ -9,14 +9,126 @@ finishes.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
-from ..messages import ToolCallRequest, ToolResult, ToolStatus
+from ..messages import (
+    ConfirmationReceived,
+    ConfirmationRequired,
+    PermissionDenied,
+    ToolCallRequest,
+    ToolResult,
+    ToolStatus,
+)
+from ..tools.policy import (
+    Approver,
+    Deny,
+    PermissionPolicy,
+    PostToolUse,
+    PreToolUse,
+    ask_approver,
+)
 from ..tools.tool import Tool, ToolArgumentsInvalid, ToolResultInvalid
 
-__all__ = ["ToolBatch", "ToolCallActor"]
+if TYPE_CHECKING:
+    from ..supervisors.bus import EventBus
+    from ._core import ActorRef
+
+__all__ = ["ToolBatch", "ToolCallActor", "ToolGate"]
+
+_REQUEST_IDS = itertools.count(1)
+
+
+class ToolGate:
+    """What stands between an agent's tool call and the tool: policy, approval, hooks.
+
+    One gate per agent (shared by its calls); an agent without a policy,
+    approver or hooks has none, and its calls pay nothing for it.
+    """
+
+    __slots__ = ("approval_timeout", "approver", "bus", "path", "policy", "post", "pre")
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        bus: EventBus,
+        policy: PermissionPolicy | None,
+        approver: Approver | ActorRef | None,
+        approval_timeout: float | None,
+        pre: PreToolUse | None,
+        post: PostToolUse | None,
+    ) -> None:
+        self.path = path
+        self.bus = bus
+        self.policy = policy
+        self.approver = approver
+        self.approval_timeout = approval_timeout
+        self.pre = pre
+        self.post = post
+
+    def _refuse(self, req: ToolCallRequest, why: str) -> ToolResult:
+        if self.bus.active:
+            self.bus.publish(PermissionDenied(path=self.path, tool=req.name, reason=why))
+        return ToolResult(
+            id=req.id, name=req.name, arguments=req.arguments, status="denied", content=why
+        )
+
+    async def admit(self, req: ToolCallRequest) -> ToolCallRequest | ToolResult:
+        """The call to make (maybe rewritten by ``pre_tool_use``), or a denied result."""
+        decision = self.policy.decide(req.name, req.arguments) if self.policy else "allow"
+        if decision == "deny":
+            return self._refuse(req, f"tool {req.name!r} is denied by the permission policy")
+        if decision == "ask":
+            why = await self._confirm(req)
+            if why:
+                return self._refuse(req, why)
+        if self.pre is not None:
+            verdict = await self.pre(req)
+            if isinstance(verdict, Deny):
+                return self._refuse(req, verdict.reason or "refused by the pre_tool_use hook")
+            if isinstance(verdict, ToolCallRequest):
+                return verdict
+        return req
+
+    async def _confirm(self, req: ToolCallRequest) -> str:
+        """Ask the approver; "" if approved, else why not."""
+        if self.approver is None:
+            return f"tool {req.name!r} needs approval and this agent has no approver"
+        request_id = next(_REQUEST_IDS)
+        request = ConfirmationRequired(
+            path=self.path, tool_call=req, agent=self.path, request_id=request_id
+        )
+        if self.bus.active:
+            self.bus.publish(request)
+        approved, reason = False, f"no answer from the approver within {self.approval_timeout} s"
+        timeout = self.approval_timeout if self.approval_timeout is not None else math.inf
+        with trio.move_on_after(timeout):
+            answer = await ask_approver(self.approver, request)
+            approved, reason = answer.approved, answer.reason
+        if self.bus.active:
+            self.bus.publish(
+                ConfirmationReceived(
+                    path=self.path,
+                    tool=req.name,
+                    request_id=request_id,
+                    approved=approved,
+                    reason=reason,
+                )
+            )
+        if approved:
+            return ""
+        return f"the approver refused {req.name!r}" + (f": {reason}" if reason else "")
+
+    async def after(self, req: ToolCallRequest, result: ToolResult) -> ToolResult:
+        """The result as ``post_tool_use`` rewrites it (or as it is)."""
+        assert self.post is not None
+        rewritten = await self.post(req, result)
+        return rewritten if isinstance(rewritten, ToolResult) else result
 
 
 class ToolCallActor:
@@ -27,12 +139,15 @@ class ToolCallActor:
         result: its outcome, ``None`` while it runs.
     """
 
-    __slots__ = ("request", "result", "timeout", "tool")
+    __slots__ = ("gate", "request", "result", "timeout", "tool")
 
-    def __init__(self, tool: Tool, request: ToolCallRequest, timeout: float) -> None:
+    def __init__(
+        self, tool: Tool, request: ToolCallRequest, timeout: float, gate: ToolGate | None = None
+    ) -> None:
         self.tool = tool
         self.request = request
         self.timeout = timeout
+        self.gate = gate
         self.result: ToolResult | None = None
 
     def _finish(self, status: ToolStatus, content: str) -> ToolResult:
@@ -43,7 +158,32 @@ class ToolCallActor:
         return self.result
 
     async def run(self) -> ToolResult:
-        """Call the tool; a raise, a timeout or bad arguments become the result."""
+        """Pass the gate, call the tool; a refusal, raise, timeout or bad arguments become the result."""
+        gate = self.gate
+        if gate is None:
+            return await self._call()
+        try:
+            admitted = await gate.admit(self.request)
+        except Exception as exc:  # an approver or pre_tool_use hook failed: refuse
+            admitted = gate._refuse(
+                self.request, f"the permission check failed: {type(exc).__name__}: {exc}"
+            )
+        if isinstance(admitted, ToolResult):
+            self.result = admitted
+            return admitted
+        self.request = admitted
+        result = await self._call()
+        if gate.post is not None:
+            try:
+                result = await gate.after(admitted, result)
+            except Exception as exc:
+                result = self._finish(
+                    "failed", f"the post_tool_use hook raised {type(exc).__name__}: {exc}"
+                )
+            self.result = result
+        return result
+
+    async def _call(self) -> ToolResult:
         name = self.request.name
         with trio.move_on_after(self.timeout) as scope:
             try:
