@@ -10,7 +10,10 @@ from .actors._core import RestartPolicy as RestartPolicy
 from .actors.agent import AgentRef as AgentRef
 from .actors.agent import AgentSpec as AgentSpec
 from .actors.agent import StepInfo as StepInfo
+from .actors.compose import agent_tool as agent_tool
 from .actors.context import estimate_tokens as estimate_tokens
+from .actors.helper import Helper as Helper
+from .actors.helper import HelperResult as HelperResult
 from .config import Config as Config
 from .config import load_config as load_config
 from .config import parse_config as parse_config
@@ -23,9 +26,11 @@ from .errors import AuthError as AuthError
 from .errors import BadResponse as BadResponse
 from .errors import ConfigError as ConfigError
 from .errors import DuplicateName as DuplicateName
+from .errors import HelperTurnsExceeded as HelperTurnsExceeded
 from .errors import InvalidArgument as InvalidArgument
 from .errors import MailboxFull as MailboxFull
 from .errors import NotAMessage as NotAMessage
+from .errors import PermissionEscalation as PermissionEscalation
 from .errors import ProviderError as ProviderError
 from .errors import ProviderUnavailable as ProviderUnavailable
 from .errors import RateLimited as RateLimited
@@ -40,6 +45,8 @@ from .messages import ActorRestarted as ActorRestarted
 from .messages import ActorStarted as ActorStarted
 from .messages import BudgetExhausted as BudgetExhausted
 from .messages import ChatMessage as ChatMessage
+from .messages import ConfirmationReceived as ConfirmationReceived
+from .messages import ConfirmationRequired as ConfirmationRequired
 from .messages import ContextAppend as ContextAppend
 from .messages import ContextRead as ContextRead
 from .messages import ContextReset as ContextReset
@@ -49,6 +56,7 @@ from .messages import Event as Event
 from .messages import EventsLost as EventsLost
 from .messages import Message as Message
 from .messages import ModelReply as ModelReply
+from .messages import PermissionDenied as PermissionDenied
 from .messages import PhaseEnded as PhaseEnded
 from .messages import PhaseError as PhaseError
 from .messages import PhaseResult as PhaseResult
@@ -56,6 +64,8 @@ from .messages import PhaseStarted as PhaseStarted
 from .messages import RunPhase as RunPhase
 from .messages import Stalled as Stalled
 from .messages import StopReason as StopReason
+from .messages import SubagentEnded as SubagentEnded
+from .messages import SubagentStarted as SubagentStarted
 from .messages import SupervisorEscalated as SupervisorEscalated
 from .messages import TextDelta as TextDelta
 from .messages import ToolCallRequest as ToolCallRequest
@@ -83,6 +93,14 @@ from .supervisors.supervisor import RestartIntensity as RestartIntensity
 from .supervisors.supervisor import Strategy as Strategy
 from .supervisors.supervisor import SupervisorRef as SupervisorRef
 from .supervisors.supervisor import SupervisorStatistics as SupervisorStatistics
+from .tools.policy import Approval as Approval
+from .tools.policy import Deny as Deny
+from .tools.policy import PermissionPolicy as PermissionPolicy
+from .tools.policy import Rule as Rule
+from .tools.policy import allow as allow
+from .tools.policy import ask as ask
+from .tools.policy import deny as deny
+from .tools.policy import terminal_approver as terminal_approver
 from .tools.tool import Tool as Tool
 from .tools.tool import ToolSchema as ToolSchema
 from .tools.tool import tool as tool

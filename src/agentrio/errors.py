@@ -12,12 +12,14 @@ catch the second without hiding the first::
     │   ├── UnknownName             lookup of a name nobody holds (also LookupError)
     │   ├── SelfAsk                 an actor asked itself: it would deadlock
     │   ├── RuntimeClosed           spawn on a runtime or supervisor that has stopped
-    │   └── ConfigError             agentrio.toml (or a model string) is wrong: file, key, why
+    │   ├── ConfigError             agentrio.toml (or a model string) is wrong: file, key, why
+    │   └── PermissionEscalation    a subagent asked for tools its parent does not have
     ├── ProviderError               a model provider failed (after its retries)
     │   ├── RateLimited             429 past the retries; carries retry_after
     │   ├── ProviderUnavailable     connection failures, 5xx, or the circuit breaker is open
     │   ├── BadResponse             the body could not be parsed, or a stream was cut short
     │   └── AuthError               401 / 403: the key is missing or wrong
+    ├── HelperTurnsExceeded         a helper used its turns without a final answer
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -41,9 +43,11 @@ __all__ = [
     "BadResponse",
     "ConfigError",
     "DuplicateName",
+    "HelperTurnsExceeded",
     "InvalidArgument",
     "MailboxFull",
     "NotAMessage",
+    "PermissionEscalation",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
@@ -92,6 +96,22 @@ class ConfigError(UsageError, ValueError):
 
     The message names the file, the key and what was expected.
     """
+
+
+class PermissionEscalation(UsageError):
+    """A subagent (or agent tool) was given tools its parent may not use."""
+
+
+class HelperTurnsExceeded(AgentrioError):
+    """A helper reached its ``max_turns`` without a final answer.
+
+    Attributes:
+        result: what it did get done (a :class:`agentrio.HelperResult`).
+    """
+
+    def __init__(self, message: str, *, result: object) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class ProviderError(AgentrioError):

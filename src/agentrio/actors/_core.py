@@ -1,8 +1,8 @@
-"""The actor base class, actor references, the mailbox and the serve loop.
+"""The actor base class, actor references and the serve loop (the mailbox is _mailbox.py).
 
-The hot path is ``ActorRef.send`` -> memory channel -> ``_serve`` -> ``handle``.
-A tell puts the message itself in the channel (no envelope); an ask puts a
-small :class:`_Ask` slot that the serve loop settles by rescheduling the
+The hot path is ``ActorRef.send`` -> :class:`~._mailbox.Mailbox` -> ``_serve`` ->
+``handle``. A tell puts the message itself in the mailbox (no envelope); an ask
+puts a small :class:`_Ask` slot that the serve loop settles by rescheduling the
 waiting task directly, so a reply needs no second channel. Statistics are
 counted with one attribute increment per message and read on demand.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Coroutine, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from .agent import _AgentState
 
 __all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
+
+# The agent whose phase is running tools now; set only for agents that hold an
+# agent tool, which spawns its child under the caller.
+CALLER: ContextVar[_AgentState | None] = ContextVar("agentrio_calling_agent", default=None)
 
 FINAL_ANSWER_PROMPT = (
     "You are repeating yourself. Give your best final answer now, without calling any tools."
@@ -112,16 +117,12 @@ class Phase:
             self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
         ctx = st.context(cmd.context_label)
         await self._load(ctx)
-        timeout = st.spec.limits.timeout
-        if timeout is None:
-            await self._body()
-        else:
-            with trio.move_on_after(timeout) as scope:
-                await self._body()
-            if scope.cancelled_caught:
-                self.reason = "timeout"
-                if self.batch is not None:
-                    self._settle_batch("the phase timed out while the tool ran")
+        token = CALLER.set(st) if st.info.needs_caller else None
+        try:
+            await self._bounded()
+        finally:
+            if token is not None:
+                CALLER.reset(token)
         await self._persist(ctx)
         await st.phase_done(self.reason)
         if self.bus.active:
@@ -134,6 +135,20 @@ class Phase:
                 )
             )
         return PhaseResult(self.final_text, tuple(self.calls), self.reason)
+
+    def _bounded(self) -> Coroutine[object, None, None]:
+        """The phase's turns within its deadline (the turns' coroutine itself if none)."""
+        if self.st.spec.limits.timeout is None:
+            return self._body()
+        return self._timed(self.st.spec.limits.timeout)
+
+    async def _timed(self, timeout: float) -> None:
+        with trio.move_on_after(timeout) as scope:
+            await self._body()
+        if scope.cancelled_caught:
+            self.reason = "timeout"
+            if self.batch is not None:
+                self._settle_batch("the phase timed out while the tool ran")
 
     def _body(self) -> Coroutine[object, None, None]:
         # The coroutine itself, not a wrapper around it: one frame less per agent.
@@ -269,7 +284,7 @@ class Phase:
                 raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
         except BaseException as exc:
             lease.settle(None)
-            st.requests += 1
+            st.count(None)
             if not isinstance(exc, Exception):
                 raise
             self._error(exc)
@@ -391,7 +406,7 @@ class Phase:
                         self.bus.publish(BudgetExhausted(path=self.path, limit="max_tool_calls"))
                     batch.append(self._denied(req, "the tool-call budget is exhausted"))
                     continue
-                st.tool_calls += 1
+                st.count_tool_call()
             actor = ToolCallActor(tool, req, limits.tool_timeout, st.gate)
             batch.append(actor)
             actors.append(actor)

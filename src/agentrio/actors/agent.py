@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from ..config import split_model
-from ..errors import InvalidArgument
+from ..errors import ActorError, InvalidArgument
 from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
 from ..providers.base import Model, check_model, context_window
 from ..supervisors.budget import UsageTotals
@@ -42,8 +42,8 @@ from .tool_call import ToolGate
 if TYPE_CHECKING:
     from ..supervisors.budget import Budget
     from ..supervisors.bus import EventBus
-    from ..supervisors.bus import EventBus
     from ..supervisors.supervisor import _Supervisor
+    from .helper import Helper
 
 __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
 
@@ -184,13 +184,14 @@ class AgentSpec:
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
-    __slots__ = ("__weakref__", "estimator", "schemas", "tool_set", "tools")
+    __slots__ = ("__weakref__", "estimator", "needs_caller", "schemas", "tool_set", "tools")
 
     def __init__(self, spec: AgentSpec) -> None:
         self.tools = {t.name: t for t in spec.tools}
         self.tool_set = frozenset(self.tools)
         self.schemas = tuple(t.schema for t in spec.tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
+        self.needs_caller = any(t.needs_caller for t in spec.tools)
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
         if names == self.tool_set:
@@ -229,6 +230,7 @@ class _AgentState:
         "streams",
         "sup",
         "tool_calls",
+        "usage_parent",
         "window",
         "workspace",
     )
@@ -247,6 +249,8 @@ class _AgentState:
         self.use_model(model)
         self.escalation = escalation
         self.gate: ToolGate | None = None
+        # A session helper's spending is its parent agent's too.
+        self.usage_parent: _AgentState | None = None
         self.sup = sup
         self.budget = budget
         self.cell: _Cell | None = None
@@ -290,10 +294,22 @@ class _AgentState:
         self.contexts[label] = cell
         return cell.ref
 
-    def count(self, usage: Usage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.requests += 1
+    def count(self, usage: Usage | None) -> None:
+        """Count one model request (None: it failed) here and in the agents above."""
+        state: _AgentState | None = self
+        while state is not None:
+            if usage is not None:
+                state.input_tokens += usage.input_tokens
+                state.output_tokens += usage.output_tokens
+            state.requests += 1
+            state = state.usage_parent
+
+    def count_tool_call(self) -> None:
+        """Count one model-driven tool call here and in the agents above."""
+        state: _AgentState | None = self
+        while state is not None:
+            state.tool_calls += 1
+            state = state.usage_parent
 
     def usage(self) -> UsageTotals:
         return UsageTotals(
@@ -307,7 +323,8 @@ class _AgentState:
     async def phase_done(self, reason: str) -> None:
         self.phases += 1
         self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
-        if self.workspace is not None:
+        if self.workspace is not None and self.usage_parent is None:
+            # (A session helper's spending is in its parent's summary.)
             assert self.cell is not None
             summary: dict[str, object] = {
                 "agent": self.cell.path,
@@ -565,5 +582,72 @@ class AgentRef(metaclass=NoPublicConstructor):
         return self._cell.ref.statistics()
 
     def usage(self) -> UsageTotals:
-        """Tokens and requests this agent has used, over all its phases."""
+        """Tokens and requests this agent (with its session helpers) has used, over all phases."""
         return self._state.usage()
+
+    def helper(
+        self,
+        model: Model | str | None = None,
+        *,
+        instructions: str = "",
+        max_turns: int = 10,
+        final_answer: bool = False,
+        name: str | None = None,
+    ) -> Helper:
+        """A session helper: this agent's tools, rules (default ``ask``), approver and budget.
+
+        Args:
+            model: the helper's model (default: this agent's).
+            instructions: its system prompt (default: this agent's).
+            max_turns: model calls per execute; past them :class:`HelperTurnsExceeded`...
+            final_answer: ...unless True: then one last call without tools answers.
+            name: its name (default ``<agent>.helper-<n>``).
+        """
+        from .helper import session_helper
+
+        return session_helper(
+            self._state,
+            model,
+            instructions=instructions,
+            max_turns=max_turns,
+            final_answer=final_answer,
+            name=name,
+        )
+
+    async def spawn_subagent(
+        self, spec: AgentSpec, *, budget: Budget | None = None, name: str | None = None
+    ) -> AgentRef:
+        """Spawn *spec* as this agent's subagent, under the same supervisor.
+
+        Its allowlist must be a subset of this agent's; this agent's permission
+        rules and approver apply to it as well as its own; it draws from
+        *budget* (a Budget with no parent is carved out of this agent's) or
+        this agent's budget; stopping or cancelling this agent reaches it.
+
+        Raises:
+            PermissionEscalation: *spec* has tools this agent does not.
+        """
+        from .compose import spawn_child
+
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return spawn_child(self._state, spec, name=name, budget=budget)
+
+    async def map(
+        self,
+        spec: AgentSpec,
+        inputs: Sequence[str],
+        *,
+        concurrency: int = 10,
+        budget: Budget | None = None,
+    ) -> list[PhaseResult | ActorError]:
+        """One phase per input, each on a fresh subagent of this agent (see rt.map)."""
+        from .compose import map_phases
+
+        return await map_phases(
+            self._state.sup,
+            spec,
+            inputs,
+            concurrency=concurrency,
+            budget=budget,
+            parent=self._state,
+        )

@@ -158,7 +158,7 @@ class ToolCallActor:
         return self.result
 
     async def run(self) -> ToolResult:
-        """Pass the gate, call the tool; a refusal, raise, timeout or bad arguments become the result."""
+        """Pass the gate, call the tool; a refusal, raise, timeout or bad input is the result."""
         gate = self.gate
         if gate is None:
             return await self._call()

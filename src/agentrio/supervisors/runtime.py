@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -11,6 +11,7 @@ import trio
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..tools.tool import Tool
 
 from ..errors import InvalidArgument
 from .budget import Budget, UsageTotals
@@ -85,6 +86,7 @@ async def open_runtime(
     shutdown_timeout: float = 5.0,
     budget: Budget | None = None,
     config: Config | str | os.PathLike[str] | None = None,
+    tools: Sequence[Tool] = (),
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -116,6 +118,7 @@ async def open_runtime(
             agentrio.toml (default: found as :func:`~agentrio.load_config`
             does, when first needed). The providers it makes are closed
             when the block ends.
+        tools: tools to register by name (see ``Runtime.register_tool``).
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
@@ -137,6 +140,7 @@ async def open_runtime(
     )
     rt = Runtime._create(root, bus)
     root.ref = rt
+    rt.register_tool(*tools)
     async with trio.open_nursery() as nursery:
         await nursery.start(_run_root, root, name="agentrio root supervisor")
         try:

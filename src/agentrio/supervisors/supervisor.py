@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -57,7 +59,12 @@ from ..messages import (
 
 if TYPE_CHECKING:
     from ..actors.agent import AgentRef, AgentSpec
+    from ..actors.helper import Helper
     from ..config import Models
+    from ..errors import ActorError
+    from ..messages import PhaseResult
+    from ..providers.base import Model
+    from ..tools.tool import Tool
     from .budget import Budget
     from .bus import EventBus
 
@@ -149,13 +156,36 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 class _Counters:
     """Runtime-wide state shared by every supervisor of one runtime."""
 
-    __slots__ = ("_models", "budget", "config", "dead_letters")
+    __slots__ = ("_models", "budget", "config", "dead_letters", "tools")
 
     def __init__(self, budget: Budget, config: object = None) -> None:
         self.dead_letters = 0
         self.budget = budget
         self.config = config  # a Config, a path to agentrio.toml, or None (search for one)
         self._models: Models | None = None
+        self.tools: dict[str, Tool] = {}
+
+    def register_tool(self, tool: Tool) -> None:
+        from ..tools.tool import Tool
+
+        if not isinstance(tool, Tool):
+            raise InvalidArgument(f"register_tool takes agentrio.Tool objects, got {tool!r}")
+        known = self.tools.get(tool.name)
+        if known is not None and known is not tool:
+            raise InvalidArgument(f"another tool is already registered as {tool.name!r}")
+        self.tools[tool.name] = tool
+
+    def tool(self, tool: Tool | str) -> Tool:
+        """*tool* itself, or the registered tool of that name."""
+        if not isinstance(tool, str):
+            return tool
+        found = self.tools.get(tool)
+        if found is None:
+            raise InvalidArgument(
+                f"no tool registered as {tool!r} (registered: {sorted(self.tools) or 'none'}); "
+                "pass the Tool, or register it with rt.register_tool"
+            )
+        return found
 
     def models(self) -> Models:
         """The runtime's model resolver, made (and its config loaded) on first use."""
@@ -448,6 +478,8 @@ class _Supervisor:
             for dependent in cell.dependents:
                 if dependent.state == "suspended":
                     dependent.parent.finalize(dependent, "stopped")
+                elif reason == "cancelled":  # cancelling an agent reaches its subagents
+                    request_cancel(dependent)
                 else:
                     request_stop(dependent)
         if self.bus.active:
@@ -692,6 +724,86 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         await trio.lowlevel.checkpoint_if_cancelled()
         return spawn_agent(self._sup, spec, name, budget)
+
+    def helper(
+        self,
+        model: Model | str,
+        tools: Sequence[Tool | str] = (),
+        *,
+        instructions: str = "",
+        workspace: str | os.PathLike[str] | None = None,
+        max_turns: int = 10,
+        final_answer: bool = False,
+        budget: Budget | None = None,
+        name: str | None = None,
+    ) -> Helper:
+        """An infrastructure helper: call an LLM like a function, with a tool whitelist.
+
+        Only *tools* can run (a call to any other is a ``denied`` result the
+        model sees) and no approval is asked. The helper is an agent actor
+        under this supervisor.
+
+        Example::
+
+            h = rt.helper("fast", tools=["read_file"])
+            res = await h.execute("Summarise README.md")
+
+        Args:
+            model: a model object, a tier name or an ``"instance:model"`` string.
+            tools: Tool objects, or names registered with :meth:`register_tool`.
+            instructions: the system prompt.
+            workspace: a folder for its artifacts.
+            max_turns: model calls per execute; past them HelperTurnsExceeded...
+            final_answer: ...unless True: then a last call without tools answers.
+            budget: what it draws from (default: the runtime's).
+            name: its name (default ``helper-<n>``).
+        """
+        from ..actors.helper import infrastructure_helper
+
+        resolved = [self._sup.runtime_counters.tool(t) for t in tools]
+        return infrastructure_helper(
+            self._sup,
+            model,
+            resolved,
+            instructions=instructions,
+            workspace=workspace,
+            max_turns=max_turns,
+            final_answer=final_answer,
+            budget=budget,
+            name=name,
+        )
+
+    def register_tool(self, *tools: Tool) -> None:
+        """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
+
+        Raises:
+            InvalidArgument: not a Tool, or a name already registered for another tool.
+        """
+        for t in tools:
+            self._sup.runtime_counters.register_tool(t)
+
+    async def map(
+        self,
+        spec: AgentSpec,
+        inputs: Sequence[str],
+        *,
+        concurrency: int = 10,
+        budget: Budget | None = None,
+    ) -> list[PhaseResult | ActorError]:
+        """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
+
+        Results come back in input order. An input whose agent fails (crashes,
+        is cancelled) has its error in its place; the others' results are kept.
+        Each agent stops after its phase.
+
+        Raises:
+            InvalidArgument: *inputs* is not a list of str, or *concurrency* < 1.
+        """
+        from ..actors.compose import map_phases
+
+        return await map_phases(
+            self._sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
+        )
 
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).

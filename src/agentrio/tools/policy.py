@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import inspect
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import attrs
@@ -88,6 +88,10 @@ def ask(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     return Rule("ask", tool, when)
 
 
+def _to_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
+    return tuple(rules)
+
+
 @attrs.frozen
 class PermissionPolicy:
     """Ordered rules (deny, then allow, then ask) and a default for the rest.
@@ -100,7 +104,7 @@ class PermissionPolicy:
         )
     """
 
-    rules: tuple[Rule, ...] = attrs.field(default=(), converter=tuple)
+    rules: tuple[Rule, ...] = attrs.field(default=(), converter=_to_rules)
     default: Decision = "allow"
 
     def __attrs_post_init__(self) -> None:

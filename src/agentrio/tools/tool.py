@@ -70,7 +70,8 @@ def _args_struct(fn: Callable[..., object], name: str) -> type[msgspec.Struct]:
                 f"tool {name!r}: parameter {param.name!r} must be a plain or keyword-only "
                 "parameter (no *args, **kwargs or positional-only)"
             )
-        annotation = hints.get(param.name, object)
+        # Unannotated: any JSON value (msgspec has no JSON schema for ``object``).
+        annotation = hints.get(param.name, Any)
         if param.default is inspect.Parameter.empty:
             fields.append((param.name, annotation))
         else:
@@ -89,7 +90,16 @@ class Tool:
         is_async: True for an ``async def``; sync functions run in a worker thread.
     """
 
-    __slots__ = ("_args_type", "_fields", "description", "fn", "is_async", "name", "schema")
+    __slots__ = (
+        "_args_type",
+        "_fields",
+        "description",
+        "fn",
+        "is_async",
+        "name",
+        "needs_caller",
+        "schema",
+    )
 
     def __init__(
         self, fn: Callable[..., object], *, name: str | None = None, description: str | None = None
@@ -108,9 +118,17 @@ class Tool:
         self.name = tool_name
         self.description = desc
         self.is_async = inspect.iscoroutinefunction(fn)
+        # True for agent tools: the phase then tells them which agent calls.
+        self.needs_caller = False
         self._args_type = _args_struct(fn, tool_name)
         self._fields = self._args_type.__struct_fields__
-        self.schema = ToolSchema(tool_name, desc, _inline_schema(self._args_type))
+        try:
+            parameters = _inline_schema(self._args_type)
+        except TypeError as exc:  # an annotation with no JSON schema (a custom class...)
+            raise InvalidArgument(
+                f"tool {tool_name!r}: its parameters' annotations have no JSON schema: {exc}"
+            ) from exc
+        self.schema = ToolSchema(tool_name, desc, parameters)
 
     def __repr__(self) -> str:
         return f"<Tool {self.name!r}>"
