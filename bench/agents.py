@@ -186,7 +186,7 @@ def runs(n: int, impl: str, gc_tuned: bool = False) -> dict[str, Any]:
     answers, dt = trio.run(driver, n)
     bad = [a for a in answers if not a.startswith("done")]
     assert not bad, bad[:3]
-    assert COUNTS == {"model": n * MODEL_TURNS_PER_RUN, "tool": n * TOOL_CALLS_PER_RUN}, COUNTS
+    assert {"model": n * MODEL_TURNS_PER_RUN, "tool": n * TOOL_CALLS_PER_RUN} == COUNTS, COUNTS
     return {"runs_per_s": round(n / dt, 1), "elapsed_s": round(dt, 4), "rss_base_mb": base}
 
 
@@ -195,12 +195,21 @@ def report(args: Any) -> dict[str, Any]:
     n = args.agents
     out: dict[str, Any] = {"bench": "agents", "agents": n, "repeats": args.repeats}
     for suffix, tuned in (("", False), ("_gc_tuned", True)):
-        floor = median_of(script, "runs", {"n": n, "impl": "floor", "gc_tuned": tuned},
-                          args.repeats, args.timeout)
-        ours = median_of(script, "runs", {"n": n, "impl": "agentrio", "gc_tuned": tuned},
-                         args.repeats, args.timeout)
-        print(f"[agents] floor{suffix}: {floor}\n[agents] agentrio{suffix}: {ours}",
-              file=sys.stderr, flush=True)
+        floor = median_of(
+            script, "runs", {"n": n, "impl": "floor", "gc_tuned": tuned}, args.repeats, args.timeout
+        )
+        ours = median_of(
+            script,
+            "runs",
+            {"n": n, "impl": "agentrio", "gc_tuned": tuned},
+            args.repeats,
+            args.timeout,
+        )
+        print(
+            f"[agents] floor{suffix}: {floor}\n[agents] agentrio{suffix}: {ours}",
+            file=sys.stderr,
+            flush=True,
+        )
         out[f"runs_per_s{suffix}"] = ours["runs_per_s"]
         out[f"floor_runs_per_s{suffix}"] = floor["runs_per_s"]
         out[f"ratio{suffix}"] = round(ours["runs_per_s"] / floor["runs_per_s"], 3)
