@@ -88,7 +88,9 @@ class Workspace:
         """
         if not isinstance(name, str):
             raise InvalidArgument(f"name must be a str, got {name!r}")
-        safe = _UNSAFE.sub("_", name).lstrip(".")[:max_length].strip("_")
+        # Dots and underscores go from the front together: stripping them one
+        # kind at a time let ":.." become "..", a way out of the folder.
+        safe = _UNSAFE.sub("_", name).lstrip("._")[:max_length].rstrip("_")
         return safe or "unnamed"
 
     def write_summary(self, summary: dict[str, object]) -> Path:

@@ -317,7 +317,10 @@ class Phase:
     def _number(self, calls: tuple[ToolCallRequest, ...]) -> tuple[ToolCallRequest, ...]:
         if all(c.id for c in calls):
             return calls
-        n = len(self.calls) + (len(self.batch) if self.batch else 0)
+        # Ids are unique in the whole conversation, not just this phase: a
+        # provider pairs results with calls by id (Anthropic refuses repeats).
+        n = sum(len(m.tool_calls) for m in self.history[: self.base])
+        n += len(self.calls) + (len(self.batch) if self.batch else 0)
         out = []
         for i, c in enumerate(calls):
             out.append(c if c.id else msgspec.structs.replace(c, id=f"call_{n + i + 1}"))
@@ -436,12 +439,17 @@ class Phase:
         assert self.batch is not None
         results = []
         for item in self.batch:
+            # A ready "failed" result is a call whose arguments could not be read:
+            # not watched for stalls (its {} makes any two such calls look the
+            # same); Limits.max_parse_retries bounds those turns instead.
+            unread = isinstance(item, ToolResult) and item.status == "failed"
             if isinstance(item, ToolCallActor):
                 item = item.result if item.result is not None else item.interrupted(interrupted)
             results.append(item)
             self.calls.append(item)
             self._append(ChatMessage("tool", item.content, tool_call_id=item.id, name=item.name))
-            self._watch(item)
+            if not unread:
+                self._watch(item)
         self.batch = None
         return results
 

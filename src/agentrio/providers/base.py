@@ -38,7 +38,8 @@ class Model(Protocol):
 def check_model(model: object, argument: str = "model") -> Model:
     """Return *model* if it satisfies :class:`Model`, else raise naming *argument*."""
     complete = getattr(model, "complete", None)
-    if complete is None or not inspect.iscoroutinefunction(complete):
+    # A class is not a model object: its complete() is unbound and every call would fail.
+    if isinstance(model, type) or complete is None or not inspect.iscoroutinefunction(complete):
         raise InvalidArgument(
             f"{argument} must be a model object with an async complete(messages, tools, "
             f"*, max_output_tokens) method (for example agentrio.testing.ScriptedModel), "

@@ -73,7 +73,9 @@ class Runtime(SupervisorRef):
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
-        return self._sup.statistics("exited" if self._sup.closed else "running")
+        sup = self._sup
+        state = "exited" if sup.closed else "stopping" if sup.stopping else "running"
+        return sup.statistics(state)
 
 
 @asynccontextmanager

@@ -131,6 +131,8 @@ class FunctionModel:
         else:
             await trio.lowlevel.checkpoint()
             reply = self._fn(messages, tools)
+            if inspect.isawaitable(reply):  # an object with an async __call__, say
+                reply = await reply
         if not isinstance(reply, ModelReply):
             raise InvalidArgument(
                 f"FunctionModel's function must return an agentrio.testing.Reply, got {reply!r}"

@@ -161,11 +161,15 @@ class Tool:
         """Start the function with validated *kwargs*: an awaitable of its result.
 
         An async function's coroutine is returned as it is (no wrapper frame);
-        a sync function runs in a worker thread.
+        a sync function runs in a worker thread. A thread cannot be stopped, so
+        when the call is cancelled (its timeout, the phase's, ``cancel()``) it
+        is abandoned: the call ends at once and the thread's result is dropped.
         """
         if self.is_async:
             return typing.cast("Callable[..., Awaitable[object]]", self.fn)(**kwargs)
-        return trio.to_thread.run_sync(functools.partial(self.fn, **kwargs))
+        # Without abandon_on_cancel the tool timeout could not interrupt a sync
+        # tool: the call would wait for the thread and then report "ok".
+        return trio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
 
     def encode(self, result: object) -> str:
         """The text the model sees for *result*: a str as it is, anything else as JSON.

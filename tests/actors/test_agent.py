@@ -1,0 +1,614 @@
+"""AgentSpec, spawn_agent, AgentRef.run's arguments, context labels, stop and cancel,
+usage, and the agent's workspace with its run summary."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    ActorStopped,
+    AgentSpec,
+    Budget,
+    ChatMessage,
+    ContextRead,
+    DuplicateName,
+    InvalidArgument,
+    Limits,
+    PhaseResult,
+    ToolCallRequest,
+    ToolSchema,
+    Usage,
+)
+from agentrio.testing import FunctionModel, Reply, ScriptedModel
+
+if TYPE_CHECKING:
+    from conftest import TaskTracker
+
+# Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
+DEADLINE = 10_000
+
+
+@agentrio.tool
+async def echo(x: int) -> str:
+    """Echo x."""
+    await trio.lowlevel.checkpoint()
+    return f"echo {x}"
+
+
+@agentrio.tool
+async def forever() -> str:
+    """Never returns."""
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+def answer(text: str, usage: Usage | None = None) -> Reply:
+    return Reply(text=text, usage=usage or Usage(10, 5))
+
+
+def calling(*calls: ToolCallRequest, usage: Usage | None = None) -> Reply:
+    return Reply(tool_calls=calls, usage=usage or Usage(10, 5))
+
+
+def make_spec(model: object, *tools: agentrio.Tool, **kw: object) -> AgentSpec:
+    return AgentSpec(name="a", model=model, instructions="sys", tools=list(tools), **kw)  # type: ignore[arg-type]
+
+
+def contents(messages: Sequence[ChatMessage]) -> list[str]:
+    return [m.content for m in messages]
+
+
+# -- AgentSpec --------------------------------------------------------------------------
+
+
+def test_spec_defaults_and_plain_functions_as_tools() -> None:
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    model = ScriptedModel([])
+    spec = AgentSpec(name="a", model=model, tools=[add, echo])
+    assert spec.instructions == ""
+    assert spec.limits == Limits()
+    assert spec.workspace is None and spec.on_step is None and spec.token_estimator is None
+    assert isinstance(spec.tools, tuple)
+    assert [t.name for t in spec.tools] == ["add", "echo"]
+    assert isinstance(spec.tools[0], agentrio.Tool)
+    assert spec.tools[1] is echo
+
+
+@pytest.mark.parametrize("name", ["", "a/b", 3, None])
+def test_spec_name_must_be_a_plain_str(name: object) -> None:
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.name"):
+        AgentSpec(name=name, model=ScriptedModel([]))  # type: ignore[arg-type]
+
+
+class SyncModel:
+    def complete(self, messages: object, tools: object, *, max_output_tokens: int) -> Reply:
+        return answer("sync")
+
+
+class BadWindow:
+    context_window = 0
+
+    async def complete(self, messages: object, tools: object, *, max_output_tokens: int) -> Reply:
+        return answer("x")
+
+
+@pytest.mark.parametrize("model", [object(), None, 3, b"gpt", SyncModel()], ids=repr)
+def test_spec_model_needs_an_async_complete(model: object) -> None:
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.model") as info:
+        AgentSpec(name="a", model=model)  # type: ignore[arg-type]
+    assert "async complete" in str(info.value)
+
+
+def test_spec_model_must_not_be_an_empty_name() -> None:
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.model"):
+        AgentSpec(name="a", model="")
+
+
+def test_spec_model_context_window_is_checked() -> None:
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.model\.context_window"):
+        AgentSpec(name="a", model=BadWindow())
+
+
+def test_spec_duplicate_tool_names() -> None:
+    other = agentrio.tool(name="echo")(lambda x: x)
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.tools has duplicate names: \['echo'\]"):
+        AgentSpec(name="a", model=ScriptedModel([]), tools=[echo, other])
+
+
+@pytest.mark.parametrize("tools", ["echo", echo, 3, None], ids=repr)
+def test_spec_tools_must_be_a_list(tools: object) -> None:
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.tools"):
+        AgentSpec(name="a", model=ScriptedModel([]), tools=tools)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("instructions", 3),
+        ("limits", {"max_iterations": 3}),
+        ("on_step", "print"),
+        ("token_estimator", 3.5),
+    ],
+)
+def test_spec_bad_fields_name_themselves(field: str, value: object) -> None:
+    with pytest.raises(InvalidArgument, match=rf"AgentSpec\.{field}"):
+        AgentSpec(name="a", model=ScriptedModel([]), **{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workspace", ["", 3])
+def test_spec_bad_workspace(workspace: object) -> None:
+    with pytest.raises(InvalidArgument, match="workspace"):
+        AgentSpec(name="a", model=ScriptedModel([]), workspace=workspace)  # type: ignore[arg-type]
+
+
+def test_spec_is_frozen() -> None:
+    spec = AgentSpec(name="a", model=ScriptedModel([]))
+    with pytest.raises(AttributeError):
+        spec.name = "b"  # type: ignore[misc]
+
+
+# -- spawn_agent and AgentRef ------------------------------------------------------------
+
+
+async def test_spawn_under_the_root_and_under_a_supervisor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("one"), answer("two")])
+    spec = make_spec(model)
+    async with agentrio.open_runtime() as rt:
+        top = await rt.spawn_agent(spec)
+        team = await rt.spawn_supervisor(name="team")
+        member = await team.spawn_agent(spec, name="b")
+        assert (top.name, top.path) == ("a", "a")
+        assert (member.name, member.path) == ("b", "team/b")
+        assert member.spec is spec and member.workspace is None
+        assert member.ref == rt.lookup("team/b")
+        assert "team/b" in repr(member)
+        assert (await top.run("go")).final_text == "one"
+        assert (await member.run("go")).final_text == "two"
+        stats = member.statistics()
+        assert (stats.path, stats.messages_handled) == ("team/b", 1)
+
+
+async def test_spawn_agent_errors(autojump_clock: trio.testing.MockClock) -> None:
+    spec = make_spec(ScriptedModel([]))
+    async with agentrio.open_runtime() as rt:
+        await rt.spawn_agent(spec)
+        with pytest.raises(DuplicateName):
+            await rt.spawn_agent(spec)
+        with pytest.raises(InvalidArgument, match="spec"):
+            await rt.spawn_agent({"name": "a"})  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="budget"):
+            await rt.spawn_agent(spec, name="c", budget=100)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="name"):
+            await rt.spawn_agent(spec, name="x/y")
+
+
+def test_agent_ref_has_no_public_constructor() -> None:
+    with pytest.raises(TypeError, match="no public constructor"):
+        agentrio.AgentRef()
+
+
+async def test_spawn_agent_with_its_own_budget(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([answer("x", Usage(10, 5)), answer("y", Usage(10, 5))])
+    own = Budget(max_requests=1)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model), budget=own)
+        assert (await agent.run("go")).stop_reason == "done"
+        assert (await agent.run("go")).stop_reason == "budget_exhausted"
+        # a free-standing budget is carved out of the runtime's: both count it
+        assert own.parent is rt.budget
+        assert own.usage().requests == rt.usage().requests == 1
+        assert rt.usage().total_tokens == 15
+        # another agent on the runtime's budget still runs
+        other = await rt.spawn_agent(make_spec(model), name="b")
+        assert (await other.run("go")).stop_reason == "done"
+
+
+# -- run()'s arguments -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, -1, True, False, "3", 1.5])
+async def test_run_max_iterations_must_be_an_int_at_least_one(
+    autojump_clock: trio.testing.MockClock, value: object
+) -> None:
+    model = ScriptedModel([])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        with pytest.raises(InvalidArgument, match="max_iterations") as info:
+            await agent.run("go", max_iterations=value)  # type: ignore[arg-type]
+        assert repr(value) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"tool_names": ["echo", "nope"]}, "tool_names"),
+        ({"tool_names": "echo"}, "tool_names"),
+        ({"tool_names": 3}, "tool_names"),
+        ({"continue_context": "yes"}, "continue_context"),
+        ({"context_label": 3}, "context_label"),
+        ({"direct_tool_calls": [{"name": "echo"}]}, "direct_tool_calls"),
+        ({"direct_tool_calls": "echo"}, "direct_tool_calls"),
+    ],
+)
+async def test_run_bad_arguments_are_named(
+    autojump_clock: trio.testing.MockClock, kwargs: dict[str, object], named: str
+) -> None:
+    model = ScriptedModel([])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        with pytest.raises(InvalidArgument, match=named):
+            await agent.run("go", **kwargs)  # type: ignore[arg-type]
+    assert model.calls == []
+
+
+async def test_unknown_tool_name_is_reported_at_the_call_site(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), echo))
+        with pytest.raises(InvalidArgument) as info:
+            await agent.run("go", tool_names=["nope"])
+    message = str(info.value)
+    assert "tool_names" in message and "'nope'" in message and "'echo'" in message
+    # raised by run() itself, before anything reached the agent
+    assert agent.statistics().messages_handled == 0
+
+
+async def test_run_user_message_must_be_a_str(autojump_clock: trio.testing.MockClock) -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([])))
+        with pytest.raises(InvalidArgument, match="user_message"):
+            await agent.run(b"go")  # type: ignore[arg-type]
+
+
+def test_phase_result_carries_no_accounting() -> None:
+    assert PhaseResult.__struct_fields__ == ("final_text", "tool_calls", "stop_reason")
+
+
+# -- context labels --------------------------------------------------------------------
+
+
+async def test_labels_never_see_each_others_history(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer(f"reply {i}") for i in range(5)])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("primary 1")
+        await agent.run("side 1", context_label="side")
+        await agent.run("primary 2")
+        await agent.run("other 1", context_label="other")
+        await agent.run("side 2", context_label="side")
+    assert [contents(c) for c in model.calls] == [
+        ["sys", "primary 1"],
+        ["sys", "side 1"],
+        ["sys", "primary 1", "reply 0", "primary 2"],
+        ["sys", "other 1"],
+        ["sys", "side 1", "reply 1", "side 2"],
+    ]
+
+
+async def test_each_label_is_its_own_context_actor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("p"), answer("s"), answer("empty label")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("primary")
+        await agent.run("side", context_label="side")
+        await agent.run("odd", context_label="a/b")
+        primary = rt.lookup("a.context")
+        side = rt.lookup("a.context.side")
+        odd = rt.lookup("a.context.a%2Fb")
+        assert len({primary.path, side.path, odd.path}) == 3
+        assert contents(await primary.ask(ContextRead())) == ["sys", "primary", "p"]  # type: ignore[arg-type]
+        assert contents(await side.ask(ContextRead())) == ["sys", "side", "s"]  # type: ignore[arg-type]
+        # the contexts stop after their agent
+        await agent.stop()
+        await trio.testing.wait_all_tasks_blocked()
+        assert primary.statistics().state == "exited"
+        assert side.statistics().state == "exited"
+
+
+async def test_an_empty_label_is_not_the_primary_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("p"), answer("e")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("primary")
+        await agent.run("empty", context_label="")
+    assert contents(model.calls[1]) == ["sys", "empty"]
+
+
+async def test_continue_context_false_resets_only_that_label(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer(f"r{i}") for i in range(5)])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("p1")
+        await agent.run("s1", context_label="s")
+        await agent.run("p2", continue_context=False)
+        await agent.run("s2", context_label="s")
+        await agent.run("p3")
+    assert [contents(c) for c in model.calls[2:]] == [
+        ["sys", "p2"],
+        ["sys", "s1", "r1", "s2"],
+        ["sys", "p2", "r2", "p3"],
+    ]
+
+
+async def test_continue_context_false_on_a_new_label(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("r")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("fresh", context_label="new", continue_context=False)
+    assert contents(model.calls[0]) == ["sys", "fresh"]
+
+
+async def test_the_budget_is_global_across_labels(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("x", Usage(10, 5)) for _ in range(3)])
+    async with agentrio.open_runtime(budget=Budget(max_requests=2)) as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        assert (await agent.run("a")).stop_reason == "done"
+        assert (await agent.run("b", context_label="x")).stop_reason == "done"
+        assert (await agent.run("c", context_label="y")).stop_reason == "budget_exhausted"
+        assert (await agent.run("d", continue_context=False)).stop_reason == "budget_exhausted"
+        assert rt.usage().requests == 2
+        assert agent.usage().total_tokens == 30
+    assert len(model.calls) == 2
+
+
+async def test_phases_run_one_at_a_time_in_order(autojump_clock: trio.testing.MockClock) -> None:
+    seen: list[list[str]] = []
+
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        seen.append(contents(messages))
+        await trio.sleep(10)
+        return answer(f"after {messages[-1].content}")
+
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(slow)))
+        results: dict[str, PhaseResult] = {}
+
+        async def run(text: str) -> None:
+            results[text] = await agent.run(text)
+
+        async with trio.open_nursery() as nursery:
+            for text in ("one", "two", "three"):
+                nursery.start_soon(run, text)
+                await trio.testing.wait_all_tasks_blocked()
+    assert seen == [
+        ["sys", "one"],
+        ["sys", "one", "after one", "two"],
+        ["sys", "one", "after one", "two", "after two", "three"],
+    ]
+    assert trio.current_time() == pytest.approx(30)
+
+
+# -- stop and cancel -------------------------------------------------------------------
+
+
+async def test_cancel_is_immediate_and_leaves_no_task_behind(
+    autojump_clock: trio.testing.MockClock, task_tracker: TaskTracker
+) -> None:
+    model = ScriptedModel([calling(*(ToolCallRequest("forever") for _ in range(3)))])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, forever))
+        failure: list[BaseException] = []
+
+        async def run() -> None:
+            try:
+                await agent.run("go")
+            except ActorStopped as exc:
+                failure.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            agent_task = task_tracker.named("a")
+            below = task_tracker.descendants(agent_task)
+            assert len(below) == 3  # the three tool calls, in the agent's nursery
+            t0 = trio.current_time()
+            agent.cancel()
+        assert trio.current_time() == t0  # no time passed
+        await agent.stop()  # waits for the exit; nothing more to do
+        assert isinstance(failure[0], ActorStopped)
+        assert failure[0].reason == "cancelled"
+        assert agent.statistics().state == "exited"
+        assert task_tracker.alive_at_exit[agent_task] == []
+        assert task_tracker.alive(below) == []
+        # a cancelled agent takes no more phases
+        with pytest.raises(ActorStopped):
+            await agent.run("again")
+
+
+async def test_cancel_does_not_wait_for_a_sync_tool() -> None:
+    # The real clock: a MockClock would jump to the tool's timeout while the
+    # thread blocks. Nothing sleeps; the thread waits until it is released.
+    release = threading.Event()
+    entered = threading.Event()
+
+    @agentrio.tool
+    def stuck() -> str:
+        entered.set()
+        release.wait(30)  # real seconds: only a safety net
+        return "late"
+
+    model = ScriptedModel([calling(ToolCallRequest("stuck"))])
+    try:
+        async with agentrio.open_runtime() as rt:
+            agent = await rt.spawn_agent(make_spec(model, stuck))
+            async with trio.open_nursery() as nursery:
+
+                async def run() -> None:
+                    with pytest.raises(ActorStopped):
+                        await agent.run("go")
+
+                nursery.start_soon(run)
+                await trio.to_thread.run_sync(entered.wait)
+                t0 = trio.current_time()
+                agent.cancel()
+            await agent.stop()
+            assert trio.current_time() - t0 < 5  # the thread still blocks for 30 s
+            assert agent.statistics().state == "exited"
+    finally:
+        release.set()
+
+
+async def test_cancel_during_the_model_call_releases_the_reservation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=10_000)) as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(slow)))
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                with pytest.raises(ActorStopped):
+                    await agent.run("go")
+
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            assert rt.budget.reserved_tokens > 0
+            agent.cancel()
+        assert rt.budget.reserved_tokens == 0
+        assert rt.usage().requests == 1
+
+
+async def test_stop_finishes_the_queued_phases(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([answer("1"), answer("2")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        results: list[str] = []
+
+        async def run(text: str) -> None:
+            results.append((await agent.run(text)).final_text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "a")
+            nursery.start_soon(run, "b")
+            await trio.testing.wait_all_tasks_blocked()
+            await agent.stop()
+        assert sorted(results) == ["1", "2"]
+        assert agent.statistics().state == "exited"
+
+
+async def test_agent_usage_sums_its_phases(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel(
+        [
+            calling(ToolCallRequest("echo", {"x": 1}), usage=Usage(10, 1)),
+            answer("a", Usage(20, 2)),
+            answer("b", Usage(30, 3)),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        await agent.run("one")
+        await agent.run("two", context_label="x")
+        usage = agent.usage()
+    assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (60, 6, 66)
+    assert (usage.requests, usage.tool_calls) == (3, 1)
+
+
+# -- workspace -------------------------------------------------------------------------
+
+
+async def test_workspace_and_run_summary(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    model = ScriptedModel(
+        [
+            calling(ToolCallRequest("echo", {"x": 1}), usage=Usage(100, 10)),
+            answer("a", Usage(200, 20)),
+            answer("b", Usage(300, 30)),
+        ]
+    )
+    spec = make_spec(model, echo, workspace=root)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        ws = agent.workspace
+        assert isinstance(ws, agentrio.Workspace)
+        assert ws.root == root
+        assert not root.exists()  # made on first use
+        await agent.run("one")
+        summary = json.loads((root / "run_summary.json").read_text())
+        assert summary["total_tokens"] == 330
+        await agent.run("two", context_label="other")
+        summary = json.loads((root / "run_summary.json").read_text())
+        # a second agent from the same spec under another name: its own subfolder
+        other = await rt.spawn_agent(spec, name="b/c".replace("/", "-"))
+        assert other.workspace is not None and other.workspace.root == root / "b-c"
+    assert summary == {
+        "agent": "a",
+        "phases": 2,
+        "stop_reasons": {"done": 2},
+        "input_tokens": 600,
+        "output_tokens": 60,
+        "total_tokens": 660,
+        "requests": 3,
+        "tool_calls": 1,
+    }
+    assert sorted(p.name for p in root.iterdir()) == ["run_summary.json"]
+    assert ws.artifacts == root / "artifacts" and ws.artifacts.is_dir()
+    assert ws.logs.is_dir() and ws.memory.is_dir()
+
+
+async def test_run_summary_counts_phases_that_ended_early(tmp_path: Path) -> None:
+    model = ScriptedModel([answer("a")])
+    spec = make_spec(model, workspace=tmp_path)
+    async with agentrio.open_runtime(budget=Budget(max_requests=1)) as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.run("one")
+        await agent.run("two")
+        await agent.request_stop()
+        await agent.run("three")
+    summary = json.loads((tmp_path / "run_summary.json").read_text())
+    assert summary["phases"] == 3
+    assert summary["stop_reasons"] == {"done": 1, "budget_exhausted": 1, "stop_requested": 1}
+
+
+async def test_agent_names_cannot_lead_out_of_the_workspace(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    spec = make_spec(ScriptedModel([answer("a")]), workspace=root)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec, name=":..")
+        await agent.run("go")
+    ws = agent.workspace
+    assert ws is not None
+    assert ws.root.parent == root and ws.root.name not in (".", "..")
+    assert (ws.root / "run_summary.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+async def test_max_iterations_none_means_the_spec_limit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([calling(ToolCallRequest("echo", {"x": i})) for i in range(5)])
+    limits = Limits(max_iterations=2, final_answer=False)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, limits=limits))
+        result = await agent.run("go", max_iterations=None)
+    assert result.stop_reason == "max_iterations"
+    assert len(model.calls) == 2

@@ -1,0 +1,715 @@
+"""Actors and ActorRef: the serve loop, send/send_nowait/ask, stop/cancel, errors, statistics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentrio
+from agentrio import (
+    ActorCrashed,
+    ActorStopped,
+    AskTimeout,
+    DeadLetter,
+    InvalidArgument,
+    MailboxFull,
+    NotAMessage,
+    SelfAsk,
+)
+
+# Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
+DEADLINE = 1000
+
+
+class Put(agentrio.Message):
+    n: int
+
+
+class Get(agentrio.Message):
+    pass
+
+
+class Crash(agentrio.Message):
+    text: str = "boom"
+
+
+class Block(agentrio.Message):
+    pass
+
+
+class Blob(agentrio.Message):
+    data: str
+
+
+class PlainStruct(msgspec.Struct):
+    n: int
+
+
+class Recorder(agentrio.Actor[agentrio.Message]):
+    """Records what it handles; Get returns the list; Crash raises; Block waits on a gate."""
+
+    log: list[str]
+
+    def __init__(self, log: list[str] | None = None, gate: trio.Event | None = None) -> None:
+        self.log = log if log is not None else []
+        self.gate = gate
+        self.seen: list[int] = []
+
+    async def on_start(self) -> None:
+        self.log.append("start")
+
+    async def handle(self, msg: agentrio.Message) -> object:
+        if isinstance(msg, Put):
+            self.seen.append(msg.n)
+            self.log.append(f"put {msg.n}")
+            return msg.n * 10
+        if isinstance(msg, Get):
+            return list(self.seen)
+        if isinstance(msg, Crash):
+            raise RuntimeError(msg.text)
+        if isinstance(msg, Block):
+            assert self.gate is not None
+            self.log.append("blocked")
+            await self.gate.wait()
+            self.log.append("unblocked")
+            return "unblocked"
+        return None
+
+    async def on_stop(self) -> None:
+        self.log.append("stop")
+
+
+RecordEvents = Callable[[agentrio.Runtime], list[agentrio.Event]]
+
+
+# -- the basics -----------------------------------------------------------------------
+
+
+async def test_ask_returns_what_handle_returns_and_send_is_handled() -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, name="r")
+        await ref.send(Put(n=1))
+        ref.send_nowait(Put(n=2))
+        assert await ref.ask(Put(n=3)) == 30
+        assert await ref.ask(Get()) == [1, 2, 3]
+
+
+async def test_constructor_args_and_lifecycle_hooks() -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, log, name="r")
+        await ref.ask(Put(n=1))
+        assert log == ["start", "put 1"]
+    assert log == ["start", "put 1", "stop"]
+
+
+async def test_messages_sent_before_start_wait_for_on_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+
+        class SlowStart(Recorder):
+            async def on_start(self) -> None:
+                self.log.append("starting")
+                await gate.wait()
+                await super().on_start()
+
+        log: list[str] = []
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(SlowStart, log)
+            ref.send_nowait(Put(n=1))
+            await ref.send(Put(n=2))
+            await trio.testing.wait_all_tasks_blocked()
+            assert log == ["starting"]
+            assert ref.statistics().mailbox_size == 2
+            gate.set()
+            assert await ref.ask(Get()) == [1, 2]
+        assert log == ["starting", "start", "put 1", "put 2", "stop"]
+
+
+async def test_ref_identity_name_path_repr() -> None:
+    async with agentrio.open_runtime() as rt:
+        sup = await rt.spawn_supervisor(name="team")
+        ref = await sup.spawn(Recorder, name="r")
+        assert ref.name == "r"
+        assert ref.path == "team/r"
+        assert rt.lookup("team/r") is ref
+        assert rt.lookup("team/r") == ref
+        await trio.testing.wait_all_tasks_blocked()
+        assert repr(ref) == "<ActorRef 'team/r' running>"
+        await ref.stop()
+        assert repr(ref) == "<ActorRef 'team/r' exited>"
+
+
+async def test_actor_sees_its_own_ref() -> None:
+    class Me(agentrio.Actor[Get]):
+        async def handle(self, msg: Get) -> object:
+            return self.ref
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Me)
+        assert await ref.ask(Get()) is ref
+
+
+async def test_default_handle_is_not_implemented() -> None:
+    class Lazy(agentrio.Actor[Get]):
+        pass
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Lazy, restart="temporary")
+        with pytest.raises(ActorCrashed) as info:
+            await ref.ask(Get())
+        assert isinstance(info.value.cause, NotImplementedError)
+        assert "Lazy must implement handle()" in str(info.value.cause)
+
+
+async def test_one_message_at_a_time(autojump_clock: trio.testing.MockClock) -> None:
+    class Exclusive(agentrio.Actor[Put]):
+        def __init__(self) -> None:
+            self.active = 0
+            self.peak = 0
+            self.done = 0
+
+        async def handle(self, msg: Put) -> object:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            # Several checkpoints, including ones that let time pass: any other
+            # task (e.g. a second copy of this loop) would run here.
+            await trio.sleep(0)
+            await trio.sleep(msg.n % 3)
+            await trio.sleep(0)
+            self.active -= 1
+            self.done += 1
+            return (self.peak, self.done)
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Exclusive, mailbox=3)
+        results: list[object] = []
+
+        async def client(i: int) -> None:
+            results.append(await ref.ask(Put(n=i)))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(20):
+                nursery.start_soon(client, i)
+        assert len(results) == 20
+        assert max(peak for peak, _ in results) == 1  # type: ignore[misc]
+        assert sorted(done for _, done in results) == list(range(1, 21))  # type: ignore[misc]
+
+
+# -- backpressure and send_nowait ----------------------------------------------------
+
+
+async def test_send_blocks_while_the_mailbox_is_full(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        log: list[str] = []
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Recorder, log, gate, mailbox=2)
+            await ref.send(Block())
+            await trio.testing.wait_all_tasks_blocked()
+            assert log == ["start", "blocked"]
+            await ref.send(Put(n=1))
+            await ref.send(Put(n=2))
+            assert ref.statistics().mailbox_size == 2
+            sent = trio.Event()
+
+            async def third() -> None:
+                await ref.send(Put(n=3))
+                sent.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(third)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not sent.is_set()  # the sender waits: backpressure
+                with pytest.raises(MailboxFull):
+                    ref.send_nowait(Put(n=99))
+                gate.set()
+                await sent.wait()
+            assert await ref.ask(Get()) == [1, 2, 3]
+
+
+async def test_mailbox_zero_hands_each_message_over() -> None:
+    gate = trio.Event()
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, [], gate, mailbox=0)
+        await trio.testing.wait_all_tasks_blocked()
+        ref.send_nowait(Block())  # taken by the waiting actor at once
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(MailboxFull):  # the actor is busy: nobody takes it
+            ref.send_nowait(Put(n=0))
+        with trio.move_on_after(0) as cancel:
+            await ref.send(Put(n=1))
+        assert cancel.cancelled_caught
+        assert ref.statistics().mailbox_capacity == 0
+        gate.set()
+        await ref.send(Put(n=2))
+        assert await ref.ask(Get()) == [2]
+
+
+async def test_send_nowait_raises_mailbox_full_naming_the_actor() -> None:
+    gate = trio.Event()
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, [], gate, name="busy", mailbox=1)
+        ref.send_nowait(Block())
+        await trio.testing.wait_all_tasks_blocked()
+        ref.send_nowait(Put(n=1))
+        with pytest.raises(MailboxFull) as info:
+            ref.send_nowait(Put(n=2))
+        assert info.value.path == "busy"
+        assert "'busy'" in str(info.value)
+        assert "1 messages" in str(info.value)
+        gate.set()
+        assert await ref.ask(Get()) == [1]
+
+
+# -- ask ------------------------------------------------------------------------------
+
+
+async def test_ask_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    gate = trio.Event()
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, log, gate, name="slow")
+        start = trio.current_time()
+        with pytest.raises(AskTimeout) as info:
+            await ref.ask(Block(), timeout=2.5)
+        assert trio.current_time() - start == 2.5
+        assert isinstance(info.value, TimeoutError)
+        assert info.value.path == "slow"
+        assert "2.5" in str(info.value)
+        # The message was delivered: the actor still handles it, the reply is dropped.
+        gate.set()
+        assert await ref.ask(Put(n=1), timeout=1) == 10
+        assert log == ["start", "blocked", "unblocked", "put 1"]
+
+
+async def test_ask_within_timeout_returns(autojump_clock: trio.testing.MockClock) -> None:
+    class Sleeper(agentrio.Actor[Put]):
+        async def handle(self, msg: Put) -> object:
+            await trio.sleep(msg.n)
+            return trio.current_time()
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Sleeper)
+        assert await ref.ask(Put(n=3), timeout=3.5) == 3.0
+        with pytest.raises(AskTimeout):
+            await ref.ask(Put(n=3), timeout=2.0)
+
+
+async def test_cancelled_ask_leaves_the_actor_working(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Recorder, [], gate)
+            async with trio.open_nursery() as nursery:
+
+                async def asker() -> None:
+                    await ref.ask(Block())
+                    raise AssertionError("the ask should have been cancelled")
+
+                nursery.start_soon(asker)
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.cancel_scope.cancel()
+            gate.set()
+            assert await ref.ask(Put(n=4)) == 40
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.5, math.nan, "1", True, [1]])
+async def test_ask_rejects_bad_timeouts(timeout: object) -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder)
+        with pytest.raises(InvalidArgument, match="timeout"):
+            await ref.ask(Put(n=1), timeout=timeout)  # type: ignore[arg-type]
+        assert ref.statistics().messages_handled == 0
+
+
+async def test_ask_timeout_zero_times_out_at_once(autojump_clock: trio.testing.MockClock) -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder)
+        with pytest.raises(AskTimeout):
+            await ref.ask(Put(n=1), timeout=0)
+        assert trio.current_time() == 0
+
+
+async def test_ask_after_crash_raises_actor_crashed_with_cause() -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, name="c")
+        with pytest.raises(ActorCrashed) as info:
+            await ref.ask(Crash(text="kaput"))
+        assert isinstance(info.value.cause, RuntimeError)
+        assert str(info.value.cause) == "kaput"
+        assert info.value.__cause__ is info.value.cause
+        assert info.value.path == "c"
+        assert "'c'" in str(info.value)
+        assert "Crash" in str(info.value)
+
+
+async def test_self_ask_raises_instead_of_deadlocking(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+
+        class Narcissist(agentrio.Actor[agentrio.Message]):
+            async def handle(self, msg: agentrio.Message) -> object:
+                if isinstance(msg, Put):
+                    return msg.n
+                try:
+                    await self.ref.ask(Put(n=1))
+                except SelfAsk as exc:
+                    return str(exc)
+                return "no error"
+
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Narcissist, name="me")
+            text = await ref.ask(Get())
+            assert isinstance(text, str)
+            assert "'me' asked itself" in text
+            # Asking it from outside is fine.
+            assert await ref.ask(Put(n=5)) == 5
+
+
+async def test_uncaught_self_ask_crashes_the_actor_with_self_ask(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+
+        class Narcissist(agentrio.Actor[Get]):
+            async def handle(self, msg: Get) -> object:
+                return await self.ref.ask(Get(), timeout=1)
+
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Narcissist, restart="temporary")
+            with pytest.raises(ActorCrashed) as info:
+                await ref.ask(Get())
+            assert isinstance(info.value.cause, SelfAsk)
+
+
+async def test_asking_another_actor_from_handle_is_fine() -> None:
+    class Proxy(agentrio.Actor[Put]):
+        def __init__(self, target: agentrio.ActorRef) -> None:
+            self.target = target
+
+        async def handle(self, msg: Put) -> object:
+            return await self.target.ask(msg)
+
+    async with agentrio.open_runtime() as rt:
+        back = await rt.spawn(Recorder)
+        proxy = await rt.spawn(Proxy, back)
+        assert await proxy.ask(Put(n=2)) == 20
+
+
+# -- not a message ---------------------------------------------------------------------
+
+
+BAD_MESSAGES = [{"n": 1}, PlainStruct(n=1), 5, None, "Put"]
+
+
+@pytest.mark.parametrize("bad", BAD_MESSAGES, ids=lambda b: type(b).__name__)
+async def test_non_messages_raise_at_the_call_site(bad: object) -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder)
+        with pytest.raises(NotAMessage, match=type(bad).__name__):
+            await ref.send(bad)  # type: ignore[arg-type]
+        with pytest.raises(NotAMessage, match=r"agentrio\.Message"):
+            ref.send_nowait(bad)  # type: ignore[arg-type]
+        with pytest.raises(NotAMessage, match=r"agentrio\.Message"):
+            await ref.ask(bad)  # type: ignore[arg-type]
+        await ref.ask(Get())
+        assert ref.statistics().messages_handled == 1
+
+
+# -- stop and cancel --------------------------------------------------------------------
+
+
+async def test_stop_drains_the_mailbox_then_runs_on_stop(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        log: list[str] = []
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Recorder, log, gate, name="r")
+            ref.send_nowait(Block())
+            for n in range(3):
+                ref.send_nowait(Put(n=n))
+            stopped = trio.Event()
+
+            async def stopper() -> None:
+                await ref.stop()
+                stopped.set()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stopper)
+                await trio.testing.wait_all_tasks_blocked()
+                assert not stopped.is_set()  # stop() waits for the exit
+                assert ref.statistics().state == "stopping"
+                with pytest.raises(ActorStopped):  # no new messages
+                    ref.send_nowait(Put(n=9))
+                gate.set()
+            assert log == ["start", "blocked", "unblocked", "put 0", "put 1", "put 2", "stop"]
+            assert ref.statistics().state == "exited"
+            await ref.stop()  # stopping a stopped actor does nothing
+            ref.cancel()
+        assert log.count("stop") == 1
+
+
+async def test_cancel_is_immediate_and_fails_what_is_pending(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        log: list[str] = []
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            ref = await rt.spawn(Recorder, log, gate, name="r", restart="permanent")
+            errors: list[BaseException] = []
+
+            async def asker(msg: agentrio.Message) -> None:
+                try:
+                    await ref.ask(msg)
+                except ActorStopped as exc:
+                    errors.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(asker, Block())
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(asker, Put(n=1))
+                await trio.testing.wait_all_tasks_blocked()
+                ref.cancel()
+            assert log == ["start", "blocked"]  # on_stop did not run; Put was never handled
+            assert [e.reason for e in errors] == ["cancelled", "cancelled"]  # type: ignore[attr-defined]
+            assert ref.statistics().state == "exited"
+            await trio.testing.wait_all_tasks_blocked()
+            dead = [e for e in events if isinstance(e, DeadLetter)]
+            assert sorted(d.message_type for d in dead) == ["Block", "Put"]
+            assert {d.reason for d in dead} == {"cancelled"}
+            assert agentrio.ActorExited(path="r", reason="cancelled") in events
+            assert not any(isinstance(e, agentrio.ActorRestarted) for e in events)
+
+
+async def test_send_right_after_cancel_says_cancelled() -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder)
+        ref.cancel()
+        with pytest.raises(ActorStopped) as info:
+            await ref.send(Put(n=1))
+        assert info.value.reason == "cancelled"
+
+
+async def test_stop_and_cancel_are_not_blocked_by_a_full_mailbox(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        for how in ("stop", "cancel"):
+            gate = trio.Event()
+            log: list[str] = []
+            async with agentrio.open_runtime() as rt:
+                ref = await rt.spawn(Recorder, log, gate, mailbox=1)
+                await ref.send(Block())
+                await ref.send(Put(n=1))
+                outcomes: list[str] = []
+
+                async def sender(n: int) -> None:
+                    try:
+                        await ref.send(Put(n=n))  # noqa: B023 - awaited inside the loop
+                        outcomes.append("sent")  # noqa: B023
+                    except ActorStopped as exc:
+                        outcomes.append(exc.reason)  # noqa: B023
+
+                async with trio.open_nursery() as nursery:
+                    for n in range(2, 5):
+                        nursery.start_soon(sender, n)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert outcomes == []  # three senders blocked on the full mailbox
+                    if how == "stop":
+                        async with trio.open_nursery() as inner:
+                            inner.start_soon(ref.stop)
+                            await trio.testing.wait_all_tasks_blocked()
+                            gate.set()  # let it drain
+                    else:
+                        ref.cancel()
+                assert ref.statistics().state == "exited"
+                expected = "stopped" if how == "stop" else "cancelled"
+                assert outcomes == [expected] * 3, how
+                if how == "stop":
+                    assert log == ["start", "blocked", "unblocked", "put 1", "stop"]
+                else:
+                    assert log == ["start", "blocked"]
+
+
+async def test_self_stop_returns_at_once_and_drains(autojump_clock: trio.testing.MockClock) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+
+        class Quitter(Recorder):
+            async def handle(self, msg: agentrio.Message) -> object:
+                if isinstance(msg, Get):
+                    await self.ref.stop()
+                    self.log.append("after stop")
+                    return "bye"
+                return await super().handle(msg)
+
+        log: list[str] = []
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Quitter, log, restart="transient")
+            ref.send_nowait(Put(n=1))
+            ref.send_nowait(Get())
+            ref.send_nowait(Put(n=2))  # queued behind the stop: still handled
+            await ref.stop()
+            assert log == ["start", "put 1", "after stop", "put 2", "stop"]
+            with pytest.raises(ActorStopped) as info:
+                await ref.send(Put(n=3))
+            assert info.value.reason == "stopped"
+
+
+# -- dead letters -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["stopped", "cancelled", "crashed"])
+async def test_message_to_an_exited_actor_is_a_dead_letter(
+    how: str, record_events: RecordEvents
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Recorder, name="gone", restart="temporary")
+        if how == "stopped":
+            await ref.stop()
+        elif how == "cancelled":
+            ref.cancel()
+        else:
+            with pytest.raises(ActorCrashed):
+                await ref.ask(Crash())
+        await trio.testing.wait_all_tasks_blocked()
+        before = rt.statistics().dead_letters
+        seen = len(events)
+        for call in ("send", "send_nowait", "ask"):
+            with pytest.raises(ActorStopped) as info:
+                if call == "send":
+                    await ref.send(Put(n=1))
+                elif call == "send_nowait":
+                    ref.send_nowait(Put(n=1))
+                else:
+                    await ref.ask(Put(n=1))
+            assert info.value.reason == how
+            assert info.value.path == "gone"
+            assert f"has {how}" in str(info.value)
+            assert "Put" in str(info.value)
+        await trio.testing.wait_all_tasks_blocked()
+        assert rt.statistics().dead_letters == before + 3
+        assert (
+            events[seen:]
+            == [DeadLetter(path="gone", reason=how, message_type="Put", message="Put(n=1)")] * 3
+        )
+
+
+async def test_long_messages_are_shortened_in_dead_letters(record_events: RecordEvents) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Recorder, name="gone")
+        await ref.stop()
+        await trio.testing.wait_all_tasks_blocked()
+        seen = len(events)
+        with pytest.raises(ActorStopped):
+            ref.send_nowait(Blob(data="x" * 500))
+        await trio.testing.wait_all_tasks_blocked()
+        (event,) = events[seen:]
+    assert isinstance(event, DeadLetter)
+    assert len(event.message) == 200
+    assert event.message.startswith("Blob(data='xxx")
+    assert event.message.endswith("...")
+
+
+# -- statistics ---------------------------------------------------------------------
+
+
+async def test_statistics() -> None:
+    gate = trio.Event()
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, [], gate, name="s", mailbox=5, restart="permanent")
+        assert ref.statistics().state in ("starting", "running")
+        await trio.testing.wait_all_tasks_blocked()
+        stats = ref.statistics()
+        assert stats == agentrio.ActorStatistics(
+            path="s",
+            state="running",
+            mailbox_size=0,
+            mailbox_capacity=5,
+            messages_handled=0,
+            restarts=0,
+        )
+        await ref.ask(Put(n=1))
+        with pytest.raises(ActorCrashed):
+            await ref.ask(Crash())
+        ref.send_nowait(Block())
+        ref.send_nowait(Put(n=2))
+        ref.send_nowait(Put(n=3))
+        await trio.testing.wait_all_tasks_blocked()
+        stats = ref.statistics()
+        assert stats.state == "running"
+        assert stats.mailbox_size == 2
+        assert stats.messages_handled == 1  # the crash does not count
+        assert stats.restarts == 1
+        gate.set()
+        await ref.ask(Get())
+        assert ref.statistics().messages_handled == 5
+        assert ref.statistics().mailbox_size == 0
+    assert ref.statistics().state == "exited"
+
+
+# -- ordering (hypothesis) -------------------------------------------------------------
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    mailbox=st.integers(min_value=0, max_value=8),
+    ops=st.lists(st.sampled_from(["send", "send_nowait", "ask", "pause"]), max_size=60),
+    delays=st.lists(st.integers(min_value=0, max_value=2), min_size=1, max_size=5),
+)
+def test_messages_from_one_sender_arrive_in_order(
+    mailbox: int, ops: list[str], delays: list[int]
+) -> None:
+    class Slowish(agentrio.Actor[Put]):
+        def __init__(self, seen: list[int]) -> None:
+            self.seen = seen
+
+        async def handle(self, msg: Put) -> object:
+            self.seen.append(msg.n)
+            await trio.sleep(delays[msg.n % len(delays)])
+            return msg.n
+
+    async def main() -> list[int]:
+        seen: list[int] = []
+        sent: list[int] = []
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Slowish, seen, mailbox=mailbox)
+            for i, op in enumerate(ops):
+                if op == "send":
+                    await ref.send(Put(n=i))
+                elif op == "send_nowait":
+                    try:
+                        ref.send_nowait(Put(n=i))
+                    except MailboxFull:
+                        continue
+                elif op == "ask":
+                    assert await ref.ask(Put(n=i)) == i
+                else:
+                    await trio.sleep(1)
+                    continue
+                sent.append(i)
+            await ref.stop()
+        assert seen == sent
+        return seen
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

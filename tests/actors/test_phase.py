@@ -1,0 +1,1073 @@
+"""One phase of the agent loop: every stop reason, the gates before each model call,
+tool calls (policy, parallelism, timeouts, failures as results), direct tool calls,
+the final answer turn, stall detection, the context window, events and on_step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    AgentSpec,
+    Budget,
+    ChatMessage,
+    Limits,
+    PhaseResult,
+    ToolCallRequest,
+    ToolResult,
+    ToolSchema,
+    Usage,
+)
+from agentrio.actors._phase import FINAL_ANSWER_PROMPT
+from agentrio.testing import FunctionModel, Reply, ScriptedModel
+
+RecordEvents = Callable[..., list[agentrio.Event]]
+
+# Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
+DEADLINE = 10_000
+
+
+def call(name: str, **arguments: object) -> ToolCallRequest:
+    return ToolCallRequest(name, arguments)
+
+
+def calling(*calls: ToolCallRequest, text: str = "", usage: Usage | None = None) -> Reply:
+    return Reply(text=text, tool_calls=calls, usage=usage or Usage(10, 5))
+
+
+def answer(text: str, usage: Usage | None = None) -> Reply:
+    return Reply(text=text, usage=usage or Usage(10, 5))
+
+
+@agentrio.tool
+async def echo(x: int) -> str:
+    """Echo x."""
+    await trio.lowlevel.checkpoint()
+    return f"echo {x}"
+
+
+@agentrio.tool
+async def nap(n: int, seconds: float = 10.0) -> str:
+    """Sleep, then say so."""
+    await trio.sleep(seconds)
+    return f"slept {n}"
+
+
+@agentrio.tool
+async def boom(x: int) -> str:
+    """Always raises."""
+    await trio.lowlevel.checkpoint()
+    raise ValueError(f"bad x {x}")
+
+
+@agentrio.tool
+async def unencodable() -> object:
+    """Returns something JSON cannot hold."""
+    await trio.lowlevel.checkpoint()
+    return object()
+
+
+def make_spec(model: object, *tools: agentrio.Tool, **kw: object) -> AgentSpec:
+    return AgentSpec(name="a", model=model, instructions="sys", tools=list(tools), **kw)  # type: ignore[arg-type]
+
+
+class Recording:
+    """A FunctionModel body that records (messages, tools) of every call."""
+
+    def __init__(self, fn: Callable[[Sequence[ChatMessage]], Reply]) -> None:
+        self.fn = fn
+        self.seen: list[tuple[tuple[ChatMessage, ...], tuple[ToolSchema, ...]]] = []
+
+    def __call__(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        self.seen.append((tuple(messages), tuple(tools)))
+        return self.fn(messages)
+
+
+def tool_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    return [m for m in messages if m.role == "tool"]
+
+
+# -- every stop reason ------------------------------------------------------------------
+
+
+async def test_done_with_final_text(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([calling(call("echo", x=1)), answer("the end")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go")
+    assert result == PhaseResult(
+        final_text="the end",
+        tool_calls=(
+            ToolResult(id="call_1", name="echo", arguments={"x": 1}, status="ok", content="echo 1"),
+        ),
+        stop_reason="done",
+    )
+    assert model.remaining == 0
+
+
+async def test_max_iterations_ends_with_a_final_call_without_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    n = 0
+
+    def fn(messages: Sequence[ChatMessage]) -> Reply:
+        nonlocal n
+        n += 1
+        return calling(call("echo", x=n), text=f"turn {n}")
+
+    rec = Recording(fn)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(rec), echo))
+        result = await agent.run("go", max_iterations=2)
+    assert result.stop_reason == "max_iterations"
+    # two iterations, then one last call that is shown no tools
+    assert len(rec.seen) == 3
+    assert [len(tools) for _, tools in rec.seen] == [1, 1, 0]
+    assert rec.seen[2][1] == ()
+    # the last call saw both tool results; the tool calls it asked for were not run
+    assert [m.content for m in tool_messages(rec.seen[2][0])] == ["echo 1", "echo 2"]
+    assert [r.arguments for r in result.tool_calls] == [{"x": 1}, {"x": 2}]
+    assert result.final_text == "turn 3"
+
+
+async def test_final_answer_false_makes_no_last_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=i)) for i in range(5)])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, limits=Limits(final_answer=False)))
+        result = await agent.run("go", max_iterations=2)
+    assert result.stop_reason == "max_iterations"
+    assert len(model.calls) == 2
+    assert len(result.tool_calls) == 2
+
+
+async def test_max_iterations_defaults_to_the_spec_limit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=i)) for i in range(10)])
+    limits = Limits(max_iterations=3, final_answer=False)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, limits=limits))
+        result = await agent.run("go")
+    assert result.stop_reason == "max_iterations"
+    assert len(model.calls) == 3
+
+
+async def test_budget_exhausted_before_the_first_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("never")])
+    async with agentrio.open_runtime(budget=Budget(max_requests=0)) as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        result = await agent.run("go")
+    assert result == PhaseResult("", (), "budget_exhausted")
+    assert model.calls == []
+
+
+async def test_budget_is_checked_before_every_model_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=i)) for i in range(10)])
+    async with agentrio.open_runtime(budget=Budget(max_requests=2)) as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go", max_iterations=5)
+        assert result.stop_reason == "budget_exhausted"
+        assert len(model.calls) == 2
+        # the tool calls of the turns that were made are kept
+        assert [r.content for r in result.tool_calls] == ["echo 0", "echo 1"]
+        # and from now on every phase ends at once, without calling the model
+        for _ in range(3):
+            later = await agent.run("again")
+            assert later == PhaseResult("", (), "budget_exhausted")
+        assert len(model.calls) == 2
+        assert rt.usage().requests == 2
+
+
+async def test_token_budget_too_small_for_the_reservation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # the reservation (prompt estimate + max_output_tokens) cannot fit: no call
+    model = ScriptedModel([answer("never")])
+    limits = Limits(max_output_tokens=100)
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=50)) as rt:
+        agent = await rt.spawn_agent(make_spec(model, limits=limits))
+        result = await agent.run("go")
+    assert result.stop_reason == "budget_exhausted"
+    assert model.calls == []
+
+
+async def test_stop_requested_is_seen_at_the_next_iteration(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    entered = trio.Event()
+    release = trio.Event()
+
+    @agentrio.tool
+    async def wait_here() -> str:
+        entered.set()
+        await release.wait()
+        return "released"
+
+    model = ScriptedModel([calling(call("wait_here")), answer("next phase")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, wait_here))
+        result: list[PhaseResult] = []
+
+        async def run() -> None:
+            result.append(await agent.run("go"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await entered.wait()
+            await agent.request_stop()
+            release.set()
+        assert result[0].stop_reason == "stop_requested"
+        # the tool call in progress finished and is kept; the model was not called again
+        assert [r.content for r in result[0].tool_calls] == ["released"]
+        assert len(model.calls) == 1
+        # nothing of the stopped phase is lost: the next phase's model sees it
+        assert (await agent.run("and now?")).stop_reason == "done"
+    assert [m.role for m in model.calls[1]] == ["system", "user", "assistant", "tool", "user"]
+    assert tool_messages(model.calls[1])[0].content == "released"
+
+
+async def test_stop_request_before_a_phase_ends_it_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("after")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.request_stop()
+        stopped = await agent.run("go")
+        assert stopped == PhaseResult("", (), "stop_requested")
+        assert model.calls == []
+        # the request was used up: the next phase runs normally
+        assert (await agent.run("again")).stop_reason == "done"
+
+
+async def test_stop_is_checked_before_the_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("never")])
+    async with agentrio.open_runtime(budget=Budget(max_requests=0)) as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.request_stop()
+        assert (await agent.run("go")).stop_reason == "stop_requested"
+        assert (await agent.run("go")).stop_reason == "budget_exhausted"
+    assert model.calls == []
+
+
+async def test_timeout_keeps_the_tool_calls_so_far(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(call("echo", x=1)),
+            calling(call("nap", n=1, seconds=100)),
+            answer("after"),
+        ]
+    )
+    limits = Limits(timeout=30, tool_timeout=1000)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, nap, limits=limits))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == pytest.approx(30)
+        assert result.stop_reason == "timeout"
+        assert [(r.name, r.status) for r in result.tool_calls] == [
+            ("echo", "ok"),
+            ("nap", "timeout"),
+        ]
+        assert "timed out" in result.tool_calls[1].content
+        # nothing of the phase was lost: the next phase's model sees all of it
+        assert (await agent.run("and now?")).stop_reason == "done"
+    history = model.calls[2]
+    assert [m.role for m in history] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "user",
+    ]
+    assert [m.content for m in tool_messages(history)] == [r.content for r in result.tool_calls]
+
+
+async def test_timeout_in_a_parallel_batch_records_each_call(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(
+                call("nap", n=1, seconds=5),
+                call("nap", n=2, seconds=100),
+                call("nap", n=3, seconds=200),
+            ),
+            answer("never"),
+        ]
+    )
+    limits = Limits(timeout=30, tool_timeout=1000)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap, limits=limits))
+        result = await agent.run("go")
+    assert result.stop_reason == "timeout"
+    assert [(r.arguments["n"], r.status) for r in result.tool_calls] == [
+        (1, "ok"),
+        (2, "timeout"),
+        (3, "timeout"),
+    ]
+
+
+async def test_timeout_during_the_model_call(autojump_clock: trio.testing.MockClock) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(1000)
+        return answer("late")
+
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(slow), limits=Limits(timeout=10)))
+        result = await agent.run("go")
+        assert result == PhaseResult("", (), "timeout")
+        # the call was made: it is counted, and its reservation was released
+        assert rt.usage().requests == 1
+        assert rt.budget.reserved_tokens == 0
+
+
+async def test_stalled_on_the_same_call_twice(autojump_clock: trio.testing.MockClock) -> None:
+    # the same arguments in another key order are the same call
+    first = ToolCallRequest("pair", {"a": 1, "b": 2})
+    second = ToolCallRequest("pair", {"b": 2, "a": 1})
+    assert list(first.arguments) != list(second.arguments)
+
+    @agentrio.tool
+    async def pair(a: int, b: int) -> int:
+        await trio.lowlevel.checkpoint()
+        return a + b + len(log)
+
+    log: list[int] = []
+    script = iter([calling(first), calling(second)])
+
+    def fn(messages: Sequence[ChatMessage]) -> Reply:
+        log.append(1)  # so the two calls get different results
+        return next(script, answer("best answer"))
+
+    rec = Recording(fn)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(rec), pair))
+        result = await agent.run("go", max_iterations=10)
+    assert result.stop_reason == "stalled"
+    assert result.final_text == "best answer"
+    assert len(result.tool_calls) == 2
+    # the last call was told to answer now, and was shown no tools
+    messages, tools = rec.seen[-1]
+    assert messages[-1] == ChatMessage("user", FINAL_ANSWER_PROMPT)
+    assert tools == ()
+    assert len(rec.seen) == 3
+
+
+async def test_different_arguments_are_not_a_stall(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=i)) for i in range(4)] + [answer("done")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go", max_iterations=10)
+    assert result.stop_reason == "done"
+    assert len(result.tool_calls) == 4
+
+
+async def test_stalled_on_three_identical_results(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    @agentrio.tool
+    async def same(x: int) -> str:
+        await trio.lowlevel.checkpoint()
+        return "nothing new"
+
+    model = ScriptedModel([*(calling(call("same", x=i)) for i in (1, 2, 3)), answer("giving up")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, same))
+        result = await agent.run("go", max_iterations=10)
+    assert result.stop_reason == "stalled"
+    assert len(result.tool_calls) == 3
+    assert len(model.calls) == 4
+    assert model.calls[-1][-1].content == FINAL_ANSWER_PROMPT
+
+
+async def test_two_identical_results_are_not_a_stall(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    @agentrio.tool
+    async def same(x: int) -> str:
+        await trio.lowlevel.checkpoint()
+        return "nothing new" if x < 3 else "news"
+
+    model = ScriptedModel([*(calling(call("same", x=i)) for i in (1, 2, 3)), answer("fine")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, same))
+        result = await agent.run("go", max_iterations=10)
+    assert result.stop_reason == "done"
+
+
+async def test_model_error_ends_the_phase_with_error(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=1))])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go")
+        assert result.stop_reason == "error"
+        # what came before the error is kept
+        assert [r.content for r in result.tool_calls] == ["echo 1"]
+        await trio.testing.wait_all_tasks_blocked()
+        (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+        assert error.error_type == "ScriptExhausted"
+        assert "ran out of replies" in error.error
+        # the agent did not crash: it runs the next phase
+        assert (await agent.run("again")).stop_reason == "error"
+        assert agent.statistics().restarts == 0
+
+
+async def test_model_returning_a_non_reply_is_an_error(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    class Weird:
+        async def complete(self, messages: object, tools: object, *, max_output_tokens: int) -> str:
+            await trio.lowlevel.checkpoint()
+            return "not a reply"
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(Weird()))
+        assert (await agent.run("go")).stop_reason == "error"
+        await trio.testing.wait_all_tasks_blocked()
+        (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+        assert error.error_type == "TypeError"
+        assert "ModelReply" in error.error
+        assert rt.budget.reserved_tokens == 0
+
+
+# -- tool calls -------------------------------------------------------------------------
+
+
+async def test_tool_calls_run_in_parallel(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([calling(*(call("nap", n=i) for i in range(3))), answer("ok")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == pytest.approx(10)
+    assert [r.content for r in result.tool_calls] == ["slept 0", "slept 1", "slept 2"]
+
+
+async def test_max_parallel_tools_bounds_the_overlap(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    running = peak = 0
+
+    @agentrio.tool
+    async def counted(n: int) -> int:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await trio.sleep(10)
+        running -= 1
+        return n
+
+    model = ScriptedModel([calling(*(call("counted", n=i) for i in range(3))), answer("ok")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, counted, limits=Limits(max_parallel_tools=2)))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == pytest.approx(20)
+    assert peak == 2
+    # results are in call order whatever order they finished in
+    assert [r.content for r in result.tool_calls] == ["0", "1", "2"]
+
+
+async def test_tool_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([calling(call("nap", n=1, seconds=100), call("echo", x=2)), answer("ok")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap, echo, limits=Limits(tool_timeout=5)))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == pytest.approx(5)
+    assert result.stop_reason == "done"
+    slow, fast = result.tool_calls
+    assert (slow.status, fast.status) == ("timeout", "ok")
+    assert "nap" in slow.content and "timed out" in slow.content
+    # the model saw the timeout as a tool result
+    assert [m.content for m in tool_messages(model.calls[1])] == [slow.content, "echo 2"]
+
+
+async def test_failures_are_results_the_model_sees(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(
+                call("boom", x=1),
+                call("echo", x="not a number"),
+                call("echo", y=1),
+                call("unencodable"),
+                call("missing"),
+            ),
+            answer("coped"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, boom, echo, unencodable))
+        result = await agent.run("go")
+    assert result.stop_reason == "done"
+    statuses = [(r.name, r.status) for r in result.tool_calls]
+    assert statuses == [
+        ("boom", "failed"),
+        ("echo", "failed"),
+        ("echo", "failed"),
+        ("unencodable", "failed"),
+        ("missing", "denied"),
+    ]
+    raised, bad_type, bad_name, unusable, denied = result.tool_calls
+    assert "ValueError" in raised.content and "bad x 1" in raised.content
+    assert "invalid arguments for 'echo'" in bad_type.content
+    assert "invalid arguments for 'echo'" in bad_name.content
+    assert "unencodable" in unusable.content and "JSON" in unusable.content
+    assert "missing" in denied.content
+    seen = tool_messages(model.calls[1])
+    assert [m.content for m in seen] == [r.content for r in result.tool_calls]
+    assert [m.tool_call_id for m in seen] == [r.id for r in result.tool_calls]
+
+
+async def test_sync_tool_runs_in_a_worker_thread() -> None:
+    import threading
+
+    threads: list[threading.Thread] = []
+
+    @agentrio.tool
+    def blocking(x: int) -> int:
+        threads.append(threading.current_thread())
+        return x * 2
+
+    model = ScriptedModel([calling(call("blocking", x=21)), answer("ok")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, blocking))
+        result = await agent.run("go")
+    assert result.tool_calls[0].content == "42"
+    assert threads and threads[0] is not threading.main_thread()
+
+
+async def test_tool_names_restrict_the_allowlist(autojump_clock: trio.testing.MockClock) -> None:
+    rec = Recording(
+        lambda m: (
+            answer("done") if tool_messages(m) else calling(call("echo", x=1), call("boom", x=1))
+        )
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(rec), echo, boom))
+        result = await agent.run("go", tool_names=["echo"])
+        assert [(r.name, r.status) for r in result.tool_calls] == [
+            ("echo", "ok"),
+            ("boom", "denied"),
+        ]
+        assert [t.name for t in rec.seen[0][1]] == ["echo"]
+        # None: every tool of the spec
+        rec.seen.clear()
+        result = await agent.run("go", tool_names=None, continue_context=False)
+        assert [(r.name, r.status) for r in result.tool_calls] == [
+            ("echo", "ok"),
+            ("boom", "failed"),
+        ]
+        assert [t.name for t in rec.seen[0][1]] == ["echo", "boom"]
+
+
+async def test_empty_tool_names_denies_every_call(autojump_clock: trio.testing.MockClock) -> None:
+    rec = Recording(lambda m: answer("done") if tool_messages(m) else calling(call("echo", x=1)))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(rec), echo))
+        result = await agent.run("go", tool_names=[])
+    assert result.stop_reason == "done"
+    assert [(r.name, r.status) for r in result.tool_calls] == [("echo", "denied")]
+    assert "not allowed" in result.tool_calls[0].content
+    assert len(rec.seen) == 2  # the model did run
+    assert rec.seen[0][1] == ()
+
+
+async def test_tool_call_budget_denies_calls_past_it(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=1), call("echo", x=2)), answer("ok")])
+    async with agentrio.open_runtime(budget=Budget(max_tool_calls=1)) as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go")
+        assert [r.status for r in result.tool_calls] == ["ok", "denied"]
+        assert "budget" in result.tool_calls[1].content
+        assert rt.usage().tool_calls == 1
+        await trio.testing.wait_all_tasks_blocked()
+    (exhausted,) = [e for e in events if isinstance(e, agentrio.BudgetExhausted)]
+    assert exhausted.limit == "max_tool_calls"
+
+
+async def test_tool_call_ids_are_made_up_when_missing_and_kept_when_given(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(ToolCallRequest("echo", {"x": 1}, id="mine"), call("echo", x=2)),
+            calling(call("echo", x=3)),
+            answer("ok"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go")
+    ids = [r.id for r in result.tool_calls]
+    assert ids[0] == "mine"
+    assert len(set(ids)) == 3 and all(ids)
+    # the assistant turn in the history carries the same ids as the tool turns
+    history = model.calls[2]
+    asked = [c.id for m in history if m.role == "assistant" for c in m.tool_calls]
+    answered = [m.tool_call_id for m in tool_messages(history)]
+    assert asked == answered == ids
+
+
+# -- direct tool calls ------------------------------------------------------------------
+
+
+async def test_direct_tool_calls_run_without_the_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, nap))
+        t0 = trio.current_time()
+        result = await agent.run(
+            "do these", direct_tool_calls=[call("nap", n=1), call("nap", n=2), call("echo", x=3)]
+        )
+        assert trio.current_time() - t0 == pytest.approx(10)  # in parallel
+    assert result.stop_reason == "done"
+    assert result.final_text == ""
+    assert [r.content for r in result.tool_calls] == ["slept 1", "slept 2", "echo 3"]
+    assert model.calls == []
+
+
+async def test_direct_tool_calls_ignore_an_exhausted_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    budget = Budget(max_requests=0, max_tool_calls=0, max_total_tokens=0)
+    model = ScriptedModel([])
+    async with agentrio.open_runtime(budget=budget) as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        assert (await agent.run("model?")).stop_reason == "budget_exhausted"
+        result = await agent.run("direct", direct_tool_calls=[call("echo", x=1)])
+        assert rt.usage().requests == 0
+    assert result.stop_reason == "done"
+    assert [(r.status, r.content) for r in result.tool_calls] == [("ok", "echo 1")]
+
+
+async def test_direct_tool_calls_are_gated_by_the_allowlist(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), echo, boom))
+        result = await agent.run(
+            "direct",
+            tool_names=["echo"],
+            direct_tool_calls=[call("boom", x=1), call("echo", x=2), call("nope")],
+        )
+    assert result.stop_reason == "done"
+    assert [(r.name, r.status) for r in result.tool_calls] == [
+        ("boom", "denied"),
+        ("echo", "ok"),
+        ("nope", "denied"),
+    ]
+
+
+async def test_direct_tool_calls_are_gated_by_the_stop_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ran: list[int] = []
+
+    @agentrio.tool
+    async def mark(x: int) -> int:
+        ran.append(x)
+        await trio.lowlevel.checkpoint()
+        return x
+
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), mark))
+        await agent.request_stop()
+        result = await agent.run("direct", direct_tool_calls=[call("mark", x=1)])
+        assert result == PhaseResult("", (), "stop_requested")
+        assert ran == []
+        result = await agent.run("direct", direct_tool_calls=[call("mark", x=2)])
+    assert result.stop_reason == "done"
+    assert ran == [2]
+
+
+async def test_direct_tool_calls_are_kept_in_the_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("I saw it")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        await agent.run("direct", direct_tool_calls=[call("echo", x=7)])
+        await agent.run("what did the tool say?")
+    history = model.calls[0]
+    assert [m.role for m in history] == ["system", "user", "assistant", "tool", "user"]
+    assert history[2].tool_calls[0].name == "echo"
+    assert history[3].content == "echo 7"
+
+
+# -- context window ---------------------------------------------------------------------
+
+
+async def test_context_window_drops_old_tool_results_then_assistant_turns(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    # one token per character keeps the arithmetic visible
+    def chars(text: str) -> int:
+        return len(text)
+
+    @agentrio.tool
+    async def big(n: int) -> str:
+        await trio.lowlevel.checkpoint()
+        return f"{n}" * 40
+
+    n_calls = 0
+
+    def fn(messages: Sequence[ChatMessage]) -> Reply:
+        nonlocal n_calls
+        n_calls += 1
+        return calling(call("big", n=n_calls), text="t" * 20) if n_calls < 4 else answer("end")
+
+    rec = Recording(fn)
+    # window 200 * 0.75 = 150 tokens
+    model = FunctionModel(rec, context_window=200)
+    spec = AgentSpec(
+        name="a",
+        model=model,
+        instructions="S" * 30,
+        tools=[big],
+        token_estimator=chars,
+    )
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("U" * 30)
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "done"
+    for messages, _ in rec.seen:
+        assert (
+            sum(
+                len(m.content) + sum(len(f"{c.name}{c.arguments}") for c in m.tool_calls)
+                for m in messages
+            )
+            <= 150
+        )
+        # never the system prompt nor the first user message
+        assert messages[0] == ChatMessage("system", "S" * 30)
+        assert messages[1] == ChatMessage("user", "U" * 30)
+    last = rec.seen[-1][0]
+    # the newest tool result stays, the older ones went first
+    assert tool_messages(last)[-1].content == "3" * 40
+    assert "1" * 40 not in [m.content for m in last]
+    truncations = [e for e in events if isinstance(e, agentrio.ContextTruncated)]
+    assert truncations
+    assert all(t.tokens_after <= 150 < t.tokens_before and t.dropped > 0 for t in truncations)
+    assert all(t.context_label is None for t in truncations)
+
+
+async def test_context_window_default_estimator_is_chars_over_3_5(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    @agentrio.tool
+    async def big() -> str:
+        await trio.lowlevel.checkpoint()
+        return "x" * 700  # 201 tokens by the default estimate
+
+    model = ScriptedModel(
+        [calling(call("big")), calling(call("big"), text="again"), answer("end")],
+        context_window=400,
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, big, limits=Limits(final_answer=False)))
+        await agent.run("go", max_iterations=3)
+    # 2 results = 402 tokens > 300: the older one was left out of the third call
+    assert len(tool_messages(model.calls[1])) == 1
+    assert len(tool_messages(model.calls[2])) == 1
+    assert agentrio.estimate_tokens("x" * 700) == 201
+
+
+@pytest.mark.parametrize(("fill", "kept"), [(0.75, 1), (1.0, 2)])
+async def test_context_fill_sets_the_share_of_the_window(
+    autojump_clock: trio.testing.MockClock, fill: float, kept: int
+) -> None:
+    @agentrio.tool
+    async def big() -> str:
+        await trio.lowlevel.checkpoint()
+        return "x" * 700  # 201 tokens by the default estimate
+
+    model = ScriptedModel(
+        [calling(call("big")), calling(call("big"), text="again"), answer("end")],
+        context_window=500,
+    )
+    limits = Limits(final_answer=False, context_fill=fill)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, big, limits=limits))
+        await agent.run("go", max_iterations=3)
+    # two results are about 410 tokens: over 375 (75% of 500), under 500
+    assert len(tool_messages(model.calls[2])) == kept
+
+
+async def test_context_window_shrinks_the_budget_reservation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # the reservation is the estimate of what is sent, after truncation
+    reserved: list[int] = []
+
+    def chars(text: str) -> int:
+        return len(text)
+
+    @agentrio.tool
+    async def big() -> str:
+        await trio.lowlevel.checkpoint()
+        return "x" * 200
+
+    def fn(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        reserved.append(rt.budget.reserved_tokens)
+        assert tool_messages(messages) == []
+        return answer("ok")
+
+    model = FunctionModel(fn, context_window=100)  # 75 tokens may be sent
+    limits = Limits(max_output_tokens=7)
+    spec = AgentSpec("a", model, tools=[big], token_estimator=chars, limits=limits)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.run("d", direct_tool_calls=[call("big")])
+        await agent.run("q" * 10)
+    # the user "d", the assistant turn "big{}" and "q" * 10 are sent; the result is not
+    assert reserved == [1 + 5 + 10 + 7]
+
+
+async def test_an_error_in_the_last_call_is_reported_as_error(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=1))])  # nothing left for the last call
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go", max_iterations=1)
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "error"
+    assert [r.content for r in result.tool_calls] == ["echo 1"]
+    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert error.error_type == "ScriptExhausted"
+    (ended,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    assert ended.stop_reason == "error"
+
+
+async def test_a_stop_request_before_the_last_call_keeps_max_iterations(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    stop_me: list[agentrio.AgentRef] = []
+
+    @agentrio.tool
+    async def stopper() -> str:
+        await stop_me[0].request_stop()
+        return "asked"
+
+    model = ScriptedModel([calling(call("stopper")), answer("never")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, stopper))
+        stop_me.append(agent)
+        result = await agent.run("go", max_iterations=1)
+    assert result.stop_reason == "max_iterations"
+    assert len(model.calls) == 1
+
+
+# -- events and on_step -----------------------------------------------------------------
+
+
+async def test_events_for_every_step(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel(
+        [
+            calling(call("echo", x=1), call("boom", x=1), usage=Usage(11, 3)),
+            answer("done", usage=Usage(20, 2)),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, boom))
+        async with rt.events() as stream:
+            result = await agent.run("go", context_label="side")
+            assert result.stop_reason == "done"
+            events: list[agentrio.Event] = []
+            while not events or not isinstance(events[-1], agentrio.PhaseEnded):
+                event = await stream.receive()
+                if not isinstance(event, agentrio.ActorStarted):
+                    events.append(event)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[0] == "PhaseStarted"
+    assert kinds[-1] == "PhaseEnded"
+    assert kinds.count("TurnStarted") == kinds.count("TurnEnded") == 2
+    assert kinds.count("ToolStarted") == kinds.count("ToolEnded") == 2
+    assert all(e.path == "a" for e in events)
+    started = events[0]
+    assert isinstance(started, agentrio.PhaseStarted) and started.context_label == "side"
+    turns = [e for e in events if isinstance(e, agentrio.TurnEnded)]
+    assert [(t.iteration, t.usage, t.tool_calls) for t in turns] == [
+        (1, Usage(11, 3), 2),
+        (2, Usage(20, 2), 0),
+    ]
+    ended = {(e.tool, e.status) for e in events if isinstance(e, agentrio.ToolEnded)}
+    assert ended == {("echo", "ok"), ("boom", "failed")}
+    # each tool starts after the turn that asked for it and ends before the next turn
+    first_turn_end = kinds.index("TurnEnded")
+    second_turn = kinds.index("TurnStarted", first_turn_end)
+    tool_steps = [i for i, k in enumerate(kinds) if k in ("ToolStarted", "ToolEnded")]
+    assert all(first_turn_end < i < second_turn for i in tool_steps)
+    phase_end = events[-1]
+    assert isinstance(phase_end, agentrio.PhaseEnded)
+    assert (phase_end.stop_reason, phase_end.iterations, phase_end.context_label) == (
+        "done",
+        2,
+        "side",
+    )
+
+
+async def test_stalled_and_budget_events(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=1)), calling(call("echo", x=1)), answer("a")])
+    async with agentrio.open_runtime(budget=Budget(max_requests=3)) as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        assert (await agent.run("go")).stop_reason == "stalled"
+        assert (await agent.run("go")).stop_reason == "budget_exhausted"
+        await trio.testing.wait_all_tasks_blocked()
+    (stalled,) = [e for e in events if isinstance(e, agentrio.Stalled)]
+    assert "echo" in stalled.why
+    (exhausted,) = [e for e in events if isinstance(e, agentrio.BudgetExhausted)]
+    assert exhausted.limit == "max_requests"
+    reasons = [e.stop_reason for e in events if isinstance(e, agentrio.PhaseEnded)]
+    assert reasons == ["stalled", "budget_exhausted"]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_on_step_sees_every_turn_and_tool_call(
+    autojump_clock: trio.testing.MockClock, is_async: bool
+) -> None:
+    steps: list[agentrio.StepInfo] = []
+
+    def sync_hook(info: agentrio.StepInfo) -> None:
+        steps.append(info)
+
+    async def async_hook(info: agentrio.StepInfo) -> None:
+        await trio.lowlevel.checkpoint()
+        steps.append(info)
+
+    model = ScriptedModel(
+        [calling(call("echo", x=1), call("boom", x=2)), answer("all " + "done " * 30)]
+    )
+    spec = make_spec(model, echo, boom, on_step=async_hook if is_async else sync_hook)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+    assert result.stop_reason == "done"
+    assert [(s.agent, s.step, s.tool_name) for s in steps] == [
+        ("a", 1, None),
+        ("a", 2, "echo"),
+        ("a", 3, "boom"),
+        ("a", 4, None),
+    ]
+    assert steps[0].summary == "2 tool call(s)"
+    assert steps[1].summary == "ok: echo 1"
+    assert steps[2].summary.startswith("failed: ")
+    assert len(steps[3].summary) <= 80 and steps[3].summary.endswith("...")
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_on_step_that_raises_ends_the_phase_with_error(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents, is_async: bool
+) -> None:
+    def sync_hook(info: agentrio.StepInfo) -> None:
+        if info.tool_name == "echo":
+            raise RuntimeError("hook failed")
+
+    async def async_hook(info: agentrio.StepInfo) -> None:
+        await trio.lowlevel.checkpoint()
+        sync_hook(info)
+
+    model = ScriptedModel([calling(call("echo", x=1)), answer("never")])
+    spec = make_spec(model, echo, on_step=async_hook if is_async else sync_hook)
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "error"
+    assert [r.content for r in result.tool_calls] == ["echo 1"]
+    assert len(model.calls) == 1
+    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert (error.error_type, error.error) == ("RuntimeError", "hook failed")
+
+
+async def test_on_step_raising_after_a_turn_stops_before_the_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ran: list[int] = []
+
+    @agentrio.tool
+    async def mark(x: int) -> int:
+        ran.append(x)
+        await trio.lowlevel.checkpoint()
+        return x
+
+    def hook(info: agentrio.StepInfo) -> None:
+        raise RuntimeError("no")
+
+    model = ScriptedModel([calling(call("mark", x=1))])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, mark, on_step=hook))
+        result = await agent.run("go")
+    assert result == PhaseResult("", (), "error")
+    assert ran == []
+
+
+async def test_made_up_ids_are_unique_across_the_phases_of_a_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(call("echo", x=1), call("echo", x=2)),
+            answer("first"),
+            calling(call("echo", x=3)),
+            answer("second"),
+            answer("third"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        await agent.run("one")
+        await agent.run("direct", direct_tool_calls=[call("echo", x=4)])
+        await agent.run("two")
+        await agent.run("three")
+        fresh = await agent.run("new", context_label="other", direct_tool_calls=[call("echo", x=5)])
+    history = model.calls[-1]
+    asked = [c.id for m in history if m.role == "assistant" for c in m.tool_calls]
+    answered = [m.tool_call_id for m in tool_messages(history)]
+    assert asked == answered
+    assert len(asked) == 4 and len(set(asked)) == 4
+    assert fresh.tool_calls[0].id == "call_1"  # another context numbers its own

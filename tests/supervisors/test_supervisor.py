@@ -1,0 +1,932 @@
+"""Supervisors: restart policies, strategies, restart intensity, backoff, escalation,
+subtree cancellation, names and lookups, argument checks, statistics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentrio
+from agentrio import (
+    ActorCrashed,
+    ActorExited,
+    ActorFailed,
+    ActorRestarted,
+    ActorStarted,
+    ActorStopped,
+    Backoff,
+    DeadLetter,
+    DuplicateName,
+    InvalidArgument,
+    RestartIntensity,
+    RuntimeClosed,
+    SupervisorEscalated,
+    UnknownName,
+)
+
+if TYPE_CHECKING:
+    from conftest import TaskTracker
+
+RecordEvents = Callable[..., list[agentrio.Event]]
+
+
+# Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
+DEADLINE = 1000
+
+
+class Put(agentrio.Message):
+    n: int
+
+
+class Gen(agentrio.Message):
+    pass
+
+
+class Crash(agentrio.Message):
+    text: str = "boom"
+
+
+class Block(agentrio.Message):
+    pass
+
+
+class StopSelf(agentrio.Message):
+    pass
+
+
+class Worker(agentrio.Actor[agentrio.Message]):
+    """Each incarnation appends to *births* and knows its generation number."""
+
+    def __init__(
+        self, births: list[int], gate: trio.Event | None = None, log: list[str] | None = None
+    ) -> None:
+        births.append(len(births) + 1)
+        self.gen = len(births)
+        self.gate = gate
+        self.log = log if log is not None else []
+
+    async def on_start(self) -> None:
+        self.log.append(f"start {self.gen}")
+
+    async def handle(self, msg: agentrio.Message) -> object:
+        if isinstance(msg, Put):
+            self.log.append(f"put {msg.n} by {self.gen}")
+            return (self.gen, msg.n)
+        if isinstance(msg, Gen):
+            return self.gen
+        if isinstance(msg, Crash):
+            raise RuntimeError(msg.text)
+        if isinstance(msg, Block):
+            assert self.gate is not None
+            try:
+                await self.gate.wait()
+            except trio.Cancelled:
+                self.log.append(f"cancelled {self.gen}")
+                raise
+            return "unblocked"
+        if isinstance(msg, StopSelf):
+            await self.ref.stop()
+            return "stopping"
+        raise AssertionError(msg)
+
+    async def on_stop(self) -> None:
+        self.log.append(f"stop {self.gen}")
+
+
+async def _crash(ref: agentrio.ActorRef, text: str = "boom") -> None:
+    with pytest.raises(ActorCrashed) as info:
+        await ref.ask(Crash(text=text))
+    assert str(info.value.cause) == text
+
+
+def _of(events: list[agentrio.Event], *types: type) -> list[agentrio.Event]:
+    return [e for e in events if isinstance(e, types)]
+
+
+# -- Backoff -------------------------------------------------------------------------------
+
+
+def test_backoff_delays_grow_and_are_capped() -> None:
+    backoff = Backoff(initial=0.5, factor=3, maximum=10)
+    assert [backoff.delay(n) for n in range(6)] == [0.0, 0.5, 1.5, 4.5, 10.0, 10.0]
+    assert Backoff().delay(1) == 0.1
+    assert Backoff(initial=2, factor=1, maximum=5).delay(30) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"initial": -1}, "initial"),
+        ({"initial": math.nan}, "initial"),
+        ({"initial": "1"}, "initial"),
+        ({"factor": 0.5}, "factor"),
+        ({"factor": True}, "factor"),
+        ({"maximum": -0.1}, "maximum"),
+        ({"maximum": None}, "maximum"),
+    ],
+)
+def test_backoff_rejects_bad_values(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"Backoff.{field}"):
+        Backoff(**kwargs)
+
+
+# -- RestartIntensity ------------------------------------------------------------------
+
+
+def intensity_model(times: list[float], max_restarts: int, period: float) -> list[bool]:
+    """For each restart: is the number of restarts in the last *period* seconds
+    (this one included) within *max_restarts*?"""
+    return [
+        sum(1 for t in times[: i + 1] if now - t < period) <= max_restarts
+        for i, now in enumerate(times)
+    ]
+
+
+def test_restart_intensity_examples() -> None:
+    never = RestartIntensity(0, 5)
+    assert never.record(0.0) is False
+    window = RestartIntensity(2, 1.0)
+    assert [window.record(t) for t in (0.0, 0.5, 0.9, 1.0, 2.0, 2.0, 2.0)] == [
+        True,
+        True,
+        False,
+        False,  # 0.0 has left the window (exactly one period ago), 0.5, 0.9, 1.0 remain
+        True,
+        True,
+        False,
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    max_restarts=st.integers(min_value=0, max_value=5),
+    period=st.integers(min_value=1, max_value=40).map(lambda n: n / 8),
+    gaps=st.lists(st.integers(min_value=0, max_value=24).map(lambda n: n / 8), max_size=40),
+)
+def test_restart_intensity_matches_the_model(
+    max_restarts: int, period: float, gaps: list[float]
+) -> None:
+    times = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    intensity = RestartIntensity(max_restarts, period)
+    assert [intensity.record(t) for t in times] == intensity_model(times, max_restarts, period)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    max_restarts=st.integers(min_value=0, max_value=4),
+    period=st.integers(min_value=1, max_value=16).map(lambda n: n / 2),
+    gaps=st.lists(st.integers(min_value=0, max_value=16).map(lambda n: n / 4), max_size=15),
+)
+def test_supervisor_fails_exactly_when_the_model_says(
+    max_restarts: int, period: float, gaps: list[float]
+) -> None:
+    times = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    verdicts = intensity_model(times, max_restarts, period)
+    fails_at = verdicts.index(False) if False in verdicts else None
+
+    async def main() -> None:
+        async with agentrio.open_runtime() as rt:
+            escalations: list[agentrio.Event] = []
+            stream = rt.events()
+            sup = await rt.spawn_supervisor(
+                name="s", max_restarts=max_restarts, period=period, restart="temporary"
+            )
+            ref = await sup.spawn(Worker, [], name="w", restart="permanent")
+            for i, t in enumerate(times):
+                await trio.sleep_until(t)
+                await _crash(ref)
+                await trio.testing.wait_all_tasks_blocked()
+                assert trio.current_time() == t
+                failed = sup.statistics().state == "exited"
+                assert failed == (i == fails_at), (i, t, fails_at)
+                if failed:
+                    with pytest.raises(UnknownName):
+                        rt.lookup_supervisor("s")
+                    break
+                assert await ref.ask(Gen()) == i + 2  # restarted: a new incarnation
+            await stream.__aexit__(None, None, None)
+            escalations = [e async for e in stream if isinstance(e, SupervisorEscalated)]
+        expected = [] if fails_at is None else [SupervisorEscalated("s", child="s/w", error="boom")]
+        assert escalations == expected
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+# -- restart policies -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("policy", "how", "restarted", "on_stops"),
+    [
+        # on_stop runs after graceful stops only: a self-stop, a stop, the final shutdown.
+        ("permanent", "crash", True, 1),
+        ("transient", "crash", True, 1),
+        ("temporary", "crash", False, 0),
+        ("permanent", "self_stop", True, 2),
+        ("transient", "self_stop", False, 1),
+        ("temporary", "self_stop", False, 1),
+        ("permanent", "stop", False, 1),
+        ("transient", "stop", False, 1),
+        ("temporary", "stop", False, 1),
+        ("permanent", "cancel", False, 0),
+        ("transient", "cancel", False, 0),
+        ("temporary", "cancel", False, 0),
+    ],
+)
+async def test_restart_policies(
+    policy: str, how: str, restarted: bool, on_stops: int, record_events: RecordEvents
+) -> None:
+    births: list[int] = []
+    log: list[str] = []
+    async with agentrio.open_runtime(max_restarts=5) as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Worker, births, None, log, name="w", restart=policy)  # type: ignore[arg-type]
+        assert await ref.ask(Gen()) == 1
+        if how == "crash":
+            await _crash(ref)
+        elif how == "self_stop":
+            assert await ref.ask(StopSelf()) == "stopping"
+        elif how == "stop":
+            await ref.stop()
+        else:
+            ref.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        if restarted:
+            assert await ref.ask(Gen()) == 2
+            assert ref.statistics().restarts == 1
+            assert ref.statistics().state == "running"
+            assert rt.lookup("w") is ref
+            assert ActorRestarted(path="w", restarts=1, delay=0.0) in events
+        else:
+            reason = {"crash": "crashed", "cancel": "cancelled"}.get(how, "stopped")
+            with pytest.raises(ActorStopped) as info:
+                await ref.ask(Gen())
+            assert info.value.reason == reason
+            assert births == [1]
+            assert ref.statistics().state == "exited"
+            with pytest.raises(UnknownName):
+                rt.lookup("w")
+            assert ActorExited(path="w", reason=reason) in events  # type: ignore[arg-type]
+            assert not _of(events, ActorRestarted)
+    assert sum(1 for line in log if line.startswith("stop")) == on_stops
+
+
+async def test_restart_keeps_the_mailbox_and_dead_letters_the_crashing_message(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        births: list[int] = []
+        gate = trio.Event()
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            ref = await rt.spawn(Worker, births, gate, name="w", restart="transient")
+            ref.send_nowait(Block())
+            await trio.testing.wait_all_tasks_blocked()
+            results: dict[str, object] = {}
+
+            async def ask(key: str, msg: agentrio.Message) -> None:
+                try:
+                    results[key] = await ref.ask(msg)
+                except ActorCrashed as exc:
+                    results[key] = exc
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, "crash", Crash(text="bad input"))
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(ask, "after", Put(n=1))
+                await trio.testing.wait_all_tasks_blocked()
+                ref.send_nowait(Put(n=2))
+                assert ref.statistics().mailbox_size == 3
+                gate.set()
+            crashed = results["crash"]
+            assert isinstance(crashed, ActorCrashed)
+            assert isinstance(crashed.cause, RuntimeError)
+            assert str(crashed.cause) == "bad input"
+            # Queued behind the crashing message: handled by the new incarnation.
+            assert results["after"] == (2, 1)
+            assert await ref.ask(Put(n=3)) == (2, 3)
+            assert births == [1, 2]
+            await trio.testing.wait_all_tasks_blocked()
+            assert (
+                DeadLetter(
+                    path="w",
+                    reason="crashed_on",
+                    message_type="Crash",
+                    message="Crash(text='bad input')",
+                )
+                in events
+            )
+            assert rt.statistics().dead_letters == 1
+            lifecycle = [e for e in events if e.path == "w" and not isinstance(e, DeadLetter)]
+            assert lifecycle == [
+                ActorStarted(path="w", restarts=0),
+                ActorFailed(path="w", error_type="RuntimeError", error="bad input"),
+                ActorRestarted(path="w", restarts=1, delay=0.0),
+                ActorStarted(path="w", restarts=1),
+            ]
+
+
+async def test_crash_in_on_start_is_a_crash() -> None:
+    attempts: list[float] = []
+
+    class BadStart(agentrio.Actor[Gen]):
+        async def on_start(self) -> None:
+            attempts.append(trio.current_time())
+            raise ValueError("no start")
+
+        async def handle(self, msg: Gen) -> object:
+            raise AssertionError("never started")
+
+    with pytest.RaisesGroup(agentrio.RestartIntensityExceeded):
+        async with agentrio.open_runtime(max_restarts=2) as rt:
+            await rt.spawn(BadStart, name="bad", restart="permanent")
+            await trio.sleep_forever()
+    assert len(attempts) == 3
+
+
+async def test_backoff_delays(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    starts: list[float] = []
+
+    class Timed(Worker):
+        async def on_start(self) -> None:
+            starts.append(trio.current_time())
+
+    backoff = Backoff(initial=1, factor=2, maximum=5)
+    async with agentrio.open_runtime(max_restarts=100, period=1000, backoff=backoff) as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Timed, [], name="w", restart="permanent")
+        for _ in range(5):
+            ref.send_nowait(Crash())  # five crashes in a row: nothing handled between
+        assert await ref.ask(Gen()) == 6
+        assert starts == [0, 1, 3, 7, 12, 17]
+        assert [e.delay for e in _of(events, ActorRestarted)] == [1, 2, 4, 5, 5]  # type: ignore[attr-defined]
+        # A crash after a message was handled starts a new run: back to `initial`.
+        t0 = trio.current_time()
+        await _crash(ref)
+        assert await ref.ask(Gen()) == 7
+        assert starts[-1] - t0 == 1
+
+
+async def test_an_actor_that_raises_never_takes_down_its_siblings(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        log: list[str] = []
+        async with agentrio.open_runtime(max_restarts=10) as rt:
+            sup = await rt.spawn_supervisor(name="team", strategy="one_for_one", max_restarts=10)
+            steady_births: list[int] = []
+            steady = await sup.spawn(Worker, steady_births, gate, log, name="steady")
+            crasher = await sup.spawn(Worker, [], name="crasher", restart="permanent")
+            async with trio.open_nursery() as nursery:
+                replies: list[object] = []
+
+                async def wait_for_block() -> None:
+                    replies.append(await steady.ask(Block()))
+
+                nursery.start_soon(wait_for_block)
+                await trio.testing.wait_all_tasks_blocked()
+                for _ in range(5):
+                    await _crash(crasher)
+                await trio.testing.wait_all_tasks_blocked()
+                assert replies == []
+                gate.set()
+            assert replies == ["unblocked"]  # the same handle() call ran to the end
+            assert steady_births == [1]
+            assert "cancelled 1" not in log
+            assert steady.statistics().restarts == 0
+            assert crasher.statistics().restarts == 5
+
+
+# -- one_for_all ----------------------------------------------------------------------
+
+
+async def test_one_for_all_restarts_siblings_and_cancels_temporary_ones(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        log: list[str] = []
+        births = {name: [] for name in ("a", "b", "t", "c")}  # type: ignore[var-annotated]
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            sup = await rt.spawn_supervisor(name="s", strategy="one_for_all", max_restarts=5)
+            a = await sup.spawn(Worker, births["a"], gate, log, name="a", restart="permanent")
+            b = await sup.spawn(Worker, births["b"], None, None, name="b", restart="transient")
+            t = await sup.spawn(Worker, births["t"], None, None, name="t", restart="temporary")
+            c = await sup.spawn(Worker, births["c"], None, None, name="c", restart="transient")
+            outcome: list[BaseException] = []
+
+            async def ask_blocked() -> None:
+                try:
+                    await a.ask(Block())
+                except ActorStopped as exc:
+                    outcome.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask_blocked)
+                await trio.testing.wait_all_tasks_blocked()
+                a.send_nowait(Put(n=1))  # queued behind the Block a is handling
+                await _crash(c)
+            # a's interrupted ask is settled (it would otherwise wait forever) ...
+            (err,) = outcome
+            assert isinstance(err, ActorStopped)
+            assert err.reason == "cancelled"
+            await trio.testing.wait_all_tasks_blocked()
+            assert log[:3] == ["start 1", "cancelled 1", "start 2"]
+            # ... and the queued message is handled by a's new incarnation.
+            assert "put 1 by 2" in log
+            for ref, gen in ((a, 2), (b, 2), (c, 2)):
+                assert await ref.ask(Gen()) == gen
+                assert ref.statistics().restarts == 1
+            assert births["t"] == [1]
+            with pytest.raises(ActorStopped) as info:
+                await t.ask(Gen())
+            assert info.value.reason == "cancelled"
+            assert ActorExited(path="s/t", reason="cancelled") in events
+            assert {e.path for e in _of(events, ActorRestarted)} == {"s/a", "s/b", "s/c"}
+            assert (
+                DeadLetter(path="s/a", reason="cancelled", message_type="Block", message="Block()")
+                in events
+            )
+
+
+async def test_one_for_all_restarts_a_sibling_supervisor_with_its_children(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        async with agentrio.open_runtime() as rt:
+            sup = await rt.spawn_supervisor(name="s", strategy="one_for_all")
+            inner = await sup.spawn_supervisor(name="inner")
+            births: list[int] = []
+            leaf = await inner.spawn(Worker, births, name="leaf")
+            crasher = await sup.spawn(Worker, [], name="crasher")
+            assert await leaf.ask(Gen()) == 1
+            await _crash(crasher)
+            assert await leaf.ask(Gen()) == 2
+            assert rt.lookup("s/inner/leaf") is leaf
+            assert inner.statistics().restarts == 1  # the leaf's restart, seen from inner
+
+
+# -- escalation ---------------------------------------------------------------------------
+
+
+async def test_a_failing_supervisor_is_restarted_by_its_parent(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        gate = trio.Event()
+        log: list[str] = []
+        async with agentrio.open_runtime(max_restarts=5) as rt:
+            events = record_events(rt)
+            team = await rt.spawn_supervisor(name="team", max_restarts=1, period=10)
+            w_births: list[int] = []
+            steady_births: list[int] = []
+            w = await team.spawn(Worker, w_births, name="w", restart="permanent")
+            steady = await team.spawn(Worker, steady_births, gate, log, name="steady")
+            asked: list[BaseException] = []
+
+            async def ask_steady() -> None:
+                try:
+                    await steady.ask(Block())
+                except ActorStopped as exc:
+                    asked.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask_steady)
+                await trio.testing.wait_all_tasks_blocked()
+                steady.send_nowait(Put(n=7))  # waits in steady's mailbox through the failure
+                await _crash(w)  # restart 1: within the intensity
+                await _crash(w, "again")  # restart 2: over it, the supervisor fails
+            await trio.testing.wait_all_tasks_blocked()
+            # The supervisor cancelled its children and was restarted by the root ...
+            assert [e.reason for e in asked] == ["cancelled"]  # type: ignore[attr-defined]
+            assert "cancelled 1" in log
+            assert rt.lookup_supervisor("team") is team
+            assert team.statistics().state == "running"
+            assert rt.statistics().restarts >= 1
+            # ... and its children came back, behind the same refs, with their mailboxes.
+            assert await w.ask(Gen()) == 3
+            assert await steady.ask(Gen()) == 2
+            assert "put 7 by 2" in log
+            assert rt.lookup("team/w") is w
+            assert steady.statistics().restarts == 1
+            assert SupervisorEscalated(path="team", child="team/w", error="again") in events
+            failed = [e for e in _of(events, ActorFailed) if e.path == "team"]
+            assert len(failed) == 1
+            assert failed[0].error_type == "RestartIntensityExceeded"  # type: ignore[attr-defined]
+            assert "'team/w'" in failed[0].error  # type: ignore[attr-defined]
+            assert ActorRestarted(path="team", restarts=1, delay=0.0) in events
+            # The restarted supervisor starts with a fresh restart intensity: one
+            # more crash is within max_restarts=1 again.
+            await _crash(w, "third")
+            await trio.testing.wait_all_tasks_blocked()
+            assert await w.ask(Gen()) == 4
+            assert len(_of(events, SupervisorEscalated)) == 1
+
+
+async def test_a_temporary_supervisor_that_fails_ends_with_its_children(
+    record_events: RecordEvents,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team", max_restarts=0, restart="temporary")
+        w = await team.spawn(Worker, [], name="w")
+        other = await team.spawn(Worker, [], name="other")
+        await _crash(w)
+        await trio.testing.wait_all_tasks_blocked()
+        assert team.statistics().state == "exited"
+        for ref in (w, other):
+            with pytest.raises(ActorStopped):
+                await ref.ask(Gen())
+        with pytest.raises(RuntimeClosed, match="'team'"):
+            await team.spawn(Worker, [])
+        assert ActorExited(path="team", reason="crashed") in events
+        assert {e.path for e in _of(events, ActorExited)} == {"team", "team/w", "team/other"}
+        assert rt.statistics().supervisors == 0
+
+
+# -- cancelling a subtree ----------------------------------------------------------------------
+
+
+class Pusher(agentrio.Actor[Put]):
+    """Sends to *target* until it blocks on the full mailbox."""
+
+    def __init__(self, target: agentrio.ActorRef) -> None:
+        self.target = target
+
+    async def handle(self, msg: Put) -> object:
+        for n in range(msg.n):
+            await self.target.send(Put(n=n))
+        return "all sent"
+
+
+class Asker(agentrio.Actor[Gen]):
+    def __init__(self, target: agentrio.ActorRef) -> None:
+        self.target = target
+
+    async def handle(self, msg: Gen) -> object:
+        return await self.target.ask(Block())
+
+
+class Spawner(agentrio.Actor[Gen]):
+    """Runs helper tasks of its own inside handle()."""
+
+    async def handle(self, msg: Gen) -> object:
+        async with trio.open_nursery() as nursery:
+            for _ in range(3):
+                nursery.start_soon(trio.sleep_forever)
+        return "never"
+
+
+async def test_cancelling_a_supervisor_leaves_nothing_running(
+    autojump_clock: trio.testing.MockClock, task_tracker: TaskTracker, record_events: RecordEvents
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        never = trio.Event()
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            outsider = await rt.spawn(Worker, [], name="outsider")
+            # Outside the subtree: one that never answers, one whose mailbox stays full.
+            far_silent = await rt.spawn(Worker, [], never, name="far_silent")
+            far_full = await rt.spawn(Worker, [], never, name="far_full", mailbox=1)
+            team = await rt.spawn_supervisor(name="team")
+            stuck = await team.spawn(Worker, [], never, name="stuck", mailbox=1)
+            pusher = await team.spawn(Pusher, stuck, name="pusher")
+            silent = await team.spawn(Worker, [], never, name="silent")
+            asker = await team.spawn(Asker, silent, name="asker")
+            inner = await team.spawn_supervisor(name="inner")
+            spawner = await inner.spawn(Spawner, name="spawner")
+            far_asker = await team.spawn(Asker, far_silent, name="far_asker")
+            far_pusher = await team.spawn(Pusher, far_full, name="far_pusher")
+            stuck.send_nowait(Block())  # stuck waits forever ...
+            far_full.send_nowait(Block())
+            await trio.testing.wait_all_tasks_blocked()
+            stuck.send_nowait(Put(n=-1))  # ... with a full mailbox
+            far_full.send_nowait(Put(n=-1))
+            far_asker.send_nowait(Gen())  # asks outside the subtree, never answered
+            far_pusher.send_nowait(Put(n=5))  # blocked sending outside the subtree
+            pusher.send_nowait(Put(n=5))  # blocked in send
+            asker.send_nowait(Gen())  # blocked in an ask that never gets answered
+            spawner.send_nowait(Gen())  # blocked in its own nursery
+            outside: list[str] = []
+
+            async def outside_sender() -> None:
+                try:
+                    await stuck.send(Put(n=100))
+                except ActorStopped as exc:
+                    outside.append(exc.reason)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(outside_sender)
+                await trio.testing.wait_all_tasks_blocked()
+                assert pusher.statistics().messages_handled == 0
+                assert stuck.statistics().mailbox_size == 1
+                team_task = task_tracker.named("team")
+                subtree = task_tracker.descendants(team_task)
+                # stuck, pusher, silent, asker, far_asker, far_pusher, inner,
+                # spawner and its three helpers
+                assert len(task_tracker.alive(subtree)) == 11
+                team.cancel()
+            assert outside == ["cancelled"]
+            await trio.testing.wait_all_tasks_blocked()
+            assert team_task in task_tracker.exited
+            assert task_tracker.alive_at_exit[team_task] == []
+            assert task_tracker.alive(task_tracker.descendants(team_task)) == []
+            for ref in (stuck, pusher, silent, asker, spawner, far_asker, far_pusher):
+                assert ref.statistics().state == "exited"
+            # The actors outside were only talked to: they are untouched.
+            assert far_silent.statistics().state == far_full.statistics().state == "running"
+            assert far_full.statistics().mailbox_size == 1
+            with pytest.raises(UnknownName):
+                rt.lookup_supervisor("team")
+            exited = {e.path: e.reason for e in _of(events, ActorExited)}  # type: ignore[attr-defined]
+            assert exited == {
+                path: "cancelled"
+                for path in (
+                    "team",
+                    "team/stuck",
+                    "team/pusher",
+                    "team/silent",
+                    "team/asker",
+                    "team/inner",
+                    "team/inner/spawner",
+                    "team/far_asker",
+                    "team/far_pusher",
+                )
+            }
+            # Only the subtree: the actor beside it still works.
+            assert await outsider.ask(Gen()) == 1
+
+
+async def test_cancelling_a_nested_supervisor_spares_its_parent(
+    autojump_clock: trio.testing.MockClock, task_tracker: TaskTracker
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        never = trio.Event()
+        async with agentrio.open_runtime() as rt:
+            team = await rt.spawn_supervisor(name="team")
+            keeper = await team.spawn(Worker, [], name="keeper")
+            inner = await team.spawn_supervisor(name="inner")
+            a = await inner.spawn(Worker, [], never, name="a")
+            a.send_nowait(Block())
+            await trio.testing.wait_all_tasks_blocked()
+            inner_task = task_tracker.named("team/inner")
+            assert len(task_tracker.alive(task_tracker.descendants(inner_task))) == 1
+            inner.cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert task_tracker.alive_at_exit[inner_task] == []
+            assert a.statistics().state == "exited"
+            assert await keeper.ask(Gen()) == 1
+            assert [c.name for c in team.children()] == ["keeper"]
+
+
+# -- names, lookups, arguments ----------------------------------------------------------------
+
+
+async def test_names_are_unique_per_supervisor() -> None:
+    async with agentrio.open_runtime() as rt:
+        a = await rt.spawn_supervisor(name="a")
+        b = await rt.spawn_supervisor(name="b")
+        wa = await a.spawn(Worker, [], name="w")
+        wb = await b.spawn(Worker, [], name="w")  # same name, other supervisor: fine
+        assert (wa.path, wb.path) == ("a/w", "b/w")
+        with pytest.raises(DuplicateName, match="'w'"):
+            await a.spawn(Worker, [], name="w")
+        with pytest.raises(DuplicateName, match="'a'"):
+            await rt.spawn(Worker, [], name="a")  # actors and supervisors share names
+        with pytest.raises(DuplicateName, match="'b'"):
+            await rt.spawn_supervisor(name="b")
+        await wa.stop()
+        again = await a.spawn(Worker, [], name="w")  # free once the first has exited
+        assert again is not wa
+        assert rt.lookup("a/w") is again
+
+
+async def test_default_names() -> None:
+    async with agentrio.open_runtime() as rt:
+        taken = await rt.spawn(Worker, [], name="Worker-1")
+        first = await rt.spawn(Worker, [])
+        second = await rt.spawn(Worker, [])
+        sup = await rt.spawn_supervisor()
+        names = [first.name, second.name]
+        assert len({*names, taken.name}) == 3
+        assert all(n.startswith("Worker-") for n in names)
+        assert sup.name.startswith("supervisor-")
+        assert sup.path == sup.name
+        assert rt.lookup(first.name) is first
+        assert [c.name for c in rt.children()] == ["Worker-1", first.name, second.name, sup.name]
+
+
+async def test_lookup() -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        inner = await team.spawn_supervisor(name="inner")
+        w = await inner.spawn(Worker, [], name="w")
+        assert rt.lookup("team/inner/w") is w
+        assert team.lookup("inner/w") is w
+        assert inner.lookup("w") is w
+        assert rt.lookup_supervisor("team/inner") is inner
+        assert team.lookup_supervisor("inner") is inner
+        assert (team.name, team.path, inner.path) == ("team", "team", "team/inner")
+        assert repr(inner) == "<SupervisorRef 'team/inner'>"
+        cases: list[tuple[Callable[[str], object], str, str]] = [
+            (rt.lookup, "nobody", "'nobody'"),
+            (rt.lookup, "team/nobody", "'nobody' in 'team'"),
+            (rt.lookup, "team/inner", "is a supervisor"),
+            (rt.lookup, "team/inner/w/deeper", "is an actor, not a supervisor"),
+            (rt.lookup_supervisor, "team/inner/w", "is an actor"),
+            (rt.lookup_supervisor, "ghost/inner", "'ghost'"),
+            (rt.lookup, "team//w", "''"),
+        ]
+        for lookup, name, text in cases:
+            with pytest.raises(UnknownName, match=text):
+                lookup(name)
+        for bad in ("", 5, None):
+            with pytest.raises(InvalidArgument, match="name"):
+                rt.lookup(bad)  # type: ignore[arg-type]
+
+
+class NotAnActor:
+    async def handle(self, msg: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"actor_class": NotAnActor}, "actor_class"),
+        ({"actor_class": Worker([])}, "actor_class"),
+        ({"actor_class": "Worker"}, "actor_class"),
+        ({"actor_class": agentrio.Message}, "actor_class"),
+        ({"mailbox": "x"}, "mailbox"),
+        ({"mailbox": -1}, "mailbox"),
+        ({"mailbox": 2.5}, "mailbox"),
+        ({"mailbox": True}, "mailbox"),
+        ({"restart": "sometimes"}, "restart"),
+        ({"restart": None}, "restart"),
+        ({"name": 5}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "a/b"}, "name"),
+        ({"name": b"w"}, "name"),
+    ],
+)
+async def test_spawn_rejects_bad_arguments(kwargs: dict[str, Any], argument: str) -> None:
+    async with agentrio.open_runtime() as rt:
+        sup = await rt.spawn_supervisor(name="s")
+        actor_class = kwargs.pop("actor_class", Worker)
+        with pytest.raises(InvalidArgument) as info:
+            await sup.spawn(actor_class, [], **kwargs)
+        assert str(info.value).startswith(argument)
+        assert sup.children() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"strategy": "x"}, "strategy"),
+        ({"strategy": None}, "strategy"),
+        ({"max_restarts": -1}, "max_restarts"),
+        ({"max_restarts": "3"}, "max_restarts"),
+        ({"max_restarts": 1.5}, "max_restarts"),
+        ({"period": -1}, "period"),
+        ({"period": math.nan}, "period"),
+        ({"period": "5"}, "period"),
+        ({"backoff": "x"}, "backoff"),
+        ({"backoff": 1.0}, "backoff"),
+        ({"shutdown_timeout": -1}, "shutdown_timeout"),
+        ({"restart": "sometimes"}, "restart"),
+        ({"name": "a/b"}, "name"),
+        ({"name": 5}, "name"),
+    ],
+)
+async def test_spawn_supervisor_rejects_bad_arguments(
+    kwargs: dict[str, Any], argument: str
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument) as info:
+            await rt.spawn_supervisor(**kwargs)
+        assert str(info.value).startswith(argument)
+        assert rt.children() == []
+
+
+# -- stopping a supervisor ----------------------------------------------------------------
+
+
+async def test_stop_stops_children_last_spawned_first_and_waits(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        log: list[str] = []
+
+        class Named(agentrio.Actor[Gen]):
+            def __init__(self, name: str) -> None:
+                self.name = name
+
+            async def handle(self, msg: Gen) -> object:
+                await trio.sleep(0)
+                return self.name
+
+            async def on_stop(self) -> None:
+                await trio.sleep(0)
+                log.append(self.name)
+
+        async with agentrio.open_runtime() as rt:
+            team = await rt.spawn_supervisor(name="team")
+            refs = [await team.spawn(Named, n, name=n) for n in ("one", "two", "three")]
+            for ref in refs:
+                ref.send_nowait(Gen())
+            await team.stop()
+            assert log == ["three", "two", "one"]
+            assert team.statistics().state == "exited"
+            assert [ref.statistics().messages_handled for ref in refs] == [1, 1, 1]
+            with pytest.raises(RuntimeClosed, match="'team' has stopped"):
+                await team.spawn(Named, "four")
+            with pytest.raises(RuntimeClosed):
+                await team.spawn_supervisor()
+            with pytest.raises(UnknownName):
+                rt.lookup("team/one")
+            await team.stop()  # again: nothing to do
+
+
+async def test_stop_cancels_children_after_shutdown_timeout(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    never = trio.Event()
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team", shutdown_timeout=3)
+        quick = await team.spawn(Worker, [], None, log, name="quick")
+        stuck = await team.spawn(Worker, [], never, log, name="stuck")
+        stuck.send_nowait(Block())
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        await team.stop()
+        assert trio.current_time() - start == 3
+        assert quick.statistics().state == stuck.statistics().state == "exited"
+        assert "stop 1" in log  # quick stopped gracefully
+        assert "cancelled 1" in log  # stuck was cancelled
+        await trio.testing.wait_all_tasks_blocked()
+        exits = {e.path: e.reason for e in _of(events, ActorExited)}  # type: ignore[attr-defined]
+        assert exits == {"team/quick": "stopped", "team/stuck": "cancelled", "team": "stopped"}
+
+
+async def test_permanent_actor_is_not_restarted_while_its_supervisor_stops() -> None:
+    births: list[int] = []
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        await team.spawn(Worker, births, name="w", restart="permanent")
+        await team.stop()
+    assert births == [1]
+
+
+# -- statistics -------------------------------------------------------------------------
+
+
+async def test_supervisor_statistics() -> None:
+    gate = trio.Event()
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        a = await team.spawn(Worker, [], gate, name="a", restart="permanent")
+        inner = await team.spawn_supervisor(name="inner")
+        b = await inner.spawn(Worker, [], gate, name="b")
+        await rt.spawn(Worker, [], name="top")
+        await a.ask(Gen())
+        await _crash(a)
+        await b.ask(Gen())
+        await b.ask(Gen())
+        b.send_nowait(Block())
+        b.send_nowait(Put(n=1))
+        b.send_nowait(Put(n=2))
+        await trio.testing.wait_all_tasks_blocked()
+        stats = team.statistics()
+        assert stats == agentrio.SupervisorStatistics(
+            path="team",
+            state="running",
+            children=2,
+            actors=2,
+            supervisors=1,
+            messages_handled=3,
+            restarts=1,
+            mailbox_size=2,
+            dead_letters=1,
+        )
+        whole = rt.statistics()
+        assert (whole.path, whole.children, whole.actors, whole.supervisors) == ("", 2, 3, 2)
+        assert whole.dead_letters == 1
+        gate.set()
+        await b.ask(Gen())
+        assert team.statistics().messages_handled == 7
+        assert team.statistics().mailbox_size == 0

@@ -1,0 +1,319 @@
+"""Every message and event type round-trips through msgpack and JSON.
+
+The catalogue is discovered, not listed: every subclass of ``agentrio.Message``
+defined in the package is found by walking ``__subclasses__()`` after importing
+every agentrio module, and a sample instance is built from the struct's field
+types with ``msgspec.inspect``. Message types added later are covered without
+touching this file; a field type the sampler cannot build fails loudly.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import enum
+import importlib
+import json
+import pkgutil
+import uuid
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
+import msgspec.inspect as mi
+import pytest
+
+import agentrio
+
+CORE_MESSAGES = {
+    agentrio.Message,
+    agentrio.Event,
+    agentrio.ActorStarted,
+    agentrio.ActorExited,
+    agentrio.ActorFailed,
+    agentrio.ActorRestarted,
+    agentrio.DeadLetter,
+    agentrio.SupervisorEscalated,
+    agentrio.EventsLost,
+}
+
+
+def _import_all_agentrio_modules() -> None:
+    for info in pkgutil.walk_packages(agentrio.__path__, prefix="agentrio."):
+        importlib.import_module(info.name)
+
+
+def message_classes() -> list[type[agentrio.Message]]:
+    """Every Message subclass defined in agentrio (tests' own subclasses excluded)."""
+    _import_all_agentrio_modules()
+    seen: set[type[agentrio.Message]] = set()
+    stack: list[type[agentrio.Message]] = [agentrio.Message]
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        stack.extend(cls.__subclasses__())
+    ours = (c for c in seen if c.__module__.split(".")[0] == "agentrio")
+    return sorted(ours, key=lambda c: f"{c.__module__}.{c.__qualname__}")
+
+
+# -- a sample value for any msgspec type -------------------------------------------
+
+
+def _sample_int(t: mi.IntType) -> int:
+    value = 7
+    if t.ge is not None:
+        value = max(value, t.ge)
+    if t.gt is not None:
+        value = max(value, t.gt + 1)
+    if t.le is not None:
+        value = min(value, t.le)
+    if t.lt is not None:
+        value = min(value, t.lt - 1)
+    if t.multiple_of:
+        value -= value % t.multiple_of
+    return value
+
+
+def _sample_float(t: mi.FloatType) -> float:
+    value = 1.5
+    if t.ge is not None:
+        value = max(value, t.ge)
+    if t.gt is not None:
+        value = max(value, t.gt + 0.5)
+    if t.le is not None:
+        value = min(value, t.le)
+    if t.lt is not None:
+        value = min(value, t.lt - 0.5)
+    if t.multiple_of:
+        value = t.multiple_of * max(1, round(value / t.multiple_of))
+    return value
+
+
+def _sample_str(t: mi.StrType, hint: str) -> str:
+    if t.pattern is not None:
+        pytest.fail(f"sample(): add a value for the str pattern {t.pattern!r} ({hint})")
+    value = f"sample-{hint}"
+    if t.max_length is not None:
+        value = value[: t.max_length]
+    if t.min_length is not None and len(value) < t.min_length:
+        value = value.ljust(t.min_length, "x")
+    return value
+
+
+def _sample_struct(t: mi.StructType, hint: str) -> msgspec.Struct:
+    kwargs = {f.name: sample(f.type, f"{hint}.{f.name}") for f in t.fields}
+    return t.cls(**kwargs)
+
+
+def sample(t: mi.Type, hint: str = "value") -> Any:
+    """A value of msgspec type *t*, chosen to differ from the usual defaults."""
+    simple: dict[type[mi.Type], Any] = {
+        mi.NoneType: None,
+        mi.BoolType: True,
+        mi.AnyType: f"any-{hint}",
+        mi.BytesType: b"\x00sample",
+        mi.ByteArrayType: bytearray(b"sample"),
+        mi.DateTimeType: datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=datetime.UTC),
+        mi.DateType: datetime.date(2024, 5, 6),
+        mi.TimeType: datetime.time(7, 8, 9),
+        mi.TimeDeltaType: datetime.timedelta(seconds=90),
+        mi.UUIDType: uuid.UUID(int=12345),
+        mi.DecimalType: decimal.Decimal("1.25"),
+    }
+    if isinstance(t, mi.CustomType) and t.cls is object:
+        t = mi.AnyType()  # msgspec decodes a field typed `object` like `Any`
+    if type(t) in simple:
+        if isinstance(t, mi.DateTimeType) and t.tz is False:
+            return datetime.datetime(2024, 5, 6, 7, 8, 9)
+        return simple[type(t)]
+    if isinstance(t, mi.IntType):
+        return _sample_int(t)
+    if isinstance(t, mi.FloatType):
+        return _sample_float(t)
+    if isinstance(t, mi.StrType):
+        return _sample_str(t, hint)
+    if isinstance(t, mi.LiteralType):
+        return t.values[-1]
+    if isinstance(t, mi.EnumType):
+        return list(t.cls)[-1]
+    if isinstance(t, mi.ListType):
+        return [sample(t.item_type, hint)]
+    if isinstance(t, mi.VarTupleType):
+        return (sample(t.item_type, hint),)
+    if isinstance(t, mi.SetType):
+        return {sample(t.item_type, hint)}
+    if isinstance(t, mi.FrozenSetType):
+        return frozenset({sample(t.item_type, hint)})
+    if isinstance(t, mi.TupleType):
+        return tuple(sample(item, f"{hint}[{i}]") for i, item in enumerate(t.item_types))
+    if isinstance(t, mi.DictType):
+        return {sample(t.key_type, f"{hint}.key"): sample(t.value_type, hint)}
+    if isinstance(t, mi.StructType):
+        return _sample_struct(t, hint)
+    if isinstance(t, mi.UnionType):
+        non_none = [u for u in t.types if not isinstance(u, mi.NoneType)]
+        return sample(non_none[0] if non_none else t.types[0], hint)
+    if isinstance(t, (mi.DataclassType, mi.TypedDictType, mi.NamedTupleType)):
+        kwargs = {f.name: sample(f.type, f"{hint}.{f.name}") for f in t.fields}
+        return t.cls(**kwargs)
+    pytest.fail(f"sample(): no sample for msgspec type {t!r} at {hint}; extend sample()")
+
+
+def sample_message(cls: type[agentrio.Message]) -> agentrio.Message:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    msg = _sample_struct(info, cls.__name__)
+    assert isinstance(msg, cls)
+    return msg
+
+
+MESSAGES = message_classes()
+
+
+def _ids(cls: type) -> str:
+    return cls.__qualname__
+
+
+# -- discovery -------------------------------------------------------------------
+
+
+def test_discovery_finds_the_core_catalogue() -> None:
+    assert set(MESSAGES) >= CORE_MESSAGES
+
+
+def test_discovery_ignores_messages_defined_outside_agentrio() -> None:
+    class Outsider(agentrio.Message):
+        x: int
+
+    assert Outsider in agentrio.Message.__subclasses__()
+    assert Outsider not in message_classes()
+
+
+# -- round trips -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=_ids)
+def test_msgpack_round_trip(cls: type[agentrio.Message]) -> None:
+    msg = sample_message(cls)
+    decoder = msgspec.msgpack.Decoder(cls)
+    out = decoder.decode(msgspec.msgpack.encode(msg))
+    assert type(out) is cls
+    assert out == msg
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=_ids)
+def test_json_round_trip_and_tag(cls: type[agentrio.Message]) -> None:
+    msg = sample_message(cls)
+    data = msgspec.json.encode(msg)
+    assert json.loads(data)["type"] == cls.__name__
+    out = msgspec.json.Decoder(cls).decode(data)
+    assert type(out) is cls
+    assert out == msg
+
+
+def test_the_whole_catalogue_is_one_tagged_union() -> None:
+    union = Union[tuple(MESSAGES)]  # noqa: UP007 - a runtime-built union
+    json_decoder = msgspec.json.Decoder(union)
+    msgpack_decoder = msgspec.msgpack.Decoder(union)
+    for cls in MESSAGES:
+        msg = sample_message(cls)
+        assert json_decoder.decode(msgspec.json.encode(msg)) == msg
+        out = msgpack_decoder.decode(msgspec.msgpack.encode(msg))
+        assert type(out) is cls
+        assert out == msg
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=_ids)
+def test_frozen_and_tagged_with_class_name(cls: type[agentrio.Message]) -> None:
+    config = cls.__struct_config__
+    assert config.frozen
+    assert config.tag == cls.__name__
+    assert config.tag_field == "type"
+    msg = sample_message(cls)
+    fields = msgspec.structs.fields(cls)
+    if fields:
+        with pytest.raises(AttributeError):
+            setattr(msg, fields[0].name, sample(mi.type_info(fields[0].type)))
+
+
+@pytest.mark.parametrize("cls", MESSAGES, ids=_ids)
+def test_only_required_fields_decode_with_defaults(cls: type[agentrio.Message]) -> None:
+    """Schema evolution: an old sender that knows only the required fields still works."""
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    required = {f.encode_name: sample(f.type, f.name) for f in info.fields if f.required}
+    data = msgspec.json.encode({"type": cls.__name__, **required})
+    out = msgspec.json.decode(data, type=cls)
+    for f in info.fields:
+        if f.required:
+            assert getattr(out, f.name) == required[f.encode_name]
+        elif f.default is not msgspec.NODEFAULT:
+            assert getattr(out, f.name) == f.default
+        else:
+            assert getattr(out, f.name) == f.default_factory()
+
+
+def test_every_event_has_a_path() -> None:
+    events = [c for c in MESSAGES if issubclass(c, agentrio.Event)]
+    assert len(events) >= 7
+    for cls in events:
+        assert "path" in {f.name for f in msgspec.structs.fields(cls)}
+
+
+# -- the sampler itself, on a message with every kind of field ----------------------
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Inner(msgspec.Struct, frozen=True):
+    a: int
+    b: list[str]
+
+
+class Kitchen(agentrio.Message, frozen=True, tag=True):
+    i: int
+    f: float
+    s: str
+    flag: bool
+    raw: bytes
+    mode: Literal["x", "y"]
+    colour: Colour
+    maybe: int | None
+    items: list[float]
+    pair: tuple[int, str]
+    table: dict[str, Inner]
+    labels: frozenset[str]
+    when: datetime.datetime
+    ident: uuid.UUID
+    anything: Any = None
+    bounded: Annotated[int, msgspec.Meta(ge=10, lt=20)] = 15
+    short: Annotated[str, msgspec.Meta(max_length=4)] = ""
+
+
+def test_sampler_builds_every_kind_of_field_and_it_round_trips() -> None:
+    msg = sample_message(Kitchen)
+    assert msg.mode == "y"
+    assert msg.colour is Colour.BLUE
+    assert msg.maybe == 7
+    assert msg.bounded == 10
+    assert msg.short == "samp"
+    assert isinstance(msg.table["sample-Kitchen.table.key"], Inner)
+    for module in (msgspec.json, msgspec.msgpack):
+        assert module.decode(module.encode(msg), type=Kitchen) == msg
+
+
+def test_user_messages_subclass_message_and_round_trip() -> None:
+    class Greet(agentrio.Message):
+        who: str
+        times: int = 1
+
+    msg = Greet(who="world", times=3)
+    assert isinstance(msg, agentrio.Message)
+    assert msgspec.json.decode(msgspec.json.encode(msg), type=Greet) == msg
+    assert json.loads(msgspec.json.encode(msg))["type"] == "Greet"
+    with pytest.raises(AttributeError):
+        msg.who = "me"  # type: ignore[misc]
