@@ -263,11 +263,13 @@ class Phase:
         # Always through acquire (it reserves at once when no one is waiting):
         # a bare reserve() here would let this call take room that an earlier
         # call is queued for, and a stream of small calls could starve a big one.
-        lease = await st.budget.acquire(estimate, max_out)
+        pricing = st.pricing
+        cost = estimate * pricing[0] + max_out * pricing[1] if pricing else 0.0
+        lease = await st.budget.acquire(estimate, max_out, cost)
         if lease is None:
             self.reason = "budget_exhausted"
             if self.bus.active:
-                why = st.budget.exhausted(estimate, max_out) or "budget"
+                why = st.budget.exhausted(estimate, max_out, cost) or "budget"
                 self.bus.publish(BudgetExhausted(path=self.path, limit=why))
             return None
         self.iterations += 1
@@ -289,6 +291,13 @@ class Phase:
                 raise
             self._error(exc)
             return None
+        if pricing and not reply.usage.cost_usd:
+            # The provider did not price the call: the model's pricing does.
+            usage = reply.usage
+            priced = usage.input_tokens * pricing[0] + usage.output_tokens * pricing[1]
+            reply = msgspec.structs.replace(
+                reply, usage=msgspec.structs.replace(usage, cost_usd=priced)
+            )
         lease.settle(reply.usage)
         st.count(reply.usage)
         calls = () if final else self._number(reply.tool_calls)

@@ -20,7 +20,7 @@ import trio
 from ..config import split_model
 from ..errors import ActorError, InvalidArgument
 from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
-from ..providers.base import Model, check_model, context_window
+from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
@@ -223,6 +223,7 @@ class _AgentState:
         "model",
         "output_tokens",
         "phases",
+        "pricing",
         "requests",
         "spec",
         "stop_reasons",
@@ -272,6 +273,7 @@ class _AgentState:
         self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
         params = inspect.signature(model.complete).parameters
         self.streams = "on_text" in params
+        self.pricing = model_pricing(model)
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""

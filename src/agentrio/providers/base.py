@@ -10,7 +10,7 @@ from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply
 from ..tools.tool import ToolSchema
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "Model", "check_model"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "Model", "check_model", "model_pricing"]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 
@@ -22,6 +22,10 @@ class Model(Protocol):
     Attributes:
         context_window: the model's window in tokens; an object without one is
             taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).
+        pricing: optional ``(usd_per_input_token, usd_per_output_token)``. With
+            it, each call reserves its worst-case cost from the budget before
+            it is made, so ``max_cost_usd`` can never be overspent, and calls
+            whose provider reports no cost are priced from it.
     """
 
     async def complete(
@@ -55,3 +59,27 @@ def context_window(model: object) -> int:
     """The model's context window in tokens."""
     window = getattr(model, "context_window", DEFAULT_CONTEXT_WINDOW)
     return window if isinstance(window, int) else DEFAULT_CONTEXT_WINDOW
+
+
+def model_pricing(model: object) -> tuple[float, float] | None:
+    """The model's ``pricing`` as (input, output) USD per token, or None.
+
+    Raises:
+        InvalidArgument: ``pricing`` is set but not two numbers >= 0.
+    """
+    pricing = getattr(model, "pricing", None)
+    if pricing is None:
+        return None
+    if (
+        not isinstance(pricing, tuple)
+        or len(pricing) != 2
+        or not all(
+            isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in pricing
+        )
+    ):
+        raise InvalidArgument(
+            f"model.pricing must be (usd_per_input_token, usd_per_output_token), got {pricing!r}"
+        )
+    if not any(pricing):
+        return None
+    return float(pricing[0]), float(pricing[1])

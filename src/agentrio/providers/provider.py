@@ -91,6 +91,10 @@ def _check_numbers(config: ProviderConfig) -> None:
             raise ConfigError(
                 f"provider {config.name!r}: {field} must be {what} > 0, got {value!r}"
             )
+    for field in ("usd_per_million_input_tokens", "usd_per_million_output_tokens"):
+        price = getattr(config, field)
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+            raise ConfigError(f"provider {config.name!r}: {field} must be >= 0, got {price!r}")
     retries = config.max_retries
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ConfigError(
@@ -125,6 +129,9 @@ class ProviderConfig:
         tool_calls_in_text: turn ``{"name": ..., "arguments": ...}`` written
             in the text into tool calls (None: on for ``ollama`` only).
         context_window: the models' context window in tokens.
+        usd_per_million_input_tokens: the price of input tokens (0: unknown).
+        usd_per_million_output_tokens: the price of output tokens; with
+            prices set, budgets reserve each call's worst-case cost.
         seed: seeds the jitter, for reproducible tests (None: random).
     """
 
@@ -146,6 +153,8 @@ class ProviderConfig:
     stream: bool = False
     tool_calls_in_text: bool | None = None
     context_window: int = 128_000
+    usd_per_million_input_tokens: float = 0.0
+    usd_per_million_output_tokens: float = 0.0
     seed: int | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -334,6 +343,8 @@ class Provider:
                 else:
                     self._breaker.release()
                 attempt += 1
+                if isinstance(retry.error, RateLimited):
+                    self._pause(retry, attempt)
                 if attempt > self.config.max_retries:
                     raise retry.error from retry.__cause__
                 self._retries += 1
@@ -345,12 +356,15 @@ class Provider:
             self._breaker.success()
             return reply
 
+    def _pause(self, retry: _Retry, attempt: int) -> None:
+        # The pause is the instance's, so every agent using it waits it out;
+        # it is set even when this call has no retries left.
+        delay = retry.retry_after if retry.retry_after is not None else self._backoff(attempt)
+        self._paused_until = max(self._paused_until, trio.current_time() + delay)
+
     async def _wait_before_retry(self, retry: _Retry, attempt: int) -> None:
         if isinstance(retry.error, RateLimited):
-            # The pause is the instance's, so every agent using it waits it out.
-            delay = retry.retry_after if retry.retry_after is not None else self._backoff(attempt)
-            self._paused_until = max(self._paused_until, trio.current_time() + delay)
-            return
+            return  # _pause() has set the pause, which _guarded() waits out
         if retry.retry_after is not None:
             await trio.sleep(retry.retry_after)
         else:
@@ -398,7 +412,7 @@ class Provider:
                 self._check(response.status_code, response.headers, response.text)
                 try:
                     data = response.json()
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested too deep
                     raise self._bad("the body is not JSON") from None
                 return self._wire.parse(data, self.name, text_tools)
             except httpx.TransportError as exc:
@@ -412,7 +426,9 @@ class Provider:
                     failure=True,
                 ) from exc
             except BadResponse as exc:
-                raise _Retry(exc, retry_after=None, failure=True) from exc
+                # Chained to what caused *exc*, not to *exc*: the error that
+                # finally reaches the caller must not be its own __cause__.
+                raise _Retry(exc, retry_after=None, failure=True) from exc.__cause__
         raise _Retry(
             ProviderUnavailable(
                 f"provider {self.name!r}: no answer within {self.config.timeout} s",
@@ -435,8 +451,12 @@ class Provider:
                 await response.aread()
                 self._check(response.status_code, response.headers, response.text)
             parser = self._wire.stream_parser(self.name, on_text, text_tools)
-            async for line in response.aiter_lines():
-                parser.feed(line)
+            try:
+                async for line in response.aiter_lines():
+                    parser.feed(line)
+            except httpx.TransportError as exc:
+                # The answer had begun: losing the connection now cuts the stream short.
+                raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
             return parser.finish()
         finally:
             await response.aclose()
@@ -501,12 +521,19 @@ class ProviderModel:
         context_window: its context window in tokens.
     """
 
-    __slots__ = ("context_window", "name", "provider")
+    __slots__ = ("context_window", "name", "pricing", "provider")
 
     def __init__(self, provider: Provider, name: str, context_window: int) -> None:
         self.provider = provider
         self.name = name
         self.context_window = context_window
+        config = provider.config
+        self.pricing: tuple[float, float] | None = None
+        if config.usd_per_million_input_tokens or config.usd_per_million_output_tokens:
+            self.pricing = (
+                config.usd_per_million_input_tokens / 1e6,
+                config.usd_per_million_output_tokens / 1e6,
+            )
 
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider.name}:{self.name}>"

@@ -46,11 +46,18 @@ class ScriptedModel:
 
     Attributes:
         calls: every call's messages, in order.
+        pricing: ``(usd_per_input_token, usd_per_output_token)`` or None (see
+            :class:`agentrio.Model`).
     """
 
     def __init__(
-        self, replies: Iterable[ModelReply], *, context_window: int = DEFAULT_CONTEXT_WINDOW
+        self,
+        replies: Iterable[ModelReply],
+        *,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        pricing: tuple[float, float] | None = None,
     ) -> None:
+        self.pricing = pricing
         script = list(replies)
         for i, reply in enumerate(script):
             if not isinstance(reply, ModelReply):
@@ -111,7 +118,14 @@ class FunctionModel:
         model = FunctionModel(answer)
     """
 
-    def __init__(self, fn: ReplyFunction, *, context_window: int = DEFAULT_CONTEXT_WINDOW) -> None:
+    def __init__(
+        self,
+        fn: ReplyFunction,
+        *,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        pricing: tuple[float, float] | None = None,
+    ) -> None:
+        self.pricing = pricing
         if not callable(fn):
             raise InvalidArgument(f"fn must be callable as fn(messages, tools), got {fn!r}")
         self._fn = fn
