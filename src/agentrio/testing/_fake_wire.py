@@ -1,0 +1,544 @@
+"""The fake LLM server's wire formats: reading OpenAI, Anthropic and Ollama requests,
+and writing their replies (whole or as stream frames) and errors.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Literal
+
+import attrs
+import msgspec
+
+from ..messages import ChatMessage, ModelReply, ToolCallRequest
+
+ApiName = Literal["openai", "anthropic", "ollama"]
+
+_MAX_BODY = 32 * 1024 * 1024
+
+
+class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One API request as a reply handler sees it, normalised from its wire format.
+
+    Attributes:
+        api: ``"openai"``, ``"anthropic"`` or ``"ollama"``.
+        model: the model asked for.
+        messages: the conversation: a system prompt first (Anthropic's
+            top-level ``system`` included), user and assistant turns (tool
+            calls with parsed arguments), and one ``"tool"`` turn per tool
+            result (Anthropic's ``tool_result`` blocks included).
+        tools: the names of the tools offered.
+        stream: whether a streamed answer was asked for.
+        max_tokens: the output limit asked for, if any.
+        body: the request's JSON body, as sent.
+    """
+
+    api: ApiName
+    model: str
+    messages: list[ChatMessage]
+    tools: list[str]
+    stream: bool
+    max_tokens: int | None = None
+    body: dict[str, object] = {}
+
+
+# -- the wire formats: requests ------------------------------------------------------
+
+
+class _BadRequest(Exception):
+    """The body is not a valid request; the message says why (answered 400)."""
+
+
+class _OaFunction(msgspec.Struct):
+    name: str
+    arguments: str = "{}"
+
+
+class _OaToolCall(msgspec.Struct):
+    function: _OaFunction
+    id: str = ""
+    type: str = "function"
+
+
+class _Part(msgspec.Struct):
+    type: str
+    text: str = ""
+
+
+class _OaMessage(msgspec.Struct):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[_Part] | None = None
+    tool_calls: list[_OaToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class _FunctionSpec(msgspec.Struct):
+    name: str
+    description: str = ""
+    parameters: dict[str, object] = {}
+
+
+class _FunctionTool(msgspec.Struct):
+    function: _FunctionSpec
+    type: str = "function"
+
+
+class _OaRequest(msgspec.Struct):
+    model: str
+    messages: list[_OaMessage]
+    tools: list[_FunctionTool] | None = None
+    stream: bool | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+
+
+class _AnBlock(msgspec.Struct):
+    type: str
+    text: str = ""
+    id: str = ""
+    name: str = ""
+    input: dict[str, object] = {}
+    tool_use_id: str = ""
+    content: str | list[_AnBlock] | None = None
+
+
+class _AnMessage(msgspec.Struct):
+    role: Literal["user", "assistant"]
+    content: str | list[_AnBlock]
+
+
+class _AnTool(msgspec.Struct):
+    name: str
+    description: str = ""
+    input_schema: dict[str, object] = {}
+
+
+class _AnRequest(msgspec.Struct):
+    model: str
+    max_tokens: int
+    messages: list[_AnMessage]
+    system: str | list[_AnBlock] | None = None
+    tools: list[_AnTool] | None = None
+    stream: bool = False
+
+
+class _OlFunction(msgspec.Struct):
+    name: str
+    arguments: dict[str, object] = {}
+
+
+class _OlToolCall(msgspec.Struct):
+    function: _OlFunction
+    id: str = ""
+
+
+class _OlMessage(msgspec.Struct):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[_OlToolCall] | None = None
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+
+
+class _OlRequest(msgspec.Struct):
+    model: str
+    messages: list[_OlMessage] = []
+    tools: list[_FunctionTool] | None = None
+    stream: bool = True  # Ollama streams unless told not to
+    options: dict[str, object] | None = None
+
+
+def _text(content: str | list[_Part] | list[_AnBlock] | None) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    return "".join(part.text for part in content if part.type == "text")
+
+
+def _arguments(text: str) -> dict[str, object]:
+    # Broken arguments in a history (a model's own malformed call) become {}:
+    # the handler sees the conversation, not a 400.
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _name_tool_turns(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """Fill in a tool turn's ``name`` from the call it answers, when the wire lacks it."""
+    names = {c.id: c.name for m in messages for c in m.tool_calls if c.id}
+    return [
+        msgspec.structs.replace(m, name=names[m.tool_call_id])
+        if m.role == "tool" and m.name is None and m.tool_call_id in names
+        else m
+        for m in messages
+    ]
+
+
+def _openai_messages(request: _OaRequest) -> list[ChatMessage]:
+    out = []
+    for m in request.messages:
+        calls = tuple(
+            ToolCallRequest(c.function.name, _arguments(c.function.arguments), c.id)
+            for c in m.tool_calls or ()
+        )
+        role = "system" if m.role == "developer" else m.role
+        out.append(
+            ChatMessage(role, _text(m.content), calls, m.tool_call_id, m.name if calls else None)
+        )
+    return out
+
+
+def _anthropic_turn(message: _AnMessage) -> list[ChatMessage]:
+    if isinstance(message.content, str):
+        return [ChatMessage(message.role, message.content)]
+    if message.role == "assistant":
+        calls = tuple(
+            ToolCallRequest(b.name, b.input, b.id) for b in message.content if b.type == "tool_use"
+        )
+        return [ChatMessage("assistant", _text(message.content), calls)]
+    out = [
+        ChatMessage("tool", _text(b.content), tool_call_id=b.tool_use_id)
+        for b in message.content
+        if b.type == "tool_result"
+    ]
+    text = _text(message.content)
+    if text or not out:
+        out.append(ChatMessage("user", text))
+    return out
+
+
+def _anthropic_messages(request: _AnRequest) -> list[ChatMessage]:
+    out = [ChatMessage("system", _text(request.system))] if request.system else []
+    for message in request.messages:
+        out.extend(_anthropic_turn(message))
+    return out
+
+
+def _ollama_messages(request: _OlRequest) -> list[ChatMessage]:
+    out = []
+    for m in request.messages:
+        calls = tuple(
+            ToolCallRequest(c.function.name, c.function.arguments, c.id) for c in m.tool_calls or ()
+        )
+        out.append(ChatMessage(m.role, m.content, calls, m.tool_call_id, m.tool_name))
+    return out
+
+
+def _ollama_max_tokens(request: _OlRequest) -> int | None:
+    value = (request.options or {}).get("num_predict")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _parse(api: ApiName, body: dict[str, object]) -> FakeRequest:
+    """Validate *body* as a request of *api* and normalise it.
+
+    Raises:
+        _BadRequest: a required field is missing or has the wrong type.
+    """
+    try:
+        if api == "openai":
+            oa = msgspec.convert(body, _OaRequest)
+            messages = _openai_messages(oa)
+            tools = [t.function.name for t in oa.tools or ()]
+            stream, limit = bool(oa.stream), oa.max_completion_tokens or oa.max_tokens
+            model = oa.model
+        elif api == "anthropic":
+            an = msgspec.convert(body, _AnRequest)
+            messages, tools = _anthropic_messages(an), [t.name for t in an.tools or ()]
+            stream, limit, model = an.stream, an.max_tokens, an.model
+        else:
+            ol = msgspec.convert(body, _OlRequest)
+            messages = _ollama_messages(ol)
+            tools = [t.function.name for t in ol.tools or ()]
+            stream, limit, model = ol.stream, _ollama_max_tokens(ol), ol.model
+    except msgspec.ValidationError as exc:
+        raise _BadRequest(str(exc)) from exc
+    return FakeRequest(
+        api=api,
+        model=model,
+        messages=_name_tool_turns(messages),
+        tools=tools,
+        stream=stream,
+        max_tokens=limit,
+        body=body,
+    )
+
+
+# -- the wire formats: replies -------------------------------------------------------
+
+
+@attrs.frozen
+class _Answer:
+    """One reply about to go out, with what the wire needs besides it."""
+
+    reply: ModelReply
+    model: str
+    number: int
+    malformed: bool = False
+
+    def call_id(self, i: int, prefix: str) -> str:
+        call = self.reply.tool_calls[i]
+        return call.id or f"{prefix}{self.number:06d}{i:02d}"
+
+    def arguments_text(self, call: ToolCallRequest) -> str:
+        text = msgspec.json.encode(call.arguments).decode()
+        return _break_json(text) if self.malformed else text
+
+    def arguments_value(self, call: ToolCallRequest) -> object:
+        # Anthropic and Ollama send an object; broken JSON can only be its text.
+        return self.arguments_text(call) if self.malformed else call.arguments
+
+
+def _break_json(text: str) -> str:
+    """``{"a": 1}`` -> ``{'a': 1,}``: single quotes and a trailing comma, as models do."""
+    text = text.replace('"', "'")
+    return text[:-1] + ",}" if text.endswith("}") else text + ","
+
+
+def _pieces(text: str, parts: int = 3) -> list[str]:
+    if not text:
+        return []
+    size = max(1, math.ceil(len(text) / parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _json(value: object) -> bytes:
+    return msgspec.json.encode(value)
+
+
+def _openai_calls(answer: _Answer) -> list[dict[str, object]]:
+    return [
+        {
+            "id": answer.call_id(i, "call_"),
+            "type": "function",
+            "function": {"name": c.name, "arguments": answer.arguments_text(c)},
+        }
+        for i, c in enumerate(answer.reply.tool_calls)
+    ]
+
+
+def _openai_usage(reply: ModelReply) -> dict[str, object]:
+    u = reply.usage
+    return {
+        "prompt_tokens": u.input_tokens,
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.total_tokens,
+    }
+
+
+def _openai_reply(answer: _Answer) -> dict[str, object]:
+    reply = answer.reply
+    message: dict[str, object] = {
+        "role": "assistant",
+        "content": reply.text if reply.text or not reply.tool_calls else None,
+        "refusal": None,
+    }
+    if reply.tool_calls:
+        message["tool_calls"] = _openai_calls(answer)
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+    }
+    return {
+        "id": f"chatcmpl-{answer.number:06d}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": answer.model,
+        "choices": [choice],
+        "usage": _openai_usage(reply),
+    }
+
+
+def _openai_frames(answer: _Answer) -> list[bytes]:
+    head = {
+        "id": f"chatcmpl-{answer.number:06d}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": answer.model,
+    }
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return b"data: " + _json({**head, "choices": [choice]}) + b"\n\n"
+
+    reply = answer.reply
+    frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    frames += [chunk({"content": piece}) for piece in _pieces(reply.text)]
+    for i, call in enumerate(reply.tool_calls):
+        fn = {"name": call.name, "arguments": ""}
+        start = {"index": i, "id": answer.call_id(i, "call_"), "type": "function", "function": fn}
+        frames.append(chunk({"tool_calls": [start]}))
+        frames += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in _pieces(answer.arguments_text(call))
+        ]
+    frames.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    usage = {**head, "choices": [], "usage": _openai_usage(reply)}
+    return [*frames, b"data: " + _json(usage) + b"\n\n", b"data: [DONE]\n\n"]
+
+
+def _anthropic_content(answer: _Answer) -> list[dict[str, object]]:
+    reply = answer.reply
+    content: list[dict[str, object]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    for i, call in enumerate(reply.tool_calls):
+        content.append(
+            {
+                "type": "tool_use",
+                "id": answer.call_id(i, "toolu_"),
+                "name": call.name,
+                "input": answer.arguments_value(call),
+            }
+        )
+    return content
+
+
+def _anthropic_reply(answer: _Answer) -> dict[str, object]:
+    reply = answer.reply
+    return {
+        "id": f"msg_{answer.number:06d}",
+        "type": "message",
+        "role": "assistant",
+        "model": answer.model,
+        "content": _anthropic_content(answer),
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": reply.usage.input_tokens,
+            "output_tokens": reply.usage.output_tokens,
+        },
+    }
+
+
+def _sse(data: Mapping[str, object]) -> bytes:
+    return b"event: " + str(data["type"]).encode() + b"\ndata: " + _json(data) + b"\n\n"
+
+
+def _anthropic_block(index: int, block: dict[str, object]) -> list[bytes]:
+    if block["type"] == "text":
+        start: dict[str, object] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in _pieces(str(block["text"]))]
+    else:
+        start = {**block, "input": {}}
+        value = block["input"]
+        text = value if isinstance(value, str) else _json(value).decode()
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(text)]
+    return [
+        _sse({"type": "content_block_start", "index": index, "content_block": start}),
+        *(_sse({"type": "content_block_delta", "index": index, "delta": d}) for d in deltas),
+        _sse({"type": "content_block_stop", "index": index}),
+    ]
+
+
+def _anthropic_frames(answer: _Answer) -> list[bytes]:
+    full = _anthropic_reply(answer)
+    # output_tokens is 0 at the start (the real API sends a small placeholder):
+    # the total comes in message_delta, and clients must take that one.
+    usage = {"input_tokens": answer.reply.usage.input_tokens, "output_tokens": 0}
+    start = {**full, "content": [], "stop_reason": None, "usage": usage}
+    frames = [_sse({"type": "message_start", "message": start}), _sse({"type": "ping"})]
+    for index, block in enumerate(_anthropic_content(answer)):
+        frames += _anthropic_block(index, block)
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": full["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": answer.reply.usage.output_tokens},
+    }
+    return [*frames, _sse(delta), _sse({"type": "message_stop"})]
+
+
+def _ollama_line(answer: _Answer, message: Mapping[str, object], done: bool) -> dict[str, object]:
+    line: dict[str, object] = {
+        "model": answer.model,
+        "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "message": {"role": "assistant", **message},
+        "done": done,
+    }
+    if done:
+        line |= {
+            "done_reason": "stop",
+            "total_duration": 0,
+            "load_duration": 0,
+            "prompt_eval_count": answer.reply.usage.input_tokens,
+            "prompt_eval_duration": 0,
+            "eval_count": answer.reply.usage.output_tokens,
+            "eval_duration": 0,
+        }
+    return line
+
+
+def _ollama_calls(answer: _Answer) -> list[dict[str, object]]:
+    return [
+        {"function": {"name": c.name, "arguments": answer.arguments_value(c)}}
+        for c in answer.reply.tool_calls
+    ]
+
+
+def _ollama_reply(answer: _Answer) -> dict[str, object]:
+    message: dict[str, object] = {"content": answer.reply.text}
+    if answer.reply.tool_calls:
+        message["tool_calls"] = _ollama_calls(answer)
+    return _ollama_line(answer, message, done=True)
+
+
+def _ollama_frames(answer: _Answer) -> list[bytes]:
+    lines = [_ollama_line(answer, {"content": p}, False) for p in _pieces(answer.reply.text)]
+    if answer.reply.tool_calls:
+        # Ollama sends each tool call whole, in a line of its own.
+        calls = {"content": "", "tool_calls": _ollama_calls(answer)}
+        lines.append(_ollama_line(answer, calls, False))
+    lines.append(_ollama_line(answer, {"content": ""}, True))
+    return [_json(line) + b"\n" for line in lines]
+
+
+_REPLY = {"openai": _openai_reply, "anthropic": _anthropic_reply, "ollama": _ollama_reply}
+_FRAMES = {"openai": _openai_frames, "anthropic": _anthropic_frames, "ollama": _ollama_frames}
+_STREAM_TYPES = {
+    "openai": b"text/event-stream; charset=utf-8",
+    "anthropic": b"text/event-stream; charset=utf-8",
+    "ollama": b"application/x-ndjson",
+}
+_ROUTES: dict[str, ApiName] = {
+    "/v1/chat/completions": "openai",
+    "/v1/messages": "anthropic",
+    "/api/chat": "ollama",
+}
+_OPENAI_ERRORS = {
+    400: ("invalid_request_error", None),
+    404: ("invalid_request_error", None),
+    405: ("invalid_request_error", None),
+    413: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+}
+
+
+def _error_body(api: ApiName | None, status: int, message: str) -> dict[str, object]:
+    if api == "ollama":
+        return {"error": message}
+    if api == "anthropic":
+        kind = _ANTHROPIC_ERRORS.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    kind, code = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "error", None))
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def _authorized(api: ApiName, headers: dict[bytes, bytes], key: str | None) -> bool:
+    if key is None:
+        return True
+    if api == "anthropic":
+        return headers.get(b"x-api-key") == key.encode()
+    return headers.get(b"authorization") == b"Bearer " + key.encode()
