@@ -25,6 +25,7 @@ from ..messages import (
     ContextReset,
     ContextTruncated,
     ModelReply,
+    PermissionDenied,
     PhaseEnded,
     PhaseError,
     PhaseResult,
@@ -410,7 +411,10 @@ class Phase:
                 continue
             tool = st.info.tools.get(req.name)
             if tool is None or req.name not in self.allowed:
-                batch.append(self._denied(req, f"tool {req.name!r} is not allowed here"))
+                why = f"tool {req.name!r} is not allowed here"
+                if self.bus.active:  # an allowlist refusal is audited like a policy one
+                    self.bus.publish(PermissionDenied(path=self.path, tool=req.name, reason=why))
+                batch.append(self._denied(req, why))
                 continue
             if model_driven:
                 if not st.budget.take_tool_call():

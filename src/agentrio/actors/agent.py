@@ -472,6 +472,17 @@ def _check_run(
     )
 
 
+def _request_stop_tree(state: _AgentState) -> None:
+    """Flag *state*'s agent, and the live agents it owns (subagents, helpers), to stop."""
+    state.stop_requested = True
+    cell = state.cell
+    for dep in (cell.dependents or ()) if cell is not None else ():
+        if dep.factory is AgentActor and dep.state != "exited":
+            child = dep.args[0]
+            assert isinstance(child, _AgentState)
+            _request_stop_tree(child)
+
+
 class AgentRef(metaclass=NoPublicConstructor):
     """The handle to an agent, from ``spawn_agent``."""
 
@@ -567,8 +578,9 @@ class AgentRef(metaclass=NoPublicConstructor):
         """Ask the agent to stop at the start of its next iteration (``stop_requested``).
 
         If no phase is running, the next phase ends at once with ``stop_requested``.
+        The request reaches its live subagents and helpers too.
         """
-        self._state.stop_requested = True
+        _request_stop_tree(self._state)
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
@@ -628,6 +640,8 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Raises:
             PermissionEscalation: *spec* has tools this agent does not.
+            InvalidArgument: *budget* is not this agent's, below it, or free-standing.
+            ActorStopped: this agent has exited.
         """
         from .compose import spawn_child
 

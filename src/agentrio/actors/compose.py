@@ -9,14 +9,15 @@ parent reaches it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
-from ..errors import ActorError, InvalidArgument, PermissionEscalation
-from ..messages import PhaseResult, SubagentEnded, SubagentStarted
-from ..tools.policy import Decision, PermissionPolicy, Rule
+from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
+from ..messages import ConfirmationRequired, PhaseResult, SubagentEnded, SubagentStarted
+from ..tools.policy import Approval, Approver, Decision, PermissionPolicy, ask_approver
 from ..tools.tool import Tool
 from ._core import request_stop
 from ._phase import CALLER
@@ -25,6 +26,7 @@ from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
 if TYPE_CHECKING:
     from ..supervisors.budget import Budget
     from ..supervisors.supervisor import _Supervisor
+    from ._core import ActorRef
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 
@@ -32,40 +34,122 @@ _STRICTNESS: dict[Decision, int] = {"allow": 0, "ask": 1, "deny": 2}
 _names = itertools.count(1)
 
 
+@attrs.frozen
+class _Nested(PermissionPolicy):
+    """A child's policy: its parent's and its own both apply, the stricter decision wins.
+
+    Merging the two rule lists would not do: deny, allow and ask are checked
+    in that order across all rules, so a child's ``allow("*")`` would beat its
+    parent's ``ask`` rules and default. (``rules`` and ``default`` hold both
+    sets, for display.)
+
+    Attributes:
+        outer: the parent's policy.
+        inner: the child's own.
+        outer_asks: False when the parent has no approver: what its rules
+            would ask about, it could never do, and neither may the child.
+    """
+
+    outer: PermissionPolicy = attrs.field(factory=PermissionPolicy)
+    inner: PermissionPolicy = attrs.field(factory=PermissionPolicy)
+    outer_asks: bool = True
+
+    def decide(self, name: str, arguments: Mapping[str, object]) -> Decision:
+        first = self.outer.decide(name, arguments)
+        if first == "ask" and not self.outer_asks:
+            first = "deny"
+        if first == "deny":
+            return first
+        return max(first, self.inner.decide(name, arguments), key=_STRICTNESS.__getitem__)
+
+
 def combine_policies(
-    parent: PermissionPolicy | None, child: PermissionPolicy | None
+    parent: PermissionPolicy | None,
+    child: PermissionPolicy | None,
+    *,
+    parent_asks: bool = True,
 ) -> PermissionPolicy | None:
-    """The policy a child runs under: both rule sets, and the stricter default."""
-    if parent is None:
+    """The policy a child runs under: each call gets the stricter of both decisions."""
+    if parent is None or parent is child:
         return child
-    if child is None:
-        return parent
-    default = max(parent.default, child.default, key=_STRICTNESS.__getitem__)
-    rules: list[Rule] = [*parent.rules, *child.rules]
-    return PermissionPolicy(rules=rules, default=default)
+    inner = child if child is not None else PermissionPolicy()
+    default = max(parent.default, inner.default, key=_STRICTNESS.__getitem__)
+    return _Nested(
+        rules=(*parent.rules, *inner.rules),
+        default=default,
+        outer=parent,
+        inner=inner,
+        outer_asks=parent_asks,
+    )
+
+
+def _combine_approvers(parent: AgentSpec, child: AgentSpec) -> Approver | ActorRef | None:
+    """Who answers a child's ``ask``: its parent's approver for the parent's rules, its own
+    (or, without one, its parent's) for its own; both when both rule sets ask."""
+    outer, inner = parent.approver, child.approver
+    if inner is None or outer is None or inner is outer:
+        return inner if inner is not None else outer
+    levels = ((parent.permissions, outer), (child.permissions, inner))
+
+    async def both(request: ConfirmationRequired) -> Approval:
+        call = request.tool_call
+        for policy, approver in levels:
+            if policy is not None and policy.decide(call.name, call.arguments) == "ask":
+                answer = await ask_approver(approver, request)
+                if not answer.approved:
+                    return answer
+        return Approval(True)
+
+    return both
 
 
 def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
     """*spec* as the child of *parent* may run it, or PermissionEscalation."""
     if not isinstance(spec, AgentSpec):
         raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
-    extra = sorted(t.name for t in spec.tools if t.name not in parent.info.tools)
+    mine = parent.info.tools
+    # The same name is not enough: a child's own tool called "read" may do anything.
+    extra = sorted(t.name for t in spec.tools if t.name not in mine or mine[t.name].fn is not t.fn)
     if extra:
         raise PermissionEscalation(
             f"subagent {spec.name!r} asks for tools its parent {parent.spec.name!r} "
-            f"does not have: {extra}"
+            f"does not have (or has as another function): {extra}"
         )
-    import attrs
-
     return attrs.evolve(
         spec,
-        permissions=combine_policies(parent.spec.permissions, spec.permissions),
-        approver=spec.approver if spec.approver is not None else parent.spec.approver,
+        permissions=combine_policies(
+            parent.spec.permissions,
+            spec.permissions,
+            parent_asks=parent.spec.approver is not None,
+        ),
+        approver=_combine_approvers(parent.spec, spec),
         approval_timeout=(
             spec.approval_timeout
             if spec.approval_timeout is not None
             else parent.spec.approval_timeout
         ),
+    )
+
+
+def _chain(budget: Budget | None) -> list[Budget]:
+    out = []
+    while budget is not None:
+        out.append(budget)
+        budget = budget.parent
+    return out
+
+
+def _carve(budget: Budget, parent: Budget) -> None:
+    """Make *budget* draw from *parent*'s, or refuse it: a budget elsewhere in the tree
+    (or above the parent's) would let the child spend past its parent's limits."""
+    if any(b is parent for b in _chain(budget)):
+        return
+    if budget.parent is None and not any(b is budget for b in _chain(parent)):
+        budget.parent = parent  # a free-standing budget is carved out of the parent's
+        return
+    raise InvalidArgument(
+        f"a subagent's budget must be its parent's, one below it, or one with no parent "
+        f"(then carved out of the parent's); {budget!r} is not"
     )
 
 
@@ -80,25 +164,38 @@ def spawn_child(
 
     Raises:
         PermissionEscalation: the spec has tools the parent does not.
+        InvalidArgument: *budget* is not the parent's, below it, or free-standing.
+        ActorStopped: the parent has exited (no one would stop the child).
     """
     from ..supervisors.budget import Budget
 
+    assert parent.cell is not None
+    if parent.cell.state == "exited":
+        raise ActorStopped(
+            f"agent {parent.cell.path!r} has {parent.cell.stop_reason}: it cannot have subagents",
+            path=parent.cell.path,
+            reason=parent.cell.stop_reason,
+        )
     checked = _child_spec(parent, spec)
     if budget is None:
         budget = parent.budget
     elif not isinstance(budget, Budget):
         raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
-    elif budget.parent is None:
-        budget.parent = parent.budget  # carved out of the parent's
-    assert parent.cell is not None
+    else:
+        _carve(budget, parent.budget)
     if name is None:
         name = f"{parent.cell.name}.{spec.name}-{next(_names)}"
     child = spawn_agent(parent.sup, checked, name, budget)
     child_cell = child._cell
     child_cell.owner = parent.cell
-    if parent.cell.dependents is None:
-        parent.cell.dependents = []
-    parent.cell.dependents.append(child_cell)
+    deps = parent.cell.dependents
+    if deps is None:
+        deps = parent.cell.dependents = []
+    elif len(deps) >= 64 and not len(deps) & (len(deps) - 1):
+        # Drop the children that have exited now and then (at each power of
+        # two): a long-lived parent must not keep every child it ever had.
+        deps[:] = [d for d in deps if d.state != "exited"]
+    deps.append(child_cell)
     if parent.sup.bus.active:
         parent.sup.bus.publish(SubagentStarted(path=parent.cell.path, child=child_cell.path))
     return child
@@ -177,6 +274,9 @@ async def map_phases(
             request_stop(agent._cell)
             slots.release()
 
+    # A spawn that fails (PermissionEscalation, a bad budget, RuntimeClosed)
+    # cancels the phases under way and is raised as itself, not in a group.
+    failure: Exception | None = None
     async with trio.open_nursery() as nursery:
         for i in range(len(inputs)):
             await slots.acquire()
@@ -186,10 +286,13 @@ async def map_phases(
                     agent = spawn_child(parent, spec, name=name, budget=budget)
                 else:
                     agent = spawn_agent(sup, spec, name, budget)
-            except BaseException:
-                slots.release()
-                raise
+            except Exception as exc:
+                failure = exc
+                nursery.cancel_scope.cancel()
+                break
             nursery.start_soon(one, i, agent)
+    if failure is not None:
+        raise failure
     done = [r for r in results if r is not None]
     assert len(done) == len(inputs)
     return done

@@ -2,9 +2,9 @@
 
 A tool-call actor is a one-shot actor: it is born with its one message (the
 :class:`ToolCallRequest`) and its reply is a :class:`ToolResult`. It needs no
-mailbox, so it is a task in the nursery its agent holds for the phase, with
-its own cancel scope; the agent is woken once, when the last call of a batch
-finishes.
+mailbox and has its own cancel scope. A turn's only call runs in the agent's
+own task; several run as tasks of a nursery the agent opens for the batch,
+and the agent is woken once, when the last of them finishes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+import msgspec
 import trio
 
 from ..messages import (
@@ -91,9 +92,30 @@ class ToolGate:
             verdict = await self.pre(req)
             if isinstance(verdict, Deny):
                 return self._refuse(req, verdict.reason or "refused by the pre_tool_use hook")
-            if isinstance(verdict, ToolCallRequest):
-                return verdict
+            if isinstance(verdict, ToolCallRequest) and verdict != req:
+                return await self._recheck(req, verdict, decision)
         return req
+
+    async def _recheck(
+        self, req: ToolCallRequest, rewritten: ToolCallRequest, decision: str
+    ) -> ToolCallRequest | ToolResult:
+        """A call rewritten by ``pre_tool_use`` is judged again: the hook cannot launder it."""
+        if rewritten.name != req.name:
+            return self._refuse(
+                req, "the pre_tool_use hook may rewrite a call's arguments, not its tool"
+            )
+        if rewritten.id != req.id:
+            rewritten = msgspec.structs.replace(rewritten, id=req.id)
+        again = self.policy.decide(req.name, rewritten.arguments) if self.policy else "allow"
+        if again == "deny":
+            return self._refuse(
+                req, f"tool {req.name!r} with the rewritten arguments is denied by the policy"
+            )
+        if again == "ask" and decision != "ask":
+            why = await self._confirm(rewritten)
+            if why:
+                return self._refuse(req, why)
+        return rewritten
 
     async def _confirm(self, req: ToolCallRequest) -> str:
         """Ask the approver; "" if approved, else why not."""

@@ -1,0 +1,255 @@
+"""Every path to a tool goes through the caller's allowlist, policy and approval.
+
+Each case gives a caller one way of not being allowed a tool (it is not in its
+allowlist, a rule of its policy denies it, its policy's default denies it, its
+approver refuses it, its approver does not answer in time) and then tries one
+path to call it anyway: the caller's model, ``direct_tool_calls``, a phase's
+``tool_names``, an infrastructure helper, a session helper, a subagent
+(model-driven and direct), an agent tool, and a fan-out. The tool must never
+run, and the refusal must be what the caller (or its model) sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    AgentSpec,
+    ChatMessage,
+    ConfirmationRequired,
+    PermissionDenied,
+    PermissionEscalation,
+    PermissionPolicy,
+    PhaseResult,
+    ToolCallRequest,
+    ToolResult,
+    ToolSchema,
+    Usage,
+    agent_tool,
+    allow,
+    ask,
+    deny,
+)
+from agentrio.testing import FunctionModel, Reply
+
+RAN: list[str] = []
+
+
+@agentrio.tool
+async def secret(what: str = "all") -> str:
+    """The tool no one here may use."""
+    RAN.append(what)
+    return "the secret"
+
+
+@agentrio.tool
+async def public() -> str:
+    """A tool anyone may use."""
+    return "public"
+
+
+def calls(name: str, **arguments: object) -> FunctionModel:
+    """A model that calls *name* once, then reports what it saw."""
+
+    def reply(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        seen = [m.content for m in messages if m.role == "tool"]
+        if seen:
+            return Reply(text=f"saw: {seen[-1]}", usage=Usage(5, 5))
+        return Reply(tool_calls=(ToolCallRequest(name, arguments),), usage=Usage(5, 5))
+
+    return FunctionModel(reply)
+
+
+async def refuse(request: ConfirmationRequired) -> bool:
+    return False
+
+
+async def never_answer(request: ConfirmationRequired) -> bool:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+# How the caller is kept from the tool, and what its refusal says.
+RESTRICTIONS: dict[str, tuple[dict[str, object], str]] = {
+    "allowlist": ({}, "tool 'secret' is not allowed here"),
+    "policy": (
+        {
+            "permissions": PermissionPolicy(rules=[deny("secret"), allow("*")]),
+            "approver": lambda request: True,
+        },
+        "tool 'secret' is denied by the permission policy",
+    ),
+    "policy_default": (
+        {
+            "permissions": PermissionPolicy(
+                rules=[allow("public"), allow("delegate")], default="deny"
+            ),
+            "approver": lambda request: True,
+        },
+        "tool 'secret' is denied by the permission policy",
+    ),
+    "approval": (
+        {"permissions": PermissionPolicy(rules=[ask("secret")]), "approver": refuse},
+        "the approver refused 'secret'",
+    ),
+    "approval_timeout": (
+        {
+            "permissions": PermissionPolicy(rules=[ask("secret")]),
+            "approver": never_answer,
+            "approval_timeout": 5,
+        },
+        "the approver refused 'secret': no answer from the approver within 5 s",
+    ),
+}
+
+# A subagent, agent tool or fan-out child that would gladly call the tool: it
+# lists it, its own rules allow everything, and its own approver says yes.
+EAGER = AgentSpec(
+    "eager",
+    calls("secret"),
+    tools=[secret],
+    permissions=PermissionPolicy(rules=[allow("*")]),
+    approver=lambda request: True,
+)
+DELEGATE = agent_tool(EAGER, name="delegate")
+
+PATHS = [
+    "model",
+    "direct_tool_calls",
+    "phase_tool_names",
+    "infrastructure_helper",
+    "session_helper",
+    "subagent",
+    "subagent_direct_tool_calls",
+    "agent_tool",
+    "agent_map",
+]
+
+
+def caller_spec(restriction: str, model: FunctionModel) -> AgentSpec:
+    kwargs, _ = RESTRICTIONS[restriction]
+    tools = [public, DELEGATE] if restriction == "allowlist" else [public, secret, DELEGATE]
+    return AgentSpec("caller", model, tools=tools, **kwargs)  # type: ignore[arg-type]
+
+
+def the_call(results: Sequence[ToolResult]) -> ToolResult:
+    (call,) = [r for r in results if r.name in ("secret", "delegate")]
+    return call
+
+
+async def attempt(rt: agentrio.Runtime, path: str, restriction: str) -> str:
+    """Try *path*; return what the caller (or its model) was told."""
+    model = calls("delegate", task="go") if path == "agent_tool" else calls("secret")
+    caller = await rt.spawn_agent(caller_spec(restriction, model))
+    if path == "model":
+        return the_call((await caller.run("go")).tool_calls).content
+    if path == "direct_tool_calls":
+        result = await caller.run("", direct_tool_calls=[ToolCallRequest("secret")])
+        return the_call(result.tool_calls).content
+    if path == "phase_tool_names":
+        return the_call((await caller.run("go", tool_names=["public"])).tool_calls).content
+    if path == "infrastructure_helper":
+        h = rt.helper(calls("secret"), tools=[public])
+        return the_call((await h.execute("go")).tool_results).content
+    if path == "session_helper":
+        res = await caller.helper(calls("secret")).execute("go")
+        return the_call(res.tool_results).content
+    if path in ("subagent", "subagent_direct_tool_calls"):
+        child = await caller.spawn_subagent(EAGER)
+        if path == "subagent":
+            result = await child.run("go")
+        else:
+            result = await child.run("", direct_tool_calls=[ToolCallRequest("secret")])
+        return the_call(result.tool_calls).content
+    if path == "agent_tool":
+        return the_call((await caller.run("go")).tool_calls).content
+    assert path == "agent_map"
+    (mapped,) = await caller.map(EAGER, ["go"])
+    assert isinstance(mapped, PhaseResult)
+    return the_call(mapped.tool_calls).content
+
+
+def cases() -> list[tuple[str, str]]:
+    out = []
+    for path in PATHS:
+        for restriction in RESTRICTIONS:
+            if path in ("infrastructure_helper", "phase_tool_names") and restriction != "allowlist":
+                continue  # the whitelist / tool_names is the restriction itself
+            out.append((path, restriction))
+    return out
+
+
+@pytest.mark.parametrize(("path", "restriction"), cases(), ids=lambda v: v)
+async def test_no_path_reaches_a_tool_the_caller_may_not_use(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    path: str,
+    restriction: str,
+) -> None:
+    RAN.clear()
+    _, refusal = RESTRICTIONS[restriction]
+    escalation = restriction == "allowlist" and path.startswith(("subagent", "agent_"))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        if restriction == "allowlist" and path in ("subagent", "subagent_direct_tool_calls"):
+            caller = await rt.spawn_agent(caller_spec(restriction, calls("secret")))
+            with pytest.raises(PermissionEscalation, match="secret"):
+                await caller.spawn_subagent(EAGER)
+        elif restriction == "allowlist" and path == "agent_map":
+            caller = await rt.spawn_agent(caller_spec(restriction, calls("secret")))
+            with pytest.raises(PermissionEscalation, match="secret"):
+                await caller.map(EAGER, ["go"])
+        elif restriction == "allowlist" and path == "agent_tool":
+            told = await attempt(rt, path, restriction)
+            assert "PermissionEscalation" in told and "secret" in told
+        elif path == "agent_tool":
+            # The child was refused; its final text is what the caller's model sees.
+            told = await attempt(rt, path, restriction)
+            assert told.startswith(f"saw: {refusal}")
+        else:
+            told = await attempt(rt, path, restriction)
+            assert told.startswith(refusal), told
+        await trio.testing.wait_all_tasks_blocked()
+    assert RAN == []
+    # Every refusal is audited (an escalation is refused before any call is made).
+    denied = [e for e in events if isinstance(e, PermissionDenied) and e.tool == "secret"]
+    assert len(denied) == (0 if escalation else 1)
+
+
+async def test_the_same_paths_do_reach_an_allowed_tool(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The control: with a caller that may use the tool, every path runs it.
+    RAN.clear()
+    async with agentrio.open_runtime() as rt:
+        for path in PATHS:
+            model = calls("delegate", task="go") if path == "agent_tool" else calls("secret")
+            spec = AgentSpec(
+                "caller", model, tools=[public, secret, DELEGATE], approver=lambda r: True
+            )
+            caller = await rt.spawn_agent(spec, name=f"caller-{path}")
+            if path == "model":
+                await caller.run("go")
+            elif path == "direct_tool_calls":
+                await caller.run("", direct_tool_calls=[ToolCallRequest("secret", {"what": path})])
+            elif path == "phase_tool_names":
+                await caller.run("go", tool_names=["secret"])
+            elif path == "infrastructure_helper":
+                await rt.helper(calls("secret"), tools=[secret]).execute("go")
+            elif path == "session_helper":
+                await caller.helper(calls("secret")).execute("go")
+            elif path == "subagent":
+                await (await caller.spawn_subagent(EAGER)).run("go")
+            elif path == "subagent_direct_tool_calls":
+                child = await caller.spawn_subagent(EAGER)
+                await child.run("", direct_tool_calls=[ToolCallRequest("secret", {"what": path})])
+            elif path == "agent_tool":
+                await caller.run("go")
+            else:
+                await caller.map(EAGER, ["go"])
+    assert len(RAN) == len(PATHS)

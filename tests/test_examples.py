@@ -1,0 +1,106 @@
+"""The examples run, and the API reference documents every public name."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import agentrio
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+API_DOC = ROOT / "docs" / "api.md"
+
+# A line each example must print: proof that it got to the end and did its job.
+EXPECTED = {
+    "supervised_pool.py": "jobs: 30, answered: 26, crashed: 4",
+    "research_agent.py": "synthesis: 3 subtopics, 4 contexts, 0 leaks",
+    "helpers.py": (
+        "whitelist denied: 2, approvals asked: 2, approved: 1, "
+        "files left: ['notes.txt', 'src/main.py']"
+    ),
+    "coordinator.py": (
+        "coordinator: 100 subagents ended, the budget stopped the rest, budget not exceeded"
+    ),
+}
+
+
+def _examples() -> list[Path]:
+    return sorted(EXAMPLES.glob("*.py"))
+
+
+def test_every_example_has_an_expected_line() -> None:
+    assert _examples(), "no examples found"
+    assert sorted(p.name for p in _examples()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("example", _examples(), ids=lambda p: p.name)
+def test_example_runs(example: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(example)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert EXPECTED[example.name] in result.stdout.splitlines(), result.stdout
+
+
+def _load(path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_supervised_pool_main(capsys: pytest.CaptureFixture[str]) -> None:
+    module = _load(EXAMPLES / "supervised_pool.py")
+    assert module.main() == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert EXPECTED["supervised_pool.py"] in lines
+    assert "pool: 4 workers, 26 messages handled, 4 restarts" in lines
+    assert (
+        "events: ActorExited=5, ActorFailed=4, ActorRestarted=4, ActorStarted=9, DeadLetter=4"
+        in lines
+    )
+
+
+def _public_names() -> list[str]:
+    return sorted(
+        name
+        for name in dir(agentrio)
+        if not name.startswith("_")
+        and name != "__version__"
+        and not isinstance(getattr(agentrio, name), types.ModuleType)
+    )
+
+
+def _documented_names(text: str) -> set[str]:
+    # A name is documented when a heading of the API reference is that name,
+    # with or without backticks ("### `Backoff`"). A mere mention in passing
+    # does not count: every public name gets an entry of its own.
+    names = set()
+    for match in re.finditer(r"^#{1,6}\s+`?([A-Za-z_][\w.]*)`?\s*$", text, re.MULTILINE):
+        names.add(match.group(1))
+    return names
+
+
+def test_public_names_are_found() -> None:
+    names = _public_names()
+    assert "open_runtime" in names
+    assert "Actor" in names
+    assert "actors" not in names  # a module, not an API name
+
+
+@pytest.mark.parametrize("name", _public_names())
+def test_public_name_is_documented(name: str) -> None:
+    documented = _documented_names(API_DOC.read_text(encoding="utf-8"))
+    assert name in documented, f"agentrio.{name} has no heading in docs/api.md"
