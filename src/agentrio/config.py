@@ -1,6 +1,9 @@
 """agentrio.toml: provider instances and model tiers, structured by cattrs into attrs classes.
 
-Example::
+Example (top-level keys such as ``escalation`` go before the first table:
+after ``[tiers]`` they would belong to it)::
+
+    escalation = ["fast", "smart"]
 
     [providers.local]
     kind = "ollama"
@@ -17,8 +20,6 @@ Example::
     fast = "local:qwen2.5:0.5b"
     smart = "openai:gpt-4o"
 
-    escalation = ["fast", "smart"]
-
 The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 ``agentrio/agentrio.toml`` in the user config folder (``$XDG_CONFIG_HOME`` or
 ``~/.config``). Every error names the file, the key and what was expected.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -95,6 +97,23 @@ class Config:
 _converter = cattrs.Converter(forbid_extra_keys=True)
 
 
+def _strict(kind: type) -> Callable[[object, type], object]:
+    # cattrs' default hook is kind(value): stream = "false" would become True,
+    # max_concurrent = 1.5 would become 1, and tiers.fast = 5 would become "5".
+    def structure(value: object, _: type) -> object:
+        exact = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
+        whole = kind is float and isinstance(value, int) and not isinstance(value, bool)
+        if not (exact or whole):
+            raise TypeError(f"expected {kind.__name__}, got {value!r}")
+        return float(value) if whole else value  # type: ignore[arg-type]
+
+    return structure
+
+
+for _kind in (bool, int, float, str):
+    _converter.register_structure_hook(_kind, _strict(_kind))
+
+
 def _explain(exc: BaseException, type_: type | None) -> str:
     # Our own checks already say what was expected; cattrs' default would
     # reduce them to "invalid value".
@@ -129,11 +148,20 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
             raise ConfigError(f"{where}: {problems}") from None
         except ConfigError as exc:
             raise ConfigError(f"{where}: providers.{name}: {exc}") from None
+    raw_tiers, raw_escalation = data.get("tiers", {}), data.get("escalation", [])
+    if not isinstance(raw_tiers, dict):
+        raise ConfigError(f'{where}: tiers must be a table of name = "instance:model"')
+    if not isinstance(raw_escalation, list):
+        raise ConfigError(f"{where}: escalation must be a list of tier names")
     try:
-        tiers = _converter.structure(data.get("tiers", {}), dict[str, str])
-        escalation = _converter.structure(data.get("escalation", []), list[str])
+        tiers = _converter.structure(raw_tiers, dict[str, str])
     except cattrs.BaseValidationError as exc:
-        problems = "; ".join(cattrs.transform_error(exc, "$", _explain))
+        problems = "; ".join(cattrs.transform_error(exc, "tiers", _explain))
+        raise ConfigError(f"{where}: {problems}") from None
+    try:
+        escalation = _converter.structure(raw_escalation, list[str])
+    except cattrs.BaseValidationError as exc:
+        problems = "; ".join(cattrs.transform_error(exc, "escalation", _explain))
         raise ConfigError(f"{where}: {problems}") from None
     return Config(providers=providers, tiers=tiers, escalation=escalation, path=path)
 
