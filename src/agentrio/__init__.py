@@ -37,6 +37,9 @@ from .errors import RateLimited as RateLimited
 from .errors import RestartIntensityExceeded as RestartIntensityExceeded
 from .errors import RuntimeClosed as RuntimeClosed
 from .errors import SelfAsk as SelfAsk
+from .errors import ToolArgumentsInvalid as ToolArgumentsInvalid
+from .errors import ToolError as ToolError
+from .errors import ToolResultInvalid as ToolResultInvalid
 from .errors import UnknownName as UnknownName
 from .errors import UsageError as UsageError
 from .messages import ActorExited as ActorExited

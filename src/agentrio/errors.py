@@ -20,6 +20,9 @@ catch the second without hiding the first::
     │   ├── BadResponse             the body could not be parsed, or a stream was cut short
     │   └── AuthError               401 / 403: the key is missing or wrong
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
+    ├── ToolError                   a tool call could not produce a result
+    │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
+    │   └── ToolResultInvalid       the result cannot be encoded as JSON
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -53,6 +56,9 @@ __all__ = [
     "RateLimited",
     "RestartIntensityExceeded",
     "RuntimeClosed",
+    "ToolArgumentsInvalid",
+    "ToolError",
+    "ToolResultInvalid",
     "SelfAsk",
     "UnknownName",
     "UsageError",
@@ -112,6 +118,18 @@ class HelperTurnsExceeded(AgentrioError):
     def __init__(self, message: str, *, result: object) -> None:
         super().__init__(message)
         self.result = result
+
+
+class ToolError(AgentrioError):
+    """A tool call could not produce a result (inside a phase: a ``failed`` result)."""
+
+
+class ToolArgumentsInvalid(ToolError, ValueError):
+    """The arguments do not match the tool's schema (the tool did not run)."""
+
+
+class ToolResultInvalid(ToolError, TypeError):
+    """The tool returned something that cannot be encoded as JSON."""
 
 
 class ProviderError(AgentrioError):

@@ -177,7 +177,9 @@ class Phase:
 
     async def _persist(self, ctx: ActorRef | None) -> None:
         new = tuple(self.history[self.base :])
-        if not new:
+        if not new or (self.iterations == 0 and not self.calls):
+            # Nothing happened (stopped, or no budget, before the first call):
+            # the context is left as it was.
             return
         if ctx is None:
             # The context's actor is born with its first history: it starts

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
@@ -127,6 +126,9 @@ class AgentSpec:
     on_step: Callable[[StepInfo], object] | None = None
     token_estimator: TokenEstimator | None = None
     escalate_on_stall: bool = False
+    _info: _SpecInfo | None = attrs.field(
+        init=False, default=None, eq=False, hash=False, repr=False
+    )
     permissions: PermissionPolicy | None = None
     approver: Approver | ActorRef | None = None
     approval_timeout: float | None = None
@@ -184,7 +186,7 @@ class AgentSpec:
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
-    __slots__ = ("__weakref__", "estimator", "needs_caller", "schemas", "tool_set", "tools")
+    __slots__ = ("estimator", "needs_caller", "schemas", "tool_set", "tools")
 
     def __init__(self, spec: AgentSpec) -> None:
         self.tools = {t.name: t for t in spec.tools}
@@ -199,13 +201,13 @@ class _SpecInfo:
         return tuple(s for s in self.schemas if s.name in names)
 
 
-_INFO: weakref.WeakKeyDictionary[AgentSpec, _SpecInfo] = weakref.WeakKeyDictionary()
-
-
 def _spec_info(spec: AgentSpec) -> _SpecInfo:
-    info = _INFO.get(spec)
+    # Cached on the spec itself (not in a dict keyed by it): a spec need not be
+    # hashable, since the model object it holds may not be.
+    info = spec._info
     if info is None:
-        info = _INFO[spec] = _SpecInfo(spec)
+        info = _SpecInfo(spec)
+        object.__setattr__(spec, "_info", info)
     return info
 
 

@@ -124,7 +124,7 @@ class _AnthropicStream:
             return  # "event:" lines repeat the type that the data carries
         try:
             event = json.loads(line[5:])
-        except ValueError:
+        except (ValueError, RecursionError):
             raise bad(self.provider, f"a stream event is not JSON: {line[5:105]!r}") from None
         if not isinstance(event, dict):
             raise bad(self.provider, "a stream event is not a JSON object")

@@ -19,8 +19,11 @@ from ..messages import ToolCallRequest
 __all__ = ["parse_arguments", "tool_calls_in_text"]
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
-_BARE_KEY = re.compile(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)")
+# Each pattern matches a whole double-quoted string first (group 1) and keeps
+# it as it is, so the repairs never touch what is inside a string.
+_STRING = r'("(?:[^"\\]|\\.)*")'
+_TRAILING_COMMA = re.compile(_STRING + r"|,\s*([}\]])")
+_BARE_KEY = re.compile(_STRING + r"|([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)")
 _SINGLE_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
 
 
@@ -35,6 +38,14 @@ def _loads_object(text: str) -> dict[str, object] | None:
 def _requote(match: re.Match[str]) -> str:
     inner = match.group(1).replace('\\"', '"').replace('"', '\\"').replace("\\'", "'")
     return f'"{inner}"'
+
+
+def _drop_trailing_commas(text: str) -> str:
+    return _TRAILING_COMMA.sub(lambda m: m.group(1) or m.group(2), text)
+
+
+def _quote_bare_keys(text: str) -> str:
+    return _BARE_KEY.sub(lambda m: m.group(1) or f'{m.group(2)}"{m.group(3)}"{m.group(4)}', text)
 
 
 def parse_arguments(raw: object) -> tuple[dict[str, object], str]:
@@ -62,12 +73,12 @@ def parse_arguments(raw: object) -> tuple[dict[str, object], str]:
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1).strip()
-    # Each repair only touches what is outside any double-quoted string, as
-    # far as a regular expression can tell; the result must then parse.
-    candidates = [text, _TRAILING_COMMA.sub(r"\1", text)]
+    # Each repair only touches what is outside any double-quoted string; the
+    # result must then parse.
+    candidates = [text, _drop_trailing_commas(text)]
     if '"' not in text:
-        candidates.append(_TRAILING_COMMA.sub(r"\1", _SINGLE_QUOTED.sub(_requote, text)))
-    candidates += [_BARE_KEY.sub(r'\1"\2"\3', c) for c in list(candidates)]
+        candidates.append(_drop_trailing_commas(_SINGLE_QUOTED.sub(_requote, text)))
+    candidates += [_quote_bare_keys(c) for c in list(candidates)]
     for candidate in candidates:
         value = _loads_object(candidate)
         if value is not None:

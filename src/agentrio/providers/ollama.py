@@ -106,7 +106,7 @@ class _OllamaStream:
             return
         try:
             chunk = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise bad(self.provider, f"a stream line is not JSON: {line[:100]!r}") from None
         if not isinstance(chunk, dict):
             raise bad(self.provider, "a stream line is not a JSON object")

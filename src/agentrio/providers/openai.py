@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
@@ -27,6 +28,15 @@ def _message(msg: ChatMessage) -> dict[str, object]:
     if msg.role == "tool":
         out["tool_call_id"] = msg.tool_call_id or ""
     return out
+
+
+def _list(value: object, provider: str, where: str) -> list[Any]:
+    """*value* if it is a list, [] if it is missing or empty, else a BadResponse."""
+    if not value:
+        return []
+    if not isinstance(value, list):
+        raise bad(provider, f"{where} is not a list")
+    return value
 
 
 class OpenAIWire:
@@ -77,7 +87,7 @@ class OpenAIWire:
         if not isinstance(text, str):
             raise bad(provider, "choices[0].message.content is not a string")
         calls: list[ToolCallRequest] = []
-        for i, raw in enumerate(message.get("tool_calls") or ()):
+        for i, raw in enumerate(_list(message.get("tool_calls"), provider, "message.tool_calls")):
             fn = need(raw, "function", dict, provider, f"tool_calls[{i}]")
             calls.append(tool_call(fn.get("name"), fn.get("arguments"), raw.get("id"), provider))
         usage = data.get("usage") if isinstance(data, dict) else None
@@ -112,7 +122,7 @@ class _OpenAIStream:
             return
         try:
             chunk = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise bad(self.provider, f"a stream chunk is not JSON: {payload[:100]!r}") from None
         if not isinstance(chunk, dict):
             raise bad(self.provider, "a stream chunk is not a JSON object")
@@ -121,7 +131,7 @@ class _OpenAIStream:
             self.usage = Usage(
                 count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
             )
-        for choice in chunk.get("choices") or ():
+        for choice in _list(chunk.get("choices"), self.provider, "chunk.choices"):
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if isinstance(delta, dict):
                 self._delta(delta)
@@ -132,7 +142,7 @@ class _OpenAIStream:
             self.text.append(piece)
             if self.on_text is not None:
                 self.on_text(piece)
-        for raw in delta.get("tool_calls") or ():  # type: ignore[attr-defined]
+        for raw in _list(delta.get("tool_calls"), self.provider, "delta.tool_calls"):
             if not isinstance(raw, dict):
                 raise bad(self.provider, "a tool-call delta is not a JSON object")
             slot = self.calls.setdefault(count(raw.get("index")), ["", "", ""])

@@ -12,6 +12,7 @@ The API key is only ever put in request headers: it is in no message, event,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -451,12 +452,22 @@ class Provider:
                 await response.aread()
                 self._check(response.status_code, response.headers, response.text)
             parser = self._wire.stream_parser(self.name, on_text, text_tools)
+            lines = response.aiter_lines()
             try:
-                async for line in response.aiter_lines():
+                async for line in lines:
                     parser.feed(line)
             except httpx.TransportError as exc:
                 # The answer had begun: losing the connection now cuts the stream short.
                 raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
+            except Exception:
+                # Leaving mid-stream would leave httpx's chain of async generators
+                # suspended, for the GC to finalize with a ResourceWarning; once the
+                # response is closed, the next read fails through all of them.
+                await response.aclose()
+                with contextlib.suppress(Exception):
+                    async for _ in lines:
+                        pass
+                raise
             return parser.finish()
         finally:
             await response.aclose()

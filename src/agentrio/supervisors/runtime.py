@@ -143,6 +143,8 @@ async def open_runtime(
     rt = Runtime._create(root, bus)
     root.ref = rt
     rt.register_tool(*tools)
+    if config is not None:
+        root.runtime_counters.models()  # a bad config is an error here, not at first use
     async with trio.open_nursery() as nursery:
         await nursery.start(_run_root, root, name="agentrio root supervisor")
         try:

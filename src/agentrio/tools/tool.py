@@ -17,7 +17,7 @@ from typing import Any, overload
 import msgspec
 import trio
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
 
 __all__ = ["Tool", "ToolArgumentsInvalid", "ToolSchema", "ToolResultInvalid", "tool"]
 
@@ -36,14 +36,6 @@ class ToolSchema(msgspec.Struct, frozen=True):
     name: str
     description: str
     parameters: dict[str, object]
-
-
-class ToolArgumentsInvalid(Exception):
-    """The model's arguments do not match the tool's schema (becomes a failed result)."""
-
-
-class ToolResultInvalid(Exception):
-    """The tool returned something that cannot be encoded as JSON (a failed result)."""
 
 
 def _inline_schema(args_type: type[msgspec.Struct]) -> dict[str, object]:
