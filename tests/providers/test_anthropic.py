@@ -1,0 +1,415 @@
+"""The Anthropic messages wire: request bodies, answers and SSE streams, against the
+fake server over real sockets, and the parsers fuzzed with any JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrio import (
+    BadResponse,
+    ChatMessage,
+    ModelReply,
+    Provider,
+    ProviderConfig,
+    ToolCallRequest,
+    ToolSchema,
+    Usage,
+)
+from agentrio.providers.anthropic import API_VERSION, AnthropicWire
+from agentrio.testing import FakeLLMServer, open_fake_llm
+
+WIRE = AnthropicWire()
+LOOKUP = ToolSchema(
+    "lookup", "Look a key up.", {"type": "object", "properties": {"key": {"type": "string"}}}
+)
+CONVERSATION = [
+    ChatMessage("system", "be brief"),
+    ChatMessage("user", "what is a?"),
+    ChatMessage("assistant", "", tool_calls=(ToolCallRequest("lookup", {"key": "a"}, id="c1"),)),
+    ChatMessage("tool", "a is 1", tool_call_id="c1", name="lookup"),
+    ChatMessage("user", "and?"),
+]
+REPLY = ModelReply(
+    text="The answer is one, as the lookup said.",
+    tool_calls=(
+        ToolCallRequest("lookup", {"key": "b", "depth": 2}, id="toolu_1"),
+        ToolCallRequest("lookup", {"key": "c"}, id="toolu_2"),
+    ),
+    usage=Usage(31, 17),
+)
+
+
+@asynccontextmanager
+async def provider(server: FakeLLMServer, **options: Any) -> AsyncIterator[Provider]:
+    config = ProviderConfig(
+        name="an", kind="anthropic", base_url=server.base_url + "/v1", max_retries=0, **options
+    )
+    async with Provider(config) as p:
+        yield p
+
+
+# -- the request ---------------------------------------------------------------------------
+
+
+def test_body() -> None:
+    messages = [
+        ChatMessage("system", "be brief"),
+        ChatMessage("system", "and kind"),
+        *CONVERSATION[1:],
+        ChatMessage("assistant", ""),  # nothing to send: left out
+        ChatMessage("user", "last"),
+    ]
+    body = WIRE.body("claude-x", messages, [LOOKUP], 256, False)
+    assert (body["model"], body["max_tokens"], body["stream"]) == ("claude-x", 256, False)
+    assert body["system"] == "be brief\n\nand kind"
+    # Roles alternate: the tool result and the next user turns share one user turn.
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "what is a?"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "lookup", "input": {"key": "a"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "a is 1"},
+                {"type": "text", "text": "and?"},
+                {"type": "text", "text": "last"},
+            ],
+        },
+    ]
+    assert body["tools"] == [
+        {"name": "lookup", "description": "Look a key up.", "input_schema": LOOKUP.parameters}
+    ]
+
+
+def test_body_without_system_or_tools() -> None:
+    body = WIRE.body("m", [ChatMessage("user", "hi")], [], 8, True)
+    assert "system" not in body and "tools" not in body and body["stream"] is True
+
+
+def test_headers() -> None:
+    assert WIRE.headers("k-123") == {"anthropic-version": API_VERSION, "x-api-key": "k-123"}
+    assert WIRE.headers(None) == {"anthropic-version": API_VERSION}
+
+
+# -- against the fake server ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_tool_calls_and_usage(stream: bool) -> None:
+    deltas: list[str] = []
+    async with open_fake_llm([REPLY]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "claude-x", CONVERSATION, [LOOKUP], max_output_tokens=99, on_text=deltas.append
+        )
+        (seen,) = server.requests
+    assert reply == REPLY
+    assert ("".join(deltas), len(deltas) > 1) == ((REPLY.text, True) if stream else ("", False))
+    assert (seen.api, seen.model, seen.stream, seen.max_tokens) == (
+        "anthropic",
+        "claude-x",
+        stream,
+        99,
+    )
+    assert seen.tools == ["lookup"]
+    assert seen.messages == CONVERSATION
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_text_only_answer(stream: bool) -> None:
+    answer = ModelReply(text="hi there", usage=Usage(3, 2))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        assert await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5) == answer
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_calls_without_ids_get_the_servers(stream: bool) -> None:
+    answer = ModelReply(tool_calls=(ToolCallRequest("lookup", {}),), usage=Usage(1, 1))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete("m", CONVERSATION[:2], [LOOKUP], max_output_tokens=5)
+    (call,) = reply.tool_calls
+    assert (call.name, call.arguments) == ("lookup", {}) and call.id.startswith("toolu_")
+
+
+# -- parse -------------------------------------------------------------------------------
+
+
+def message(*content: object, usage: object = None) -> dict[str, object]:
+    out: dict[str, object] = {"type": "message", "role": "assistant", "content": list(content)}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def test_parse_joins_text_blocks_and_skips_unknown_ones() -> None:
+    data = message(
+        {"type": "thinking", "thinking": "hmm"},
+        {"type": "text", "text": "a"},
+        {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
+        {"type": "text", "text": "b"},
+        usage={"input_tokens": 5, "output_tokens": 6},
+    )
+    assert WIRE.parse(data, "an", None) == ModelReply(
+        text="ab", tool_calls=(ToolCallRequest("f", {"x": 1}, id="t1"),), usage=Usage(5, 6)
+    )
+
+
+def test_parse_tolerates_what_is_optional() -> None:
+    assert WIRE.parse(message(), "an", None) == ModelReply()
+    usage = {"input_tokens": "7", "output_tokens": 2.5}
+    assert WIRE.parse(message(usage=usage), "an", None).usage == Usage()
+    # Arguments as text (as a broken model may send them) are repaired when safe.
+    block: dict[str, object] = {"type": "tool_use", "id": "t", "name": "f", "input": "{'a': 1,}"}
+    assert WIRE.parse(message(block), "an", None).tool_calls[0].arguments == {"a": 1}
+    (call,) = WIRE.parse(message({**block, "input": ["no"]}), "an", None).tool_calls
+    assert call.arguments == {} and "list" in call.error
+
+
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        ("text", "body is not a JSON object"),
+        ({"content": "hi"}, "body.content"),
+        (message("hi"), "content[0] is not a JSON object"),
+        (message({"text": "no type"}), "content[0].type"),
+        (message({"type": "tool_use", "input": {}}), "has no name"),
+    ],
+)
+def test_parse_errors_say_what_was_wrong(data: object, what: str) -> None:
+    with pytest.raises(BadResponse) as info:
+        WIRE.parse(data, "an", None)
+    assert what in str(info.value) and info.value.provider == "an"
+
+
+def test_parse_finds_calls_in_the_text_only_when_asked() -> None:
+    text = 'ok {"name": "lookup", "arguments": {"key": "q"}}'
+    data = message({"type": "text", "text": text})
+    assert WIRE.parse(data, "an", None).text == text
+    assert WIRE.parse(data, "an", ["lookup"]).tool_calls[0].arguments == {"key": "q"}
+
+
+# -- the stream parser ------------------------------------------------------------------
+
+
+def sse(*events: dict[str, Any]) -> list[str]:
+    lines = []
+    for event in events:
+        lines += [f"event: {event['type']}", f"data: {json.dumps(event)}", ""]
+    return lines
+
+
+def test_stream_assembles_text_calls_and_usage() -> None:
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("an", pieces.append, None)
+    tool = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    for line in sse(
+        {"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}},
+        {"type": "ping"},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "He"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "y"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": tool},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"x":'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": " 2}"},
+        },
+        {"type": "content_block_start", "index": 2, "content_block": {**tool, "id": "t2"}},
+        {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 14}},
+        {"type": "message_stop"},
+    ):
+        parser.feed(line)
+    assert pieces == ["He", "y"]
+    # Output tokens come from message_delta (message_start has a placeholder);
+    # a call with no input deltas has no arguments.
+    assert parser.finish() == ModelReply(
+        text="Hey",
+        tool_calls=(ToolCallRequest("f", {"x": 2}, id="t1"), ToolCallRequest("f", {}, id="t2")),
+        usage=Usage(9, 14),
+    )
+
+
+def test_a_stream_without_message_stop_was_cut_short() -> None:
+    parser = WIRE.stream_parser("an", None, None)
+    for line in sse({"type": "message_start", "message": {}}):
+        parser.feed(line)
+    with pytest.raises(BadResponse, match="before message_stop"):
+        parser.finish()
+
+
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [
+        ("data: {not json", "not JSON"),
+        ("data: " + "[" * 50_000, "not JSON"),
+        ("data: 3", "not a JSON object"),
+        ('data: {"type": "error", "error": {"type": "overloaded_error"}}', "overloaded_error"),
+        ('data: {"type": "content_block_delta", "index": 0, "delta": 1}', "no delta object"),
+    ],
+)
+def test_stream_errors(line: str, what: str) -> None:
+    parser = WIRE.stream_parser("an", None, None)
+    with pytest.raises(BadResponse) as info:
+        parser.feed(line)
+    assert what in str(info.value)
+
+
+# -- fuzzing: any JSON, any text: a ModelReply or a BadResponse, nothing else ------------
+#
+# Random JSON seldom reaches the fields three levels down, so first every field
+# of a well-formed answer is replaced (or removed) in turn, then hypothesis
+# damages well-formed answers at random and throws any JSON and text at them.
+
+ODD: list[object] = [None, 0, 7, -1, 2.5, True, "", "x", [], [1, "a"], {}, {"k": [None]}]
+DELETE = object()
+
+
+def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            out += _paths(child, (*path, i))
+    return out
+
+
+def _replaced(value: object, path: tuple[object, ...], new: object) -> object:
+    """A copy of *value* with the part at *path* replaced by *new* (or deleted)."""
+    copy = json.loads(json.dumps(value))
+    *parent, last = path
+    holder = copy
+    for key in parent:
+        holder = holder[key]
+    if new is DELETE:
+        if isinstance(holder, dict):
+            del holder[last]
+    else:
+        holder[last] = new
+    return copy
+
+
+def damaged(value: object) -> list[object]:
+    """*value* with each of its parts in turn replaced by each ODD value, or deleted."""
+    return [_replaced(value, path, new) for path in _paths(value)[1:] for new in [DELETE, *ODD]]
+
+
+GOOD = message(
+    {"type": "text", "text": "hi"},
+    {"type": "tool_use", "id": "t1", "name": "lookup", "input": {"key": "k"}},
+    usage={"input_tokens": 3, "output_tokens": 4},
+)
+GOOD_EVENTS: list[object] = [
+    {"type": "message_start", "message": {"usage": {"input_tokens": 3, "output_tokens": 1}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "input_json_delta", "partial_json": '{"key": "k"}'},
+    },
+    {"type": "message_delta", "delta": {}, "usage": {"output_tokens": 4}},
+]
+STOP = 'data: {"type": "message_stop"}'
+
+
+def accepts(data: object, text_tools: list[str] | None = None) -> ModelReply | None:
+    """Parse *data*: a ModelReply, or None for a BadResponse; anything else fails."""
+    try:
+        reply = WIRE.parse(data, "an", text_tools)
+    except BadResponse:
+        return None
+    assert isinstance(reply, ModelReply)
+    return reply
+
+
+def streams(lines: list[str], text_tools: list[str] | None = None) -> ModelReply | None:
+    """Feed *lines* and finish: a ModelReply, or None for a BadResponse."""
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("an", pieces.append, text_tools)
+    try:
+        for line in lines:
+            parser.feed(line)
+        reply = parser.finish()
+    except BadResponse:
+        return None
+    assert isinstance(reply, ModelReply)
+    assert reply.text == "".join(pieces) or (text_tools and reply.tool_calls)
+    return reply
+
+
+def test_every_field_damaged_in_turn() -> None:
+    assert accepts(GOOD) is not None
+    for data in damaged(GOOD):
+        accepts(data, ["lookup"])
+
+
+def test_every_stream_field_damaged_in_turn() -> None:
+    good = [f"data: {json.dumps(e)}" for e in GOOD_EVENTS] + [STOP]
+    assert streams(good) == accepts(GOOD)
+    for i, event in enumerate(GOOD_EVENTS):
+        for bad_event in damaged(event):
+            events = [*GOOD_EVENTS[:i], bad_event, *GOOD_EVENTS[i + 1 :]]
+            streams([f"data: {json.dumps(e)}" for e in events] + [STOP])
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+FUZZ = settings(max_examples=150, deadline=None)
+
+
+@st.composite
+def _damaged(draw: st.DrawFn, value: object) -> object:
+    """*value* with one to three random parts replaced by any JSON, or removed."""
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(value)[1:]
+        if not paths:
+            return draw(_json)
+        path = paths[draw(st.integers(0, len(paths) - 1))]
+        value = _replaced(value, path, draw(st.just(DELETE) | _json))
+    return value
+
+
+@FUZZ
+@given(_damaged(GOOD) | _json, st.sampled_from([None, ["lookup"]]))
+def test_parse_fuzz(data: object, text_tools: list[str] | None) -> None:
+    accepts(data, text_tools)
+
+
+_line = st.one_of(
+    st.sampled_from(GOOD_EVENTS).flatmap(_damaged).map(lambda e: "data: " + json.dumps(e)),
+    _json.map(lambda v: "data: " + json.dumps(v)),
+    st.text(max_size=30),
+    st.sampled_from([STOP, "data:", "event: ping", ""]),
+)
+
+
+@FUZZ
+@given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
+def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
+    streams(lines, text_tools)

@@ -1,0 +1,201 @@
+"""The shared guards of a provider instance: Retry-After, the circuit breaker, rate windows.
+
+Time is Trio's MockClock (``autojump_clock``): the breaker's cool-down and the
+windows' minutes pass in virtual time.
+"""
+
+from __future__ import annotations
+
+import email.utils
+
+import pytest
+import trio
+import trio.testing
+
+from agentrio.providers.limiter import CircuitBreaker, RateWindow, parse_retry_after
+
+# -- Retry-After -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("5", 5.0),
+        (" 2.5 ", 2.5),
+        ("0", 0.0),
+        ("-3", 0.0),  # never negative
+        ("120", 120.0),
+    ],
+)
+def test_retry_after_in_seconds(value: str, expected: float) -> None:
+    assert parse_retry_after(value) == expected
+
+
+@pytest.mark.parametrize("value", [None, "", "soon", "nan", "inf", "-inf", "1e999", "Mon, 99 Foo"])
+def test_retry_after_unreadable_is_none(value: str | None) -> None:
+    assert parse_retry_after(value) is None
+
+
+def test_retry_after_as_an_http_date() -> None:
+    now = 1_700_000_000.0
+    in_30s = email.utils.formatdate(now + 30, usegmt=True)  # "Tue, 14 Nov 2023 22:13:50 GMT"
+    assert parse_retry_after(in_30s, now=now) == pytest.approx(30.0)
+    past = email.utils.formatdate(now - 600, usegmt=True)
+    assert parse_retry_after(past, now=now) == 0.0
+    # "-0000" means "time zone unknown": unreadable, not a guess. An offset counts.
+    assert parse_retry_after(email.utils.formatdate(now + 90), now=now) is None
+    assert parse_retry_after("Tue, 14 Nov 2023 23:13:50 +0100", now=now) == pytest.approx(30.0)
+
+
+def test_retry_after_http_date_defaults_to_the_wall_clock() -> None:
+    import time
+
+    when = email.utils.formatdate(time.time() + 60, usegmt=True)
+    delay = parse_retry_after(when)
+    assert delay is not None and 55 <= delay <= 61
+
+
+# -- circuit breaker ---------------------------------------------------------------------
+
+
+async def test_breaker_opens_after_threshold_failures_in_a_row(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    breaker = CircuitBreaker(threshold=3, cooldown=10.0)
+    assert breaker.state == "closed"
+    for _ in range(2):
+        assert breaker.allow()
+        breaker.failure()
+    assert breaker.state == "closed"
+    breaker.failure()
+    assert breaker.state == "open"
+    assert not breaker.allow()
+    await trio.sleep(9.9)
+    assert breaker.state == "open" and not breaker.allow()
+
+
+async def test_a_success_resets_the_count(autojump_clock: trio.testing.MockClock) -> None:
+    breaker = CircuitBreaker(threshold=3, cooldown=10.0)
+    breaker.failure()
+    breaker.failure()
+    breaker.success()
+    breaker.failure()
+    breaker.failure()
+    assert breaker.state == "closed"
+
+
+async def test_half_open_lets_one_trial_through(autojump_clock: trio.testing.MockClock) -> None:
+    breaker = CircuitBreaker(threshold=1, cooldown=10.0)
+    breaker.failure()
+    assert breaker.state == "open"
+    await trio.sleep(10)
+    assert breaker.state == "half_open"
+    assert breaker.allow()  # the trial
+    assert not breaker.allow()  # only one at a time
+    breaker.success()
+    assert breaker.state == "closed"
+    assert breaker.allow() and breaker.allow()
+
+
+async def test_a_failed_trial_opens_it_again(autojump_clock: trio.testing.MockClock) -> None:
+    breaker = CircuitBreaker(threshold=5, cooldown=10.0)
+    for _ in range(5):
+        breaker.failure()
+    await trio.sleep(10)
+    assert breaker.allow()
+    breaker.failure()  # one failure is enough in half-open, whatever the threshold
+    assert breaker.state == "open"
+    assert not breaker.allow()
+    await trio.sleep(10)
+    assert breaker.state == "half_open" and breaker.allow()
+
+
+async def test_a_released_trial_frees_the_slot(autojump_clock: trio.testing.MockClock) -> None:
+    breaker = CircuitBreaker(threshold=1, cooldown=1.0)
+    breaker.failure()
+    await trio.sleep(1)
+    assert breaker.allow()
+    breaker.release()  # e.g. the trial was cancelled: neither success nor failure
+    assert breaker.state == "half_open"
+    assert breaker.allow()
+
+
+# -- rate windows ------------------------------------------------------------------------
+
+
+async def _take_all(window: RateWindow, amounts: list[float]) -> list[float]:
+    """Take each amount from its own task, in order; return when each got through."""
+    times: list[float] = [0.0] * len(amounts)
+
+    async def one(i: int) -> None:
+        await window.take(amounts[i])
+        times[i] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        for i in range(len(amounts)):
+            nursery.start_soon(one, i)
+            await trio.testing.wait_all_tasks_blocked()  # a fixed arrival order
+    return times
+
+
+async def test_requests_are_spread_over_windows(autojump_clock: trio.testing.MockClock) -> None:
+    window = RateWindow(3, period=60.0)
+    times = await _take_all(window, [1] * 7)
+    # Waiters woken together go in Trio's (randomised) order: only the counts are fixed.
+    assert sorted(times) == [0, 0, 0, 60, 60, 60, 120]
+
+
+async def test_tokens_are_spread_over_windows(autojump_clock: trio.testing.MockClock) -> None:
+    window = RateWindow(100, period=60.0)
+    times = await _take_all(window, [60, 30, 20, 50])
+    # 60+30 fit; 20 would make 110: wait for the first entries to leave at 60.
+    assert times == [0, 0, 60, 60]
+
+
+async def test_an_amount_above_the_limit_waits_for_a_clear_window(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    window = RateWindow(100, period=60.0)
+    times = await _take_all(window, [10, 500])
+    assert times == [0, 60]  # taken as the whole limit, not waited on forever
+
+
+async def test_a_small_amount_may_pass_a_waiting_large_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Not first come, first served: what fits goes. The limit still holds.
+    window = RateWindow(100, period=60.0)
+    times = await _take_all(window, [50, 80, 40])
+    assert times == [0, 60, 0]
+
+
+async def test_adjust_settles_the_real_amount(autojump_clock: trio.testing.MockClock) -> None:
+    window = RateWindow(100, period=60.0)
+    entry = await window.take(80)
+    window.adjust(entry, 10)  # the estimate was 80, the request used 10
+    with trio.fail_after(0.001):
+        await window.take(90)  # 10 + 90 fits now
+    with trio.move_on_after(59):
+        await window.take(1)
+        pytest.fail("the window is full until the first entry leaves")
+
+
+async def test_adjust_after_the_entry_left_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    window = RateWindow(100, period=60.0)
+    entry = await window.take(100)
+    await trio.sleep(60)
+    window.adjust(entry, 1000)  # too late: it no longer counts
+    with trio.fail_after(0.001):
+        await window.take(100)
+
+
+async def test_a_cancelled_wait_takes_nothing(autojump_clock: trio.testing.MockClock) -> None:
+    window = RateWindow(1, period=60.0)
+    await window.take(1)
+    with trio.move_on_after(10):
+        await window.take(1)
+    await trio.sleep(50)
+    with trio.fail_after(0.001):
+        await window.take(1)  # at 60 the first entry left, and the cancelled one never entered

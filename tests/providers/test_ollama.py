@@ -1,0 +1,389 @@
+"""The Ollama native wire (/api/chat): request bodies, answers and NDJSON streams,
+against the fake server over real sockets, and the parsers fuzzed with any JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrio import (
+    BadResponse,
+    ChatMessage,
+    ModelReply,
+    Provider,
+    ProviderConfig,
+    ToolCallRequest,
+    ToolSchema,
+    Usage,
+)
+from agentrio.providers.ollama import OllamaWire
+from agentrio.testing import FakeLLMServer, open_fake_llm
+
+WIRE = OllamaWire()
+LOOKUP = ToolSchema(
+    "lookup", "Look a key up.", {"type": "object", "properties": {"key": {"type": "string"}}}
+)
+CONVERSATION = [
+    ChatMessage("system", "be brief"),
+    ChatMessage("user", "what is a?"),
+    ChatMessage("assistant", "", tool_calls=(ToolCallRequest("lookup", {"key": "a"}, id="c1"),)),
+    ChatMessage("tool", "a is 1", tool_call_id="c1", name="lookup"),
+    ChatMessage("user", "and?"),
+]
+REPLY = ModelReply(
+    text="The answer is one, as the lookup said.",
+    # Ollama has no call ids: the provider numbers the calls.
+    tool_calls=(
+        ToolCallRequest("lookup", {"key": "b", "depth": 2}, id="call_1"),
+        ToolCallRequest("lookup", {"key": "c"}, id="call_2"),
+    ),
+    usage=Usage(31, 17),
+)
+
+
+@asynccontextmanager
+async def provider(server: FakeLLMServer, **options: Any) -> AsyncIterator[Provider]:
+    config = ProviderConfig(
+        name="ol", kind="ollama", base_url=server.base_url, max_retries=0, **options
+    )
+    async with Provider(config) as p:
+        yield p
+
+
+# -- the request ---------------------------------------------------------------------------
+
+
+def test_body() -> None:
+    body = WIRE.body("qwen2.5:0.5b", CONVERSATION, [LOOKUP], 256, False)
+    assert body["model"] == "qwen2.5:0.5b" and body["stream"] is False
+    assert body["options"] == {"num_predict": 256}
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "what is a?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "lookup", "arguments": {"key": "a"}}}],
+        },
+        {"role": "tool", "content": "a is 1", "tool_name": "lookup"},
+        {"role": "user", "content": "and?"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look a key up.",
+                "parameters": LOOKUP.parameters,
+            },
+        }
+    ]
+
+
+def test_body_says_stream_either_way() -> None:
+    # Ollama streams unless told not to, so the flag is always sent.
+    assert WIRE.body("m", [ChatMessage("user", "hi")], [], 8, True)["stream"] is True
+    assert "tools" not in WIRE.body("m", [ChatMessage("user", "hi")], [], 8, False)
+
+
+def test_headers() -> None:
+    assert WIRE.headers("k-123") == {"Authorization": "Bearer k-123"}
+    assert WIRE.headers(None) == {}
+
+
+# -- against the fake server ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_tool_calls_and_usage(stream: bool) -> None:
+    deltas: list[str] = []
+    async with open_fake_llm([REPLY]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "qwen2.5:0.5b", CONVERSATION, [LOOKUP], max_output_tokens=99, on_text=deltas.append
+        )
+        (seen,) = server.requests
+    assert reply == REPLY
+    assert ("".join(deltas), len(deltas) > 1) == ((REPLY.text, True) if stream else ("", False))
+    assert (seen.api, seen.model, seen.stream, seen.max_tokens) == (
+        "ollama",
+        "qwen2.5:0.5b",
+        stream,
+        99,
+    )
+    assert seen.tools == ["lookup"]
+    # The native API carries no call ids: tool turns are matched by tool name.
+    assert seen.messages == [
+        *CONVERSATION[:2],
+        ChatMessage("assistant", "", tool_calls=(ToolCallRequest("lookup", {"key": "a"}),)),
+        ChatMessage("tool", "a is 1", name="lookup"),
+        CONVERSATION[4],
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_text_only_answer(stream: bool) -> None:
+    answer = ModelReply(text="hi there", usage=Usage(3, 2))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        assert await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5) == answer
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_calls_written_in_the_text_are_calls_by_default(stream: bool) -> None:
+    text = 'Calling: {"name": "lookup", "arguments": {"key": "k"}}'
+    replies = [ModelReply(text=text)] * 2
+    async with open_fake_llm(replies) as server, provider(server, stream=stream) as p:
+        reply = await p.complete("m", CONVERSATION[:2], [LOOKUP], max_output_tokens=5)
+        # No such tool offered: the text stays text.
+        plain = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5)
+    assert reply.text == "" and reply.tool_calls == (
+        ToolCallRequest("lookup", {"key": "k"}, id="text_call_1"),
+    )
+    assert plain.text == text and plain.tool_calls == ()
+
+
+async def test_calls_written_in_the_text_can_be_turned_off() -> None:
+    text = '{"name": "lookup", "arguments": {}}'
+    replies = [ModelReply(text=text)]
+    async with open_fake_llm(replies) as server, provider(server, tool_calls_in_text=False) as p:
+        reply = await p.complete("m", CONVERSATION[:2], [LOOKUP], max_output_tokens=5)
+    assert reply.text == text and reply.tool_calls == ()
+
+
+# -- parse -------------------------------------------------------------------------------
+
+
+def answer(message: object, **extra: object) -> dict[str, object]:
+    return {"model": "m", "message": message, "done": True, **extra}
+
+
+def test_parse_numbers_calls_and_reads_usage() -> None:
+    calls = [{"function": {"name": "f", "arguments": {"a": 1}}}, {"function": {"name": "g"}}]
+    data = answer({"content": "x", "tool_calls": calls}, prompt_eval_count=4, eval_count=5)
+    assert WIRE.parse(data, "ol", None) == ModelReply(
+        text="x",
+        tool_calls=(
+            ToolCallRequest("f", {"a": 1}, id="call_1"),
+            ToolCallRequest("g", {}, id="call_2"),
+        ),
+        usage=Usage(4, 5),
+    )
+
+
+def test_parse_tolerates_what_is_optional() -> None:
+    assert WIRE.parse(answer({"role": "assistant"}), "ol", None) == ModelReply()
+    bad_counts = answer({"content": ""}, prompt_eval_count=None, eval_count=-4)
+    assert WIRE.parse(bad_counts, "ol", None).usage == Usage()
+    broken = answer({"tool_calls": [{"function": {"name": "f", "arguments": "{'a': 'it's'}"}}]})
+    (call,) = WIRE.parse(broken, "ol", None).tool_calls
+    assert call.arguments == {} and "could not be repaired" in call.error
+
+
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        ([], "body is not a JSON object"),
+        ({"done": True}, "body.message"),
+        (answer({"content": 3}), "content is not a string"),
+        (answer({"tool_calls": {"function": {}}}), "tool_calls is not a list"),
+        (answer({"tool_calls": [{"fn": {}}]}), "tool_calls[0].function"),
+        (answer({"tool_calls": [{"function": {"arguments": {}}}]}), "has no name"),
+    ],
+)
+def test_parse_errors_say_what_was_wrong(data: object, what: str) -> None:
+    with pytest.raises(BadResponse) as info:
+        WIRE.parse(data, "ol", None)
+    assert what in str(info.value) and info.value.provider == "ol"
+
+
+# -- the stream parser ------------------------------------------------------------------
+
+
+def test_stream_assembles_text_calls_and_usage() -> None:
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("ol", pieces.append, None)
+    call = {"function": {"name": "f", "arguments": {"n": 1}}}
+    lines = [
+        {"message": {"role": "assistant", "content": "Hel"}, "done": False},
+        {"message": {"role": "assistant", "content": "lo"}, "done": False},
+        {"message": {"content": "", "tool_calls": [call]}, "done": False},
+        {"message": {"content": "", "tool_calls": [call]}, "done": False},
+        {"message": {"content": ""}, "done": True, "prompt_eval_count": 8, "eval_count": 3},
+    ]
+    for line in lines:
+        parser.feed(json.dumps(line))
+        parser.feed("")  # blank lines between are ignored
+    assert pieces == ["Hel", "lo"]
+    # Calls on separate lines are numbered across the whole answer.
+    assert parser.finish() == ModelReply(
+        text="Hello",
+        tool_calls=(
+            ToolCallRequest("f", {"n": 1}, id="call_1"),
+            ToolCallRequest("f", {"n": 1}, id="call_2"),
+        ),
+        usage=Usage(8, 3),
+    )
+
+
+def test_a_stream_without_done_was_cut_short() -> None:
+    parser = WIRE.stream_parser("ol", None, None)
+    parser.feed(json.dumps({"message": {"content": "partial"}, "done": False}))
+    with pytest.raises(BadResponse, match='before "done": true'):
+        parser.finish()
+
+
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [
+        ("{not json", "not JSON"),
+        ("[" * 50_000, "not JSON"),
+        ("[1]", "not a JSON object"),
+        ('{"error": "model not found"}', "model not found"),
+        ('{"message": {"tool_calls": 3}}', "tool_calls is not a list"),
+    ],
+)
+def test_stream_errors(line: str, what: str) -> None:
+    parser = WIRE.stream_parser("ol", None, None)
+    with pytest.raises(BadResponse) as info:
+        parser.feed(line)
+    assert what in str(info.value)
+
+
+# -- fuzzing: any JSON, any text: a ModelReply or a BadResponse, nothing else ------------
+#
+# Random JSON seldom reaches the fields three levels down, so first every field
+# of a well-formed answer is replaced (or removed) in turn, then hypothesis
+# damages well-formed answers at random and throws any JSON and text at them.
+
+ODD: list[object] = [None, 0, 7, -1, 2.5, True, "", "x", [], [1, "a"], {}, {"k": [None]}]
+DELETE = object()
+
+
+def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            out += _paths(child, (*path, i))
+    return out
+
+
+def _replaced(value: object, path: tuple[object, ...], new: object) -> object:
+    """A copy of *value* with the part at *path* replaced by *new* (or deleted)."""
+    copy = json.loads(json.dumps(value))
+    *parent, last = path
+    holder = copy
+    for key in parent:
+        holder = holder[key]
+    if new is DELETE:
+        if isinstance(holder, dict):
+            del holder[last]
+    else:
+        holder[last] = new
+    return copy
+
+
+def damaged(value: object) -> list[object]:
+    """*value* with each of its parts in turn replaced by each ODD value, or deleted."""
+    return [_replaced(value, path, new) for path in _paths(value)[1:] for new in [DELETE, *ODD]]
+
+
+GOOD_CALLS = [{"function": {"name": "lookup", "arguments": {"key": "k"}}}]
+GOOD = answer(
+    {"role": "assistant", "content": "hi", "tool_calls": GOOD_CALLS},
+    prompt_eval_count=3,
+    eval_count=4,
+)
+GOOD_LINES: list[object] = [
+    {"message": {"role": "assistant", "content": "hi"}, "done": False},
+    {"message": {"role": "assistant", "content": "", "tool_calls": GOOD_CALLS}, "done": False},
+    {"message": {"content": ""}, "done": True, "prompt_eval_count": 3, "eval_count": 4},
+]
+
+
+def accepts(data: object, text_tools: list[str] | None = None) -> ModelReply | None:
+    """Parse *data*: a ModelReply, or None for a BadResponse; anything else fails."""
+    try:
+        reply = WIRE.parse(data, "ol", text_tools)
+    except BadResponse:
+        return None
+    assert isinstance(reply, ModelReply)
+    return reply
+
+
+def streams(lines: list[str], text_tools: list[str] | None = None) -> ModelReply | None:
+    """Feed *lines* and finish: a ModelReply, or None for a BadResponse."""
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("ol", pieces.append, text_tools)
+    try:
+        for line in lines:
+            parser.feed(line)
+        reply = parser.finish()
+    except BadResponse:
+        return None
+    assert isinstance(reply, ModelReply)
+    assert reply.text == "".join(pieces) or (text_tools and reply.tool_calls)
+    return reply
+
+
+def test_every_field_damaged_in_turn() -> None:
+    assert accepts(GOOD) is not None
+    for data in damaged(GOOD):
+        accepts(data, ["lookup"])
+
+
+def test_every_stream_field_damaged_in_turn() -> None:
+    assert streams([json.dumps(line) for line in GOOD_LINES]) == accepts(GOOD)
+    for i, line in enumerate(GOOD_LINES):
+        for bad_line in damaged(line):
+            lines = [*GOOD_LINES[:i], bad_line, *GOOD_LINES[i + 1 :]]
+            streams([json.dumps(x) for x in lines])
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+FUZZ = settings(max_examples=150, deadline=None)
+
+
+@st.composite
+def _damaged(draw: st.DrawFn, value: object) -> object:
+    """*value* with one to three random parts replaced by any JSON, or removed."""
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(value)[1:]
+        if not paths:
+            return draw(_json)
+        path = paths[draw(st.integers(0, len(paths) - 1))]
+        value = _replaced(value, path, draw(st.just(DELETE) | _json))
+    return value
+
+
+@FUZZ
+@given(_damaged(GOOD) | _json, st.sampled_from([None, ["lookup"]]))
+def test_parse_fuzz(data: object, text_tools: list[str] | None) -> None:
+    accepts(data, text_tools)
+
+
+_line = st.one_of(
+    st.sampled_from(GOOD_LINES).flatmap(_damaged).map(json.dumps),
+    _json.map(json.dumps),
+    st.text(max_size=30),
+    st.just('{"done": true}'),
+)
+
+
+@FUZZ
+@given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
+def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
+    streams(lines, text_tools)

@@ -1,0 +1,401 @@
+"""The OpenAI chat-completions wire: request bodies, answers and streams, against the
+fake server over real sockets, and the parsers fuzzed with any JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentrio import (
+    BadResponse,
+    ChatMessage,
+    ModelReply,
+    Provider,
+    ProviderConfig,
+    ToolCallRequest,
+    ToolSchema,
+    Usage,
+)
+from agentrio.providers.openai import OpenAIWire
+from agentrio.testing import FakeLLMServer, open_fake_llm
+
+WIRE = OpenAIWire()
+LOOKUP = ToolSchema(
+    "lookup", "Look a key up.", {"type": "object", "properties": {"key": {"type": "string"}}}
+)
+CONVERSATION = [
+    ChatMessage("system", "be brief"),
+    ChatMessage("user", "what is a?"),
+    ChatMessage("assistant", "", tool_calls=(ToolCallRequest("lookup", {"key": "a"}, id="c1"),)),
+    ChatMessage("tool", "a is 1", tool_call_id="c1", name="lookup"),
+    ChatMessage("user", "and?"),
+]
+REPLY = ModelReply(
+    text="The answer is one, as the lookup said.",
+    tool_calls=(
+        ToolCallRequest("lookup", {"key": "b", "depth": 2}, id="x1"),
+        ToolCallRequest("lookup", {"key": "c"}, id="x2"),
+    ),
+    usage=Usage(31, 17),
+)
+
+
+@asynccontextmanager
+async def provider(server: FakeLLMServer, **options: Any) -> AsyncIterator[Provider]:
+    config = ProviderConfig(
+        name="oa", kind="openai", base_url=server.base_url + "/v1", max_retries=0, **options
+    )
+    async with Provider(config) as p:
+        yield p
+
+
+# -- the request ---------------------------------------------------------------------------
+
+
+def test_body() -> None:
+    body = WIRE.body("gpt-x", CONVERSATION, [LOOKUP], 256, False)
+    assert body["model"] == "gpt-x" and body["max_tokens"] == 256 and body["stream"] is False
+    assert "stream_options" not in body
+    assert body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "what is a?"},
+        {
+            "role": "assistant",
+            "content": None,  # no text beside the calls: null, as the API writes it
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": '{"key": "a"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": "a is 1", "tool_call_id": "c1"},
+        {"role": "user", "content": "and?"},
+    ]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look a key up.",
+                "parameters": LOOKUP.parameters,
+            },
+        }
+    ]
+
+
+def test_body_streamed_asks_for_usage_and_omits_empty_tools() -> None:
+    body = WIRE.body("m", [ChatMessage("user", "hi")], [], 8, True)
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert "tools" not in body
+
+
+def test_headers() -> None:
+    assert WIRE.headers("k-123") == {"Authorization": "Bearer k-123"}
+    assert WIRE.headers(None) == {}
+
+
+# -- against the fake server ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_text_tool_calls_and_usage(stream: bool) -> None:
+    deltas: list[str] = []
+    async with open_fake_llm([REPLY]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "gpt-x", CONVERSATION, [LOOKUP], max_output_tokens=99, on_text=deltas.append
+        )
+        (seen,) = server.requests
+    assert reply == REPLY
+    # Text deltas only come with a stream, and add up to the text.
+    assert ("".join(deltas), len(deltas) > 1) == ((REPLY.text, True) if stream else ("", False))
+    assert (seen.api, seen.model, seen.stream, seen.max_tokens) == ("openai", "gpt-x", stream, 99)
+    assert seen.tools == ["lookup"]
+    assert seen.messages == CONVERSATION
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_text_only_answer(stream: bool) -> None:
+    answer = ModelReply(text="hi there", usage=Usage(3, 2))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        assert await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5) == answer
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_calls_without_ids_get_the_servers(stream: bool) -> None:
+    answer = ModelReply(tool_calls=(ToolCallRequest("lookup", {}),), usage=Usage(1, 1))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete("m", CONVERSATION[:2], [LOOKUP], max_output_tokens=5)
+    (call,) = reply.tool_calls
+    assert call.name == "lookup" and call.arguments == {} and call.id.startswith("call_")
+
+
+# -- parse -------------------------------------------------------------------------------
+
+
+def completion(message: object, usage: object = None) -> dict[str, object]:
+    out: dict[str, object] = {"choices": [{"index": 0, "message": message}]}
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def test_parse_tolerates_what_is_optional() -> None:
+    reply = WIRE.parse(completion({"role": "assistant", "content": None}), "oa", None)
+    assert reply == ModelReply()  # no text, no calls, no usage: zeros
+    usage = {"prompt_tokens": -1, "completion_tokens": True}  # nonsense counts as 0
+    assert WIRE.parse(completion({"content": "x"}, usage), "oa", None).usage == Usage()
+    call = {"id": 7, "function": {"name": "f", "arguments": "{'a': 1,}"}}
+    (parsed,) = WIRE.parse(completion({"tool_calls": [call]}), "oa", None).tool_calls
+    assert parsed == ToolCallRequest("f", {"a": 1}, id="")  # repaired; a non-str id dropped
+
+
+def test_parse_keeps_unreadable_arguments_as_the_calls_error() -> None:
+    call = {"id": "c", "function": {"name": "f", "arguments": "{nope"}}
+    (parsed,) = WIRE.parse(completion({"tool_calls": [call]}), "oa", None).tool_calls
+    assert parsed.arguments == {} and "could not be repaired" in parsed.error
+
+
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        ([], "body is not a JSON object"),
+        ({}, "body.choices"),
+        ({"choices": []}, "body.choices is empty"),
+        ({"choices": [3]}, "choices[0] is not a JSON object"),
+        ({"choices": [{"message": "hi"}]}, "choices[0].message"),
+        (completion({"content": ["parts"]}), "content is not a string"),
+        (completion({"tool_calls": 5}), "tool_calls is not a list"),
+        (completion({"tool_calls": [{"function": "f"}]}), "tool_calls[0].function"),
+        (completion({"tool_calls": [{"function": {"name": ""}}]}), "has no name"),
+    ],
+)
+def test_parse_errors_say_what_was_wrong(data: object, what: str) -> None:
+    with pytest.raises(BadResponse, match="oa") as info:
+        WIRE.parse(data, "oa", None)
+    assert what in str(info.value) and info.value.provider == "oa"
+
+
+def test_parse_finds_calls_in_the_text_only_when_asked() -> None:
+    text = 'sure: {"name": "lookup", "arguments": {"key": "q"}}'
+    data = completion({"content": text})
+    assert WIRE.parse(data, "oa", None).text == text
+    reply = WIRE.parse(data, "oa", ["lookup"])
+    assert reply.text == "" and reply.tool_calls[0].arguments == {"key": "q"}
+
+
+# -- the stream parser ------------------------------------------------------------------
+
+
+def sse(*chunks: object) -> list[str]:
+    return [f"data: {json.dumps(c)}" for c in chunks] + ["data: [DONE]"]
+
+
+def test_stream_assembles_text_calls_and_usage() -> None:
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("oa", pieces.append, None)
+    lines = [
+        ": keep-alive comment",
+        "event: ignored",
+        "",
+        *sse(
+            {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
+            {"choices": [{"delta": {"content": "Hel"}}]},
+            {"choices": [{"delta": {"content": "lo"}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 1, "id": "b", "function": {}}]}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "a"}]}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "f"}}]}}]},
+            {"choices": [{"delta": {"tool_calls": [{"index": 1, "function": {"name": "g"}}]}}]},
+            {
+                "choices": [
+                    {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"x"'}}]}}
+                ]
+            },
+            {
+                "choices": [
+                    {"delta": {"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}}
+                ]
+            },
+            {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 4}},
+        ),
+    ]
+    for line in lines:
+        parser.feed(line)
+    assert pieces == ["Hel", "lo"]
+    assert parser.finish() == ModelReply(
+        text="Hello",
+        tool_calls=(ToolCallRequest("f", {"x": 1}, id="a"), ToolCallRequest("g", {}, id="b")),
+        usage=Usage(12, 4),
+    )
+
+
+def test_a_stream_without_done_was_cut_short() -> None:
+    parser = WIRE.stream_parser("oa", None, None)
+    parser.feed(sse({"choices": [{"delta": {"content": "partial"}}]})[0])
+    with pytest.raises(BadResponse, match=r"before \[DONE\]"):
+        parser.finish()
+
+
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [
+        ("data: {not json", "not JSON"),
+        ("data: " + "[" * 50_000, "not JSON"),  # too deep for json: still a BadResponse
+        ("data: [1, 2]", "not a JSON object"),
+        ('data: {"choices": 1}', "choices is not a list"),
+        ('data: {"choices": [{"delta": {"tool_calls": {}}}]}', ""),  # empty: nothing to do
+        ('data: {"choices": [{"delta": {"tool_calls": 1}}]}', "tool_calls is not a list"),
+        ('data: {"choices": [{"delta": {"tool_calls": [1]}}]}', "not a JSON object"),
+    ],
+)
+def test_stream_errors(line: str, what: str) -> None:
+    parser = WIRE.stream_parser("oa", None, None)
+    if not what:
+        parser.feed(line)
+        return
+    with pytest.raises(BadResponse) as info:
+        parser.feed(line)
+    assert what in str(info.value)
+
+
+# -- fuzzing: any JSON, any text: a ModelReply or a BadResponse, nothing else ------------
+#
+# Random JSON seldom reaches the fields three levels down, so first every field
+# of a well-formed answer is replaced (or removed) in turn, then hypothesis
+# damages well-formed answers at random and throws any JSON and text at them.
+
+ODD: list[object] = [None, 0, 7, -1, 2.5, True, "", "x", [], [1, "a"], {}, {"k": [None]}]
+DELETE = object()
+
+
+def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            out += _paths(child, (*path, i))
+    return out
+
+
+def _replaced(value: object, path: tuple[object, ...], new: object) -> object:
+    """A copy of *value* with the part at *path* replaced by *new* (or deleted)."""
+    copy = json.loads(json.dumps(value))
+    *parent, last = path
+    holder = copy
+    for key in parent:
+        holder = holder[key]
+    if new is DELETE:
+        if isinstance(holder, dict):
+            del holder[last]
+    else:
+        holder[last] = new
+    return copy
+
+
+def damaged(value: object) -> list[object]:
+    """*value* with each of its parts in turn replaced by each ODD value, or deleted."""
+    return [_replaced(value, path, new) for path in _paths(value)[1:] for new in [DELETE, *ODD]]
+
+
+GOOD_CALLS = [
+    {"index": 0, "id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+    {"index": 1, "id": "b", "function": {"name": "lookup", "arguments": '{"key": "k"}'}},
+]
+GOOD = completion(
+    {"role": "assistant", "content": "hi", "tool_calls": GOOD_CALLS},
+    {"prompt_tokens": 3, "completion_tokens": 4},
+)
+GOOD_CHUNKS = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": GOOD_CALLS}}]},
+    {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+]
+
+
+def accepts(data: object, text_tools: list[str] | None = None) -> ModelReply | None:
+    """Parse *data*: a ModelReply, or None for a BadResponse; anything else fails."""
+    try:
+        reply = WIRE.parse(data, "oa", text_tools)
+    except BadResponse:
+        return None
+    assert isinstance(reply, ModelReply)
+    return reply
+
+
+def streams(lines: list[str], text_tools: list[str] | None = None) -> ModelReply | None:
+    """Feed *lines* and finish: a ModelReply, or None for a BadResponse."""
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("oa", pieces.append, text_tools)
+    try:
+        for line in lines:
+            parser.feed(line)
+        reply = parser.finish()
+    except BadResponse:
+        return None
+    assert isinstance(reply, ModelReply)
+    assert reply.text == "".join(pieces) or (text_tools and reply.tool_calls)
+    return reply
+
+
+def test_every_field_damaged_in_turn() -> None:
+    assert accepts(GOOD) is not None
+    for data in damaged(GOOD):
+        accepts(data, ["lookup"])
+
+
+def test_every_stream_field_damaged_in_turn() -> None:
+    for i, chunk in enumerate(GOOD_CHUNKS):
+        for bad_chunk in damaged(chunk):
+            chunks = [*GOOD_CHUNKS[:i], bad_chunk, *GOOD_CHUNKS[i + 1 :]]
+            streams([f"data: {json.dumps(c)}" for c in chunks] + ["data: [DONE]"])
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+FUZZ = settings(max_examples=150, deadline=None)
+
+
+@st.composite
+def _damaged(draw: st.DrawFn, value: object) -> object:
+    """*value* with one to three random parts replaced by any JSON, or removed."""
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(value)[1:]
+        if not paths:
+            return draw(_json)
+        path = paths[draw(st.integers(0, len(paths) - 1))]
+        value = _replaced(value, path, draw(st.just(DELETE) | _json))
+    return value
+
+
+@FUZZ
+@given(_damaged(GOOD) | _json, st.sampled_from([None, ["lookup"]]))
+def test_parse_fuzz(data: object, text_tools: list[str] | None) -> None:
+    accepts(data, text_tools)
+
+
+_line = st.one_of(
+    st.sampled_from(GOOD_CHUNKS).flatmap(_damaged).map(lambda c: "data: " + json.dumps(c)),
+    _json.map(lambda v: "data: " + json.dumps(v)),
+    st.text(max_size=30),
+    st.sampled_from(["data: [DONE]", "data:", ": ping", "event: x", ""]),
+)
+
+
+@FUZZ
+@given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
+def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
+    streams(lines, text_tools)

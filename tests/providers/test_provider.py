@@ -1,0 +1,830 @@
+"""Provider: retries and backoff, Retry-After, the circuit breaker, the shared 429
+pause, the per-instance limits, timeouts, errors as typed ProviderErrors, agents
+on top, and the API key kept out of everything.
+
+Every test talks to the fake server over real 127.0.0.1 sockets; time is Trio's
+MockClock (``autojump_clock``), so backoff and Retry-After waits are virtual.
+The clock only jumps when every task is blocked; on loopback a sent request is
+readable at once, so no timeout fires while a socket read is pending (the
+default timeouts are minutes long, far beyond any wait here).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import traceback
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    AgentSpec,
+    AuthError,
+    BadResponse,
+    ChatMessage,
+    ConfigError,
+    ModelReply,
+    PhaseError,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    ProviderModel,
+    ProviderUnavailable,
+    RateLimited,
+    TextDelta,
+    ToolCallRequest,
+    Usage,
+)
+from agentrio.providers.provider import DEFAULT_POOL, Kind
+from agentrio.testing import FakeLLMServer, FakeRequest, Faults, ReplyHandler, open_fake_llm
+
+BASE = {"openai": "/v1", "anthropic": "/v1", "ollama": ""}
+KINDS: list[Kind] = ["openai", "anthropic", "ollama"]
+HI = [ChatMessage("user", "hi")]
+OK = ModelReply(text="fine, thanks", usage=Usage(3, 2))
+
+
+def ok(request: FakeRequest) -> ModelReply:
+    return OK
+
+
+def config(server: FakeLLMServer, kind: Kind = "openai", **options: Any) -> ProviderConfig:
+    settings: dict[str, Any] = {"max_retries": 0, "seed": 1, **options}
+    return ProviderConfig(name="p", kind=kind, base_url=server.base_url + BASE[kind], **settings)
+
+
+@asynccontextmanager
+async def serving(
+    replies: ReplyHandler = ok,
+    *,
+    faults: Faults | None = None,
+    kind: Kind = "openai",
+    **options: Any,
+) -> AsyncIterator[tuple[FakeLLMServer, Provider]]:
+    async with (
+        open_fake_llm(replies, faults=faults or Faults()) as server,
+        Provider(config(server, kind, **options)) as provider,
+    ):
+        yield server, provider
+
+
+async def ask(provider: Provider, max_output_tokens: int = 16) -> ModelReply:
+    return await provider.complete("m", HI, [], max_output_tokens=max_output_tokens)
+
+
+class Clocked:
+    """A reply handler that notes the (virtual) time of every request it answers,
+    and fails with a 500 while ``failing`` is set."""
+
+    def __init__(self, *, failing: bool = False) -> None:
+        self.times: list[float] = []
+        self.failing = failing
+
+    def __call__(self, request: FakeRequest) -> ModelReply:
+        self.times.append(trio.current_time())
+        if self.failing:
+            raise RuntimeError("upstream down")  # the fake server answers 500
+        return OK
+
+    def gaps(self) -> list[float]:
+        return [b - a for a, b in zip(self.times, self.times[1:], strict=False)]
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"name": ""}, "provider name"),
+        ({"name": "a:b"}, "without ':'"),
+        ({"kind": "gemini"}, "kind must be one of"),
+        ({"base_url": "127.0.0.1:8080"}, "base_url must start with http"),
+        ({"timeout": 0}, "timeout must be a number > 0"),
+        ({"read_timeout": -1.0}, "read_timeout"),
+        ({"connect_timeout": True}, "connect_timeout"),
+        ({"backoff_initial": "1"}, "backoff_initial"),
+        ({"circuit_failures": 0}, "circuit_failures must be an int > 0"),
+        ({"circuit_failures": 2.5}, "circuit_failures must be an int"),
+        ({"max_concurrent": 0}, "max_concurrent"),
+        ({"requests_per_minute": -5}, "requests_per_minute"),
+        ({"tokens_per_minute": 1.5}, "tokens_per_minute"),
+        ({"context_window": 0}, "context_window"),
+        ({"max_retries": -1}, "max_retries must be an int >= 0"),
+        ({"max_retries": False}, "max_retries"),
+        ({"usd_per_million_input_tokens": -1}, "usd_per_million_input_tokens must be >= 0"),
+        ({"usd_per_million_output_tokens": "3"}, "usd_per_million_output_tokens"),
+    ],
+)
+def test_config_errors_name_the_field(options: dict[str, object], match: str) -> None:
+    settings: dict[str, object] = {"name": "p", "kind": "openai", "base_url": "http://h"}
+    with pytest.raises(ConfigError, match=match):
+        ProviderConfig(**{**settings, **options})  # type: ignore[arg-type]
+
+
+def test_config_defaults() -> None:
+    c = ProviderConfig(name="p", kind="ollama", base_url="http://h")
+    assert (c.max_retries, c.circuit_failures, c.max_concurrent, c.stream) == (3, 5, None, False)
+    assert c.api_key_env is None and c.tool_calls_in_text is None
+
+
+async def test_provider_needs_a_config_and_its_key() -> None:
+    with pytest.raises(ConfigError, match="ProviderConfig"):
+        Provider({"name": "p"})  # type: ignore[arg-type]
+    c = ProviderConfig(
+        name="p", kind="openai", base_url="http://h", api_key_env="AGENTRIO_SURELY_UNSET_KEY"
+    )
+    with pytest.raises(ConfigError, match="AGENTRIO_SURELY_UNSET_KEY"):
+        Provider(c)
+
+
+async def test_model_objects() -> None:
+    c = ProviderConfig(name="p", kind="ollama", base_url="http://h", context_window=4096)
+    async with Provider(c) as provider:
+        model = provider.model("qwen2.5:0.5b")
+        assert isinstance(model, ProviderModel) and isinstance(model, agentrio.Model)
+        assert (model.provider, model.name, model.context_window) == (
+            provider,
+            "qwen2.5:0.5b",
+            4096,
+        )
+        assert provider.model("m", context_window=8).context_window == 8
+        assert repr(model) == "<ProviderModel p:qwen2.5:0.5b>"
+        assert repr(provider) == "<Provider 'p' ollama http://h>"
+        assert provider.name == "p"
+        with pytest.raises(ConfigError, match="model name"):
+            provider.model("")
+
+
+async def test_priced_models_put_a_cost_on_usage(autojump_clock: trio.testing.MockClock) -> None:
+    reply = ModelReply(text="priced", usage=Usage(1000, 500))
+    prices = {"usd_per_million_input_tokens": 2.0, "usd_per_million_output_tokens": 10.0}
+    async with serving(lambda _: reply, **prices) as (_, priced), serving() as (_, free):
+        assert priced.model("m").pricing == (2e-6, 1e-5)
+        assert free.model("m").pricing is None
+        async with agentrio.open_runtime() as rt:
+            await (await rt.spawn_agent(AgentSpec("a", priced.model("m")))).run("hi")
+            assert rt.usage().cost_usd == pytest.approx(1000 * 2e-6 + 500 * 1e-5)
+
+
+async def test_an_injected_client_is_used_and_left_open(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    sent: list[str] = []
+
+    async def note(request: httpx.Request) -> None:
+        sent.append(request.url.path)
+
+    async with (
+        open_fake_llm(ok) as server,
+        httpx.AsyncClient(event_hooks={"request": [note]}, trust_env=False) as client,
+    ):
+        async with Provider(config(server), client=client) as provider:
+            assert await ask(provider) == OK
+        assert not client.is_closed
+    assert sent == ["/v1/chat/completions"]
+
+
+# -- each fault kind ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("fault", "error", "status"),
+    [
+        ("rate_limit", RateLimited, 429),
+        ("server_error", ProviderUnavailable, 500),
+        ("garbage", BadResponse, None),
+        ("reset", ProviderUnavailable, None),
+    ],
+)
+async def test_each_failure_is_a_typed_error(
+    autojump_clock: trio.testing.MockClock,
+    kind: Kind,
+    stream: bool,
+    fault: str,
+    error: type[ProviderError],
+    status: int | None,
+) -> None:
+    faults = Faults(**{fault: 1.0})  # type: ignore[arg-type]
+    async with serving(faults=faults, kind=kind, stream=stream) as (server, p):
+        with pytest.raises(error) as info:
+            await ask(p)
+        assert server.statistics().faults[fault] == 1  # no retries were asked for
+    assert type(info.value) is error
+    assert info.value.provider == "p" and info.value.status == status
+    assert "'p'" in str(info.value)
+    if fault == "rate_limit":
+        assert isinstance(info.value, RateLimited) and info.value.retry_after == 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_truncated_stream_is_a_bad_response(
+    autojump_clock: trio.testing.MockClock, kind: Kind
+) -> None:
+    async with serving(faults=Faults(truncate=1.0), kind=kind, stream=True) as (server, p):
+        with pytest.raises(BadResponse, match="cut short") as info:
+            await ask(p)
+        assert server.statistics().faults["truncate"] == 1
+    assert isinstance(info.value.__cause__, httpx.RemoteProtocolError)
+
+
+async def test_truncate_does_not_touch_a_whole_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with serving(faults=Faults(truncate=1.0), stream=False) as (_, p):
+        assert await ask(p) == OK
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_malformed_tool_json_is_repaired(
+    autojump_clock: trio.testing.MockClock, kind: Kind
+) -> None:
+    reply = ModelReply(tool_calls=(ToolCallRequest("f", {"a": [1, "x"]}, id="c"),))
+    async with serving(lambda _: reply, faults=Faults(malformed_tool_json=1.0), kind=kind) as (
+        server,
+        p,
+    ):
+        (call,) = (await ask(p)).tool_calls
+        assert server.statistics().faults["malformed_tool_json"] == 1
+    assert (call.arguments, call.error) == ({"a": [1, "x"]}, "")
+
+
+async def test_delay_is_waited_out(autojump_clock: trio.testing.MockClock) -> None:
+    faults = Faults(delay=1.0, delay_seconds=42)
+    async with serving(faults=faults, timeout=60) as (_, p):
+        assert await ask(p) == OK
+    assert trio.current_time() == 42
+
+
+async def test_an_attempt_past_its_timeout_is_abandoned(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with serving(faults=Faults(delay=1.0, delay_seconds=100), timeout=5) as (_, p):
+        with pytest.raises(ProviderUnavailable, match="no answer within 5"):
+            await ask(p)
+        assert trio.current_time() == 5
+        assert p.statistics().in_flight == 0
+
+
+async def test_the_read_timeout_counts_between_bytes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with serving(faults=Faults(delay=1.0, delay_seconds=100), read_timeout=3) as (_, p):
+        with pytest.raises(ProviderUnavailable, match="ReadTimeout") as info:
+            await ask(p)
+        assert trio.current_time() == 3
+    assert isinstance(info.value.__cause__, httpx.ReadTimeout)
+
+
+async def test_nobody_listening(autojump_clock: trio.testing.MockClock) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again at once: nothing listens there
+    c = ProviderConfig(
+        name="p", kind="openai", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2
+    )
+    async with Provider(c) as p:
+        with pytest.raises(ProviderUnavailable, match="ConnectError") as info:
+            await ask(p)
+        stats = p.statistics()
+    assert isinstance(info.value.__cause__, httpx.ConnectError)
+    assert (stats.requests, stats.retries, stats.failures) == (3, 2, 3)
+
+
+async def test_401_is_an_auth_error_and_not_retried(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_fake_llm(ok, api_key="right") as server:
+        async with Provider(config(server, max_retries=5), api_key="wrong") as p:
+            with pytest.raises(AuthError, match="HTTP 401") as info:
+                await ask(p)
+        assert server.statistics().rejected == {401: 1}
+    assert info.value.status == 401
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_the_key_is_sent_as_each_api_wants_it(
+    autojump_clock: trio.testing.MockClock, kind: Kind
+) -> None:
+    async with (
+        open_fake_llm(ok, api_key="k-1") as server,
+        Provider(config(server, kind), api_key="k-1") as p,
+    ):
+        assert await ask(p) == OK
+
+
+async def test_other_4xx_are_provider_errors_not_retried(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_fake_llm(ok) as server:
+        c = ProviderConfig(name="p", kind="openai", base_url=server.base_url, max_retries=5)
+        async with Provider(c) as p:  # no /v1: 404
+            with pytest.raises(ProviderError, match="HTTP 404") as info:
+                await ask(p)
+        assert server.statistics().rejected == {404: 1}
+    assert type(info.value) is ProviderError and info.value.status == 404
+
+
+# -- retries and backoff ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_faults_are_retried_until_an_answer(
+    autojump_clock: trio.testing.MockClock, kind: Kind, stream: bool
+) -> None:
+    faults = Faults(
+        seed=11,
+        rate_limit=0.15,
+        retry_after=0,
+        server_error=0.15,
+        garbage=0.1,
+        reset=0.1,
+        truncate=0.2,
+        delay=0.1,
+        delay_seconds=2,
+    )
+    options: dict[str, Any] = {"max_retries": 30, "backoff_initial": 0.01, "circuit_failures": 1000}
+    async with serving(faults=faults, kind=kind, stream=stream, **options) as (server, p):
+        for _ in range(20):
+            assert await ask(p) == OK
+        injected = server.statistics().faults
+        stats = p.statistics()
+    failed = sum(
+        injected[k] for k in ("reset", "rate_limit", "server_error", "garbage", "truncate")
+    )
+    assert failed > 5
+    assert stats.retries == stats.failures == failed
+    assert stats.requests == 20 + failed
+    assert stats.rate_limited == injected["rate_limit"]
+    assert (stats.breaker, stats.in_flight) == ("closed", 0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+async def test_backoff_doubles_with_jitter(
+    autojump_clock: trio.testing.MockClock, seed: int
+) -> None:
+    handler = Clocked(failing=True)
+    options: dict[str, Any] = {
+        "max_retries": 5,
+        "backoff_initial": 1.0,
+        "backoff_max": 6.0,
+        "seed": seed,
+    }
+    async with serving(handler, circuit_failures=100, **options) as (_, p):
+        with pytest.raises(ProviderUnavailable, match="HTTP 500") as info:
+            await ask(p)
+    assert info.value.status == 500
+    caps = [1.0, 2.0, 4.0, 6.0, 6.0]  # doubling, up to backoff_max
+    gaps = handler.gaps()
+    assert len(gaps) == len(caps)
+    for gap, cap in zip(gaps, caps, strict=True):
+        assert cap / 2 <= gap <= cap  # jittered down by up to half
+    assert gaps != [c * 0.75 for c in caps]  # not one fixed factor
+
+
+async def test_jitter_differs_between_seeds(autojump_clock: trio.testing.MockClock) -> None:
+    seen = set()
+    for seed in range(4):
+        handler = Clocked(failing=True)
+        async with serving(handler, max_retries=3, backoff_initial=1.0, seed=seed) as (_, p):
+            with pytest.raises(ProviderUnavailable):
+                await ask(p)
+        seen.add(tuple(round(g, 6) for g in handler.gaps()))
+    assert len(seen) == 4
+
+
+async def test_retry_after_wins_over_backoff(autojump_clock: trio.testing.MockClock) -> None:
+    sent: list[float] = []
+
+    async def note(request: httpx.Request) -> None:
+        sent.append(trio.current_time())
+
+    faults = Faults(rate_limit=1.0, retry_after=7)
+    async with open_fake_llm(ok, faults=faults) as server:
+        c = config(server, max_retries=3, backoff_initial=0.01)
+        async with (
+            httpx.AsyncClient(event_hooks={"request": [note]}, trust_env=False) as client,
+            Provider(c, client=client) as p,
+        ):
+            with pytest.raises(RateLimited) as info:
+                await ask(p)
+            # Pauses even after the last attempt: other agents must not hammer the key.
+            assert p.statistics().paused_for == 7
+    assert sent == [0, 7, 14, 21]
+    assert info.value.retry_after == 7 and p.statistics().rate_limited == 4
+
+
+# -- the circuit breaker ---------------------------------------------------------------
+
+
+async def test_the_breaker_opens_fails_fast_half_opens_and_closes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Clocked(failing=True)
+    async with serving(handler, circuit_failures=3, circuit_cooldown=30) as (server, p):
+        for _ in range(3):
+            with pytest.raises(ProviderUnavailable, match="HTTP 500"):
+                await ask(p)
+        assert p.statistics().breaker == "open"
+        # Open: no request goes out, the error says why, and no time passes.
+        sent = server.statistics().http_requests
+        with pytest.raises(ProviderUnavailable, match="circuit breaker is open") as info:
+            await ask(p)
+        assert info.value.status is None and info.value.provider == "p"
+        assert server.statistics().http_requests == sent and trio.current_time() == 0
+
+        await trio.sleep(30)
+        assert p.statistics().breaker == "half_open"
+        with pytest.raises(ProviderUnavailable, match="HTTP 500"):
+            await ask(p)  # the trial fails: open again at once
+        assert p.statistics().breaker == "open"
+        with pytest.raises(ProviderUnavailable, match="circuit breaker"):
+            await ask(p)
+
+        await trio.sleep(30)
+        handler.failing = False
+        assert await ask(p) == OK  # the trial succeeds: closed
+        assert p.statistics().breaker == "closed"
+        assert [await ask(p) for _ in range(3)] == [OK] * 3
+
+
+async def test_half_open_allows_a_single_trial(autojump_clock: trio.testing.MockClock) -> None:
+    release = trio.Event()
+    failing = [True]
+
+    async def handler(request: FakeRequest) -> ModelReply:
+        if failing[0]:
+            raise RuntimeError("down")
+        await release.wait()
+        return OK
+
+    async with serving(handler, circuit_failures=1, circuit_cooldown=10) as (_, p):
+        with pytest.raises(ProviderUnavailable):
+            await ask(p)
+        await trio.sleep(10)
+        failing[0] = False
+        results: list[ModelReply] = []
+        async with trio.open_nursery() as nursery:
+
+            async def trial() -> None:
+                results.append(await ask(p))
+
+            nursery.start_soon(trial)
+            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(ProviderUnavailable, match="circuit breaker"):
+                await ask(p)  # the trial holds the only slot
+            release.set()
+        assert results == [OK] and p.statistics().breaker == "closed"
+
+
+async def test_a_cancelled_trial_frees_the_slot(autojump_clock: trio.testing.MockClock) -> None:
+    calls = [0]
+
+    async def handler(request: FakeRequest) -> ModelReply:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("down")
+        await trio.sleep(1000)
+        return OK
+
+    async with serving(handler, circuit_failures=1, circuit_cooldown=10, timeout=5000) as (_, p):
+        with pytest.raises(ProviderUnavailable):
+            await ask(p)
+        await trio.sleep(10)
+        with trio.move_on_after(1):
+            await ask(p)  # the trial, cancelled: neither a success nor a failure
+        stats = p.statistics()
+        assert (stats.in_flight, stats.breaker) == (0, "half_open")
+        with trio.move_on_after(1):
+            await ask(p)  # so another trial may go
+    assert calls[0] == 3
+
+
+async def test_retries_stop_when_the_breaker_opens(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Clocked(failing=True)
+    async with serving(handler, max_retries=10, circuit_failures=3, backoff_initial=0.1) as (_, p):
+        with pytest.raises(ProviderUnavailable, match="circuit breaker is open"):
+            await ask(p)
+    assert len(handler.times) == 3
+
+
+async def test_rate_limits_do_not_open_the_breaker(autojump_clock: trio.testing.MockClock) -> None:
+    faults = Faults(rate_limit=1.0, retry_after=0)
+    async with serving(faults=faults, max_retries=6, circuit_failures=2) as (server, p):
+        with pytest.raises(RateLimited):
+            await ask(p)
+        assert server.statistics().faults["rate_limit"] == 7
+        assert p.statistics().breaker == "closed"
+
+
+# -- the shared 429 pause ----------------------------------------------------------------
+
+# Faults(seed=4, rate_limit=0.5): the first request is answered 429 and the next
+# three are not (the test checks it, in case the fake server's draws change).
+PAUSE_SEED = 4
+
+
+async def test_a_429_pauses_every_agent_of_the_instance(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Clocked()
+    faults = Faults(seed=PAUSE_SEED, rate_limit=0.5, retry_after=5)
+    async with serving(handler, faults=faults, max_retries=3) as (server, p):
+        async with agentrio.open_runtime() as rt:
+            spec = AgentSpec(name="a", model=p.model("m"))
+            first = await rt.spawn_agent(spec, name="first")
+            second = await rt.spawn_agent(spec, name="second")
+            results = {}
+
+            async def run(agent: agentrio.AgentRef, after: float) -> None:
+                await trio.sleep(after)
+                results[agent.name] = await agent.run("hi")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run, first, 0)
+                nursery.start_soon(run, second, 1)
+                await trio.sleep(1)
+                await trio.testing.wait_all_tasks_blocked()
+                stats = p.statistics()
+                assert stats.rate_limited == 1 and stats.paused_for == 4
+                assert stats.in_flight == 0  # the second agent waits before sending
+        assert server.statistics().faults["rate_limit"] == 1
+    # Both went out when the pause ended; the second had never been limited itself.
+    assert handler.times == [5, 5]
+    assert {k: r.stop_reason for k, r in results.items()} == {"first": "done", "second": "done"}
+
+
+async def test_a_429_without_retry_after_pauses_for_the_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # retry_after=0 in Faults: the header says 0, so there is no pause at all.
+    faults = Faults(seed=PAUSE_SEED, rate_limit=0.5, retry_after=0)
+    handler = Clocked()
+    async with serving(handler, faults=faults, max_retries=1) as (_, p):
+        assert await ask(p) == OK
+    assert handler.times == [0]
+
+
+# -- limits shared by every agent ------------------------------------------------------
+
+
+async def _concurrently(provider: Provider, n: int, max_output_tokens: int = 16) -> None:
+    async with trio.open_nursery() as nursery:
+        for _ in range(n):
+            nursery.start_soon(ask, provider, max_output_tokens)
+
+
+async def test_requests_per_minute(autojump_clock: trio.testing.MockClock) -> None:
+    handler = Clocked()
+    async with serving(handler, requests_per_minute=2) as (_, p):
+        await _concurrently(p, 5)
+    assert sorted(handler.times) == [0, 0, 60, 60, 120]
+
+
+async def test_tokens_per_minute(autojump_clock: trio.testing.MockClock) -> None:
+    # Each call is estimated at max_output_tokens (+ a quarter of the prompt's
+    # characters: 0 for "hi") and really uses as much: two fit in 100 a minute.
+    handler = Clocked()
+
+    def reply(request: FakeRequest) -> ModelReply:
+        handler(request)
+        return ModelReply(text="x", usage=Usage(10, 30))
+
+    async with serving(reply, tokens_per_minute=100) as (_, p):
+        await _concurrently(p, 5, max_output_tokens=40)
+    assert sorted(handler.times) == [0, 0, 60, 60, 120]
+
+
+async def test_tokens_per_minute_settles_what_was_used(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Clocked()
+
+    def reply(request: FakeRequest) -> ModelReply:
+        handler(request)
+        return ModelReply(text="x", usage=Usage(5, 5))  # 10 used of the 40 estimated
+
+    async with serving(reply, tokens_per_minute=100) as (_, p):
+        for _ in range(8):
+            await ask(p, max_output_tokens=40)
+    # After k calls the window holds 10k; one more needs room for its 40: k <= 6.
+    assert handler.times == [0] * 7 + [60]
+
+
+@pytest.mark.parametrize(("limit", "peak"), [(3, 3), (None, DEFAULT_POOL)])
+async def test_max_concurrent(
+    autojump_clock: trio.testing.MockClock, limit: int | None, peak: int
+) -> None:
+    active = [0, 0]  # now, most
+
+    async def handler(request: FakeRequest) -> ModelReply:
+        active[0] += 1
+        active[1] = max(active)
+        await trio.sleep(1)
+        active[0] -= 1
+        return OK
+
+    async with serving(handler, max_concurrent=limit) as (_, p), trio.open_nursery() as nursery:
+        nursery.start_soon(_concurrently, p, peak * 2 + 1)
+        await trio.sleep(0.5)
+        assert p.statistics().in_flight == peak
+    assert active[1] == peak
+    assert trio.current_time() == 3  # three rounds of one second
+
+
+# -- agents on providers -----------------------------------------------------------------
+
+
+async def test_a_failed_model_call_ends_the_phase_with_error(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    async with (
+        serving(faults=Faults(server_error=1.0), max_retries=1) as (_, down),
+        serving() as (_, up),
+        agentrio.open_runtime() as rt,
+    ):
+        events = record_events(rt)
+        bad = await rt.spawn_agent(AgentSpec(name="bad", model=down.model("m")))
+        good = await rt.spawn_agent(AgentSpec(name="good", model=up.model("m")))
+        first = await bad.run("hi")
+        assert (await good.run("hi")).stop_reason == "done"
+        again = await bad.run("hi")  # the agent did not crash: it runs again
+        await trio.testing.wait_all_tasks_blocked()
+        assert rt.statistics().restarts == 0
+    assert first.stop_reason == again.stop_reason == "error"
+    errors = [e for e in events if isinstance(e, PhaseError)]
+    assert [(e.path, e.error_type) for e in errors] == [("bad", "ProviderUnavailable")] * 2
+    assert "HTTP 500" in errors[0].error
+
+
+async def test_auth_errors_reach_the_phase(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    async with (
+        open_fake_llm(ok, api_key="right") as server,
+        Provider(config(server), api_key="wrong") as p,
+        agentrio.open_runtime() as rt,
+    ):
+        events = record_events(rt)
+        result = await (await rt.spawn_agent(AgentSpec("a", p.model("m")))).run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "error"
+    (error,) = [e for e in events if isinstance(e, PhaseError)]
+    assert error.error_type == "AuthError"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_streamed_text_arrives_as_text_deltas(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    kind: Kind,
+) -> None:
+    text = "a fairly long answer, streamed in pieces"
+    reply = ModelReply(text=text, usage=Usage(4, 9))
+    async with (
+        serving(lambda _: reply, kind=kind, stream=True) as (_, p),
+        agentrio.open_runtime() as rt,
+    ):
+        events = record_events(rt)
+        result = await (await rt.spawn_agent(AgentSpec("a", p.model("m")))).run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 1 and {e.path for e in deltas} == {"a"}
+    assert "".join(e.text for e in deltas) == result.final_text == text
+
+
+async def test_no_text_deltas_without_a_stream(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    async with serving(stream=False) as (_, p), agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        await (await rt.spawn_agent(AgentSpec("a", p.model("m")))).run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+    assert not [e for e in events if isinstance(e, TextDelta)]
+
+
+# -- the API key appears nowhere -----------------------------------------------------------
+
+KEY = "sk-agentrio-SECRET-6f1d2c9e"
+WRONG_KEY = "sk-agentrio-WRONG-0b8a7e44"
+
+
+def _texts(exc: BaseException) -> list[str]:
+    """str, repr and the formatted traceback of *exc* and of its causes and contexts."""
+    out = ["".join(traceback.format_exception(exc))]
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        out += [str(e), repr(e), repr(getattr(e, "args", ()))]
+        if isinstance(e, BaseExceptionGroup):
+            stack += list(e.exceptions)
+        stack += [e.__cause__, e.__context__]
+    return out
+
+
+@agentrio.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    await trio.lowlevel.checkpoint()
+    return f"value of {key}"
+
+
+def _scripted(request: FakeRequest) -> ModelReply:
+    # Call the tool until there is a result, then answer.
+    if any(m.role == "tool" for m in request.messages):
+        return ModelReply(text="the value is known", usage=Usage(20, 5))
+    return ModelReply(tool_calls=(ToolCallRequest("lookup", {"key": "k"}),), usage=Usage(10, 5))
+
+
+async def test_the_api_key_appears_in_no_event_log_repr_or_error(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    monkeypatch.setenv("AGENTRIO_TEST_API_KEY", KEY)
+    caplog.set_level(logging.DEBUG)
+    for name in ("httpx", "httpcore", "agentrio", "trio"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    faults = Faults(
+        seed=5,
+        rate_limit=0.15,
+        retry_after=0,
+        server_error=0.15,
+        garbage=0.1,
+        reset=0.05,
+        truncate=0.15,
+        malformed_tool_json=0.2,
+    )
+    texts: list[str] = []
+    async with open_fake_llm(_scripted, faults=faults, api_key=KEY) as server:
+        providers = []
+        for kind in KINDS:
+            for stream in (False, True):
+                c = ProviderConfig(
+                    name=f"{kind}{int(stream)}",
+                    kind=kind,
+                    base_url=server.base_url + BASE[kind],
+                    api_key_env="AGENTRIO_TEST_API_KEY",
+                    stream=stream,
+                    max_retries=1,
+                    backoff_initial=0.01,
+                )
+                providers.append(Provider(c))
+        wrong = Provider(config(server), api_key=WRONG_KEY)
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            async with trio.open_nursery() as nursery:
+                for i, p in enumerate([*providers, wrong] * 3):
+                    spec = AgentSpec("a", p.model("m"), tools=[lookup])
+                    agent = await rt.spawn_agent(spec, name=f"a{i}")
+
+                    async def run(agent: agentrio.AgentRef = agent) -> None:
+                        result = await agent.run("look k up")
+                        texts.append(msgspec.json.encode(result).decode())
+
+                    nursery.start_soon(run)
+            # Errors raised straight from the providers, with their causes.
+            for p in [*providers, wrong]:
+                for _ in range(4):
+                    try:
+                        await p.complete("m", HI, [], max_output_tokens=8)
+                    except ProviderError as exc:
+                        texts += _texts(exc)
+            await trio.testing.wait_all_tasks_blocked()
+        for p in [*providers, wrong]:
+            texts += [repr(p), repr(p.model("m")), repr(p.config), repr(p.statistics())]
+            texts.append(msgspec.json.encode(p.statistics()).decode())
+            await p.aclose()
+        faulted = server.statistics().faults
+
+    assert sum(faulted.values()) > 10  # the faults did happen...
+    assert any(isinstance(e, PhaseError) for e in events)  # ...and some reached the agents
+    assert any(r.name.startswith(("httpx", "httpcore")) for r in caplog.records)
+    texts += [msgspec.json.encode(e).decode() for e in events]
+    texts += [r.getMessage() for r in caplog.records]
+    texts += [repr(r.args) for r in caplog.records]
+    texts.append(caplog.text)
+    for secret in (KEY, WRONG_KEY):
+        leaks = [t for t in texts if secret in t]
+        assert not leaks, leaks[:3]

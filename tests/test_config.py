@@ -1,0 +1,442 @@
+"""agentrio.toml: parsing, where it is found, errors that name the file, the key and
+what was expected; model strings and tiers on AgentSpec; escalation on a stall."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    AgentSpec,
+    Config,
+    ConfigError,
+    InvalidArgument,
+    ModelReply,
+    ProviderConfig,
+    ProviderModel,
+    ToolCallRequest,
+    Usage,
+    load_config,
+    parse_config,
+)
+from agentrio.config import Models, find_config, split_model
+from agentrio.testing import FakeLLMServer, FakeRequest, ScriptedModel, open_fake_llm
+
+GOOD = """\
+escalation = ["fast", "smart"]
+
+[providers.local]
+kind = "ollama"
+base_url = "http://127.0.0.1:11434"
+
+[providers.openai]
+kind = "openai"
+base_url = "https://api.openai.com/v1"
+api_key_env = "OPENAI_API_KEY"
+max_concurrent = 16
+tokens_per_minute = 200000
+timeout = 30
+stream = true
+
+[tiers]
+fast = "local:qwen2.5:0.5b"
+smart = "openai:gpt-4o"
+"""
+
+
+@pytest.fixture
+def no_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No agentrio.toml anywhere: not in $AGENTRIO_CONFIG, the cwd or the user's folder."""
+    monkeypatch.delenv("AGENTRIO_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return tmp_path
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# -- "instance:model" ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("local:qwen2.5:0.5b", ("local", "qwen2.5:0.5b")),  # split at the first colon only
+        ("openai:gpt-4o", ("openai", "gpt-4o")),
+        ("a:b:c:d", ("a", "b:c:d")),
+    ],
+)
+def test_split_model(text: str, parts: tuple[str, str]) -> None:
+    assert split_model(text) == parts
+
+
+@pytest.mark.parametrize("text", ["", "qwen", ":qwen", "local:", ":"])
+def test_split_model_errors_spell_out_the_format(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        split_model(text)
+    assert "'instance:model'" in str(info.value) and repr(text) in str(info.value)
+    assert "local:qwen2.5:0.5b" in str(info.value)  # an example
+
+
+def test_agent_spec_model_forms() -> None:
+    model = ScriptedModel([])
+    assert AgentSpec("a", model=model).model is model
+    assert AgentSpec("a", model="fast").model == "fast"  # a tier: resolved at spawn
+    assert AgentSpec("a", model="local:qwen2.5:0.5b").model == "local:qwen2.5:0.5b"
+    for bad in (":m", "local:"):
+        with pytest.raises(ConfigError, match="'instance:model'"):
+            AgentSpec("a", model=bad)
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.model"):
+        AgentSpec("a", model="")
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def test_a_good_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "agentrio.toml", GOOD)
+    config = load_config(path)
+    assert config.path == str(path)
+    assert config.escalation == ["fast", "smart"]
+    assert config.tiers == {"fast": "local:qwen2.5:0.5b", "smart": "openai:gpt-4o"}
+    assert config.providers["local"] == ProviderConfig(
+        name="local", kind="ollama", base_url="http://127.0.0.1:11434"
+    )
+    openai = config.providers["openai"]
+    assert (openai.name, openai.kind, openai.api_key_env) == ("openai", "openai", "OPENAI_API_KEY")
+    assert (openai.max_concurrent, openai.tokens_per_minute, openai.stream) == (16, 200000, True)
+    assert openai.timeout == 30.0 and isinstance(openai.timeout, float)  # 30 is 30.0
+
+
+def test_an_empty_file_is_an_empty_config(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "agentrio.toml", ""))
+    assert (config.providers, config.tiers, config.escalation) == ({}, {}, [])
+
+
+PROVIDER = '[providers.local]\nkind = "ollama"\nbase_url = "http://h"\n'
+
+BAD_FILES = [
+    # (contents, what the message must say besides the file's path)
+    ("this is [not toml", ["not valid TOML"]),
+    ("foo = 1\n" + PROVIDER, ["unknown top-level keys ['foo']", "expected providers, tiers"]),
+    ("providers = 3", ["providers must be a table"]),
+    ("[providers]\nlocal = 3", ["providers.local must be a table"]),
+    ('[providers.local]\nkind = "ollama"', ["providers.local.base_url", "required field missing"]),
+    (
+        '[providers.local]\nkind = "gemini"\nbase_url = "http://h"',
+        ["providers.local.kind", "gemini", "'openai', 'anthropic', 'ollama'"],
+    ),
+    ('[providers.local]\nkind = 5\nbase_url = "http://h"', ["providers.local.kind", "5"]),
+    (
+        '[providers.local]\nkind = "ollama"\nbase_url = "127.0.0.1:11434"',
+        ["providers.local", "base_url must start with http:// or https://"],
+    ),
+    (PROVIDER + 'base_ur = "x"', ["providers.local", "extra fields found (base_ur)"]),
+    (PROVIDER + "max_concurrent = 0", ["providers.local", "max_concurrent must be an int > 0"]),
+    (PROVIDER + 'max_concurrent = "ten"', ["providers.local.max_concurrent", "expected int"]),
+    (PROVIDER + "max_concurrent = 1.5", ["providers.local.max_concurrent", "expected int"]),
+    (PROVIDER + "max_retries = -1", ["providers.local", "max_retries must be an int >= 0"]),
+    (PROVIDER + 'stream = "false"', ["providers.local.stream", "expected bool"]),
+    (PROVIDER + "tool_calls_in_text = 1", ["providers.local.tool_calls_in_text", "bool"]),
+    (PROVIDER + "timeout = true", ["providers.local.timeout", "expected float"]),
+    (PROVIDER + "timeout = 0", ["providers.local", "timeout must be a number > 0"]),
+    (PROVIDER + "api_key_env = 5", ["providers.local.api_key_env", "expected str"]),
+    (
+        '[providers."a:b"]\nkind = "ollama"\nbase_url = "http://h"',
+        ["providers.a:b", "without ':'"],
+    ),
+    ('tiers = "fast"\n' + PROVIDER, ["tiers must be a table"]),
+    (PROVIDER + "[tiers]\nfast = 5", ["tiers['fast']", "expected str"]),
+    (PROVIDER + '[tiers]\nfast = "qwen"', ["tiers.fast", "'instance:model'", "'qwen'"]),
+    (PROVIDER + '[tiers]\nfast = ":qwen"', ["tiers.fast", "'instance:model'"]),
+    (
+        PROVIDER + '[tiers]\nfast = "remote:qwen"',
+        ["tiers.fast", "provider 'remote'", "not configured", "['local']"],
+    ),
+    ('escalation = "fast"\n' + PROVIDER, ["escalation must be a list of tier names"]),
+    ("escalation = [1]\n" + PROVIDER, ["escalation[0]", "expected str"]),
+    (
+        'escalation = ["fast", "smart"]\n' + PROVIDER + '[tiers]\nfast = "local:m"',
+        ["escalation names tier 'smart'", "not in [tiers]", "['fast']"],
+    ),
+    # The usual slip: escalation written after [tiers] belongs to the tiers table.
+    (
+        PROVIDER + '[tiers]\nfast = "local:m"\nescalation = ["fast"]',
+        ["tiers['escalation']", "expected str"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), BAD_FILES)
+def test_bad_files_name_the_file_the_key_and_what_was_expected(
+    tmp_path: Path, text: str, expected: list[str]
+) -> None:
+    path = write(tmp_path / "conf" / "agentrio.toml", text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ")
+    for part in expected:
+        assert part in message
+    assert info.value.__cause__ is None  # the message says it all; no library traceback
+
+
+def test_parse_config_without_a_file_says_the_configuration() -> None:
+    with pytest.raises(ConfigError, match=r"^the configuration: providers\.x must be a table"):
+        parse_config({"providers": {"x": 1}})
+
+
+def test_an_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read it"):
+        load_config(tmp_path / "missing.toml")
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(ConfigError, match=r"dir\.toml: cannot read it"):
+        load_config(tmp_path / "dir.toml")
+
+
+def test_config_in_code_is_checked_too() -> None:
+    local = ProviderConfig(name="local", kind="ollama", base_url="http://h")
+    with pytest.raises(ConfigError, match=r"tiers\.fast names provider 'nope'"):
+        Config(providers={"local": local}, tiers={"fast": "nope:m"})
+    with pytest.raises(ConfigError, match="escalation names tier 'x'"):
+        Config(providers={"local": local}, escalation=["x"])
+
+
+# -- where the file is found ---------------------------------------------------------------
+
+
+def test_no_file_anywhere(no_config: Path) -> None:
+    assert find_config() is None
+    with pytest.raises(ConfigError, match=r"no agentrio\.toml found: set AGENTRIO_CONFIG"):
+        load_config()
+
+
+def test_the_user_config_folder(no_config: Path) -> None:
+    user = write(no_config / "xdg" / "agentrio" / "agentrio.toml", GOOD)
+    assert find_config() == user
+    assert load_config().path == str(user)
+
+
+def test_home_config_without_xdg(no_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    user = write(no_config / "home" / ".config" / "agentrio" / "agentrio.toml", GOOD)
+    assert find_config() == user
+
+
+def test_the_current_folder_comes_before_the_users(no_config: Path) -> None:
+    write(no_config / "xdg" / "agentrio" / "agentrio.toml", GOOD)
+    write(no_config / "work" / "agentrio.toml", PROVIDER)
+    assert find_config() == Path("agentrio.toml")
+    assert list(load_config().providers) == ["local"]
+
+
+def test_agentrio_config_comes_first(no_config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(no_config / "work" / "agentrio.toml", GOOD)
+    chosen = write(no_config / "elsewhere.toml", PROVIDER)
+    monkeypatch.setenv("AGENTRIO_CONFIG", str(chosen))
+    assert find_config() == chosen
+    assert load_config().path == str(chosen)
+    monkeypatch.setenv("AGENTRIO_CONFIG", str(no_config / "missing.toml"))
+    with pytest.raises(ConfigError, match=r"missing\.toml: cannot read it"):
+        load_config()  # named explicitly: a missing file is an error, not a fallback
+
+
+# -- resolving models ------------------------------------------------------------------
+
+
+async def test_models_resolve_tiers_strings_and_objects(tmp_path: Path) -> None:
+    text = PROVIDER + '[tiers]\nfast = "local:qwen2.5:0.5b"\nsmart = "local:big"\n'
+    models = Models(
+        load_config(write(tmp_path / "agentrio.toml", 'escalation = ["fast", "smart"]\n' + text))
+    )
+    fast = models.resolve("fast")
+    assert isinstance(fast, ProviderModel) and fast.name == "qwen2.5:0.5b"
+    direct = models.resolve("local:llama3.2:1b")
+    assert isinstance(direct, ProviderModel) and direct.name == "llama3.2:1b"
+    assert fast.provider is direct.provider  # one provider (one pool) per instance
+    scripted = ScriptedModel([])
+    assert models.resolve(scripted) is scripted
+    smart = models.next_tier("fast")
+    assert isinstance(smart, ProviderModel) and smart.name == "big"
+    assert models.next_tier("smart") is None and models.next_tier("local:x") is None
+    with pytest.raises(ConfigError, match="'medium' is neither a tier"):
+        models.resolve("medium")
+    with pytest.raises(ConfigError, match="unknown provider instance 'remote'"):
+        models.resolve("remote:m")
+    await models.aclose()
+
+
+def test_a_missing_api_key_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    models = Models(load_config(write(tmp_path / "agentrio.toml", GOOD)))
+    with pytest.raises(ConfigError, match="'OPENAI_API_KEY' \\(api_key_env\\) is not set"):
+        models.resolve("smart")
+
+
+# -- agents with model strings, over the fake server ------------------------------------------
+
+
+def one_server_config(server: FakeLLMServer, **extra: object) -> Config:
+    local = ProviderConfig(name="local", kind="ollama", base_url=server.base_url)
+    tiers = {"fast": "local:small", "smart": "local:big"}
+    return Config(providers={"local": local}, tiers=tiers, escalation=["fast", "smart"], **extra)  # type: ignore[arg-type]
+
+
+async def test_agents_with_tiers_and_model_strings(autojump_clock: trio.testing.MockClock) -> None:
+    async with (
+        open_fake_llm(lambda r: ModelReply(text=f"I am {r.model}")) as server,
+        agentrio.open_runtime(config=one_server_config(server)) as rt,
+    ):
+        by_tier = await rt.spawn_agent(AgentSpec("a", model="fast"))
+        by_string = await rt.spawn_agent(AgentSpec("b", model="local:qwen2.5:0.5b"))
+        assert (await by_tier.run("hi")).final_text == "I am small"
+        assert (await by_string.run("hi")).final_text == "I am qwen2.5:0.5b"
+        with pytest.raises(ConfigError, match="neither a tier"):
+            await rt.spawn_agent(AgentSpec("c", model="medium"))
+        with pytest.raises(ConfigError, match="unknown provider instance 'remote'"):
+            await rt.spawn_agent(AgentSpec("d", model="remote:m"))
+        assert (await by_tier.run("again")).stop_reason == "done"  # still running
+    assert [r.model for r in server.requests] == ["small", "qwen2.5:0.5b", "small"]
+
+
+async def test_the_runtime_finds_the_config_file(
+    autojump_clock: trio.testing.MockClock, no_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_fake_llm(lambda r: ModelReply(text=r.model)) as server:
+        text = f'[providers.local]\nkind = "ollama"\nbase_url = "{server.base_url}"\n'
+        path = write(no_config / "work" / "agentrio.toml", text + '[tiers]\nfast = "local:s"\n')
+        async with agentrio.open_runtime() as rt:  # ./agentrio.toml
+            assert (
+                await (await rt.spawn_agent(AgentSpec("a", "fast"))).run("hi")
+            ).final_text == "s"
+        async with agentrio.open_runtime(config=path) as rt:  # a path
+            assert (
+                await (await rt.spawn_agent(AgentSpec("a", "local:p"))).run("")
+            ).final_text == "p"
+        path.rename(no_config / "moved.toml")
+        monkeypatch.setenv("AGENTRIO_CONFIG", str(no_config / "moved.toml"))
+        async with agentrio.open_runtime() as rt:  # $AGENTRIO_CONFIG
+            assert (
+                await (await rt.spawn_agent(AgentSpec("a", "local:e"))).run("")
+            ).final_text == "e"
+
+
+async def test_no_config_is_an_error_at_spawn(
+    autojump_clock: trio.testing.MockClock, no_config: Path
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(ConfigError, match=r"no agentrio\.toml found"):
+            await rt.spawn_agent(AgentSpec("a", model="fast"))
+        # Model objects need no configuration.
+        spec = AgentSpec("b", model=ScriptedModel([ModelReply(text="ok")]))
+        assert (await (await rt.spawn_agent(spec)).run("hi")).final_text == "ok"
+
+
+# -- escalation ------------------------------------------------------------------------------
+
+
+@agentrio.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    await trio.lowlevel.checkpoint()
+    return f"nothing about {key}"
+
+
+def by_model(request: FakeRequest) -> ModelReply:
+    """The small model repeats one call forever (a stall); the big one answers."""
+    if request.model == "big":
+        return ModelReply(text="the smart answer", usage=Usage(50, 5))
+    if not request.tools:  # the final turn after a stall: no tools offered
+        return ModelReply(text="I am stuck", usage=Usage(40, 3))
+    return ModelReply(tool_calls=(ToolCallRequest("lookup", {"key": "x"}),), usage=Usage(30, 4))
+
+
+async def run_escalating(
+    server: FakeLLMServer, model: str, escalate: bool, phases: int = 1
+) -> list[agentrio.PhaseResult]:
+    async with agentrio.open_runtime(config=one_server_config(server)) as rt:
+        spec = AgentSpec("a", model=model, tools=[lookup], escalate_on_stall=escalate)
+        agent = await rt.spawn_agent(spec)
+        return [await agent.run(f"question {i}") for i in range(phases)]
+
+
+async def test_a_stall_on_fast_is_retried_once_on_smart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_fake_llm(by_model) as server:
+        first, second = await run_escalating(server, "fast", escalate=True, phases=2)
+    assert (first.stop_reason, first.final_text) == ("done", "the smart answer")
+    assert first.tool_calls == ()  # the result is the retry's: smart called no tool
+    # Two calls, the final turn, the retry on smart; then the agent stays on smart.
+    assert [r.model for r in server.requests] == ["small", "small", "small", "big", "big"]
+    assert second.stop_reason == "done"
+    # The retry on smart saw the stalled attempt (the context carries over).
+    retry = server.requests[3]
+    assert [m.content for m in retry.messages if m.role == "user"][-1] == "question 0"
+    assert any(m.role == "tool" for m in retry.messages)
+
+
+@pytest.mark.parametrize(
+    ("model", "escalate"),
+    [
+        ("fast", False),  # not asked for
+        ("smart", True),  # the last tier: nowhere to go
+        ("local:small", True),  # a model string, not a tier
+    ],
+)
+async def test_no_escalation(
+    autojump_clock: trio.testing.MockClock, model: str, escalate: bool
+) -> None:
+    async with open_fake_llm(by_model) as server:
+        (result,) = await run_escalating(server, model, escalate)
+    if model == "smart":
+        assert result.stop_reason == "done"
+        assert [r.model for r in server.requests] == ["big"]
+    else:
+        assert (result.stop_reason, result.final_text) == ("stalled", "I am stuck")
+        assert [r.model for r in server.requests] == ["small"] * 3
+
+
+async def test_escalation_only_on_a_stall(autojump_clock: trio.testing.MockClock) -> None:
+    def answer(request: FakeRequest) -> ModelReply:
+        return ModelReply(text=f"{request.model} says hi")
+
+    async with open_fake_llm(answer) as server:
+        (result,) = await run_escalating(server, "fast", escalate=True)
+    assert result.final_text == "small says hi"
+    assert [r.model for r in server.requests] == ["small"]
+
+
+async def test_escalation_across_two_servers(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_fake_llm(by_model) as fast_server, open_fake_llm(by_model) as smart_server:
+        config = Config(
+            providers={
+                "here": ProviderConfig(
+                    name="here", kind="openai", base_url=fast_server.base_url + "/v1"
+                ),
+                "there": ProviderConfig(
+                    name="there", kind="anthropic", base_url=smart_server.base_url + "/v1"
+                ),
+            },
+            tiers={"fast": "here:small", "smart": "there:big"},
+            escalation=["fast", "smart"],
+        )
+        async with agentrio.open_runtime(config=config) as rt:
+            spec = AgentSpec("a", model="fast", tools=[lookup], escalate_on_stall=True)
+            result = await (await rt.spawn_agent(spec)).run("q")
+    assert result.final_text == "the smart answer"
+    assert [r.api for r in fast_server.requests] == ["openai"] * 3
+    assert [r.api for r in smart_server.requests] == ["anthropic"]
