@@ -27,14 +27,17 @@ The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
-import cattrs
-from cattrs.v import format_exception
+
+if TYPE_CHECKING:
+    import cattrs
 
 from .errors import ConfigError
 from .providers.base import Model
@@ -94,9 +97,6 @@ class Config:
                 )
 
 
-_converter = cattrs.Converter(forbid_extra_keys=True)
-
-
 def _strict(kind: type) -> Callable[[object, type], object]:
     # cattrs' default hook is kind(value): stream = "false" would become True,
     # max_concurrent = 1.5 would become 1, and tiers.fast = 5 would become "5".
@@ -110,8 +110,15 @@ def _strict(kind: type) -> Callable[[object, type], object]:
     return structure
 
 
-for _kind in (bool, int, float, str):
-    _converter.register_structure_hook(_kind, _strict(_kind))
+@functools.cache
+def _converter() -> cattrs.Converter:
+    # cattrs is imported on first use: a runtime without agentrio.toml never loads it.
+    import cattrs
+
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind in (bool, int, float, str):
+        converter.register_structure_hook(kind, _strict(kind))
+    return converter
 
 
 def _explain(exc: BaseException, type_: type | None) -> str:
@@ -119,7 +126,24 @@ def _explain(exc: BaseException, type_: type | None) -> str:
     # reduce them to "invalid value".
     if isinstance(exc, ConfigError):
         return str(exc)
+    from cattrs.v import format_exception
+
     return format_exception(exc, type_)
+
+
+def _validation_error() -> type[Exception]:
+    from cattrs import BaseValidationError
+
+    return BaseValidationError
+
+
+def _transform(
+    exc: Exception, path: str, explain: Callable[[BaseException, type | None], str]
+) -> list[str]:
+    from cattrs import BaseValidationError, transform_error
+
+    assert isinstance(exc, BaseValidationError)
+    return transform_error(exc, path, explain)
 
 
 def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
@@ -142,9 +166,9 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: providers.{name} must be a table")
         try:
-            providers[name] = _converter.structure({**table, "name": name}, ProviderConfig)
-        except cattrs.BaseValidationError as exc:
-            problems = "; ".join(cattrs.transform_error(exc, f"providers.{name}", _explain))
+            providers[name] = _converter().structure({**table, "name": name}, ProviderConfig)
+        except _validation_error() as exc:
+            problems = "; ".join(_transform(exc, f"providers.{name}", _explain))
             raise ConfigError(f"{where}: {problems}") from None
         except ConfigError as exc:
             raise ConfigError(f"{where}: providers.{name}: {exc}") from None
@@ -154,14 +178,14 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
     if not isinstance(raw_escalation, list):
         raise ConfigError(f"{where}: escalation must be a list of tier names")
     try:
-        tiers = _converter.structure(raw_tiers, dict[str, str])
-    except cattrs.BaseValidationError as exc:
-        problems = "; ".join(cattrs.transform_error(exc, "tiers", _explain))
+        tiers = _converter().structure(raw_tiers, dict[str, str])
+    except _validation_error() as exc:
+        problems = "; ".join(_transform(exc, "tiers", _explain))
         raise ConfigError(f"{where}: {problems}") from None
     try:
-        escalation = _converter.structure(raw_escalation, list[str])
-    except cattrs.BaseValidationError as exc:
-        problems = "; ".join(cattrs.transform_error(exc, "escalation", _explain))
+        escalation = _converter().structure(raw_escalation, list[str])
+    except _validation_error() as exc:
+        problems = "; ".join(_transform(exc, "escalation", _explain))
         raise ConfigError(f"{where}: {problems}") from None
     return Config(providers=providers, tiers=tiers, escalation=escalation, path=path)
 

@@ -18,10 +18,9 @@ import random
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Literal, NoReturn
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 import attrs
-import httpx
 import msgspec
 import trio
 
@@ -40,6 +39,9 @@ from .limiter import CircuitBreaker, RateWindow, parse_retry_after
 from .ollama import OllamaWire
 from .openai import OpenAIWire
 from .wire import WireFormat
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DEFAULT_POOL", "Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
 
@@ -244,6 +246,9 @@ class Provider:
         # time one frees (measured: 1,000 waiting agents made each request cost
         # ~9 ms of CPU in that scan alone).
         pool = config.max_concurrent or DEFAULT_POOL
+        import httpx  # here, not at the top: agents that never talk HTTP don't load it
+
+        self._transport_error = httpx.TransportError
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(
                 config.read_timeout, connect=config.connect_timeout, pool=config.timeout
@@ -416,7 +421,7 @@ class Provider:
                 except (ValueError, RecursionError):  # RecursionError: nested too deep
                     raise self._bad("the body is not JSON") from None
                 return self._wire.parse(data, self.name, text_tools)
-            except httpx.TransportError as exc:
+            except self._transport_error as exc:
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
@@ -456,7 +461,7 @@ class Provider:
             try:
                 async for line in lines:
                     parser.feed(line)
-            except httpx.TransportError as exc:
+            except self._transport_error as exc:
                 # The answer had begun: losing the connection now cuts the stream short.
                 raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
             except Exception:
