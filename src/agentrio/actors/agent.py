@@ -211,6 +211,20 @@ def _spec_info(spec: AgentSpec) -> _SpecInfo:
     return info
 
 
+_STREAMS: dict[type, bool] = {}
+
+
+def _streams(model: Model) -> bool:
+    """Does *model*'s ``complete`` take ``on_text``? Cached per class: inspect is slow."""
+    cls = type(model)
+    if "complete" in getattr(model, "__dict__", {}):  # set on the instance: look at it
+        return "on_text" in inspect.signature(model.complete).parameters
+    known = _STREAMS.get(cls)
+    if known is None:
+        known = _STREAMS[cls] = "on_text" in inspect.signature(model.complete).parameters
+    return known
+
+
 class _AgentState:
     """An agent's state that outlives the incarnations of its actor."""
 
@@ -273,8 +287,7 @@ class _AgentState:
         """Call *model* from now on (a resolved one, or the next tier's)."""
         self.model = model
         self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
-        params = inspect.signature(model.complete).parameters
-        self.streams = "on_text" in params
+        self.streams = _streams(model)
         self.pricing = model_pricing(model)
 
     def context(self, label: str | None) -> ActorRef | None:
