@@ -275,7 +275,7 @@ class _AgentState:
         self.stop_requested = False
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
-        self.stop_reasons: dict[str, int] = {}
+        self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
             root = os.fspath(spec.workspace)
@@ -339,8 +339,10 @@ class _AgentState:
 
     async def phase_done(self, reason: str) -> None:
         self.phases += 1
-        self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
         if self.workspace is not None and self.usage_parent is None:
+            if self.stop_reasons is None:
+                self.stop_reasons = {}
+            self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
             # (A session helper's spending is in its parent's summary.)
             assert self.cell is not None
             summary: dict[str, object] = {
