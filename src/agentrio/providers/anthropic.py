@@ -7,7 +7,15 @@ from collections.abc import Collection, Sequence
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
-from .wire import TextSink, bad, count, finish_reply, need, tool_call
+from .wire import (
+    StreamState,
+    TextSink,
+    bad,
+    count,
+    finish_reply,
+    need,
+    tool_call,
+)
 
 __all__ = ["AnthropicWire"]
 
@@ -106,18 +114,14 @@ class AnthropicWire:
         return _AnthropicStream(provider, on_text, text_tools)
 
 
-class _AnthropicStream:
+class _AnthropicStream(StreamState):
     def __init__(
         self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
     ) -> None:
-        self.provider = provider
-        self.on_text = on_text
-        self.text_tools = text_tools
-        self.text: list[str] = []
+        super().__init__(provider, on_text, text_tools)
         self.calls: dict[int, list[str]] = {}  # block index -> [id, name, partial json]
         self.input_tokens = 0
         self.output_tokens = 0
-        self.done = False
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -157,19 +161,13 @@ class _AnthropicStream:
         if not isinstance(delta, dict):
             raise bad(self.provider, "a content_block_delta has no delta object")
         if delta.get("type") == "text_delta":
-            piece = str(delta.get("text", ""))
-            self.text.append(piece)
-            if self.on_text is not None and piece:
-                self.on_text(piece)
+            self.emit(str(delta.get("text", "")))
         elif delta.get("type") == "input_json_delta" and index in self.calls:
             self.calls[index][2] += str(delta.get("partial_json", ""))
 
     def finish(self) -> ModelReply:
-        if not self.done:
-            raise bad(self.provider, "the stream ended before message_stop")
         calls = [
             tool_call(name, args or "{}", cid, self.provider)
             for _, (cid, name, args) in sorted(self.calls.items())
         ]
-        usage = Usage(self.input_tokens, self.output_tokens)
-        return finish_reply("".join(self.text), calls, usage, self.text_tools)
+        return self.reply(calls, Usage(self.input_tokens, self.output_tokens), "message_stop")

@@ -7,7 +7,16 @@ from collections.abc import Collection, Sequence
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
-from .wire import TextSink, bad, count, finish_reply, need, tool_call
+from .wire import (
+    StreamState,
+    TextSink,
+    bad,
+    count,
+    finish_reply,
+    function_tools,
+    need,
+    tool_call,
+)
 
 __all__ = ["OllamaWire"]
 
@@ -62,17 +71,7 @@ class OllamaWire:
             "options": {"num_predict": max_output_tokens},
         }
         if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in tools
-            ]
+            body["tools"] = function_tools(tools)
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
@@ -89,17 +88,13 @@ class OllamaWire:
         return _OllamaStream(provider, on_text, text_tools)
 
 
-class _OllamaStream:
+class _OllamaStream(StreamState):
     def __init__(
         self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
     ) -> None:
-        self.provider = provider
-        self.on_text = on_text
-        self.text_tools = text_tools
-        self.text: list[str] = []
+        super().__init__(provider, on_text, text_tools)
         self.calls: list[ToolCallRequest] = []
         self.usage = Usage()
-        self.done = False
 
     def feed(self, line: str) -> None:
         if not line.strip():
@@ -115,21 +110,17 @@ class _OllamaStream:
         message = chunk.get("message")
         if isinstance(message, dict):
             piece = message.get("content")
-            if isinstance(piece, str) and piece:
-                self.text.append(piece)
-                if self.on_text is not None:
-                    self.on_text(piece)
+            if isinstance(piece, str):
+                self.emit(piece)
             self.calls.extend(_calls(message, self.provider))
         if chunk.get("done") is True:
             self.done = True
             self.usage = _usage(chunk)
 
     def finish(self) -> ModelReply:
-        if not self.done:
-            raise bad(self.provider, 'the stream ended before "done": true')
         # Calls may arrive over several lines, each numbered from 1: renumber.
         numbered = [
             ToolCallRequest(c.name, c.arguments, id=f"call_{i + 1}", error=c.error)
             for i, c in enumerate(self.calls)
         ]
-        return finish_reply("".join(self.text), numbered, self.usage, self.text_tools)
+        return self.reply(numbered, self.usage, '"done": true')

@@ -8,7 +8,16 @@ from typing import Any
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
-from .wire import TextSink, bad, count, finish_reply, need, tool_call
+from .wire import (
+    StreamState,
+    TextSink,
+    bad,
+    count,
+    finish_reply,
+    function_tools,
+    need,
+    tool_call,
+)
 
 __all__ = ["OpenAIWire"]
 
@@ -63,17 +72,7 @@ class OpenAIWire:
             "stream": stream,
         }
         if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in tools
-            ]
+            body["tools"] = function_tools(tools)
         if stream:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -101,17 +100,13 @@ class OpenAIWire:
         return _OpenAIStream(provider, on_text, text_tools)
 
 
-class _OpenAIStream:
+class _OpenAIStream(StreamState):
     def __init__(
         self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
     ) -> None:
-        self.provider = provider
-        self.on_text = on_text
-        self.text_tools = text_tools
-        self.text: list[str] = []
+        super().__init__(provider, on_text, text_tools)
         self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
         self.usage = Usage()
-        self.done = False
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -138,10 +133,8 @@ class _OpenAIStream:
 
     def _delta(self, delta: dict[str, object]) -> None:
         piece = delta.get("content")
-        if isinstance(piece, str) and piece:
-            self.text.append(piece)
-            if self.on_text is not None:
-                self.on_text(piece)
+        if isinstance(piece, str):
+            self.emit(piece)
         for raw in _list(delta.get("tool_calls"), self.provider, "delta.tool_calls"):
             if not isinstance(raw, dict):
                 raise bad(self.provider, "a tool-call delta is not a JSON object")
@@ -156,10 +149,8 @@ class _OpenAIStream:
                     slot[2] += fn["arguments"]
 
     def finish(self) -> ModelReply:
-        if not self.done:
-            raise bad(self.provider, "the stream ended before [DONE]")
         calls: list[ToolCallRequest] = [
             tool_call(name, args, cid, self.provider)
             for _, (cid, name, args) in sorted(self.calls.items())
         ]
-        return finish_reply("".join(self.text), calls, self.usage, self.text_tools)
+        return self.reply(calls, self.usage, "[DONE]")

@@ -10,7 +10,16 @@ from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
 from .guard import parse_arguments, tool_calls_in_text
 
-__all__ = ["StreamParser", "WireFormat", "bad", "finish_reply", "need", "tool_call"]
+__all__ = [
+    "StreamParser",
+    "StreamState",
+    "WireFormat",
+    "bad",
+    "finish_reply",
+    "function_tools",
+    "need",
+    "tool_call",
+]
 
 TextSink = Callable[[str], None]
 _T = TypeVar("_T")
@@ -102,3 +111,40 @@ def finish_reply(
         if found:
             return ModelReply(text="", tool_calls=found, usage=usage)
     return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
+
+
+def function_tools(tools: Sequence[ToolSchema]) -> list[dict[str, object]]:
+    """Tool definitions in the OpenAI shape (``{"type": "function", ...}``), which Ollama shares."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+class StreamState:
+    """What every stream parser keeps: the text so far, and whether the end was seen."""
+
+    def __init__(
+        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+    ) -> None:
+        self.provider = provider
+        self.on_text = on_text
+        self.text_tools = text_tools
+        self.text: list[str] = []
+        self.done = False
+
+    def emit(self, piece: str) -> None:
+        """Add a piece of text, and pass it on to whoever watches the stream."""
+        if piece:
+            self.text.append(piece)
+            if self.on_text is not None:
+                self.on_text(piece)
+
+    def reply(self, calls: Sequence[ToolCallRequest], usage: Usage, end: str) -> ModelReply:
+        """The whole answer, or BadResponse if the stream never reached *end*."""
+        if not self.done:
+            raise bad(self.provider, f"the stream ended before {end}")
+        return finish_reply("".join(self.text), calls, usage, self.text_tools)
