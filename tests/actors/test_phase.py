@@ -878,7 +878,7 @@ async def test_an_error_in_the_last_call_is_reported_as_error(
     assert ended.stop_reason == "error"
 
 
-async def test_a_stop_request_before_the_last_call_keeps_max_iterations(
+async def test_a_stop_request_before_the_last_call_is_the_stop_reason(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     stop_me: list[agentrio.AgentRef] = []
@@ -893,8 +893,12 @@ async def test_a_stop_request_before_the_last_call_keeps_max_iterations(
         agent = await rt.spawn_agent(make_spec(model, stopper))
         stop_me.append(agent)
         result = await agent.run("go", max_iterations=1)
-    assert result.stop_reason == "max_iterations"
-    assert len(model.calls) == 1
+        # the request is consumed: the next phase runs normally
+        model2_result = await agent.run("again", max_iterations=1)
+    # the final no-tools call is not made, and the phase says why
+    assert result.stop_reason == "stop_requested"
+    assert len(model.calls) == 2
+    assert model2_result.stop_reason == "done" and model2_result.final_text == "never"
 
 
 # -- events and on_step -----------------------------------------------------------------

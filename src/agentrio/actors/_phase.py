@@ -24,6 +24,7 @@ from ..messages import (
     ContextRead,
     ContextReset,
     ContextTruncated,
+    Message,
     ModelReply,
     PermissionDenied,
     PhaseEnded,
@@ -161,13 +162,10 @@ class Phase:
     async def _load(self, ctx: ActorRef | None) -> None:
         # One read per phase, and none when the history is known to be empty:
         # a context this agent has not made yet, or one it is told to reset.
-        if ctx is not None:
-            if self.cmd.continue_context:
-                history = await ctx.ask(ContextRead())
-                assert isinstance(history, tuple)
-                self.history = list(history)
-            else:
-                await ctx.send(ContextReset())
+        if ctx is not None and self.cmd.continue_context:
+            history = await ctx.ask(ContextRead())
+            assert isinstance(history, tuple)
+            self.history = list(history)
         self.base = len(self.history)
         estimate = self.st.info.estimator
         self.sizes = [estimate(message_text(m)) for m in self.history]
@@ -185,13 +183,20 @@ class Phase:
             # The context's actor is born with its first history: it starts
             # with this message waiting and takes it in the same step.
             ctx = self.st.new_context(self.cmd.context_label)
+        elif not self.cmd.continue_context:
+            # The reset goes with the new history: a phase that did nothing
+            # (returned above) leaves the old one as it was.
+            await self._tell(ctx, ContextReset())
+        await self._tell(ctx, ContextAppend(new))
+
+    async def _tell(self, ctx: ActorRef, msg: Message) -> None:
         try:
-            ctx.send_nowait(ContextAppend(new))
+            ctx.send_nowait(msg)
         except MailboxFull:
             # The context's mailbox is only written by this agent; wait for room
             # even if the phase is being cancelled, so no turn is lost.
             with trio.CancelScope(shield=True):
-                await ctx.send(ContextAppend(new))
+                await ctx.send(msg)
 
     def _append(self, msg: ChatMessage) -> None:
         self.history.append(msg)
@@ -221,12 +226,10 @@ class Phase:
             await self._final_turn()
 
     async def _final_turn(self) -> None:
-        # The last call does not change why the phase ended, unless it failed:
-        # a model or hook error is reported as such (with its PhaseError event).
-        reason = self.reason
+        # An answered last call leaves the reason (max_iterations, stalled) as
+        # it is; one that could not be made or failed says why: stop_requested,
+        # budget_exhausted or error.
         await self._turn((), final=True)
-        if self.reason != "error":
-            self.reason = reason
 
     async def _stalled(self) -> None:
         if self.bus.active:

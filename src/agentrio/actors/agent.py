@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from ..config import split_model
-from ..errors import ActorError, InvalidArgument
+from ..errors import ActorError, InvalidArgument, SelfAsk
 from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
 from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import UsageTotals
@@ -301,8 +301,15 @@ class _AgentState:
         """Spawn the ContextActor of *label*, owned by the agent (it stops after it)."""
         assert self.cell is not None
         suffix = "" if label is None else "." + label.replace("/", "%2F")
+        # Allowed while the supervisor stops: the agent may be draining its
+        # queued phases, which the graceful stop promises to run.
         cell = self.sup.spawn_actor(
-            ContextActor, (), f"{self.cell.name}.context{suffix}", 64, "transient"
+            ContextActor,
+            (),
+            f"{self.cell.name}.context{suffix}",
+            64,
+            "transient",
+            stopping_ok=True,
         )
         cell.owner = self.cell
         if self.cell.dependents is None:
@@ -416,8 +423,13 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
 
         if not isinstance(budget, Budget):
             raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
-        if budget.parent is None and budget is not root:
-            budget.parent = root  # a free-standing budget is carved out of the runtime's
+        top = budget
+        while top.parent is not None:
+            top = top.parent
+        if top is not root:
+            # A free-standing budget (or a chain of them) is carved out of the
+            # runtime's: nothing an agent spends escapes the runtime's limits.
+            top.parent = root
     agent_name = spec.name if name is None else name
     model: Model
     escalation: Model | None = None
@@ -587,7 +599,13 @@ class AgentRef(metaclass=NoPublicConstructor):
             context_label,
             direct_tool_calls,
         )
-        result = await _ask(self._cell, cmd, trio.lowlevel.current_task())
+        task = trio.lowlevel.current_task()
+        if self._cell.task is task:
+            raise SelfAsk(
+                f"agent {self._cell.path!r} was asked to run a phase from inside its own "
+                "phase (a tool running its own agent): it would deadlock"
+            )
+        result = await _ask(self._cell, cmd, task)
         assert isinstance(result, PhaseResult)
         return result
 

@@ -19,7 +19,7 @@ from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscala
 from ..messages import ConfirmationRequired, PhaseResult, SubagentEnded, SubagentStarted
 from ..tools.policy import Approval, Approver, Decision, PermissionPolicy, ask_approver
 from ..tools.tool import Tool
-from ._core import request_stop
+from ._core import request_cancel, request_stop
 from ._phase import CALLER
 from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
 
@@ -201,6 +201,14 @@ def spawn_child(
     return child
 
 
+def _release(agent: AgentRef, *, finished: bool) -> None:
+    """Stop a child that answered; cancel one that was abandoned mid-phase."""
+    if finished:
+        request_stop(agent._cell)
+    else:
+        request_cancel(agent._cell)
+
+
 def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | None = None) -> Tool:
     """Make *spec* into a tool: each call runs a fresh child phase and returns its text.
 
@@ -222,10 +230,13 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
         if caller is None:
             raise RuntimeError(f"agent tool {spec.name!r} can only run inside an agent's phase")
         child = spawn_child(caller, spec)
+        result = None
         try:
             result = await child.run(task, continue_context=False)
         finally:
-            request_stop(child._cell)
+            # A child whose caller gave up (timeout, cancel) is cancelled, so it
+            # cannot go on spending; one that answered just stops.
+            _release(child, finished=result is not None)
         if caller.sup.bus.active and caller.cell is not None:
             caller.sup.bus.publish(
                 SubagentEnded(
@@ -271,7 +282,7 @@ async def map_phases(
         except ActorError as exc:
             results[i] = exc
         finally:
-            request_stop(agent._cell)
+            _release(agent, finished=results[i] is not None)
             slots.release()
 
     # A spawn that fails (PermissionEscalation, a bad budget, RuntimeClosed)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
+import trio
 
 from ..errors import HelperTurnsExceeded, InvalidArgument
 from ..messages import StopReason, ToolCallRequest, ToolResult
@@ -73,10 +74,13 @@ def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
 class Helper(metaclass=NoPublicConstructor):
     """An LLM called like a function, from ``rt.helper`` or ``agent.helper``."""
 
-    __slots__ = ("_agent", "_final_answer", "_max_turns")
+    __slots__ = ("_agent", "_final_answer", "_lock", "_max_turns")
 
     def __init__(self, agent: AgentRef, max_turns: int, final_answer: bool) -> None:
         self._agent = agent
+        # One execute at a time, so each one's usage is its own (the agent runs
+        # phases one at a time anyway).
+        self._lock = trio.Lock()
         self._max_turns = max_turns
         self._final_answer = final_answer
 
@@ -97,17 +101,21 @@ class Helper(metaclass=NoPublicConstructor):
             InvalidArgument: *prompt* is not a str.
             ActorStopped: the helper (or its caller) has stopped.
         """
-        before = self._agent.usage()
-        phase = await self._agent.run(
-            prompt, max_iterations=self._max_turns, continue_context=False
-        )
+        if not isinstance(prompt, str):
+            raise InvalidArgument(f"prompt must be a str, got {prompt!r}")
+        async with self._lock:
+            before = self._agent.usage()
+            phase = await self._agent.run(
+                prompt, max_iterations=self._max_turns, continue_context=False
+            )
+            spent = _minus(self._agent.usage(), before)
         result = HelperResult(
             content=phase.final_text,
             tool_calls=tuple(
                 ToolCallRequest(r.name, r.arguments, id=r.id) for r in phase.tool_calls
             ),
             tool_results=phase.tool_calls,
-            usage=_minus(self._agent.usage(), before),
+            usage=spent,
             stop_reason=phase.stop_reason,
         )
         if phase.stop_reason == "max_iterations" and not self._final_answer:
@@ -121,6 +129,11 @@ class Helper(metaclass=NoPublicConstructor):
     async def stop(self) -> None:
         """Stop the helper's agent (it is also stopped with its caller)."""
         await self._agent.stop()
+
+
+def _check_name(name: object) -> None:
+    if name is not None and (not isinstance(name, str) or not name or "/" in name):
+        raise InvalidArgument(f"name must be a non-empty str without '/', got {name!r}")
 
 
 def _check_turns(max_turns: object) -> int:
@@ -142,6 +155,7 @@ def infrastructure_helper(
     name: str | None,
 ) -> Helper:
     """The body of ``SupervisorRef.helper``."""
+    _check_name(name)
     turns = _check_turns(max_turns)
     spec = AgentSpec(
         name=name or f"helper-{next(_numbers)}",
@@ -166,6 +180,7 @@ def session_helper(
     name: str | None,
 ) -> Helper:
     """The body of ``AgentRef.helper``: inherits the parent's tools, rules, approver, budget."""
+    _check_name(name)
     turns = _check_turns(max_turns)
     base = parent.spec
     policy = base.permissions or PermissionPolicy(default="ask")

@@ -422,10 +422,11 @@ class Provider:
                     raise self._bad("the body is not JSON") from None
                 return self._wire.parse(data, self.name, text_tools)
             except self._transport_error as exc:
+                _scrub(exc)
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
-                        f"{self.config.base_url}",
+                        f"{self.config.base_url}: {self._redact(str(exc))}",
                         provider=self.name,
                     ),
                     retry_after=None,
@@ -463,6 +464,7 @@ class Provider:
                     parser.feed(line)
             except self._transport_error as exc:
                 # The answer had begun: losing the connection now cuts the stream short.
+                _scrub(exc)
                 raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
             except Exception:
                 # Leaving mid-stream would leave httpx's chain of async generators
@@ -483,8 +485,9 @@ class Provider:
         )
 
     def _redact(self, text: str) -> str:
-        text = text[:300]
-        return text.replace(self._key, "[redacted]") if self._key else text
+        if self._key:
+            text = text.replace(self._key, "[redacted]")
+        return text[:300]
 
     def _check(self, status: int, headers: httpx.Headers, text: str) -> None:
         if status == 200:
@@ -526,6 +529,17 @@ class Provider:
             provider=self.name,
             status=status,
         )
+
+
+def _scrub(exc: BaseException) -> None:
+    """Take the credentials out of the request an httpx error holds (it stays in the
+    cause chain for debugging; httpx hides Authorization in reprs, not x-api-key)."""
+    try:
+        request = exc.request  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        return
+    for header in ("authorization", "x-api-key"):
+        request.headers.pop(header, None)
 
 
 class ProviderModel:

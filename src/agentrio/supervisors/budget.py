@@ -368,6 +368,10 @@ class _Waiter:
         self.task = trio.lowlevel.current_task()
 
     def __call__(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        if self.root._waiters is not None:
-            self.root._waiters.remove(self)
+        waiters = self.root._waiters
+        if waiters is not None:
+            head = bool(waiters) and waiters[0] is self
+            waiters.remove(self)
+            if head:  # those queued behind it may fit now
+                self.root._admit()
         return trio.lowlevel.Abort.SUCCEEDED

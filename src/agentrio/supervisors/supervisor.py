@@ -505,8 +505,8 @@ class _Supervisor:
             raise DuplicateName(f"name {checked!r} is already taken in {self.ref!r}")
         return checked
 
-    def _check_open(self) -> None:
-        if self.closed or self.stopping:
+    def _check_open(self, *, stopping_ok: bool = False) -> None:
+        if self.closed or (self.stopping and not stopping_ok):
             where = repr(self.path) if self.path else "the runtime"
             raise RuntimeClosed(f"cannot spawn: {where} has stopped")
 
@@ -517,14 +517,18 @@ class _Supervisor:
         name: object,
         mailbox: object,
         restart: object,
+        *,
+        stopping_ok: bool = False,
     ) -> _Cell:
+        """Make and start a child actor; *stopping_ok* lets a draining owner still
+        spawn what it owns (an agent's context) while this supervisor stops."""
         if not (isinstance(actor_class, type) and issubclass(actor_class, Actor)):
             raise InvalidArgument(
                 f"actor_class must be a subclass of agentrio.Actor, got {actor_class!r}"
             )
         capacity = _check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)
-        self._check_open()
+        self._check_open(stopping_ok=stopping_ok)
         checked = self._new_name(actor_class.__name__, name)
         cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
         self._adopt(cell)
