@@ -910,3 +910,114 @@ def test_budgets_are_exact_under_parallel_fan_out(
             )
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+# -- children abandoned by their caller ---------------------------------------------------
+
+
+async def test_a_child_whose_agent_tool_timed_out_is_cancelled_and_stops_spending(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    child_calls: list[float] = []
+
+    async def slow_child(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        child_calls.append(trio.current_time())
+        await trio.sleep(1)
+        n = sum(m.role == "tool" for m in messages)
+        return calling("lookup", key=f"k{n}") if n < 5 else text("child done")
+
+    child = AgentSpec("child", FunctionModel(slow_child), tools=[lookup])
+
+    def lead(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        if not any(m.role == "tool" for m in messages):
+            return calling("child", task="work")
+        return text("lead done")
+
+    spec = AgentSpec(
+        "lead",
+        FunctionModel(lead),
+        tools=[agentrio.agent_tool(child), lookup],
+        limits=agentrio.Limits(tool_timeout=1.5),
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+        calls_when_done = len(child_calls)
+        await trio.sleep(30)  # a child left running would make more calls by now
+    assert result.tool_calls[0].status == "timeout"
+    assert len(child_calls) == calls_when_done <= 2
+
+
+async def test_map_abandoned_by_its_caller_cancels_its_agents(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    calls: list[float] = []
+
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        calls.append(trio.current_time())
+        await trio.sleep(1)
+        return calling("lookup", key=str(len(calls))) if len(messages) < 12 else text("ok")
+
+    spec = AgentSpec("w", FunctionModel(slow), tools=[lookup])
+    async with agentrio.open_runtime() as rt:
+        with trio.move_on_after(0.5):
+            await rt.map(spec, ["a", "b", "c"])
+        made = len(calls)
+        await trio.sleep(30)
+        assert len(calls) == made == 3
+        assert rt.statistics().actors == 0
+
+
+async def test_a_detached_budget_chain_is_carved_out_of_the_runtimes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([text("a", Usage(5, 5)), text("b", Usage(5, 5))])
+    detached = agentrio.Budget().child(max_requests=10)
+    async with agentrio.open_runtime(budget=agentrio.Budget(max_requests=1)) as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model), budget=detached)
+        first = await agent.run("one")
+        second = await agent.run("two")
+        assert rt.usage().requests == 1
+    assert (first.stop_reason, second.stop_reason) == ("done", "budget_exhausted")
+
+
+async def test_a_graceful_stop_lets_an_agent_finish_its_first_phase(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        await trio.sleep(0.2)
+        return text("finished")
+
+    async with agentrio.open_runtime() as rt:
+        sup = await rt.spawn_supervisor(name="s")
+        agent = await sup.spawn_agent(AgentSpec("a", FunctionModel(slow)))
+        results: list[agentrio.PhaseResult] = []
+
+        async def run() -> None:
+            results.append(await agent.run("go"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await trio.sleep(0.05)
+            await sup.stop()
+    assert [r.final_text for r in results] == ["finished"]
+
+
+async def test_a_tool_running_its_own_agent_is_a_self_ask(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    me: list[agentrio.AgentRef] = []
+
+    @agentrio.tool
+    async def recurse() -> str:
+        await me[0].run("again")
+        return "unreachable"
+
+    model = ScriptedModel([calling("recurse"), text("after")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model, tools=[recurse]))
+        me.append(agent)
+        with trio.fail_after(60):
+            result = await agent.run("go")
+    assert result.tool_calls[0].status == "failed"
+    assert "SelfAsk" in result.tool_calls[0].content

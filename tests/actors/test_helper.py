@@ -444,3 +444,34 @@ async def test_a_session_helper_stops_with_its_agent_and_by_itself(
         await trio.testing.wait_all_tasks_blocked()
         assert h2.agent.statistics().state == "exited"
         assert rt.children() == []
+
+
+async def test_concurrent_executes_each_report_their_own_usage(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def answer(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        await trio.sleep(1)
+        return Reply(text="ok", usage=agentrio.Usage(10, 10))
+
+    async with agentrio.open_runtime() as rt:
+        helper = rt.helper(FunctionModel(answer))
+        totals: dict[str, int] = {}
+
+        async def run(name: str) -> None:
+            totals[name] = (await helper.execute(name)).usage.total_tokens
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "a")
+            nursery.start_soon(run, "b")
+    assert totals == {"a": 20, "b": 20}
+
+
+async def test_helper_arguments_are_named_in_errors(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(agentrio.InvalidArgument, match="name"):
+            rt.helper(ScriptedModel([]), name="a/b")
+        helper = rt.helper(ScriptedModel([]))
+        with pytest.raises(agentrio.InvalidArgument, match="prompt"):
+            await helper.execute(123)  # type: ignore[arg-type]

@@ -1075,3 +1075,18 @@ async def test_made_up_ids_are_unique_across_the_phases_of_a_context(
     assert asked == answered
     assert len(asked) == 4 and len(set(asked)) == 4
     assert fresh.tool_calls[0].id == "call_1"  # another context numbers its own
+
+
+async def test_a_reset_phase_that_does_nothing_keeps_the_old_history(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("first"), answer("second")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("remember this")
+        await agent.request_stop()
+        stopped = await agent.run("start afresh", continue_context=False)
+        await agent.run("and now?")
+    assert stopped.stop_reason == "stop_requested"
+    last_call = [m.content for m in model.calls[-1]]
+    assert "remember this" in last_call and "start afresh" not in last_call

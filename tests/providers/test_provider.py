@@ -828,3 +828,15 @@ async def test_the_api_key_appears_in_no_event_log_repr_or_error(
     for secret in (KEY, WRONG_KEY):
         leaks = [t for t in texts if secret in t]
         assert not leaks, leaks[:3]
+
+
+def test_a_key_straddling_the_cut_is_still_redacted() -> None:
+    key = "sk-SECRET-0123456789"
+    provider = agentrio.Provider(
+        agentrio.ProviderConfig(name="p", kind="openai", base_url="http://127.0.0.1:9/v1"),
+        api_key=key,
+    )
+    text = "x" * 295 + key + " tail"
+    shown = provider._redact(text)
+    assert "sk-S" not in shown and "SECRET" not in shown
+    assert len(shown) <= 300

@@ -482,3 +482,34 @@ def test_a_thousand_agents_never_overspend(seed: int) -> None:
     }
     child: dict[str, int | None] = {"max_total_tokens": 3_000, "max_requests": 200}
     run_swarm(limits, child, 1000, 40, 3, seed)
+
+
+async def test_a_cancelled_head_of_the_queue_lets_the_others_in(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    budget = Budget(max_total_tokens=100)
+    held = budget.reserve(60, 0)
+    assert held is not None
+    got: list[tuple[str, object]] = []
+    big_scope = trio.CancelScope()
+
+    async def big() -> None:
+        with big_scope:
+            got.append(("big", await budget.acquire(50, 0)))
+
+    async def small() -> None:
+        got.append(("small", await budget.acquire(30, 0)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(big)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(small)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == []  # first come, first served: small waits behind big
+        big_scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [name for name, _ in got] == ["small"]  # admitted at once, not at a settle
+        lease = got[0][1]
+        assert isinstance(lease, agentrio.Lease)
+        lease.settle(None)
+        held.settle(None)
