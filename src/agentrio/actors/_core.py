@@ -417,8 +417,8 @@ class ActorRef(metaclass=NoPublicConstructor):
         """Stop gracefully: no new messages; drain the mailbox, run ``on_stop``, exit.
 
         Waits until the actor has exited. Called by the actor on itself, it
-        returns at once and the actor exits after the current message; a
-        ``permanent`` actor that stops itself is restarted. Stopping a stopped
+        returns at once; the actor handles what is already queued, then exits;
+        a ``permanent`` actor that stops itself is restarted. Stopping a stopped
         actor does nothing.
         """
         cell = self._cell

@@ -30,7 +30,8 @@ class Limits:
     """The bounds of an agent's phases.
 
     Attributes:
-        max_iterations: model calls per phase, unless ``run()`` says otherwise.
+        max_iterations: model calls per phase, unless ``run()`` says otherwise
+            (with ``final_answer``, one more call without tools may follow).
         timeout: seconds a whole phase may take (``None``: no deadline); past
             it the phase ends with ``timeout`` and keeps its tool calls so far.
         max_parallel_tools: tool calls of one model turn that run at once.
