@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import trio
@@ -14,44 +14,27 @@ from . import __version__
 __all__ = ["main"]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
+def _checked(
+    kind: Callable[[str], float], what: str, bounds: str, ok: Callable[[float], bool]
+) -> Callable[[str], float]:
+    """An argparse type: *kind* of the text (else "expected *what*"), within *bounds*."""
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {bounds}, got {value}")
+        return value
+
+    return parse
 
 
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not value >= 0.0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {value}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {value}")
-    return value
+_positive = _checked(int, "a whole number", "a number >= 1", lambda v: v >= 1)
+_share = _checked(float, "a number", "a share between 0 and 1", lambda v: 0.0 <= v <= 1.0)
+_seconds = _checked(float, "seconds", "seconds >= 0", lambda v: v >= 0.0)
+_port = _checked(int, "a port number", "a port from 0 to 65535", lambda v: 0 <= v <= 65535)
 
 
 def _add_fake_llm(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -258,7 +258,7 @@ class _Cell:
                     message=text if len(text) <= 200 else text[:197] + "...",
                 )
             )
-        self.parent.runtime_counters.dead_letters += 1
+        self.parent.shared.dead_letters += 1
 
     async def wait_exited(self) -> None:
         if self.state == "exited":

@@ -415,7 +415,7 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
     if not isinstance(spec, AgentSpec):
         raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
-    root: Budget = sup.runtime_counters.budget
+    root: Budget = sup.shared.budget
     if budget is None:
         budget = root
     else:
@@ -423,9 +423,7 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
 
         if not isinstance(budget, Budget):
             raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
-        top = budget
-        while top.parent is not None:
-            top = top.parent
+        top = budget._root()
         if top is not root:
             # A free-standing budget (or a chain of them) is carved out of the
             # runtime's: nothing an agent spends escapes the runtime's limits.
@@ -434,7 +432,7 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     model: Model
     escalation: Model | None = None
     if isinstance(spec.model, str):
-        models = sup.runtime_counters.models()
+        models = sup.shared.models()
         model = models.resolve(spec.model)
         if spec.escalate_on_stall:
             escalation = models.next_tier(spec.model)

@@ -29,7 +29,7 @@ from ..supervisors.budget import UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import PermissionPolicy
 from ..tools.tool import Tool
-from ._core import NoPublicConstructor, request_stop
+from ._core import NoPublicConstructor
 from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
 from .compose import spawn_child
 
@@ -200,8 +200,3 @@ def session_helper(
     if parent.workspace is not None:
         agent._state.workspace = parent.workspace
     return Helper._create(agent, turns, final_answer)
-
-
-def stop_helper(helper: Helper) -> None:
-    """Begin stopping *helper* without waiting (for cleanup paths)."""
-    request_stop(helper.agent._cell)

@@ -11,6 +11,7 @@ from .wire import (
     StreamState,
     TextSink,
     bad,
+    bearer,
     count,
     finish_reply,
     function_tools,
@@ -54,7 +55,7 @@ class OllamaWire:
     stream_format = "ndjson"
 
     def headers(self, api_key: str | None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return bearer(api_key)
 
     def body(
         self,

@@ -12,6 +12,7 @@ from .wire import (
     StreamState,
     TextSink,
     bad,
+    bearer,
     count,
     finish_reply,
     function_tools,
@@ -55,7 +56,7 @@ class OpenAIWire:
     stream_format = "sse"
 
     def headers(self, api_key: str | None) -> dict[str, str]:
-        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        return bearer(api_key)
 
     def body(
         self,

@@ -113,6 +113,11 @@ def finish_reply(
     return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
 
 
+def bearer(api_key: str | None) -> dict[str, str]:
+    """``Authorization: Bearer`` for *api_key*, or no header without one."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def function_tools(tools: Sequence[ToolSchema]) -> list[dict[str, object]]:
     """Tool definitions in the OpenAI shape (``{"type": "function", ...}``), which Ollama shares."""
     return [

@@ -21,7 +21,7 @@ from .supervisor import (
     Strategy,
     SupervisorRef,
     SupervisorStatistics,
-    _Counters,
+    _RuntimeShared,
     _Supervisor,
 )
 
@@ -64,7 +64,7 @@ class Runtime(SupervisorRef):
     @property
     def budget(self) -> Budget:
         """The runtime's root budget (limits and what has been spent)."""
-        budget: Budget = self._sup.runtime_counters.budget
+        budget: Budget = self._sup.shared.budget
         return budget
 
     def usage(self) -> UsageTotals:
@@ -133,7 +133,7 @@ async def open_runtime(
     root = _Supervisor(
         "",
         bus=bus,
-        counters=_Counters(budget, config),
+        counters=_RuntimeShared(budget, config),
         strategy=strategy,
         max_restarts=max_restarts,
         period=period,
@@ -144,7 +144,7 @@ async def open_runtime(
     root.ref = rt
     rt.register_tool(*tools)
     if config is not None:
-        root.runtime_counters.models()  # a bad config is an error here, not at first use
+        root.shared.models()  # a bad config is an error here, not at first use
     async with trio.open_nursery() as nursery:
         await nursery.start(_run_root, root, name="agentrio root supervisor")
         try:
@@ -164,4 +164,4 @@ async def _run_root(root: _Supervisor, task_status: trio.TaskStatus[None]) -> No
         root.finalize_all("stopped")
         root.bus.close()
         with trio.CancelScope(shield=True):
-            await root.runtime_counters.aclose()
+            await root.shared.aclose()

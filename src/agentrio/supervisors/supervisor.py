@@ -153,7 +153,7 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
     dead_letters: int
 
 
-class _Counters:
+class _RuntimeShared:
     """Runtime-wide state shared by every supervisor of one runtime."""
 
     __slots__ = ("_models", "budget", "config", "dead_letters", "tools")
@@ -231,7 +231,7 @@ class _Supervisor:
         path: str,
         *,
         bus: EventBus,
-        counters: _Counters,
+        counters: _RuntimeShared,
         strategy: Strategy = "one_for_one",
         max_restarts: int = 3,
         period: float = 5.0,
@@ -248,7 +248,7 @@ class _Supervisor:
             raise InvalidArgument(f"backoff must be an agentrio.Backoff or None, got {backoff!r}")
         self.path = path
         self.bus = bus
-        self.runtime_counters = counters
+        self.shared = counters
         self.strategy = strategy
         self.intensity = RestartIntensity(max_restarts, period)
         self.backoff = backoff
@@ -539,7 +539,7 @@ class _Supervisor:
         self._check_open()
         checked = self._new_name("supervisor", name)
         path = f"{self.path}/{checked}" if self.path else checked
-        sup = _Supervisor(path, bus=self.bus, counters=self.runtime_counters, **options)
+        sup = _Supervisor(path, bus=self.bus, counters=self.shared, **options)
         cell = _Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
         sup.ref = SupervisorRef._create(sup, cell)
         self._adopt(cell)
@@ -594,7 +594,7 @@ class _Supervisor:
             messages_handled=handled,
             restarts=restarts,
             mailbox_size=waiting,
-            dead_letters=self.runtime_counters.dead_letters,
+            dead_letters=self.shared.dead_letters,
         )
 
 
@@ -764,7 +764,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """
         from ..actors.helper import infrastructure_helper
 
-        resolved = [self._sup.runtime_counters.tool(t) for t in tools]
+        resolved = [self._sup.shared.tool(t) for t in tools]
         return infrastructure_helper(
             self._sup,
             model,
@@ -784,7 +784,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             InvalidArgument: not a Tool, or a name already registered for another tool.
         """
         for t in tools:
-            self._sup.runtime_counters.register_tool(t)
+            self._sup.shared.register_tool(t)
 
     async def map(
         self,
