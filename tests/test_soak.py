@@ -215,6 +215,9 @@ async def soak(
             await trio.testing.wait_all_tasks_blocked()
             usage = rt.usage()
             stats = [p.statistics() for p in models]
+        # The event collector drains its backlog (one event per checkpoint)
+        # and ends now that the runtime's bus is closed.
+        await trio.testing.wait_all_tasks_blocked()
         for p in models:
             await p.aclose()
         faulted = server.statistics().faults

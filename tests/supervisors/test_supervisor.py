@@ -860,6 +860,56 @@ async def test_stop_stops_children_last_spawned_first_and_waits(
             await team.stop()  # again: nothing to do
 
 
+async def test_idle_children_stop_at_once_in_the_same_order(
+    record_events: RecordEvents, task_tracker: TaskTracker
+) -> None:
+    # Idle actors with no on_stop are finalized by the supervisor itself (no
+    # trip through the scheduler each); the order and the events stay those
+    # of a one-at-a-time stop, and none of their tasks outlives the runtime.
+    seen: list[tuple[str, str, str]] = []
+
+    class Idle(agentrio.Actor[Gen]):
+        async def handle(self, msg: Gen) -> object:
+            return None
+
+    class Watcher(agentrio.Actor[Gen]):
+        def __init__(self, before: list[agentrio.ActorRef]) -> None:
+            self.before = before
+
+        async def handle(self, msg: Gen) -> object:
+            return None
+
+        async def on_stop(self) -> None:
+            after = self.before[2]
+            seen.append(
+                (
+                    self.before[0].statistics().state,
+                    self.before[1].statistics().state,
+                    after.statistics().state,
+                )
+            )
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        refs = [await rt.spawn(Idle, name=f"early{i}") for i in range(2)]
+        await rt.spawn(Watcher, refs, name="watcher")
+        late = await rt.spawn(Idle, name="late")
+        refs.append(late)
+        busy = await rt.spawn(Idle, name="busy", mailbox=10)
+        await trio.testing.wait_all_tasks_blocked()
+        for _ in range(3):
+            busy.send_nowait(Gen())  # queued: busy is not idle, it drains first
+        root_task = trio.lowlevel.current_task()
+    assert seen == [("running", "running", "exited")]
+    assert late.statistics().state == "exited"
+    assert busy.statistics().messages_handled == 3
+    await trio.testing.wait_all_tasks_blocked()
+    exits = [e.path for e in _of(events, ActorExited)]  # type: ignore[attr-defined]
+    assert exits == ["busy", "late", "watcher", "early1", "early0"]
+    actors = [t for t in task_tracker.descendants(root_task) if "collect" not in t.name]
+    assert len(actors) >= 5 and task_tracker.alive(actors) == []
+
+
 async def test_stop_cancels_children_after_shutdown_timeout(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents
 ) -> None:

@@ -59,6 +59,11 @@ class Mailbox:
         self._receiver: Task | None = None
         self._senders: deque[_Blocked] | None = None
 
+    @property
+    def idle(self) -> bool:
+        """Is the receiver parked, waiting on an empty mailbox?"""
+        return self._receiver is not None
+
     def __len__(self) -> int:
         return len(self._buffer) if self._buffer is not None else 0
 

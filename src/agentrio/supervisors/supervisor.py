@@ -300,9 +300,34 @@ class _Supervisor:
         for cell in reversed(list(self.children.values())):
             if cell.owner is not None and cell.owner.state != "exited":
                 continue
-            await self._stop_child(cell)
+            if not self._stop_idle(cell):
+                await self._stop_child(cell)
         for cell in reversed(list(self.children.values())):
-            await self._stop_child(cell)
+            if not self._stop_idle(cell):
+                await self._stop_child(cell)
+
+    def _stop_idle(self, cell: _Cell) -> bool:
+        """Stop *cell* here and now if it is idle and has nothing to do on the way out.
+
+        An actor parked on an empty mailbox, whose ``on_stop`` is the default
+        no-op, would wake only to exit: it is finalized at once, in its turn
+        of the stop order, and its task ends when it next runs (the nursery
+        still waits for it). This spares a trip through the scheduler per idle
+        child, which is most of the cost of closing 10k agents.
+        """
+        if cell.state == "exited":
+            return True
+        mailbox = cell.mailbox
+        if (
+            cell.state != "running"
+            or mailbox is None
+            or not mailbox.idle
+            or type(cell.instance).on_stop is not Actor.on_stop
+        ):
+            return False
+        request_stop(cell)
+        self.finalize(cell, "stopped")
+        return True
 
     async def _stop_child(self, cell: _Cell) -> None:
         if cell.state == "exited":
