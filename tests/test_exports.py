@@ -50,6 +50,7 @@ PUBLIC = [
     "Helper",
     "HelperResult",
     "HelperTurnsExceeded",
+    "InlineActor",
     "InvalidArgument",
     "Lease",
     "Limits",

@@ -6,6 +6,7 @@ Everything public is re-exported here; the modules behind it are private.
 from .actors._core import Actor as Actor
 from .actors._core import ActorRef as ActorRef
 from .actors._core import ActorStatistics as ActorStatistics
+from .actors._core import InlineActor as InlineActor
 from .actors._core import RestartPolicy as RestartPolicy
 from .actors.agent import AgentRef as AgentRef
 from .actors.agent import AgentSpec as AgentSpec

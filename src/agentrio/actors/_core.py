@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from ..supervisors.supervisor import _Supervisor
 
-__all__ = ["Actor", "ActorRef", "ActorStatistics", "RestartPolicy"]
+__all__ = ["Actor", "ActorRef", "ActorStatistics", "InlineActor", "RestartPolicy"]
 
 MsgT = TypeVar("MsgT", bound=Message)
 RestartPolicy = Literal["permanent", "transient", "temporary"]
@@ -100,6 +100,55 @@ class Actor(Generic[MsgT]):
 
     async def on_stop(self) -> None:
         """Called after a graceful stop has drained the mailbox (not on cancel or crash)."""
+
+
+class InlineActor(Generic[MsgT]):
+    """Base class for actors that never wait: no task of their own, handled at send time.
+
+    An inline actor's :meth:`handle` is a plain function. The runtime runs
+    it in the sender's task when the message is sent, so the actor costs no
+    Trio task, cancel scope or mailbox, and a message to it no trip through
+    the scheduler. It is still an actor: its state is reached only through
+    its :class:`ActorRef`, it handles one message at a time, it is
+    supervised (a raise is a crash: the ask fails with
+    :class:`~agentrio.ActorCrashed` and the restart policy applies) and it
+    stops with its supervisor. Use it for state holders: agentrio's own
+    context actors (one conversation history each) are inline actors.
+
+    Unlike :class:`Actor`: ``send``, ``ask`` and ``send_nowait`` return once
+    the message is handled; the mailbox is never used (``mailbox`` only
+    sets the capacity reported by statistics); a restart happens at once
+    (a :class:`~agentrio.Backoff` cannot delay it: there is no task to wait
+    in); and sending to itself from inside ``handle`` raises
+    :class:`~agentrio.SelfAsk`.
+
+    Example::
+
+        class Tally(agentrio.InlineActor[Add]):
+            def __init__(self) -> None:
+                self.total = 0
+
+            def handle(self, msg: Add) -> int:
+                self.total += msg.n
+                return self.total
+
+    Attributes:
+        ref: this actor's own :class:`ActorRef`, set before :meth:`on_start`.
+    """
+
+    __slots__ = ("ref",)
+
+    ref: ActorRef
+
+    def on_start(self) -> None:
+        """Called once per incarnation, before the first message."""
+
+    def handle(self, msg: MsgT) -> object:
+        """Handle one message, without waiting; the return value is the reply to an ``ask``."""
+        raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
+
+    def on_stop(self) -> None:
+        """Called on a graceful stop (not on cancel or crash)."""
 
 
 class ActorStatistics(msgspec.Struct, frozen=True):
@@ -169,6 +218,7 @@ class _Cell:
         "factory",
         "failed_item",
         "handled",
+        "inline",
         "instance",
         "mailbox",
         "mark",
@@ -193,7 +243,7 @@ class _Cell:
         self,
         parent: _Supervisor,
         name: str,
-        factory: Callable[..., Actor[Any]] | None,
+        factory: Callable[..., Actor[Any] | InlineActor[Any]] | None,
         args: tuple[object, ...],
         capacity: int,
         restart: RestartPolicy,
@@ -207,9 +257,13 @@ class _Cell:
         self.capacity = capacity
         self.restart = restart
         self.sup = sup
-        # A supervisor has no mailbox: nothing is ever sent to it.
-        self.mailbox: Mailbox | None = Mailbox(capacity) if sup is None else None
-        self.instance: Actor[Any] | None = None
+        # An inline actor is handled at send time; a supervisor is never sent
+        # anything: neither has a mailbox.
+        self.inline = isinstance(factory, type) and issubclass(factory, InlineActor)
+        self.mailbox: Mailbox | None = (
+            Mailbox(capacity) if sup is None and not self.inline else None
+        )
+        self.instance: Actor[Any] | InlineActor[Any] | None = None
         self.scope: trio.CancelScope | None = None
         self.handled = 0
         self.restarts = 0
@@ -354,6 +408,11 @@ class ActorRef(metaclass=NoPublicConstructor):
         if not isinstance(msg, Message):
             _check_message(msg)
         cell = self._cell
+        if cell.inline:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            deliver(cell, msg, asked=False)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
         try:
             await cell.mailbox.send(msg)  # type: ignore[union-attr]
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -370,6 +429,9 @@ class ActorRef(metaclass=NoPublicConstructor):
         if not isinstance(msg, Message):
             _check_message(msg)
         cell = self._cell
+        if cell.inline:
+            deliver(cell, msg, asked=False)
+            return
         try:
             cell.mailbox.send_nowait(msg)  # type: ignore[union-attr]
         except trio.WouldBlock:
@@ -453,6 +515,10 @@ class ActorRef(metaclass=NoPublicConstructor):
 
 async def _ask(cell: _Cell, msg: Message, task: trio.lowlevel.Task) -> object:
     await trio.lowlevel.checkpoint_if_cancelled()
+    if cell.inline:
+        reply = deliver(cell, msg, asked=True)
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return reply
     ask = _Ask(msg, task)
     mailbox = cell.mailbox
     try:
@@ -468,6 +534,45 @@ async def _ask(cell: _Cell, msg: Message, task: trio.lowlevel.Task) -> object:
     return await trio.lowlevel.wait_task_rescheduled(ask)
 
 
+def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
+    """Have inline actor *cell* handle *msg* now; its reply (None for a tell).
+
+    A crash is handed to the supervisor; the asker (not a teller) is told.
+    """
+    actor = cell.instance
+    if actor is None:
+        if cell.state != "exited":  # crashed, and left for its supervisor's restart
+            cell.dead_letter(msg, "crashed")
+            raise ActorStopped(
+                f"actor {cell.path!r} has crashed and waits for its supervisor's restart; "
+                f"{type(msg).__name__} was not delivered",
+                path=cell.path,
+                reason="crashed",
+            )
+        raise cell.stopped_error(msg)
+    if cell.task is not None:
+        raise SelfAsk(
+            f"inline actor {cell.path!r} sent itself {type(msg).__name__} from inside "
+            "handle(): an inline actor handles one message at a time"
+        )
+    cell.task = trio.lowlevel.current_task()
+    try:
+        reply = actor.handle(msg)
+    except Exception as exc:
+        cell.task = None
+        cell.parent.inline_crashed(cell, msg, exc)
+        if asked:
+            raise ActorCrashed(
+                f"actor {cell.path!r} crashed handling {type(msg).__name__}: {exc!r}",
+                path=cell.path,
+                cause=exc,
+            ) from None
+        return None
+    cell.task = None
+    cell.handled += 1
+    return reply
+
+
 def _close(cell: _Cell) -> None:
     if cell.mailbox is not None:
         cell.mailbox.close()
@@ -480,6 +585,8 @@ def request_stop(cell: _Cell) -> None:
     cell.state = "stopping"
     if cell.sup is not None:
         cell.sup.request_stop()
+    elif cell.inline:
+        cell.parent.stop_inline(cell)
     else:
         _close(cell)
 
@@ -489,6 +596,9 @@ def request_cancel(cell: _Cell) -> None:
     if cell.state == "exited":
         return
     cell.cancel_requested = True
+    if cell.inline:
+        cell.parent.finalize(cell, "cancelled")
+        return
     if cell.scope is not None:
         cell.scope.cancel()
     _close(cell)

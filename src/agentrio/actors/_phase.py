@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from ..errors import MailboxFull
 from ..messages import (
     BudgetExhausted,
     ChatMessage,
@@ -24,7 +23,6 @@ from ..messages import (
     ContextRead,
     ContextReset,
     ContextTruncated,
-    Message,
     ModelReply,
     PermissionDenied,
     PhaseEnded,
@@ -125,7 +123,7 @@ class Phase:
         finally:
             if token is not None:
                 CALLER.reset(token)
-        await self._persist(ctx)
+        self._persist(ctx)
         await st.phase_done(self.reason)
         if self.bus.active:
             self.bus.publish(
@@ -173,7 +171,7 @@ class Phase:
             self._append(ChatMessage("system", self.st.spec.instructions))
         self._append(ChatMessage("user", self.cmd.user_message))
 
-    async def _persist(self, ctx: ActorRef | None) -> None:
+    def _persist(self, ctx: ActorRef | None) -> None:
         new = tuple(self.history[self.base :])
         if not new or (self.iterations == 0 and not self.calls):
             # Nothing happened (stopped, or no budget, before the first call):
@@ -186,17 +184,9 @@ class Phase:
         elif not self.cmd.continue_context:
             # The reset goes with the new history: a phase that did nothing
             # (returned above) leaves the old one as it was.
-            await self._tell(ctx, ContextReset())
-        await self._tell(ctx, ContextAppend(new))
-
-    async def _tell(self, ctx: ActorRef, msg: Message) -> None:
-        try:
-            ctx.send_nowait(msg)
-        except MailboxFull:
-            # The context's mailbox is only written by this agent; wait for room
-            # even if the phase is being cancelled, so no turn is lost.
-            with trio.CancelScope(shield=True):
-                await ctx.send(msg)
+            ctx.send_nowait(ContextReset())
+        # A context actor is inline: the write is done when this returns.
+        ctx.send_nowait(ContextAppend(new))
 
     def _append(self, msg: ChatMessage) -> None:
         self.history.append(msg)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..messages import ChatMessage, ContextAppend, ContextRead, ContextReset, Message
-from ._core import Actor
+from ._core import InlineActor
 
 __all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window"]
 
@@ -31,15 +31,19 @@ def message_text(msg: ChatMessage) -> str:
     return msg.content + calls
 
 
-class ContextActor(Actor[Message]):
-    """Holds one conversation history; answers ``ContextRead`` with a tuple of it."""
+class ContextActor(InlineActor[Message]):
+    """Holds one conversation history; answers ``ContextRead`` with a tuple of it.
+
+    An inline actor: it never waits, so it needs no task of its own, and a
+    read or a write is handled in the agent's task at once.
+    """
 
     __slots__ = ("history",)
 
     def __init__(self) -> None:
         self.history: list[ChatMessage] = []
 
-    async def handle(self, msg: Message) -> object:
+    def handle(self, msg: Message) -> object:
         if type(msg) is ContextRead:
             return tuple(self.history)
         if type(msg) is ContextAppend:

@@ -21,7 +21,7 @@ import math
 import os
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 import msgspec
@@ -31,6 +31,7 @@ from ..actors._core import (
     RESTART_POLICIES,
     Actor,
     ActorRef,
+    InlineActor,
     NoPublicConstructor,
     RestartPolicy,
     _Cell,
@@ -259,6 +260,7 @@ class _Supervisor:
         self.wake: trio.Event | None = None
         self.stopping = False
         self.closed = False
+        self.served = False  # has serve() run before (is this a restart)?
         self._names = itertools.count(1)
         self.ref: SupervisorRef = SupervisorRef._create(self, None)
 
@@ -275,10 +277,16 @@ class _Supervisor:
             async with trio.open_nursery() as nursery:
                 self.nursery = nursery
                 for cell in list(self.children.values()):
-                    if cell.state == "suspended" and cell.restart == "temporary":
+                    if cell.inline:
+                        # Made at spawn; a restart of this supervisor remakes it.
+                        if self.served or cell.instance is None:
+                            self._restarted(cell, 0.0)
+                            self._incarnate_inline(cell)
+                    elif cell.state == "suspended" and cell.restart == "temporary":
                         self.finalize(cell, "cancelled")
                     else:
                         self._start(cell)
+                self.served = True
                 if self.stopping:
                     self.wake.set()
                 await self.wake.wait()
@@ -317,12 +325,15 @@ class _Supervisor:
         """
         if cell.state == "exited":
             return True
+        if cell.inline:
+            request_stop(cell)
+            return True
         mailbox = cell.mailbox
         if (
             cell.state != "running"
             or mailbox is None
             or not mailbox.idle
-            or type(cell.instance).on_stop is not Actor.on_stop
+            or type(cell.instance).on_stop is not Actor.on_stop  # type: ignore[union-attr]
         ):
             return False
         request_stop(cell)
@@ -422,16 +433,73 @@ class _Supervisor:
                 self.finalize(cell, reason)
 
     def _incarnate(self, cell: _Cell) -> Actor[Any] | None:
-        """Make the child's next incarnation: a fresh actor instance (None for a supervisor)."""
+        """Make a task child's next incarnation: a fresh actor (None for a supervisor)."""
+        if cell.factory is None:
+            cell.mark = cell.handled
+            if cell.state != "stopping":
+                cell.state = "running"
+            return None
+        return cast("Actor[Any]", self._make(cell))
+
+    def _make(self, cell: _Cell) -> Actor[Any] | InlineActor[Any]:
+        """A fresh instance of the actor of *cell*, its ref set, as the cell's incarnation."""
         if cell.state != "stopping":
             cell.state = "running"
         cell.mark = cell.handled
-        if cell.factory is None:
-            return None
+        assert cell.factory is not None
         actor = cell.factory(*cell.args)
         actor.ref = cell.ref
         cell.instance = actor
         return actor
+
+    # -- inline actors (no task: everything happens in the caller's) ---------------
+
+    def _incarnate_inline(self, cell: _Cell) -> None:
+        """Make (or remake) an inline actor; if ``on_start`` raises, that is a crash."""
+        while True:
+            actor = cast("InlineActor[Any]", self._make(cell))
+            try:
+                actor.on_start()
+            except Exception as exc:
+                if not self._inline_failed(cell, exc):
+                    return
+                continue
+            self._started(cell)
+            return
+
+    def inline_crashed(self, cell: _Cell, msg: object, exc: Exception) -> None:
+        """Inline actor *cell* raised handling *msg*: apply its restart policy now."""
+        cell.failed_item = msg
+        if self._inline_failed(cell, exc):
+            self._incarnate_inline(cell)
+
+    def _inline_failed(self, cell: _Cell, exc: Exception) -> bool:
+        """Judge an inline actor's crash; True if it is to be remade at once."""
+        cell.instance = None
+        decision = self._on_crash(cell, exc)
+        if decision == "exit":
+            self.finalize(cell, "crashed")
+            return False
+        if decision == "suspend":  # this supervisor is failing: its restart remakes it
+            cell.state = "suspended"
+            return False
+        self._restarted(cell, 0.0)
+        return True
+
+    def stop_inline(self, cell: _Cell) -> None:
+        """Stop an inline actor gracefully: ``on_stop``, then exit (a raise is a crash)."""
+        actor = cell.instance
+        if isinstance(actor, InlineActor):
+            try:
+                actor.on_stop()
+            except Exception as exc:
+                if self.bus.active:
+                    self.bus.publish(
+                        ActorFailed(path=cell.path, error_type=type(exc).__name__, error=str(exc))
+                    )
+                self.finalize(cell, "crashed")
+                return
+        self.finalize(cell, "stopped")
 
     def _started(self, cell: _Cell) -> None:
         if self.bus.active:
@@ -460,8 +528,17 @@ class _Supervisor:
             self._fail(cell, exc)
             return "suspend"
         if self.strategy == "one_for_all":
-            for other in self.children.values():
-                if other is cell or other.scope is None:
+            for other in list(self.children.values()):
+                if other is cell:
+                    continue
+                if other.inline:
+                    if other.restart == "temporary":
+                        request_cancel(other)
+                    elif other.instance is not None:
+                        self._restarted(other, 0.0)
+                        self._incarnate_inline(other)
+                    continue
+                if other.scope is None:
                     continue
                 if other.restart == "temporary":
                     request_cancel(other)
@@ -481,8 +558,8 @@ class _Supervisor:
         )
         if self.bus.active:
             self.bus.publish(SupervisorEscalated(path=self.path, child=cell.path, error=str(exc)))
-        assert self.wake is not None
-        self.wake.set()
+        if self.wake is not None:  # (None: an inline child failed before serve() began)
+            self.wake.set()
 
     # -- final exits -------------------------------------------------------------
 
@@ -537,7 +614,7 @@ class _Supervisor:
 
     def spawn_actor(
         self,
-        actor_class: type[Actor[Any]],
+        actor_class: type[Actor[Any]] | type[InlineActor[Any]],
         args: tuple[object, ...],
         name: object,
         mailbox: object,
@@ -547,9 +624,10 @@ class _Supervisor:
     ) -> _Cell:
         """Make and start a child actor; *stopping_ok* lets a draining owner still
         spawn what it owns (an agent's context) while this supervisor stops."""
-        if not (isinstance(actor_class, type) and issubclass(actor_class, Actor)):
+        if not (isinstance(actor_class, type) and issubclass(actor_class, (Actor, InlineActor))):
             raise InvalidArgument(
-                f"actor_class must be a subclass of agentrio.Actor, got {actor_class!r}"
+                f"actor_class must be a subclass of agentrio.Actor or agentrio.InlineActor, "
+                f"got {actor_class!r}"
             )
         capacity = _check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)
@@ -573,7 +651,9 @@ class _Supervisor:
     def _adopt(self, cell: _Cell) -> None:
         cell.state = "starting"
         self.children[cell.name] = cell
-        if self.nursery is not None:
+        if cell.inline:
+            self._incarnate_inline(cell)
+        elif self.nursery is not None:
             self._start(cell)
 
     def find(self, name: str) -> _Cell:
@@ -650,7 +730,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     async def spawn(
         self,
-        actor_class: type[Actor[Any]],
+        actor_class: type[Actor[Any]] | type[InlineActor[Any]],
         *args: object,
         name: str | None = None,
         mailbox: int = 100,
@@ -659,7 +739,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Start ``actor_class(*args)`` as a child of this supervisor.
 
         Args:
-            actor_class: an :class:`agentrio.Actor` subclass.
+            actor_class: an :class:`agentrio.Actor` subclass, or an
+                :class:`agentrio.InlineActor` one (no task; handled at send time).
             *args: passed to its constructor at every (re)start.
             name: unique among this supervisor's children; default
                 ``"<ClassName>-<n>"``.
