@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 import pytest
@@ -15,14 +16,23 @@ from hypothesis import strategies as st
 import agentrio
 from agentrio import (
     ActorCrashed,
+    ActorExited,
+    ActorFailed,
+    ActorRestarted,
+    ActorStarted,
     ActorStopped,
     AskTimeout,
     DeadLetter,
     InvalidArgument,
     MailboxFull,
     NotAMessage,
+    RestartIntensityExceeded,
     SelfAsk,
+    SupervisorEscalated,
 )
+
+if TYPE_CHECKING:
+    from conftest import TaskTracker
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
 DEADLINE = 1000
@@ -713,3 +723,569 @@ def test_messages_from_one_sender_arrive_in_order(
         return seen
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+# -- InlineActor -------------------------------------------------------------------------
+
+
+class Tally(agentrio.InlineActor[agentrio.Message]):
+    """Inline: records Puts (and the task that handled each); Get returns them; Crash raises."""
+
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.log = log if log is not None else []
+        self.seen: list[int] = []
+        self.tasks: list[trio.lowlevel.Task] = []
+
+    def on_start(self) -> None:
+        self.log.append("start")
+
+    def handle(self, msg: agentrio.Message) -> object:
+        if isinstance(msg, Put):
+            self.seen.append(msg.n)
+            self.tasks.append(trio.lowlevel.current_task())
+            self.log.append(f"put {msg.n}")
+            return msg.n * 10
+        if isinstance(msg, Get):
+            return list(self.seen)
+        if isinstance(msg, Crash):
+            raise RuntimeError(msg.text)
+        return None
+
+    def on_stop(self) -> None:
+        self.log.append("stop")
+
+
+class Tasks(agentrio.Message):
+    pass
+
+
+class TaskTally(Tally):
+    def handle(self, msg: agentrio.Message) -> object:
+        if isinstance(msg, Tasks):
+            return list(self.tasks)
+        return super().handle(msg)
+
+
+async def test_inline_tell_and_ask_are_handled_at_once_in_the_senders_task() -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(TaskTally, log, name="tally", mailbox=7)
+        assert log == ["start"]  # made and started by spawn itself
+        await ref.send(Put(n=1))
+        assert log == ["start", "put 1"]
+        ref.send_nowait(Put(n=2))
+        assert log == ["start", "put 1", "put 2"]  # handled before send_nowait returned
+        assert await ref.ask(Put(n=3)) == 30
+        assert await ref.ask(Get()) == [1, 2, 3]
+        me = trio.lowlevel.current_task()
+        assert await ref.ask(Tasks()) == [me, me, me]
+        assert ref.statistics() == agentrio.ActorStatistics(
+            path="tally",
+            state="running",
+            mailbox_size=0,
+            mailbox_capacity=7,
+            messages_handled=5,
+            restarts=0,
+        )
+    assert log == ["start", "put 1", "put 2", "put 3", "stop"]
+    assert ref.statistics().state == "exited"
+
+
+async def test_inline_actor_sees_its_own_ref() -> None:
+    class Me(agentrio.InlineActor[Get]):
+        def handle(self, msg: Get) -> object:
+            return self.ref
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Me, name="me")
+        assert await ref.ask(Get()) is ref
+        assert rt.lookup("me") is ref
+
+
+async def test_spawning_an_inline_actor_starts_no_task(task_tracker: TaskTracker) -> None:
+    async with agentrio.open_runtime() as rt:
+        await trio.testing.wait_all_tasks_blocked()
+        before = len(task_tracker.spawned)
+        refs = [await rt.spawn(Tally, name=f"inline{i}") for i in range(3)]
+        for ref in refs:
+            await ref.send(Put(n=1))
+            assert await ref.ask(Get()) == [1]
+        await trio.testing.wait_all_tasks_blocked()
+        assert task_tracker.spawned[before:] == []
+        # A task actor, for contrast: one task, named after its path.
+        await rt.spawn(Recorder, name="task")
+        await trio.testing.wait_all_tasks_blocked()
+        assert [t.name for t in task_tracker.spawned[before:]] == ["task"]
+
+
+async def test_inline_messages_from_several_tasks_are_all_handled() -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Tally)
+        async with trio.open_nursery() as nursery:
+            for i in range(10):
+                nursery.start_soon(ref.send, Put(n=i))
+        seen = await ref.ask(Get())
+        assert sorted(seen) == list(range(10))  # type: ignore[call-overload]
+        assert ref.statistics().messages_handled == 11
+
+
+async def test_inline_send_and_ask_in_a_cancelled_scope_deliver_nothing() -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Tally)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await ref.send(Put(n=1))
+        assert scope.cancelled_caught
+        with pytest.raises(AskTimeout):
+            await ref.ask(Put(n=2), timeout=0)
+        assert await ref.ask(Get()) == []
+
+
+async def test_inline_crash_fails_the_ask_not_the_tell_and_restarts_fresh(
+    record_events: RecordEvents,
+) -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Tally, log, name="t", restart="permanent")
+        assert await ref.ask(Put(n=1)) == 10
+        with pytest.raises(ActorCrashed) as info:
+            await ref.ask(Crash(text="kaput"))
+        assert isinstance(info.value.cause, RuntimeError)
+        assert str(info.value.cause) == "kaput"
+        assert info.value.path == "t"
+        assert "Crash" in str(info.value)
+        assert await ref.ask(Get()) == []  # a fresh instance
+        await ref.send(Put(n=2))
+        ref.send_nowait(Crash(text="told"))  # the sender is not told
+        await ref.send(Crash(text="told again"))
+        assert await ref.ask(Get()) == []
+        assert ref.statistics().restarts == 3
+        assert ref.statistics().messages_handled == 4  # the crashes do not count
+        assert ref.statistics().state == "running"
+        await trio.testing.wait_all_tasks_blocked()
+        assert [e for e in events if e.path == "t"][:5] == [
+            ActorStarted(path="t", restarts=0),
+            DeadLetter(
+                path="t", reason="crashed_on", message_type="Crash", message="Crash(text='kaput')"
+            ),
+            ActorFailed(path="t", error_type="RuntimeError", error="kaput"),
+            ActorRestarted(path="t", restarts=1, delay=0.0),
+            ActorStarted(path="t", restarts=1),
+        ]
+        assert rt.statistics().dead_letters == 3
+    assert log == ["start", "put 1", "start", "put 2", "start", "start", "stop"]
+
+
+async def test_inline_actor_crashed_has_the_cause_as_dunder_cause() -> None:
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Tally, restart="temporary")
+        with pytest.raises(ActorCrashed) as info:
+            await ref.ask(Crash())
+        assert info.value.__cause__ is info.value.cause
+
+
+async def test_temporary_inline_actor_that_crashes_exits(record_events: RecordEvents) -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Tally, log, name="gone", restart="temporary")
+        ref.send_nowait(Crash())
+        assert ref.statistics().state == "exited"
+        for call in ("send", "send_nowait", "ask"):
+            with pytest.raises(ActorStopped) as info:
+                if call == "send":
+                    await ref.send(Put(n=1))
+                elif call == "send_nowait":
+                    ref.send_nowait(Put(n=1))
+                else:
+                    await ref.ask(Put(n=1))
+            assert info.value.reason == "crashed"
+            assert info.value.path == "gone"
+        await trio.testing.wait_all_tasks_blocked()
+        assert ActorExited(path="gone", reason="crashed") in events
+        assert not any(isinstance(e, ActorRestarted) for e in events)
+        dead = [e.reason for e in events if isinstance(e, DeadLetter)]
+        assert dead == ["crashed_on", "crashed", "crashed", "crashed"]
+        with pytest.raises(agentrio.UnknownName):
+            rt.lookup("gone")
+    assert log == ["start"]  # no on_stop after a crash
+
+
+async def test_inline_crashes_over_the_intensity_fail_its_supervisor_which_is_restarted(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        async with agentrio.open_runtime(max_restarts=5) as rt:
+            events = record_events(rt)
+            team = await rt.spawn_supervisor(name="team", max_restarts=1, period=10)
+            await trio.testing.wait_all_tasks_blocked()  # team's task runs
+            ref = await team.spawn(Tally, name="t", restart="permanent")
+            await ref.send(Put(n=1))
+            ref.send_nowait(Crash(text="once"))  # restart 1: within the intensity
+            await ref.send(Put(n=2))
+            with pytest.raises(ActorCrashed):
+                await ref.ask(Crash(text="twice"))  # restart 2: over it, team fails
+            await trio.testing.wait_all_tasks_blocked()
+            # The root restarted team, and team remade its inline child, fresh.
+            assert team.statistics().state == "running"
+            assert await ref.ask(Get()) == []
+            assert await ref.ask(Put(n=3)) == 30
+            assert ref.statistics().state == "running"
+            assert ref.statistics().restarts == 2
+            assert rt.lookup("team/t") is ref
+            await trio.testing.wait_all_tasks_blocked()
+            assert SupervisorEscalated(path="team", child="team/t", error="twice") in events
+            failed = [e for e in events if isinstance(e, ActorFailed) and e.path == "team"]
+            assert [e.error_type for e in failed] == ["RestartIntensityExceeded"]
+            assert ActorRestarted(path="team", restarts=1, delay=0.0) in events
+            lifecycle = [e for e in events if e.path == "team/t"]
+            assert [type(e).__name__ for e in lifecycle[-3:]] == [
+                "ActorFailed",
+                "ActorRestarted",
+                "ActorStarted",
+            ]
+
+
+async def test_inline_crashes_over_the_root_intensity_fail_the_runtime() -> None:
+    with pytest.RaisesGroup(RestartIntensityExceeded):
+        async with agentrio.open_runtime(max_restarts=1) as rt:
+            ref = await rt.spawn(Tally, name="t", restart="permanent")
+            ref.send_nowait(Crash())
+            ref.send_nowait(Crash())
+            await trio.sleep_forever()
+
+
+async def test_inline_actor_waiting_for_its_supervisors_restart_refuses_messages(
+    record_events: RecordEvents,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team", max_restarts=0)
+        await trio.testing.wait_all_tasks_blocked()
+        ref = await team.spawn(Tally, name="t", restart="permanent")
+        ref.send_nowait(Crash())  # over max_restarts=0: team is failing
+        assert ref.statistics().state == "suspended"
+        with pytest.raises(ActorStopped) as info:
+            ref.send_nowait(Put(n=1))
+        assert info.value.reason == "crashed"
+        assert "waits for its supervisor's restart" in str(info.value)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ref.statistics().state == "running"
+        assert await ref.ask(Put(n=2)) == 20
+        dead = [(e.reason, e.message) for e in events if isinstance(e, DeadLetter)]
+        assert dead == [("crashed_on", "Crash(text='boom')"), ("crashed", "Put(n=1)")]
+
+
+async def test_inline_crash_over_the_intensity_before_its_supervisor_runs_fails_it(
+    record_events: RecordEvents,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team", max_restarts=0)
+        ref = await team.spawn(Tally, name="t", restart="permanent")
+        ref.send_nowait(Crash())  # team's task has not run yet
+        await trio.testing.wait_all_tasks_blocked()
+        assert SupervisorEscalated(path="team", child="team/t", error="boom") in events
+        failed = [e for e in events if isinstance(e, ActorFailed) and e.path == "team"]
+        assert [e.error_type for e in failed] == ["RestartIntensityExceeded"]
+        assert ActorRestarted(path="team", restarts=1, delay=0.0) in events
+        assert await ref.ask(Put(n=1)) == 10
+
+
+async def test_temporary_inline_child_is_not_remade_by_its_supervisors_restart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        async with agentrio.open_runtime(max_restarts=5) as rt:
+            team = await rt.spawn_supervisor(name="team", max_restarts=0)
+            temp = await team.spawn(Tally, name="temp", restart="temporary")
+            task_temp = await team.spawn(Recorder, name="task_temp", restart="temporary")
+            crasher = await team.spawn(Recorder, name="crasher", restart="permanent")
+            await trio.testing.wait_all_tasks_blocked()
+            await temp.send(Put(n=1))
+            with pytest.raises(ActorCrashed):
+                await crasher.ask(Crash())  # over max_restarts=0: team fails, is restarted
+            await trio.testing.wait_all_tasks_blocked()
+            assert team.statistics().state == "running"
+            assert task_temp.statistics().state == "exited"  # the task sibling: ended
+            assert temp.statistics().state == "exited"
+            assert temp.statistics().restarts == 0
+
+
+async def test_inline_on_start_that_raises_is_a_crash(record_events: RecordEvents) -> None:
+    attempts: list[int] = []
+
+    class ShakyStart(Tally):
+        def on_start(self) -> None:
+            attempts.append(len(attempts) + 1)
+            if len(attempts) == 1:
+                raise ValueError("no start")
+            super().on_start()
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(ShakyStart, name="s", restart="transient")
+        assert attempts == [1, 2]
+        assert ref.statistics().restarts == 1
+        assert await ref.ask(Put(n=1)) == 10
+        await trio.testing.wait_all_tasks_blocked()
+        assert [e for e in events if e.path == "s"][:3] == [
+            ActorFailed(path="s", error_type="ValueError", error="no start"),
+            ActorRestarted(path="s", restarts=1, delay=0.0),
+            ActorStarted(path="s", restarts=1),
+        ]
+
+
+async def test_temporary_inline_on_start_that_raises_exits() -> None:
+    class BadStart(Tally):
+        def on_start(self) -> None:
+            raise ValueError("no start")
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(BadStart, name="bad", restart="temporary")
+        assert ref.statistics().state == "exited"
+        with pytest.raises(ActorStopped) as info:
+            await ref.ask(Get())
+        assert info.value.reason == "crashed"
+
+
+async def test_inline_on_start_that_always_raises_fails_the_runtime() -> None:
+    attempts: list[int] = []
+
+    class BadStart(Tally):
+        def on_start(self) -> None:
+            attempts.append(1)
+            raise ValueError("no start")
+
+    with pytest.RaisesGroup(RestartIntensityExceeded):
+        async with agentrio.open_runtime(max_restarts=2) as rt:
+            await rt.spawn(BadStart, name="bad", restart="permanent")
+            await trio.sleep_forever()
+    assert len(attempts) == 3
+
+
+@pytest.mark.parametrize("how", ["stop", "close", "cancel"])
+async def test_inline_on_stop_runs_on_a_graceful_stop_only(
+    how: str, record_events: RecordEvents
+) -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Tally, log, name="t", restart="permanent")
+        ref.send_nowait(Put(n=1))
+        if how == "stop":
+            await ref.stop()
+            assert log == ["start", "put 1", "stop"]
+            await ref.stop()  # again: nothing to do
+        elif how == "cancel":
+            ref.cancel()
+            assert log == ["start", "put 1"]
+        if how != "close":
+            assert ref.statistics().state == "exited"
+            with pytest.raises(ActorStopped) as info:
+                await ref.send(Put(n=2))
+            assert info.value.reason == ("stopped" if how == "stop" else "cancelled")
+    assert log == ["start", "put 1"] + ([] if how == "cancel" else ["stop"])
+    await trio.testing.wait_all_tasks_blocked()
+    reason = "cancelled" if how == "cancel" else "stopped"
+    assert ActorExited(path="t", reason=reason) in events  # type: ignore[arg-type]
+    assert not any(isinstance(e, ActorRestarted) for e in events)
+
+
+async def test_inline_on_stop_that_raises_ends_it_crashed(record_events: RecordEvents) -> None:
+    class BadStop(Tally):
+        def on_stop(self) -> None:
+            raise OSError("disk gone")
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(BadStop, name="b", restart="permanent")
+        await ref.stop()  # does not raise
+        assert ref.statistics().state == "exited"
+        with pytest.raises(ActorStopped) as info:
+            ref.send_nowait(Put(n=1))
+        assert info.value.reason == "crashed"
+        await trio.testing.wait_all_tasks_blocked()
+        assert [e for e in events if e.path == "b" and not isinstance(e, DeadLetter)] == [
+            ActorStarted(path="b", restarts=0),
+            ActorFailed(path="b", error_type="OSError", error="disk gone"),
+            ActorExited(path="b", reason="crashed"),
+        ]
+
+
+async def test_inline_actor_sending_to_itself_raises_self_ask() -> None:
+    class Narcissist(agentrio.InlineActor[agentrio.Message]):
+        def handle(self, msg: agentrio.Message) -> object:
+            if isinstance(msg, Put):
+                return msg.n
+            try:
+                self.ref.send_nowait(Put(n=1))
+            except SelfAsk as exc:
+                return str(exc)
+            return "no error"
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Narcissist, name="me")
+        text = await ref.ask(Get())
+        assert isinstance(text, str)
+        assert "'me' sent itself Put" in text
+        assert await ref.ask(Put(n=5)) == 5  # from outside it is fine
+        assert ref.statistics().messages_handled == 2
+        assert ref.statistics().restarts == 0
+
+
+async def test_uncaught_inline_self_send_crashes_the_actor(record_events: RecordEvents) -> None:
+    class Narcissist(agentrio.InlineActor[agentrio.Message]):
+        def handle(self, msg: agentrio.Message) -> object:
+            if isinstance(msg, Put):
+                return msg.n
+            self.ref.send_nowait(Put(n=1))
+            return "no error"
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Narcissist, name="me", restart="transient")
+        with pytest.raises(ActorCrashed) as info:
+            await ref.ask(Get())
+        assert isinstance(info.value.cause, SelfAsk)
+        ref.send_nowait(Get())  # a tell: the crash is not the sender's
+        assert ref.statistics().restarts == 2
+        assert await ref.ask(Put(n=5)) == 5
+        await trio.testing.wait_all_tasks_blocked()
+        # The inner Put was refused, not delivered: only the outer Get is a dead letter.
+        dead = [(e.reason, e.message_type) for e in events if isinstance(e, DeadLetter)]
+        assert dead == [("crashed_on", "Get"), ("crashed_on", "Get")]
+        failed = [e.error_type for e in events if isinstance(e, ActorFailed)]
+        assert failed == ["SelfAsk", "SelfAsk"]
+
+
+async def test_inline_and_task_actors_stop_last_spawned_first(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        log: list[str] = []
+
+        class Named(Recorder):
+            def __init__(self, name: str, log: list[str]) -> None:
+                super().__init__(log)
+                self.name = name
+
+            async def on_stop(self) -> None:
+                await trio.sleep(0)  # a real wait: this one is stopped in its own task
+                self.log.append(f"stop {self.name}")
+
+        class InlineNamed(Tally):
+            def __init__(self, name: str, log: list[str]) -> None:
+                super().__init__(log)
+                self.name = name
+
+            def on_stop(self) -> None:
+                self.log.append(f"stop {self.name}")
+
+        names = ["task1", "inline1", "task2", "inline2", "inline3", "task3"]
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            for name in names:
+                cls = InlineNamed if name.startswith("inline") else Named
+                await rt.spawn(cls, name, log, name=name)
+            await trio.testing.wait_all_tasks_blocked()
+            log.clear()
+        assert log == [f"stop {name}" for name in reversed(names)]
+        await trio.testing.wait_all_tasks_blocked()
+        exits = [e for e in events if isinstance(e, ActorExited)]
+        assert exits == [ActorExited(path=name, reason="stopped") for name in reversed(names)]
+
+
+async def test_one_for_all_remakes_permanent_inline_siblings_and_cancels_temporary_ones(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        log: list[str] = []
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            sup = await rt.spawn_supervisor(name="s", strategy="one_for_all", max_restarts=5)
+            kept = await sup.spawn(Tally, log, name="kept", restart="permanent")
+            temp = await sup.spawn(Tally, name="temp", restart="temporary")
+            task = await sup.spawn(Recorder, name="task", restart="transient")
+            await kept.send(Put(n=1))
+            await temp.send(Put(n=2))
+            with pytest.raises(ActorCrashed):
+                await task.ask(Crash())
+            assert await kept.ask(Get()) == []  # remade: fresh state
+            assert kept.statistics().restarts == 1
+            assert kept.statistics().messages_handled == 2
+            assert log == ["start", "put 1", "start"]  # no on_stop on a remake
+            with pytest.raises(ActorStopped) as info:
+                await temp.ask(Get())
+            assert info.value.reason == "cancelled"
+            assert await task.ask(Put(n=3)) == 30
+            await trio.testing.wait_all_tasks_blocked()
+            assert ActorExited(path="s/temp", reason="cancelled") in events
+            restarted = {e.path for e in events if isinstance(e, ActorRestarted)}
+            assert restarted == {"s/kept", "s/task"}
+
+
+async def test_one_for_all_inline_crash_restarts_task_siblings(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with trio.fail_after(DEADLINE):  # a deadlock fails fast instead of hanging
+        async with agentrio.open_runtime() as rt:
+            sup = await rt.spawn_supervisor(name="s", strategy="one_for_all", max_restarts=5)
+            task = await sup.spawn(Recorder, name="task", restart="permanent")
+            inline = await sup.spawn(Tally, name="inline", restart="permanent")
+            assert await task.ask(Put(n=1)) == 10
+            with pytest.raises(ActorCrashed):
+                await inline.ask(Crash())
+            assert await task.ask(Get()) == []  # a fresh incarnation
+            assert task.statistics().restarts == 1
+            assert inline.statistics().restarts == 1
+            assert await inline.ask(Put(n=2)) == 20
+
+
+async def test_inline_actor_under_a_supervisor_not_yet_started_works_at_once(
+    record_events: RecordEvents,
+) -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team")
+        ref = await team.spawn(Tally, log, name="t")
+        assert team.statistics().state == "starting"  # its task has not run yet
+        ref.send_nowait(Put(n=1))
+        assert log == ["start", "put 1"]
+        await trio.testing.wait_all_tasks_blocked()
+        assert team.statistics().state == "running"
+        # The supervisor's start kept the instance it found (no remake).
+        assert await ref.ask(Get()) == [1]
+        assert log == ["start", "put 1"]
+        assert ref.statistics().restarts == 0
+        assert [e for e in events if e.path == "team/t"] == [
+            ActorStarted(path="team/t", restarts=0)
+        ]
+
+
+@pytest.mark.parametrize(
+    "actor_class",
+    [Tally(), "Tally", agentrio.Message, Tally.handle, lambda: Tally()],
+    ids=["instance", "str", "message", "function", "factory"],
+)
+async def test_spawn_rejects_what_is_neither_actor_nor_inline_actor(actor_class: object) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument) as info:
+            await rt.spawn(actor_class)  # type: ignore[arg-type]
+        assert str(info.value).startswith("actor_class must be a subclass of agentrio.Actor")
+        assert "agentrio.InlineActor" in str(info.value)
+        assert rt.children() == []
+
+
+async def test_default_inline_handle_is_not_implemented() -> None:
+    class Lazy(agentrio.InlineActor[Get]):
+        pass
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Lazy, restart="temporary")
+        with pytest.raises(ActorCrashed) as info:
+            await ref.ask(Get())
+        assert isinstance(info.value.cause, NotImplementedError)
+        assert "Lazy must implement handle()" in str(info.value.cause)

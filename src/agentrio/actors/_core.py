@@ -566,7 +566,7 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
                 f"actor {cell.path!r} crashed handling {type(msg).__name__}: {exc!r}",
                 path=cell.path,
                 cause=exc,
-            ) from None
+            ) from exc
         return None
     cell.task = None
     cell.handled += 1

@@ -178,8 +178,7 @@ class Phase:
             # the context is left as it was.
             return
         if ctx is None:
-            # The context's actor is born with its first history: it starts
-            # with this message waiting and takes it in the same step.
+            # The context's actor is made when it has a first history to hold.
             ctx = self.st.new_context(self.cmd.context_label)
         elif not self.cmd.continue_context:
             # The reset goes with the new history: a phase that did nothing

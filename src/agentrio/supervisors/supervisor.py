@@ -268,7 +268,10 @@ class _Supervisor:
 
     async def serve(self) -> None:
         """Run the children until a graceful stop, a cancel, or a failure."""
-        self.failure = None
+        # A first run keeps a failure from before it began (an inline child
+        # that crashed too often at once); a restart starts clean.
+        if self.served:
+            self.failure = None
         # Each incarnation gets a fresh restart intensity (as in OTP): the
         # restarts that made the last one fail were already judged by the parent.
         self.intensity = RestartIntensity(self.intensity.max_restarts, self.intensity.period)
@@ -278,16 +281,13 @@ class _Supervisor:
                 self.nursery = nursery
                 for cell in list(self.children.values()):
                     if cell.inline:
-                        # Made at spawn; a restart of this supervisor remakes it.
-                        if self.served or cell.instance is None:
-                            self._restarted(cell, 0.0)
-                            self._incarnate_inline(cell)
+                        self._resume_inline(cell)
                     elif cell.state == "suspended" and cell.restart == "temporary":
                         self.finalize(cell, "cancelled")
                     else:
                         self._start(cell)
                 self.served = True
-                if self.stopping:
+                if self.stopping or self.failure is not None:
                     self.wake.set()
                 await self.wake.wait()
                 if self.failure is None:
@@ -453,6 +453,18 @@ class _Supervisor:
         return actor
 
     # -- inline actors (no task: everything happens in the caller's) ---------------
+
+    def _resume_inline(self, cell: _Cell) -> None:
+        """At the start of :meth:`serve`: an inline child is made at spawn, so only a
+        restart of this supervisor (or a crash it waited on) remakes it, as it
+        would a task child; a temporary one ends instead."""
+        if self.failure is not None or not (self.served or cell.instance is None):
+            return
+        if cell.restart == "temporary":
+            self.finalize(cell, "cancelled")
+            return
+        self._restarted(cell, 0.0)
+        self._incarnate_inline(cell)
 
     def _incarnate_inline(self, cell: _Cell) -> None:
         """Make (or remake) an inline actor; if ``on_start`` raises, that is a crash."""
