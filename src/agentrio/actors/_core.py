@@ -220,6 +220,7 @@ class _Cell:
         "handled",
         "inline",
         "instance",
+        "interrupted",
         "mailbox",
         "mark",
         "name",
@@ -272,6 +273,9 @@ class _Cell:
         self.state = "running"
         self.stop_reason: _StopReason = "stopped"
         self.cancel_requested = False
+        # Set when a timer (Timers) cancelled the task to cut its handler short:
+        # the same incarnation then resumes the message (``actor.resume``).
+        self.interrupted = False
         self.restart_pending = False
         self.self_stopped = False
         self.failed_item: object = None
@@ -323,13 +327,28 @@ class _Cell:
         await self.exited.wait()
 
 
-async def _serve(cell: _Cell, handle: Callable[[Any], Awaitable[object]]) -> None:
-    """The actor loop: one message at a time until the mailbox is closed and drained."""
+async def _serve(
+    cell: _Cell,
+    handle: Callable[[Any], Awaitable[object]],
+    item: object = None,
+    resume: Callable[[Any], Awaitable[object]] | None = None,
+) -> None:
+    """The actor loop: one message at a time until the mailbox is closed and drained.
+
+    With *resume*, *item* is a message whose handling was cut short by a
+    timer: ``resume(msg)`` finishes it before the loop goes on.
+    """
     mailbox = cell.mailbox
     assert mailbox is not None
     receive = mailbox.receive
-    item: object = None
     try:
+        if resume is not None:
+            if type(item) is _Ask:
+                item.settle(outcome.Value(await resume(item.msg)))
+            else:
+                await resume(item)
+            cell.handled += 1
+            item = None
         try:
             # The task's start was this actor's schedule point: a message
             # already waiting is taken without another trip to the scheduler.

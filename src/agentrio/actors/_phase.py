@@ -73,11 +73,16 @@ class Phase:
         "bus",
         "calls",
         "cmd",
+        "ctx",
+        "cut",
+        "deadline",
+        "escalating",
         "final_text",
         "history",
         "iterations",
         "parse_failures",
         "path",
+        "pending",
         "reason",
         "recent",
         "seen",
@@ -85,6 +90,7 @@ class Phase:
         "st",
         "stall",
         "step",
+        "timers",
     )
 
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
@@ -108,22 +114,32 @@ class Phase:
         self.parse_failures = 0
         names = cmd.tool_names
         self.allowed = st.info.tool_set if names is None else frozenset(names)
+        self.ctx: ActorRef | None = None
+        self.timers = st.sup.shared.timers
+        # A lone tool call whose timer expired, cutting the agent's task short;
+        # the runtime then calls run() again, which goes on from there.
+        self.cut: ToolCallActor | None = None
+        self.pending: Sequence[ToolCallRequest] = ()  # the calls of the turn in progress
+        self.deadline: float | None = None  # of the whole phase, once it has begun
+        self.escalating = False  # the first phase of an escalating pair
 
     # -- the phase ---------------------------------------------------------------------
 
     async def run(self) -> PhaseResult:
+        """Run the phase; called again to go on after :meth:`cut_short`."""
         cmd, st = self.cmd, self.st
-        if self.bus.active:
-            self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
-        ctx = st.context(cmd.context_label)
-        await self._load(ctx)
+        if self.cut is None:
+            if self.bus.active:
+                self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
+            self.ctx = st.context(cmd.context_label)
+            await self._load(self.ctx)
         token = CALLER.set(st) if st.info.needs_caller else None
         try:
             await self._bounded()
         finally:
             if token is not None:
                 CALLER.reset(token)
-        self._persist(ctx)
+        self._persist(self.ctx)
         await st.phase_done(self.reason)
         if self.bus.active:
             self.bus.publish(
@@ -143,7 +159,9 @@ class Phase:
         return self._timed(self.st.spec.limits.timeout)
 
     async def _timed(self, timeout: float) -> None:
-        with trio.move_on_after(timeout) as scope:
+        if self.deadline is None:
+            self.deadline = trio.current_time() + timeout
+        with trio.CancelScope(deadline=self.deadline) as scope:
             await self._body()
         if scope.cancelled_caught:
             self.reason = "timeout"
@@ -195,17 +213,24 @@ class Phase:
 
     async def _loop(self) -> None:
         schemas = self.st.info.schemas_for(self.allowed)
-        for _ in range(self.cmd.max_iterations):
+        if self.cut is not None:  # going on after a lone tool call's timeout
+            await self._resume_tools()
+            if self._tools_end_phase(self.pending):
+                return
+            if self.stall:
+                await self._stalled()
+                return
+        # (Each pass makes one model call or returns.)
+        while self.iterations < self.cmd.max_iterations:
             reply = await self._turn(schemas)
             if reply is None:
                 return
             if not reply.tool_calls:
                 self.reason = "done"
                 return
+            self.pending = reply.tool_calls
             await self._run_tools(reply.tool_calls, model_driven=True)
-            if self.reason == "error":  # an on_step hook raised after a tool call
-                return
-            if self._parse_failed(reply.tool_calls):
+            if self._tools_end_phase(reply.tool_calls):
                 return
             if self.stall:
                 await self._stalled()
@@ -356,15 +381,22 @@ class Phase:
     # -- tool calls --------------------------------------------------------------------
 
     async def _direct(self, calls: tuple[ToolCallRequest, ...]) -> None:
-        if self.st.stop_requested:
-            self.st.stop_requested = False
-            self.reason = "stop_requested"
-            return
-        numbered = self._number(calls)
-        self._append(ChatMessage("assistant", "", tool_calls=numbered))
-        await self._run_tools(numbered, model_driven=False)
+        if self.cut is not None:  # going on after the lone call's timeout
+            await self._resume_tools()
+        else:
+            if self.st.stop_requested:
+                self.st.stop_requested = False
+                self.reason = "stop_requested"
+                return
+            numbered = self._number(calls)
+            self._append(ChatMessage("assistant", "", tool_calls=numbered))
+            await self._run_tools(numbered, model_driven=False)
         if self.reason != "error":
             self.reason = "done"
+
+    def _tools_end_phase(self, calls: Sequence[ToolCallRequest]) -> bool:
+        # error: an on_step hook raised after a tool call
+        return self.reason == "error" or self._parse_failed(calls)
 
     def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Count turns in a row with unparseable arguments; True when the phase must end."""
@@ -425,15 +457,43 @@ class Phase:
         self.batch = batch
         if len(actors) == 1:
             # A batch of one needs no parallelism: the one-shot actor runs in
-            # the agent's task (its own cancel scope and error capture), which
-            # saves a task, a nursery and two wake-ups per tool call.
-            self._tool_done(await actors[0].run())
+            # the agent's task, which saves a task, a nursery and two wake-ups
+            # per tool call; and its timeout is a runtime timer rather than a
+            # cancel scope (see supervisors/timers.py and cut_short).
+            actor = actors[0]
+            actor.timers = self.timers
+            actor.owner = self
+            self._tool_done(await actor.run())
         elif actors:
             async with trio.open_nursery() as nursery:
                 await ToolBatch(actors).run(nursery, limits.max_parallel_tools, self._tool_done)
+        await self._tools_ran()
+
+    async def _tools_ran(self) -> None:
         for result in self._settle_batch(""):
             if not await self._on_step(result.name, f"{result.status}: {result.content}"):
                 return
+
+    def cut_short(self, actor: ToolCallActor) -> None:
+        """The timer of *actor*, the turn's lone tool call, expired while it ran.
+
+        The agent's task is cancelled (its cell scope), which unwinds the tool
+        and this phase's coroutines; the runtime then hands the same message
+        back to the agent, whose ``resume`` calls :meth:`run` again: it goes
+        on from the timed-out call, with everything else as it was.
+        """
+        cell = self.st.cell
+        assert cell is not None and cell.scope is not None
+        self.cut = actor
+        self.st.cut = self
+        cell.interrupted = True
+        cell.scope.cancel()
+
+    async def _resume_tools(self) -> None:
+        actor, self.cut = self.cut, None
+        assert actor is not None
+        self._tool_done(await actor.timed_out())
+        await self._tools_ran()
 
     def _tool_done(self, result: ToolResult) -> None:
         if self.bus.active:

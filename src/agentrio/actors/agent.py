@@ -232,6 +232,7 @@ class _AgentState:
         "budget",
         "cell",
         "contexts",
+        "cut",
         "escalation",
         "gate",
         "info",
@@ -272,6 +273,7 @@ class _AgentState:
         self.budget = budget
         self.cell: _Cell | None = None
         self.contexts: dict[str | None, _Cell] = {}
+        self.cut: Phase | None = None  # a phase cut short by a tool's timer, to resume
         self.stop_requested = False
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
@@ -377,11 +379,20 @@ class AgentActor(Actor[RunPhase]):
         # Returns the phase's coroutine rather than awaiting it: one frame less
         # on each of 10k live agents' stacks (and for the cyclic GC to walk).
         if self.state.escalation is not None:
-            return self._escalating(msg)
+            return self._escalating(msg, Phase(self.state, msg))
         return Phase(self.state, msg).run()
 
-    async def _escalating(self, msg: RunPhase) -> PhaseResult:
-        result = await Phase(self.state, msg).run()
+    def resume(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
+        """Go on with the phase that a tool call's timer cut short (``Phase.cut_short``)."""
+        phase, self.state.cut = self.state.cut, None
+        assert phase is not None and phase.cmd is msg
+        if phase.escalating:
+            return self._escalating(msg, phase)
+        return phase.run()
+
+    async def _escalating(self, msg: RunPhase, phase: Phase) -> PhaseResult:
+        phase.escalating = True
+        result = await phase.run()
         state = self.state
         if result.stop_reason == "stalled" and state.escalation is not None:
             # Once: the agent keeps the stronger model for later phases too.

@@ -37,7 +37,9 @@ from ..tools.tool import Tool, ToolArgumentsInvalid, ToolResultInvalid
 
 if TYPE_CHECKING:
     from ..supervisors.bus import EventBus
+    from ..supervisors.timers import Timers
     from ._core import ActorRef
+    from ._phase import Phase
 
 __all__ = ["ToolBatch", "ToolCallActor", "ToolGate"]
 
@@ -161,7 +163,7 @@ class ToolCallActor:
         result: its outcome, ``None`` while it runs.
     """
 
-    __slots__ = ("gate", "request", "result", "timeout", "tool")
+    __slots__ = ("armed", "gate", "owner", "request", "result", "timeout", "timers", "tool")
 
     def __init__(
         self, tool: Tool, request: ToolCallRequest, timeout: float, gate: ToolGate | None = None
@@ -171,6 +173,11 @@ class ToolCallActor:
         self.timeout = timeout
         self.gate = gate
         self.result: ToolResult | None = None
+        # A lone call in its agent's task: its timeout is a runtime timer, and
+        # *owner* (the phase) is told when it expires, instead of a cancel scope.
+        self.timers: Timers | None = None
+        self.owner: Phase | None = None
+        self.armed = False
 
     def _finish(self, status: ToolStatus, content: str) -> ToolResult:
         req = self.request
@@ -194,10 +201,13 @@ class ToolCallActor:
             self.result = admitted
             return admitted
         self.request = admitted
-        result = await self._call()
-        if gate.post is not None:
+        return await self._after(await self._call())
+
+    async def _after(self, result: ToolResult) -> ToolResult:
+        gate = self.gate
+        if gate is not None and gate.post is not None:
             try:
-                result = await gate.after(admitted, result)
+                result = await gate.after(self.request, result)
             except Exception as exc:
                 result = self._finish(
                     "failed", f"the post_tool_use hook raised {type(exc).__name__}: {exc}"
@@ -205,20 +215,43 @@ class ToolCallActor:
             self.result = result
         return result
 
+    async def timed_out(self) -> ToolResult:
+        """The result of a lone call whose timer expired (its agent's task was cut short)."""
+        return await self._after(self._timeout())
+
+    def _timeout(self) -> ToolResult:
+        return self._finish(
+            "timeout", f"tool {self.request.name!r} timed out after {self.timeout} s"
+        )
+
+    def expire(self) -> None:
+        """Its timer expired while the tool ran: the phase cuts its agent's task short."""
+        assert self.owner is not None
+        self.owner.cut_short(self)
+
     async def _call(self) -> ToolResult:
-        name = self.request.name
-        with trio.move_on_after(self.timeout) as scope:
+        timers = self.timers
+        if timers is not None and timers.arm(self, self.timeout):
             try:
-                # validate / invoke / encode rather than Tool.call: one frame less
-                tool = self.tool
-                content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
-            except (ToolArgumentsInvalid, ToolResultInvalid) as exc:
-                return self._finish("failed", str(exc))
-            except Exception as exc:
-                return self._finish("failed", f"tool {name!r} raised {type(exc).__name__}: {exc}")
-            return self._finish("ok", content)
+                return await self._invoke()
+            finally:
+                timers.disarm(self)
+        with trio.CancelScope(deadline=trio.current_time() + self.timeout) as scope:
+            return await self._invoke()
         assert scope.cancelled_caught
-        return self._finish("timeout", f"tool {name!r} timed out after {self.timeout} s")
+        return self._timeout()
+
+    async def _invoke(self) -> ToolResult:
+        name = self.request.name
+        try:
+            # validate / invoke / encode rather than Tool.call: one frame less
+            tool = self.tool
+            content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
+        except (ToolArgumentsInvalid, ToolResultInvalid) as exc:
+            return self._finish("failed", str(exc))
+        except Exception as exc:
+            return self._finish("failed", f"tool {name!r} raised {type(exc).__name__}: {exc}")
+        return self._finish("ok", content)
 
     def interrupted(self, why: str) -> ToolResult:
         """The result of a call cut short by the end of its phase."""

@@ -24,6 +24,7 @@ from .supervisor import (
     _RuntimeShared,
     _Supervisor,
 )
+from .timers import Timers
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -140,6 +141,7 @@ async def open_runtime(
         backoff=backoff,
         shutdown_timeout=shutdown_timeout,
     )
+    root.shared.timers = Timers(root)
     rt = Runtime._create(root, bus)
     root.ref = rt
     rt.register_tool(*tools)

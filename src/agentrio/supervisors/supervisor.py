@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from ..tools.tool import Tool
     from .budget import Budget
     from .bus import EventBus
+    from .timers import Timers
 
 __all__ = ["Backoff", "RestartIntensity", "Strategy", "SupervisorRef", "SupervisorStatistics"]
 
@@ -157,9 +158,10 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 class _RuntimeShared:
     """Runtime-wide state shared by every supervisor of one runtime."""
 
-    __slots__ = ("_models", "budget", "config", "dead_letters", "tools")
+    __slots__ = ("_models", "budget", "config", "dead_letters", "timers", "tools")
 
     def __init__(self, budget: Budget, config: object = None) -> None:
+        self.timers: Timers | None = None  # set by open_runtime, for its root
         self.dead_letters = 0
         self.budget = budget
         self.config = config  # a Config, a path to agentrio.toml, or None (search for one)
@@ -365,6 +367,8 @@ class _Supervisor:
         if cell.state == "suspended":
             self._restarted(cell, 0.0)
         delay = 0.0
+        actor: Actor[Any] | None = None
+        resume: object = None
         try:
             while True:
                 exc: Exception | None = None
@@ -377,22 +381,41 @@ class _Supervisor:
                         scope.cancel()
                         await trio.lowlevel.checkpoint_if_cancelled()
                     try:
-                        if delay:
-                            await trio.sleep(delay)
-                        # The incarnation is inlined: one coroutine frame less
-                        # for each of 100k idle actors.
-                        actor = self._incarnate(cell)
-                        if actor is None:
-                            self._started(cell)
-                            await cell.sup.serve()  # type: ignore[union-attr]
-                        else:
-                            await actor.on_start()
-                            self._started(cell)
-                            await _serve(cell, actor.handle)
+                        if resume is not None:
+                            # Cut short by a timer: the same incarnation goes on
+                            # with the message it was handling.
+                            assert actor is not None
+                            item, resume = resume, None
+                            await _serve(cell, actor.handle, item, actor.resume)  # type: ignore[attr-defined]
                             await actor.on_stop()
+                        else:
+                            if delay:
+                                await trio.sleep(delay)
+                            # The incarnation is inlined: one coroutine frame less
+                            # for each of 100k idle actors.
+                            actor = self._incarnate(cell)
+                            if actor is None:
+                                self._started(cell)
+                                await cell.sup.serve()  # type: ignore[union-attr]
+                            else:
+                                await actor.on_start()
+                                self._started(cell)
+                                await _serve(cell, actor.handle)
+                                await actor.on_stop()
                     except Exception as e:
                         exc = e
                 cell.scope = None
+                interrupted, cell.interrupted = cell.interrupted, False
+                if (
+                    interrupted
+                    and exc is None
+                    and scope.cancelled_caught
+                    and not cell.cancel_requested
+                    and not cell.restart_pending
+                    and cell.failed_item is not None
+                ):
+                    resume, cell.failed_item = cell.failed_item, None
+                    continue
                 if exc is None and scope.cancelled_caught:
                     if cell.restart_pending and not cell.cancel_requested:
                         cell.restart_pending = False
