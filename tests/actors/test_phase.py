@@ -1,11 +1,15 @@
 """One phase of the agent loop: every stop reason, the gates before each model call,
 tool calls (policy, parallelism, timeouts, failures as results), direct tool calls,
-the final answer turn, stall detection, the context window, events and on_step."""
+the final answer turn, stall detection, the context window, events and on_step, and a
+lone tool call's timeout (a runtime timer that cuts the agent's task short and resumes
+its phase)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -23,7 +27,11 @@ from agentrio import (
     Usage,
 )
 from agentrio.actors._phase import FINAL_ANSWER_PROMPT
-from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.config import Config
+from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
+
+if TYPE_CHECKING:
+    from conftest import TaskTracker
 
 RecordEvents = Callable[..., list[agentrio.Event]]
 
@@ -1090,3 +1098,564 @@ async def test_a_reset_phase_that_does_nothing_keeps_the_old_history(
     assert stopped.stop_reason == "stop_requested"
     last_call = [m.content for m in model.calls[-1]]
     assert "remember this" in last_call and "start afresh" not in last_call
+
+
+# -- a lone tool call's timeout (runtime timer) -----------------------------------------
+#
+# A turn's only tool call runs in its agent's own task; its tool_timeout is a runtime
+# timer that, on expiry, cuts the agent's task short (its cell scope) and the runtime
+# resumes the same phase from the timed-out call (Phase.cut_short / AgentActor.resume).
+
+TIMER_TASK = "agentrio timers"
+
+
+def timed_out(seconds: float, n: int = 1, *, id: str = "call_1", slept: float = 100) -> ToolResult:
+    """The result of a lone nap(n, slept) cut short by a tool_timeout of *seconds*."""
+    return ToolResult(
+        id=id,
+        name="nap",
+        arguments={"n": n, "seconds": slept},
+        status="timeout",
+        content=f"tool 'nap' timed out after {seconds} s",
+    )
+
+
+def of_type(events: list[agentrio.Event], kind: type[agentrio.Event]) -> list[agentrio.Event]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+async def test_lone_call_timeout_is_a_result_and_the_phase_goes_on(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    model = ScriptedModel([calling(call("nap", n=1, seconds=100)), answer("after")])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, nap, limits=Limits(tool_timeout=5)))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == 5
+        stats = agent.statistics()
+        await trio.testing.wait_all_tasks_blocked()
+    assert result == PhaseResult("after", (timed_out(5),), "done")
+    # the next model turn saw the timeout as the call's result
+    assert len(model.calls) == 2
+    assert [m.role for m in model.calls[1]] == ["system", "user", "assistant", "tool"]
+    (tool_msg,) = tool_messages(model.calls[1])
+    assert (tool_msg.content, tool_msg.tool_call_id) == ("tool 'nap' timed out after 5 s", "call_1")
+    # the same incarnation went on: not restarted, and the phase counted once
+    assert (stats.restarts, stats.messages_handled, stats.state) == (0, 1, "running")
+    assert of_type(events, agentrio.ActorRestarted) == []
+    assert of_type(events, agentrio.ActorFailed) == []
+    assert [e.path for e in of_type(events, agentrio.ActorStarted)].count("a") == 1
+    # one phase in the events, with its one tool call and its two turns
+    assert len(of_type(events, agentrio.PhaseStarted)) == 1
+    (ended,) = of_type(events, agentrio.PhaseEnded)
+    assert isinstance(ended, agentrio.PhaseEnded)
+    assert (ended.stop_reason, ended.iterations) == ("done", 2)
+    (started,) = of_type(events, agentrio.ToolStarted)
+    (tool_end,) = of_type(events, agentrio.ToolEnded)
+    assert isinstance(started, agentrio.ToolStarted) and isinstance(tool_end, agentrio.ToolEnded)
+    assert (started.tool, started.call_id) == ("nap", "call_1")
+    assert (tool_end.tool, tool_end.call_id, tool_end.status) == ("nap", "call_1", "timeout")
+    turns = of_type(events, agentrio.TurnStarted)
+    assert [t.iteration for t in turns if isinstance(t, agentrio.TurnStarted)] == [1, 2]
+
+
+async def test_two_lone_timeouts_in_a_row(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(call("nap", n=1, seconds=100)),
+            calling(call("nap", n=2, seconds=100)),
+            answer("after both"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, nap, limits=Limits(tool_timeout=5)))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == 2 * 5
+        stats = agent.statistics()
+        await trio.testing.wait_all_tasks_blocked()
+    assert result == PhaseResult(
+        "after both", (timed_out(5, 1), timed_out(5, 2, id="call_2")), "done"
+    )
+    assert [m.content for m in tool_messages(model.calls[2])] == [
+        "tool 'nap' timed out after 5 s",
+        "tool 'nap' timed out after 5 s",
+    ]
+    assert [m.tool_call_id for m in tool_messages(model.calls[2])] == ["call_1", "call_2"]
+    assert (stats.restarts, stats.messages_handled) == (0, 1)
+    turns = [e for e in events if isinstance(e, agentrio.TurnEnded)]
+    assert [(t.iteration, t.tool_calls) for t in turns] == [(1, 1), (2, 1), (3, 0)]
+    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    assert [(e.call_id, e.status) for e in ended] == [("call_1", "timeout"), ("call_2", "timeout")]
+    (phase_end,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    assert (phase_end.stop_reason, phase_end.iterations) == ("done", 3)
+    assert len(of_type(events, agentrio.PhaseStarted)) == 1
+
+
+async def test_the_phase_timeout_holds_across_cuts(autojump_clock: trio.testing.MockClock) -> None:
+    n = 0
+
+    def always_nap(messages: Sequence[ChatMessage]) -> Reply:
+        nonlocal n
+        n += 1
+        return calling(call("nap", n=n, seconds=100))  # new arguments: no stall
+
+    model = FunctionModel(Recording(always_nap))
+    limits = Limits(timeout=25, tool_timeout=10)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap, limits=limits))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        # the phase's deadline was kept through both resumes: 25, not 10 + 10 + 25
+        assert trio.current_time() - t0 == 25
+        stats = agent.statistics()
+    assert result.stop_reason == "timeout"
+    assert result.tool_calls == (
+        timed_out(10, 1),
+        timed_out(10, 2, id="call_2"),
+        # the third call was cut by the phase's own timeout, 5 s into its 10
+        ToolResult(
+            id="call_3",
+            name="nap",
+            arguments={"n": 3, "seconds": 100},
+            status="timeout",
+            content="the phase timed out while the tool ran",
+        ),
+    )
+    assert n == 3
+    assert (stats.restarts, stats.messages_handled) == (0, 1)
+
+
+async def test_a_cut_at_the_phase_deadline_ends_the_phase_then(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The second call's timer and the phase's deadline fall at the same instant
+    # (t0 + 20): whichever fires first, the phase ends at 20 with two timeouts
+    # and no third model call.
+    rec = Recording(lambda messages: calling(call("nap", n=len(messages), seconds=100)))
+    limits = Limits(timeout=20, tool_timeout=10)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(rec), nap, limits=limits))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == 20
+        assert agent.statistics().restarts == 0
+    assert result.stop_reason == "timeout"
+    assert [r.status for r in result.tool_calls] == ["timeout", "timeout"]
+    assert result.tool_calls[0].content == "tool 'nap' timed out after 10 s"
+    assert len(rec.seen) == 2
+
+
+async def test_a_lone_direct_call_that_times_out(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap, echo, limits=Limits(tool_timeout=5)))
+        t0 = trio.current_time()
+        result = await agent.run("x", direct_tool_calls=[call("nap", n=1, seconds=100)])
+        assert trio.current_time() - t0 == 5
+        # the agent goes on working
+        again = await agent.run("y", direct_tool_calls=[call("echo", x=2)])
+        stats = agent.statistics()
+    assert result == PhaseResult("", (timed_out(5),), "done")
+    assert [(r.status, r.content) for r in again.tool_calls] == [("ok", "echo 2")]
+    assert (stats.restarts, stats.messages_handled) == (0, 2)
+    assert model.calls == []
+
+
+async def test_post_tool_use_and_on_step_see_a_lone_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[ToolResult] = []
+    steps: list[agentrio.StepInfo] = []
+
+    async def post(req: ToolCallRequest, result: ToolResult) -> ToolResult:
+        await trio.lowlevel.checkpoint()
+        seen.append(result)
+        return msgspec.structs.replace(result, content="rewritten: " + result.content)
+
+    model = ScriptedModel([calling(call("nap", n=1, seconds=100)), answer("after")])
+    spec = make_spec(
+        model, nap, limits=Limits(tool_timeout=5), post_tool_use=post, on_step=steps.append
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+    assert seen == [timed_out(5)]
+    rewritten = "rewritten: tool 'nap' timed out after 5 s"
+    assert result.tool_calls == (msgspec.structs.replace(timed_out(5), content=rewritten),)
+    assert [m.content for m in tool_messages(model.calls[1])] == [rewritten]
+    assert [(s.step, s.tool_name, s.summary) for s in steps] == [
+        (1, None, "1 tool call(s)"),
+        (2, "nap", "timeout: " + rewritten),
+        (3, None, "after"),
+    ]
+
+
+@pytest.mark.parametrize("when", [2.0, 5.0], ids=["mid-call", "at-the-timer"])
+async def test_cancel_during_a_lone_call_does_not_resume(
+    autojump_clock: trio.testing.MockClock, task_tracker: TaskTracker, when: float
+) -> None:
+    # At 5.0 the cancel and the timer's expiry come at the same instant, in
+    # either order: a cut must not turn a cancel into a resume.
+    entered = 0
+
+    @agentrio.tool
+    async def slow() -> str:
+        nonlocal entered
+        entered += 1
+        await trio.sleep(100)
+        return "never"
+
+    model = ScriptedModel([calling(call("slow")), answer("never")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, slow, limits=Limits(tool_timeout=5)))
+        errors: list[agentrio.ActorStopped] = []
+
+        async def run() -> None:
+            with pytest.raises(agentrio.ActorStopped) as info:
+                await agent.run("go")
+            errors.append(info.value)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await trio.sleep(when)
+            agent.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(50)  # past the timer's deadline: nothing wakes up
+        await trio.testing.wait_all_tasks_blocked()
+        assert [e.reason for e in errors] == ["cancelled"]
+        assert agent.statistics().state == "exited"
+        assert entered == 1 and len(model.calls) == 1
+        agent_task = task_tracker.named("a")
+        assert task_tracker.alive([agent_task]) == []
+        assert task_tracker.alive_at_exit[agent_task] == []
+        timer_tasks = [t for t in task_tracker.spawned if t.name == TIMER_TASK]
+        assert len(timer_tasks) == 1
+        assert task_tracker.alive(timer_tasks) == []
+
+
+async def test_a_stop_request_during_a_lone_call_that_times_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    entered = trio.Event()
+
+    @agentrio.tool
+    async def slow() -> str:
+        entered.set()
+        await trio.sleep(100)
+        return "never"
+
+    model = ScriptedModel([calling(call("slow")), answer("next phase")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, slow, limits=Limits(tool_timeout=5)))
+        t0 = trio.current_time()
+        result: list[PhaseResult] = []
+
+        async def run() -> None:
+            result.append(await agent.run("go"))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run)
+            await entered.wait()
+            await agent.request_stop()
+        assert trio.current_time() - t0 == 5
+        # the timed-out call was recorded, then the stop was seen before the next turn
+        assert result[0].stop_reason == "stop_requested"
+        assert [(r.status, r.content) for r in result[0].tool_calls] == [
+            ("timeout", "tool 'slow' timed out after 5 s")
+        ]
+        assert len(model.calls) == 1
+        assert (await agent.run("and now?")).final_text == "next phase"
+        assert agent.statistics().restarts == 0
+    assert [m.role for m in model.calls[1]] == ["system", "user", "assistant", "tool", "user"]
+
+
+async def test_the_phase_after_a_cut_phase_sees_its_history(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(call("nap", n=1, seconds=100)),
+            answer("first"),
+            calling(call("echo", x=7)),
+            answer("second"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap, echo, limits=Limits(tool_timeout=5)))
+        first = await agent.run("one")
+        t0 = trio.current_time()
+        second = await agent.run("two", continue_context=True)
+        assert trio.current_time() - t0 == 0  # no timer left over from the first phase
+        stats = agent.statistics()
+    assert (first.stop_reason, first.final_text) == ("done", "first")
+    assert second == PhaseResult(
+        "second",
+        (ToolResult(id="call_2", name="echo", arguments={"x": 7}, status="ok", content="echo 7"),),
+        "done",
+    )
+    last = model.calls[3]
+    assert [m.role for m in last] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
+    assert [m.content for m in tool_messages(last)] == ["tool 'nap' timed out after 5 s", "echo 7"]
+    assert (stats.restarts, stats.messages_handled) == (0, 2)
+
+
+@agentrio.tool
+async def lookup(key: str) -> str:
+    """Sleep far past the tool timeout."""
+    await trio.sleep(100)
+    return f"nothing about {key}"
+
+
+def stalls_on_small(request: FakeRequest) -> Reply:
+    """The small model repeats one (timed-out) call, a stall; the big one answers."""
+    if request.model == "big":
+        return Reply(text="the smart answer", usage=Usage(50, 5))
+    if not request.tools:  # the final turn after the stall
+        return Reply(text="I am stuck", usage=Usage(40, 3))
+    return Reply(tool_calls=(ToolCallRequest("lookup", {"key": "x"}),), usage=Usage(30, 4))
+
+
+async def test_an_escalating_phase_cut_short_still_escalates(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_fake_llm(stalls_on_small) as server:
+        local = agentrio.ProviderConfig(name="local", kind="ollama", base_url=server.base_url)
+        config = Config(
+            providers={"local": local},
+            tiers={"fast": "local:small", "smart": "local:big"},
+            escalation=["fast", "smart"],
+        )
+        async with agentrio.open_runtime(config=config) as rt:
+            spec = AgentSpec(
+                "a",
+                model="fast",
+                tools=[lookup],
+                escalate_on_stall=True,
+                limits=Limits(tool_timeout=5),
+            )
+            agent = await rt.spawn_agent(spec)
+            result = await agent.run("q")
+            stats = agent.statistics()
+    # both calls timed out (each a cut and a resume), the repeat was a stall, and
+    # the resumed phase still escalated to smart
+    assert (result.stop_reason, result.final_text) == ("done", "the smart answer")
+    assert [r.model for r in server.requests] == ["small", "small", "small", "big"]
+    retry = server.requests[3]
+    assert [m.content for m in retry.messages if m.role == "tool"] == [
+        "tool 'lookup' timed out after 5 s"
+    ] * 2
+    assert (stats.restarts, stats.messages_handled) == (0, 1)
+
+
+@agentrio.tool
+async def reraises_late() -> str:
+    """Catches its cancellation, tidies up at a checkpoint (shielded), re-raises."""
+    try:
+        await trio.sleep(100)
+    except trio.Cancelled:
+        with trio.CancelScope(shield=True):
+            await trio.lowlevel.checkpoint()
+        raise
+    return "never"
+
+
+TIDIED: list[float] = []
+
+
+@agentrio.tool
+async def tidies_up() -> str:
+    """Its finally block takes a (shielded) second."""
+    try:
+        await trio.sleep(100)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.sleep(1)
+        TIDIED.append(trio.current_time())
+    return "never"
+
+
+@pytest.mark.parametrize(
+    ("tool", "elapsed"), [(reraises_late, 5), (tidies_up, 6)], ids=["reraise", "finally"]
+)
+async def test_a_tool_that_cleans_up_shielded_still_times_out(
+    autojump_clock: trio.testing.MockClock, tool: agentrio.Tool, elapsed: float
+) -> None:
+    TIDIED.clear()
+    model = ScriptedModel([calling(call(tool.name)), answer("after")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, tool, limits=Limits(tool_timeout=5)))
+        t0 = trio.current_time()
+        result = await agent.run("go")
+        assert trio.current_time() - t0 == elapsed
+        assert agent.statistics().restarts == 0
+    assert result.stop_reason == "done" and result.final_text == "after"
+    assert [(r.status, r.content) for r in result.tool_calls] == [
+        ("timeout", f"tool {tool.name!r} timed out after 5 s")
+    ]
+    assert [m.content for m in tool_messages(model.calls[1])] == [result.tool_calls[0].content]
+    if tool is tidies_up:
+        assert [t - t0 for t in TIDIED] == [6]
+
+
+async def test_concurrent_agents_are_cut_each_at_its_own_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # (name, tool_timeout, how long its tool sleeps)
+    plan = [("a", 5, 100), ("b", 8, 6), ("c", 8, 100)]
+    results: dict[str, tuple[PhaseResult, float]] = {}
+    async with agentrio.open_runtime() as rt:
+        t0 = trio.current_time()
+        agents = {}
+        for name, tool_timeout, seconds in plan:
+            model = ScriptedModel([calling(call("nap", n=1, seconds=seconds)), answer(name)])
+            spec = make_spec(model, nap, limits=Limits(tool_timeout=tool_timeout))
+            agents[name] = await rt.spawn_agent(spec, name=name)
+
+        async def run(name: str) -> None:
+            result = await agents[name].run("go")
+            results[name] = (result, trio.current_time() - t0)
+
+        async with trio.open_nursery() as nursery:
+            for name in agents:
+                nursery.start_soon(run, name)
+        assert [agents[n].statistics().restarts for n in agents] == [0, 0, 0]
+    assert {n: (r.final_text, r.stop_reason, t) for n, (r, t) in results.items()} == {
+        "a": ("a", "done", 5),
+        "b": ("b", "done", 6),
+        "c": ("c", "done", 8),
+    }
+    assert results["a"][0].tool_calls == (timed_out(5),)
+    assert [(r.status, r.content) for r in results["b"][0].tool_calls] == [("ok", "slept 1")]
+    assert results["c"][0].tool_calls == (timed_out(8),)
+
+
+async def test_a_tool_ending_at_its_deadline_is_ok_or_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The tool's sleep and its timer end at the same instant; Trio runs the two
+    # tasks in either order. Either outcome is fine, a crash or a lost phase is not.
+    rounds = 20
+    script = []
+    for i in range(rounds):
+        script += [calling(call("nap", n=i, seconds=5)), answer(f"round {i}")]
+    model = ScriptedModel(script)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap, limits=Limits(tool_timeout=5)))
+        results = [await agent.run(f"go {i}", continue_context=False) for i in range(rounds)]
+        stats = agent.statistics()
+    assert [r.final_text for r in results] == [f"round {i}" for i in range(rounds)]
+    for i, r in enumerate(results):
+        (tool_result,) = r.tool_calls
+        assert (tool_result.status, tool_result.content) in (
+            ("ok", f"slept {i}"),
+            ("timeout", "tool 'nap' timed out after 5 s"),
+        )
+    assert (stats.restarts, stats.messages_handled) == (0, rounds)
+
+
+# A tool whose timer expired but that returned anyway (it shielded its work, or
+# swallowed the Cancelled, or was woken just as the timer fired): the call is a
+# timeout, recorded once, and the agent goes on (no crash, no restart).
+
+
+@agentrio.tool
+async def shields_its_work(n: int) -> str:
+    """Finishes whatever happens."""
+    with trio.CancelScope(shield=True):
+        await trio.sleep(20)
+    return f"finished {n}"
+
+
+@agentrio.tool
+async def swallows_cancel(n: int) -> str:
+    """Catches its cancellation and answers anyway (bad manners, but tools do it)."""
+    try:
+        await trio.sleep(100)
+    except trio.Cancelled:
+        return f"gave up {n}"
+    return "never"
+
+
+@pytest.mark.parametrize("tool", [shields_its_work, swallows_cancel], ids=["shield", "swallow"])
+async def test_a_tool_that_outlives_its_timer_in_a_model_turn(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents, tool: agentrio.Tool
+) -> None:
+    model = ScriptedModel([calling(call(tool.name, n=1)), answer("after"), answer("again")])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, tool, limits=Limits(tool_timeout=5)))
+        result = await agent.run("go")
+        assert (await agent.run("again")).final_text == "again"
+        stats = agent.statistics()
+        await trio.testing.wait_all_tasks_blocked()
+    assert (result.stop_reason, result.final_text) == ("done", "after")
+    (tool_result,) = result.tool_calls  # the timer fired first: a timeout, recorded once
+    assert (tool_result.status, tool_result.content) == (
+        "timeout",
+        f"tool {tool.name!r} timed out after 5 s",
+    )
+    assert len(of_type(events, agentrio.ToolEnded)) == 1
+    assert (stats.restarts, stats.messages_handled) == (0, 2)
+
+
+@pytest.mark.parametrize("tool", [shields_its_work, swallows_cancel], ids=["shield", "swallow"])
+async def test_a_tool_that_outlives_its_timer_in_a_direct_call(
+    autojump_clock: trio.testing.MockClock, tool: agentrio.Tool
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        spec = make_spec(ScriptedModel([]), tool, echo, limits=Limits(tool_timeout=5))
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("x", direct_tool_calls=[call(tool.name, n=1)])
+        await trio.testing.wait_all_tasks_blocked()
+        assert agent.statistics().state == "running"
+        again = await agent.run("y", direct_tool_calls=[call("echo", x=2)])
+    assert result.stop_reason == "done"
+    assert [r.status for r in result.tool_calls] == ["timeout"]
+    assert [r.content for r in again.tool_calls] == ["echo 2"]
+
+
+async def test_a_tool_woken_just_as_its_timer_fires(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # Another task wakes the tool at its deadline; in about half the rounds Trio
+    # runs the timer task first, which cuts the agent after the tool was woken.
+    @agentrio.tool
+    async def woken(n: int) -> str:
+        """Waits for another task to wake it, 5 s from now."""
+        done = trio.Event()
+
+        async def wake() -> None:
+            await trio.sleep(5)
+            done.set()
+
+        nursery.start_soon(wake)
+        await done.wait()
+        return f"woken {n}"
+
+    rounds = 30  # a round misses the race with probability 1/2: 2**-30 for all of them
+    script = []
+    for i in range(rounds):
+        script += [calling(call("woken", n=i)), answer(f"round {i}")]
+    model = ScriptedModel(script)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, woken, limits=Limits(tool_timeout=5)))
+        for i in range(rounds):
+            result = await agent.run(f"go {i}", continue_context=False)
+            assert result.final_text == f"round {i}"
+            assert [r.status for r in result.tool_calls] in (["ok"], ["timeout"])
+        assert agent.statistics().restarts == 0

@@ -29,7 +29,7 @@ from ..messages import DeadLetter, Message
 from ._mailbox import Mailbox
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable
 
     from ..supervisors.supervisor import _Supervisor
 
@@ -327,42 +327,51 @@ class _Cell:
         await self.exited.wait()
 
 
-async def _serve(
-    cell: _Cell,
-    handle: Callable[[Any], Awaitable[object]],
-    item: object = None,
-    resume: Callable[[Any], Awaitable[object]] | None = None,
-) -> None:
+async def _serve(cell: _Cell, actor: Actor[Any], resume: object = None) -> None:
     """The actor loop: one message at a time until the mailbox is closed and drained.
 
-    With *resume*, *item* is a message whose handling was cut short by a
-    timer: ``resume(msg)`` finishes it before the loop goes on.
+    *resume* is a message whose handling a timer cut short: ``actor.resume``
+    finishes it before the loop goes on.
     """
     mailbox = cell.mailbox
     assert mailbox is not None
-    receive = mailbox.receive
+    # (No locals for mailbox.receive or actor.handle: a bound method kept on
+    # each idle actor's frame is one more object for the cyclic GC to walk.)
+    item: object = None
     try:
         if resume is not None:
+            item = resume
             if type(item) is _Ask:
-                item.settle(outcome.Value(await resume(item.msg)))
+                item.settle(outcome.Value(await actor.resume(item.msg)))  # type: ignore[attr-defined]
             else:
-                await resume(item)
+                await actor.resume(item)  # type: ignore[attr-defined]
             cell.handled += 1
             item = None
-        try:
-            # The task's start was this actor's schedule point: a message
-            # already waiting is taken without another trip to the scheduler.
-            item = mailbox.receive_nowait()
-        except trio.WouldBlock:
-            item = await receive()
+        # The task's start was this actor's schedule point: a message already
+        # waiting is taken without another trip to the scheduler.
+        first = True
         while True:
+            # Mailbox.receive, inlined: one coroutine frame less per idle actor.
+            if not first:
+                await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                item = mailbox.receive_nowait()
+            except trio.WouldBlock:
+                item = None
+            if item is None:
+                # Parked outside the except clause, so that the WouldBlock (its
+                # traceback and frame) is not kept alive while the actor idles.
+                mailbox.park()
+                item = await trio.lowlevel.wait_task_rescheduled(mailbox)
+            elif not first:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            first = False
             if type(item) is _Ask:
-                item.settle(outcome.Value(await handle(item.msg)))
+                item.settle(outcome.Value(await actor.handle(item.msg)))
             else:
-                await handle(item)
+                await actor.handle(item)
             cell.handled += 1
             item = None
-            item = await receive()
     except trio.EndOfChannel:
         if item is None:  # from receive: closed and drained, a graceful stop
             return

@@ -241,6 +241,7 @@ class _AgentState:
         "output_tokens",
         "phases",
         "pricing",
+        "primary",
         "requests",
         "spec",
         "stop_reasons",
@@ -272,7 +273,11 @@ class _AgentState:
         self.sup = sup
         self.budget = budget
         self.cell: _Cell | None = None
-        self.contexts: dict[str | None, _Cell] = {}
+        # The context actors' cells: the primary one's, and the named labels'
+        # (a dict made on first use: most agents never name one, and one
+        # object fewer on each of 10k agents is work saved for the cyclic GC).
+        self.primary: _Cell | None = None
+        self.contexts: dict[str, _Cell] | None = None
         self.cut: Phase | None = None  # a phase cut short by a tool's timer, to resume
         self.stop_requested = False
         self.phases = 0
@@ -294,7 +299,10 @@ class _AgentState:
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""
-        cell = self.contexts.get(label)
+        if label is None:
+            cell = self.primary
+        else:
+            cell = self.contexts.get(label) if self.contexts is not None else None
         if cell is None or cell.state == "exited":
             return None
         return cell.ref
@@ -317,7 +325,12 @@ class _AgentState:
         if self.cell.dependents is None:
             self.cell.dependents = []
         self.cell.dependents.append(cell)
-        self.contexts[label] = cell
+        if label is None:
+            self.primary = cell
+        else:
+            if self.contexts is None:
+                self.contexts = {}
+            self.contexts[label] = cell
         return cell.ref
 
     def count(self, usage: Usage | None) -> None:

@@ -233,9 +233,18 @@ class ToolCallActor:
         timers = self.timers
         if timers is not None and timers.arm(self, self.timeout):
             try:
-                return await self._invoke()
+                result = await self._invoke()
             finally:
                 timers.disarm(self)
+            owner = self.owner
+            if owner is not None and owner.cut is self:
+                # The timer fired, but the tool still returned (it shielded its
+                # work, swallowed the cancel, or woke as the timer fired): the
+                # agent's task is already being cut short. Let that happen here
+                # (this raises trio.Cancelled), so the phase resumes the one way
+                # it knows, with this call a timeout, as its deadline says.
+                await trio.lowlevel.checkpoint_if_cancelled()
+            return result
         with trio.CancelScope(deadline=trio.current_time() + self.timeout) as scope:
             return await self._invoke()
         assert scope.cancelled_caught

@@ -386,7 +386,7 @@ class _Supervisor:
                             # with the message it was handling.
                             assert actor is not None
                             item, resume = resume, None
-                            await _serve(cell, actor.handle, item, actor.resume)  # type: ignore[attr-defined]
+                            await _serve(cell, actor, item)
                             await actor.on_stop()
                         else:
                             if delay:
@@ -400,7 +400,7 @@ class _Supervisor:
                             else:
                                 await actor.on_start()
                                 self._started(cell)
-                                await _serve(cell, actor.handle)
+                                await _serve(cell, actor)
                                 await actor.on_stop()
                     except Exception as e:
                         exc = e
