@@ -33,7 +33,9 @@ def test_message_text_counts_tool_calls() -> None:
     calls = ChatMessage(
         "assistant", "so", tool_calls=(ToolCallRequest("f", {"a": 1}), ToolCallRequest("g"))
     )
-    assert message_text(calls) == "sof{'a': 1}g{}"
+    assert message_text(calls) == 'sof{"a":1}g{}'  # the arguments as JSON
+    odd = ChatMessage("assistant", "", tool_calls=(ToolCallRequest("h", {"x": 1 + 2j}),))
+    assert message_text(odd) == "h{'x': (1+2j)}"  # not JSON: their repr
 
 
 async def test_context_actor_reads_appends_and_resets() -> None:

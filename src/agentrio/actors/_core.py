@@ -287,7 +287,10 @@ class _Cell:
         # The Trio task running this child: a self-ask (which could never be
         # answered) is an ask from this task.
         self.task: trio.lowlevel.Task | None = None
-        self.ref: ActorRef = ActorRef._create(self)
+        # (Not ActorRef._create: the metaclass's call path costs more than the
+        # two steps it takes, and a cell is made for every actor and context.)
+        self.ref: ActorRef = object.__new__(ActorRef)
+        self.ref._cell = self
 
     def stopped_error(self, msg: object) -> ActorStopped:
         if self.state == "exited":

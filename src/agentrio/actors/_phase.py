@@ -183,10 +183,13 @@ class Phase:
             assert isinstance(history, tuple)
             self.history = list(history)
         self.base = len(self.history)
-        estimate = self.st.info.estimator
-        self.sizes = [estimate(message_text(m)) for m in self.history]
-        if not self.history and self.st.spec.instructions:
-            self._append(ChatMessage("system", self.st.spec.instructions))
+        info = self.st.info
+        if self.history:
+            estimate = info.estimator
+            self.sizes = [estimate(message_text(m)) for m in self.history]
+        elif info.system is not None:  # a new context starts with the system prompt
+            self.history.append(info.system[0])
+            self.sizes.append(info.system[1])
         self._append(ChatMessage("user", self.cmd.user_message))
 
     def _persist(self, ctx: ActorRef | None) -> None:

@@ -18,7 +18,7 @@ import trio
 
 from ..config import split_model
 from ..errors import ActorError, InvalidArgument, SelfAsk
-from ..messages import PhaseResult, RunPhase, ToolCallRequest, Usage
+from ..messages import ChatMessage, PhaseResult, RunPhase, ToolCallRequest, Usage
 from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import UsageTotals
 from ..supervisors.limits import Limits
@@ -35,7 +35,7 @@ from ._core import (
     check_timeout,
 )
 from ._phase import Phase
-from .context import ContextActor, TokenEstimator, estimate_tokens
+from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
 from .tool_call import ToolGate
 
 if TYPE_CHECKING:
@@ -186,7 +186,15 @@ class AgentSpec:
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
-    __slots__ = ("estimator", "needs_caller", "schemas", "tool_set", "tools")
+    __slots__ = (
+        "estimator",
+        "model_facts",
+        "needs_caller",
+        "schemas",
+        "system",
+        "tool_set",
+        "tools",
+    )
 
     def __init__(self, spec: AgentSpec) -> None:
         self.tools = {t.name: t for t in spec.tools}
@@ -194,6 +202,14 @@ class _SpecInfo:
         self.schemas = tuple(t.schema for t in spec.tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
         self.needs_caller = any(t.needs_caller for t in spec.tools)
+        # The system prompt as the first message of a new context, and its size.
+        self.system: tuple[ChatMessage, int] | None = None
+        if spec.instructions:
+            message = ChatMessage("system", spec.instructions)
+            self.system = (message, self.estimator(message_text(message)))
+        # (model, window, streams, pricing) of the last model an agent of this
+        # spec was given: 10k agents of one spec work these out once.
+        self.model_facts: tuple[Model, int, bool, tuple[float, float] | None] | None = None
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
         if names == self.tool_set:
@@ -293,9 +309,11 @@ class _AgentState:
     def use_model(self, model: Model) -> None:
         """Call *model* from now on (a resolved one, or the next tier's)."""
         self.model = model
-        self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
-        self.streams = _streams(model)
-        self.pricing = model_pricing(model)
+        facts = self.info.model_facts
+        if facts is None or facts[0] is not model:
+            window = max(1, int(context_window(model) * self.spec.limits.context_fill))
+            facts = self.info.model_facts = (model, window, _streams(model), model_pricing(model))
+        self.window, self.streams, self.pricing = facts[1], facts[2], facts[3]
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from ..messages import ChatMessage, ContextAppend, ContextRead, ContextReset, Message
 from ._core import InlineActor
 
 __all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window"]
 
 TokenEstimator = Callable[[str], int]
+
+_encode = msgspec.json.encode
 
 
 def estimate_tokens(text: str) -> int:
@@ -24,11 +28,22 @@ def estimate_tokens(text: str) -> int:
 
 
 def message_text(msg: ChatMessage) -> str:
-    """The text of *msg* that a model reads, tool calls included, for estimating."""
-    if not msg.tool_calls:
+    """The text of *msg* that a model reads, tool calls included, for estimating.
+
+    A tool call counts as its name and its arguments as JSON (their ``repr``
+    if they are not JSON, as in a direct call with arbitrary objects).
+    """
+    calls = msg.tool_calls
+    if not calls:
         return msg.content
-    calls = "".join(f"{c.name}{c.arguments}" for c in msg.tool_calls)
-    return msg.content + calls
+    return msg.content + "".join(c.name + _arguments_text(c.arguments) for c in calls)
+
+
+def _arguments_text(arguments: object) -> str:
+    try:
+        return _encode(arguments).decode()
+    except (TypeError, ValueError):  # (msgspec.EncodeError is a ValueError)
+        return repr(arguments)
 
 
 class ContextActor(InlineActor[Message]):

@@ -84,7 +84,6 @@ class Tool:
 
     __slots__ = (
         "_args_type",
-        "_fields",
         "description",
         "fn",
         "is_async",
@@ -113,7 +112,6 @@ class Tool:
         # True for agent tools: the phase then tells them which agent calls.
         self.needs_caller = False
         self._args_type = _args_struct(fn, tool_name)
-        self._fields = self._args_type.__struct_fields__
         try:
             parameters = _inline_schema(self._args_type)
         except TypeError as exc:  # an annotation with no JSON schema (a custom class...)
@@ -135,7 +133,7 @@ class Tool:
             parsed = msgspec.convert(arguments, self._args_type, strict=False)
         except msgspec.ValidationError as exc:
             raise ToolArgumentsInvalid(f"invalid arguments for {self.name!r}: {exc}") from exc
-        return {f: getattr(parsed, f) for f in self._fields}
+        return msgspec.structs.asdict(parsed)
 
     async def call(self, arguments: dict[str, object]) -> str:
         """Validate, run, and encode the result as the text the model sees.
