@@ -865,10 +865,13 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             DuplicateName: the name is taken.
             RuntimeClosed: this supervisor has stopped.
         """
-        from ..actors.agent import spawn_agent
+        # Imported here (the core does not depend on the agent layer), and
+        # absolutely: a relative import in a function resolves its package on
+        # every call, a cost paid per agent when spawning 10k of them.
+        import agentrio.actors.agent
 
         await trio.lowlevel.checkpoint_if_cancelled()
-        return spawn_agent(self._sup, spec, name, budget)
+        return agentrio.actors.agent.spawn_agent(self._sup, spec, name, budget)
 
     def helper(
         self,
