@@ -108,7 +108,9 @@ class Phase:
         self.iterations = 0
         self.step = 0
         self.batch: list[ToolCallActor | ToolResult] | None = None
-        self.seen: set[tuple[str, bytes]] = set()
+        # (A list, not a set: a phase makes a handful of calls, and an empty
+        # set is 216 bytes on each of 10k agents in flight.)
+        self.seen: list[tuple[str, bytes]] = []
         self.recent: list[tuple[str, str]] = []
         self.stall = ""
         self.parse_failures = 0
@@ -528,7 +530,7 @@ class Phase:
         key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
         if key in self.seen and not self.stall:
             self.stall = f"repeated call {result.name}({key[1].decode()})"
-        self.seen.add(key)
+        self.seen.append(key)
         recent = self.recent
         recent.append((result.name, result.content))
         if len(recent) > 3:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -186,11 +186,17 @@ class ToolCallActor:
         )
         return self.result
 
-    async def run(self) -> ToolResult:
-        """Pass the gate, call the tool; a refusal, raise, timeout or bad input is the result."""
-        gate = self.gate
-        if gate is None:
-            return await self._call()
+    def run(self) -> Coroutine[object, None, ToolResult]:
+        """Pass the gate, call the tool; a refusal, raise, timeout or bad input is the result.
+
+        Returns the coroutine to await (without a gate, the call's own: one
+        frame less on the stack of every agent waiting on a tool).
+        """
+        if self.gate is None:
+            return self._call()
+        return self._gated(self.gate)
+
+    async def _gated(self, gate: ToolGate) -> ToolResult:
         try:
             admitted = await gate.admit(self.request)
         except Exception as exc:  # an approver or pre_tool_use hook failed: refuse
@@ -231,36 +237,47 @@ class ToolCallActor:
 
     async def _call(self) -> ToolResult:
         timers = self.timers
-        if timers is not None and timers.arm(self, self.timeout):
-            try:
-                result = await self._invoke()
-            finally:
-                timers.disarm(self)
-            owner = self.owner
-            if owner is not None and owner.cut is self:
-                # The timer fired, but the tool still returned (it shielded its
-                # work, swallowed the cancel, or woke as the timer fired): the
-                # agent's task is already being cut short. Let that happen here
-                # (this raises trio.Cancelled), so the phase resumes the one way
-                # it knows, with this call a timeout, as its deadline says.
-                await trio.lowlevel.checkpoint_if_cancelled()
-            return result
+        if timers is None or not timers.arm(self, self.timeout):
+            return await self._scoped()
+        # The tool runs in this frame (not in a helper coroutine): one frame
+        # less for each of thousands of agents waiting on a tool.
+        tool = self.tool
+        try:
+            # validate / invoke / encode rather than Tool.call: one frame less
+            content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
+        except Exception as exc:
+            result = self._failed(exc)
+        else:
+            result = self._finish("ok", content)
+        finally:
+            timers.disarm(self)
+        owner = self.owner
+        if owner is not None and owner.cut is self:
+            # The timer fired, but the tool still returned (it shielded its
+            # work, swallowed the cancel, or woke as the timer fired): the
+            # agent's task is already being cut short. Let that happen here
+            # (this raises trio.Cancelled), so the phase resumes the one way
+            # it knows, with this call a timeout, as its deadline says.
+            await trio.lowlevel.checkpoint_if_cancelled()
+        return result
+
+    async def _scoped(self) -> ToolResult:
+        """The call under a cancel scope of its own (a call in a batch's task)."""
         with trio.CancelScope(deadline=trio.current_time() + self.timeout) as scope:
-            return await self._invoke()
+            tool = self.tool
+            try:
+                content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
+            except Exception as exc:
+                return self._failed(exc)
+            return self._finish("ok", content)
         assert scope.cancelled_caught
         return self._timeout()
 
-    async def _invoke(self) -> ToolResult:
-        name = self.request.name
-        try:
-            # validate / invoke / encode rather than Tool.call: one frame less
-            tool = self.tool
-            content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
-        except (ToolArgumentsInvalid, ToolResultInvalid) as exc:
+    def _failed(self, exc: Exception) -> ToolResult:
+        if isinstance(exc, (ToolArgumentsInvalid, ToolResultInvalid)):
             return self._finish("failed", str(exc))
-        except Exception as exc:
-            return self._finish("failed", f"tool {name!r} raised {type(exc).__name__}: {exc}")
-        return self._finish("ok", content)
+        name = self.request.name
+        return self._finish("failed", f"tool {name!r} raised {type(exc).__name__}: {exc}")
 
     def interrupted(self, why: str) -> ToolResult:
         """The result of a call cut short by the end of its phase."""
