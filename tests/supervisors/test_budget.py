@@ -273,6 +273,29 @@ async def test_acquire_waits_fifo_while_calls_in_flight_hold_the_room() -> None:
     assert budget.reserved_tokens == 10
 
 
+async def test_reserve_now_never_jumps_the_queue() -> None:
+    budget = Budget(max_total_tokens=100)
+    child = budget.child(max_total_tokens=100)
+    held = budget.reserve_now(40, 40)
+    assert held is not None and budget.reserved_tokens == 80
+    assert budget.reserve_now(15, 15) is None  # does not fit: the caller must acquire
+    got: list[Lease | None] = []
+
+    async def wait() -> None:
+        got.append(await budget.acquire(15, 15))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        # 10 would fit, but a call is queued (at the root, so for a child too)
+        assert budget.reserve_now(5, 5) is None
+        assert child.reserve_now(5, 5) is None
+        held.settle(Usage(0, 0))
+    assert got[0] is not None and budget.reserved_tokens == 30
+    assert child.reserve_now(5, 5) is not None  # the queue is empty again
+    assert budget.reserved_tokens == 40
+
+
 async def test_waiters_get_none_once_the_budget_is_exhausted() -> None:
     budget = Budget(max_total_tokens=100)
     held = budget.reserve(50, 50)

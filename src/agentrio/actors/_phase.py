@@ -285,12 +285,18 @@ class Phase:
             return None
         view, estimate = self._window()
         max_out = st.spec.limits.max_output_tokens
-        # Always through acquire (it reserves at once when no one is waiting):
-        # a bare reserve() here would let this call take room that an earlier
-        # call is queued for, and a stream of small calls could starve a big one.
+        # Never a bare reserve(): it would let this call take room that an
+        # earlier call is queued for, and a stream of small calls could starve a
+        # big one (reserve_now and acquire both respect the queue).
         pricing = st.pricing
         cost = estimate * pricing[0] + max_out * pricing[1] if pricing else 0.0
-        lease = await st.budget.acquire(estimate, max_out, cost)
+        # (reserve_now first: the common case, room and no queue, needs no
+        # acquire() coroutine. A cancelled phase must not reserve, nor count a
+        # request it never made: hence the check before.)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lease = st.budget.reserve_now(estimate, max_out, cost)
+        if lease is None:
+            lease = await st.budget.acquire(estimate, max_out, cost)
         if lease is None:
             self.reason = "budget_exhausted"
             if self.bus.active:

@@ -226,6 +226,19 @@ class Budget:
             budget = budget.parent
         return budget
 
+    def reserve_now(
+        self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0
+    ) -> Lease | None:
+        """Reserve at once if no call is queued and this one fits; else None.
+
+        What :meth:`acquire` does first, without its checkpoint: a caller
+        that gets None goes on to ``acquire`` (which queues it, or says the
+        budget is exhausted). Never jumps the queue.
+        """
+        if self._root()._waiters:
+            return None
+        return self.reserve(input_tokens, output_tokens, cost_usd)
+
     async def acquire(
         self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0
     ) -> Lease | None:
