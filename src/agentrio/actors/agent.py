@@ -20,7 +20,7 @@ from ..config import split_model
 from ..errors import ActorError, InvalidArgument, SelfAsk
 from ..messages import ChatMessage, PhaseResult, RunPhase, ToolCallRequest, Usage
 from ..providers.base import Model, check_model, context_window, model_pricing
-from ..supervisors.budget import UsageTotals
+from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import Tool, ToolSchema
@@ -39,7 +39,6 @@ from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
 from .tool_call import ToolGate
 
 if TYPE_CHECKING:
-    from ..supervisors.budget import Budget
     from ..supervisors.bus import EventBus
     from ..supervisors.supervisor import _Supervisor
     from .helper import Helper
@@ -461,8 +460,6 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     if budget is None:
         budget = root
     else:
-        from ..supervisors.budget import Budget
-
         if not isinstance(budget, Budget):
             raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
         top = budget._root()

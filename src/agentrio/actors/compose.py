@@ -17,6 +17,7 @@ import trio
 
 from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
 from ..messages import ConfirmationRequired, PhaseResult, SubagentEnded, SubagentStarted
+from ..supervisors.budget import Budget
 from ..tools.policy import Approval, Approver, Decision, PermissionPolicy, ask_approver
 from ..tools.tool import Tool
 from ._core import request_cancel, request_stop
@@ -24,7 +25,6 @@ from ._phase import CALLER
 from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
 
 if TYPE_CHECKING:
-    from ..supervisors.budget import Budget
     from ..supervisors.supervisor import _Supervisor
     from ._core import ActorRef
 
@@ -115,6 +115,15 @@ def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
             f"subagent {spec.name!r} asks for tools its parent {parent.spec.name!r} "
             f"does not have (or has as another function): {extra}"
         )
+    mine_spec = parent.spec
+    if (
+        mine_spec.permissions is None
+        and mine_spec.approver is None
+        and mine_spec.approval_timeout is None
+    ):
+        # Nothing of the parent's to add: the spec as it is (and what is
+        # derived from it once, shared by every child of a map).
+        return spec
     return attrs.evolve(
         spec,
         permissions=combine_policies(
@@ -167,8 +176,6 @@ def spawn_child(
         InvalidArgument: *budget* is not the parent's, below it, or free-standing.
         ActorStopped: the parent has exited (no one would stop the child).
     """
-    from ..supervisors.budget import Budget
-
     assert parent.cell is not None
     if parent.cell.state == "exited":
         raise ActorStopped(
@@ -290,7 +297,13 @@ async def map_phases(
     failure: Exception | None = None
     async with trio.open_nursery() as nursery:
         for i in range(len(inputs)):
-            await slots.acquire()
+            # A schedule point only when all slots are taken: a checkpoint per
+            # spawn would run the scheduler once per input.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            try:
+                slots.acquire_nowait()
+            except trio.WouldBlock:
+                await slots.acquire()
             name = f"{spec.name}.map{batch}-{i}"
             try:
                 if parent is not None:
