@@ -1114,38 +1114,98 @@ async def test_inline_on_stop_that_raises_ends_it_crashed(record_events: RecordE
         ]
 
 
-async def test_inline_actor_sending_to_itself_raises_self_ask() -> None:
+async def test_a_tell_to_itself_is_handled_right_after_and_an_ask_raises_self_ask() -> None:
+    log: list[str] = []
+
     class Narcissist(agentrio.InlineActor[agentrio.Message]):
         def handle(self, msg: agentrio.Message) -> object:
             if isinstance(msg, Put):
+                log.append(f"put {msg.n}")
                 return msg.n
+            self.ref.send_nowait(Put(n=1))  # waits for this handle to return
+            self.ref.send_nowait(Put(n=2))
+            log.append("get done")
+            return "got"
+
+    class Asker(agentrio.InlineActor[agentrio.Message]):
+        def handle(self, msg: agentrio.Message) -> object:
+            # ask() is async and a plain handle cannot await it: this is the
+            # ask as the runtime delivers it, to an actor that is busy.
+            from agentrio.actors._core import deliver
+
             try:
-                self.ref.send_nowait(Put(n=1))
+                deliver(self.ref._cell, Get(), asked=True)
             except SelfAsk as exc:
                 return str(exc)
             return "no error"
 
     async with agentrio.open_runtime() as rt:
         ref = await rt.spawn(Narcissist, name="me")
-        text = await ref.ask(Get())
-        assert isinstance(text, str)
-        assert "'me' sent itself Put" in text
-        assert await ref.ask(Put(n=5)) == 5  # from outside it is fine
-        assert ref.statistics().messages_handled == 2
+        assert await ref.ask(Get()) == "got"
+        assert log == ["get done", "put 1", "put 2"]
+        assert ref.statistics().messages_handled == 3
         assert ref.statistics().restarts == 0
+        asker = await rt.spawn(Asker, name="asker")
+        text = await asker.ask(Put(n=0))
+        assert isinstance(text, str) and "'asker' was asked Get while it handles" in text
 
 
-async def test_uncaught_inline_self_send_crashes_the_actor(record_events: RecordEvents) -> None:
-    class Narcissist(agentrio.InlineActor[agentrio.Message]):
+async def test_a_cycle_of_inline_tells_is_handled_in_order_without_a_crash(
+    record_events: RecordEvents,
+) -> None:
+    log: list[str] = []
+
+    class Ping(agentrio.InlineActor[agentrio.Message]):
+        def __init__(self, other: list[agentrio.ActorRef]) -> None:
+            self.other = other
+
         def handle(self, msg: agentrio.Message) -> object:
-            if isinstance(msg, Put):
-                return msg.n
-            self.ref.send_nowait(Put(n=1))
-            return "no error"
+            assert isinstance(msg, Put)
+            log.append(f"{self.ref.name} {msg.n}")
+            if msg.n < 4:
+                self.other[0].send_nowait(Put(n=msg.n + 1))
+            log.append(f"{self.ref.name} {msg.n} done")
+            return None
 
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
-        ref = await rt.spawn(Narcissist, name="me", restart="transient")
+        to_b: list[agentrio.ActorRef] = []
+        to_a: list[agentrio.ActorRef] = []
+        a = await rt.spawn(Ping, to_b, name="a")
+        b = await rt.spawn(Ping, to_a, name="b")
+        to_b.append(b)
+        to_a.append(a)
+        a.send_nowait(Put(n=0))
+        # a's second message (2) arrives while a handles 0 (via b): it waits.
+        assert log == [
+            "a 0",
+            "b 1",
+            "b 1 done",
+            "a 0 done",
+            "a 2",
+            "b 3",
+            "b 3 done",
+            "a 2 done",
+            "a 4",
+            "a 4 done",
+        ]
+        assert (a.statistics().messages_handled, b.statistics().messages_handled) == (3, 2)
+        await trio.testing.wait_all_tasks_blocked()
+    assert not [e for e in events if isinstance(e, (ActorFailed, DeadLetter))]
+
+
+async def test_an_uncaught_self_ask_crashes_the_inline_actor(record_events: RecordEvents) -> None:
+    from agentrio.actors._core import deliver
+
+    class Asker(agentrio.InlineActor[agentrio.Message]):
+        def handle(self, msg: agentrio.Message) -> object:
+            if isinstance(msg, Put):
+                return msg.n
+            return deliver(self.ref._cell, Put(n=1), asked=True)  # raises SelfAsk
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        ref = await rt.spawn(Asker, name="me", restart="transient")
         with pytest.raises(ActorCrashed) as info:
             await ref.ask(Get())
         assert isinstance(info.value.cause, SelfAsk)
@@ -1153,11 +1213,77 @@ async def test_uncaught_inline_self_send_crashes_the_actor(record_events: Record
         assert ref.statistics().restarts == 2
         assert await ref.ask(Put(n=5)) == 5
         await trio.testing.wait_all_tasks_blocked()
-        # The inner Put was refused, not delivered: only the outer Get is a dead letter.
         dead = [(e.reason, e.message_type) for e in events if isinstance(e, DeadLetter)]
         assert dead == [("crashed_on", "Get"), ("crashed_on", "Get")]
-        failed = [e.error_type for e in events if isinstance(e, ActorFailed)]
-        assert failed == ["SelfAsk", "SelfAsk"]
+
+
+async def test_an_inline_constructor_that_raises_is_a_crash(record_events: RecordEvents) -> None:
+    attempts: list[int] = []
+
+    class Fragile(agentrio.InlineActor[agentrio.Message]):
+        def __init__(self) -> None:
+            attempts.append(1)
+            if len(attempts) % 2:
+                raise OSError("no disk")
+
+        def handle(self, msg: agentrio.Message) -> object:
+            return "ok"
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        # transient: the raise is a crash and it is restarted, like a task actor
+        ref = await rt.spawn(Fragile, name="f")
+        assert await ref.ask(Get()) == "ok"
+        assert (len(attempts), ref.statistics().restarts) == (2, 1)
+        # temporary: it ends crashed, and its name is free again
+        gone = await rt.spawn(Fragile, name="g", restart="temporary")
+        assert gone.statistics().state == "exited"
+        with pytest.raises(ActorStopped):
+            gone.send_nowait(Get())
+        again = await rt.spawn(Fragile, name="g", restart="temporary")
+        assert await again.ask(Get()) == "ok"
+        await trio.testing.wait_all_tasks_blocked()
+    failed = [(e.path, e.error_type) for e in events if isinstance(e, ActorFailed)]
+    assert failed == [("f", "OSError"), ("g", "OSError")]
+
+
+async def test_an_async_method_on_an_inline_actor_is_refused_at_spawn() -> None:
+    class Wrong(agentrio.InlineActor[agentrio.Message]):
+        async def handle(self, msg: agentrio.Message) -> object:  # type: ignore[override]
+            return None
+
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument, match=r"Wrong.handle is async"):
+            await rt.spawn(Wrong)
+        assert rt.children() == []
+
+
+async def test_one_for_all_remakes_a_busy_inline_sibling_after_its_handle() -> None:
+    class Fails(agentrio.InlineActor[agentrio.Message]):
+        def handle(self, msg: agentrio.Message) -> object:
+            raise RuntimeError("boom")
+
+    class Caller(agentrio.InlineActor[agentrio.Message]):
+        def __init__(self, target: list[agentrio.ActorRef]) -> None:
+            self.target = target
+            self.seen: list[str] = []
+
+        def handle(self, msg: agentrio.Message) -> object:
+            self.seen.append("in")
+            self.target[0].send_nowait(Get())  # crashes the sibling: one_for_all
+            self.seen.append("still the same instance")
+            return list(self.seen)
+
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team", strategy="one_for_all", max_restarts=5)
+        target: list[agentrio.ActorRef] = []
+        caller = await team.spawn(Caller, target, name="caller")
+        target.append(await team.spawn(Fails, name="fails"))
+        assert await caller.ask(Get()) == ["in", "still the same instance"]
+        # remade once, after its handle returned: the next message meets a fresh instance
+        assert caller.statistics().restarts == 1
+        assert await caller.ask(Put(n=1)) == ["in", "still the same instance"]
+        assert caller.statistics().restarts == 2
 
 
 async def test_inline_and_task_actors_stop_last_spawned_first(

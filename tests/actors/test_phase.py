@@ -1659,3 +1659,32 @@ async def test_a_tool_woken_just_as_its_timer_fires(
             assert result.final_text == f"round {i}"
             assert [r.status for r in result.tool_calls] in (["ok"], ["timeout"])
         assert agent.statistics().restarts == 0
+
+
+async def test_an_ended_lone_call_does_not_keep_its_phase_alive(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The timer's heap keeps a disarmed entry until its deadline (or until it
+    # is compacted); the entry must not keep the phase (history and all).
+    import gc
+
+    from agentrio.actors._phase import Phase
+
+    def phases() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is Phase)
+
+    long_model = ScriptedModel([calling(call("nap", n=0, seconds=500)), answer("late")])
+    quick = ScriptedModel(
+        [calling(call("nap", n=i, seconds=0)) if i % 2 == 0 else answer("ok") for i in range(40)]
+    )
+    async with agentrio.open_runtime() as rt, trio.open_nursery() as nursery:
+        slow = await rt.spawn_agent(make_spec(long_model, nap, limits=Limits(tool_timeout=1000)))
+        nursery.start_soon(slow.run, "wait")  # its call stays armed throughout
+        await trio.testing.wait_all_tasks_blocked()
+        fast = await rt.spawn_agent(
+            make_spec(quick, nap, limits=Limits(tool_timeout=1000)), name="fast"
+        )
+        for i in range(20):
+            assert (await fast.run(f"go {i}")).final_text == "ok"
+        assert phases() == 1  # the slow agent's, still running

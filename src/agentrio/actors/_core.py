@@ -4,12 +4,15 @@ The hot path is ``ActorRef.send`` -> :class:`~._mailbox.Mailbox` -> ``_serve`` -
 ``handle``. A tell puts the message itself in the mailbox (no envelope); an ask
 puts a small :class:`_Ask` slot that the serve loop settles by rescheduling the
 waiting task directly, so a reply needs no second channel. Statistics are
-counted with one attribute increment per message and read on demand.
+counted with one attribute increment per message and read on demand. An
+:class:`InlineActor` has no mailbox or task: ``deliver`` runs its ``handle`` in
+the sender's task, at send time.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
 
 import msgspec
@@ -101,6 +104,11 @@ class Actor(Generic[MsgT]):
     async def on_stop(self) -> None:
         """Called after a graceful stop has drained the mailbox (not on cancel or crash)."""
 
+    async def _resume(self, msg: MsgT) -> object:
+        # The runtime's: finish *msg*, whose handling a timer (Timers) cut
+        # short. Only agents arm timers that cut their task; see AgentActor.
+        raise NotImplementedError(f"{type(self).__qualname__} cannot resume {msg!r}")
+
 
 class InlineActor(Generic[MsgT]):
     """Base class for actors that never wait: no task of their own, handled at send time.
@@ -119,8 +127,9 @@ class InlineActor(Generic[MsgT]):
     the message is handled; the mailbox is never used (``mailbox`` only
     sets the capacity reported by statistics); a restart happens at once
     (a :class:`~agentrio.Backoff` cannot delay it: there is no task to wait
-    in); and sending to itself from inside ``handle`` raises
-    :class:`~agentrio.SelfAsk`.
+    in); a tell sent to it from inside its own ``handle`` (directly or
+    through other inline actors) is handled right after the current
+    message, and such an ask raises :class:`~agentrio.SelfAsk`.
 
     Example::
 
@@ -211,6 +220,7 @@ class _Cell:
 
     __slots__ = (
         "args",
+        "backlog",
         "cancel_requested",
         "capacity",
         "dependents",
@@ -261,6 +271,9 @@ class _Cell:
         # An inline actor is handled at send time; a supervisor is never sent
         # anything: neither has a mailbox.
         self.inline = isinstance(factory, type) and issubclass(factory, InlineActor)
+        # An inline actor's tells that arrive while it handles a message (sent
+        # from inside that very handle, through a cycle): handled right after.
+        self.backlog: deque[Message] | None = None
         self.mailbox: Mailbox | None = (
             Mailbox(capacity) if sup is None and not self.inline else None
         )
@@ -330,11 +343,11 @@ class _Cell:
         await self.exited.wait()
 
 
-async def _serve(cell: _Cell, actor: Actor[Any], resume: object = None) -> None:
+async def _serve(cell: _Cell, actor: Actor[Any], *, resume: bool = False) -> None:
     """The actor loop: one message at a time until the mailbox is closed and drained.
 
-    *resume* is a message whose handling a timer cut short: ``actor.resume``
-    finishes it before the loop goes on.
+    With *resume*, the message in ``cell.failed_item`` was cut short by a
+    timer: ``actor._resume`` finishes it before the loop goes on.
     """
     mailbox = cell.mailbox
     assert mailbox is not None
@@ -342,17 +355,18 @@ async def _serve(cell: _Cell, actor: Actor[Any], resume: object = None) -> None:
     # each idle actor's frame is one more object for the cyclic GC to walk.)
     item: object = None
     try:
-        if resume is not None:
-            item = resume
+        if resume:
+            item, cell.failed_item = cell.failed_item, None
             if type(item) is _Ask:
-                item.settle(outcome.Value(await actor.resume(item.msg)))  # type: ignore[attr-defined]
+                item.settle(outcome.Value(await actor._resume(item.msg)))
             else:
-                await actor.resume(item)  # type: ignore[attr-defined]
+                await actor._resume(item)
             cell.handled += 1
             item = None
         # The task's start was this actor's schedule point: a message already
-        # waiting is taken without another trip to the scheduler.
-        first = True
+        # waiting is taken without another trip to the scheduler (not so after
+        # a resume, which has run a while since).
+        first = not resume
         while True:
             # Mailbox.receive, inlined: one coroutine frame less per idle actor.
             if not first:
@@ -431,6 +445,8 @@ class ActorRef(metaclass=NoPublicConstructor):
 
     async def send(self, msg: Message) -> None:
         """Put *msg* in the actor's mailbox, waiting while it is full (backpressure).
+
+        For an :class:`InlineActor`, the message is handled before this returns.
 
         Raises:
             NotAMessage: *msg* is not an :class:`agentrio.Message`.
@@ -525,7 +541,8 @@ class ActorRef(metaclass=NoPublicConstructor):
         await cell.wait_exited()
 
     def cancel(self) -> None:
-        """Stop now: cancel the actor's task; ``on_stop`` does not run, pending asks fail."""
+        """Stop now: cancel the actor's task (an inline actor just ends); ``on_stop``
+        does not run, pending asks fail."""
         request_cancel(self._cell)
 
     def statistics(self) -> ActorStatistics:
@@ -569,28 +586,48 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
     """Have inline actor *cell* handle *msg* now; its reply (None for a tell).
 
     A crash is handed to the supervisor; the asker (not a teller) is told.
+    A tell that arrives while the actor is handling a message (sent from
+    inside that handle, directly or through other inline actors) waits and
+    is handled right after it; an ask then raises :class:`SelfAsk`.
     """
-    actor = cell.instance
-    if actor is None:
-        if cell.state != "exited":  # crashed, and left for its supervisor's restart
-            cell.dead_letter(msg, "crashed")
-            raise ActorStopped(
-                f"actor {cell.path!r} has crashed and waits for its supervisor's restart; "
-                f"{type(msg).__name__} was not delivered",
-                path=cell.path,
-                reason="crashed",
-            )
-        raise cell.stopped_error(msg)
+    if cell.instance is None:
+        _refuse(cell, msg)
     if cell.task is not None:
-        raise SelfAsk(
-            f"inline actor {cell.path!r} sent itself {type(msg).__name__} from inside "
-            "handle(): an inline actor handles one message at a time"
-        )
+        if asked:
+            raise SelfAsk(
+                f"inline actor {cell.path!r} was asked {type(msg).__name__} while it handles "
+                "a message (an ask to itself, or through a cycle of inline actors): "
+                "it would deadlock; send() it instead"
+            )
+        if cell.backlog is None:
+            cell.backlog = deque()
+        cell.backlog.append(msg)
+        return None
     cell.task = trio.lowlevel.current_task()
+    try:
+        reply = _handle_inline(cell, msg, asked)
+        backlog = cell.backlog
+        while backlog:
+            if cell.instance is None:  # it crashed for good, or stopped: the rest is undelivered
+                for item in backlog:
+                    cell.dead_letter(item, "stopped" if cell.state == "exited" else "crashed")
+                backlog.clear()
+                break
+            _handle_inline(cell, backlog.popleft(), False)
+    finally:
+        cell.task = None
+    if cell.restart_pending:  # its supervisor's one_for_all came while it handled
+        cell.restart_pending = False
+        cell.parent.remake_inline(cell)
+    return reply
+
+
+def _handle_inline(cell: _Cell, msg: Message, asked: bool) -> object:
+    actor = cell.instance
+    assert isinstance(actor, InlineActor)
     try:
         reply = actor.handle(msg)
     except Exception as exc:
-        cell.task = None
         cell.parent.inline_crashed(cell, msg, exc)
         if asked:
             raise ActorCrashed(
@@ -599,9 +636,20 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
                 cause=exc,
             ) from exc
         return None
-    cell.task = None
     cell.handled += 1
     return reply
+
+
+def _refuse(cell: _Cell, msg: Message) -> NoReturn:
+    if cell.state != "exited":  # crashed, and left for its supervisor's restart
+        cell.dead_letter(msg, "crashed")
+        raise ActorStopped(
+            f"actor {cell.path!r} has crashed and waits for its supervisor's restart; "
+            f"{type(msg).__name__} was not delivered",
+            path=cell.path,
+            reason="crashed",
+        )
+    raise cell.stopped_error(msg)
 
 
 def _close(cell: _Cell) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING
 
@@ -207,8 +208,11 @@ class _SpecInfo:
             message = ChatMessage("system", spec.instructions)
             self.system = (message, self.estimator(message_text(message)))
         # (model, window, streams, pricing) of the last model an agent of this
-        # spec was given: 10k agents of one spec work these out once.
-        self.model_facts: tuple[Model, int, bool, tuple[float, float] | None] | None = None
+        # spec was given: 10k agents of one spec work these out once. The model
+        # is held weakly: a spec may outlive the runtime that resolved it.
+        self.model_facts: (
+            tuple[weakref.ref[Model], int, bool, tuple[float, float] | None] | None
+        ) = None
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
         if names == self.tool_set:
@@ -309,10 +313,17 @@ class _AgentState:
         """Call *model* from now on (a resolved one, or the next tier's)."""
         self.model = model
         facts = self.info.model_facts
-        if facts is None or facts[0] is not model:
-            window = max(1, int(context_window(model) * self.spec.limits.context_fill))
-            facts = self.info.model_facts = (model, window, _streams(model), model_pricing(model))
-        self.window, self.streams, self.pricing = facts[1], facts[2], facts[3]
+        if facts is not None and facts[0]() is model:
+            self.window, self.streams, self.pricing = facts[1], facts[2], facts[3]
+            return
+        self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
+        self.streams = _streams(model)
+        self.pricing = model_pricing(model)
+        try:
+            held = weakref.ref(model)
+        except TypeError:  # a model without weak references is not cached
+            return
+        self.info.model_facts = (held, self.window, self.streams, self.pricing)
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""
@@ -408,11 +419,13 @@ class AgentActor(Actor[RunPhase]):
     def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
         # Returns the phase's coroutine rather than awaiting it: one frame less
         # on each of 10k live agents' stacks (and for the cyclic GC to walk).
-        if self.state.escalation is not None:
-            return self._escalating(msg, Phase(self.state, msg))
-        return Phase(self.state, msg).run()
+        state = self.state
+        state.cut = None  # (left over from a cut that ended in a cancel or restart)
+        if state.escalation is not None:
+            return self._escalating(msg, Phase(state, msg))
+        return Phase(state, msg).run()
 
-    def resume(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
+    def _resume(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
         """Go on with the phase that a tool call's timer cut short (``Phase.cut_short``)."""
         phase, self.state.cut = self.state.cut, None
         assert phase is not None and phase.cmd is msg

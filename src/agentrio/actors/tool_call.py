@@ -1,9 +1,10 @@
 """ToolCallActor: one tool invocation, with its timeout, turning every failure into a result.
 
 A tool-call actor is a one-shot actor: it is born with its one message (the
-:class:`ToolCallRequest`) and its reply is a :class:`ToolResult`. It needs no
-mailbox and has its own cancel scope. A turn's only call runs in the agent's
-own task; several run as tasks of a nursery the agent opens for the batch,
+:class:`ToolCallRequest`) and its reply is a :class:`ToolResult`, so it needs
+no mailbox. A turn's only call runs in the agent's own task, timed by the
+runtime's timer (see supervisors/timers.py); several run as tasks of a
+nursery the agent opens for the batch, each under a cancel scope of its own,
 and the agent is woken once, when the last of them finishes.
 """
 
@@ -251,7 +252,7 @@ class ToolCallActor:
             result = self._finish("ok", content)
         finally:
             timers.disarm(self)
-        owner = self.owner
+        owner, self.owner = self.owner, None  # (the heap keeps this entry, not the phase)
         if owner is not None and owner.cut is self:
             # The timer fired, but the tool still returned (it shielded its
             # work, swallowed the cancel, or woke as the timer fired): the

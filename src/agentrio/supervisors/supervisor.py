@@ -16,6 +16,7 @@ its own task (its outcome is the supervision signal, no message is involved):
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import os
@@ -207,6 +208,21 @@ class _RuntimeShared:
             await self._models.aclose()
 
 
+_CHECKED_INLINE: set[type] = set()
+
+
+def _check_inline(actor_class: type[InlineActor[Any]]) -> None:
+    """An inline actor's methods run at send time, synchronously: none may be async."""
+    for method in ("handle", "on_start", "on_stop"):
+        if inspect.iscoroutinefunction(getattr(actor_class, method)):
+            raise InvalidArgument(
+                f"{actor_class.__qualname__}.{method} is async, but an InlineActor's methods "
+                "run at send time and never wait: make it a plain def, or subclass "
+                "agentrio.Actor"
+            )
+    _CHECKED_INLINE.add(actor_class)
+
+
 def _check_name(name: object) -> str | None:
     if name is None:
         return None
@@ -368,7 +384,7 @@ class _Supervisor:
             self._restarted(cell, 0.0)
         delay = 0.0
         actor: Actor[Any] | None = None
-        resume: object = None
+        resume = False
         try:
             while True:
                 exc: Exception | None = None
@@ -381,12 +397,12 @@ class _Supervisor:
                         scope.cancel()
                         await trio.lowlevel.checkpoint_if_cancelled()
                     try:
-                        if resume is not None:
+                        if resume:
                             # Cut short by a timer: the same incarnation goes on
-                            # with the message it was handling.
+                            # with the message it was handling (cell.failed_item).
                             assert actor is not None
-                            item, resume = resume, None
-                            await _serve(cell, actor, item)
+                            resume = False
+                            await _serve(cell, actor, resume=True)
                             await actor.on_stop()
                         else:
                             if delay:
@@ -414,7 +430,7 @@ class _Supervisor:
                     and not cell.restart_pending
                     and cell.failed_item is not None
                 ):
-                    resume, cell.failed_item = cell.failed_item, None
+                    resume = True  # (the message stays in cell.failed_item)
                     continue
                 if exc is None and scope.cancelled_caught:
                     if cell.restart_pending and not cell.cancel_requested:
@@ -446,6 +462,7 @@ class _Supervisor:
                 delay = decision
                 self._restarted(cell, delay)
         finally:
+            cell.interrupted = False
             if cell.failed_item is not None:
                 fail_item(cell, cell.failed_item, "cancelled", None)
                 cell.failed_item = None
@@ -492,15 +509,20 @@ class _Supervisor:
     def _incarnate_inline(self, cell: _Cell) -> None:
         """Make (or remake) an inline actor; if ``on_start`` raises, that is a crash."""
         while True:
-            actor = cast("InlineActor[Any]", self._make(cell))
             try:
+                actor = cast("InlineActor[Any]", self._make(cell))
                 actor.on_start()
-            except Exception as exc:
+            except Exception as exc:  # (a raising constructor too, as for a task actor)
                 if not self._inline_failed(cell, exc):
                     return
                 continue
             self._started(cell)
             return
+
+    def remake_inline(self, cell: _Cell) -> None:
+        """Restart an inline actor now: a fresh instance, as a restart makes."""
+        self._restarted(cell, 0.0)
+        self._incarnate_inline(cell)
 
     def inline_crashed(self, cell: _Cell, msg: object, exc: Exception) -> None:
         """Inline actor *cell* raised handling *msg*: apply its restart policy now."""
@@ -569,9 +591,12 @@ class _Supervisor:
                 if other.inline:
                     if other.restart == "temporary":
                         request_cancel(other)
+                    elif other.task is not None:
+                        # It is handling a message (this crash came from inside
+                        # that handle): remade when the handle returns.
+                        other.restart_pending = True
                     elif other.instance is not None:
-                        self._restarted(other, 0.0)
-                        self._incarnate_inline(other)
+                        self.remake_inline(other)
                     continue
                 if other.scope is None:
                     continue
@@ -664,6 +689,8 @@ class _Supervisor:
                 f"actor_class must be a subclass of agentrio.Actor or agentrio.InlineActor, "
                 f"got {actor_class!r}"
             )
+        if actor_class not in _CHECKED_INLINE and issubclass(actor_class, InlineActor):
+            _check_inline(actor_class)
         capacity = _check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)
         self._check_open(stopping_ok=stopping_ok)
