@@ -133,8 +133,15 @@ class Phase:
         if self.cut is None:
             if self.bus.active:
                 self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
-            self.ctx = st.context(cmd.context_label)
-            await self._load(self.ctx)
+            ctx = self.ctx = st.context(cmd.context_label)
+            # One read per phase, and none when the history is known to be
+            # empty: a context this agent has not made yet, or one it is told
+            # to reset. (The read is here, not in _load: no coroutine for it.)
+            if ctx is not None and cmd.continue_context:
+                history = await ctx.ask(ContextRead())
+                assert isinstance(history, tuple)
+                self.history = list(history)
+            self._load()
         token = CALLER.set(st) if st.info.needs_caller else None
         try:
             await self._bounded()
@@ -177,13 +184,8 @@ class Phase:
             return self._direct(calls)
         return self._loop()
 
-    async def _load(self, ctx: ActorRef | None) -> None:
-        # One read per phase, and none when the history is known to be empty:
-        # a context this agent has not made yet, or one it is told to reset.
-        if ctx is not None and self.cmd.continue_context:
-            history = await ctx.ask(ContextRead())
-            assert isinstance(history, tuple)
-            self.history = list(history)
+    def _load(self) -> None:
+        """Size the history read (if any) or start one, then add the user's turn."""
         self.base = len(self.history)
         info = self.st.info
         if self.history:
@@ -343,9 +345,11 @@ class Phase:
                     tool_calls=len(calls),
                 )
             )
-        summary = reply.text or f"{len(calls)} tool call(s)"
-        if not await self._on_step(None, summary):
-            return None
+        self.step += 1
+        if self.st.spec.on_step is not None:
+            summary = reply.text or f"{len(calls)} tool call(s)"
+            if not await self._on_step(None, summary):
+                return None
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
         return reply
@@ -374,10 +378,9 @@ class Phase:
             )
 
     async def _on_step(self, tool_name: str | None, summary: str) -> bool:
+        """Tell the spec's on_step hook (set) of step ``self.step``; False if it raised."""
         hook = self.st.spec.on_step
-        self.step += 1
-        if hook is None:
-            return True
+        assert hook is not None
         from .agent import StepInfo
 
         try:
@@ -478,10 +481,21 @@ class Phase:
         elif actors:
             async with trio.open_nursery() as nursery:
                 await ToolBatch(actors).run(nursery, limits.max_parallel_tools, self._tool_done)
-        await self._tools_ran()
+        steps = self._tools_ran()
+        if steps is not None:
+            await steps
 
-    async def _tools_ran(self) -> None:
-        for result in self._settle_batch(""):
+    def _tools_ran(self) -> Coroutine[object, None, None] | None:
+        """Record the batch; the on_step hook's calls to await, if the spec has one."""
+        results = self._settle_batch("")
+        if self.st.spec.on_step is None:
+            self.step += len(results)
+            return None
+        return self._steps(results)
+
+    async def _steps(self, results: list[ToolResult]) -> None:
+        for result in results:
+            self.step += 1
             if not await self._on_step(result.name, f"{result.status}: {result.content}"):
                 return
 
@@ -505,7 +519,9 @@ class Phase:
         actor, self.cut = self.cut, None
         assert actor is not None
         self._tool_done(await actor.timed_out())
-        await self._tools_ran()
+        steps = self._tools_ran()
+        if steps is not None:
+            await steps
 
     def _tool_done(self, result: ToolResult) -> None:
         if self.bus.active:
