@@ -612,3 +612,21 @@ async def test_max_iterations_none_means_the_spec_limit(
         result = await agent.run("go", max_iterations=None)
     assert result.stop_reason == "max_iterations"
     assert len(model.calls) == 2
+
+
+async def test_a_context_actor_starts_within_its_first_phase_and_exits_after_its_agent() -> None:
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([Reply(text="hi")])), name="a")
+        await agent.run("hello")
+    seen = []
+    async for event in events:
+        if isinstance(event, (agentrio.ActorStarted, agentrio.ActorExited, agentrio.PhaseEnded)):
+            seen.append((type(event).__name__, event.path))
+    assert seen == [
+        ("ActorStarted", "a"),
+        ("ActorStarted", "a.context"),  # written at the end of the phase, before it ends
+        ("PhaseEnded", "a"),
+        ("ActorExited", "a"),
+        ("ActorExited", "a.context"),  # owned: it stops after its agent
+    ]

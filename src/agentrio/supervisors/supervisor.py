@@ -636,7 +636,11 @@ class _Supervisor:
             drain(cell, reason)
         if self.children.get(cell.name) is cell:
             del self.children[cell.name]
+        if self.bus.active:
+            self.bus.publish(ActorExited(path=cell.path, reason=reason))
         if cell.dependents:
+            # After the owner's ActorExited: what it owns stops after it (an
+            # inline context actor stops right here, in this call).
             for dependent in cell.dependents:
                 if dependent.state == "suspended":
                     dependent.parent.finalize(dependent, "stopped")
@@ -644,8 +648,6 @@ class _Supervisor:
                     request_cancel(dependent)
                 else:
                     request_stop(dependent)
-        if self.bus.active:
-            self.bus.publish(ActorExited(path=cell.path, reason=reason))
         if cell.exited is not None:
             cell.exited.set()
 
