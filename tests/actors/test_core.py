@@ -1150,6 +1150,30 @@ async def test_a_tell_to_itself_is_handled_right_after_and_an_ask_raises_self_as
         assert isinstance(text, str) and "'asker' was asked Get while it handles" in text
 
 
+async def test_a_tell_queued_by_a_crashing_handle_reaches_the_restarted_instance() -> None:
+    class Keeper(agentrio.InlineActor[agentrio.Message]):
+        def __init__(self) -> None:
+            self.seen: list[int] = []
+
+        def handle(self, msg: agentrio.Message) -> object:
+            if isinstance(msg, Put):
+                self.seen.append(msg.n)
+                return None
+            if isinstance(msg, Crash):
+                self.ref.send_nowait(Put(n=7))  # queued behind this message
+                raise RuntimeError(msg.text)
+            return list(self.seen)
+
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Keeper, name="k")
+        await ref.send(Put(n=1))
+        with pytest.raises(ActorCrashed, match="boom"):
+            await ref.ask(Crash())
+        # The queued tell was handled (by the fresh instance) before the ask failed.
+        assert await ref.ask(Get()) == [7]
+        assert ref.statistics().restarts == 1
+
+
 async def test_a_cycle_of_inline_tells_is_handled_in_order_without_a_crash(
     record_events: RecordEvents,
 ) -> None:

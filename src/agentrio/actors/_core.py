@@ -287,7 +287,7 @@ class _Cell:
         self.stop_reason: _StopReason = "stopped"
         self.cancel_requested = False
         # Set when a timer (Timers) cancelled the task to cut its handler short:
-        # the same incarnation then resumes the message (``actor.resume``).
+        # the same incarnation then resumes the message (``actor._resume``).
         self.interrupted = False
         self.restart_pending = False
         self.self_stopped = False
@@ -604,8 +604,13 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
         cell.backlog.append(msg)
         return None
     cell.task = trio.lowlevel.current_task()
+    crashed: ActorCrashed | None = None
+    reply: object = None
     try:
-        reply = _handle_inline(cell, msg, asked)
+        try:
+            reply = _handle_inline(cell, msg, asked)
+        except ActorCrashed as exc:  # told to the asker once the backlog is done
+            crashed = exc
         backlog = cell.backlog
         while backlog:
             if cell.instance is None:  # it crashed for good, or stopped: the rest is undelivered
@@ -619,6 +624,8 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
     if cell.restart_pending:  # its supervisor's one_for_all came while it handled
         cell.restart_pending = False
         cell.parent.remake_inline(cell)
+    if crashed is not None:
+        raise crashed
     return reply
 
 
