@@ -1688,3 +1688,44 @@ async def test_an_ended_lone_call_does_not_keep_its_phase_alive(
         for i in range(20):
             assert (await fast.run(f"go {i}")).final_text == "ok"
         assert phases() == 1  # the slow agent's, still running
+
+
+async def test_after_a_resume_the_next_queued_phase_is_a_checkpoint_as_usual(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    # A phase is cut by its tool's timer and resumed; during the resumed turn
+    # the agent is cancelled while a second phase is queued. The queued one
+    # must not start: it is undelivered, as it is without a cut.
+    box: list[agentrio.AgentRef] = []
+
+    def decide(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        if any(m.role == "tool" for m in messages):
+            box[0].cancel()  # in the resumed turn
+            return answer("unreachable")
+        return calling(call("nap", n=1, seconds=100))
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(
+            make_spec(FunctionModel(decide), nap, limits=Limits(tool_timeout=5)), name="a"
+        )
+        box.append(agent)
+        outcomes: list[str] = []
+
+        async def run(text: str) -> None:
+            try:
+                await agent.run(text)
+                outcomes.append(f"{text}: done")
+            except agentrio.ActorStopped as exc:
+                outcomes.append(f"{text}: {exc.reason}")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "first")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(run, "second")
+        await trio.testing.wait_all_tasks_blocked()
+    # The first phase's last turn had no checkpoint left after the cancel: it
+    # finished. The queued one was never taken: cancelled, never started.
+    assert sorted(outcomes) == ["first: done", "second: cancelled"]
+    started = [e for e in events if isinstance(e, agentrio.PhaseStarted)]
+    assert len(started) == 1  # the second phase never began
