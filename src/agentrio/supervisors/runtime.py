@@ -16,14 +16,9 @@ if TYPE_CHECKING:
 from ..errors import InvalidArgument
 from .budget import Budget, UsageTotals
 from .bus import EventBus, EventStream
-from .supervisor import (
-    Backoff,
-    Strategy,
-    SupervisorRef,
-    SupervisorStatistics,
-    _RuntimeShared,
-    _Supervisor,
-)
+from .ref import SupervisorRef, SupervisorStatistics
+from .restart import Backoff, Strategy
+from .supervisor import _RuntimeShared, _Supervisor
 from .timers import Timers
 
 __all__ = ["Runtime", "open_runtime"]

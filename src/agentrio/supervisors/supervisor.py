@@ -18,23 +18,14 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import math
-import os
-from collections import deque
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-import attrs
-import msgspec
 import trio
 
 from ..actors._core import (
     RESTART_POLICIES,
     Actor,
-    ActorRef,
     InlineActor,
-    NoPublicConstructor,
-    RestartPolicy,
     _Cell,
     _serve,
     check_timeout,
@@ -58,102 +49,17 @@ from ..messages import (
     ActorStarted,
     SupervisorEscalated,
 )
+from .ref import SupervisorRef, SupervisorStatistics
+from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy, check_int
 
 if TYPE_CHECKING:
-    from ..actors.agent import AgentRef, AgentSpec
-    from ..actors.helper import Helper
     from ..config import Models
-    from ..errors import ActorError
-    from ..messages import PhaseResult
-    from ..providers.base import Model
     from ..tools.tool import Tool
     from .budget import Budget
     from .bus import EventBus
     from .timers import Timers
 
-__all__ = ["Backoff", "RestartIntensity", "Strategy", "SupervisorRef", "SupervisorStatistics"]
-
-Strategy = Literal["one_for_one", "one_for_all"]
-_STRATEGIES = frozenset(("one_for_one", "one_for_all"))
-
-
-@attrs.frozen
-class Backoff:
-    """Exponential, capped delay before restarting a crashed child.
-
-    The n-th crash in a row of one child (a crash after the child handled at
-    least one message starts a new run) waits ``initial * factor ** (n - 1)``
-    seconds, at most ``maximum``.
-    """
-
-    initial: float = 0.1
-    factor: float = 2.0
-    maximum: float = 10.0
-
-    def __attrs_post_init__(self) -> None:
-        for field in ("initial", "factor", "maximum"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise InvalidArgument(f"Backoff.{field} must be a number, got {value!r}")
-            if math.isnan(value) or value < 0:
-                raise InvalidArgument(f"Backoff.{field} must be >= 0, got {value!r}")
-        if self.factor < 1:
-            raise InvalidArgument(f"Backoff.factor must be >= 1, got {self.factor!r}")
-
-    def delay(self, streak: int) -> float:
-        """Seconds to wait before the restart that follows the *streak*-th crash in a row."""
-        if streak < 1:
-            return 0.0
-        return float(min(self.initial * self.factor ** (streak - 1), self.maximum))
-
-
-class RestartIntensity:
-    """OTP's restart intensity: at most *max_restarts* restarts within *period* seconds."""
-
-    __slots__ = ("_times", "max_restarts", "period")
-
-    def __init__(self, max_restarts: int, period: float) -> None:
-        _check_int("max_restarts", max_restarts, 0)
-        check_timeout("period", period)
-        self.max_restarts = max_restarts
-        self.period = period
-        self._times: deque[float] = deque()
-
-    def record(self, now: float) -> bool:
-        """Count a restart at time *now*; return False if that goes over the limit."""
-        times = self._times
-        cutoff = now - self.period
-        while times and times[0] <= cutoff:
-            times.popleft()
-        times.append(now)
-        return len(times) <= self.max_restarts
-
-
-class SupervisorStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of a supervisor's subtree, from ``statistics()``.
-
-    Attributes:
-        path: the supervisor's path (``""`` for the runtime's root).
-        state: ``"starting"``, ``"running"``, ``"stopping"``, ``"suspended"``
-            or ``"exited"``.
-        children: direct children alive now.
-        actors: actors alive in the whole subtree.
-        supervisors: supervisors alive in the subtree, this one excluded.
-        messages_handled: messages handled by the subtree's live actors.
-        restarts: restarts of the subtree's live children.
-        mailbox_size: messages waiting in the subtree's mailboxes.
-        dead_letters: dead letters in the whole runtime so far.
-    """
-
-    path: str
-    state: str
-    children: int
-    actors: int
-    supervisors: int
-    messages_handled: int
-    restarts: int
-    mailbox_size: int
-    dead_letters: int
+__all__: list[str] = []  # the public names are in restart.py and ref.py
 
 
 class _RuntimeShared:
@@ -231,15 +137,25 @@ def _check_name(name: object) -> str | None:
     return name
 
 
-def _check_int(arg: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgument(f"{arg} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
 def _check_choice(arg: str, value: object, choices: frozenset[str]) -> None:
     if value not in choices:
         raise InvalidArgument(f"{arg} must be one of {sorted(choices)}, got {value!r}")
+
+
+def _cut_short(cell: _Cell, scope: trio.CancelScope) -> bool:
+    """Did a timer cancel *cell*'s task to cut its handler short, for it to resume?
+
+    Not if the cancel was also a real one (``cancel()``, a one_for_all
+    restart), or if no message was being handled. Clears the mark either way.
+    """
+    interrupted, cell.interrupted = cell.interrupted, False
+    return (
+        interrupted
+        and scope.cancelled_caught
+        and not cell.cancel_requested
+        and not cell.restart_pending
+        and cell.failed_item is not None
+    )
 
 
 class _Supervisor:
@@ -257,8 +173,8 @@ class _Supervisor:
         backoff: Backoff | None = None,
         shutdown_timeout: float = 5.0,
     ) -> None:
-        _check_choice("strategy", strategy, _STRATEGIES)
-        _check_int("max_restarts", max_restarts, 0)
+        _check_choice("strategy", strategy, STRATEGIES)
+        check_int("max_restarts", max_restarts, 0)
         check_timeout("period", period)
         if period == 0:
             raise InvalidArgument("period must be > 0 seconds (0 would never count a restart)")
@@ -421,15 +337,7 @@ class _Supervisor:
                     except Exception as e:
                         exc = e
                 cell.scope = None
-                interrupted, cell.interrupted = cell.interrupted, False
-                if (
-                    interrupted
-                    and exc is None
-                    and scope.cancelled_caught
-                    and not cell.cancel_requested
-                    and not cell.restart_pending
-                    and cell.failed_item is not None
-                ):
+                if _cut_short(cell, scope) and exc is None:
                     resume = True  # (the message stays in cell.failed_item)
                     continue
                 if exc is None and scope.cancelled_caught:
@@ -495,9 +403,12 @@ class _Supervisor:
     # -- inline actors (no task: everything happens in the caller's) ---------------
 
     def _resume_inline(self, cell: _Cell) -> None:
-        """At the start of :meth:`serve`: an inline child is made at spawn, so only a
-        restart of this supervisor (or a crash it waited on) remakes it, as it
-        would a task child; a temporary one ends instead."""
+        """Start an inline child as :meth:`serve` begins: remake it only on a restart.
+
+        An inline child is made at spawn; a restart of this supervisor (or a
+        crash it waited on) remakes it, as it would start a task child again,
+        and ends a temporary one instead.
+        """
         if self.failure is not None or not (self.served or cell.instance is None):
             return
         if cell.restart == "temporary":
@@ -693,7 +604,7 @@ class _Supervisor:
             )
         if actor_class not in _CHECKED_INLINE and issubclass(actor_class, InlineActor):
             _check_inline(actor_class)
-        capacity = _check_int("mailbox", mailbox, 0)
+        capacity = check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)
         self._check_open(stopping_ok=stopping_ok)
         checked = self._new_name(actor_class.__name__, name)
@@ -765,279 +676,3 @@ class _Supervisor:
             mailbox_size=waiting,
             dead_letters=self.shared.dead_letters,
         )
-
-
-class SupervisorRef(metaclass=NoPublicConstructor):
-    """The handle to a supervisor: spawn children under it, look them up, stop it.
-
-    Made by :meth:`spawn_supervisor`; the runtime itself is the root supervisor.
-    """
-
-    __slots__ = ("_cell", "_sup")
-
-    def __init__(self, sup: _Supervisor, cell: _Cell | None) -> None:
-        self._sup = sup
-        self._cell = cell
-
-    @property
-    def name(self) -> str:
-        """The supervisor's name (``""`` for the root)."""
-        return self._cell.name if self._cell is not None else ""
-
-    @property
-    def path(self) -> str:
-        """The supervisor's path from the root (``""`` for the root)."""
-        return self._sup.path
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._sup.path!r}>"
-
-    async def spawn(
-        self,
-        actor_class: type[Actor[Any]] | type[InlineActor[Any]],
-        *args: object,
-        name: str | None = None,
-        mailbox: int = 100,
-        restart: RestartPolicy = "transient",
-    ) -> ActorRef:
-        """Start ``actor_class(*args)`` as a child of this supervisor.
-
-        Args:
-            actor_class: an :class:`agentrio.Actor` subclass, or an
-                :class:`agentrio.InlineActor` one (no task; handled at send time).
-            *args: passed to its constructor at every (re)start.
-            name: unique among this supervisor's children; default
-                ``"<ClassName>-<n>"``.
-            mailbox: the mailbox's capacity (0 means every send waits for
-                the actor to take the message).
-            restart: ``"permanent"`` (restarted after a crash, and after it
-                stops itself), ``"transient"`` (restarted after a crash only)
-                or ``"temporary"`` (never restarted).
-
-        Returns:
-            The new actor's ref; messages sent before it has started wait in
-            its mailbox.
-
-        Raises:
-            InvalidArgument: a bad argument, named in the message.
-            DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped.
-        """
-        # A cancellation point but not a schedule point: spawning 100k actors
-        # in a loop would otherwise run the scheduler 100k times.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        cell = self._sup.spawn_actor(actor_class, args, name, mailbox, restart)
-        return cell.ref
-
-    async def spawn_supervisor(
-        self,
-        *,
-        name: str | None = None,
-        strategy: Strategy = "one_for_one",
-        max_restarts: int = 3,
-        period: float = 5.0,
-        backoff: Backoff | None = None,
-        shutdown_timeout: float = 5.0,
-        restart: RestartPolicy = "permanent",
-    ) -> SupervisorRef:
-        """Start a child supervisor and return its ref.
-
-        Args:
-            name: unique among this supervisor's children.
-            strategy: ``"one_for_one"`` restarts only the crashed child;
-                ``"one_for_all"`` restarts every child (temporary ones are
-                cancelled, not restarted).
-            max_restarts: restarts allowed within *period* seconds; one more
-                and the supervisor fails, cancelling its children, and its
-                parent applies its own policy to it.
-            period: the window of the restart intensity, in seconds.
-            backoff: delay restarts exponentially (see :class:`Backoff`).
-            shutdown_timeout: seconds a graceful stop waits for each child
-                to drain before cancelling it (children stop one at a time,
-                last spawned first).
-            restart: this supervisor's own policy under its parent.
-
-        Raises:
-            InvalidArgument: a bad argument, named in the message.
-            DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped.
-        """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        sup = self._sup.spawn_supervisor(
-            name,
-            restart,
-            strategy=strategy,
-            max_restarts=max_restarts,
-            period=period,
-            backoff=backoff,
-            shutdown_timeout=shutdown_timeout,
-        )
-        return sup.ref
-
-    async def spawn_agent(
-        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
-    ) -> AgentRef:
-        """Start an agent from *spec* as a child of this supervisor.
-
-        Args:
-            spec: the :class:`agentrio.AgentSpec`.
-            name: the agent's name (default ``spec.name``), unique here.
-            budget: the budget its model and tool calls draw from (default:
-                the runtime's). A budget with no parent is made a child of
-                the runtime's, so the runtime's totals include it.
-
-        Returns:
-            An :class:`agentrio.AgentRef`.
-
-        Raises:
-            InvalidArgument: a bad argument, named in the message.
-            DuplicateName: the name is taken.
-            RuntimeClosed: this supervisor has stopped.
-        """
-        # Imported here (the core does not depend on the agent layer), and
-        # absolutely: a relative import in a function resolves its package on
-        # every call, a cost paid per agent when spawning 10k of them.
-        import agentrio.actors.agent
-
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return agentrio.actors.agent.spawn_agent(self._sup, spec, name, budget)
-
-    def helper(
-        self,
-        model: Model | str,
-        tools: Sequence[Tool | str] = (),
-        *,
-        instructions: str = "",
-        workspace: str | os.PathLike[str] | None = None,
-        max_turns: int = 10,
-        final_answer: bool = False,
-        budget: Budget | None = None,
-        name: str | None = None,
-    ) -> Helper:
-        """An infrastructure helper: call an LLM like a function, with a tool whitelist.
-
-        Only *tools* can run (a call to any other is a ``denied`` result the
-        model sees) and no approval is asked. The helper is an agent actor
-        under this supervisor.
-
-        Example::
-
-            h = rt.helper("fast", tools=["read_file"])
-            res = await h.execute("Summarise README.md")
-
-        Args:
-            model: a model object, a tier name or an ``"instance:model"`` string.
-            tools: Tool objects, or names registered with :meth:`register_tool`.
-            instructions: the system prompt.
-            workspace: a folder for its artifacts.
-            max_turns: model calls per execute; past them HelperTurnsExceeded...
-            final_answer: ...unless True: then a last call without tools answers.
-            budget: what it draws from (default: the runtime's).
-            name: its name (default ``helper-<n>``).
-        """
-        from ..actors.helper import infrastructure_helper
-
-        resolved = [self._sup.shared.tool(t) for t in tools]
-        return infrastructure_helper(
-            self._sup,
-            model,
-            resolved,
-            instructions=instructions,
-            workspace=workspace,
-            max_turns=max_turns,
-            final_answer=final_answer,
-            budget=budget,
-            name=name,
-        )
-
-    def register_tool(self, *tools: Tool) -> None:
-        """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
-
-        Raises:
-            InvalidArgument: not a Tool, or a name already registered for another tool.
-        """
-        for t in tools:
-            self._sup.shared.register_tool(t)
-
-    async def map(
-        self,
-        spec: AgentSpec,
-        inputs: Sequence[str],
-        *,
-        concurrency: int = 10,
-        budget: Budget | None = None,
-    ) -> list[PhaseResult | ActorError]:
-        """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
-
-        Results come back in input order. An input whose agent fails (crashes,
-        is cancelled) has its error in its place; the others' results are kept.
-        Each agent stops after its phase.
-
-        Raises:
-            InvalidArgument: *inputs* is not a list of str, or *concurrency* < 1.
-        """
-        from ..actors.compose import map_phases
-
-        return await map_phases(
-            self._sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
-        )
-
-    def lookup(self, name: str) -> ActorRef:
-        """Return the live actor called *name* (a ``"/"``-separated path below this one).
-
-        Raises:
-            UnknownName: no live actor has that name or path.
-        """
-        cell = self._sup.find(name)
-        if cell.sup is not None:
-            raise UnknownName(f"{cell.path!r} is a supervisor: use lookup_supervisor()")
-        return cell.ref
-
-    def lookup_supervisor(self, name: str) -> SupervisorRef:
-        """Return the live supervisor called *name* (a path below this one).
-
-        Raises:
-            UnknownName: no live supervisor has that name or path.
-        """
-        cell = self._sup.find(name)
-        if cell.sup is None:
-            raise UnknownName(f"{cell.path!r} is an actor: use lookup()")
-        return cell.sup.ref
-
-    def children(self) -> list[ActorRef | SupervisorRef]:
-        """The live direct children, in the order they were spawned."""
-        return [
-            c.sup.ref if c.sup is not None else c.ref
-            for c in self._sup.children.values()
-            if c.state != "exited"
-        ]
-
-    async def stop(self) -> None:
-        """Stop gracefully: stop every child (last spawned first), then exit; waits for it.
-
-        On the runtime (the root) it only begins the stop and returns at once;
-        the ``open_runtime()`` block's end waits for it.
-        """
-        cell = self._cell
-        if cell is None:
-            self._sup.request_stop()
-            return
-        request_stop(cell)
-        await cell.wait_exited()
-
-    def cancel(self) -> None:
-        """Cancel this supervisor and its whole subtree now."""
-        if self._cell is None:
-            self._sup.request_stop()
-            if self._sup.nursery is not None:
-                self._sup.nursery.cancel_scope.cancel()
-            return
-        request_cancel(self._cell)
-
-    def statistics(self) -> SupervisorStatistics:
-        """A snapshot of this supervisor's subtree."""
-        if self._cell is not None:
-            state = self._cell.state
-        else:
-            state = "exited" if self._sup.closed else "running"
-        return self._sup.statistics(state)

@@ -1,0 +1,183 @@
+"""SupervisorRef: names, lookups, argument checks and statistics of a supervisor's subtree."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from test_supervisor import Block, Gen, Put, Worker, _crash
+
+import agentrio
+from agentrio import DuplicateName, InvalidArgument, UnknownName
+
+# -- names, lookups, arguments ----------------------------------------------------------------
+
+
+async def test_names_are_unique_per_supervisor() -> None:
+    async with agentrio.open_runtime() as rt:
+        a = await rt.spawn_supervisor(name="a")
+        b = await rt.spawn_supervisor(name="b")
+        wa = await a.spawn(Worker, [], name="w")
+        wb = await b.spawn(Worker, [], name="w")  # same name, other supervisor: fine
+        assert (wa.path, wb.path) == ("a/w", "b/w")
+        with pytest.raises(DuplicateName, match="'w'"):
+            await a.spawn(Worker, [], name="w")
+        with pytest.raises(DuplicateName, match="'a'"):
+            await rt.spawn(Worker, [], name="a")  # actors and supervisors share names
+        with pytest.raises(DuplicateName, match="'b'"):
+            await rt.spawn_supervisor(name="b")
+        await wa.stop()
+        again = await a.spawn(Worker, [], name="w")  # free once the first has exited
+        assert again is not wa
+        assert rt.lookup("a/w") is again
+
+
+async def test_default_names() -> None:
+    async with agentrio.open_runtime() as rt:
+        taken = await rt.spawn(Worker, [], name="Worker-1")
+        first = await rt.spawn(Worker, [])
+        second = await rt.spawn(Worker, [])
+        sup = await rt.spawn_supervisor()
+        names = [first.name, second.name]
+        assert len({*names, taken.name}) == 3
+        assert all(n.startswith("Worker-") for n in names)
+        assert sup.name.startswith("supervisor-")
+        assert sup.path == sup.name
+        assert rt.lookup(first.name) is first
+        assert [c.name for c in rt.children()] == ["Worker-1", first.name, second.name, sup.name]
+
+
+async def test_lookup() -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        inner = await team.spawn_supervisor(name="inner")
+        w = await inner.spawn(Worker, [], name="w")
+        assert rt.lookup("team/inner/w") is w
+        assert team.lookup("inner/w") is w
+        assert inner.lookup("w") is w
+        assert rt.lookup_supervisor("team/inner") is inner
+        assert team.lookup_supervisor("inner") is inner
+        assert (team.name, team.path, inner.path) == ("team", "team", "team/inner")
+        assert repr(inner) == "<SupervisorRef 'team/inner'>"
+        cases: list[tuple[Callable[[str], object], str, str]] = [
+            (rt.lookup, "nobody", "'nobody'"),
+            (rt.lookup, "team/nobody", "'nobody' in 'team'"),
+            (rt.lookup, "team/inner", "is a supervisor"),
+            (rt.lookup, "team/inner/w/deeper", "is an actor, not a supervisor"),
+            (rt.lookup_supervisor, "team/inner/w", "is an actor"),
+            (rt.lookup_supervisor, "ghost/inner", "'ghost'"),
+            (rt.lookup, "team//w", "''"),
+        ]
+        for lookup, name, text in cases:
+            with pytest.raises(UnknownName, match=text):
+                lookup(name)
+        for bad in ("", 5, None):
+            with pytest.raises(InvalidArgument, match="name"):
+                rt.lookup(bad)  # type: ignore[arg-type]
+
+
+class NotAnActor:
+    async def handle(self, msg: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"actor_class": NotAnActor}, "actor_class"),
+        ({"actor_class": Worker([])}, "actor_class"),
+        ({"actor_class": "Worker"}, "actor_class"),
+        ({"actor_class": agentrio.Message}, "actor_class"),
+        ({"mailbox": "x"}, "mailbox"),
+        ({"mailbox": -1}, "mailbox"),
+        ({"mailbox": 2.5}, "mailbox"),
+        ({"mailbox": True}, "mailbox"),
+        ({"restart": "sometimes"}, "restart"),
+        ({"restart": None}, "restart"),
+        ({"name": 5}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "a/b"}, "name"),
+        ({"name": b"w"}, "name"),
+    ],
+)
+async def test_spawn_rejects_bad_arguments(kwargs: dict[str, Any], argument: str) -> None:
+    async with agentrio.open_runtime() as rt:
+        sup = await rt.spawn_supervisor(name="s")
+        actor_class = kwargs.pop("actor_class", Worker)
+        with pytest.raises(InvalidArgument) as info:
+            await sup.spawn(actor_class, [], **kwargs)
+        assert str(info.value).startswith(argument)
+        assert sup.children() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"strategy": "x"}, "strategy"),
+        ({"strategy": None}, "strategy"),
+        ({"max_restarts": -1}, "max_restarts"),
+        ({"max_restarts": "3"}, "max_restarts"),
+        ({"max_restarts": 1.5}, "max_restarts"),
+        ({"period": -1}, "period"),
+        ({"period": math.nan}, "period"),
+        ({"period": "5"}, "period"),
+        ({"backoff": "x"}, "backoff"),
+        ({"backoff": 1.0}, "backoff"),
+        ({"shutdown_timeout": -1}, "shutdown_timeout"),
+        ({"restart": "sometimes"}, "restart"),
+        ({"name": "a/b"}, "name"),
+        ({"name": 5}, "name"),
+    ],
+)
+async def test_spawn_supervisor_rejects_bad_arguments(
+    kwargs: dict[str, Any], argument: str
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument) as info:
+            await rt.spawn_supervisor(**kwargs)
+        assert str(info.value).startswith(argument)
+        assert rt.children() == []
+
+
+# -- statistics -------------------------------------------------------------------------
+
+
+async def test_supervisor_statistics() -> None:
+    gate = trio.Event()
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        a = await team.spawn(Worker, [], gate, name="a", restart="permanent")
+        inner = await team.spawn_supervisor(name="inner")
+        b = await inner.spawn(Worker, [], gate, name="b")
+        await rt.spawn(Worker, [], name="top")
+        await a.ask(Gen())
+        await _crash(a)
+        await b.ask(Gen())
+        await b.ask(Gen())
+        b.send_nowait(Block())
+        b.send_nowait(Put(n=1))
+        b.send_nowait(Put(n=2))
+        await trio.testing.wait_all_tasks_blocked()
+        stats = team.statistics()
+        assert stats == agentrio.SupervisorStatistics(
+            path="team",
+            state="running",
+            children=2,
+            actors=2,
+            supervisors=1,
+            messages_handled=3,
+            restarts=1,
+            mailbox_size=2,
+            dead_letters=1,
+        )
+        whole = rt.statistics()
+        assert (whole.path, whole.children, whole.actors, whole.supervisors) == ("", 2, 3, 2)
+        assert whole.dead_letters == 1
+        gate.set()
+        await b.ask(Gen())
+        assert team.statistics().messages_handled == 7
+        assert team.statistics().mailbox_size == 0
