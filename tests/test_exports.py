@@ -123,7 +123,14 @@ PUBLIC = [
 SRC = pathlib.Path(agentrio.__file__).parent
 # The self-contained core (STYLE.md, rule 2): at import time these modules load
 # nothing from agentrio but each other: no providers, tools, config, CLI or agents.
-CORE = ["errors.py", "messages.py", "actors/_core.py", "actors/_mailbox.py", "supervisors/"]
+CORE = [
+    "_checks.py",
+    "errors.py",
+    "messages.py",
+    "actors/_core.py",
+    "actors/_mailbox.py",
+    "supervisors/",
+]
 
 
 def _public_names() -> list[str]:
@@ -211,7 +218,7 @@ def _core_files() -> list[pathlib.Path]:
 
 
 def _in_core(target: str) -> bool:
-    return target in ("errors", "messages", "actors/_core", "actors/_mailbox") or (
+    return target in ("_checks", "errors", "messages", "actors/_core", "actors/_mailbox") or (
         target.startswith("supervisors/") or target == "supervisors"
     )
 

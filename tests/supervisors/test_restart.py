@@ -50,6 +50,19 @@ def intensity_model(times: list[float], max_restarts: int, period: float) -> lis
     ]
 
 
+@pytest.mark.parametrize("period", [None, -1, math.nan, "5"])
+def test_restart_intensity_needs_a_period_in_seconds(period: object) -> None:
+    with pytest.raises(InvalidArgument, match="period must be"):
+        RestartIntensity(1, period)  # type: ignore[arg-type]
+
+
+def test_restart_intensity_reset_forgets_the_restarts() -> None:
+    intensity = RestartIntensity(1, 10.0)
+    assert intensity.record(0.0) and not intensity.record(1.0)
+    intensity.reset()
+    assert intensity.record(2.0)
+
+
 def test_restart_intensity_examples() -> None:
     never = RestartIntensity(0, 5)
     assert never.record(0.0) is False

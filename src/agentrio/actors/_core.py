@@ -11,7 +11,6 @@ the sender's task, at send time.
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
 
@@ -19,11 +18,11 @@ import msgspec
 import outcome
 import trio
 
+from .._checks import check_timeout
 from ..errors import (
     ActorCrashed,
     ActorStopped,
     AskTimeout,
-    InvalidArgument,
     MailboxFull,
     NotAMessage,
     SelfAsk,
@@ -406,16 +405,6 @@ def _check_message(msg: object) -> None:
         raise NotAMessage(
             f"expected an agentrio.Message (a msgspec Struct subclass), got {type(msg).__name__}"
         )
-
-
-def check_timeout(name: str, value: float | None) -> None:
-    """Raise :class:`InvalidArgument` unless *value* is ``None`` or a number >= 0."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidArgument(f"{name} must be a number of seconds or None, got {value!r}")
-    if math.isnan(value) or value < 0:
-        raise InvalidArgument(f"{name} must be >= 0 seconds, got {value!r}")
 
 
 class ActorRef(metaclass=NoPublicConstructor):

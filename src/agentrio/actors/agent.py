@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from .._checks import check_int, check_timeout
 from ..config import split_model
 from ..errors import ActorError, InvalidArgument, SelfAsk
 from ..messages import ChatMessage, PhaseResult, RunPhase, ToolCallRequest, Usage
@@ -33,7 +34,6 @@ from ._core import (
     NoPublicConstructor,
     _ask,
     _Cell,
-    check_timeout,
 )
 from ._phase import Phase
 from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
@@ -521,12 +521,7 @@ def _check_run(
                 f"its tools are {sorted(info.tools)}"
             )
         names = tuple(tool_names)
-    if (
-        isinstance(max_iterations, bool)
-        or not isinstance(max_iterations, int)
-        or max_iterations < 1
-    ):
-        raise InvalidArgument(f"max_iterations must be an int >= 1, got {max_iterations!r}")
+    iterations = check_int("max_iterations", max_iterations, 1)
     if not isinstance(continue_context, bool):
         raise InvalidArgument(f"continue_context must be a bool, got {continue_context!r}")
     if context_label is not None and not isinstance(context_label, str):
@@ -544,7 +539,7 @@ def _check_run(
     return RunPhase(
         user_message=user_message,
         tool_names=names,
-        max_iterations=max_iterations,
+        max_iterations=iterations,
         continue_context=continue_context,
         context_label=context_label,
         direct_tool_calls=direct,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from .._checks import check_int
 from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
 from ..messages import ConfirmationRequired, PhaseResult, SubagentEnded, SubagentStarted
 from ..supervisors.budget import Budget
@@ -277,8 +278,7 @@ async def map_phases(
         raise InvalidArgument(f"inputs must be a list of user messages, got {inputs!r}")
     if not all(isinstance(i, str) for i in inputs):
         raise InvalidArgument("inputs must all be str (one user message per phase)")
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
+    check_int("concurrency", concurrency, 1)
     results: list[PhaseResult | ActorError | None] = [None] * len(inputs)
     batch = next(_names)
     slots = trio.Semaphore(concurrency)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from .._checks import check_int
 from ..errors import HelperTurnsExceeded, InvalidArgument
 from ..messages import StopReason, ToolCallRequest, ToolResult
 from ..providers.base import Model
@@ -137,9 +138,7 @@ def _check_name(name: object) -> None:
 
 
 def _check_turns(max_turns: object) -> int:
-    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
-        raise InvalidArgument(f"max_turns must be an int >= 1, got {max_turns!r}")
-    return max_turns
+    return check_int("max_turns", max_turns, 1)
 
 
 def infrastructure_helper(

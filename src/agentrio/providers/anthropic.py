@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
@@ -126,12 +125,7 @@ class _AnthropicStream(StreamState):
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
             return  # "event:" lines repeat the type that the data carries
-        try:
-            event = json.loads(line[5:])
-        except (ValueError, RecursionError):
-            raise bad(self.provider, f"a stream event is not JSON: {line[5:105]!r}") from None
-        if not isinstance(event, dict):
-            raise bad(self.provider, "a stream event is not a JSON object")
+        event = self.json_object(line[5:], "a stream event")
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message")

@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from .._checks import check_int
 from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply
 from ..tools.tool import ToolSchema
@@ -50,8 +51,7 @@ def check_model(model: object, argument: str = "model") -> Model:
             f"got {model!r}"
         )
     window = getattr(model, "context_window", DEFAULT_CONTEXT_WINDOW)
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise InvalidArgument(f"{argument}.context_window must be an int >= 1, got {window!r}")
+    check_int(f"{argument}.context_window", window, 1)
     return model  # type: ignore[return-value]
 
 

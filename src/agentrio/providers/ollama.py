@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
@@ -100,12 +99,7 @@ class _OllamaStream(StreamState):
     def feed(self, line: str) -> None:
         if not line.strip():
             return
-        try:
-            chunk = json.loads(line)
-        except (ValueError, RecursionError):
-            raise bad(self.provider, f"a stream line is not JSON: {line[:100]!r}") from None
-        if not isinstance(chunk, dict):
-            raise bad(self.provider, "a stream line is not a JSON object")
+        chunk = self.json_object(line, "a stream line")
         if "error" in chunk:
             raise bad(self.provider, f"the stream reported an error: {chunk['error']!r}")
         message = chunk.get("message")

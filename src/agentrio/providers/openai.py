@@ -116,12 +116,7 @@ class _OpenAIStream(StreamState):
         if payload == "[DONE]":
             self.done = True
             return
-        try:
-            chunk = json.loads(payload)
-        except (ValueError, RecursionError):
-            raise bad(self.provider, f"a stream chunk is not JSON: {payload[:100]!r}") from None
-        if not isinstance(chunk, dict):
-            raise bad(self.provider, "a stream chunk is not a JSON object")
+        chunk = self.json_object(payload, "a stream chunk")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = Usage(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..errors import BadResponse
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
@@ -140,6 +141,16 @@ class StreamState:
         self.text_tools = text_tools
         self.text: list[str] = []
         self.done = False
+
+    def json_object(self, text: str, what: str) -> dict[str, Any]:
+        """*text* read as a JSON object, or BadResponse naming *what* (``"a stream chunk"``)."""
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            raise bad(self.provider, f"{what} is not JSON: {text[:100]!r}") from None
+        if not isinstance(value, dict):
+            raise bad(self.provider, f"{what} is not a JSON object")
+        return value
 
     def emit(self, piece: str) -> None:
         """Add a piece of text, and pass it on to whoever watches the stream."""

@@ -13,8 +13,8 @@ from types import TracebackType
 
 import trio
 
+from .._checks import check_int
 from ..actors._core import NoPublicConstructor
-from ..errors import InvalidArgument
 from ..messages import Event, EventsLost
 
 __all__ = ["EventBus", "EventStream"]
@@ -112,8 +112,7 @@ class EventBus:
 
     def subscribe(self, capacity: int = 1000) -> EventStream:
         """Add a subscriber with a buffer of *capacity* events."""
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise InvalidArgument(f"capacity must be an int >= 1, got {capacity!r}")
+        check_int("capacity", capacity, 1)
         stream = EventStream._create(self, capacity)
         if self._closed:
             stream._close()

@@ -6,14 +6,14 @@ import math
 
 import attrs
 
+from .._checks import check_int
 from ..errors import InvalidArgument
 
 __all__ = ["Limits"]
 
 
 def _positive_int(name: str, value: object, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgument(f"Limits.{name} must be an int >= {minimum}, got {value!r}")
+    check_int(f"Limits.{name}", value, minimum)
 
 
 def _seconds(name: str, value: object, *, optional: bool) -> None:

@@ -8,7 +8,7 @@ from typing import Literal
 
 import attrs
 
-from ..actors._core import check_timeout
+from .._checks import check_int, check_seconds
 from ..errors import InvalidArgument
 
 __all__ = ["Backoff", "RestartIntensity", "Strategy"]
@@ -54,10 +54,14 @@ class RestartIntensity:
 
     def __init__(self, max_restarts: int, period: float) -> None:
         check_int("max_restarts", max_restarts, 0)
-        check_timeout("period", period)
+        check_seconds("period", period)
         self.max_restarts = max_restarts
         self.period = period
         self._times: deque[float] = deque()
+
+    def reset(self) -> None:
+        """Forget the restarts counted so far."""
+        self._times.clear()
 
     def record(self, now: float) -> bool:
         """Count a restart at time *now*; return False if that goes over the limit."""
@@ -67,10 +71,3 @@ class RestartIntensity:
             times.popleft()
         times.append(now)
         return len(times) <= self.max_restarts
-
-
-def check_int(arg: str, value: object, minimum: int) -> int:
-    """*value* if it is an int >= *minimum*, else :class:`InvalidArgument` naming *arg*."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgument(f"{arg} must be an int >= {minimum}, got {value!r}")
-    return value

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import trio
 
+from .._checks import check_int, check_seconds
 from ..actors._core import (
     RESTART_POLICIES,
     Actor,
     InlineActor,
     _Cell,
     _serve,
-    check_timeout,
     drain,
     fail_item,
     reopen,
@@ -50,7 +50,7 @@ from ..messages import (
     SupervisorEscalated,
 )
 from .ref import SupervisorRef, SupervisorStatistics
-from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy, check_int
+from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy
 
 if TYPE_CHECKING:
     from ..config import Models
@@ -174,18 +174,17 @@ class _Supervisor:
         shutdown_timeout: float = 5.0,
     ) -> None:
         _check_choice("strategy", strategy, STRATEGIES)
-        check_int("max_restarts", max_restarts, 0)
-        check_timeout("period", period)
+        intensity = RestartIntensity(max_restarts, period)  # (checks both)
         if period == 0:
             raise InvalidArgument("period must be > 0 seconds (0 would never count a restart)")
-        check_timeout("shutdown_timeout", shutdown_timeout)
+        check_seconds("shutdown_timeout", shutdown_timeout)
         if backoff is not None and not isinstance(backoff, Backoff):
             raise InvalidArgument(f"backoff must be an agentrio.Backoff or None, got {backoff!r}")
         self.path = path
         self.bus = bus
         self.shared = counters
         self.strategy = strategy
-        self.intensity = RestartIntensity(max_restarts, period)
+        self.intensity = intensity
         self.backoff = backoff
         self.shutdown_timeout = shutdown_timeout
         self.children: dict[str, _Cell] = {}
@@ -208,7 +207,7 @@ class _Supervisor:
             self.failure = None
         # Each incarnation gets a fresh restart intensity (as in OTP): the
         # restarts that made the last one fail were already judged by the parent.
-        self.intensity = RestartIntensity(self.intensity.max_restarts, self.intensity.period)
+        self.intensity.reset()
         self.wake = trio.Event()
         try:
             async with trio.open_nursery() as nursery:

@@ -1,0 +1,33 @@
+"""Argument checks shared by every layer: each names the argument and what was expected."""
+
+from __future__ import annotations
+
+import math
+
+from .errors import InvalidArgument
+
+__all__ = ["check_int", "check_seconds", "check_timeout"]
+
+
+def check_int(name: str, value: object, minimum: int) -> int:
+    """*value* if it is an int >= *minimum*, else :class:`InvalidArgument` naming *name*."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def check_timeout(name: str, value: float | None) -> None:
+    """Raise :class:`InvalidArgument` unless *value* is ``None`` or a number >= 0."""
+    check_seconds(name, value, optional=True)
+
+
+def check_seconds(name: str, value: object, *, optional: bool = False) -> None:
+    """Raise :class:`InvalidArgument` unless *value* is a number of seconds >= 0
+    (or, if *optional*, ``None``)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        alternative = " or None" if optional else ""
+        raise InvalidArgument(f"{name} must be a number of seconds{alternative}, got {value!r}")
+    if math.isnan(value) or value < 0:
+        raise InvalidArgument(f"{name} must be >= 0 seconds, got {value!r}")
