@@ -32,7 +32,7 @@ import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -131,19 +131,17 @@ def _explain(exc: BaseException, type_: type | None) -> str:
     return format_exception(exc, type_)
 
 
-def _validation_error() -> type[Exception]:
-    from cattrs import BaseValidationError
-
-    return BaseValidationError
-
-
-def _transform(
-    exc: Exception, path: str, explain: Callable[[BaseException, type | None], str]
-) -> list[str]:
+def _structure(value: object, type_: Any, key: str, where: str) -> Any:
+    """*value* structured as *type_* by the converter; a ConfigError naming *key* if not."""
     from cattrs import BaseValidationError, transform_error
 
-    assert isinstance(exc, BaseValidationError)
-    return transform_error(exc, path, explain)
+    try:
+        return _converter().structure(value, type_)
+    except BaseValidationError as exc:
+        problems = "; ".join(transform_error(exc, key, _explain))
+        raise ConfigError(f"{where}: {problems}") from None
+    except ConfigError as exc:  # one of our own checks, not wrapped by cattrs
+        raise ConfigError(f"{where}: {key}: {exc}") from None
 
 
 def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
@@ -165,28 +163,16 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
     for name, table in raw_providers.items():
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: providers.{name} must be a table")
-        try:
-            providers[name] = _converter().structure({**table, "name": name}, ProviderConfig)
-        except _validation_error() as exc:
-            problems = "; ".join(_transform(exc, f"providers.{name}", _explain))
-            raise ConfigError(f"{where}: {problems}") from None
-        except ConfigError as exc:
-            raise ConfigError(f"{where}: providers.{name}: {exc}") from None
+        providers[name] = _structure(
+            {**table, "name": name}, ProviderConfig, f"providers.{name}", where
+        )
     raw_tiers, raw_escalation = data.get("tiers", {}), data.get("escalation", [])
     if not isinstance(raw_tiers, dict):
         raise ConfigError(f'{where}: tiers must be a table of name = "instance:model"')
     if not isinstance(raw_escalation, list):
         raise ConfigError(f"{where}: escalation must be a list of tier names")
-    try:
-        tiers = _converter().structure(raw_tiers, dict[str, str])
-    except _validation_error() as exc:
-        problems = "; ".join(_transform(exc, "tiers", _explain))
-        raise ConfigError(f"{where}: {problems}") from None
-    try:
-        escalation = _converter().structure(raw_escalation, list[str])
-    except _validation_error() as exc:
-        problems = "; ".join(_transform(exc, "escalation", _explain))
-        raise ConfigError(f"{where}: {problems}") from None
+    tiers = _structure(raw_tiers, dict[str, str], "tiers", where)
+    escalation = _structure(raw_escalation, list[str], "escalation", where)
     return Config(providers=providers, tiers=tiers, escalation=escalation, path=path)
 
 

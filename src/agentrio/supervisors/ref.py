@@ -331,8 +331,5 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of this supervisor's subtree."""
-        if self._cell is not None:
-            state = self._cell.state
-        else:
-            state = "exited" if self._sup.closed else "running"
-        return self._sup.statistics(state)
+        assert self._cell is not None  # (the runtime, the only root, has its own)
+        return self._sup.statistics(self._cell.state)

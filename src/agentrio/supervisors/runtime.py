@@ -32,11 +32,10 @@ class Runtime(SupervisorRef):
     statistics.
     """
 
-    __slots__ = ("_bus",)
+    __slots__ = ()
 
-    def __init__(self, sup: _Supervisor, bus: EventBus) -> None:
+    def __init__(self, sup: _Supervisor) -> None:
         super().__init__(sup, None)
-        self._bus = bus
 
     @property
     def closed(self) -> bool:
@@ -55,7 +54,7 @@ class Runtime(SupervisorRef):
         Raises:
             InvalidArgument: *capacity* is not an int >= 1.
         """
-        return self._bus.subscribe(capacity)
+        return self._sup.bus.subscribe(capacity)
 
     @property
     def budget(self) -> Budget:
@@ -137,7 +136,7 @@ async def open_runtime(
         shutdown_timeout=shutdown_timeout,
     )
     root.shared.timers = Timers(root)
-    rt = Runtime._create(root, bus)
+    rt = Runtime._create(root)
     root.ref = rt
     rt.register_tool(*tools)
     if config is not None:

@@ -324,7 +324,7 @@ class _Supervisor:
                                 await trio.sleep(delay)
                             # The incarnation is inlined: one coroutine frame less
                             # for each of 100k idle actors.
-                            actor = self._incarnate(cell)
+                            actor = cast("Actor[Any] | None", self._make(cell))
                             if actor is None:
                                 self._started(cell)
                                 await cell.sup.serve()  # type: ignore[union-attr]
@@ -379,21 +379,13 @@ class _Supervisor:
             else:
                 self.finalize(cell, reason)
 
-    def _incarnate(self, cell: _Cell) -> Actor[Any] | None:
-        """Make a task child's next incarnation: a fresh actor (None for a supervisor)."""
-        if cell.factory is None:
-            cell.mark = cell.handled
-            if cell.state != "stopping":
-                cell.state = "running"
-            return None
-        return cast("Actor[Any]", self._make(cell))
-
-    def _make(self, cell: _Cell) -> Actor[Any] | InlineActor[Any]:
-        """A fresh instance of the actor of *cell*, its ref set, as the cell's incarnation."""
+    def _make(self, cell: _Cell) -> Actor[Any] | InlineActor[Any] | None:
+        """The child's next incarnation: a fresh actor, its ref set (None for a supervisor)."""
         if cell.state != "stopping":
             cell.state = "running"
         cell.mark = cell.handled
-        assert cell.factory is not None
+        if cell.factory is None:
+            return None
         actor = cell.factory(*cell.args)
         actor.ref = cell.ref
         cell.instance = actor
@@ -413,8 +405,7 @@ class _Supervisor:
         if cell.restart == "temporary":
             self.finalize(cell, "cancelled")
             return
-        self._restarted(cell, 0.0)
-        self._incarnate_inline(cell)
+        self.remake_inline(cell)
 
     def _incarnate_inline(self, cell: _Cell) -> None:
         """Make (or remake) an inline actor; if ``on_start`` raises, that is a crash."""
@@ -460,10 +451,7 @@ class _Supervisor:
             try:
                 actor.on_stop()
             except Exception as exc:
-                if self.bus.active:
-                    self.bus.publish(
-                        ActorFailed(path=cell.path, error_type=type(exc).__name__, error=str(exc))
-                    )
+                self._failed(cell, exc)
                 self.finalize(cell, "crashed")
                 return
         self.finalize(cell, "stopped")
@@ -471,6 +459,12 @@ class _Supervisor:
     def _started(self, cell: _Cell) -> None:
         if self.bus.active:
             self.bus.publish(ActorStarted(path=cell.path, restarts=cell.restarts))
+
+    def _failed(self, cell: _Cell, exc: Exception) -> None:
+        if self.bus.active:
+            self.bus.publish(
+                ActorFailed(path=cell.path, error_type=type(exc).__name__, error=str(exc))
+            )
 
     def _restarted(self, cell: _Cell, delay: float) -> None:
         cell.restarts += 1
@@ -480,10 +474,7 @@ class _Supervisor:
     def _on_crash(self, cell: _Cell, exc: Exception) -> float | Literal["exit", "suspend"]:
         item, cell.failed_item = cell.failed_item, None
         fail_item(cell, item, "crashed_on", exc)
-        if self.bus.active:
-            self.bus.publish(
-                ActorFailed(path=cell.path, error_type=type(exc).__name__, error=str(exc))
-            )
+        self._failed(cell, exc)
         if cell.handled > cell.mark:
             cell.streak = 0
         cell.streak += 1
@@ -601,7 +592,7 @@ class _Supervisor:
                 f"actor_class must be a subclass of agentrio.Actor or agentrio.InlineActor, "
                 f"got {actor_class!r}"
             )
-        if actor_class not in _CHECKED_INLINE and issubclass(actor_class, InlineActor):
+        if issubclass(actor_class, InlineActor) and actor_class not in _CHECKED_INLINE:
             _check_inline(actor_class)
         capacity = check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)

@@ -80,7 +80,6 @@ class Timers:
                 self._sleep.cancel()  # nothing left to time: the task ends
 
     async def _run(self) -> None:
-        heap = self._heap
         try:
             while True:
                 now = trio.current_time()

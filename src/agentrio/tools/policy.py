@@ -68,6 +68,7 @@ class Rule:
             raise InvalidArgument(f"Rule.when must be callable or None, got {self.when!r}")
 
     def matches(self, name: str, arguments: Mapping[str, object]) -> bool:
+        """Whether this rule applies to calling tool *name* with *arguments*."""
         if not fnmatch.fnmatchcase(name, self.tool):
             return False
         return self.when is None or bool(self.when(arguments))
