@@ -6,13 +6,23 @@ import math
 
 from .errors import InvalidArgument
 
-__all__ = ["check_int", "check_seconds", "check_timeout"]
+__all__ = ["check_int", "check_name", "check_seconds", "check_timeout"]
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
     """*value* if it is an int >= *minimum*, else :class:`InvalidArgument` naming *name*."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def check_name(arg: str, value: object, *, optional: bool = False) -> str | None:
+    """*value* if it is a non-empty str without ``/`` (an actor's name), or if
+    *optional*, ``None``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or "/" in value:
+        raise InvalidArgument(f"{arg} must be a non-empty str without '/', got {value!r}")
     return value
 
 

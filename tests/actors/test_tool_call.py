@@ -1,4 +1,4 @@
-"""ToolCallActor (one call, its timeout, every failure as a result) and ToolBatch."""
+"""ToolCallActor (one call, its timeout, every failure as a result) and start_batch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import trio.testing
 
 import agentrio
 from agentrio import ToolCallRequest, ToolResult
-from agentrio.actors.tool_call import ToolBatch, ToolCallActor
+from agentrio.actors.tool_call import ToolCallActor, start_batch
 
 
 @agentrio.tool
@@ -128,16 +128,16 @@ async def test_interrupted_keeps_a_finished_result() -> None:
     assert actor.interrupted("late") is result
 
 
-# -- ToolBatch -----------------------------------------------------------------------------
+# -- start_batch ---------------------------------------------------------------------------
 
 
 async def run_batch(actors: list[ToolCallActor], limit: int) -> list[ToolResult]:
     done: list[ToolResult] = []
     async with trio.open_nursery() as nursery:
-        await ToolBatch(actors).run(nursery, limit, done.append)
-        # the batch returns when the last call has finished
-        assert len(done) == len(actors)
-        assert all(a.result is not None for a in actors)
+        start_batch(nursery, actors, limit, done.append)
+    # the nursery's exit waits for the last call
+    assert len(done) == len(actors)
+    assert all(a.result is not None for a in actors)
     return done
 
 
@@ -196,7 +196,7 @@ async def test_cancelled_batch_leaves_unfinished_calls_unset(
     done: list[ToolResult] = []
     with trio.move_on_after(5):
         async with trio.open_nursery() as nursery:
-            await ToolBatch(actors).run(nursery, 2, done.append)
+            start_batch(nursery, actors, 2, done.append)
     assert [r.id for r in done] == ["fast"]
     assert actors[1].result is None
     assert actors[1].interrupted("phase over").status == "timeout"

@@ -24,7 +24,6 @@ from ..messages import (
     ContextReset,
     ContextTruncated,
     ModelReply,
-    PermissionDenied,
     PhaseEnded,
     PhaseError,
     PhaseResult,
@@ -42,7 +41,7 @@ from ..messages import (
 )
 from ..tools.tool import ToolSchema
 from .context import fit_window, message_text
-from .tool_call import ToolBatch, ToolCallActor
+from .tool_call import ToolCallActor, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
     from ._core import ActorRef
@@ -428,39 +427,26 @@ class Phase:
         )
         return True
 
-    def _denied(self, req: ToolCallRequest, why: str) -> ToolResult:
-        return ToolResult(
-            id=req.id, name=req.name, arguments=req.arguments, status="denied", content=why
-        )
-
     async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
         st, limits = self.st, self.st.spec.limits
         batch: list[ToolCallActor | ToolResult] = []
         actors: list[ToolCallActor] = []
         for req in calls:
             if req.error:
-                batch.append(
-                    ToolResult(
-                        id=req.id,
-                        name=req.name,
-                        arguments=req.arguments,
-                        status="failed",
-                        content=f"tool {req.name!r} was not run: {req.error}",
-                    )
-                )
+                why = f"tool {req.name!r} was not run: {req.error}"
+                batch.append(tool_result(req, "failed", why))
                 continue
             tool = st.info.tools.get(req.name)
             if tool is None or req.name not in self.allowed:
+                # (an allowlist refusal is audited like a policy one)
                 why = f"tool {req.name!r} is not allowed here"
-                if self.bus.active:  # an allowlist refusal is audited like a policy one
-                    self.bus.publish(PermissionDenied(path=self.path, tool=req.name, reason=why))
-                batch.append(self._denied(req, why))
+                batch.append(refuse(self.bus, self.path, req, why))
                 continue
             if model_driven:
                 if not st.budget.take_tool_call():
                     if self.bus.active:
                         self.bus.publish(BudgetExhausted(path=self.path, limit="max_tool_calls"))
-                    batch.append(self._denied(req, "the tool-call budget is exhausted"))
+                    batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
                     continue
                 st.count_tool_call()
             actor = ToolCallActor(tool, req, limits.tool_timeout, st.gate)
@@ -480,7 +466,7 @@ class Phase:
             self._tool_done(await actor.run())
         elif actors:
             async with trio.open_nursery() as nursery:
-                await ToolBatch(actors).run(nursery, limits.max_parallel_tools, self._tool_done)
+                start_batch(nursery, actors, limits.max_parallel_tools, self._tool_done)
         steps = self._tools_ran()
         if steps is not None:
             await steps

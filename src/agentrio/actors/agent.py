@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._checks import check_int, check_timeout
+from .._checks import check_int, check_name, check_timeout
 from ..config import split_model
 from ..errors import ActorError, InvalidArgument, SelfAsk
 from ..messages import ChatMessage, PhaseResult, RunPhase, ToolCallRequest, Usage
@@ -136,10 +136,7 @@ class AgentSpec:
     post_tool_use: PostToolUse | None = None
 
     def __attrs_post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or "/" in self.name:
-            raise InvalidArgument(
-                f"AgentSpec.name must be a non-empty str without '/', got {self.name!r}"
-            )
+        check_name("AgentSpec.name", self.name)
         if isinstance(self.model, str):
             if ":" in self.model:
                 split_model(self.model)

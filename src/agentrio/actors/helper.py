@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._checks import check_int
+from .._checks import check_int, check_name
 from ..errors import HelperTurnsExceeded, InvalidArgument
 from ..messages import StopReason, ToolCallRequest, ToolResult
 from ..providers.base import Model
@@ -132,11 +132,6 @@ class Helper(metaclass=NoPublicConstructor):
         await self._agent.stop()
 
 
-def _check_name(name: object) -> None:
-    if name is not None and (not isinstance(name, str) or not name or "/" in name):
-        raise InvalidArgument(f"name must be a non-empty str without '/', got {name!r}")
-
-
 def _check_turns(max_turns: object) -> int:
     return check_int("max_turns", max_turns, 1)
 
@@ -154,7 +149,7 @@ def infrastructure_helper(
     name: str | None,
 ) -> Helper:
     """The body of ``SupervisorRef.helper``."""
-    _check_name(name)
+    check_name("name", name, optional=True)
     turns = _check_turns(max_turns)
     spec = AgentSpec(
         name=name or f"helper-{next(_numbers)}",
@@ -179,7 +174,7 @@ def session_helper(
     name: str | None,
 ) -> Helper:
     """The body of ``AgentRef.helper``: inherits the parent's tools, rules, approver, budget."""
-    _check_name(name)
+    check_name("name", name, optional=True)
     turns = _check_turns(max_turns)
     base = parent.spec
     policy = base.permissions or PermissionPolicy(default="ask")

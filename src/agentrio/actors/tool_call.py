@@ -42,9 +42,23 @@ if TYPE_CHECKING:
     from ._core import ActorRef
     from ._phase import Phase
 
-__all__ = ["ToolBatch", "ToolCallActor", "ToolGate"]
+__all__ = ["ToolCallActor", "ToolGate", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
+
+
+def tool_result(req: ToolCallRequest, status: ToolStatus, content: str) -> ToolResult:
+    """The result of the call *req*."""
+    return ToolResult(
+        id=req.id, name=req.name, arguments=req.arguments, status=status, content=content
+    )
+
+
+def refuse(bus: EventBus, path: str, req: ToolCallRequest, why: str) -> ToolResult:
+    """A denied result for *req*, audited with a ``PermissionDenied`` event."""
+    if bus.active:
+        bus.publish(PermissionDenied(path=path, tool=req.name, reason=why))
+    return tool_result(req, "denied", why)
 
 
 class ToolGate:
@@ -76,11 +90,7 @@ class ToolGate:
         self.post = post
 
     def _refuse(self, req: ToolCallRequest, why: str) -> ToolResult:
-        if self.bus.active:
-            self.bus.publish(PermissionDenied(path=self.path, tool=req.name, reason=why))
-        return ToolResult(
-            id=req.id, name=req.name, arguments=req.arguments, status="denied", content=why
-        )
+        return refuse(self.bus, self.path, req, why)
 
     async def admit(self, req: ToolCallRequest) -> ToolCallRequest | ToolResult:
         """The call to make (maybe rewritten by ``pre_tool_use``), or a denied result."""
@@ -181,10 +191,7 @@ class ToolCallActor:
         self.armed = False
 
     def _finish(self, status: ToolStatus, content: str) -> ToolResult:
-        req = self.request
-        self.result = ToolResult(
-            id=req.id, name=req.name, arguments=req.arguments, status=status, content=content
-        )
+        self.result = tool_result(self.request, status, content)
         return self.result
 
     def run(self) -> Coroutine[object, None, ToolResult]:
@@ -285,54 +292,28 @@ class ToolCallActor:
         return self.result or self._finish("timeout", why)
 
 
-class ToolBatch:
-    """The tool calls of one model turn, run in parallel in the agent's nursery.
+def start_batch(
+    nursery: trio.Nursery,
+    actors: Sequence[ToolCallActor],
+    limit: int,
+    on_done: Callable[[ToolResult], None],
+) -> None:
+    """Start the tool calls of one model turn in *nursery*, at most *limit* at once.
 
-    The agent starts them all, then parks until the last one finishes: one
-    wake-up per batch, whatever its size.
+    *on_done* sees each result as its call ends. The nursery's exit waits for
+    the last call and wakes the agent once, whatever the batch's size.
     """
+    limiter = trio.Semaphore(limit) if len(actors) > limit else None
+    for actor in actors:
+        nursery.start_soon(_run_one, actor, limiter, on_done)
 
-    __slots__ = ("_pending", "_task", "actors")
 
-    def __init__(self, actors: Sequence[ToolCallActor]) -> None:
-        self.actors = actors
-        self._pending = 0
-        self._task: trio.lowlevel.Task | None = None
-
-    async def run(
-        self,
-        nursery: trio.Nursery,
-        limit: int,
-        on_done: Callable[[ToolResult], None],
-    ) -> None:
-        """Run every call, at most *limit* at once; *on_done* sees each result as it ends."""
-        limiter = trio.Semaphore(limit) if len(self.actors) > limit else None
-        self._pending = len(self.actors)
-        for actor in self.actors:
-            nursery.start_soon(self._one, actor, limiter, on_done)
-        if self._pending:
-            self._task = trio.lowlevel.current_task()
-            await trio.lowlevel.wait_task_rescheduled(self._abort)
-        else:
-            await trio.lowlevel.checkpoint()
-
-    def _abort(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        self._task = None
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    async def _one(
-        self,
-        actor: ToolCallActor,
-        limiter: trio.Semaphore | None,
-        on_done: Callable[[ToolResult], None],
-    ) -> None:
-        if limiter is None:
+async def _run_one(
+    actor: ToolCallActor, limiter: trio.Semaphore | None, on_done: Callable[[ToolResult], None]
+) -> None:
+    if limiter is None:
+        result = await actor.run()
+    else:
+        async with limiter:
             result = await actor.run()
-        else:
-            async with limiter:
-                result = await actor.run()
-        on_done(result)
-        self._pending -= 1
-        if self._pending == 0 and self._task is not None:
-            task, self._task = self._task, None
-            trio.lowlevel.reschedule(task)
+    on_done(result)

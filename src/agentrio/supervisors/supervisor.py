@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import trio
 
-from .._checks import check_int, check_seconds
+from .._checks import check_int, check_name, check_seconds
 from ..actors._core import (
     RESTART_POLICIES,
     Actor,
@@ -127,14 +127,6 @@ def _check_inline(actor_class: type[InlineActor[Any]]) -> None:
                 "agentrio.Actor"
             )
     _CHECKED_INLINE.add(actor_class)
-
-
-def _check_name(name: object) -> str | None:
-    if name is None:
-        return None
-    if not isinstance(name, str) or not name or "/" in name:
-        raise InvalidArgument(f"name must be a non-empty str without '/', got {name!r}")
-    return name
 
 
 def _check_choice(arg: str, value: object, choices: frozenset[str]) -> None:
@@ -561,7 +553,7 @@ class _Supervisor:
     # -- spawning ------------------------------------------------------------------
 
     def _new_name(self, prefix: str, name: object) -> str:
-        checked = _check_name(name)
+        checked = check_name("name", name, optional=True)
         if checked is None:
             checked = f"{prefix}-{next(self._names)}"
             while checked in self.children:
