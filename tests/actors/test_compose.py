@@ -616,8 +616,11 @@ async def test_map_on_a_supervisor_and_on_an_agent(
         "did: z",
     ]
     phases = [e.path for e in events if isinstance(e, agentrio.PhaseStarted)]
-    assert all(p.startswith("team/worker.map") for p in phases)
+    assert len(phases) == 3 and all(p.startswith("team/worker.map") for p in phases)
     assert [e.path for e in events if isinstance(e, SubagentStarted)] == ["team/lead"]
+    # only the agent's map has a parent to tell, once its subagent's phase ends
+    ended = [(e.path, e.stop_reason) for e in events if isinstance(e, SubagentEnded)]
+    assert ended == [("team/lead", "done")]
 
 
 async def test_map_on_an_agent_makes_subagents(autojump_clock: trio.testing.MockClock) -> None:

@@ -27,7 +27,7 @@ from ..errors import (
     NotAMessage,
     SelfAsk,
 )
-from ..messages import DeadLetter, Message
+from ..messages import DeadLetter, ExitReason, Message
 from ._mailbox import Mailbox
 
 if TYPE_CHECKING:
@@ -40,8 +40,6 @@ __all__ = ["Actor", "ActorRef", "ActorStatistics", "InlineActor", "RestartPolicy
 MsgT = TypeVar("MsgT", bound=Message)
 RestartPolicy = Literal["permanent", "transient", "temporary"]
 RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "temporary"))
-
-_StopReason = Literal["stopped", "cancelled", "crashed"]
 
 
 class NoPublicConstructor(type):
@@ -283,7 +281,7 @@ class _Cell:
         self.streak = 0
         self.mark = 0
         self.state = "running"
-        self.stop_reason: _StopReason = "stopped"
+        self.stop_reason: ExitReason = "stopped"
         self.cancel_requested = False
         # Set when a timer (Timers) cancelled the task to cut its handler short:
         # the same incarnation then resumes the message (``actor._resume``).
@@ -303,6 +301,18 @@ class _Cell:
         # two steps it takes, and a cell is made for every actor and context.)
         self.ref: ActorRef = object.__new__(ActorRef)
         self.ref._cell = self
+
+    def own(self, child: _Cell) -> None:
+        """Make *child* (a context, a subagent) this cell's: it stops after this one."""
+        child.owner = self
+        deps = self.dependents
+        if deps is None:
+            deps = self.dependents = []
+        elif len(deps) >= 64 and not len(deps) & (len(deps) - 1):
+            # Drop the children that have exited now and then (at each power of
+            # two): a long-lived owner must not keep every child it ever had.
+            deps[:] = [d for d in deps if d.state != "exited"]
+        deps.append(child)
 
     def stopped_error(self, msg: object) -> ActorStopped:
         if self.state == "exited":
@@ -626,14 +636,18 @@ def _handle_inline(cell: _Cell, msg: Message, asked: bool) -> object:
     except Exception as exc:
         cell.parent.inline_crashed(cell, msg, exc)
         if asked:
-            raise ActorCrashed(
-                f"actor {cell.path!r} crashed handling {type(msg).__name__}: {exc!r}",
-                path=cell.path,
-                cause=exc,
-            ) from exc
+            raise _crashed(cell, msg, exc) from exc
         return None
     cell.handled += 1
     return reply
+
+
+def _crashed(cell: _Cell, msg: Message, exc: BaseException) -> ActorCrashed:
+    return ActorCrashed(
+        f"actor {cell.path!r} crashed handling {type(msg).__name__}: {exc!r}",
+        path=cell.path,
+        cause=exc,
+    )
 
 
 def _refuse(cell: _Cell, msg: Message) -> NoReturn:
@@ -686,11 +700,7 @@ def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None)
     cell.dead_letter(item, reason)
     if type(item) is _Ask:
         if exc is not None:
-            err: Exception = ActorCrashed(
-                f"actor {cell.path!r} crashed handling {type(item.msg).__name__}: {exc!r}",
-                path=cell.path,
-                cause=exc,
-            )
+            err: Exception = _crashed(cell, item.msg, exc)
         else:
             err = ActorStopped(
                 f"actor {cell.path!r} {reason} before it replied to {type(item.msg).__name__}",

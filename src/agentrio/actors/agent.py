@@ -346,10 +346,7 @@ class _AgentState:
             "transient",
             stopping_ok=True,
         )
-        cell.owner = self.cell
-        if self.cell.dependents is None:
-            self.cell.dependents = []
-        self.cell.dependents.append(cell)
+        self.cell.own(cell)
         if label is None:
             self.primary = cell
         else:

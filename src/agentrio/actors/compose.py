@@ -195,18 +195,18 @@ def spawn_child(
         name = f"{parent.cell.name}.{spec.name}-{next(_names)}"
     child = spawn_agent(parent.sup, checked, name, budget)
     child_cell = child._cell
-    child_cell.owner = parent.cell
-    deps = parent.cell.dependents
-    if deps is None:
-        deps = parent.cell.dependents = []
-    elif len(deps) >= 64 and not len(deps) & (len(deps) - 1):
-        # Drop the children that have exited now and then (at each power of
-        # two): a long-lived parent must not keep every child it ever had.
-        deps[:] = [d for d in deps if d.state != "exited"]
-    deps.append(child_cell)
+    parent.cell.own(child_cell)
     if parent.sup.bus.active:
         parent.sup.bus.publish(SubagentStarted(path=parent.cell.path, child=child_cell.path))
     return child
+
+
+def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
+    """Publish that *parent*'s subagent *child* ended its phase."""
+    if parent.sup.bus.active and parent.cell is not None:
+        parent.sup.bus.publish(
+            SubagentEnded(path=parent.cell.path, child=child.path, stop_reason=result.stop_reason)
+        )
 
 
 def _release(agent: AgentRef, *, finished: bool) -> None:
@@ -245,12 +245,7 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
             # A child whose caller gave up (timeout, cancel) is cancelled, so it
             # cannot go on spending; one that answered just stops.
             _release(child, finished=result is not None)
-        if caller.sup.bus.active and caller.cell is not None:
-            caller.sup.bus.publish(
-                SubagentEnded(
-                    path=caller.cell.path, child=child.path, stop_reason=result.stop_reason
-                )
-            )
+        _ended(caller, child, result)
         if result.stop_reason == "done":
             return result.final_text
         return f"{result.final_text}\n(stop_reason: {result.stop_reason})"
@@ -285,7 +280,9 @@ async def map_phases(
 
     async def one(i: int, agent: AgentRef) -> None:
         try:
-            results[i] = await agent.run(inputs[i], continue_context=False)
+            result = results[i] = await agent.run(inputs[i], continue_context=False)
+            if parent is not None:
+                _ended(parent, agent, result)
         except ActorError as exc:
             results[i] = exc
         finally:

@@ -47,6 +47,7 @@ from ..messages import (
     ActorFailed,
     ActorRestarted,
     ActorStarted,
+    ExitReason,
     SupervisorEscalated,
 )
 from .ref import SupervisorRef, SupervisorStatistics
@@ -286,7 +287,7 @@ class _Supervisor:
 
     async def _child_main(self, cell: _Cell) -> None:
         cell.task = trio.lowlevel.current_task()
-        reason: Literal["stopped", "cancelled", "crashed"] | None = None
+        reason: ExitReason | None = None
         if cell.state == "suspended":
             self._restarted(cell, 0.0)
         delay = 0.0
@@ -516,7 +517,7 @@ class _Supervisor:
 
     # -- final exits -------------------------------------------------------------
 
-    def finalize(self, cell: _Cell, reason: Literal["stopped", "cancelled", "crashed"]) -> None:
+    def finalize(self, cell: _Cell, reason: ExitReason) -> None:
         """End *cell* for good: settle its mailbox, free its name, tell the waiters."""
         if cell.state == "exited":
             return
@@ -544,7 +545,7 @@ class _Supervisor:
         if cell.exited is not None:
             cell.exited.set()
 
-    def finalize_all(self, reason: Literal["stopped", "cancelled", "crashed"]) -> None:
+    def finalize_all(self, reason: ExitReason) -> None:
         """This supervisor has ended for good: so has every child it still holds."""
         self.closed = True
         for cell in reversed(list(self.children.values())):
