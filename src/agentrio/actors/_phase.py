@@ -90,6 +90,7 @@ class Phase:
         "stall",
         "step",
         "timers",
+        "total",
     )
 
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
@@ -100,6 +101,7 @@ class Phase:
         self.path = st.cell.path
         self.history: list[ChatMessage] = []
         self.sizes: list[int] = []
+        self.total = 0  # sum(self.sizes), kept as messages are added
         self.base = 0
         self.calls: list[ToolResult] = []
         self.final_text = ""
@@ -147,8 +149,10 @@ class Phase:
         finally:
             if token is not None:
                 CALLER.reset(token)
-        self._persist(self.ctx)
-        await st.phase_done(self.reason)
+        self._persist()
+        summary = st.phase_done(self.reason)
+        if summary is not None:
+            await summary
         if self.bus.active:
             self.bus.publish(
                 PhaseEnded(
@@ -190,12 +194,15 @@ class Phase:
         if self.history:
             estimate = info.estimator
             self.sizes = [estimate(message_text(m)) for m in self.history]
+            self.total = sum(self.sizes)
         elif info.system is not None:  # a new context starts with the system prompt
             self.history.append(info.system[0])
             self.sizes.append(info.system[1])
+            self.total = info.system[1]
         self._append(ChatMessage("user", self.cmd.user_message))
 
-    def _persist(self, ctx: ActorRef | None) -> None:
+    def _persist(self) -> None:
+        ctx = self.ctx
         new = tuple(self.history[self.base :])
         if not new or (self.iterations == 0 and not self.calls):
             # Nothing happened (stopped, or no budget, before the first call):
@@ -213,7 +220,9 @@ class Phase:
 
     def _append(self, msg: ChatMessage) -> None:
         self.history.append(msg)
-        self.sizes.append(self.st.info.estimator(message_text(msg)))
+        size = self.st.info.estimator(message_text(msg))
+        self.sizes.append(size)
+        self.total += size
 
     # -- model turns -------------------------------------------------------------------
 
@@ -260,7 +269,7 @@ class Phase:
 
     def _window(self) -> tuple[list[ChatMessage], int]:
         limit = self.st.window
-        total = sum(self.sizes)
+        total = self.total
         if total <= limit:
             return self.history, total
         kept, dropped, after = fit_window(self.history, self.sizes, limit)
@@ -280,9 +289,7 @@ class Phase:
         self, schemas: Sequence[ToolSchema], *, final: bool = False
     ) -> ModelReply | None:
         st = self.st
-        if st.stop_requested:
-            st.stop_requested = False
-            self.reason = "stop_requested"
+        if self._stop_requested():
             return None
         view, estimate = self._window()
         max_out = st.spec.limits.max_output_tokens
@@ -397,15 +404,22 @@ class Phase:
         if self.cut is not None:  # going on after the lone call's timeout
             await self._resume_tools()
         else:
-            if self.st.stop_requested:
-                self.st.stop_requested = False
-                self.reason = "stop_requested"
+            if self._stop_requested():
                 return
             numbered = self._number(calls)
             self._append(ChatMessage("assistant", "", tool_calls=numbered))
             await self._run_tools(numbered, model_driven=False)
         if self.reason != "error":
             self.reason = "done"
+
+    def _stop_requested(self) -> bool:
+        """Take a pending stop request; True (the phase ends ``stop_requested``) if one was."""
+        st = self.st
+        if not st.stop_requested:
+            return False
+        st.stop_requested = False
+        self.reason = "stop_requested"
+        return True
 
     def _tools_end_phase(self, calls: Sequence[ToolCallRequest]) -> bool:
         # error: an on_step hook raised after a tool call

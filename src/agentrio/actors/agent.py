@@ -381,25 +381,31 @@ class _AgentState:
             tool_calls=self.tool_calls,
         )
 
-    async def phase_done(self, reason: str) -> None:
+    def phase_done(self, reason: str) -> Coroutine[object, None, None] | None:
+        """Count a finished phase; with a workspace, the summary write to await."""
         self.phases += 1
-        if self.workspace is not None and self.usage_parent is None:
-            if self.stop_reasons is None:
-                self.stop_reasons = {}
-            self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+        if self.workspace is None or self.usage_parent is not None:
             # (A session helper's spending is in its parent's summary.)
-            assert self.cell is not None
-            summary: dict[str, object] = {
-                "agent": self.cell.path,
-                "phases": self.phases,
-                "stop_reasons": dict(self.stop_reasons),
-                "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens,
-                "total_tokens": self.input_tokens + self.output_tokens,
-                "requests": self.requests,
-                "tool_calls": self.tool_calls,
-            }
-            await trio.to_thread.run_sync(self.workspace.write_summary, summary)
+            return None
+        return self._write_summary(reason)
+
+    async def _write_summary(self, reason: str) -> None:
+        assert self.workspace is not None
+        if self.stop_reasons is None:
+            self.stop_reasons = {}
+        self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+        assert self.cell is not None
+        summary: dict[str, object] = {
+            "agent": self.cell.path,
+            "phases": self.phases,
+            "stop_reasons": dict(self.stop_reasons),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.input_tokens + self.output_tokens,
+            "requests": self.requests,
+            "tool_calls": self.tool_calls,
+        }
+        await trio.to_thread.run_sync(self.workspace.write_summary, summary)
 
 
 class AgentActor(Actor[RunPhase]):
