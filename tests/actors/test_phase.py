@@ -1633,7 +1633,10 @@ async def test_a_tool_woken_just_as_its_timer_fires(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     # Another task wakes the tool at its deadline; in about half the rounds Trio
-    # runs the timer task first, which cuts the agent after the tool was woken.
+    # runs the timer task first, which cuts the agent after the tool was woken:
+    # the tool returns, and the call is still a timeout, recorded once.
+    woke: list[int] = []
+
     @agentrio.tool
     async def woken(n: int) -> str:
         """Waits for another task to wake it, 5 s from now."""
@@ -1645,6 +1648,7 @@ async def test_a_tool_woken_just_as_its_timer_fires(
 
         nursery.start_soon(wake)
         await done.wait()
+        woke.append(n)
         return f"woken {n}"
 
     rounds = 30  # a round misses the race with probability 1/2: 2**-30 for all of them
@@ -1657,8 +1661,9 @@ async def test_a_tool_woken_just_as_its_timer_fires(
         for i in range(rounds):
             result = await agent.run(f"go {i}", continue_context=False)
             assert result.final_text == f"round {i}"
-            assert [r.status for r in result.tool_calls] in (["ok"], ["timeout"])
+            assert [r.status for r in result.tool_calls] == ["timeout"]
         assert agent.statistics().restarts == 0
+    assert woke  # the race was reached: some tools returned after their timer fired
 
 
 async def test_an_ended_lone_call_does_not_keep_its_phase_alive(

@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+import wirefuzz
+from hypothesis import given
 from hypothesis import strategies as st
+from wirefuzz import FUZZ, damaged, damaged_at_random, json_values
 
 from agentrio import (
     BadResponse,
@@ -265,45 +267,7 @@ def test_stream_errors(line: str, what: str) -> None:
     assert what in str(info.value)
 
 
-# -- fuzzing: any JSON, any text: a ModelReply or a BadResponse, nothing else ------------
-#
-# Random JSON seldom reaches the fields three levels down, so first every field
-# of a well-formed answer is replaced (or removed) in turn, then hypothesis
-# damages well-formed answers at random and throws any JSON and text at them.
-
-ODD: list[object] = [None, 0, 7, -1, 2.5, True, "", "x", [], [1, "a"], {}, {"k": [None]}]
-DELETE = object()
-
-
-def _paths(value: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    out = [path]
-    if isinstance(value, dict):
-        for key, child in value.items():
-            out += _paths(child, (*path, key))
-    elif isinstance(value, list):
-        for i, child in enumerate(value):
-            out += _paths(child, (*path, i))
-    return out
-
-
-def _replaced(value: object, path: tuple[object, ...], new: object) -> object:
-    """A copy of *value* with the part at *path* replaced by *new* (or deleted)."""
-    copy = json.loads(json.dumps(value))
-    *parent, last = path
-    holder = copy
-    for key in parent:
-        holder = holder[key]
-    if new is DELETE:
-        if isinstance(holder, dict):
-            del holder[last]
-    else:
-        holder[last] = new
-    return copy
-
-
-def damaged(value: object) -> list[object]:
-    """*value* with each of its parts in turn replaced by each ODD value, or deleted."""
-    return [_replaced(value, path, new) for path in _paths(value)[1:] for new in [DELETE, *ODD]]
+# -- fuzzing (see wirefuzz.py): a ModelReply or a BadResponse, nothing else ------------
 
 
 GOOD_CALLS = [
@@ -322,28 +286,11 @@ GOOD_CHUNKS = [
 
 
 def accepts(data: object, text_tools: list[str] | None = None) -> ModelReply | None:
-    """Parse *data*: a ModelReply, or None for a BadResponse; anything else fails."""
-    try:
-        reply = WIRE.parse(data, "oa", text_tools)
-    except BadResponse:
-        return None
-    assert isinstance(reply, ModelReply)
-    return reply
+    return wirefuzz.accepts(WIRE, "oa", data, text_tools)
 
 
 def streams(lines: list[str], text_tools: list[str] | None = None) -> ModelReply | None:
-    """Feed *lines* and finish: a ModelReply, or None for a BadResponse."""
-    pieces: list[str] = []
-    parser = WIRE.stream_parser("oa", pieces.append, text_tools)
-    try:
-        for line in lines:
-            parser.feed(line)
-        reply = parser.finish()
-    except BadResponse:
-        return None
-    assert isinstance(reply, ModelReply)
-    assert reply.text == "".join(pieces) or (text_tools and reply.tool_calls)
-    return reply
+    return wirefuzz.streams(WIRE, "oa", lines, text_tools)
 
 
 def test_every_field_damaged_in_turn() -> None:
@@ -353,43 +300,23 @@ def test_every_field_damaged_in_turn() -> None:
 
 
 def test_every_stream_field_damaged_in_turn() -> None:
+    good = [f"data: {json.dumps(c)}" for c in GOOD_CHUNKS] + ["data: [DONE]"]
+    assert streams(good) == accepts(GOOD)
     for i, chunk in enumerate(GOOD_CHUNKS):
         for bad_chunk in damaged(chunk):
             chunks = [*GOOD_CHUNKS[:i], bad_chunk, *GOOD_CHUNKS[i + 1 :]]
             streams([f"data: {json.dumps(c)}" for c in chunks] + ["data: [DONE]"])
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=10,
-)
-FUZZ = settings(max_examples=150, deadline=None)
-
-
-@st.composite
-def _damaged(draw: st.DrawFn, value: object) -> object:
-    """*value* with one to three random parts replaced by any JSON, or removed."""
-    for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(value)[1:]
-        if not paths:
-            return draw(_json)
-        path = paths[draw(st.integers(0, len(paths) - 1))]
-        value = _replaced(value, path, draw(st.just(DELETE) | _json))
-    return value
-
-
 @FUZZ
-@given(_damaged(GOOD) | _json, st.sampled_from([None, ["lookup"]]))
+@given(damaged_at_random(GOOD) | json_values, st.sampled_from([None, ["lookup"]]))
 def test_parse_fuzz(data: object, text_tools: list[str] | None) -> None:
     accepts(data, text_tools)
 
 
 _line = st.one_of(
-    st.sampled_from(GOOD_CHUNKS).flatmap(_damaged).map(lambda c: "data: " + json.dumps(c)),
-    _json.map(lambda v: "data: " + json.dumps(v)),
+    st.sampled_from(GOOD_CHUNKS).flatmap(damaged_at_random).map(lambda c: "data: " + json.dumps(c)),
+    json_values.map(lambda v: "data: " + json.dumps(v)),
     st.text(max_size=30),
     st.sampled_from(["data: [DONE]", "data:", ": ping", "event: x", ""]),
 )

@@ -546,15 +546,22 @@ async def test_malformed_tool_json() -> None:
         ollama = (await c.post(PATHS["ollama"], json=body("ollama"))).json()
         text, _ = await post_stream(c, "openai", body("openai", stream=True))
         plain = (await c.post(PATHS["openai"], json=body("openai"))).json()
+    calls = len(CALLS.tool_calls)
+    assert calls == 2
+    assert len(openai["choices"][0]["message"]["tool_calls"]) == calls
     for call in openai["choices"][0]["message"]["tool_calls"]:
         assert broken(call["function"]["arguments"])
+    assert len([b for b in anthropic["content"] if b.get("type") == "tool_use"]) == calls
     for block in anthropic["content"]:
         assert isinstance(block["input"], str) and broken(block["input"])
+    assert len(ollama["message"]["tool_calls"]) == calls
     for call in ollama["message"]["tool_calls"]:
         assert isinstance(call["function"]["arguments"], str)
         assert broken(call["function"]["arguments"])
     chunks = [json.loads(data) for _, data in sse(text)[:-1]]
-    assert all(broken(call["arguments"]) for call in assemble_openai_calls(chunks).values())
+    streamed = assemble_openai_calls(chunks)
+    assert len(streamed) == calls
+    assert all(broken(call["arguments"]) for call in streamed.values())
     assert plain["choices"][0]["message"]["content"] == TEXT.text  # no calls: nothing to break
     assert server.statistics().faults["malformed_tool_json"] == 4
 
