@@ -217,6 +217,20 @@ async def test_spawn_agent_with_its_own_budget(autojump_clock: trio.testing.Mock
         assert (await other.run("go")).stop_reason == "done"
 
 
+async def test_a_budget_with_calls_in_flight_is_not_carved_out_of_the_runtimes() -> None:
+    # Settling a lease would take from ancestors that never reserved it.
+    own = Budget(max_total_tokens=100)
+    lease = own.reserve(10, 10)
+    assert lease is not None
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument, match="has model calls in flight"):
+            await rt.spawn_agent(make_spec(ScriptedModel([])), budget=own)
+        assert own.parent is None and rt.children() == []
+        lease.settle(Usage(5, 5))
+        await rt.spawn_agent(make_spec(ScriptedModel([])), budget=own)
+        assert own.parent is rt.budget
+
+
 # -- run()'s arguments -----------------------------------------------------------------
 
 

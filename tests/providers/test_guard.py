@@ -249,8 +249,17 @@ def test_no_calls_in_text(text: str, tools: set[str]) -> None:
     assert tool_calls_in_text(text, tools) == ()
 
 
+# Any text, and text around a real call (random text alone never holds one).
+_texts = st.text(max_size=300) | st.builds(
+    lambda before, name, after: before + json.dumps({"name": name, "arguments": {}}) + after,
+    st.text(max_size=20),
+    st.sampled_from(["a", "b", "lookup", "zz"]),
+    st.text(max_size=20),
+)
+
+
 @FUZZ
-@given(st.text(max_size=300), st.sets(st.sampled_from(["a", "b", "lookup"])))
+@given(_texts, st.sets(st.sampled_from(["a", "b", "lookup"])))
 def test_any_text_gives_calls_or_none(text: str, tools: set[str]) -> None:
     for call in tool_calls_in_text(text, tools):
         assert call.name in tools and isinstance(call.arguments, dict)

@@ -479,7 +479,7 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
         if top is not root:
             # A free-standing budget (or a chain of them) is carved out of the
             # runtime's: nothing an agent spends escapes the runtime's limits.
-            top.parent = root
+            top._attach(root)
     agent_name = spec.name if name is None else name
     model: Model
     escalation: Model | None = None

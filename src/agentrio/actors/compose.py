@@ -155,7 +155,7 @@ def _carve(budget: Budget, parent: Budget) -> None:
     if any(b is parent for b in _chain(budget)):
         return
     if budget.parent is None and not any(b is budget for b in _chain(parent)):
-        budget.parent = parent  # a free-standing budget is carved out of the parent's
+        budget._attach(parent)  # a free-standing budget is carved out of the parent's
         return
     raise InvalidArgument(
         f"a subagent's budget must be its parent's, one below it, or one with no parent "

@@ -220,6 +220,20 @@ class Budget:
             budget = budget.parent
         return ""
 
+    def _attach(self, parent: Budget) -> None:
+        """Make this top-level budget draw from *parent* from now on.
+
+        Refused while calls it reserved are in flight or queued: settling them
+        would take from ancestors that never reserved them.
+        """
+        assert self.parent is None
+        if self._r_requests or self._waiters:
+            raise InvalidArgument(
+                f"{self!r} has model calls in flight; it cannot be carved out of another "
+                "budget until they settle"
+            )
+        self.parent = parent
+
     def _root(self) -> Budget:
         budget = self
         while budget.parent is not None:
