@@ -124,7 +124,11 @@ class Mailbox:
         raise trio.WouldBlock
 
     async def receive(self) -> object:
-        """Take the next item, waiting for one; ``trio.EndOfChannel`` once closed and empty."""
+        """Take the next item, waiting for one; ``trio.EndOfChannel`` once closed and empty.
+
+        (The actor loop, ``_serve``, does the same with :meth:`receive_nowait`
+        and :meth:`park` itself, to keep this coroutine off idle actors' stacks.)
+        """
         await checkpoint_if_cancelled()
         try:
             item = self.receive_nowait()

@@ -308,25 +308,14 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         ]
 
     async def stop(self) -> None:
-        """Stop gracefully: stop every child (last spawned first), then exit; waits for it.
-
-        On the runtime (the root) it only begins the stop and returns at once;
-        the ``open_runtime()`` block's end waits for it.
-        """
-        cell = self._cell
-        if cell is None:
-            self._sup.request_stop()
-            return
-        request_stop(cell)
-        await cell.wait_exited()
+        """Stop gracefully: stop every child (last spawned first), then exit; waits for it."""
+        assert self._cell is not None  # (the runtime, the only root, has its own)
+        request_stop(self._cell)
+        await self._cell.wait_exited()
 
     def cancel(self) -> None:
         """Cancel this supervisor and its whole subtree now."""
-        if self._cell is None:
-            self._sup.request_stop()
-            if self._sup.nursery is not None:
-                self._sup.nursery.cancel_scope.cancel()
-            return
+        assert self._cell is not None
         request_cancel(self._cell)
 
     def statistics(self) -> SupervisorStatistics:

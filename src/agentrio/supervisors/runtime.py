@@ -66,6 +66,20 @@ class Runtime(SupervisorRef):
         """Tokens, requests, tool calls and cost spent by every agent of the runtime."""
         return self.budget.usage()
 
+    async def stop(self) -> None:
+        """Begin a graceful stop of everything and return at once.
+
+        The ``open_runtime()`` block's end waits for it.
+        """
+        self._sup.request_stop()
+        await trio.lowlevel.checkpoint()
+
+    def cancel(self) -> None:
+        """Cancel everything in the runtime now."""
+        self._sup.request_stop()
+        if self._sup.nursery is not None:
+            self._sup.nursery.cancel_scope.cancel()
+
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
         sup = self._sup
