@@ -616,6 +616,28 @@ async def test_agent_names_cannot_lead_out_of_the_workspace(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
 
 
+@pytest.mark.parametrize(
+    "name", ["run_summary.json", "artifacts", "logs", "memory", "Artifacts", "run summary.json"]
+)
+async def test_an_agent_folder_cannot_be_a_workspace_entry(
+    name: str, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    root = tmp_path / "ws"
+    model = ScriptedModel([answer("a")])
+    spec = make_spec(model, workspace=root)
+    async with agentrio.open_runtime() as rt:
+        first = await rt.spawn_agent(spec)
+        # Refused at spawn ("run summary.json" is made "run_summary.json"),
+        # before any model call, and ignoring case.
+        with pytest.raises(InvalidArgument, match="the workspace's own entries"):
+            await rt.spawn_agent(spec, name=name)
+        assert model.calls == [] and not root.exists()
+        assert [c.path for c in rt.children()] == ["a"]
+        await first.run("one")
+    assert json.loads((root / "run_summary.json").read_text())["phases"] == 1
+    assert sorted(p.name for p in root.iterdir()) == ["run_summary.json"]
+
+
 async def test_max_iterations_none_means_the_spec_limit(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

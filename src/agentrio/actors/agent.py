@@ -26,7 +26,7 @@ from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import Tool, ToolSchema
-from ..workspace import Workspace
+from ..workspace import Workspace, agent_workspace
 from ._core import (
     Actor,
     ActorRef,
@@ -96,7 +96,8 @@ class AgentSpec:
         limits: the bounds of each phase.
         workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
             ``run_summary.json``; an agent spawned under another name than
-            the spec's gets a subfolder of that name.
+            the spec's gets a subfolder of that name, which must not be one
+            of those entries.
         on_step: called (sync or async) with a :class:`StepInfo` after every
             model turn and tool call; if it raises, the phase ends with ``error``.
         token_estimator: tokens of a text, for the context window and the
@@ -301,10 +302,8 @@ class _AgentState:
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
-            root = os.fspath(spec.workspace)
-            self.workspace = Workspace(
-                root if name == spec.name else os.path.join(root, Workspace.filename(name))
-            )
+            root = Workspace(spec.workspace)
+            self.workspace = root if name == spec.name else agent_workspace(root, name)
 
     def use_model(self, model: Model) -> None:
         """Call *model* from now on (a resolved one, or the next tier's)."""

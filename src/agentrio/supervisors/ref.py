@@ -176,7 +176,11 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         Args:
             spec: the :class:`agentrio.AgentSpec`.
-            name: the agent's name (default ``spec.name``), unique here.
+            name: the agent's name (default ``spec.name``), unique here (the
+                rules of :meth:`spawn`). With a workspace, another name than
+                ``spec.name`` is the agent's subfolder of it, which must not
+                be one of its own entries (``artifacts``, ``logs``,
+                ``memory``, ``run_summary.json``, ignoring case).
             budget: the budget its model and tool calls draw from (default:
                 the runtime's). A budget with no parent is made a child of
                 the runtime's, so the runtime's totals include it.
