@@ -464,10 +464,17 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
     )
 
 
+def check_spec(spec: object) -> None:
+    """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
+    if not isinstance(spec, AgentSpec):
+        raise InvalidArgument(
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {spec!r}"
+        )
+
+
 def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
     """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
-    if not isinstance(spec, AgentSpec):
-        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    check_spec(spec)
     root: Budget = sup.shared.budget
     if budget is None:
         budget = root
@@ -719,11 +726,13 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Raises:
             PermissionEscalation: *spec* has tools this agent does not.
-            InvalidArgument: *budget* is not this agent's, below it, or free-standing.
+            InvalidArgument: *spec* is not an AgentSpec; *budget* is not this
+                agent's, below it, or free-standing; a bad *name*.
             ActorStopped: this agent has exited.
         """
         from .compose import spawn_child
 
+        check_spec(spec)
         await trio.lowlevel.checkpoint_if_cancelled()
         return spawn_child(self._state, spec, name=name, budget=budget)
 

@@ -273,7 +273,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Each agent stops after its phase.
 
         Raises:
-            InvalidArgument: *inputs* is not a list of str, or *concurrency* < 1.
+            InvalidArgument: *spec* is not an AgentSpec (checked first, even
+                for no inputs), *inputs* is not a list of str, or
+                *concurrency* < 1.
         """
         from ..actors.compose import map_phases
 
