@@ -101,7 +101,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             actor_class: an :class:`agentrio.Actor` subclass, or an
                 :class:`agentrio.InlineActor` one (no task; handled at send time).
             *args: passed to its constructor at every (re)start.
-            name: unique among this supervisor's children; default
+            name: unique among this supervisor's children, without ``/``,
+                not ending with ``.context`` nor containing ``.context.``
+                (reserved for agents' context actors); default
                 ``"<ClassName>-<n>"``.
             mailbox: the mailbox's capacity (0 means every send waits for
                 the actor to take the message).
@@ -138,7 +140,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Start a child supervisor and return its ref.
 
         Args:
-            name: unique among this supervisor's children.
+            name: unique among this supervisor's children (the rules of
+                :meth:`spawn`).
             strategy: ``"one_for_one"`` restarts only the crashed child;
                 ``"one_for_all"`` restarts every child (temporary ones are
                 cancelled, not restarted).
