@@ -6,7 +6,7 @@ import math
 
 from .errors import InvalidArgument
 
-__all__ = ["check_int", "check_name", "check_seconds", "check_timeout"]
+__all__ = ["check_int", "check_name", "check_seconds", "check_timeout", "is_reserved"]
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
@@ -16,14 +16,33 @@ def check_int(name: str, value: object, minimum: int) -> int:
     return value
 
 
-def check_name(arg: str, value: object, *, optional: bool = False) -> str | None:
-    """*value* if it is a non-empty str without ``/`` (an actor's name), or if
-    *optional*, ``None``."""
+def check_name(
+    arg: str, value: object, *, optional: bool = False, reserved_ok: bool = False
+) -> str | None:
+    """*value* if it is an actor's name, or if *optional*, ``None``.
+
+    An actor's name is a non-empty str without ``/`` that does not end with
+    ``.context`` nor contain ``.context.``: that form is reserved for agents'
+    context actors (``<agent>.context``, ``<agent>.context.<label>``), so no
+    other child of a supervisor can take one of their names. *reserved_ok*
+    lets the agent layer spawn a context actor.
+    """
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value or "/" in value:
         raise InvalidArgument(f"{arg} must be a non-empty str without '/', got {value!r}")
+    # One substring search in the common case: spawning is a hot path.
+    if ".context" in value and not reserved_ok and is_reserved(value):
+        raise InvalidArgument(
+            f"{arg} must not end with '.context' nor contain '.context.' (names of that "
+            f"form are reserved for agents' context actors), got {value!r}"
+        )
     return value
+
+
+def is_reserved(name: str) -> bool:
+    """Is *name* of the form reserved for context actors?"""
+    return name.endswith(".context") or ".context." in name
 
 
 def check_timeout(name: str, value: float | None) -> None:

@@ -15,6 +15,11 @@ __all__ = ["Workspace", "write_atomic"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
+# What a workspace holds besides the subfolders of agents spawned under other
+# names than their spec's: an agent's subfolder must not be one of these.
+# Compared ignoring case, for the file systems that do.
+_RESERVED = frozenset({"artifacts", "logs", "memory", "run_summary.json"})
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write *data* to *path* so that a reader sees the old file or the new, never half.
@@ -99,3 +104,22 @@ class Workspace:
         path = self.root / "run_summary.json"
         write_atomic(path, msgspec.json.format(msgspec.json.encode(summary), indent=2) + b"\n")
         return path
+
+
+def agent_workspace(root: Workspace, name: str) -> Workspace:
+    """The workspace of an agent spawned as *name* from a spec whose workspace is
+    *root* (and whose name is not *name*): the subfolder ``filename(name)``.
+
+    Raises:
+        InvalidArgument: that subfolder would be one of *root*'s own entries,
+            ``artifacts``, ``logs``, ``memory`` or ``run_summary.json``
+            (ignoring case).
+    """
+    folder = Workspace.filename(name)
+    if folder.casefold() in _RESERVED:
+        raise InvalidArgument(
+            f"name {name!r} cannot be spawned in the workspace {str(root.root)!r}: its "
+            f"subfolder {folder!r} would be one of the workspace's own entries "
+            f"{sorted(_RESERVED)} (ignoring case)"
+        )
+    return Workspace(root.root / folder)

@@ -3,6 +3,7 @@ usage, and the agent's workspace with its run summary."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Sequence
@@ -28,6 +29,8 @@ from agentrio import (
     ToolSchema,
     Usage,
 )
+from agentrio._checks import check_name, is_reserved
+from agentrio.actors.agent import context_name
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 
 if TYPE_CHECKING:
@@ -90,6 +93,18 @@ def test_spec_defaults_and_plain_functions_as_tools() -> None:
 def test_spec_name_must_be_a_plain_str(name: object) -> None:
     with pytest.raises(InvalidArgument, match=r"AgentSpec\.name"):
         AgentSpec(name=name, model=ScriptedModel([]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["a.context", "a.context.side", "context.side"])
+def test_spec_name_must_not_be_a_context_actors(name: str) -> None:
+    # "context.side" as a subagent of "a" would be named "a.context.side-<n>"
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.name must not .*context"):
+        AgentSpec(name=name, model=ScriptedModel([]))
+
+
+@pytest.mark.parametrize("name", ["context", "a.contexts", "a.context-2", "contextual.b"])
+def test_spec_names_near_the_reserved_form_stay_valid(name: str) -> None:
+    assert AgentSpec(name=name, model=ScriptedModel([])).name == name
 
 
 class SyncModel:
@@ -336,6 +351,77 @@ async def test_each_label_is_its_own_context_actor(
         await trio.testing.wait_all_tasks_blocked()
         assert primary.statistics().state == "exited"
         assert side.statistics().state == "exited"
+
+
+async def test_labels_that_escape_alike_have_their_own_contexts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # "/" is written "%2F" in a context actor's name, and "%" is written "%25"
+    # first, so no two labels share a name (an actor, and a history).
+    labels = ["a/b", "a%2Fb", "a%252Fb", "a%b", "a%25b"]
+    calls = []
+
+    def reply(messages: Sequence[ChatMessage], tools: object) -> Reply:
+        calls.append(messages)
+        return answer(f"{len(messages)} messages")
+
+    model = FunctionModel(reply)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        for label in labels:
+            result = await agent.run(label, context_label=label)
+            assert result.final_text == "2 messages"  # a context of its own
+        for label in labels:
+            result = await agent.run("again", context_label=label)
+            assert result.final_text == "4 messages"
+        paths = [c.path for c in rt.children()]
+    assert paths == [
+        "a",
+        "a.context.a%2Fb",
+        "a.context.a%252Fb",
+        "a.context.a%25252Fb",
+        "a.context.a%25b",
+        "a.context.a%2525b",
+    ]
+    assert len(calls) == 2 * len(labels)
+
+
+def _joined(pieces: Sequence[str], most: int) -> list[str]:
+    """Every string of up to *most* of *pieces*."""
+    return ["".join(p) for n in range(most + 1) for p in itertools.product(pieces, repeat=n)]
+
+
+def test_each_agent_and_label_has_a_context_name_no_actor_can_take() -> None:
+    # Every agent name and label made of the pieces that could make two
+    # context names alike: no two pairs share a name, and no actor of any
+    # other kind can take one.
+    agents = [n for n in _joined(["a", ".", "context", "-1"], 3) if n and not is_reserved(n)]
+    labels: list[str | None] = [None, *_joined(["a", "/", "%", "2F", "25", ".context"], 3)]
+    names = {context_name(agent, label) for agent in agents for label in labels}
+    assert len(names) == len(agents) * len(labels)
+    for name in names:
+        assert "/" not in name
+        with pytest.raises(InvalidArgument, match="reserved"):
+            check_name("name", name)
+
+
+@pytest.mark.parametrize("name", ["a.context", "a.context.side"])
+async def test_a_sibling_cannot_take_a_context_actors_name(
+    name: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    model = ScriptedModel([answer("p"), answer("s")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        # Refused at spawn, before the agent needs the name (and before any
+        # model call), whether the sibling is an agent or any other child.
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            await rt.spawn_agent(make_spec(ScriptedModel([])), name=name)
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            await agent.spawn_subagent(make_spec(ScriptedModel([])), name=name)
+        assert model.calls == []
+        assert (await agent.run("primary")).final_text == "p"
+        assert (await agent.run("side", context_label="side")).final_text == "s"
+        assert [c.path for c in rt.children()] == ["a", "a.context", "a.context.side"]
 
 
 async def test_an_empty_label_is_not_the_primary_context(
@@ -614,6 +700,28 @@ async def test_agent_names_cannot_lead_out_of_the_workspace(tmp_path: Path) -> N
     assert ws.root.parent == root and ws.root.name not in (".", "..")
     assert (ws.root / "run_summary.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+@pytest.mark.parametrize(
+    "name", ["run_summary.json", "artifacts", "logs", "memory", "Artifacts", "run summary.json"]
+)
+async def test_an_agent_folder_cannot_be_a_workspace_entry(
+    name: str, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    root = tmp_path / "ws"
+    model = ScriptedModel([answer("a")])
+    spec = make_spec(model, workspace=root)
+    async with agentrio.open_runtime() as rt:
+        first = await rt.spawn_agent(spec)
+        # Refused at spawn ("run summary.json" is made "run_summary.json"),
+        # before any model call, and ignoring case.
+        with pytest.raises(InvalidArgument, match="the workspace's own entries"):
+            await rt.spawn_agent(spec, name=name)
+        assert model.calls == [] and not root.exists()
+        assert [c.path for c in rt.children()] == ["a"]
+        await first.run("one")
+    assert json.loads((root / "run_summary.json").read_text())["phases"] == 1
+    assert sorted(p.name for p in root.iterdir()) == ["run_summary.json"]
 
 
 async def test_max_iterations_none_means_the_spec_limit(

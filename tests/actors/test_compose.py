@@ -652,6 +652,25 @@ async def test_map_argument_errors(inputs: object, concurrency: object, named: s
             )
 
 
+@pytest.mark.parametrize("inputs", [["a", "b"], [], "not a list"])
+@pytest.mark.parametrize("on", ["runtime", "supervisor", "agent"])
+async def test_map_of_a_non_spec_is_invalid_argument_before_anything_else(
+    on: str, inputs: object, autojump_clock: trio.testing.MockClock
+) -> None:
+    model = ScriptedModel([])
+    async with agentrio.open_runtime() as rt:
+        mapper: agentrio.SupervisorRef | agentrio.AgentRef = rt
+        if on == "supervisor":
+            mapper = await rt.spawn_supervisor(name="team")
+        elif on == "agent":
+            mapper = await rt.spawn_agent(lead_spec(model))
+        # Raised as itself (not in an exception group), whatever the inputs.
+        with pytest.raises(InvalidArgument, match=r"spec must be an agentrio\.AgentSpec, got str"):
+            await mapper.map("not a spec", inputs)  # type: ignore[arg-type]
+        assert [c.path for c in rt.children()] == ([] if on == "runtime" else [mapper.path])
+    assert model.calls == []
+
+
 # -- cancelling a coordinator of 100 subagents ------------------------------------------
 
 

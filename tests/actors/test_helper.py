@@ -475,3 +475,19 @@ async def test_helper_arguments_are_named_in_errors(
         helper = rt.helper(ScriptedModel([]))
         with pytest.raises(agentrio.InvalidArgument, match="prompt"):
             await helper.execute(123)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["context", "notes.context"])
+async def test_a_session_helper_cannot_take_its_agents_context_name(
+    name: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A session helper is named "<agent>.<last part of its name>": here
+    # "lead.context", the name of the agent's primary context actor.
+    model = ScriptedModel([Reply(text="done", usage=Usage(1, 1))])
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(AgentSpec("lead", model))
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            lead.helper(name=name)
+        assert model.calls == []
+        assert (await lead.run("go")).final_text == "done"
+        assert [c.path for c in rt.children()] == ["lead", "lead.context"]

@@ -36,6 +36,22 @@ async def test_names_are_unique_per_supervisor() -> None:
         assert rt.lookup("a/w") is again
 
 
+@pytest.mark.parametrize("name", ["a.context", "a.context.side", "a.context.", "x.y.context.z%2Fw"])
+async def test_names_of_the_context_actors_form_are_reserved(name: str) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            await rt.spawn(Worker, [], name=name)
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            await rt.spawn_supervisor(name=name)
+        assert rt.children() == []
+
+
+@pytest.mark.parametrize("name", ["context", "context-1", "a.contexts", "a.context-1", "a.ctx"])
+async def test_names_near_the_reserved_form_stay_valid(name: str) -> None:
+    async with agentrio.open_runtime() as rt:
+        assert (await rt.spawn(Worker, [], name=name)).name == name
+
+
 async def test_default_names() -> None:
     async with agentrio.open_runtime() as rt:
         taken = await rt.spawn(Worker, [], name="Worker-1")

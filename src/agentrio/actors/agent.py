@@ -26,7 +26,7 @@ from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import Tool, ToolSchema
-from ..workspace import Workspace
+from ..workspace import Workspace, agent_workspace
 from ._core import (
     Actor,
     ActorRef,
@@ -86,7 +86,9 @@ class AgentSpec:
         agent = await rt.spawn_agent(spec)
 
     Attributes:
-        name: the agent's default name (``spawn_agent(name=...)`` overrides it).
+        name: the agent's default name (``spawn_agent(name=...)`` overrides it):
+            an actor's name (no ``/``, not ending with ``.context`` nor
+            containing ``.context.``) that does not start with ``context.``.
         model: a model object (see :class:`agentrio.Model`), a tier name from
             agentrio.toml (``"fast"``), or an ``"instance:model"`` string
             (``"local:qwen2.5:0.5b"``), resolved when the agent is spawned.
@@ -96,7 +98,8 @@ class AgentSpec:
         limits: the bounds of each phase.
         workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
             ``run_summary.json``; an agent spawned under another name than
-            the spec's gets a subfolder of that name.
+            the spec's gets a subfolder of that name, which must not be one
+            of those entries.
         on_step: called (sync or async) with a :class:`StepInfo` after every
             model turn and tool call; if it raises, the phase ends with ``error``.
         token_estimator: tokens of a text, for the context window and the
@@ -137,6 +140,13 @@ class AgentSpec:
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
+        if self.name.startswith("context."):
+            # A subagent's default name, "<agent>.<spec.name>-<n>", would be of
+            # the form reserved for context actors, and refused at its spawn.
+            raise InvalidArgument(
+                f"AgentSpec.name must not start with 'context.' (a subagent's default name "
+                f"'<agent>.{self.name}-<n>' would be a context actor's), got {self.name!r}"
+            )
         if isinstance(self.model, str):
             if ":" in self.model:
                 split_model(self.model)
@@ -241,6 +251,19 @@ def _streams(model: Model) -> bool:
     return known
 
 
+def context_name(agent: str, label: str | None) -> str:
+    """The name of *agent*'s context actor for *label*, distinct for each label.
+
+    ``<agent>.context`` for the primary context, ``<agent>.context.<label>``
+    for the others, with ``%`` in the label written ``%25`` and then ``/``
+    written ``%2F`` (a name has no ``/``): an encoding with one name per
+    label, so ``"a/b"`` and ``"a%2Fb"`` get two actors.
+    """
+    if label is None:
+        return agent + ".context"
+    return f"{agent}.context.{label.replace('%', '%25').replace('/', '%2F')}"
+
+
 class _AgentState:
     """An agent's state that outlives the incarnations of its actor."""
 
@@ -301,10 +324,8 @@ class _AgentState:
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
-            root = os.fspath(spec.workspace)
-            self.workspace = Workspace(
-                root if name == spec.name else os.path.join(root, Workspace.filename(name))
-            )
+            root = Workspace(spec.workspace)
+            self.workspace = root if name == spec.name else agent_workspace(root, name)
 
     def use_model(self, model: Model) -> None:
         """Call *model* from now on (a resolved one, or the next tier's)."""
@@ -335,16 +356,17 @@ class _AgentState:
     def new_context(self, label: str | None) -> ActorRef:
         """Spawn the ContextActor of *label*, owned by the agent (it stops after it)."""
         assert self.cell is not None
-        suffix = "" if label is None else "." + label.replace("/", "%2F")
         # Allowed while the supervisor stops: the agent may be draining its
-        # queued phases, which the graceful stop promises to run.
+        # queued phases, which the graceful stop promises to run. The name is
+        # of the reserved form no other child can take (see check_name).
         cell = self.sup.spawn_actor(
             ContextActor,
             (),
-            f"{self.cell.name}.context{suffix}",
+            context_name(self.cell.name, label),
             64,
             "transient",
             stopping_ok=True,
+            reserved_ok=True,
         )
         self.cell.own(cell)
         if label is None:
@@ -465,10 +487,17 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
     )
 
 
+def check_spec(spec: object) -> None:
+    """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
+    if not isinstance(spec, AgentSpec):
+        raise InvalidArgument(
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {spec!r}"
+        )
+
+
 def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
     """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
-    if not isinstance(spec, AgentSpec):
-        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    check_spec(spec)
     root: Budget = sup.shared.budget
     if budget is None:
         budget = root
@@ -621,7 +650,8 @@ class AgentRef(metaclass=NoPublicConstructor):
             max_iterations: model calls allowed (default ``spec.limits.max_iterations``).
             continue_context: False starts this context label afresh.
             context_label: the conversation to continue; ``None`` is the
-                primary one. Labels never see each other's history.
+                primary one. Any str is a label, with a history of its own
+                that no other label sees.
             direct_tool_calls: run these tool calls and no model: not gated
                 by the budget, but by the stop request and the allowlist.
 
@@ -695,7 +725,9 @@ class AgentRef(metaclass=NoPublicConstructor):
             instructions: its system prompt (default: this agent's).
             max_turns: model calls per execute; past them :class:`HelperTurnsExceeded`...
             final_answer: ...unless True: then one last call without tools answers.
-            name: its name (default ``<agent>.helper-<n>``).
+            name: its name (default ``<agent>.helper-<n>``); its agent is
+                named ``<agent>.<the last .-part of name>``, so ``"context"``
+                (the agent's context actor's name) is refused.
         """
         from .helper import session_helper
 
@@ -720,11 +752,13 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Raises:
             PermissionEscalation: *spec* has tools this agent does not.
-            InvalidArgument: *budget* is not this agent's, below it, or free-standing.
+            InvalidArgument: *spec* is not an AgentSpec; *budget* is not this
+                agent's, below it, or free-standing; a bad *name*.
             ActorStopped: this agent has exited.
         """
         from .compose import spawn_child
 
+        check_spec(spec)
         await trio.lowlevel.checkpoint_if_cancelled()
         return spawn_child(self._state, spec, name=name, budget=budget)
 

@@ -23,7 +23,7 @@ from ..tools.policy import Approval, Approver, Decision, PermissionPolicy, ask_a
 from ..tools.tool import Tool
 from ._core import request_cancel, request_stop
 from ._phase import CALLER
-from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
+from .agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
 
 if TYPE_CHECKING:
     from ..supervisors.supervisor import _Supervisor
@@ -269,6 +269,7 @@ async def map_phases(
     parent: _AgentState | None,
 ) -> list[PhaseResult | ActorError]:
     """One fresh agent per input, at most *concurrency* at once; results in input order."""
+    check_spec(spec)
     if isinstance(inputs, str) or not isinstance(inputs, Sequence):
         raise InvalidArgument(f"inputs must be a list of user messages, got {inputs!r}")
     if not all(isinstance(i, str) for i in inputs):

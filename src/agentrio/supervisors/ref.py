@@ -101,7 +101,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             actor_class: an :class:`agentrio.Actor` subclass, or an
                 :class:`agentrio.InlineActor` one (no task; handled at send time).
             *args: passed to its constructor at every (re)start.
-            name: unique among this supervisor's children; default
+            name: unique among this supervisor's children, without ``/``,
+                not ending with ``.context`` nor containing ``.context.``
+                (reserved for agents' context actors); default
                 ``"<ClassName>-<n>"``.
             mailbox: the mailbox's capacity (0 means every send waits for
                 the actor to take the message).
@@ -138,7 +140,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Start a child supervisor and return its ref.
 
         Args:
-            name: unique among this supervisor's children.
+            name: unique among this supervisor's children (the rules of
+                :meth:`spawn`).
             strategy: ``"one_for_one"`` restarts only the crashed child;
                 ``"one_for_all"`` restarts every child (temporary ones are
                 cancelled, not restarted).
@@ -176,7 +179,11 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         Args:
             spec: the :class:`agentrio.AgentSpec`.
-            name: the agent's name (default ``spec.name``), unique here.
+            name: the agent's name (default ``spec.name``), unique here (the
+                rules of :meth:`spawn`). With a workspace, another name than
+                ``spec.name`` is the agent's subfolder of it, which must not
+                be one of its own entries (``artifacts``, ``logs``,
+                ``memory``, ``run_summary.json``, ignoring case).
             budget: the budget its model and tool calls draw from (default:
                 the runtime's). A budget with no parent is made a child of
                 the runtime's, so the runtime's totals include it.
@@ -269,7 +276,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Each agent stops after its phase.
 
         Raises:
-            InvalidArgument: *inputs* is not a list of str, or *concurrency* < 1.
+            InvalidArgument: *spec* is not an AgentSpec (checked first, even
+                for no inputs), *inputs* is not a list of str, or
+                *concurrency* < 1.
         """
         from ..actors.compose import map_phases
 

@@ -553,8 +553,8 @@ class _Supervisor:
 
     # -- spawning ------------------------------------------------------------------
 
-    def _new_name(self, prefix: str, name: object) -> str:
-        checked = check_name("name", name, optional=True)
+    def _new_name(self, prefix: str, name: object, *, reserved_ok: bool = False) -> str:
+        checked = check_name("name", name, optional=True, reserved_ok=reserved_ok)
         if checked is None:
             checked = f"{prefix}-{next(self._names)}"
             while checked in self.children:
@@ -577,9 +577,11 @@ class _Supervisor:
         restart: object,
         *,
         stopping_ok: bool = False,
+        reserved_ok: bool = False,
     ) -> _Cell:
         """Make and start a child actor; *stopping_ok* lets a draining owner still
-        spawn what it owns (an agent's context) while this supervisor stops."""
+        spawn what it owns (an agent's context) while this supervisor stops, and
+        *reserved_ok* lets the agent layer name a context actor (a reserved name)."""
         if not (isinstance(actor_class, type) and issubclass(actor_class, (Actor, InlineActor))):
             raise InvalidArgument(
                 f"actor_class must be a subclass of agentrio.Actor or agentrio.InlineActor, "
@@ -590,7 +592,7 @@ class _Supervisor:
         capacity = check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)
         self._check_open(stopping_ok=stopping_ok)
-        checked = self._new_name(actor_class.__name__, name)
+        checked = self._new_name(actor_class.__name__, name, reserved_ok=reserved_ok)
         cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
         self._adopt(cell)
         return cell
