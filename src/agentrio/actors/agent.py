@@ -246,6 +246,7 @@ class _AgentState:
 
     __slots__ = (
         "budget",
+        "ceiling",
         "cell",
         "contexts",
         "cut",
@@ -254,6 +255,7 @@ class _AgentState:
         "info",
         "input_tokens",
         "model",
+        "narrowed",
         "output_tokens",
         "phases",
         "pricing",
@@ -295,6 +297,12 @@ class _AgentState:
         self.primary: _Cell | None = None
         self.contexts: dict[str, _Cell] | None = None
         self.cut: Phase | None = None  # a phase cut short by a tool's timer, to resume
+        # The most its phases may use, when its parent started it during a
+        # phase narrowed by tool_names (None: its spec's tools); and the
+        # allowlist of its own phase under way, when narrower than its spec's.
+        # Children take the second if set, else the first (compose.spawn_child).
+        self.ceiling: frozenset[str] | None = None
+        self.narrowed: frozenset[str] | None = None
         self.stop_requested = False
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0

@@ -149,13 +149,9 @@ class Approval:
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.approved, bool):
-            raise InvalidArgument(
-                f"Approval.approved must be a bool, got {_shown(self.approved)}"
-            )
+            raise InvalidArgument(f"Approval.approved must be a bool, got {_shown(self.approved)}")
         if not isinstance(self.reason, str):
-            raise InvalidArgument(
-                f"Approval.reason must be a str, got {_shown(self.reason)}"
-            )
+            raise InvalidArgument(f"Approval.reason must be a str, got {_shown(self.reason)}")
 
 
 @attrs.frozen
