@@ -108,13 +108,18 @@ class AgentSpec:
             calls (None: every allowlisted call is allowed).
         approver: who answers ``ask`` decisions: an async or sync callable
             taking a :class:`agentrio.ConfirmationRequired` and returning a
-            bool or :class:`agentrio.Approval`, or an actor that does the same.
+            bool or :class:`agentrio.Approval`, or an actor that does the same
+            (any other answer denies the call).
         approval_timeout: seconds to wait for the approver; then the call is
             denied (None: wait as long as the phase may).
         pre_tool_use: ``async (call) -> call | Deny | None``: may refuse a
             call or rewrite its arguments.
         post_tool_use: ``async (call, result) -> result | None``: may rewrite
             a result before the model sees it.
+
+    The agent's children (subagents, agent tools' agents, ``map``'s agents,
+    session helpers) run its hooks before their own, and its policy and
+    approver apply to them too.
     """
 
     name: str
@@ -625,7 +630,8 @@ class AgentRef(metaclass=NoPublicConstructor):
             user_message: the user's turn that starts the phase.
             tool_names: restrict this phase to these of the agent's tools
                 (``[]``: the model runs but every tool call is denied;
-                ``None``: all of them).
+                ``None``: all of them). A child started while the phase runs
+                may use only those of its own tools named here.
             max_iterations: model calls allowed (default ``spec.limits.max_iterations``).
             continue_context: False starts this context label afresh.
             context_label: the conversation to continue; ``None`` is the
@@ -696,7 +702,10 @@ class AgentRef(metaclass=NoPublicConstructor):
         final_answer: bool = False,
         name: str | None = None,
     ) -> Helper:
-        """A session helper: this agent's tools, rules (default ``ask``), approver and budget.
+        """A session helper: this agent's tools, rules, approver, hooks and budget.
+
+        It asks the approver about any call that no rule of this agent's (or
+        of its parents') matches, even when this agent's default is allow.
 
         Args:
             model: the helper's model (default: this agent's).
@@ -721,8 +730,10 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> AgentRef:
         """Spawn *spec* as this agent's subagent, under the same supervisor.
 
-        Its allowlist must be a subset of this agent's; this agent's permission
-        rules and approver apply to it as well as its own; it draws from
+        Its allowlist must be a subset of this agent's (and, spawned during a
+        phase with ``tool_names``, it may use only the tools that phase names);
+        this agent's permission rules, approver and hooks apply to it as well
+        as its own (its hooks first); it draws from
         *budget* (a Budget with no parent is carved out of this agent's) or
         this agent's budget; stopping or cancelling this agent reaches it.
 
