@@ -23,6 +23,7 @@ from agentrio import (
     Budget,
     ChatMessage,
     ConfirmationRequired,
+    Deny,
     InvalidArgument,
     Limits,
     PermissionEscalation,
@@ -31,6 +32,7 @@ from agentrio import (
     SubagentEnded,
     SubagentStarted,
     ToolCallRequest,
+    ToolResult,
     ToolSchema,
     TurnEnded,
     Usage,
@@ -41,6 +43,7 @@ from agentrio import (
 )
 from agentrio.actors.compose import combine_policies
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.tools.policy import PostToolUse, PreToolUse
 
 Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
 
@@ -441,6 +444,355 @@ async def test_each_approver_answers_for_its_own_rules(
     ]
     assert result.tool_calls[0].content == "the approver refused 'write': parent"
     assert sorted(asked) == [("child", "lookup"), ("parent", "write")]
+
+
+# -- the parent's hooks reach every child ----------------------------------------------
+
+READ: list[str] = []
+
+
+@agentrio.tool
+async def read_file(path: str) -> str:
+    """Read a file."""
+    READ.append(path)
+    return f"contents of {path}"
+
+
+async def sandbox(call: ToolCallRequest) -> Deny | None:
+    if ".." in str(call.arguments.get("path", "")):
+        return Deny("paths may not contain '..'")
+    return None
+
+
+CHILD_PATHS = ["spawn_subagent", "agent_tool", "map", "session_helper", "grandchild"]
+
+
+async def through(rt: agentrio.Runtime, path: str, lead: AgentSpec, child: AgentSpec) -> str:
+    """Have *child* (made from *lead*'s agent by *path*) do its one call; what it saw.
+
+    *child*'s model makes the call and answers ``saw: <the result>``; for the
+    agent tool, *lead*'s model must call the tool named ``child``.
+    """
+    parent = await rt.spawn_agent(lead)
+    if path == "spawn_subagent":
+        return (await (await parent.spawn_subagent(child)).run("go")).final_text
+    if path == "agent_tool":
+        result = await parent.run("go")
+        (call,) = result.tool_calls
+        assert call.status == "ok", call
+        return call.content
+    if path == "map":
+        (mapped,) = await parent.map(child, ["go"])
+        assert isinstance(mapped, PhaseResult)
+        return mapped.final_text
+    if path == "session_helper":
+        return (await parent.helper(child.model).execute("go")).content
+    assert path == "grandchild"
+    middle = await parent.spawn_subagent(AgentSpec("middle", echo_model(), tools=child.tools))
+    return (await (await middle.spawn_subagent(child)).run("go")).final_text
+
+
+def lead_with(path: str, child: AgentSpec, **kw: object) -> AgentSpec:
+    """The lead: *child*'s tools (and *child* as an agent tool), with *kw*."""
+    model = one_call_model("child", task="go") if path == "agent_tool" else ScriptedModel([])
+    tools = [*child.tools, agent_tool(child, name="child")]
+    # (a session helper asks about what no rule settles: the lead approves it all)
+    return AgentSpec("lead", model, tools=tools, approver=lambda r: True, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", CHILD_PATHS)
+async def test_a_call_the_parent_hook_refuses_is_refused_to_every_child(
+    autojump_clock: trio.testing.MockClock, path: str
+) -> None:
+    # The model, refused by its sandbox hook, delegates the same call.
+    READ.clear()
+    child = AgentSpec(
+        "reader",
+        one_call_model("read_file", path="../etc/passwd"),
+        tools=[read_file],
+        permissions=PermissionPolicy(rules=[allow("*")]),
+    )
+    async with agentrio.open_runtime() as rt:
+        told = await through(rt, path, lead_with(path, child, pre_tool_use=sandbox), child)
+    assert told == "saw: paths may not contain '..'"
+    assert READ == []
+
+
+def recording(tag: str, log: list[str]) -> tuple[PreToolUse, PostToolUse]:
+    """Hooks that log their turn on a read_file call and leave their mark on it and its result."""
+
+    async def pre(call: ToolCallRequest) -> ToolCallRequest | None:
+        if call.name != "read_file":
+            return None
+        log.append(f"{tag} pre")
+        return ToolCallRequest(call.name, {"path": f"{call.arguments['path']}/{tag}"}, id=call.id)
+
+    async def post(call: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        if call.name != "read_file":
+            return None
+        log.append(f"{tag} post")
+        content = f"{result.content} +{tag}"
+        return ToolResult(result.id, result.name, result.arguments, result.status, content)
+
+    return pre, post
+
+
+@pytest.mark.parametrize("path", CHILD_PATHS)
+async def test_a_child_runs_its_parent_hooks_first_then_its_own(
+    autojump_clock: trio.testing.MockClock, path: str
+) -> None:
+    READ.clear()
+    log: list[str] = []
+    lead_pre, lead_post = recording("lead", log)
+    child_pre, child_post = recording("child", log)
+    child = AgentSpec(
+        "reader",
+        one_call_model("read_file", path="x"),
+        tools=[read_file],
+        pre_tool_use=child_pre,
+        post_tool_use=child_post,
+    )
+    lead = lead_with(path, child, pre_tool_use=lead_pre, post_tool_use=lead_post)
+    async with agentrio.open_runtime() as rt:
+        told = await through(rt, path, lead, child)
+    if path == "session_helper":
+        # A session helper's hooks are its agent's: once each.
+        assert log == ["lead pre", "lead post"]
+        assert READ == ["x/lead"] and told == "saw: contents of x/lead +lead"
+        return
+    # Outermost first, each seeing what the one before it left: the tool ran
+    # the call as both pre hooks rewrote it, and the model saw both rewrites.
+    assert log == ["lead pre", "child pre", "lead post", "child post"]
+    assert READ == ["x/lead/child"]
+    assert told == "saw: contents of x/lead/child +lead +child"
+
+
+async def test_a_grandchild_runs_every_ancestor_hook_outermost_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    log: list[str] = []
+    hooks = {tag: recording(tag, log) for tag in ("lead", "middle", "leaf")}
+
+    def spec(tag: str, model: ScriptedModel | FunctionModel) -> AgentSpec:
+        pre, post = hooks[tag]
+        return AgentSpec(tag, model, tools=[read_file], pre_tool_use=pre, post_tool_use=post)
+
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(spec("lead", ScriptedModel([])))
+        middle = await lead.spawn_subagent(spec("middle", ScriptedModel([])))
+        leaf = await middle.spawn_subagent(spec("leaf", one_call_model("read_file", path="x")))
+        result = await leaf.run("go")
+        # The middle agent's own calls run its ancestors' hooks and its own, not its child's.
+        del log[:]
+        await middle.run("", direct_tool_calls=[ToolCallRequest("read_file", {"path": "y"})])
+    assert READ == ["x/lead/middle/leaf", "y/lead/middle"]
+    assert result.final_text == "saw: contents of x/lead/middle/leaf +lead +middle +leaf"
+    assert log == ["lead pre", "middle pre", "lead post", "middle post"]
+
+
+async def test_the_same_hook_on_parent_and_child_runs_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    log: list[str] = []
+    pre, post = recording("sandbox", log)
+    shared = {"pre_tool_use": pre, "post_tool_use": post}
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[read_file], **shared))
+        child = await lead.spawn_subagent(
+            AgentSpec("c", ScriptedModel([]), tools=[read_file], **shared)  # type: ignore[arg-type]
+        )
+        leaf = await child.spawn_subagent(
+            AgentSpec(
+                "leaf",
+                one_call_model("read_file", path="x"),
+                tools=[read_file],
+                **shared,  # type: ignore[arg-type]
+            )
+        )
+        result = await leaf.run("go")
+    assert READ == ["x/sandbox"]
+    assert result.final_text == "saw: contents of x/sandbox +sandbox"
+    assert log == ["sandbox pre", "sandbox post"]
+
+
+async def test_a_parent_hook_that_refuses_ends_the_chain(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    log: list[str] = []
+    child_pre, _ = recording("child", log)
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[read_file], pre_tool_use=sandbox))
+        child = await lead.spawn_subagent(
+            AgentSpec(
+                "c",
+                one_call_model("read_file", path="../x"),
+                tools=[read_file],
+                pre_tool_use=child_pre,
+            )
+        )
+        result = await child.run("go")
+    assert result.tool_calls[0].status == "denied"
+    assert log == [] and READ == []
+
+
+async def test_a_child_hook_cannot_launder_what_the_parent_policy_denies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A rewrite by any hook of the chain is judged again by the combined policy.
+    READ.clear()
+
+    async def escape(call: ToolCallRequest) -> ToolCallRequest:
+        return ToolCallRequest(call.name, {"path": "/etc/passwd"}, id=call.id)
+
+    def absolute(arguments: object) -> bool:
+        return str(arguments["path"]).startswith("/")  # type: ignore[index]
+
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(
+            lead_spec(
+                tools=[read_file],
+                permissions=PermissionPolicy(rules=[deny("read_file", when=absolute)]),
+            )
+        )
+        child = await lead.spawn_subagent(
+            AgentSpec(
+                "c",
+                one_call_model("read_file", path="notes"),
+                tools=[read_file],
+                pre_tool_use=escape,
+            )
+        )
+        result = await child.run("go")
+    assert result.tool_calls[0].status == "denied"
+    assert "rewritten arguments is denied by the policy" in result.tool_calls[0].content
+    assert READ == []
+
+
+async def test_a_child_of_a_parent_without_a_gate_pays_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # No policy, approver or hook on either: the child's spec is the spec
+    # itself (what it derives is shared by all its siblings), and it has no gate.
+    spec = AgentSpec("w", echo_model(), tools=[lookup])
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec())
+        child = await lead.spawn_subagent(spec)
+        assert child.spec is spec
+        assert child._state.gate is None
+        assert child._state.ceiling is None
+        hooked = await rt.spawn_agent(lead_spec(post_tool_use=lambda c, r: None), name="h")
+        assert (await hooked.spawn_subagent(spec))._state.gate is not None
+
+
+# -- a phase's narrowed allowlist reaches the children it starts ------------------------
+
+
+@agentrio.tool
+async def shell(cmd: str) -> str:
+    """Run a command."""
+    READ.append(f"shell {cmd}")
+    return "ran"
+
+
+def calls_shell_then_answers() -> FunctionModel:
+    def reply(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        seen = [m.content for m in messages if m.role == "tool"]
+        if seen:
+            return text(f"offered {sorted(t.name for t in tools)}; saw: {seen[-1]}")
+        return calling("shell", cmd="rm -rf /")
+
+    return FunctionModel(reply)
+
+
+async def test_an_agent_tool_child_started_in_a_narrowed_phase_gets_its_allowlist(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    worker = AgentSpec("worker", calls_shell_then_answers(), tools=[shell, lookup])
+    lead = AgentSpec(
+        "lead",
+        one_call_model("worker", task="clean up"),
+        tools=[shell, lookup, agent_tool(worker)],
+    )
+    async with agentrio.open_runtime() as rt:
+        boss = await rt.spawn_agent(lead)
+        narrowed = await boss.run("go", tool_names=["worker", "lookup"])
+        # The same phase without tool_names: the worker may use its shell.
+        free = await boss.run("go", continue_context=False)
+    # The worker's tools meet the phase's: lookup only; shell is denied.
+    assert narrowed.tool_calls[0].content == (
+        "offered ['lookup']; saw: tool 'shell' is not allowed here"
+    )
+    assert free.tool_calls[0].content == "offered ['lookup', 'shell']; saw: ran"
+    assert READ == ["shell rm -rf /"]
+
+
+async def test_children_started_during_a_narrowed_phase_keep_its_allowlist(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A child started from a tool of the phase, and the child's own children,
+    # and its later phases: the narrowing binds the subtree it started.
+    READ.clear()
+    kept: list[agentrio.AgentRef] = []
+    boss: list[agentrio.AgentRef] = []
+
+    @agentrio.tool
+    async def hire() -> str:
+        """Start a subagent."""
+        kept.append(await boss[0].spawn_subagent(AgentSpec("w", ScriptedModel([]), tools=[shell])))
+        return "hired"
+
+    async with agentrio.open_runtime() as rt:
+        boss.append(
+            await rt.spawn_agent(lead_spec(one_call_model("hire"), tools=[shell, lookup, hire]))
+        )
+        await boss[0].run("go", tool_names=["hire", "lookup"])
+        (child,) = kept
+        direct = await child.run("", direct_tool_calls=[ToolCallRequest("shell", {"cmd": "a"})])
+        # tool_names on the child narrows further; it cannot widen.
+        named = await child.run(
+            "", tool_names=["shell"], direct_tool_calls=[ToolCallRequest("shell", {"cmd": "b"})]
+        )
+        grandchild = await child.spawn_subagent(
+            AgentSpec("g", calls_shell_then_answers(), tools=[shell])
+        )
+        deep = await grandchild.run("go")
+        # A child started after the phase ended is not narrowed.
+        later = await boss[0].spawn_subagent(AgentSpec("l", ScriptedModel([]), tools=[shell]))
+        free = await later.run("", direct_tool_calls=[ToolCallRequest("shell", {"cmd": "c"})])
+    assert direct.tool_calls[0].content == "tool 'shell' is not allowed here"
+    assert named.tool_calls[0].content == "tool 'shell' is not allowed here"
+    assert deep.final_text == "offered []; saw: tool 'shell' is not allowed here"
+    assert free.tool_calls[0].status == "ok"
+    assert READ == ["shell c"]
+
+
+async def test_a_map_started_during_a_narrowed_phase_gets_its_allowlist(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    boss: list[agentrio.AgentRef] = []
+    spec = AgentSpec("w", calls_shell_then_answers(), tools=[shell, lookup])
+
+    @agentrio.tool
+    async def fan_out() -> str:
+        """Run a fan-out."""
+        results = await boss[0].map(spec, ["a", "b"])
+        return " | ".join(r.final_text for r in results if isinstance(r, PhaseResult))
+
+    async with agentrio.open_runtime() as rt:
+        boss.append(
+            await rt.spawn_agent(
+                lead_spec(one_call_model("fan_out"), tools=[shell, lookup, fan_out])
+            )
+        )
+        result = await boss[0].run("go", tool_names=["fan_out", "lookup"])
+    one = "offered ['lookup']; saw: tool 'shell' is not allowed here"
+    assert result.tool_calls[0].content == f"{one} | {one}"
+    assert READ == []
 
 
 # -- agents as tools -------------------------------------------------------------------

@@ -239,7 +239,7 @@ async def test_session_helper_inherits_tools_model_and_instructions(
         model,
         instructions="lead's rules",
         tools=tools,
-        permissions=PermissionPolicy(default="allow"),
+        permissions=PermissionPolicy(rules=[allow("lookup")]),
     )
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(spec)
@@ -293,6 +293,102 @@ async def test_session_helper_follows_the_parent_rules(
     assert [r.status for r in res.tool_results] == ["ok", "denied"]
     assert "denied by the permission policy" in res.tool_results[1].content
     assert ran == ["lookup k0"]
+
+
+async def test_session_helper_asks_about_what_the_rules_leave_even_with_a_default_of_allow(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The agent itself may delete (its default is allow); its session helper
+    # may not without asking, since no rule of the agent's settles delete.
+    asked: list[str] = []
+
+    def approver(request: ConfirmationRequired) -> bool:
+        asked.append(request.tool_call.name)
+        return False
+
+    ran, tools = make_tools()
+    policy = PermissionPolicy(rules=[allow("lookup")], default="allow")
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(
+            AgentSpec(
+                "lead",
+                ScriptedModel([calls("delete", first=5), text("ok")]),
+                tools=tools,
+                permissions=policy,
+                approver=approver,
+            )
+        )
+        res = await lead.helper(ScriptedModel([calls("lookup", "delete"), text("ok")])).execute(
+            "go"
+        )
+        own = await lead.run("go")
+    assert [r.status for r in res.tool_results] == ["ok", "denied"]
+    assert res.tool_results[1].content == "the approver refused 'delete'"
+    assert asked == ["delete"]
+    # The agent's own call is settled by its default: nobody is asked.
+    assert own.tool_calls[0].status == "ok"
+    assert ran == ["lookup k0", "delete k5"]
+
+
+async def test_session_helper_of_an_agent_with_a_default_of_deny_is_denied_without_asking(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    asked: list[str] = []
+
+    def approver(request: ConfirmationRequired) -> bool:
+        asked.append(request.tool_call.name)
+        return True
+
+    ran, tools = make_tools()
+    policy = PermissionPolicy(rules=[allow("lookup")], default="deny")
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(
+            AgentSpec(
+                "lead",
+                ScriptedModel([]),
+                tools=tools,
+                permissions=policy,
+                approver=approver,
+            )
+        )
+        res = await lead.helper(ScriptedModel([calls("lookup", "delete"), text("ok")])).execute(
+            "go"
+        )
+    assert [r.status for r in res.tool_results] == ["ok", "denied"]
+    assert "denied by the permission policy" in res.tool_results[1].content
+    assert asked == [] and ran == ["lookup k0"]
+
+
+async def test_session_helper_of_a_subagent_asks_about_what_no_rule_settles(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The rules that settle a call may be the agent's own or its parent's.
+    asked: list[str] = []
+
+    def approver(request: ConfirmationRequired) -> bool:
+        asked.append(request.tool_call.name)
+        return True
+
+    ran, tools = make_tools()
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(
+            AgentSpec(
+                "lead",
+                ScriptedModel([]),
+                tools=tools,
+                permissions=PermissionPolicy(rules=[allow("lookup")]),
+                approver=approver,
+            )
+        )
+        child = await lead.spawn_subagent(
+            AgentSpec("child", ScriptedModel([]), tools=tools, permissions=PermissionPolicy())
+        )
+        res = await child.helper(ScriptedModel([calls("lookup", "delete"), text("ok")])).execute(
+            "go"
+        )
+    assert [r.status for r in res.tool_results] == ["ok", "ok"]
+    assert asked == ["delete"]
+    assert sorted(ran) == ["delete k1", "lookup k0"]
 
 
 async def test_session_helper_without_an_approver_cannot_run_what_needs_asking(

@@ -275,6 +275,68 @@ async def test_an_actor_approver(autojump_clock: trio.testing.MockClock) -> None
     assert [m.tool_call.name for m in Approve.seen] == ["read_file", "shell"]
 
 
+@pytest.mark.parametrize(
+    ("value", "type_name"), [("no", "a str"), (1, "an int"), (0, "an int"), (None, "a NoneType")]
+)
+def test_an_approval_is_a_bool(value: object, type_name: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"Approval.approved must be a bool.*{type_name}"):
+        Approval(value)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=f"Approval.approved must be a bool.*{type_name}"):
+        Approval(approved=value)  # type: ignore[arg-type]
+
+
+def test_an_approval_reason_is_a_str() -> None:
+    with pytest.raises(InvalidArgument, match=r"Approval.reason must be a str, got 404 \(an int\)"):
+        Approval(False, 404)  # type: ignore[arg-type]
+    assert Approval(False, "why").reason == "why"
+
+
+@pytest.mark.parametrize(
+    ("answer", "shown"),
+    [
+        ("no", "'no' (a str)"),
+        ("yes", "'yes' (a str)"),
+        (1, "1 (an int)"),
+        (None, "None (a NoneType)"),
+        (Deny("nope"), "Deny(reason='nope') (a Deny)"),
+    ],
+)
+async def test_an_approver_answering_anything_but_a_bool_or_approval_denies(
+    autojump_clock: trio.testing.MockClock, answer: object, shown: str
+) -> None:
+    ran, tools = make_tools()
+    async with agentrio.open_runtime() as rt:
+        no, seen = await run_one(
+            rt,
+            "shell",
+            {"cmd": "ls"},
+            tools=tools,
+            permissions=PermissionPolicy(default="ask"),
+            approver=lambda request: answer,
+        )
+    assert no.status == "denied" and ran == []
+    why = f"the approver answered {shown}, not True, False or an Approval"
+    assert no.content == f"the approver refused 'shell': {why}"
+    assert seen == f"saw: {no.content}"  # what the model was told
+
+
+async def test_an_approver_making_a_bad_approval_denies(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ran, tools = make_tools()
+    async with agentrio.open_runtime() as rt:
+        no, _ = await run_one(
+            rt,
+            "shell",
+            {"cmd": "ls"},
+            tools=tools,
+            permissions=PermissionPolicy(default="ask"),
+            approver=lambda request: Approval("no"),  # type: ignore[arg-type]
+        )
+    assert no.status == "denied" and ran == []
+    assert no.content.startswith("the permission check failed: InvalidArgument: Approval.approved")
+
+
 async def test_ask_without_an_approver_is_a_denial(autojump_clock: trio.testing.MockClock) -> None:
     async with agentrio.open_runtime() as rt:
         no, _ = await run_one(

@@ -116,7 +116,10 @@ class Phase:
         self.stall = ""
         self.parse_failures = 0
         names = cmd.tool_names
-        self.allowed = st.info.tool_set if names is None else frozenset(names)
+        allowed = st.info.tool_set if names is None else frozenset(names)
+        if st.ceiling is not None:  # started during a narrowed phase of its parent
+            allowed = allowed & st.ceiling
+        self.allowed = allowed
         self.ctx: ActorRef | None = None
         self.timers = st.sup.shared.timers
         # A lone tool call whose timer expired, cutting the agent's task short;
@@ -144,11 +147,17 @@ class Phase:
                 self.history = list(history)
             self._load()
         token = CALLER.set(st) if st.info.needs_caller else None
+        # A child started during this phase gets no more than this phase's tools.
+        narrowed = self.allowed is not st.info.tool_set
+        if narrowed:
+            st.narrowed = self.allowed
         try:
             await self._bounded()
         finally:
             if token is not None:
                 CALLER.reset(token)
+            if narrowed:
+                st.narrowed = None
         self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:

@@ -111,13 +111,18 @@ class AgentSpec:
             calls (None: every allowlisted call is allowed).
         approver: who answers ``ask`` decisions: an async or sync callable
             taking a :class:`agentrio.ConfirmationRequired` and returning a
-            bool or :class:`agentrio.Approval`, or an actor that does the same.
+            bool or :class:`agentrio.Approval`, or an actor that does the same
+            (any other answer denies the call).
         approval_timeout: seconds to wait for the approver; then the call is
             denied (None: wait as long as the phase may).
         pre_tool_use: ``async (call) -> call | Deny | None``: may refuse a
             call or rewrite its arguments.
         post_tool_use: ``async (call, result) -> result | None``: may rewrite
             a result before the model sees it.
+
+    The agent's children (subagents, agent tools' agents, ``map``'s agents,
+    session helpers) run its hooks before their own, and its policy and
+    approver apply to them too.
     """
 
     name: str
@@ -269,6 +274,7 @@ class _AgentState:
 
     __slots__ = (
         "budget",
+        "ceiling",
         "cell",
         "contexts",
         "cut",
@@ -277,6 +283,7 @@ class _AgentState:
         "info",
         "input_tokens",
         "model",
+        "narrowed",
         "output_tokens",
         "phases",
         "pricing",
@@ -318,6 +325,12 @@ class _AgentState:
         self.primary: _Cell | None = None
         self.contexts: dict[str, _Cell] | None = None
         self.cut: Phase | None = None  # a phase cut short by a tool's timer, to resume
+        # The most its phases may use, when its parent started it during a
+        # phase narrowed by tool_names (None: its spec's tools); and the
+        # allowlist of its own phase under way, when narrower than its spec's.
+        # Children take the second if set, else the first (compose.spawn_child).
+        self.ceiling: frozenset[str] | None = None
+        self.narrowed: frozenset[str] | None = None
         self.stop_requested = False
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
@@ -646,7 +659,8 @@ class AgentRef(metaclass=NoPublicConstructor):
             user_message: the user's turn that starts the phase.
             tool_names: restrict this phase to these of the agent's tools
                 (``[]``: the model runs but every tool call is denied;
-                ``None``: all of them).
+                ``None``: all of them). A child started while the phase runs
+                may use only those of its own tools named here.
             max_iterations: model calls allowed (default ``spec.limits.max_iterations``).
             continue_context: False starts this context label afresh.
             context_label: the conversation to continue; ``None`` is the
@@ -718,7 +732,10 @@ class AgentRef(metaclass=NoPublicConstructor):
         final_answer: bool = False,
         name: str | None = None,
     ) -> Helper:
-        """A session helper: this agent's tools, rules (default ``ask``), approver and budget.
+        """A session helper: this agent's tools, rules, approver, hooks and budget.
+
+        It asks the approver about any call that no rule of this agent's (or
+        of its parents') matches, even when this agent's default is allow.
 
         Args:
             model: the helper's model (default: this agent's).
@@ -745,8 +762,10 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> AgentRef:
         """Spawn *spec* as this agent's subagent, under the same supervisor.
 
-        Its allowlist must be a subset of this agent's; this agent's permission
-        rules and approver apply to it as well as its own; it draws from
+        Its allowlist must be a subset of this agent's (and, spawned during a
+        phase with ``tool_names``, it may use only the tools that phase names);
+        this agent's permission rules, approver and hooks apply to it as well
+        as its own (its hooks first); it draws from
         *budget* (a Budget with no parent is carved out of this agent's) or
         this agent's budget; stopping or cancelling this agent reaches it.
 

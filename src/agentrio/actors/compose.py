@@ -1,25 +1,42 @@
 """Composing agents: subagents, agents as tools, and fan-out.
 
 No composition escapes its parent's limits: a child's allowlist is at most
-its parent's, the parent's permission rules and approver still apply to it,
-its budget is carved out of the parent's, and stopping or cancelling the
-parent reaches it.
+its parent's (and, for a child started during a phase narrowed by
+``tool_names``, at most that phase's), the parent's permission rules,
+approver and tool-use hooks still apply to it, its budget is carved out of
+the parent's, and stopping or cancelling the parent reaches it.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import trio
 
 from .._checks import check_int
 from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
-from ..messages import ConfirmationRequired, PhaseResult, SubagentEnded, SubagentStarted
+from ..messages import (
+    ConfirmationRequired,
+    PhaseResult,
+    SubagentEnded,
+    SubagentStarted,
+    ToolCallRequest,
+    ToolResult,
+)
 from ..supervisors.budget import Budget
-from ..tools.policy import Approval, Approver, Decision, PermissionPolicy, ask_approver
+from ..tools.policy import (
+    Approval,
+    Approver,
+    Decision,
+    Deny,
+    PermissionPolicy,
+    PostToolUse,
+    PreToolUse,
+    ask_approver,
+)
 from ..tools.tool import Tool
 from ._core import request_cancel, request_stop
 from ._phase import CALLER
@@ -33,6 +50,7 @@ __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 
 _STRICTNESS: dict[Decision, int] = {"allow": 0, "ask": 1, "deny": 2}
 _names = itertools.count(1)
+_H = TypeVar("_H", PreToolUse, PostToolUse)
 
 
 @attrs.frozen
@@ -104,6 +122,87 @@ def _combine_approvers(parent: AgentSpec, child: AgentSpec) -> Approver | ActorR
     return both
 
 
+class _PreChain:
+    """The ``pre_tool_use`` hooks of an agent's ancestors and its own, outermost first.
+
+    Each hook sees the call as the hooks before it left it; the first
+    ``Deny`` ends the chain. The gate judges the final call again, as it does
+    a single hook's rewrite.
+    """
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: tuple[PreToolUse, ...]) -> None:
+        self.hooks = hooks
+
+    async def __call__(self, call: ToolCallRequest) -> ToolCallRequest | Deny | None:
+        current = call
+        for hook in self.hooks:
+            verdict = await hook(current)
+            if isinstance(verdict, Deny):
+                return verdict
+            if isinstance(verdict, ToolCallRequest):
+                if verdict.name != call.name:
+                    return verdict  # (the gate refuses a change of tool)
+                current = verdict
+        return None if current is call else current
+
+
+class _PostChain:
+    """The ``post_tool_use`` hooks of an agent's ancestors and its own, outermost first.
+
+    Each hook sees the result as the hooks before it left it; the model sees
+    what the last one leaves.
+    """
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: tuple[PostToolUse, ...]) -> None:
+        self.hooks = hooks
+
+    async def __call__(self, call: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        current = result
+        for hook in self.hooks:
+            rewritten = await hook(call, current)
+            if isinstance(rewritten, ToolResult):
+                current = rewritten
+        return None if current is result else current
+
+
+def _chain_pre(outer: PreToolUse | None, inner: PreToolUse | None) -> PreToolUse | None:
+    """The parent's ``pre_tool_use`` hooks, then the child's (each hook once)."""
+    hooks = _hook_list(outer, inner)
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+    return _PreChain(hooks)
+
+
+def _chain_post(outer: PostToolUse | None, inner: PostToolUse | None) -> PostToolUse | None:
+    """The parent's ``post_tool_use`` hooks, then the child's (each hook once)."""
+    hooks = _hook_list(outer, inner)
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+    return _PostChain(hooks)
+
+
+def _hook_list(outer: _H | None, inner: _H | None) -> tuple[_H, ...]:
+    """The hooks of *outer* then *inner*, chains flattened, a hook already there skipped.
+
+    The same function on parent and child (a session helper's, copied from
+    its agent; a sandbox hook set on both) runs once, in its outermost place:
+    a rewriting hook run twice would rewrite twice.
+    """
+    out: list[_H] = []
+    for hook in (outer, inner):
+        if hook is None:
+            continue
+        members = hook.hooks if isinstance(hook, (_PreChain, _PostChain)) else (hook,)
+        for member in members:
+            if not any(member is seen for seen in out):
+                out.append(member)
+    return tuple(out)
+
+
 def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
     """*spec* as the child of *parent* may run it, or PermissionEscalation."""
     if not isinstance(spec, AgentSpec):
@@ -116,28 +215,31 @@ def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
             f"subagent {spec.name!r} asks for tools its parent {parent.spec.name!r} "
             f"does not have (or has as another function): {extra}"
         )
-    mine_spec = parent.spec
+    up = parent.spec
     if (
-        mine_spec.permissions is None
-        and mine_spec.approver is None
-        and mine_spec.approval_timeout is None
+        up.permissions is None
+        and up.approver is None
+        and up.approval_timeout is None
+        and up.pre_tool_use is None
+        and up.post_tool_use is None
     ):
         # Nothing of the parent's to add: the spec as it is (and what is
-        # derived from it once, shared by every child of a map).
+        # derived from it once, shared by every child of a map). A parent
+        # without a gate costs its children nothing.
         return spec
     return attrs.evolve(
         spec,
         permissions=combine_policies(
-            parent.spec.permissions,
-            spec.permissions,
-            parent_asks=parent.spec.approver is not None,
+            up.permissions, spec.permissions, parent_asks=up.approver is not None
         ),
-        approver=_combine_approvers(parent.spec, spec),
+        approver=_combine_approvers(up, spec),
         approval_timeout=(
-            spec.approval_timeout
-            if spec.approval_timeout is not None
-            else parent.spec.approval_timeout
+            spec.approval_timeout if spec.approval_timeout is not None else up.approval_timeout
         ),
+        # (The parent's spec holds its own ancestors' hooks already: a
+        # grandchild runs them all, outermost first.)
+        pre_tool_use=_chain_pre(up.pre_tool_use, spec.pre_tool_use),
+        post_tool_use=_chain_post(up.post_tool_use, spec.post_tool_use),
     )
 
 
@@ -194,6 +296,12 @@ def spawn_child(
     if name is None:
         name = f"{parent.cell.name}.{spec.name}-{next(_names)}"
     child = spawn_agent(parent.sup, checked, name, budget)
+    # A child started while its parent runs a phase narrowed by tool_names
+    # may use at most that phase's tools (its own tools intersected with
+    # them), and so may its own children: the narrowing binds the subtree.
+    ceiling = parent.narrowed if parent.narrowed is not None else parent.ceiling
+    if ceiling is not None:
+        child._state.ceiling = ceiling
     child_cell = child._cell
     parent.cell.own(child_cell)
     if parent.sup.bus.active:

@@ -3,9 +3,11 @@
 An *infrastructure* helper (``rt.helper(...)``) gets an explicit tool
 whitelist: only those tools run, a call to any other is a ``denied`` result
 the model sees, and no approval is ever asked. A *session* helper
-(``agent.helper(...)``) inherits its parent agent's tools, permission policy
-(unmatched calls default to ``ask``), approver, hooks, workspace and budget,
-and its spending shows in its parent's usage.
+(``agent.helper(...)``) inherits its parent agent's tools, permission policy,
+approver, hooks, workspace and budget, and its spending shows in its
+parent's usage. It asks the approver about any call its agent's rules do not
+settle (no rule matches it), even when the agent's own default is ``allow``;
+an agent's default of ``deny`` still denies.
 
 Either way the helper is an agent actor under the caller's supervisor: each
 ``execute`` is one phase in a fresh context, and the helper is stopped with
@@ -164,6 +166,20 @@ def infrastructure_helper(
     return Helper._create(agent, turns, final_answer)
 
 
+def _asking(policy: PermissionPolicy | None) -> PermissionPolicy:
+    """A session helper's own policy: its agent's rules, and ``ask`` for what they leave.
+
+    The agent's whole policy still applies on top of it (``spawn_child``
+    takes the stricter decision of both), so where a rule of the agent's
+    matches, the agent's decision stands, and its default of ``deny`` still
+    denies; only a default of ``allow`` becomes ``ask``. (``policy.rules``
+    holds every level's rules when the agent is itself a subagent.)
+    """
+    if policy is None:
+        return PermissionPolicy(default="ask")
+    return PermissionPolicy(rules=policy.rules, default="ask")
+
+
 def session_helper(
     parent: _AgentState,
     model: Model | str | None,
@@ -177,14 +193,13 @@ def session_helper(
     check_name("name", name, optional=True)
     turns = _check_turns(max_turns)
     base = parent.spec
-    policy = base.permissions or PermissionPolicy(default="ask")
     spec = attrs.evolve(
         base,
         name=name or f"{base.name}.helper-{next(_numbers)}",
         model=model if model is not None else parent.model,
         instructions=instructions or base.instructions,
         limits=attrs.evolve(base.limits, max_iterations=turns, final_answer=final_answer),
-        permissions=policy,
+        permissions=_asking(base.permissions),
         on_step=None,
         escalate_on_stall=False,
     )

@@ -125,12 +125,33 @@ class PermissionPolicy:
         return self.default
 
 
+def _shown(value: object) -> str:
+    """*value* and its type, for a message: ``'no' (a str)``, ``1 (an int)``."""
+    kind = type(value).__name__
+    return f"{value!r} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
+
+
 @attrs.frozen
 class Approval:
-    """An approver's answer."""
+    """An approver's answer.
+
+    Attributes:
+        approved: True lets the call run, False refuses it. Only a real
+            ``bool`` will do: ``Approval("no")`` would otherwise approve.
+        reason: why; the model sees it when the call is refused.
+
+    Raises:
+        InvalidArgument: *approved* is not a bool, or *reason* not a str.
+    """
 
     approved: bool
     reason: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.approved, bool):
+            raise InvalidArgument(f"Approval.approved must be a bool, got {_shown(self.approved)}")
+        if not isinstance(self.reason, str):
+            raise InvalidArgument(f"Approval.reason must be a str, got {_shown(self.reason)}")
 
 
 @attrs.frozen
@@ -146,7 +167,12 @@ PostToolUse = Callable[[ToolCallRequest, ToolResult], "Awaitable[ToolResult | No
 
 
 async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequired) -> Approval:
-    """Ask *approver* (a callable, sync or async, or an actor) about *request*."""
+    """Ask *approver* (a callable, sync or async, or an actor) about *request*.
+
+    ``True``, ``False`` and an :class:`Approval` are answers; anything else
+    (``"no"``, ``1``, ``None``) is a refusal whose reason names what came back,
+    so a sloppy approver can never approve by accident.
+    """
     from ..actors._core import ActorRef
 
     if isinstance(approver, ActorRef):
@@ -159,7 +185,10 @@ async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequi
         return answer
     if isinstance(answer, bool):
         return Approval(answer)
-    return Approval(False, f"the approver answered {answer!r}, not a bool or Approval")
+    return Approval(
+        False,
+        f"the approver answered {_shown(answer)}, not True, False or an Approval",
+    )
 
 
 async def terminal_approver(request: ConfirmationRequired) -> Approval:
