@@ -385,6 +385,15 @@ class _Supervisor:
                     break
                 delay = decision
                 self._restarted(cell, delay)
+        except trio.Cancelled:
+            # A cancel from above (the cell's own scope caught its own): the
+            # supervisor is ending, and the child with it. The task ends
+            # quietly; raised, the Cancelled would only be collected by the
+            # nursery (a repr of the task and of the exception for its
+            # CancelReason, the traceback with every frame of the child's
+            # stack kept alive in an exception group) and dropped by the
+            # cancelled scope: most of the teardown of 10k children.
+            pass
         finally:
             cell.interrupted = False
             if cell.failed_item is not None:
