@@ -854,12 +854,12 @@ async def test_at_the_deadline_an_owner_still_exits_before_what_it_owns(
     assert failed == ["cancelled", "cancelled"]
     await trio.testing.wait_all_tasks_blocked()
     started = [e.path for e in _of(events, ActorStarted)]  # type: ignore[attr-defined]
-    assert sorted(started[:2]) == ["boss", "sub"]
+    assert sorted(started[:2]) == sorted([boss.path, sub.path])
     boss_context, sub_context = started[2:]  # (made by each one's first phase, in turn)
     exits = [(e.path, e.reason) for e in _of(events, ActorExited)]  # type: ignore[attr-defined]
     assert sorted(exits) == sorted(
-        (path, "cancelled") for path in ("boss", "sub", boss_context, sub_context)
+        (path, "cancelled") for path in (boss.path, sub.path, boss_context, sub_context)
     )
     order = [path for path, _ in exits]
-    assert order.index("boss") < order.index(boss_context)
-    assert order.index("boss") < order.index("sub") < order.index(sub_context)
+    assert order.index(boss.path) < order.index(boss_context)
+    assert order.index(boss.path) < order.index(sub.path) < order.index(sub_context)
