@@ -27,6 +27,7 @@ from agentrio import (
     SupervisorEscalated,
     UnknownName,
 )
+from agentrio.testing import FunctionModel, Reply
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
@@ -718,19 +719,28 @@ async def test_stop_cancels_children_after_shutdown_timeout(
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         team = await rt.spawn_supervisor(name="team", shutdown_timeout=3)
-        quick = await team.spawn(Worker, [], None, log, name="quick")
+        early = await team.spawn(Worker, [], None, log, name="early")
         stuck = await team.spawn(Worker, [], never, log, name="stuck")
+        quick = await team.spawn(Worker, [], None, log, name="quick")
         stuck.send_nowait(Block())
         await trio.testing.wait_all_tasks_blocked()
+        log.clear()
         start = trio.current_time()
         await team.stop()
         assert trio.current_time() - start == 3
-        assert quick.statistics().state == stuck.statistics().state == "exited"
-        assert "stop 1" in log  # quick stopped gracefully
-        assert "cancelled 1" in log  # stuck was cancelled
+        for ref in (early, stuck, quick):
+            assert ref.statistics().state == "exited"
+        # quick stopped gracefully; stuck held up early, which was spawned
+        # before it, until the deadline; then both were cancelled.
+        assert sorted(log) == ["cancelled 1", "stop 1"]
         await trio.testing.wait_all_tasks_blocked()
         exits = {e.path: e.reason for e in _of(events, ActorExited)}  # type: ignore[attr-defined]
-        assert exits == {"team/quick": "stopped", "team/stuck": "cancelled", "team": "stopped"}
+        assert exits == {
+            "team/quick": "stopped",
+            "team/stuck": "cancelled",
+            "team/early": "cancelled",
+            "team": "stopped",
+        }
 
 
 async def test_permanent_actor_is_not_restarted_while_its_supervisor_stops() -> None:
@@ -740,3 +750,116 @@ async def test_permanent_actor_is_not_restarted_while_its_supervisor_stops() -> 
         await team.spawn(Worker, births, name="w", restart="permanent")
         await team.stop()
     assert births == [1]
+
+
+class StuckOnStop(agentrio.Actor[Gen]):
+    """Handles nothing and never finishes its on_stop."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name = name
+        self.log = log
+
+    async def handle(self, msg: Gen) -> object:
+        return None
+
+    async def on_stop(self) -> None:
+        self.log.append(self.name)
+        await trio.sleep_forever()
+
+
+async def test_shutdown_timeout_is_one_deadline_for_the_whole_supervisor(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    # Per child, in turn, 1,000 stuck children would take 1,000 timeouts.
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team", shutdown_timeout=5)
+        names = [f"s{i}" for i in range(1000)]
+        refs = [await team.spawn(StuckOnStop, name, log, name=name) for name in names]
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        await team.stop()
+        assert trio.current_time() - start <= 1.5 * 5
+        assert all(ref.statistics().state == "exited" for ref in refs)
+        await trio.testing.wait_all_tasks_blocked()
+    # The last spawned was asked to stop and held up the others, as in turn it
+    # must: at the deadline it and all those not yet asked were cancelled.
+    assert log == ["s999"]
+    exits = [(e.path, e.reason) for e in _of(events, ActorExited)]  # type: ignore[attr-defined]
+    assert exits[-1] == ("team", "stopped")
+    assert sorted(exits[:-1]) == sorted((f"team/{name}", "cancelled") for name in names)
+
+
+async def test_a_nested_supervisor_stops_within_its_own_timeout_and_its_parents_deadline(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    never = trio.Event()
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team", shutdown_timeout=4)
+        await team.spawn(Worker, [], None, log, name="first")
+        slow = await team.spawn_supervisor(name="slow", shutdown_timeout=100)
+        fast = await team.spawn_supervisor(name="fast", shutdown_timeout=1)
+        for sup in (slow, fast):
+            stuck = await sup.spawn(Worker, [], never, log, name="stuck")
+            stuck.send_nowait(Block())
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        await team.stop()
+        # fast cancels its stuck child after its own 1 s; slow would wait 100 s,
+        # but team's deadline (4 s from its stop) cancels it and its subtree.
+        assert trio.current_time() - start == 4
+        await trio.testing.wait_all_tasks_blocked()
+    exits = [(e.path, e.reason) for e in _of(events, ActorExited)]  # type: ignore[attr-defined]
+    assert exits[:2] == [("team/fast/stuck", "cancelled"), ("team/fast", "stopped")]
+    assert sorted(exits[2:-1]) == [
+        ("team/first", "cancelled"),
+        ("team/slow", "cancelled"),
+        ("team/slow/stuck", "cancelled"),
+    ]
+    assert exits[-1] == ("team", "stopped")
+    assert "stop 1" not in log  # first was spawned before slow: no graceful stop
+
+
+async def test_at_the_deadline_an_owner_still_exits_before_what_it_owns(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    async def model(messages: list[agentrio.ChatMessage], tools: object) -> Reply:
+        if messages[-1].content == "wait":
+            await trio.sleep_forever()
+        return Reply(text="ok")
+
+    spec = agentrio.AgentSpec(name="boss", model=FunctionModel(model))
+    failed: list[str] = []
+
+    async def run_stuck(agent: agentrio.AgentRef) -> None:
+        with pytest.raises(ActorStopped) as info:
+            await agent.run("wait")
+        failed.append(info.value.reason)
+
+    async with trio.open_nursery() as nursery:
+        async with agentrio.open_runtime(shutdown_timeout=2) as rt:
+            events = record_events(rt)
+            boss = await rt.spawn_agent(spec, name="boss")
+            sub = await boss.spawn_subagent(spec, name="sub")
+            await trio.testing.wait_all_tasks_blocked()
+            for agent in (boss, sub):
+                await agent.run("hello")  # each gets a context actor
+                nursery.start_soon(run_stuck, agent)
+            await trio.testing.wait_all_tasks_blocked()
+            start = trio.current_time()
+        assert trio.current_time() - start == 2
+    assert failed == ["cancelled", "cancelled"]
+    await trio.testing.wait_all_tasks_blocked()
+    started = [e.path for e in _of(events, ActorStarted)]  # type: ignore[attr-defined]
+    assert sorted(started[:2]) == sorted([boss.path, sub.path])
+    boss_context, sub_context = started[2:]  # (made by each one's first phase, in turn)
+    exits = [(e.path, e.reason) for e in _of(events, ActorExited)]  # type: ignore[attr-defined]
+    assert sorted(exits) == sorted(
+        (path, "cancelled") for path in (boss.path, sub.path, boss_context, sub_context)
+    )
+    order = [path for path, _ in exits]
+    assert order.index(boss.path) < order.index(boss_context)
+    assert order.index(boss.path) < order.index(sub.path) < order.index(sub_context)

@@ -150,9 +150,10 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 parent applies its own policy to it.
             period: the window of the restart intensity, in seconds.
             backoff: delay restarts exponentially (see :class:`Backoff`).
-            shutdown_timeout: seconds a graceful stop waits for each child
-                to drain before cancelling it (children stop one at a time,
-                last spawned first).
+            shutdown_timeout: one deadline, in seconds, for the whole of a
+                graceful stop (children stop one at a time, last spawned
+                first): when it passes, every child still running is
+                cancelled.
             restart: this supervisor's own policy under its parent.
 
         Raises:
@@ -317,7 +318,11 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         ]
 
     async def stop(self) -> None:
-        """Stop gracefully: stop every child (last spawned first), then exit; waits for it."""
+        """Stop gracefully: stop every child (last spawned first), then exit; waits for it.
+
+        ``shutdown_timeout`` after the call, whatever is still running is
+        cancelled.
+        """
         assert self._cell is not None  # (the runtime, the only root, has its own)
         request_stop(self._cell)
         await self._cell.wait_exited()

@@ -102,8 +102,9 @@ async def open_runtime(
     """Open a runtime: the root supervisor of everything spawned in the block.
 
     Leaving the block stops everything gracefully (every actor drains its
-    mailbox and runs ``on_stop``, up to *shutdown_timeout* seconds, then is
-    cancelled); leaving it with an exception cancels everything. Nothing
+    mailbox and runs ``on_stop``, last spawned first); whatever still runs
+    *shutdown_timeout* seconds after the stop began is cancelled. Leaving it
+    with an exception cancels everything. Nothing
     outlives the block. If the root supervisor exceeds its restart intensity,
     the block is cancelled and an exception group holding a
     :class:`~agentrio.RestartIntensityExceeded` (naming the actor and its
@@ -120,8 +121,8 @@ async def open_runtime(
         max_restarts: restarts the root allows within *period* seconds.
         period: the restart-intensity window, in seconds.
         backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
-        shutdown_timeout: seconds a graceful stop waits for each child
-            before cancelling it.
+        shutdown_timeout: one deadline, in seconds, for the whole graceful
+            stop (not one per child); then what still runs is cancelled.
         budget: the root :class:`~agentrio.Budget` every agent draws from
             (default: no limits, usage still counted).
         config: for agents whose model is a tier or an ``"instance:model"``
