@@ -181,7 +181,9 @@ def test_spec_env_is_a_read_only_copy_and_empty_by_default() -> None:
     assert "env=<HOME, API_TOKEN>" in repr(spec)
     assert "s3cret" not in repr(spec)
     assert spec == attrs.evolve(spec, name="a")
-    hash(spec)  # a spec with an env stays hashable
+    assert spec.env is attrs.evolve(spec, name="b").env  # checked and copied once
+    assert hash(spec) == hash(attrs.evolve(spec, name="a"))  # still hashable
+    assert spec != attrs.evolve(spec, env={"HOME": "/home/a"})
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import types
 from typing import Literal
 
 import msgspec
@@ -381,6 +382,15 @@ def test_tool_context_env_is_a_read_only_copy_shown_by_names_only() -> None:
         ctx.env["TOKEN"] = "x"  # type: ignore[index]
     assert "env=<TOKEN, HOME>" in repr(ctx)
     assert "s3cret" not in repr(ctx)
+
+
+def test_tool_context_env_given_as_another_read_only_mapping_is_checked_and_copied() -> None:
+    variables = {"TOKEN": "s3cret"}
+    ctx = agentrio.ToolContext("a", None, "c1", 1, env=types.MappingProxyType(variables))
+    variables["TOKEN"] = "changed"
+    assert ctx.env == {"TOKEN": "s3cret"}
+    with pytest.raises(InvalidArgument, match=r"ToolContext.env\['N'\] must be a str"):
+        agentrio.ToolContext("a", None, "c1", 1, env=types.MappingProxyType({"N": 1}))  # type: ignore[dict-item]
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
-from ..tools.tool import NO_ENV, Tool, ToolSchema, check_env, env_repr
+from ..tools.tool import NO_ENV, Tool, ToolSchema, check_env
 from ..workspace import Workspace, agent_workspace
 from ._core import (
     Actor,
@@ -150,10 +150,7 @@ class AgentSpec:
     approval_timeout: float | None = None
     pre_tool_use: PreToolUse | None = None
     post_tool_use: PostToolUse | None = None
-    # (hash=False: a mapping has no hash; eq still compares it.)
-    env: Mapping[str, str] = attrs.field(
-        default=NO_ENV, converter=_to_env, repr=env_repr, hash=False
-    )
+    env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -744,7 +741,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         final_answer: bool = False,
         name: str | None = None,
     ) -> Helper:
-        """A session helper: this agent's tools, rules, approver, hooks and budget.
+        """A session helper: this agent's tools, rules, approver, hooks, workspace, env and budget.
 
         It asks the approver about any call that no rule of this agent's (or
         of its parents') matches, even when this agent's default is allow.

@@ -15,9 +15,8 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, overload
 
 import attrs
@@ -38,14 +37,43 @@ __all__ = [
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
-# The environment of an agent given none: one shared, read-only, empty mapping.
-NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+class _Env(Mapping[str, str]):
+    """Environment variables, read-only: a copy made (and checked) once, by :func:`check_env`.
+
+    Hashable, so a spec or context holding it is; its repr shows the names
+    only, since values may be secrets.
+    """
+
+    __slots__ = ("_vars",)
+
+    def __init__(self, variables: dict[str, str]) -> None:
+        self._vars = variables
+
+    def __getitem__(self, key: str) -> str:
+        return self._vars[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._vars)
+
+    def __len__(self) -> int:
+        return len(self._vars)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._vars.items()))
+
+    def __repr__(self) -> str:
+        return "<" + ", ".join(self._vars) + ">"
+
+
+# The environment of an agent given none: one shared, empty, read-only mapping.
+NO_ENV: Mapping[str, str] = _Env({})
 
 
 def check_env(what: str, value: object) -> Mapping[str, str]:
-    """*value* as a read-only mapping of str to str (a copy; ``None`` is empty).
+    """*value* as a read-only copy, checked to map str to str (``None``: empty).
 
-    A mapping that is already read-only (a spec's, handed on) is kept as it is.
+    One made here (a spec's, handed on to a context) is kept as it is.
 
     Raises:
         InvalidArgument: not a mapping, or a key or value that is not a str
@@ -53,8 +81,8 @@ def check_env(what: str, value: object) -> Mapping[str, str]:
     """
     if value is None:
         return NO_ENV
-    if isinstance(value, MappingProxyType):
-        return typing.cast("Mapping[str, str]", value)
+    if isinstance(value, _Env):
+        return value
     if not isinstance(value, Mapping):
         raise InvalidArgument(
             f"{what} must be a mapping of str to str, got a {type(value).__name__}"
@@ -66,12 +94,7 @@ def check_env(what: str, value: object) -> Mapping[str, str]:
         if not isinstance(item, str):
             raise InvalidArgument(f"{what}[{key!r}] must be a str, got a {type(item).__name__}")
         env[key] = item
-    return MappingProxyType(env) if env else NO_ENV
-
-
-def env_repr(env: Mapping[str, str]) -> str:
-    """A mapping of variables as its names only: their values may be secrets."""
-    return "<" + ", ".join(env) + ">" if env else "<>"
+    return _Env(env) if env else NO_ENV
 
 
 def _context_env(value: object) -> Mapping[str, str]:
@@ -113,10 +136,7 @@ class ToolContext:
     call_id: str
     step: int
     workspace: Path | None = None
-    # (hash=False: a mapping has no hash; eq still compares it.)
-    env: Mapping[str, str] = attrs.field(
-        default=NO_ENV, converter=_context_env, repr=env_repr, hash=False
-    )
+    env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_context_env)
 
 
 class ToolSchema(msgspec.Struct, frozen=True):
