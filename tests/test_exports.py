@@ -94,6 +94,7 @@ PUBLIC = [
     "Tool",
     "ToolArgumentsInvalid",
     "ToolCallRequest",
+    "ToolContext",
     "ToolEnded",
     "ToolError",
     "ToolResult",

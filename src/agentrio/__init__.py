@@ -106,6 +106,7 @@ from .tools.policy import ask as ask
 from .tools.policy import deny as deny
 from .tools.policy import terminal_approver as terminal_approver
 from .tools.tool import Tool as Tool
+from .tools.tool import ToolContext as ToolContext
 from .tools.tool import ToolSchema as ToolSchema
 from .tools.tool import tool as tool
 from .workspace import Workspace as Workspace

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -166,6 +167,36 @@ def test_spec_bad_fields_name_themselves(field: str, value: object) -> None:
 def test_spec_bad_workspace(workspace: object) -> None:
     with pytest.raises(InvalidArgument, match="workspace"):
         AgentSpec(name="a", model=ScriptedModel([]), workspace=workspace)  # type: ignore[arg-type]
+
+
+def test_spec_env_is_a_read_only_copy_and_empty_by_default() -> None:
+    assert AgentSpec(name="a", model=ScriptedModel([])).env == {}
+    assert AgentSpec(name="a", model=ScriptedModel([]), env=None).env == {}
+    env = {"HOME": "/home/a", "API_TOKEN": "s3cret"}
+    spec = AgentSpec(name="a", model=ScriptedModel([]), env=env)
+    env["HOME"] = "/elsewhere"
+    assert spec.env == {"HOME": "/home/a", "API_TOKEN": "s3cret"}
+    with pytest.raises(TypeError):
+        spec.env["HOME"] = "/tmp"  # type: ignore[index]
+    assert "env=<HOME, API_TOKEN>" in repr(spec)
+    assert "s3cret" not in repr(spec)
+    assert spec == attrs.evolve(spec, name="a")
+    assert spec.env is attrs.evolve(spec, name="b").env  # checked and copied once
+    assert hash(spec) == hash(attrs.evolve(spec, name="a"))  # still hashable
+    assert spec != attrs.evolve(spec, env={"HOME": "/home/a"})
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ("HOME=/home/a", r"AgentSpec\.env must be a mapping of str to str, got a str"),
+        ({"HOME": 3}, r"AgentSpec\.env\['HOME'\] must be a str, got a int"),
+        ({3: "x"}, r"AgentSpec\.env keys must be str, got 3"),
+    ],
+)
+def test_spec_bad_env(env: object, why: str) -> None:
+    with pytest.raises(InvalidArgument, match=why):
+        AgentSpec(name="a", model=ScriptedModel([]), env=env)  # type: ignore[arg-type]
 
 
 def test_spec_is_frozen() -> None:

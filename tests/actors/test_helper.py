@@ -226,6 +226,52 @@ async def test_infrastructure_helper_workspace_and_budget(
     assert summary["agent"] == "indexer" and summary["requests"] == 1
 
 
+def where_tool() -> tuple[list[agentrio.ToolContext], agentrio.Tool]:
+    seen: list[agentrio.ToolContext] = []
+
+    @agentrio.tool
+    async def where(ctx: agentrio.ToolContext, key: str) -> str:
+        """Record where it runs."""
+        seen.append(ctx)
+        return "here"
+
+    return seen, where
+
+
+async def test_infrastructure_helper_tools_are_told_its_workspace_and_env(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    seen, where = where_tool()
+    env = {"PATH": "/opt/bin", "TOKEN": "t"}
+    async with agentrio.open_runtime() as rt:
+        h = rt.helper(
+            ScriptedModel([calls("where"), text("ok")] * 2),
+            tools=[where],
+            workspace=tmp_path / "ws",
+            env=env,
+            name="indexer",
+        )
+        env["PATH"] = "/elsewhere"  # the helper kept a copy
+        await h.execute("x")
+        await rt.helper(ScriptedModel([calls("where"), text("ok")]), tools=[where]).execute("y")
+    assert seen[0] == agentrio.ToolContext(
+        "indexer",
+        None,
+        "call_1",
+        2,
+        workspace=tmp_path / "ws",
+        env={"PATH": "/opt/bin", "TOKEN": "t"},
+    )
+    assert (seen[1].workspace, seen[1].env) == (None, {})  # none given: none told
+
+
+@pytest.mark.parametrize("env", [["PATH"], {"PATH": 1}], ids=["list", "value"])
+async def test_infrastructure_helper_bad_env(env: object) -> None:
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument, match=r"^env"):
+            rt.helper(ScriptedModel([]), env=env)  # type: ignore[arg-type]
+
+
 # -- session helpers --------------------------------------------------------------------
 
 
@@ -460,6 +506,36 @@ async def test_session_helper_shares_the_parent_workspace(
     # The helper writes no summary of its own: its spending is in its parent's.
     assert summary["agent"] == "lead" and summary["requests"] == 1
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json") == ["run_summary.json"]
+
+
+async def test_session_helper_tools_are_told_its_agents_workspace_and_env(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    seen, where = where_tool()
+    spec = AgentSpec(
+        "lead",
+        ScriptedModel([]),
+        tools=[where],
+        permissions=PermissionPolicy(rules=[allow("where")]),
+        workspace=tmp_path,
+        env={"HOME": "/home/lead"},
+    )
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(spec, name="lead-2")  # the workspace's subfolder lead-2
+        h = lead.helper(ScriptedModel([calls("where"), text("ok")]))
+        res = await h.execute("hello")
+    assert res.tool_results[0].status == "ok"
+    assert seen == [
+        agentrio.ToolContext(
+            h.agent.path,
+            None,
+            "call_1",
+            2,
+            workspace=tmp_path / "lead-2",
+            env={"HOME": "/home/lead"},
+        )
+    ]
+    assert h.agent.path.startswith("lead-2.helper-")
 
 
 # -- in the supervision tree -----------------------------------------------------------

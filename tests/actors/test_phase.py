@@ -7,6 +7,7 @@ its phase)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -734,6 +735,192 @@ async def test_direct_tool_calls_are_kept_in_the_context(
     assert [m.role for m in history] == ["system", "user", "assistant", "tool", "user"]
     assert history[2].tool_calls[0].name == "echo"
     assert history[3].content == "echo 7"
+
+
+# -- tools that know where they run (ToolContext) ---------------------------------------
+
+
+def context_tools() -> tuple[list[agentrio.ToolContext], agentrio.Tool, agentrio.Tool]:
+    """An async and a sync tool that record the ToolContext each call receives."""
+    seen: list[agentrio.ToolContext] = []
+
+    @agentrio.tool
+    async def where(x: int, ctx: agentrio.ToolContext) -> str:
+        """Record where it runs."""
+        seen.append(ctx)
+        await trio.lowlevel.checkpoint()
+        return f"where {x}"
+
+    @agentrio.tool
+    def where_sync(ctx: agentrio.ToolContext, x: int) -> str:
+        """Record where it runs, from a worker thread."""
+        seen.append(ctx)
+        return f"where_sync {x}"
+
+    return seen, where, where_sync
+
+
+def Ctx(call_id: str, step: int, **kw: object) -> agentrio.ToolContext:
+    return agentrio.ToolContext(agent="a", context_label=None, call_id=call_id, step=step, **kw)  # type: ignore[arg-type]
+
+
+# (No MockClock where a sync tool runs: while its thread works, every task waits,
+# and an autojumping clock would jump to the call's timeout.)
+async def test_a_lone_call_receives_its_context() -> None:
+    seen, where, where_sync = context_tools()
+    model = ScriptedModel(
+        [calling(call("where", x=1)), calling(call("where_sync", x=2)), answer("ok")]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, where, where_sync))
+        result = await agent.run("go")
+    assert [r.status for r in result.tool_calls] == ["ok", "ok"]
+    # a step for each model turn, then one for each call: 1 turn, 2 call, 3 turn, 4 call
+    assert seen == [Ctx("call_1", 2), Ctx("call_2", 4)]
+    assert seen[0].workspace is None and seen[0].env == {}
+
+
+async def test_a_batch_gives_each_call_its_context_and_on_steps_step() -> None:
+    seen, where, where_sync = context_tools()
+    steps: dict[str, int] = {}
+
+    def on_step(info: agentrio.StepInfo) -> None:
+        if info.tool_name is not None:
+            steps[info.summary.removeprefix("ok: ")] = info.step
+
+    model = ScriptedModel(
+        [
+            calling(
+                call("where", x=1),
+                call("nope"),  # denied: a step all the same
+                call("echo", x=2),  # declares no context
+                call("where_sync", x=3),
+                call("where", x=4),
+            ),
+            answer("done"),
+        ]
+    )
+    spec = make_spec(model, where, where_sync, echo, on_step=on_step)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go", context_label="notes")
+    ids = [r.id for r in result.tool_calls]
+    by_id = {ctx.call_id: ctx for ctx in seen}
+    assert sorted(by_id) == [ids[0], ids[3], ids[4]]  # calls run in parallel: any order
+    assert all(ctx.agent == "a" and ctx.context_label == "notes" for ctx in seen)
+    assert [by_id[i].step for i in (ids[0], ids[3], ids[4])] == [2, 5, 6]
+    assert [steps["where 1"], steps["where_sync 3"], steps["where 4"]] == [2, 5, 6]
+
+
+async def test_direct_tool_calls_receive_their_context() -> None:
+    seen, where, where_sync = context_tools()
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), where, where_sync))
+        await agent.run("one", direct_tool_calls=[call("where_sync", x=1)], context_label="side")
+        await agent.run(
+            "two",
+            direct_tool_calls=[call("where", x=2), ToolCallRequest("where", {"x": 3}, id="mine")],
+        )
+    assert seen[0] == agentrio.ToolContext("a", "side", "call_1", 1)
+    assert sorted(seen[1:], key=lambda c: c.step) == [Ctx("call_1", 1), Ctx("mine", 2)]
+
+
+async def test_the_context_holds_the_agents_path_workspace_and_env(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    seen, where, _ = context_tools()
+    env = {"HOME": "/home/a", "API_TOKEN": "t0ken"}
+    spec = make_spec(
+        ScriptedModel([calling(call("where", x=1)), answer("ok")] * 2),
+        where,
+        workspace=tmp_path,
+        env=env,
+    )
+    env["HOME"] = "/elsewhere"  # the spec kept a copy
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        team = await rt.spawn_supervisor(name="team")
+        other = await team.spawn_agent(spec, name="b")
+        await agent.run("go")
+        await other.run("go")
+    assert seen[0] == Ctx(
+        "call_1", 2, workspace=tmp_path, env={"HOME": "/home/a", "API_TOKEN": "t0ken"}
+    )
+    assert (seen[1].agent, seen[1].workspace) == ("team/b", tmp_path / "b")
+    assert seen[1].env == seen[0].env
+    with pytest.raises(TypeError):
+        seen[0].env["HOME"] = "/tmp"  # type: ignore[index]
+
+
+async def test_the_call_id_survives_a_pre_tool_use_rewrite(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen, where, _ = context_tools()
+
+    async def double(req: ToolCallRequest) -> ToolCallRequest:
+        return ToolCallRequest(req.name, {"x": 2 * req.arguments["x"]}, id="forged")
+
+    model = ScriptedModel([calling(ToolCallRequest("where", {"x": 1}, id="c7")), answer("ok")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, where, pre_tool_use=double))
+        result = await agent.run("go")
+    assert result.tool_calls[0].content == "where 2"
+    assert seen == [Ctx("c7", 2)]
+
+
+async def test_an_agent_tools_child_gets_its_own_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen, where, _ = context_tools()
+
+    def child_model(messages: Sequence[ChatMessage]) -> Reply:
+        if messages[-1].role == "tool":
+            return answer("child done")
+        return calling(call("where", x=1))
+
+    child = AgentSpec("child", FunctionModel(Recording(child_model)), tools=[where])
+    lead = make_spec(
+        ScriptedModel([calling(call("child", task="go"), call("where", x=2)), answer("ok")]),
+        agentrio.agent_tool(child),
+        where,
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(lead)
+        await agent.run("delegate", context_label="plan")
+    mine = next(c for c in seen if c.agent == "a")
+    theirs = next(c for c in seen if c.agent != "a")
+    assert mine == agentrio.ToolContext("a", "plan", "call_2", 3)
+    assert theirs.agent.startswith("a.child-")
+    assert (theirs.context_label, theirs.call_id, theirs.step) == (None, "call_1", 2)
+
+
+async def test_only_calls_of_tools_that_declare_it_build_a_context(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentrio.actors._phase as phase_module
+
+    built: list[agentrio.ToolContext] = []
+
+    def counting(*args: object, **kw: object) -> agentrio.ToolContext:
+        built.append(agentrio.ToolContext(*args, **kw))  # type: ignore[arg-type]
+        return built[-1]
+
+    monkeypatch.setattr(phase_module, "ToolContext", counting)
+    _, where, _ = context_tools()
+    model = ScriptedModel(
+        [
+            calling(call("echo", x=1)),
+            calling(call("echo", x=2), call("echo", x=3)),
+            calling(call("echo", x=4), call("where", x=5)),
+            answer("ok"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, where))
+        result = await agent.run("go")
+        await agent.run("direct", direct_tool_calls=[call("echo", x=6)])
+    assert [r.status for r in result.tool_calls] == ["ok"] * 5
+    assert [c.call_id for c in built] == ["call_5"]
 
 
 # -- context window ---------------------------------------------------------------------

@@ -219,3 +219,48 @@ async def test_a_sync_tool_past_its_timeout_is_abandoned(
         release.set()
     assert trio.current_time() - t0 == pytest.approx(5)
     assert (result.status, result.content) == ("timeout", "tool 'stuck' timed out after 5 s")
+
+
+# -- the ToolContext --------------------------------------------------------------------
+
+
+CONTEXT = agentrio.ToolContext("lead", "notes", "c1", 2, env={"HOME": "/home/lead"})
+
+
+async def test_a_tool_that_declares_a_context_receives_the_actors() -> None:
+    got: list[agentrio.ToolContext] = []
+
+    @agentrio.tool
+    async def where(x: int, ctx: agentrio.ToolContext) -> int:
+        got.append(ctx)
+        await trio.lowlevel.checkpoint()
+        return x
+
+    @agentrio.tool
+    def where_sync(ctx: agentrio.ToolContext, x: int) -> int:
+        got.append(ctx)
+        return x
+
+    for tool in (where, where_sync):
+        actor = ToolCallActor(tool, request(tool.name, x=1), 10.0, context=CONTEXT)
+        result = await actor.run()
+        assert (result.status, result.content) == ("ok", "1")
+    assert got == [CONTEXT, CONTEXT]
+    assert got[0] is CONTEXT and got[1] is CONTEXT
+
+
+async def test_a_context_is_not_a_models_argument() -> None:
+    @agentrio.tool
+    async def where(x: int, ctx: agentrio.ToolContext) -> int:
+        raise AssertionError("never runs")
+
+    actor = ToolCallActor(where, request("where", x=1, ctx="forged"), 10.0, context=CONTEXT)
+    result = await actor.run()
+    assert result.status == "failed"
+    assert "unknown field `ctx`" in result.content
+
+
+async def test_an_actor_has_no_context_unless_given_one() -> None:
+    actor = ToolCallActor(add, request("add", a=2), 10.0)
+    assert actor.context is None
+    assert (await actor.run()).content == "3"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import types
 from typing import Literal
 
 import msgspec
@@ -272,3 +273,135 @@ async def test_unencodable_result_through_call() -> None:
 
     with pytest.raises(ToolResultInvalid, match="'weird'"):
         await weird.call({})
+
+
+# -- ToolContext ------------------------------------------------------------------------
+
+
+CONTEXT = agentrio.ToolContext(
+    agent="lead", context_label=None, call_id="call_1", step=2, env={"TOKEN": "s3cret"}
+)
+
+
+@agentrio.tool
+async def where_first(ctx: agentrio.ToolContext, query: str, limit: int = 5) -> str:
+    """Say where it runs."""
+    return f"{ctx.agent} {ctx.call_id} {query} {limit}"
+
+
+@agentrio.tool
+def where_middle(query: str, context: agentrio.ToolContext, limit: int = 5) -> str:
+    """Say where it runs (sync)."""
+    return f"{context.agent} {context.call_id} {query} {limit}"
+
+
+@agentrio.tool
+async def where_last(query: str, limit: int = 5, *, ctx: agentrio.ToolContext) -> str:
+    """Say where it runs (keyword-only)."""
+    return f"{ctx.agent} {ctx.call_id} {query} {limit}"
+
+
+@agentrio.tool
+async def nowhere(query: str, limit: int = 5) -> str:
+    """The same parameters, no context."""
+    return f"{query} {limit}"
+
+
+@pytest.mark.parametrize(
+    ("declaring", "param"),
+    [(where_first, "ctx"), (where_middle, "context"), (where_last, "ctx")],
+    ids=["first", "middle", "keyword-only"],
+)
+def test_the_context_parameter_is_left_out_of_the_schema(declaring: Tool, param: str) -> None:
+    assert declaring.context_param == param
+    assert declaring.schema.parameters == nowhere.schema.parameters
+    assert nowhere.context_param is None
+    assert search.context_param is None
+
+
+@pytest.mark.parametrize("declaring", [where_first, where_middle, where_last], ids=repr)
+def test_the_context_parameter_is_left_out_of_validation(declaring: Tool) -> None:
+    assert declaring.validate({"query": "q"}) == {"query": "q", "limit": 5}
+    # a model cannot fill it: it is an unknown argument like any other
+    with pytest.raises(ToolArgumentsInvalid, match=f"unknown field `{declaring.context_param}`"):
+        declaring.validate({"query": "q", declaring.context_param or "": {}})
+
+
+def test_the_context_is_found_by_its_annotation_under_future_annotations() -> None:
+    # this module uses `from __future__ import annotations`: the annotation is the
+    # string "agentrio.ToolContext", resolved when the tool is made
+    assert where_first.fn.__annotations__["ctx"] == "agentrio.ToolContext"
+    assert where_first.context_param == "ctx"
+
+
+def test_two_context_parameters_are_refused() -> None:
+    async def twice(a: agentrio.ToolContext, b: agentrio.ToolContext) -> str:
+        return ""
+
+    with pytest.raises(InvalidArgument, match="'a' and 'b' are both annotated ToolContext"):
+        agentrio.tool(twice)
+
+
+def test_a_positional_only_context_parameter_is_refused() -> None:
+    async def positional(ctx: agentrio.ToolContext, /, x: int) -> str:
+        return ""
+
+    with pytest.raises(InvalidArgument, match="parameter 'ctx' must be a plain or keyword-only"):
+        agentrio.tool(positional)
+
+
+@pytest.mark.parametrize("declaring", [where_first, where_middle, where_last], ids=repr)
+async def test_call_hands_the_context_to_a_tool_that_declares_it(declaring: Tool) -> None:
+    assert await declaring.call({"query": "q"}, context=CONTEXT) == "lead call_1 q 5"
+    with pytest.raises(InvalidArgument, match=r"takes a ToolContext .* pass context="):
+        await declaring.call({"query": "q"})
+
+
+async def test_call_gives_a_tool_without_the_parameter_nothing() -> None:
+    # (nowhere would raise TypeError on an unexpected keyword argument)
+    assert await nowhere.call({"query": "q"}, context=CONTEXT) == "q 5"
+
+
+def test_tool_context_fields_and_defaults() -> None:
+    ctx = agentrio.ToolContext(agent="a/b", context_label="notes", call_id="c1", step=3)
+    assert (ctx.agent, ctx.context_label, ctx.call_id, ctx.step) == ("a/b", "notes", "c1", 3)
+    assert ctx.workspace is None
+    assert ctx.env == {}
+    with pytest.raises(AttributeError):
+        ctx.step = 4  # type: ignore[misc]
+    assert ctx == agentrio.ToolContext(agent="a/b", context_label="notes", call_id="c1", step=3)
+    assert hash(ctx) == hash(agentrio.ToolContext("a/b", "notes", "c1", 3))
+
+
+def test_tool_context_env_is_a_read_only_copy_shown_by_names_only() -> None:
+    env = {"TOKEN": "s3cret", "HOME": "/home/a"}
+    ctx = agentrio.ToolContext("a", None, "c1", 1, env=env)
+    env["TOKEN"] = "changed"
+    assert ctx.env == {"TOKEN": "s3cret", "HOME": "/home/a"}
+    with pytest.raises(TypeError):
+        ctx.env["TOKEN"] = "x"  # type: ignore[index]
+    assert "env=<TOKEN, HOME>" in repr(ctx)
+    assert "s3cret" not in repr(ctx)
+
+
+def test_tool_context_env_given_as_another_read_only_mapping_is_checked_and_copied() -> None:
+    variables = {"TOKEN": "s3cret"}
+    ctx = agentrio.ToolContext("a", None, "c1", 1, env=types.MappingProxyType(variables))
+    variables["TOKEN"] = "changed"
+    assert ctx.env == {"TOKEN": "s3cret"}
+    with pytest.raises(InvalidArgument, match=r"ToolContext.env\['N'\] must be a str"):
+        agentrio.ToolContext("a", None, "c1", 1, env=types.MappingProxyType({"N": 1}))  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        (["TOKEN"], "ToolContext.env must be a mapping of str to str, got a list"),
+        ({1: "x"}, "ToolContext.env keys must be str, got 1"),
+        ({"TOKEN": 12345}, r"ToolContext.env\['TOKEN'\] must be a str, got a int"),
+    ],
+)
+def test_tool_context_bad_env(env: object, why: str) -> None:
+    with pytest.raises(InvalidArgument, match=why) as info:
+        agentrio.ToolContext("a", None, "c1", 1, env=env)  # type: ignore[arg-type]
+    assert "12345" not in str(info.value)  # a value is never shown: it may be a secret

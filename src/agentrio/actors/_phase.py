@@ -39,7 +39,7 @@ from ..messages import (
     TurnEnded,
     TurnStarted,
 )
-from ..tools.tool import ToolSchema
+from ..tools.tool import ToolContext, ToolSchema
 from .context import fit_window, message_text
 from .tool_call import ToolCallActor, refuse, start_batch, tool_result
 
@@ -473,6 +473,8 @@ class Phase:
                     continue
                 st.count_tool_call()
             actor = ToolCallActor(tool, req, limits.tool_timeout, st.gate)
+            if tool.context_param is not None:
+                actor.context = self._tool_context(req, len(batch))
             batch.append(actor)
             actors.append(actor)
             if self.bus.active:
@@ -493,6 +495,23 @@ class Phase:
         steps = self._tools_ran()
         if steps is not None:
             await steps
+
+    def _tool_context(self, req: ToolCallRequest, index: int) -> ToolContext:
+        """The context of the call *req*, at *index* in the turn's batch.
+
+        Its step is the one ``on_step`` gives its result: the batch's results
+        are numbered in call order after the model's turn.
+        """
+        st = self.st
+        workspace = st.workspace
+        return ToolContext(
+            agent=self.path,
+            context_label=self.cmd.context_label,
+            call_id=req.id,
+            step=self.step + index + 1,
+            workspace=workspace.root if workspace is not None else None,
+            env=st.spec.env,
+        )
 
     def _tools_ran(self) -> Coroutine[object, None, None] | None:
         """Record the batch; the on_step hook's calls to await, if the spec has one."""

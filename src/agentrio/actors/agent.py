@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -25,7 +25,7 @@ from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
-from ..tools.tool import Tool, ToolSchema
+from ..tools.tool import NO_ENV, Tool, ToolSchema, check_env
 from ..workspace import Workspace, agent_workspace
 from ._core import (
     Actor,
@@ -68,6 +68,10 @@ def _to_tools(value: object) -> tuple[Tool, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise InvalidArgument(f"AgentSpec.tools must be a list of tools, got {value!r}")
     return tuple(v if isinstance(v, Tool) else Tool(v) for v in value)
+
+
+def _to_env(value: object) -> Mapping[str, str]:
+    return check_env("AgentSpec.env", value)
 
 
 @attrs.frozen
@@ -119,6 +123,10 @@ class AgentSpec:
             call or rewrite its arguments.
         post_tool_use: ``async (call, result) -> result | None``: may rewrite
             a result before the model sees it.
+        env: environment variables for its tools (``None``: none), kept as a
+            read-only copy and handed to each tool that declares a
+            :class:`agentrio.ToolContext`; agentrio sets no process
+            environment from it. Its repr shows the names only.
 
     The agent's children (subagents, agent tools' agents, ``map``'s agents,
     session helpers) run its hooks before their own, and its policy and
@@ -142,6 +150,7 @@ class AgentSpec:
     approval_timeout: float | None = None
     pre_tool_use: PreToolUse | None = None
     post_tool_use: PostToolUse | None = None
+    env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -732,7 +741,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         final_answer: bool = False,
         name: str | None = None,
     ) -> Helper:
-        """A session helper: this agent's tools, rules, approver, hooks and budget.
+        """A session helper: this agent's tools, rules, approver, hooks, workspace, env and budget.
 
         It asks the approver about any call that no rule of this agent's (or
         of its parents') matches, even when this agent's default is allow.

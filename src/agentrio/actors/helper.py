@@ -4,8 +4,8 @@ An *infrastructure* helper (``rt.helper(...)``) gets an explicit tool
 whitelist: only those tools run, a call to any other is a ``denied`` result
 the model sees, and no approval is ever asked. A *session* helper
 (``agent.helper(...)``) inherits its parent agent's tools, permission policy,
-approver, hooks, workspace and budget, and its spending shows in its
-parent's usage. It asks the approver about any call its agent's rules do not
+approver, hooks, workspace, ``env`` and budget, and its spending shows in
+its parent's usage. It asks the approver about any call its agent's rules do not
 settle (no rule matches it), even when the agent's own default is ``allow``;
 an agent's default of ``deny`` still denies.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -31,7 +31,7 @@ from ..providers.base import Model
 from ..supervisors.budget import UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import PermissionPolicy
-from ..tools.tool import Tool
+from ..tools.tool import Tool, check_env
 from ._core import NoPublicConstructor
 from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
 from .compose import spawn_child
@@ -149,10 +149,12 @@ def infrastructure_helper(
     final_answer: bool,
     budget: Budget | None,
     name: str | None,
+    env: Mapping[str, str] | None = None,
 ) -> Helper:
     """The body of ``SupervisorRef.helper``."""
     check_name("name", name, optional=True)
     turns = _check_turns(max_turns)
+    variables = check_env("env", env)
     spec = AgentSpec(
         name=name or f"helper-{next(_numbers)}",
         model=model,
@@ -161,6 +163,7 @@ def infrastructure_helper(
         limits=Limits(max_iterations=turns, final_answer=final_answer),
         workspace=workspace,
         permissions=PermissionPolicy(default="allow"),
+        env=variables,
     )
     agent = spawn_agent(sup, spec, spec.name, budget)
     return Helper._create(agent, turns, final_answer)

@@ -34,7 +34,7 @@ from ..tools.policy import (
     PreToolUse,
     ask_approver,
 )
-from ..tools.tool import Tool, ToolArgumentsInvalid, ToolResultInvalid
+from ..tools.tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid
 
 if TYPE_CHECKING:
     from ..supervisors.bus import EventBus
@@ -172,17 +172,36 @@ class ToolCallActor:
     Attributes:
         request: the call.
         result: its outcome, ``None`` while it runs.
+        context: what the tool receives if it declares a ToolContext (else None).
     """
 
-    __slots__ = ("armed", "gate", "owner", "request", "result", "timeout", "timers", "tool")
+    __slots__ = (
+        "armed",
+        "context",
+        "gate",
+        "owner",
+        "request",
+        "result",
+        "timeout",
+        "timers",
+        "tool",
+    )
 
     def __init__(
-        self, tool: Tool, request: ToolCallRequest, timeout: float, gate: ToolGate | None = None
+        self,
+        tool: Tool,
+        request: ToolCallRequest,
+        timeout: float,
+        gate: ToolGate | None = None,
+        context: ToolContext | None = None,
     ) -> None:
         self.tool = tool
         self.request = request
         self.timeout = timeout
         self.gate = gate
+        # Made by the phase only for a tool that declares it: the others' calls
+        # build nothing for it.
+        self.context = context
         self.result: ToolResult | None = None
         # A lone call in its agent's task: its timeout is a runtime timer, and
         # *owner* (the phase) is told when it expires, instead of a cancel scope.
@@ -252,7 +271,10 @@ class ToolCallActor:
         tool = self.tool
         try:
             # validate / invoke / encode rather than Tool.call: one frame less
-            content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
+            kwargs = tool.validate(self.request.arguments)
+            if self.context is not None:
+                self._give_context(kwargs)
+            content = tool.encode(await tool.invoke(kwargs))
         except Exception as exc:
             result = self._failed(exc)
         else:
@@ -274,12 +296,25 @@ class ToolCallActor:
         with trio.CancelScope(deadline=trio.current_time() + self.timeout) as scope:
             tool = self.tool
             try:
-                content = tool.encode(await tool.invoke(tool.validate(self.request.arguments)))
+                kwargs = tool.validate(self.request.arguments)
+                if self.context is not None:
+                    self._give_context(kwargs)
+                content = tool.encode(await tool.invoke(kwargs))
             except Exception as exc:
                 return self._failed(exc)
             return self._finish("ok", content)
         assert scope.cancelled_caught
         return self._timeout()
+
+    def _give_context(self, kwargs: dict[str, object]) -> None:
+        """Add the call's ToolContext to the validated *kwargs*, under the tool's parameter.
+
+        After validation: the model cannot send it (the schema has no such
+        argument, and unknown arguments are refused).
+        """
+        param = self.tool.context_param
+        assert param is not None, "a context for a tool that declares none"
+        kwargs[param] = self.context
 
     def _failed(self, exc: Exception) -> ToolResult:
         if isinstance(exc, (ToolArgumentsInvalid, ToolResultInvalid)):

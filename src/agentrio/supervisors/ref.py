@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -216,6 +216,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         final_answer: bool = False,
         budget: Budget | None = None,
         name: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Helper:
         """An infrastructure helper: call an LLM like a function, with a tool whitelist.
 
@@ -232,11 +233,13 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             model: a model object, a tier name or an ``"instance:model"`` string.
             tools: Tool objects, or names registered with :meth:`register_tool`.
             instructions: the system prompt.
-            workspace: a folder for its artifacts.
+            workspace: a folder for its artifacts, and the working folder its
+                tools are told of (``ToolContext.workspace``).
             max_turns: model calls per execute; past them HelperTurnsExceeded...
             final_answer: ...unless True: then a last call without tools answers.
             budget: what it draws from (default: the runtime's).
             name: its name (default ``helper-<n>``).
+            env: environment variables its tools are told of (``ToolContext.env``).
         """
         from ..actors.helper import infrastructure_helper
 
@@ -251,6 +254,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             final_answer=final_answer,
             budget=budget,
             name=name,
+            env=env,
         )
 
     def register_tool(self, *tools: Tool) -> None:

@@ -3,6 +3,10 @@
 The arguments a model sends are validated by msgspec against a Struct built
 from the signature; the JSON schema the model sees is msgspec's schema of that
 same Struct, so what is advertised and what is checked cannot drift apart.
+
+A parameter annotated :class:`ToolContext` is not the model's to fill: it is
+left out of that Struct (so out of the schema and of validation), found once
+when the tool is made, and given the call's context when the agent calls it.
 """
 
 from __future__ import annotations
@@ -11,17 +15,128 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, overload
 
+import attrs
 import msgspec
 import trio
 
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
 
-__all__ = ["Tool", "ToolArgumentsInvalid", "ToolSchema", "ToolResultInvalid", "tool"]
+__all__ = [
+    "Tool",
+    "ToolArgumentsInvalid",
+    "ToolContext",
+    "ToolSchema",
+    "ToolResultInvalid",
+    "check_env",
+    "tool",
+]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+class _Env(Mapping[str, str]):
+    """Environment variables, read-only: a copy made (and checked) once, by :func:`check_env`.
+
+    Hashable, so a spec or context holding it is; its repr shows the names
+    only, since values may be secrets.
+    """
+
+    __slots__ = ("_vars",)
+
+    def __init__(self, variables: dict[str, str]) -> None:
+        self._vars = variables
+
+    def __getitem__(self, key: str) -> str:
+        return self._vars[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._vars)
+
+    def __len__(self) -> int:
+        return len(self._vars)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._vars.items()))
+
+    def __repr__(self) -> str:
+        return "<" + ", ".join(self._vars) + ">"
+
+
+# The environment of an agent given none: one shared, empty, read-only mapping.
+NO_ENV: Mapping[str, str] = _Env({})
+
+
+def check_env(what: str, value: object) -> Mapping[str, str]:
+    """*value* as a read-only copy, checked to map str to str (``None``: empty).
+
+    One made here (a spec's, handed on to a context) is kept as it is.
+
+    Raises:
+        InvalidArgument: not a mapping, or a key or value that is not a str
+            (the message names the key, never a value: values may be secrets).
+    """
+    if value is None:
+        return NO_ENV
+    if isinstance(value, _Env):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidArgument(
+            f"{what} must be a mapping of str to str, got a {type(value).__name__}"
+        )
+    env: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise InvalidArgument(f"{what} keys must be str, got {key!r}")
+        if not isinstance(item, str):
+            raise InvalidArgument(f"{what}[{key!r}] must be a str, got a {type(item).__name__}")
+        env[key] = item
+    return _Env(env) if env else NO_ENV
+
+
+def _context_env(value: object) -> Mapping[str, str]:
+    return check_env("ToolContext.env", value)
+
+
+@attrs.frozen
+class ToolContext:
+    """Where a tool call runs: what a tool that declares a ``ToolContext`` parameter receives.
+
+    Example::
+
+        @agentrio.tool
+        async def save(ctx: agentrio.ToolContext, name: str, text: str) -> str:
+            \"\"\"Save a note in the agent's workspace.\"\"\"
+            ...
+
+    A new one is made for each call of such a tool; a tool without that
+    parameter is called as before and receives nothing.
+
+    Attributes:
+        agent: the path of the agent making the call (a helper's calls: the
+            helper's own agent, ``<agent>.helper-<n>`` for a session helper).
+        context_label: the phase's context label (``None``: the primary context).
+        call_id: the call's id, as in its :class:`ToolResult`.
+        step: the call's step number in its phase, as ``on_step`` numbers it
+            in :class:`StepInfo` (the model's turn is a step, then each call).
+        workspace: the agent's workspace folder (``AgentSpec.workspace``, the
+            agent's subfolder of it when spawned under another name, a
+            helper's ``workspace=``, a session helper's agent's), or ``None``.
+            The folder may not exist yet.
+        env: the environment variables the agent was given
+            (``AgentSpec.env``, a helper's ``env=``), read-only; not
+            ``os.environ``. Its repr shows the names only.
+    """
+
+    agent: str
+    context_label: str | None
+    call_id: str
+    step: int
+    workspace: Path | None = None
+    env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_context_env)
 
 
 class ToolSchema(msgspec.Struct, frozen=True):
@@ -50,12 +165,14 @@ def _inline_schema(args_type: type[msgspec.Struct]) -> dict[str, object]:
     return schema
 
 
-def _args_struct(fn: Callable[..., object], name: str) -> type[msgspec.Struct]:
+def _args_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Struct], str | None]:
+    """The Struct of the model's arguments, and the parameter taking the ToolContext (if any)."""
     try:
         hints = typing.get_type_hints(fn)
     except Exception as exc:  # unresolvable annotations are the tool author's bug
         raise InvalidArgument(f"tool {name!r}: cannot resolve its annotations: {exc}") from exc
     fields: list[tuple[str, object] | tuple[str, object, object]] = []
+    context: str | None = None
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise InvalidArgument(
@@ -64,12 +181,22 @@ def _args_struct(fn: Callable[..., object], name: str) -> type[msgspec.Struct]:
             )
         # Unannotated: any JSON value (msgspec has no JSON schema for ``object``).
         annotation = hints.get(param.name, Any)
-        if param.default is inspect.Parameter.empty:
+        if annotation is ToolContext:
+            if context is not None:
+                raise InvalidArgument(
+                    f"tool {name!r}: parameters {context!r} and {param.name!r} are both "
+                    "annotated ToolContext; a tool takes at most one"
+                )
+            context = param.name
+        elif param.default is inspect.Parameter.empty:
             fields.append((param.name, annotation))
         else:
             fields.append((param.name, annotation, param.default))
     camel = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]", name)) or "Tool"
-    return msgspec.defstruct(f"{camel}Arguments", fields, forbid_unknown_fields=True, kw_only=True)
+    struct = msgspec.defstruct(
+        f"{camel}Arguments", fields, forbid_unknown_fields=True, kw_only=True
+    )
+    return struct, context
 
 
 class Tool:
@@ -80,10 +207,14 @@ class Tool:
         description: what models are told it does.
         schema: the :class:`ToolSchema` advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
+        context_param: the name of the parameter annotated :class:`ToolContext`
+            (it receives the call's context, and is not in the schema), or
+            ``None`` if the function declares none.
     """
 
     __slots__ = (
         "_args_type",
+        "context_param",
         "description",
         "fn",
         "is_async",
@@ -111,7 +242,7 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         # True for agent tools: the phase then tells them which agent calls.
         self.needs_caller = False
-        self._args_type = _args_struct(fn, tool_name)
+        self._args_type, self.context_param = _args_struct(fn, tool_name)
         try:
             parameters = _inline_schema(self._args_type)
         except TypeError as exc:  # an annotation with no JSON schema (a custom class...)
@@ -135,20 +266,39 @@ class Tool:
             raise ToolArgumentsInvalid(f"invalid arguments for {self.name!r}: {exc}") from exc
         return msgspec.structs.asdict(parsed)
 
-    async def call(self, arguments: dict[str, object]) -> str:
+    async def call(
+        self, arguments: dict[str, object], *, context: ToolContext | None = None
+    ) -> str:
         """Validate, run, and encode the result as the text the model sees.
 
         A ``str`` result is passed as it is; anything else is encoded as JSON.
 
+        Args:
+            arguments: the model's arguments.
+            context: what a tool that declares a :class:`ToolContext`
+                parameter receives (required for one; ignored by others).
+
         Raises:
+            InvalidArgument: the tool declares a ToolContext and *context* is None.
             ToolArgumentsInvalid: bad arguments (the tool did not run).
             ToolResultInvalid: the result cannot be encoded as JSON.
             Exception: whatever the tool itself raised.
         """
-        return self.encode(await self.invoke(self.validate(arguments)))
+        kwargs = self.validate(arguments)
+        if self.context_param is not None:
+            if not isinstance(context, ToolContext):
+                raise InvalidArgument(
+                    f"tool {self.name!r} takes a ToolContext (parameter "
+                    f"{self.context_param!r}): pass context=, got {context!r}"
+                )
+            kwargs[self.context_param] = context
+        return self.encode(await self.invoke(kwargs))
 
     def invoke(self, kwargs: dict[str, object]) -> Awaitable[object]:
         """Start the function with validated *kwargs*: an awaitable of its result.
+
+        For a tool that declares a ToolContext, *kwargs* holds it too, under
+        :attr:`context_param`.
 
         An async function's coroutine is returned as it is (no wrapper frame);
         a sync function runs in a worker thread. A thread cannot be stopped, so
