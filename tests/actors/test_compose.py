@@ -1071,7 +1071,9 @@ async def test_cancelling_a_coordinator_with_100_live_subagents_leaves_no_task(
                 "coordinator",
                 coordinator_model,
                 tools=[worker, slow_work],
-                limits=Limits(max_parallel_tools=100, tool_timeout=10**6),
+                limits=Limits(
+                    max_parallel_tools=100, tool_timeout=10**6, max_tool_calls_per_turn=100
+                ),
             )
         )
         trio.lowlevel.add_instrument(census)

@@ -626,6 +626,104 @@ async def test_tool_call_budget_denies_calls_past_it(
     assert exhausted.limit == "max_tool_calls"
 
 
+CAPPED = (
+    "tool 'count' was not run: this reply asked for 10000 tool calls, and at most 64 are "
+    "run per turn (Limits.max_tool_calls_per_turn); ask for it again in a later turn if "
+    "it is still needed"
+)
+
+
+async def test_calls_past_the_per_turn_cap_are_denied_and_each_has_its_result(
+    autojump_clock: trio.testing.MockClock,
+    record_events: RecordEvents,
+) -> None:
+    ran: list[int] = []
+
+    @agentrio.tool
+    async def count(x: int) -> str:
+        """Count a call."""
+        await trio.lowlevel.checkpoint()
+        ran.append(x)
+        return f"ran {x}"
+
+    many = [call("count", x=i) for i in range(10_000)]
+    rec = Recording(lambda m: answer("done") if tool_messages(m) else calling(*many))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        # (a window that holds all 20,000 messages: none is left out of the next turn)
+        model = FunctionModel(rec, context_window=10_000_000)
+        agent = await rt.spawn_agent(make_spec(model, count))
+        result = await agent.run("go")
+        assert rt.usage().tool_calls == 64  # the calls not run are not counted
+        await trio.testing.wait_all_tasks_blocked()
+    # (9,936 alike refusals are not "three identical results": no stall)
+    assert result.stop_reason == "done" and result.final_text == "done"
+    assert sorted(ran) == list(range(64))  # Limits.max_tool_calls_per_turn's default
+    assert [r.status for r in result.tool_calls] == ["ok"] * 64 + ["denied"] * 9_936
+    assert {r.content for r in result.tool_calls[64:]} == {CAPPED}
+    assert [r.arguments["x"] for r in result.tool_calls] == list(range(10_000))
+    # The model's next turn holds every call, and then a result for each, in order.
+    messages = rec.seen[1][0]
+    (assistant,) = [m for m in messages if m.role == "assistant"]
+    ids = [c.id for c in assistant.tool_calls]
+    assert len(set(ids)) == 10_000
+    assert [m.tool_call_id for m in tool_messages(messages)] == ids
+    # Like other refused calls, those past the cap are never started.
+    assert sum(isinstance(e, agentrio.ToolStarted) for e in events) == 64
+    (turn, _) = [e for e in events if isinstance(e, agentrio.TurnEnded)]
+    assert turn.tool_calls == 10_000
+
+
+async def test_a_call_asked_for_again_after_the_cap_is_not_a_stall(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [
+            calling(call("echo", x=1), call("echo", x=2), call("echo", x=3)),
+            calling(call("echo", x=3)),  # the one that was not run
+            answer("all three"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        spec = make_spec(model, echo, limits=Limits(max_tool_calls_per_turn=2))
+        result = await (await rt.spawn_agent(spec)).run("go")
+        assert rt.usage().tool_calls == 3
+    assert result.stop_reason == "done" and result.final_text == "all three"
+    assert [(r.arguments["x"], r.status) for r in result.tool_calls] == [
+        (1, "ok"),
+        (2, "ok"),
+        (3, "denied"),
+        (3, "ok"),
+    ]
+    assert "at most 2 are run per turn" in result.tool_calls[2].content
+
+
+async def test_direct_tool_calls_are_not_capped_per_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        spec = make_spec(ScriptedModel([]), echo, limits=Limits(max_tool_calls_per_turn=1))
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("direct", direct_tool_calls=[call("echo", x=1), call("echo", x=2)])
+    assert [r.status for r in result.tool_calls] == ["ok", "ok"]
+
+
+async def test_a_repeated_call_is_a_stall_after_many_calls(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Past a handful of calls the phase keeps the calls it has seen in a set:
+    # a repeat is still caught, whether among the first calls or the last.
+    for repeated in (0, 29):
+        script = [
+            calling(*(call("echo", x=i) for i in range(30))),
+            calling(call("echo", x=repeated)),
+        ]
+        model = ScriptedModel([*script, answer("stop")])
+        async with agentrio.open_runtime() as rt:
+            result = await (await rt.spawn_agent(make_spec(model, echo))).run("go")
+        assert result.stop_reason == "stalled" and len(result.tool_calls) == 31
+
+
 async def test_tool_call_ids_are_made_up_when_missing_and_kept_when_given(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import string
+import time
 from collections.abc import Callable
 
 import attrs
@@ -263,6 +264,82 @@ _texts = st.text(max_size=300) | st.builds(
 def test_any_text_gives_calls_or_none(text: str, tools: set[str]) -> None:
     for call in tool_calls_in_text(text, tools):
         assert call.name in tools and isinstance(call.arguments, dict)
+
+
+# -- linear time on any text --------------------------------------------------------------
+#
+# The text is the model's: a guard that backtracks on it blocks the Trio loop and
+# every agent on it (a code fence full of newlines once took seconds at 1 KB). Each
+# input is tried at 1, 2, 4, ... 64 KB; each size must take well under a second (the
+# issue's bound; measured in CPU time so that a busy machine does not count, and
+# 64 KB takes well under 0.1 s). A backtracking guard fails at the first size it
+# cannot manage, in seconds, rather than hanging the suite.
+
+SIZES = [1024 << k for k in range(7)]  # 1 KB .. 64 KB
+BOUND_S = 1.0
+
+ADVERSARIAL = [
+    ("```", "\n", "x"),  # a fence never closed, newlines after it
+    ("```json", "\n", "```"),
+    ("```", " \n", "```"),
+    ("", "{", ""),
+    ("", "[", ""),
+    ("", "{[", ""),
+    ("{", '"', ""),  # unclosed strings
+    ("{", '{"', ""),
+    ("{'", "\\'", ""),  # escaped quotes in a single-quoted string never closed
+    ("{", "'", ""),
+    ("{", "\\", ""),
+    ("{", ",", ""),
+    ("{", ",\n", "}"),
+    ("{", "{a ", ""),  # bare keys that are never followed by a colon
+    ("{", ", a\n", ""),
+    ("", "{a}", ""),  # many objects in the text, none of them JSON
+    ("", "{'name': 'a', 'arguments': {k: 1,},}", ""),  # many calls, each repaired
+]
+
+
+def _cpu_seconds(fn: Callable[..., object], *args: object) -> float:
+    start = time.process_time()
+    fn(*args)
+    return time.process_time() - start
+
+
+def _assert_linear(before: str, unit: str, after: str) -> None:
+    for size in SIZES:
+        text = before + unit * (size // len(unit)) + after
+        took = _cpu_seconds(parse_arguments, text)
+        assert took < BOUND_S, f"parse_arguments took {took:.2f} s on {len(text)} chars"
+        took = _cpu_seconds(tool_calls_in_text, text, {"a"})
+        assert took < BOUND_S, f"tool_calls_in_text took {took:.2f} s on {len(text)} chars"
+
+
+@pytest.mark.parametrize(("before", "unit", "after"), ADVERSARIAL)
+def test_adversarial_text_takes_linear_time(before: str, unit: str, after: str) -> None:
+    _assert_linear(before, unit, after)
+
+
+def test_many_calls_in_a_long_text_are_all_found() -> None:
+    unit = 'say {"name": "a", "arguments": {"k": 1}} '
+    text = unit * (SIZES[-1] // len(unit))
+    calls = tool_calls_in_text(text, {"a"})
+    assert len(calls) == SIZES[-1] // len(unit)
+    assert calls[-1] == ToolCallRequest("a", {"k": 1}, id=f"text_call_{len(calls)}")
+
+
+_pieces = st.sampled_from(
+    ["```", "```json", "\n", " ", "{", "}", "[", "]", '"', "'", "\\", ",", ":", "k", "name", '"a"']
+)
+_units = st.lists(_pieces, min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=15, deadline=None)
+@given(_units, _units, _units)
+def test_any_repeated_text_takes_linear_time(before: str, unit: str, after: str) -> None:
+    _assert_linear(before, unit, after)
+    text = before + unit * (SIZES[-1] // len(unit)) + after
+    value, why = parse_arguments(text)
+    assert isinstance(value, dict) and isinstance(why, str) and not (value and why)
 
 
 # -- with an agent, over the fake server ------------------------------------------------

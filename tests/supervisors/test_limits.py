@@ -22,6 +22,7 @@ def test_defaults() -> None:
         "context_fill": 0.75,
         "mailbox": 16,
         "max_parse_retries": 2,
+        "max_tool_calls_per_turn": 64,
     }
 
 
@@ -35,6 +36,7 @@ def test_good_values() -> None:
         final_answer=False,
         context_fill=1,
         mailbox=0,
+        max_tool_calls_per_turn=1,
     )
     assert limits.timeout == 0.5 and limits.mailbox == 0 and limits.context_fill == 1
 
@@ -80,6 +82,11 @@ BAD = [
     ("mailbox", True),
     ("max_parse_retries", 0),
     ("max_parse_retries", "2"),
+    ("max_tool_calls_per_turn", 0),
+    ("max_tool_calls_per_turn", -1),
+    ("max_tool_calls_per_turn", 64.0),
+    ("max_tool_calls_per_turn", True),
+    ("max_tool_calls_per_turn", None),
 ]
 
 

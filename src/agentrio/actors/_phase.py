@@ -57,6 +57,9 @@ FINAL_ANSWER_PROMPT = (
     "You are repeating yourself. Give your best final answer now, without calling any tools."
 )
 
+# The calls a phase has seen are a list up to this many, then a set (see _watch).
+_SEEN_AS_LIST = 8
+
 
 def _summary(text: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
@@ -109,9 +112,9 @@ class Phase:
         self.iterations = 0
         self.step = 0
         self.batch: list[ToolCallActor | ToolResult] | None = None
-        # (A list, not a set: a phase makes a handful of calls, and an empty
-        # set is 216 bytes on each of 10k agents in flight.)
-        self.seen: list[tuple[str, bytes]] = []
+        # (A list while it is short, not a set: a phase makes a handful of
+        # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
+        self.seen: list[tuple[str, bytes]] | set[tuple[str, bytes]] = []
         self.recent: list[tuple[str, str]] = []
         self.stall = ""
         self.parse_failures = 0
@@ -454,6 +457,9 @@ class Phase:
         st, limits = self.st, self.st.spec.limits
         batch: list[ToolCallActor | ToolResult] = []
         actors: list[ToolCallActor] = []
+        not_run: list[ToolResult] = []
+        if model_driven and len(calls) > limits.max_tool_calls_per_turn:
+            calls, not_run = self._over_cap(calls, limits.max_tool_calls_per_turn)
         for req in calls:
             if req.error:
                 why = f"tool {req.name!r} was not run: {req.error}"
@@ -479,6 +485,7 @@ class Phase:
             actors.append(actor)
             if self.bus.active:
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
+        batch += not_run  # (the tail: the batch stays in call order)
         self.batch = batch
         if len(actors) == 1:
             # A batch of one needs no parallelism: the one-shot actor runs in
@@ -512,6 +519,25 @@ class Phase:
             workspace=workspace.root if workspace is not None else None,
             env=st.spec.env,
         )
+
+    @staticmethod
+    def _over_cap(
+        calls: Sequence[ToolCallRequest], cap: int
+    ) -> tuple[Sequence[ToolCallRequest], list[ToolResult]]:
+        """The first *cap* calls of a model's reply, and denied results for the rest.
+
+        The calls past the cap are not run (nor counted against the budget's
+        ``max_tool_calls``), but each has its result: the model sees why, and
+        a provider refuses a call without one.
+        """
+        why = (
+            f"was not run: this reply asked for {len(calls)} tool calls, and at most {cap} "
+            f"are run per turn (Limits.max_tool_calls_per_turn); ask for it again in a later "
+            f"turn if it is still needed"
+        )
+        return calls[:cap], [
+            tool_result(req, "denied", f"tool {req.name!r} {why}") for req in calls[cap:]
+        ]
 
     def _tools_ran(self) -> Coroutine[object, None, None] | None:
         """Record the batch; the on_step hook's calls to await, if the spec has one."""
@@ -560,12 +586,20 @@ class Phase:
     def _settle_batch(self, interrupted: str) -> list[ToolResult]:
         """Record the batch's results in call order (interrupted calls as timeouts)."""
         assert self.batch is not None
+        # The calls of a model's reply past Limits.max_tool_calls_per_turn (the
+        # batch's tail) were not run: not watched for stalls either, or a model
+        # asking again for them would look like one repeating itself (and
+        # their refusals alike, like three identical results).
+        if self.cmd.direct_tool_calls is None:
+            watched = self.st.spec.limits.max_tool_calls_per_turn
+        else:
+            watched = len(self.batch)
         results = []
-        for item in self.batch:
+        for n, item in enumerate(self.batch):
             # A ready "failed" result is a call whose arguments could not be read:
             # not watched for stalls (its {} makes any two such calls look the
             # same); Limits.max_parse_retries bounds those turns instead.
-            unread = isinstance(item, ToolResult) and item.status == "failed"
+            unread = n >= watched or (isinstance(item, ToolResult) and item.status == "failed")
             if isinstance(item, ToolCallActor):
                 item = item.result if item.result is not None else item.interrupted(interrupted)
             results.append(item)
@@ -579,9 +613,17 @@ class Phase:
     def _watch(self, result: ToolResult) -> None:
         """Stall detection: the same call twice, or three identical results in a row."""
         key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
-        if key in self.seen and not self.stall:
+        seen = self.seen
+        if key in seen and not self.stall:
             self.stall = f"repeated call {result.name}({key[1].decode()})"
-        self.seen.append(key)
+        if isinstance(seen, set):
+            seen.add(key)
+        elif len(seen) < _SEEN_AS_LIST:
+            seen.append(key)
+        else:
+            # Past a handful of calls, a set: each check is then O(1), and a
+            # phase's calls cost time linear in their number, not quadratic.
+            self.seen = {*seen, key}
         recent = self.recent
         recent.append((result.name, result.content))
         if len(recent) > 3:

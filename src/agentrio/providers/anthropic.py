@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
 from .wire import (
+    PartialCall,
     StreamState,
     TextSink,
     bad,
@@ -118,7 +119,7 @@ class _AnthropicStream(StreamState):
         self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
     ) -> None:
         super().__init__(provider, on_text, text_tools)
-        self.calls: dict[int, list[str]] = {}  # block index -> [id, name, partial json]
+        self.calls: dict[int, PartialCall] = {}  # by block index
         self.input_tokens = 0
         self.output_tokens = 0
 
@@ -135,11 +136,9 @@ class _AnthropicStream(StreamState):
         elif kind == "content_block_start":
             block = event.get("content_block")
             if isinstance(block, dict) and block.get("type") == "tool_use":
-                self.calls[count(event.get("index"))] = [
-                    str(block.get("id", "")),
-                    str(block.get("name", "")),
-                    "",
-                ]
+                self.calls[count(event.get("index"))] = PartialCall(
+                    str(block.get("id", "")), str(block.get("name", ""))
+                )
         elif kind == "content_block_delta":
             self._delta(count(event.get("index")), event.get("delta"))
         elif kind == "message_delta":
@@ -157,11 +156,9 @@ class _AnthropicStream(StreamState):
         if delta.get("type") == "text_delta":
             self.emit(str(delta.get("text", "")))
         elif delta.get("type") == "input_json_delta" and index in self.calls:
-            self.calls[index][2] += str(delta.get("partial_json", ""))
+            self.calls[index].arguments.append(str(delta.get("partial_json", "")))
 
     def finish(self) -> ModelReply:
-        calls = [
-            tool_call(name, args or "{}", cid, self.provider)
-            for _, (cid, name, args) in sorted(self.calls.items())
-        ]
+        # (a call streamed without arguments has "": the guard reads it as {})
+        calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
         return self.reply(calls, Usage(self.input_tokens, self.output_tokens), "message_stop")

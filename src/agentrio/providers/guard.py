@@ -6,28 +6,34 @@ keys. Those are repaired when the repair is unambiguous; anything else is left
 for the agent to report back to the model as a failed call. Some models write
 the call itself into the text as ``{"name": ..., "arguments": ...}``; the
 provider can turn that into a real tool call.
+
+Everything here runs in time linear in its input: the text is the model's, and
+a guard that backtracks on it (a regex did, on a code fence full of newlines)
+blocks the Trio loop and every agent on it. So the repairs are single-pass
+scanners, never a regex, and each character is looked at a bounded number of
+times.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Collection
+import string
+from collections.abc import Callable, Collection
 
 from ..messages import ToolCallRequest
 
 __all__ = ["parse_arguments", "tool_calls_in_text"]
 
-_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
-# Each pattern matches a whole double-quoted string first (group 1) and keeps
-# it as it is, so the repairs never touch what is inside a string.
-_STRING = r'("(?:[^"\\]|\\.)*")'
-_TRAILING_COMMA = re.compile(_STRING + r"|,\s*([}\]])")
-_BARE_KEY = re.compile(_STRING + r"|([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*:)")
-_SINGLE_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+_FENCE = "```"
+_TAG = frozenset(string.ascii_letters + string.digits + "_-")  # ```json, ```JSON, ```py-3
+_KEY_START = frozenset(string.ascii_letters + "_")
+_KEY = frozenset(string.ascii_letters + string.digits + "_")
+_CLOSERS = frozenset("}]")
 
 
 def _loads_object(text: str) -> dict[str, object] | None:
+    # (json's C scanner is linear, and it gives up on deep nesting with a
+    # RecursionError at the interpreter's recursion limit, soon enough.)
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -35,21 +41,144 @@ def _loads_object(text: str) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-def _requote(match: re.Match[str]) -> str:
-    inner = match.group(1).replace('\\"', '"').replace('"', '\\"').replace("\\'", "'")
-    return f'"{inner}"'
+def _string_end(text: str, start: int, quote: str) -> int:
+    """The index just past the string that opens at ``text[start]``, or -1 if it never closes.
+
+    A backslash escapes the character after it, whatever it is.
+    """
+    i = start + 1
+    close = text.find(quote, i)
+    while close >= 0:
+        slash = text.find("\\", i, close)
+        if slash < 0:
+            return close + 1
+        i = slash + 2
+        if i > close:  # the backslash escaped this quote: look for the next one
+            close = text.find(quote, i)
+        # (else *close* is still the first quote from i on: never searched twice)
+    return -1
+
+
+def _split_strings(text: str, quote: str) -> list[str]:
+    """*text* in pieces: the even ones outside strings, the odd ones whole quoted strings.
+
+    A string never closed runs to the end of *text* (one odd piece); the
+    repairs leave it as it is, and the result does not parse.
+    """
+    pieces: list[str] = []
+    i = 0
+    start = text.find(quote)
+    while start >= 0:
+        end = _string_end(text, start, quote)
+        if end < 0:
+            pieces += (text[i:start], text[start:])
+            i = len(text)
+            break
+        pieces += (text[i:start], text[start:end])
+        i = end
+        start = text.find(quote, i)
+    pieces.append(text[i:])
+    return pieces
+
+
+def _outside_strings(text: str, repair: Callable[[str], str]) -> str:
+    """*text* with *repair* applied to each stretch outside double-quoted strings."""
+    if '"' not in text:
+        return repair(text)
+    pieces = _split_strings(text, '"')
+    pieces[::2] = [repair(p) for p in pieces[::2]]
+    return "".join(pieces)
+
+
+def _skip_space(text: str, i: int) -> int:
+    n = len(text)
+    while i < n and text[i].isspace():
+        i += 1
+    return i
+
+
+def _unfence(text: str) -> str:
+    """The inside of a code fence (with its tag, ```json, dropped), or *text* as it is."""
+    end = len(text) - len(_FENCE)
+    if end < len(_FENCE) or not (text.startswith(_FENCE) and text.endswith(_FENCE)):
+        return text
+    i = len(_FENCE)
+    while i < end and text[i] in _TAG:
+        i += 1
+    return text[i:end].strip()
+
+
+def _no_trailing_commas(text: str) -> str:
+    """A stretch outside strings with each ``,`` before ``}`` or ``]`` dropped (and its spaces)."""
+    out: list[str] = []
+    done = 0
+    comma = text.find(",")
+    while comma >= 0:
+        after = _skip_space(text, comma + 1)
+        if after < len(text) and text[after] in _CLOSERS:
+            out.append(text[done:comma])
+            done = after
+        # (the spaces skipped are not searched again: no comma among them)
+        comma = text.find(",", after)
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _quoted_bare_keys(text: str) -> str:
+    """A stretch outside strings with each bare key after ``{`` or ``,`` quoted."""
+    out: list[str] = []
+    done, i, n = 0, 0, len(text)
+    while i < n:
+        if text[i] not in "{,":
+            i += 1
+            continue
+        key = _skip_space(text, i + 1)
+        end = key
+        if end < n and text[end] in _KEY_START:
+            end += 1
+            while end < n and text[end] in _KEY:
+                end += 1
+        colon = _skip_space(text, end)
+        if end > key and colon < n and text[colon] == ":":
+            out += (text[done:key], '"', text[key:end], '"')
+            done = end
+            i = colon + 1
+        else:
+            # What was skipped (spaces, a word) holds no { or ,: each character
+            # is looked at twice at most.
+            i += 1
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _double_quoted(text: str) -> str:
+    """*text* (with no ``"`` in it) with each single-quoted string double-quoted."""
+    out: list[str] = []
+    done = 0
+    start = text.find("'")
+    while start >= 0:
+        end = _string_end(text, start, "'")
+        if end < 0:
+            break  # never closed: left as it is (and the result does not parse)
+        out += (text[done:start], '"', text[start + 1 : end - 1].replace("\\'", "'"), '"')
+        done = end
+        start = text.find("'", end)
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _drop_trailing_commas(text: str) -> str:
-    return _TRAILING_COMMA.sub(lambda m: m.group(1) or m.group(2), text)
+    return _outside_strings(text, _no_trailing_commas)
 
 
 def _quote_bare_keys(text: str) -> str:
-    return _BARE_KEY.sub(lambda m: m.group(1) or f'{m.group(2)}"{m.group(3)}"{m.group(4)}', text)
+    return _outside_strings(text, _quoted_bare_keys)
 
 
 def parse_arguments(raw: object) -> tuple[dict[str, object], str]:
     """Turn a model's tool arguments into a dict, repairing them when that is safe.
+
+    Runs in time linear in the length of *raw*, whatever it holds.
 
     Args:
         raw: a dict (taken as it is), a JSON string, or ``None``/``""`` (no arguments).
@@ -70,14 +199,12 @@ def parse_arguments(raw: object) -> tuple[dict[str, object], str]:
     value = _loads_object(text)
     if value is not None:
         return value, ""
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    text = _unfence(text)
     # Each repair only touches what is outside any double-quoted string; the
-    # result must then parse.
+    # result must then parse. (A fixed number of linear passes.)
     candidates = [text, _drop_trailing_commas(text)]
     if '"' not in text:
-        candidates.append(_drop_trailing_commas(_SINGLE_QUOTED.sub(_requote, text)))
+        candidates.append(_drop_trailing_commas(_double_quoted(text)))
     candidates += [_quote_bare_keys(c) for c in list(candidates)]
     for candidate in candidates:
         value = _loads_object(candidate)
@@ -88,7 +215,11 @@ def parse_arguments(raw: object) -> tuple[dict[str, object], str]:
 
 
 def _json_objects(text: str) -> list[str]:
-    """The top-level ``{...}`` spans of *text* (braces balanced, strings respected)."""
+    """The top-level ``{...}`` spans of *text* (braces balanced, strings respected).
+
+    One pass; the spans do not overlap, so parsing each of them is linear in
+    *text* overall.
+    """
     spans: list[str] = []
     depth, start, in_string, escaped = 0, -1, False, False
     for i, ch in enumerate(text):
@@ -116,17 +247,18 @@ def tool_calls_in_text(text: str, tools: Collection[str]) -> tuple[ToolCallReque
     """Find tool calls a model wrote as JSON in its text: ``{"name": ..., "arguments": ...}``.
 
     Only objects naming one of *tools* count (``"parameters"`` is accepted for
-    ``"arguments"``); the calls are numbered ``text_call_<n>``.
+    ``"arguments"``); the calls are numbered ``text_call_<n>``. Runs in time
+    linear in the length of *text*.
     """
     if "{" not in text or not tools:
         return ()
     calls: list[ToolCallRequest] = []
     for span in _json_objects(text):
-        obj = _loads_object(span)
-        if obj is None:
-            obj, why = parse_arguments(span)
-            if why:
-                continue
+        if "name" not in span and "\\u" not in span:
+            continue  # (cheap: no key can be "name", unless written with \u escapes)
+        obj, why = parse_arguments(span)
+        if why:
+            continue
         name = obj.get("name")
         if not isinstance(name, str) or name not in tools:
             continue

@@ -9,6 +9,7 @@ from typing import Any
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
 from .wire import (
+    PartialCall,
     StreamState,
     TextSink,
     bad,
@@ -106,7 +107,7 @@ class _OpenAIStream(StreamState):
         self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
     ) -> None:
         super().__init__(provider, on_text, text_tools)
-        self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        self.calls: dict[int, PartialCall] = {}  # by index
         self.usage = Usage()
 
     def feed(self, line: str) -> None:
@@ -134,19 +135,19 @@ class _OpenAIStream(StreamState):
         for raw in _list(delta.get("tool_calls"), self.provider, "delta.tool_calls"):
             if not isinstance(raw, dict):
                 raise bad(self.provider, "a tool-call delta is not a JSON object")
-            slot = self.calls.setdefault(count(raw.get("index")), ["", "", ""])
+            index = count(raw.get("index"))
+            call = self.calls.get(index)
+            if call is None:
+                call = self.calls[index] = PartialCall()
             if isinstance(raw.get("id"), str):
-                slot[0] = raw["id"]
+                call.id = raw["id"]
             fn = raw.get("function")
             if isinstance(fn, dict):
                 if isinstance(fn.get("name"), str):
-                    slot[1] += fn["name"]
+                    call.name.append(fn["name"])
                 if isinstance(fn.get("arguments"), str):
-                    slot[2] += fn["arguments"]
+                    call.arguments.append(fn["arguments"])
 
     def finish(self) -> ModelReply:
-        calls: list[ToolCallRequest] = [
-            tool_call(name, args, cid, self.provider)
-            for _, (cid, name, args) in sorted(self.calls.items())
-        ]
+        calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
         return self.reply(calls, self.usage, "[DONE]")

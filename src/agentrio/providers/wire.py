@@ -130,6 +130,25 @@ def function_tools(tools: Sequence[ToolSchema]) -> list[dict[str, object]]:
     ]
 
 
+class PartialCall:
+    """A tool call as a stream brings it, in pieces, joined once at the end.
+
+    (``+=`` on each piece would copy what came before every time: a reply
+    streamed in many small pieces would cost time quadratic in its length.)
+    """
+
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self, call_id: str = "", name: str = "") -> None:
+        self.id = call_id
+        self.name = [name]
+        self.arguments: list[str] = []
+
+    def request(self, provider: str) -> ToolCallRequest:
+        """The call, once the stream has brought all of it."""
+        return tool_call("".join(self.name), "".join(self.arguments), self.id, provider)
+
+
 class StreamState:
     """What every stream parser keeps: the text so far, and whether the end was seen."""
 

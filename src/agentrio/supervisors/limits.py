@@ -46,6 +46,9 @@ class Limits:
         mailbox: the agent's mailbox capacity (queued ``run()`` calls).
         max_parse_retries: model turns in a row whose tool-call arguments
             could not be parsed before the phase ends with ``error``.
+        max_tool_calls_per_turn: tool calls of one model reply that are run;
+            the calls past it are not run (nor counted against the budget)
+            and each gets a ``"denied"`` result saying why.
     """
 
     max_iterations: int = 10
@@ -57,6 +60,7 @@ class Limits:
     context_fill: float = 0.75
     mailbox: int = 16
     max_parse_retries: int = 2
+    max_tool_calls_per_turn: int = 64
 
     def __attrs_post_init__(self) -> None:
         _positive_int("max_iterations", self.max_iterations)
@@ -71,3 +75,4 @@ class Limits:
             raise InvalidArgument(f"Limits.context_fill must be in (0, 1], got {fill!r}")
         _positive_int("mailbox", self.mailbox, minimum=0)
         _positive_int("max_parse_retries", self.max_parse_retries)
+        _positive_int("max_tool_calls_per_turn", self.max_tool_calls_per_turn)
