@@ -742,6 +742,43 @@ async def test_a_cancelled_caller_cancels_parallel_tool_calls(
     ] * 3
 
 
+async def test_a_cancelled_caller_abandons_a_sync_tools_thread(
+    record_events: Recorder,
+) -> None:
+    # The real clock, as in test_cancel_does_not_wait_for_a_sync_tool: nothing
+    # sleeps; the thread waits until it is released.
+    release = threading.Event()
+    entered = threading.Event()
+
+    @agentrio.tool
+    def stuck() -> str:
+        entered.set()
+        release.wait(30)  # real seconds: only a safety net
+        return "late"
+
+    model = ScriptedModel([calling(ToolCallRequest("stuck")), answer("after")])
+    try:
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            agent = await rt.spawn_agent(make_spec(model, stuck))
+            async with trio.open_nursery() as nursery:
+
+                async def run() -> None:
+                    await agent.run("go")
+                    raise AssertionError("unreachable: the caller was cancelled")
+
+                nursery.start_soon(run)
+                await trio.to_thread.run_sync(entered.wait)
+                t0 = trio.current_time()
+                nursery.cancel_scope.cancel()
+            assert trio.current_time() - t0 < 5  # the thread still blocks for 30 s
+            await trio.testing.wait_all_tasks_blocked()
+            assert ended(events) == [("a", "cancelled", 1)]
+            assert (await agent.run("again")).final_text == "after"
+    finally:
+        release.set()
+
+
 async def test_a_caller_cancelled_as_the_tool_timer_fires_still_ends_the_phase(
     autojump_clock: trio.testing.MockClock, record_events: Recorder
 ) -> None:

@@ -1421,6 +1421,25 @@ async def test_a_cancelled_phase_ends_its_agent_tool_childrens_phases(
     assert tool_turns == ["the phase was cancelled while the tool ran"] * children
 
 
+async def test_an_agent_tool_call_that_times_out_ends_its_childs_phase_cancelled(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    child = AgentSpec("child", FunctionModel(hang_model_call))
+    lead_model = ScriptedModel([calling("child", task="work"), text("lead done")])
+    spec = lead_spec(lead_model, tools=[agent_tool(child)], limits=Limits(tool_timeout=5))
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=100_000)) as rt:
+        events = record_events(rt)
+        lead = await rt.spawn_agent(spec)
+        result = await lead.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+        assert rt.budget.reserved_tokens == 0
+    assert result.final_text == "lead done"
+    assert result.tool_calls[0].status == "timeout"
+    ended = phases_ended(events)
+    assert [reason for _, reason in ended] == ["cancelled", "done"]
+    assert ended[0][0].startswith("lead.child-") and ended[1][0] == "lead"
+
+
 async def test_a_detached_budget_chain_is_carved_out_of_the_runtimes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
