@@ -148,7 +148,14 @@ class EventsLost(Event, frozen=True, tag=True):
 # -- the agent loop ------------------------------------------------------------------
 
 StopReason = Literal[
-    "done", "max_iterations", "budget_exhausted", "stop_requested", "timeout", "stalled", "error"
+    "done",
+    "max_iterations",
+    "budget_exhausted",
+    "stop_requested",
+    "timeout",
+    "stalled",
+    "error",
+    "cancelled",
 ]
 ToolStatus = Literal["ok", "failed", "timeout", "denied"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,8 @@ from agentrio.testing import FunctionModel, Reply, ScriptedModel
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
+
+Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
 DEADLINE = 10_000
@@ -664,6 +666,257 @@ async def test_agent_usage_sums_its_phases(autojump_clock: trio.testing.MockCloc
     assert (usage.requests, usage.tool_calls) == (3, 1)
 
 
+# -- a cancelled caller ends its phase ---------------------------------------------------
+
+
+def ended(events: Sequence[agentrio.Event]) -> list[tuple[str, str, int]]:
+    return [
+        (e.path, e.stop_reason, e.iterations) for e in events if isinstance(e, agentrio.PhaseEnded)
+    ]
+
+
+async def test_a_cancelled_caller_cancels_the_model_call_and_ends_the_phase(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    seen: list[list[str]] = []
+    cancelled: list[float] = []
+
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        seen.append(contents(messages))
+        if len(seen) == 1:
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                cancelled.append(trio.current_time())
+                raise
+        return answer("second")
+
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=10_000)) as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(FunctionModel(model)))
+        with trio.move_on_after(5) as scope:
+            await agent.run("first")
+        assert scope.cancelled_caught
+        # run() raised trio.Cancelled once the phase had ended: its model call
+        # was cancelled at once, the reservation settled, the event published
+        assert cancelled == [5]
+        assert rt.budget.reserved_tokens == 0
+        assert rt.usage().requests == 1
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended(events) == [("a", "cancelled", 1)]
+        # the agent lives on, and its context kept the cancelled phase's turn
+        result = await agent.run("second")
+        assert (result.stop_reason, result.final_text) == ("done", "second")
+        assert seen[1] == ["sys", "first", "second"]
+        assert agent.statistics().state == "running"
+        assert agent.statistics().restarts == 0
+    assert ended(events) == [("a", "cancelled", 1), ("a", "done", 1)]
+
+
+async def test_a_cancelled_caller_cancels_a_lone_tool_call(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    state: list[str] = []
+
+    @agentrio.tool
+    async def hang() -> str:
+        """Never returns."""
+        state.append("started")
+        try:
+            await trio.sleep_forever()
+        finally:
+            state.append("cancelled")
+        return "unreachable"
+
+    model = ScriptedModel([calling(ToolCallRequest("hang")), answer("after")])
+    spec = make_spec(model, hang, limits=Limits(tool_timeout=30))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        with trio.move_on_after(5):
+            await agent.run("go")
+        assert state == ["started", "cancelled"]
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended(events) == [("a", "cancelled", 1)]
+        await trio.sleep(60)  # the call's timer was disarmed: nothing fires
+        assert agent.statistics().state == "running"
+        assert (await agent.run("again")).final_text == "after"
+    # the call and its result stay in the context: the conversation is whole
+    assert contents(model.calls[1]) == [
+        "sys",
+        "go",
+        "",
+        "the phase was cancelled while the tool ran",
+        "again",
+    ]
+
+
+async def test_a_cancelled_caller_cancels_parallel_tool_calls(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder, task_tracker: TaskTracker
+) -> None:
+    model = ScriptedModel(
+        [calling(*(ToolCallRequest("forever", id=f"c{i}") for i in range(3))), answer("after")]
+    )
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, forever))
+        with trio.move_on_after(5):
+            await agent.run("go")
+        below = task_tracker.descendants(task_tracker.named("a"))
+        assert len(below) == 3  # the three calls' tasks, all ended
+        assert task_tracker.alive(below) == []
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended(events) == [("a", "cancelled", 1)]
+        assert (await agent.run("again")).final_text == "after"
+    assert [(m.role, m.content) for m in model.calls[1] if m.role == "tool"] == [
+        ("tool", "the phase was cancelled while the tool ran")
+    ] * 3
+
+
+async def test_a_cancelled_caller_abandons_a_sync_tools_thread(
+    record_events: Recorder,
+) -> None:
+    # The real clock, as in test_cancel_does_not_wait_for_a_sync_tool: nothing
+    # sleeps; the thread waits until it is released.
+    release = threading.Event()
+    entered = threading.Event()
+
+    @agentrio.tool
+    def stuck() -> str:
+        entered.set()
+        release.wait(30)  # real seconds: only a safety net
+        return "late"
+
+    model = ScriptedModel([calling(ToolCallRequest("stuck")), answer("after")])
+    try:
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            agent = await rt.spawn_agent(make_spec(model, stuck))
+            async with trio.open_nursery() as nursery:
+
+                async def run() -> None:
+                    await agent.run("go")
+                    raise AssertionError("unreachable: the caller was cancelled")
+
+                nursery.start_soon(run)
+                await trio.to_thread.run_sync(entered.wait)
+                t0 = trio.current_time()
+                nursery.cancel_scope.cancel()
+            assert trio.current_time() - t0 < 5  # the thread still blocks for 30 s
+            await trio.testing.wait_all_tasks_blocked()
+            assert ended(events) == [("a", "cancelled", 1)]
+            assert (await agent.run("again")).final_text == "after"
+    finally:
+        release.set()
+
+
+async def test_a_caller_cancelled_as_the_tool_timer_fires_still_ends_the_phase(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    model = ScriptedModel([calling(ToolCallRequest("forever")), answer("after")])
+    spec = make_spec(model, forever, limits=Limits(tool_timeout=5))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        with trio.move_on_after(5):  # the very instant the tool times out
+            await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended(events) == [("a", "cancelled", 1)]
+        assert (await agent.run("again")).final_text == "after"
+    assert contents(model.calls[1])[3] == "the phase was cancelled while the tool ran"
+
+
+async def test_a_queued_phase_whose_caller_is_cancelled_never_starts(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    release = trio.Event()
+    seen: list[str] = []
+
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        seen.append(messages[-1].content)
+        await release.wait()
+        return answer(f"re: {messages[-1].content}")
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(FunctionModel(model)))
+        results: list[str] = []
+
+        async def run(text: str) -> None:
+            results.append((await agent.run(text)).final_text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, "first")
+            await trio.testing.wait_all_tasks_blocked()
+            async with trio.open_nursery() as doomed:
+                doomed.start_soon(run, "never")
+                await trio.testing.wait_all_tasks_blocked()
+                assert agent.statistics().mailbox_size == 1
+                doomed.cancel_scope.cancel()
+            nursery.start_soon(run, "third")
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()
+        await trio.testing.wait_all_tasks_blocked()
+    assert seen == ["first", "third"]
+    assert results == ["re: first", "re: third"]
+    assert sum(isinstance(e, agentrio.PhaseStarted) for e in events) == 2
+    assert ended(events) == [("a", "done", 1), ("a", "done", 1)]
+    assert not any(isinstance(e, agentrio.DeadLetter) for e in events)
+
+
+async def test_a_cancel_that_lands_as_the_phase_ends_leaves_the_agent_running(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    # The model's answer wakes the agent and its caller is cancelled before the
+    # agent runs again: the phase ends "done" with no checkpoint left, and the
+    # cut meant for it must not end the agent.
+    release = trio.Event()
+
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        if messages[-1].content == "first":
+            await release.wait()
+        return answer(f"re: {messages[-1].content}")
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(FunctionModel(model)))
+        async with trio.open_nursery() as nursery:
+            caller = trio.CancelScope()
+
+            async def run() -> None:
+                with caller:
+                    await agent.run("first")
+                    raise AssertionError("unreachable: the caller was cancelled")
+
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            release.set()  # the agent is scheduled to go on...
+            caller.cancel()  # ...and its caller gives up before it does
+        assert caller.cancelled_caught
+        await trio.testing.wait_all_tasks_blocked()
+        assert ended(events) == [("a", "done", 1)]
+        assert (await agent.run("second")).final_text == "re: second"
+        assert agent.statistics().state == "running"
+        assert agent.statistics().restarts == 0
+
+
+async def test_a_ref_ask_of_a_phase_is_not_cancelled_with_its_asker(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    # Only run() links the phase to its caller; a plain ask keeps an ask's rules.
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(10)
+        return answer("late")
+
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(FunctionModel(model)))
+        with pytest.raises(agentrio.AskTimeout):
+            await agent.ref.ask(agentrio.RunPhase("go"), timeout=5)
+        await trio.sleep(10)
+        assert ended(events) == [("a", "done", 1)]
+
+
 # -- workspace -------------------------------------------------------------------------
 
 
@@ -718,6 +971,27 @@ async def test_run_summary_counts_phases_that_ended_early(tmp_path: Path) -> Non
     summary = json.loads((tmp_path / "run_summary.json").read_text())
     assert summary["phases"] == 3
     assert summary["stop_reasons"] == {"done": 1, "budget_exhausted": 1, "stop_requested": 1}
+
+
+async def test_run_summary_counts_cancelled_phases(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        if messages[-1].content == "hang":
+            await trio.sleep_forever()
+        return answer("a", Usage(10, 1))
+
+    spec = make_spec(FunctionModel(model), workspace=tmp_path)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.run("one")
+        with trio.move_on_after(5):
+            await agent.run("hang")
+        # written before run() raised
+        summary = json.loads((tmp_path / "run_summary.json").read_text())
+    assert summary["phases"] == 2
+    assert summary["stop_reasons"] == {"done": 1, "cancelled": 1}
+    assert summary["requests"] == 2
 
 
 async def test_agent_names_cannot_lead_out_of_the_workspace(tmp_path: Path) -> None:

@@ -1344,6 +1344,104 @@ async def test_map_abandoned_by_its_caller_cancels_its_agents(
         assert rt.statistics().actors == 0
 
 
+async def hang_model_call(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+    await trio.sleep_forever()
+    raise AssertionError("unreachable")
+
+
+def phases_ended(events: Sequence[agentrio.Event]) -> list[tuple[str, str]]:
+    return [(e.path, e.stop_reason) for e in events if isinstance(e, agentrio.PhaseEnded)]
+
+
+@pytest.mark.parametrize("on", ["runtime", "agent"])
+async def test_a_cancelled_map_ends_its_childrens_phases_cancelled(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder, on: str
+) -> None:
+    asked: list[str] = []
+    cancelled: list[str] = []
+
+    async def hang(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        asked.append(messages[-1].content)
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            cancelled.append(messages[-1].content)
+            raise
+        raise AssertionError("unreachable")
+
+    spec = AgentSpec("w", FunctionModel(hang))
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=100_000)) as rt:
+        events = record_events(rt)
+        lead = await rt.spawn_agent(lead_spec())
+        mapper = rt if on == "runtime" else lead
+        with trio.move_on_after(5) as scope:
+            await mapper.map(spec, ["a", "b", "c", "d"], concurrency=3)
+        assert scope.cancelled_caught
+        # the three under way were cancelled at once; the fourth never started
+        assert sorted(asked) == sorted(cancelled) == ["a", "b", "c"]
+        assert rt.budget.reserved_tokens == 0
+        await trio.testing.wait_all_tasks_blocked()
+        ended = phases_ended(events)
+        assert [reason for _, reason in ended] == ["cancelled"] * 3
+        assert all(path.startswith("w.map") for path, _ in ended)
+        assert [c.path for c in rt.children()] == ["lead"]
+
+
+@pytest.mark.parametrize("children", [1, 2])
+async def test_a_cancelled_phase_ends_its_agent_tool_childrens_phases(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder, children: int
+) -> None:
+    # One child: the lone call in the lead's task; two: a parallel batch.
+    child = AgentSpec("child", FunctionModel(hang_model_call))
+    lead_model = ScriptedModel(
+        [
+            Reply(
+                tool_calls=tuple(
+                    ToolCallRequest("child", {"task": f"t{i}"}) for i in range(children)
+                ),
+                usage=Usage(10, 2),
+            ),
+            text("after"),
+        ]
+    )
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=100_000)) as rt:
+        events = record_events(rt)
+        lead = await rt.spawn_agent(lead_spec(lead_model, tools=[agent_tool(child), lookup]))
+        with trio.move_on_after(5):
+            await lead.run("go")
+        assert rt.budget.reserved_tokens == 0
+        await trio.testing.wait_all_tasks_blocked()
+        ended = phases_ended(events)
+        # the children's phases ended first, then the lead's
+        assert [reason for _, reason in ended] == ["cancelled"] * (children + 1)
+        assert all(path.startswith("lead.child-") for path, _ in ended[:-1])
+        assert ended[-1][0] == "lead"
+        assert [c.path for c in rt.children()] == ["lead", "lead.context"]
+        # the lead lives on; its context holds the calls it made, cut short
+        assert (await lead.run("again")).final_text == "after"
+    tool_turns = [m.content for m in lead_model.calls[1] if m.role == "tool"]
+    assert tool_turns == ["the phase was cancelled while the tool ran"] * children
+
+
+async def test_an_agent_tool_call_that_times_out_ends_its_childs_phase_cancelled(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    child = AgentSpec("child", FunctionModel(hang_model_call))
+    lead_model = ScriptedModel([calling("child", task="work"), text("lead done")])
+    spec = lead_spec(lead_model, tools=[agent_tool(child)], limits=Limits(tool_timeout=5))
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=100_000)) as rt:
+        events = record_events(rt)
+        lead = await rt.spawn_agent(spec)
+        result = await lead.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+        assert rt.budget.reserved_tokens == 0
+    assert result.final_text == "lead done"
+    assert result.tool_calls[0].status == "timeout"
+    ended = phases_ended(events)
+    assert [reason for _, reason in ended] == ["cancelled", "done"]
+    assert ended[0][0].startswith("lead.child-") and ended[1][0] == "lead"
+
+
 async def test_a_detached_budget_chain_is_carved_out_of_the_runtimes(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -602,6 +602,71 @@ async def test_a_session_helper_is_cancelled_with_its_agent(
         assert team.children() == []
 
 
+def phases_ended(events: Sequence[agentrio.Event]) -> list[tuple[str, str]]:
+    return [(e.path, e.stop_reason) for e in events if isinstance(e, agentrio.PhaseEnded)]
+
+
+async def test_a_cancelled_execute_ends_its_phase(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    cancelled: list[float] = []
+
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        if messages[-1].content == "hang":
+            try:
+                await trio.sleep_forever()
+            except trio.Cancelled:
+                cancelled.append(trio.current_time())
+                raise
+        return text("ok")
+
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=10_000)) as rt:
+        events = record_events(rt)
+        h = rt.helper(FunctionModel(model), name="h")
+        with trio.move_on_after(5) as scope:
+            await h.execute("hang")
+        assert scope.cancelled_caught
+        assert cancelled == [5]
+        assert rt.budget.reserved_tokens == 0
+        await trio.testing.wait_all_tasks_blocked()
+        assert phases_ended(events) == [("h", "cancelled")]
+        # the helper takes its next execute
+        result = await h.execute("again")
+        assert (result.content, result.usage.requests) == ("ok", 1)
+        assert h.agent.statistics().state == "running"
+
+
+async def test_a_cancelled_execute_of_a_session_helper_cancels_its_tool_call(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    state: list[str] = []
+
+    @agentrio.tool
+    async def hang() -> str:
+        """Never returns."""
+        state.append("started")
+        try:
+            await trio.sleep_forever()
+        finally:
+            state.append("cancelled")
+        return "unreachable"
+
+    model = ScriptedModel([Reply(tool_calls=(ToolCallRequest("hang"),), usage=Usage(10, 3))])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        lead = await rt.spawn_agent(
+            AgentSpec("lead", model, tools=[hang], permissions=PermissionPolicy([allow("hang")]))
+        )
+        h = lead.helper(name="h")
+        with trio.move_on_after(5):
+            await h.execute("go")
+        assert state == ["started", "cancelled"]
+        await trio.testing.wait_all_tasks_blocked()
+        assert phases_ended(events) == [("lead.h", "cancelled")]
+        assert lead.usage().requests == 1  # its spending is its agent's, as ever
+        assert h.agent.statistics().state == "running"
+
+
 async def test_a_session_helper_stops_with_its_agent_and_by_itself(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

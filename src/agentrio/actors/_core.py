@@ -101,9 +101,11 @@ class Actor(Generic[MsgT]):
     async def on_stop(self) -> None:
         """Called after a graceful stop has drained the mailbox (not on cancel or crash)."""
 
-    async def _resume(self, msg: MsgT) -> object:
-        # The runtime's: finish *msg*, whose handling a timer (Timers) cut
-        # short. Only agents arm timers that cut their task; see AgentActor.
+    async def _resume(self, msg: MsgT, *, abandoned: bool) -> object:
+        # The runtime's: finish *msg*, whose handling was cut short: by a timer
+        # (Timers), or, *abandoned*, because the asker of a linked ask was
+        # cancelled. Only agents arm such timers and take linked asks; see
+        # AgentActor.
         raise NotImplementedError(f"{type(self).__qualname__} cannot resume {msg!r}")
 
 
@@ -183,15 +185,26 @@ class _Ask:
 
     It is also the abort function of the waiting task (``__call__``), so an
     ask allocates this one object and no closure.
+
+    A *linked* ask (``AgentRef.run``'s) is cancelled with its asker: if it is
+    still queued, the serve loop drops it unhandled; if the actor is handling
+    it, the actor's task is cut short (``_Cell.interrupted``) and resumes the
+    message with ``actor._resume(msg, abandoned=True)``, and the asker waits
+    for that to end before it sees its ``trio.Cancelled``.
     """
 
-    __slots__ = ("msg", "outcome", "task", "waiting")
+    __slots__ = ("abandoned", "cancel", "handling", "linked", "msg", "outcome", "task", "waiting")
 
-    def __init__(self, msg: Message, task: trio.lowlevel.Task) -> None:
+    def __init__(self, msg: Message, task: trio.lowlevel.Task, linked: _Cell | None = None) -> None:
         self.msg = msg
         self.task = task
         self.outcome: outcome.Outcome[object] | None = None
         self.waiting = False
+        self.linked = linked
+        self.handling = False  # set by the serve loop when handle() takes it
+        self.abandoned = False  # a linked ask whose asker was cancelled
+        # The cancelled asker's raise_cancel, while it waits for the handling to end.
+        self.cancel: Callable[[], NoReturn] | None = None
 
     def settle(self, result: outcome.Outcome[object]) -> None:
         if self.outcome is not None:
@@ -199,11 +212,23 @@ class _Ask:
         self.outcome = result
         if self.waiting:
             self.waiting = False
+            if self.cancel is not None:  # the asker was cancelled: that is what it sees
+                result = outcome.capture(self.cancel)
             trio.lowlevel.reschedule(self.task, result)
 
-    def __call__(self, _raise_cancel: object) -> trio.lowlevel.Abort:
-        # The asker was cancelled (or timed out): it stops waiting; a reply
-        # that comes later is dropped.
+    def __call__(self, raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
+        # The asker was cancelled (or timed out).
+        cell = self.linked
+        if cell is not None:
+            self.abandoned = True
+            if self.handling and cell.scope is not None:
+                # Its handling stops now, and the asker waits for it to end:
+                # work started for a caller ends with the caller.
+                self.cancel = raise_cancel
+                cell.interrupted = True
+                cell.scope.cancel()
+                return trio.lowlevel.Abort.FAILED
+        # It stops waiting; a reply that comes later is dropped.
         self.waiting = False
         return trio.lowlevel.Abort.SUCCEEDED
 
@@ -355,8 +380,10 @@ class _Cell:
 async def _serve(cell: _Cell, actor: Actor[Any], *, resume: bool = False) -> None:
     """The actor loop: one message at a time until the mailbox is closed and drained.
 
-    With *resume*, the message in ``cell.failed_item`` was cut short by a
-    timer: ``actor._resume`` finishes it before the loop goes on.
+    With *resume*, the message in ``cell.failed_item`` was cut short (by a
+    timer, or by its asker's cancellation): ``actor._resume`` finishes it
+    before the loop goes on. (None there: the cut came as the handling ended,
+    and there is nothing to finish.)
     """
     mailbox = cell.mailbox
     assert mailbox is not None
@@ -367,10 +394,12 @@ async def _serve(cell: _Cell, actor: Actor[Any], *, resume: bool = False) -> Non
         if resume:
             item, cell.failed_item = cell.failed_item, None
             if type(item) is _Ask:
-                item.settle(outcome.Value(await actor._resume(item.msg)))
-            else:
-                await actor._resume(item)
-            cell.handled += 1
+                abandoned = item.cancel is not None
+                item.settle(outcome.Value(await actor._resume(item.msg, abandoned=abandoned)))
+                cell.handled += 1
+            elif item is not None:
+                await actor._resume(item, abandoned=False)
+                cell.handled += 1
             item = None
         # The task's start was this actor's schedule point: a message already
         # waiting is taken without another trip to the scheduler (not so after
@@ -393,6 +422,10 @@ async def _serve(cell: _Cell, actor: Actor[Any], *, resume: bool = False) -> Non
                 await trio.lowlevel.cancel_shielded_checkpoint()
             first = False
             if type(item) is _Ask:
+                if item.abandoned:  # a linked ask whose asker gave up while it was queued
+                    item = None
+                    continue
+                item.handling = True
                 item.settle(outcome.Value(await actor.handle(item.msg)))
             else:
                 await actor.handle(item)
@@ -560,13 +593,16 @@ class ActorRef(metaclass=NoPublicConstructor):
         )
 
 
-async def _ask(cell: _Cell, msg: Message, task: trio.lowlevel.Task) -> object:
+async def _ask(
+    cell: _Cell, msg: Message, task: trio.lowlevel.Task, *, linked: bool = False
+) -> object:
+    """Ask *cell* (see :meth:`ActorRef.ask`); *linked*: cancelled with the asker (see _Ask)."""
     await trio.lowlevel.checkpoint_if_cancelled()
     if cell.inline:
         reply = deliver(cell, msg, asked=True)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return reply
-    ask = _Ask(msg, task)
+    ask = _Ask(msg, task, cell if linked else None)
     mailbox = cell.mailbox
     try:
         try:
@@ -697,6 +733,8 @@ def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None)
     """Settle one undelivered or crashing mailbox item: dead letter, and fail its asker."""
     if item is None:
         return
+    if type(item) is _Ask and item.abandoned and item.cancel is None:
+        return  # withdrawn by its asker, who has gone: not a dead letter
     cell.dead_letter(item, reason)
     if type(item) is _Ask:
         if exc is not None:

@@ -65,6 +65,12 @@ def _summary(text: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+async def _shielded(write: Coroutine[object, None, None]) -> None:
+    # Once a phase has ended, a cancel must not cut it short (it would end twice).
+    with trio.CancelScope(shield=True):
+        await write
+
+
 class Phase:
     """The working state of one phase; :meth:`run` returns its result."""
 
@@ -137,39 +143,72 @@ class Phase:
     async def run(self) -> PhaseResult:
         """Run the phase; called again to go on after :meth:`cut_short`."""
         cmd, st = self.cmd, self.st
-        if self.cut is None:
-            if self.bus.active:
-                self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
-            ctx = self.ctx = st.context(cmd.context_label)
-            # One read per phase, and none when the history is known to be
-            # empty: a context this agent has not made yet, or one it is told
-            # to reset. (The read is here, not in _load: no coroutine for it.)
-            if ctx is not None and cmd.continue_context:
-                history = await ctx.ask(ContextRead())
-                assert isinstance(history, tuple)
-                self.history = list(history)
-            self._load()
-        token = CALLER.set(st) if st.info.needs_caller else None
-        # A child started during this phase gets no more than this phase's tools.
-        narrowed = self.allowed is not st.info.tool_set
-        if narrowed:
-            st.narrowed = self.allowed
         try:
-            await self._bounded()
-        finally:
-            if token is not None:
-                CALLER.reset(token)
+            if self.cut is None:
+                if self.bus.active:
+                    self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
+                ctx = self.ctx = st.context(cmd.context_label)
+                # One read per phase, and none when the history is known to be
+                # empty: a context this agent has not made yet, or one it is told
+                # to reset. (The read is here, not in _load: no coroutine for it.)
+                if ctx is not None and cmd.continue_context:
+                    history = await ctx.ask(ContextRead())
+                    assert isinstance(history, tuple)
+                    self.history = list(history)
+                self._load()
+            token = CALLER.set(st) if st.info.needs_caller else None
+            # A child started during this phase gets no more than this phase's tools.
+            narrowed = self.allowed is not st.info.tool_set
             if narrowed:
-                st.narrowed = None
-        self._persist()
-        summary = st.phase_done(self.reason)
+                st.narrowed = self.allowed
+            try:
+                await self._bounded()
+            finally:
+                if token is not None:
+                    CALLER.reset(token)
+                if narrowed:
+                    st.narrowed = None
+        except BaseException:
+            # Cut short (a tool's timer, the caller of run() cancelled), or
+            # cancelled for good, or a crash: the agent's task unwinds, and if
+            # the runtime resumes the message, AgentActor._resume finds this
+            # phase here. (Not just trio.Cancelled: a parallel batch's nursery
+            # raises its tasks' Cancelled as a group.)
+            st.cut = self
+            raise
+        summary = self._finish()
         if summary is not None:
-            await summary
+            await _shielded(summary)
+        return self._ended()
+
+    async def cancelled(self) -> PhaseResult:
+        """End the phase that its caller's cancellation cut short, with ``"cancelled"``.
+
+        What it did so far stays: the turns it completed go to its context, the
+        model call in flight was settled as it unwound, and the tool calls it
+        cut short are recorded as such (status ``"timeout"``).
+        """
+        self.reason = "cancelled"
+        self.cut = None  # (a lone call whose timer fired too is cut short all the same)
+        if self.batch is not None:
+            self._settle_batch("the phase was cancelled while the tool ran")
+        summary = self._finish()
+        if summary is not None:
+            await _shielded(summary)
+        return self._ended()
+
+    def _finish(self) -> Coroutine[object, None, None] | None:
+        """Write the new turns back and count the phase; the summary write to await, if any."""
+        self._persist()
+        return self.st.phase_done(self.reason)
+
+    def _ended(self) -> PhaseResult:
+        """Say that the phase ended; its result."""
         if self.bus.active:
             self.bus.publish(
                 PhaseEnded(
                     path=self.path,
-                    context_label=cmd.context_label,
+                    context_label=self.cmd.context_label,
                     stop_reason=self.reason,
                     iterations=self.iterations,
                 )

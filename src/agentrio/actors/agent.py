@@ -469,10 +469,14 @@ class AgentActor(Actor[RunPhase]):
             return self._escalating(msg, Phase(state, msg))
         return Phase(state, msg).run()
 
-    def _resume(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
-        """Go on with the phase that a tool call's timer cut short (``Phase.cut_short``)."""
+    def _resume(self, msg: RunPhase, *, abandoned: bool) -> Coroutine[object, None, PhaseResult]:
+        """Go on with the phase that was cut short: by a tool call's timer
+        (``Phase.cut_short``), it goes on; *abandoned* by the cancelled caller
+        of its ``run()``, it ends with ``"cancelled"``."""
         phase, self.state.cut = self.state.cut, None
         assert phase is not None and phase.cmd is msg
+        if abandoned:
+            return phase.cancelled()
         if phase.escalating:
             return self._escalating(msg, phase)
         return phase.run()
@@ -703,7 +707,8 @@ class AgentRef(metaclass=NoPublicConstructor):
                 f"agent {self._cell.path!r} was asked to run a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
             )
-        result = await _ask(self._cell, cmd, task)
+        # Linked: the phase is this caller's work, and ends with it (see _Ask).
+        result = await _ask(self._cell, cmd, task, linked=True)
         assert isinstance(result, PhaseResult)
         return result
 

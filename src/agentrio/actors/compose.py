@@ -318,7 +318,11 @@ def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
 
 
 def _release(agent: AgentRef, *, finished: bool) -> None:
-    """Stop a child that answered; cancel one that was abandoned mid-phase."""
+    """Stop a child that answered; cancel one whose ``run()`` was abandoned.
+
+    (By then an abandoned child's phase, if it had begun, has ended with
+    ``"cancelled"``: ``run()`` raises only once it has.)
+    """
     if finished:
         request_stop(agent._cell)
     else:
@@ -350,8 +354,9 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
         try:
             result = await child.run(task, continue_context=False)
         finally:
-            # A child whose caller gave up (timeout, cancel) is cancelled, so it
-            # cannot go on spending; one that answered just stops.
+            # A child whose caller gave up (a timeout, a cancel) has ended its
+            # phase "cancelled" with it, and is cancelled; one that answered
+            # just stops.
             _release(child, finished=result is not None)
         _ended(caller, child, result)
         if result.stop_reason == "done":

@@ -136,10 +136,13 @@ def _check_choice(arg: str, value: object, choices: frozenset[str]) -> None:
 
 
 def _cut_short(cell: _Cell, scope: trio.CancelScope) -> bool:
-    """Did a timer cancel *cell*'s task to cut its handler short, for it to resume?
+    """Was *cell*'s task cancelled only to cut its handler short, for it to resume?
 
-    Not if the cancel was also a real one (``cancel()``, a one_for_all
-    restart), or if no message was being handled. Clears the mark either way.
+    A timer does that, and so does the cancelled asker of a linked ask. Not
+    if the cancel was also a real one (``cancel()``, a one_for_all restart).
+    The message cut short is in ``cell.failed_item``; if the cut landed only
+    as the handler ended, there is none, and the actor just goes on. Clears
+    the mark either way.
     """
     interrupted, cell.interrupted = cell.interrupted, False
     return (
@@ -147,7 +150,6 @@ def _cut_short(cell: _Cell, scope: trio.CancelScope) -> bool:
         and scope.cancelled_caught
         and not cell.cancel_requested
         and not cell.restart_pending
-        and cell.failed_item is not None
     )
 
 
@@ -330,8 +332,8 @@ class _Supervisor:
                         await trio.lowlevel.checkpoint_if_cancelled()
                     try:
                         if resume:
-                            # Cut short by a timer: the same incarnation goes on
-                            # with the message it was handling (cell.failed_item).
+                            # Cut short: the same incarnation goes on with the
+                            # message it was handling (cell.failed_item).
                             assert actor is not None
                             resume = False
                             await _serve(cell, actor, resume=True)
