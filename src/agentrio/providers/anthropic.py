@@ -119,8 +119,9 @@ class _AnthropicStream(StreamState):
     ) -> None:
         super().__init__(provider, on_text, text_tools)
         self.calls: dict[int, list[str]] = {}  # block index -> [id, name, partial json]
-        self.input_tokens = 0
-        self.output_tokens = 0
+        # None until reported: input in message_start, output in message_delta.
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -164,4 +165,9 @@ class _AnthropicStream(StreamState):
             tool_call(name, args or "{}", cid, self.provider)
             for _, (cid, name, args) in sorted(self.calls.items())
         ]
-        return self.reply(calls, Usage(self.input_tokens, self.output_tokens), "message_stop")
+        usage = Usage(self.input_tokens or 0, self.output_tokens or 0)
+        return self.reply(calls, usage, "message_stop")
+
+    def partial(self) -> tuple[int | None, int | None, str]:
+        calls = "".join(name + args for _, name, args in self.calls.values())
+        return self.input_tokens, self.output_tokens, self.received(calls)

@@ -107,7 +107,7 @@ class _OpenAIStream(StreamState):
     ) -> None:
         super().__init__(provider, on_text, text_tools)
         self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
-        self.usage = Usage()
+        self.usage: Usage | None = None  # (sent in the last chunk before [DONE])
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -149,4 +149,10 @@ class _OpenAIStream(StreamState):
             tool_call(name, args, cid, self.provider)
             for _, (cid, name, args) in sorted(self.calls.items())
         ]
-        return self.reply(calls, self.usage, "[DONE]")
+        return self.reply(calls, self.usage or Usage(), "[DONE]")
+
+    def partial(self) -> tuple[int | None, int | None, str]:
+        received = self.received("".join(name + args for _, name, args in self.calls.values()))
+        if self.usage is None:
+            return None, None, received
+        return self.usage.input_tokens, self.usage.output_tokens, received

@@ -35,6 +35,11 @@ class StreamParser(Protocol):
     def finish(self) -> ModelReply:
         """The whole answer; raises BadResponse if the stream ended early."""
 
+    def partial(self) -> tuple[int | None, int | None, str]:
+        """What a stream cut short had brought, to charge it: the input and output
+        tokens it reported (None: not reported yet), and the text and tool calls
+        (names and arguments) received."""
+
 
 class WireFormat(Protocol):
     """One API's shapes: where to post, what to send, how to read the answer."""
@@ -96,7 +101,8 @@ def tool_call(
 
 
 def count(value: object) -> int:
-    """A token count from the wire (missing or malformed counts as 0)."""
+    """A token count or index from the wire (missing or malformed counts as 0:
+    never negative, NaN or infinite)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
@@ -158,6 +164,10 @@ class StreamState:
             self.text.append(piece)
             if self.on_text is not None:
                 self.on_text(piece)
+
+    def received(self, calls: str) -> str:
+        """The text received so far, then *calls* (tool-call names and arguments)."""
+        return "".join(self.text) + calls
 
     def reply(self, calls: Sequence[ToolCallRequest], usage: Usage, end: str) -> ModelReply:
         """The whole answer, or BadResponse if the stream never reached *end*."""
