@@ -168,6 +168,8 @@ class _AnthropicStream(StreamState):
         usage = Usage(self.input_tokens or 0, self.output_tokens or 0)
         return self.reply(calls, usage, "message_stop")
 
-    def partial(self) -> tuple[int | None, int | None, str]:
+    def partial(self) -> tuple[int | None, int | None, str] | None:
+        if not self.began:
+            return None
         calls = "".join(name + args for _, name, args in self.calls.values())
         return self.input_tokens, self.output_tokens, self.received(calls)

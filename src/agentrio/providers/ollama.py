@@ -122,7 +122,9 @@ class _OllamaStream(StreamState):
         ]
         return self.reply(numbered, self.usage, '"done": true')
 
-    def partial(self) -> tuple[int | None, int | None, str]:
+    def partial(self) -> tuple[int | None, int | None, str] | None:
         # (The usage comes with the last line: a stream cut short never has it.)
+        if not self.began:
+            return None
         calls = "".join(c.name + msgspec.json.encode(c.arguments).decode() for c in self.calls)
         return None, None, self.received(calls)

@@ -151,7 +151,9 @@ class _OpenAIStream(StreamState):
         ]
         return self.reply(calls, self.usage or Usage(), "[DONE]")
 
-    def partial(self) -> tuple[int | None, int | None, str]:
+    def partial(self) -> tuple[int | None, int | None, str] | None:
+        if not self.began:
+            return None
         received = self.received("".join(name + args for _, name, args in self.calls.values()))
         if self.usage is None:
             return None, None, received

@@ -209,13 +209,19 @@ class _Received:
 
     def __init__(self) -> None:
         self.sent = False  # the request went out
-        self.answered = False  # a 200 with a JSON body, or a stream that had begun
-        self.parser: StreamParser | None = None
+        self.answered = False  # a 200 with a JSON body
+        self.parser: StreamParser | None = None  # a 200 stream: has its answer begun?
 
     def report(self, meter: AttemptMeter, max_output_tokens: int) -> None:
-        """Tell *meter* what the failed attempt used, as far as is known."""
-        if self.parser is not None:
-            meter.failed(*self.parser.partial())
+        """Tell *meter* what the failed attempt used, as far as is known.
+
+        Only an answer that had begun is charged tokens: an error status, a
+        reset, or a body that is no answer at all (a proxy's HTML page) tells
+        of nothing generated.
+        """
+        partial = self.parser.partial() if self.parser is not None else None
+        if partial is not None:
+            meter.failed(*partial)
         elif self.answered:
             # A JSON answer that could not be read: it may have said anything.
             meter.failed(None, max_output_tokens, "")
@@ -505,7 +511,6 @@ class Provider:
                 self._check(response.status_code, response.headers, response.text)
             parser = self._wire.stream_parser(self.name, on_text, text_tools)
             if got is not None:
-                got.answered = True
                 got.parser = parser
             lines = response.aiter_lines()
             try:

@@ -35,10 +35,10 @@ class StreamParser(Protocol):
     def finish(self) -> ModelReply:
         """The whole answer; raises BadResponse if the stream ended early."""
 
-    def partial(self) -> tuple[int | None, int | None, str]:
+    def partial(self) -> tuple[int | None, int | None, str] | None:
         """What a stream cut short had brought, to charge it: the input and output
         tokens it reported (None: not reported yet), and the text and tool calls
-        (names and arguments) received."""
+        (names and arguments) received; None if no event of the answer came."""
 
 
 class WireFormat(Protocol):
@@ -147,6 +147,7 @@ class StreamState:
         self.text_tools = text_tools
         self.text: list[str] = []
         self.done = False
+        self.began = False  # an event of the answer was read
 
     def json_object(self, text: str, what: str) -> dict[str, Any]:
         """*text* read as a JSON object, or BadResponse naming *what* (``"a stream chunk"``)."""
@@ -156,6 +157,7 @@ class StreamState:
             raise bad(self.provider, f"{what} is not JSON: {text[:100]!r}") from None
         if not isinstance(value, dict):
             raise bad(self.provider, f"{what} is not a JSON object")
+        self.began = True
         return value
 
     def emit(self, piece: str) -> None:
