@@ -1,11 +1,13 @@
 """One phase of the agent loop: bounded model turns and tool calls.
 
 Each iteration: check the stop request and the budget -> fit the history to
-the context window -> reserve, call the model (a model that retries charges
-each failed attempt and asks before each retry, through a ``_Meter``),
-settle -> run the allowed tool
+the context window -> reserve, call the model, settle -> run the allowed tool
 calls in parallel, each a ToolCallActor -> check for a stall -> loop. The
 phase's new messages go back to the ContextActor once, at the end.
+
+A model that retries on its own (a provider's) gets a ``_Meter``: each failed
+attempt is charged as it fails, and a retry is made only if the budget has
+room for it.
 """
 
 from __future__ import annotations

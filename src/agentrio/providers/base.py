@@ -25,8 +25,9 @@ class Model(Protocol):
             taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).
         pricing: optional ``(usd_per_input_token, usd_per_output_token)``. With
             it, each call reserves its worst-case cost from the budget before
-            it is made, so ``max_cost_usd`` can never be overspent, and calls
-            whose provider reports no cost are priced from it.
+            it is made, so ``max_cost_usd`` is not overspent while calls use
+            no more tokens than they reserved, and calls whose provider
+            reports no cost are priced from it.
     """
 
     async def complete(
