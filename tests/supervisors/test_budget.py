@@ -904,3 +904,74 @@ async def test_the_cost_limit_is_exact_for_priced_models_only(
         assert cost == pytest.approx(4 * 0.21)  # a fifth would not fit in $1
     else:
         assert cost == pytest.approx(10 * 0.21)  # all ten were in flight before any cost was known
+
+
+def run_retrying_swarm(
+    limits: dict[str, int | None], child_limits: dict[str, int | None], n_agents: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    max_output = 30
+    attempts = {"failed": 0, "answered": 0}
+
+    class Flaky:
+        async def complete(
+            self,
+            messages: Sequence[ChatMessage],
+            tools: Sequence[ToolSchema],
+            *,
+            max_output_tokens: int,
+            meter: agentrio.AttemptMeter | None = None,
+        ) -> agentrio.ModelReply:
+            assert meter is not None
+            estimate = prompt_estimate(messages)
+            for _ in range(rng.choice([0, 0, 1, 2, 3])):  # failed attempts, honest sizes
+                await trio.sleep(rng.choice([0, 0.5, 2]))
+                reported = rng.choice([None, rng.randint(0, estimate)])
+                meter.failed(reported, None, "x" * rng.randint(0, 200))
+                attempts["failed"] += 1
+                if not await meter.retry():
+                    raise agentrio.ProviderUnavailable("gave up", provider="flaky")
+            await trio.sleep(rng.choice([0, 1]))
+            attempts["answered"] += 1
+            usage = Usage(rng.randint(0, estimate), rng.randint(0, max_output))
+            return Reply(text="t", usage=usage)
+
+    spec = AgentSpec("agent", Flaky(), limits=Limits(max_output_tokens=max_output))
+
+    async def main() -> None:
+        root = Budget(**limits)  # type: ignore[arg-type]
+        child = root.child(**child_limits)  # type: ignore[arg-type]
+        with trio.fail_after(1_000_000):  # a deadlock fails instead of hanging
+            async with agentrio.open_runtime(budget=root) as rt:
+                agents = [
+                    await rt.spawn_agent(spec, name=f"a{i}", budget=child if i % 3 else None)
+                    for i in range(n_agents)
+                ]
+                async with trio.open_nursery() as nursery:
+                    for agent in agents:
+                        nursery.start_soon(agent.run, "q")
+        usage = rt.usage()
+        assert root.reserved_tokens == child.reserved_tokens == 0
+        for budget, lim in ((root, limits), (child, child_limits)):
+            spent = budget.usage()
+            for name, limit in lim.items():
+                if limit is not None:
+                    assert getattr(spent, name.removeprefix("max_")) <= limit, (name, spent)
+        assert usage.overruns == 0
+        assert usage.attempts == attempts["failed"] + attempts["answered"]
+        assert usage.attempts == sum(a.usage().attempts for a in agents)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    limits=budget_limits(3000),
+    child_limits=budget_limits(1500),
+    n_agents=st.integers(1, 200),
+    seed=st.integers(0, 2**32),
+)
+def test_a_swarm_of_retrying_calls_never_overspends(
+    limits: dict[str, int | None], child_limits: dict[str, int | None], n_agents: int, seed: int
+) -> None:
+    run_retrying_swarm(limits, child_limits, n_agents, seed)
