@@ -43,6 +43,7 @@ from .errors import ToolError as ToolError
 from .errors import ToolResultInvalid as ToolResultInvalid
 from .errors import UnknownName as UnknownName
 from .errors import UsageError as UsageError
+from .errors import UsageInvalid as UsageInvalid
 from .messages import ActorExited as ActorExited
 from .messages import ActorFailed as ActorFailed
 from .messages import ActorRestarted as ActorRestarted
@@ -80,6 +81,7 @@ from .messages import ToolStatus as ToolStatus
 from .messages import TurnEnded as TurnEnded
 from .messages import TurnStarted as TurnStarted
 from .messages import Usage as Usage
+from .providers.base import AttemptMeter as AttemptMeter
 from .providers.base import Model as Model
 from .providers.provider import Provider as Provider
 from .providers.provider import ProviderConfig as ProviderConfig

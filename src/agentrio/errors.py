@@ -18,6 +18,7 @@ catch the second without hiding the first::
     │   ├── RateLimited             429 past the retries; carries retry_after
     │   ├── ProviderUnavailable     connection failures, 5xx, or the circuit breaker is open
     │   ├── BadResponse             the body could not be parsed, or a stream was cut short
+    │   │   └── UsageInvalid        the usage reported is negative, NaN or infinite
     │   └── AuthError               401 / 403: the key is missing or wrong
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
     ├── ToolError                   a tool call could not produce a result
@@ -62,6 +63,7 @@ __all__ = [
     "SelfAsk",
     "UnknownName",
     "UsageError",
+    "UsageInvalid",
 ]
 
 
@@ -166,6 +168,16 @@ class ProviderUnavailable(ProviderError):
 
 class BadResponse(ProviderError):
     """The response could not be understood: not JSON, the wrong shape, or a cut stream."""
+
+
+class UsageInvalid(BadResponse):
+    """A model reported usage the budget cannot charge: a token count that is not
+    an int >= 0, or a cost that is negative, NaN or infinite.
+
+    The phase ends with ``error`` and the call's reservation is charged as
+    spent, never refunded. (A provider's wire formats read such a count in an
+    HTTP answer as 0, so this comes from model objects.)
+    """
 
 
 class AuthError(ProviderError):

@@ -27,6 +27,20 @@ def test_estimate_tokens_is_chars_over_3_5_rounded_up() -> None:
     assert estimate_tokens("x" * 3500) == 1001
 
 
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("漢字" * 50, 101),  # one token for each character that is not ASCII
+        ("日本語のテキスト", 9),
+        ("naïve café", 2 + int(8 / 3.5) + 1),
+        ("emoji 🙂 and Ελληνικά", 9 + int(11 / 3.5) + 1),
+    ],
+)
+def test_estimate_tokens_counts_each_non_ascii_character_as_a_token(text: str, tokens: int) -> None:
+    # CJK text ran 2.1x over the characters / 3.5 estimate: reservations under-counted it.
+    assert estimate_tokens(text) == tokens
+
+
 def test_message_text_counts_tool_calls() -> None:
     plain = ChatMessage("user", "hello")
     assert message_text(plain) == "hello"

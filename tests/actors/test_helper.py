@@ -81,6 +81,31 @@ def busy_model() -> FunctionModel:
 # -- infrastructure helpers -------------------------------------------------------------
 
 
+class RetriesOnce:
+    """A model that retries once, through the meter the agent passes it."""
+
+    async def complete(
+        self,
+        messages: Sequence[agentrio.ChatMessage],
+        tools: Sequence[agentrio.ToolSchema],
+        *,
+        max_output_tokens: int,
+        meter: agentrio.AttemptMeter | None = None,
+    ) -> agentrio.ModelReply:
+        assert meter is not None
+        meter.failed(0, 0, "")  # a 429, say
+        assert await meter.retry()
+        return Reply(text="done", usage=Usage(3, 1))
+
+
+async def test_execute_counts_the_attempts_of_its_calls(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        res = await rt.helper(RetriesOnce()).execute("hi")
+    assert (res.usage.total_tokens, res.usage.requests, res.usage.attempts) == (4, 1, 2)
+
+
 async def test_execute_returns_content_calls_results_and_usage(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

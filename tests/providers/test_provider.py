@@ -43,6 +43,7 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
+from agentrio.actors.context import message_text
 from agentrio.providers.provider import DEFAULT_POOL, Kind
 from agentrio.testing import FakeLLMServer, FakeRequest, Faults, ReplyHandler, open_fake_llm
 
@@ -643,6 +644,191 @@ async def test_max_concurrent(
         assert p.statistics().in_flight == peak
     assert active[1] == peak
     assert trio.current_time() == 3  # three rounds of one second
+
+
+# -- every attempt is billed (the meter) ------------------------------------------------
+
+
+class Meter:
+    """An AttemptMeter that notes what it is told, and allows *retries* retries."""
+
+    def __init__(self, retries: int = 100) -> None:
+        self.failed_attempts: list[tuple[int | None, int | None, str]] = []
+        self.asked = 0
+        self.retries = retries
+
+    def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
+        self.failed_attempts.append((input_tokens, output_tokens, received))
+
+    async def retry(self) -> bool:
+        self.asked += 1
+        return self.asked <= self.retries
+
+
+LONG = "a fairly long answer, streamed in pieces"  # 40 characters: pieces of 14, 14, 12
+
+
+@pytest.mark.parametrize(
+    ("kind", "reported"),
+    [
+        ("openai", (None, None, LONG[:28])),  # usage comes last: none before the cut
+        ("anthropic", (4, None, LONG[:14])),  # the input is in message_start
+        ("ollama", (None, None, LONG[:28])),  # usage comes with "done": true
+    ],
+)
+async def test_a_cut_stream_reports_what_it_had_received(
+    autojump_clock: trio.testing.MockClock,
+    kind: Kind,
+    reported: tuple[int | None, int | None, str],
+) -> None:
+    reply = ModelReply(text=LONG, usage=Usage(4, 9))
+    meter = Meter()
+    async with serving(
+        lambda _: reply, faults=Faults(truncate=1.0), kind=kind, stream=True, max_retries=1
+    ) as (_, p):
+        with pytest.raises(BadResponse, match="cut short"):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+    assert meter.failed_attempts == [reported, reported]
+    assert meter.asked == 1  # before the one retry; not after the last attempt
+
+
+@pytest.mark.parametrize("fault", ["rate_limit", "server_error", "garbage", "reset"])
+async def test_an_attempt_that_generated_nothing_reports_zero(
+    autojump_clock: trio.testing.MockClock, fault: str
+) -> None:
+    faults = Faults(retry_after=0, **{fault: 1.0})  # type: ignore[arg-type]
+    meter = Meter()
+    async with serving(faults=faults, max_retries=2, backoff_initial=0.01) as (server, p):
+        with pytest.raises(ProviderError):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+        assert server.statistics().faults[fault] == 3
+    assert meter.failed_attempts == [(0, 0, "")] * 3
+    assert meter.asked == 2
+
+
+async def test_no_retry_unless_the_meter_allows_it(autojump_clock: trio.testing.MockClock) -> None:
+    meter = Meter(retries=1)
+    faults = Faults(server_error=1.0)
+    async with serving(faults=faults, max_retries=5, backoff_initial=0.01) as (server, p):
+        with pytest.raises(ProviderUnavailable):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+        assert server.statistics().faults["server_error"] == 2
+        assert p.statistics().retries == 1
+    assert meter.asked == 2 and len(meter.failed_attempts) == 2
+
+
+async def test_an_answer_is_not_reported_to_the_meter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    meter = Meter()
+    async with serving() as (_, p):
+        assert await p.complete("m", HI, [], max_output_tokens=16, meter=meter) == OK
+    assert meter.failed_attempts == [] and meter.asked == 0
+
+
+async def test_a_json_answer_of_the_wrong_shape_is_charged_the_whole_room() -> None:
+    def wrong_shape(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"not": "a completion"})
+
+    meter = Meter()
+    transport = httpx.MockTransport(wrong_shape)
+    cfg = ProviderConfig(name="p", kind="openai", base_url="http://127.0.0.1:9", max_retries=0)
+    async with httpx.AsyncClient(transport=transport) as client, Provider(cfg, client=client) as p:
+        with pytest.raises(BadResponse, match=r"body\.choices"):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+    assert meter.failed_attempts == [(None, 16, "")]  # it may have said anything
+
+
+def _billed(request: FakeRequest) -> Usage:
+    """What the fake server bills a request answered "ok": its prompt and its
+    output as agentrio estimates them. A cut attempt is charged the estimate of
+    its prompt and of what it received ("o" or "ok", half the stream: 1 token
+    either way), so the budget's total can be compared exactly."""
+    prompt = sum(agentrio.estimate_tokens(message_text(m)) for m in request.messages)
+    return Usage(prompt, agentrio.estimate_tokens("ok"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_swarm_with_retries_is_billed_for_every_attempt_within_its_limits(
+    autojump_clock: trio.testing.MockClock, kind: Kind
+) -> None:
+    billed: list[Usage] = []
+
+    def handler(request: FakeRequest) -> ModelReply:
+        billed.append(_billed(request))
+        return ModelReply(text="ok", usage=billed[-1])
+
+    faults = Faults(
+        seed=5,
+        truncate=0.35,
+        server_error=0.1,
+        rate_limit=0.1,
+        retry_after=0,
+        reset=0.05,
+        garbage=0.05,
+    )
+    options: dict[str, Any] = {
+        "stream": True,
+        "max_retries": 6,
+        "backoff_initial": 0.01,
+        "circuit_failures": 10_000,
+    }
+    budget = agentrio.Budget(max_total_tokens=600, max_requests=70)
+    async with (
+        serving(handler, faults=faults, kind=kind, **options) as (server, p),
+        agentrio.open_runtime(budget=budget) as rt,
+    ):
+        spec = AgentSpec("a", p.model("m"), limits=agentrio.Limits(max_output_tokens=100))
+        agents = [await rt.spawn_agent(spec, name=f"a{i}") for i in range(120)]
+        reasons: dict[int, str] = {}
+
+        async def one(i: int) -> None:
+            reasons[i] = (await agents[i].run(f"task number {i}")).stop_reason
+
+        async with trio.open_nursery() as nursery:
+            for i in range(len(agents)):
+                nursery.start_soon(one, i)
+        injected = server.statistics().faults
+        attempts = p.statistics().requests
+    usage = rt.usage()
+    assert injected["truncate"] > 10 and sum(injected.values()) > 30
+    assert {"done", "budget_exhausted"} <= set(reasons.values())
+    # the limits hold, with every attempt charged...
+    assert usage.total_tokens <= 600 and usage.requests <= 70
+    assert budget.reserved_tokens == 0 and usage.overruns == 0
+    # ...and the budget's total is what the server billed, attempt by attempt
+    assert usage.total_tokens == sum(u.total_tokens for u in billed)
+    assert usage.attempts == attempts > usage.requests
+    assert usage.attempts == sum(a.usage().attempts for a in agents)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_retry_past_the_budget_is_not_sent(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    kind: Kind,
+) -> None:
+    # Each attempt reserves 11 (1 for "hi", 10 of output) and, cut short after
+    # "o" or "ok", is charged 2: after the third, 6 + 11 no longer fits in 15.
+    reply = ModelReply(text="ok", usage=Usage(1, 1))
+    options: dict[str, Any] = {"stream": True, "max_retries": 5, "backoff_initial": 0.01}
+    limits = agentrio.Limits(max_output_tokens=10)
+    async with (
+        serving(lambda _: reply, faults=Faults(truncate=1.0), kind=kind, **options) as (server, p),
+        agentrio.open_runtime(budget=agentrio.Budget(max_total_tokens=15)) as rt,
+    ):
+        events = record_events(rt)
+        agent = await rt.spawn_agent(AgentSpec("a", p.model("m"), limits=limits))
+        result = await agent.run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+        sent = server.statistics().by_api[kind]
+    assert result.stop_reason == "budget_exhausted"
+    assert sent == 3
+    usage = rt.usage()
+    assert (usage.total_tokens, usage.requests, usage.attempts) == (6, 1, 3)
+    assert [e.limit for e in events if isinstance(e, agentrio.BudgetExhausted)] == [
+        "max_total_tokens"
+    ]
 
 
 # -- agents on providers -----------------------------------------------------------------

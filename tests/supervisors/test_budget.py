@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import trio
@@ -27,6 +27,7 @@ from agentrio import (
     UsageTotals,
 )
 from agentrio.actors.context import message_text
+from agentrio.supervisors.budget import usage_problem
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 
 LIMIT_NAMES = [
@@ -536,3 +537,441 @@ async def test_a_cancelled_head_of_the_queue_lets_the_others_in(
         assert isinstance(lease, agentrio.Lease)
         lease.settle(None)
         held.settle(None)
+
+
+# -- a retried call: every attempt charged, each retry reserved ---------------------------
+
+
+def test_a_failed_attempt_is_charged_and_its_room_kept_for_the_retry() -> None:
+    budget = Budget(max_total_tokens=100)
+    lease = budget.reserve(20, 20)
+    assert lease is not None
+    assert lease.charge(Usage(20, 5))  # the attempt that failed
+    assert budget.usage() == UsageTotals(
+        input_tokens=20, output_tokens=5, total_tokens=25, attempts=1
+    )
+    assert budget.reserved_tokens == 40  # the room is held again, for the retry
+    lease.settle(Usage(20, 10), attempts=1)
+    assert budget.usage() == UsageTotals(
+        input_tokens=40, output_tokens=15, total_tokens=55, requests=1, attempts=2
+    )
+    assert budget.reserved_tokens == 0
+
+
+def test_a_retry_that_cannot_fit_is_refused_and_the_spend_stays() -> None:
+    budget = Budget(max_total_tokens=70, max_requests=5)
+    lease = budget.reserve(20, 20)
+    assert lease is not None
+    assert lease.charge(Usage(20, 20))  # 40 spent, 40 more would make 80 > 70
+    assert budget.reserved_tokens == 0
+
+    async def renew() -> bool:
+        return await lease.renew()
+
+    assert trio.run(renew) is False
+    lease.settle(None)
+    usage = budget.usage()
+    assert (usage.total_tokens, usage.requests, usage.attempts) == (40, 1, 1)
+    assert usage.total_tokens <= 70
+
+
+async def test_a_retry_waits_while_calls_in_flight_hold_the_room() -> None:
+    budget = Budget(max_total_tokens=100)
+    retried = budget.reserve(20, 20)
+    other = budget.reserve(20, 20)
+    assert retried is not None and other is not None
+    assert retried.charge(Usage(20, 20))  # 40 spent + 40 held by each: 120 > 100
+    renewed: list[bool] = []
+    async with trio.open_nursery() as nursery:
+
+        async def renew() -> None:
+            renewed.append(await retried.renew())
+
+        nursery.start_soon(renew)
+        await trio.testing.wait_all_tasks_blocked()
+        assert renewed == []  # blocked, not exhausted: it waits
+        other.settle(Usage(5, 5))
+    assert renewed == [True]
+    assert budget.reserved_tokens == 40
+    retried.settle(Usage(10, 10))
+    assert budget.usage().total_tokens == 70
+
+
+async def test_a_retry_goes_before_calls_waiting_to_start() -> None:
+    # The retry holds its request: were it queued behind a new call that waits
+    # for that very request, neither could go on.
+    budget = Budget(max_total_tokens=100, max_requests=1)
+    lease = budget.reserve(30, 30)
+    assert lease is not None
+    got: list[object] = []
+    async with trio.open_nursery() as nursery:
+
+        async def new_call() -> None:
+            got.append(await budget.acquire(10, 10))
+
+        nursery.start_soon(new_call)
+        await trio.testing.wait_all_tasks_blocked()  # queued: the one request is held
+        assert lease.charge(Usage(30, 10))
+        assert await lease.renew()  # at once, though a call waits
+        lease.settle(Usage(0, 0))
+    assert got == [None]  # max_requests=1 was the retried call's
+    assert budget.usage().requests == 1
+
+
+async def test_a_waiting_retry_goes_first_when_room_frees() -> None:
+    budget = Budget(max_total_tokens=100)
+    retried = budget.reserve(25, 25)
+    holder = budget.reserve(31, 0)
+    assert retried is not None and holder is not None
+    order: list[str] = []
+    async with trio.open_nursery() as nursery:
+
+        async def new_call() -> None:
+            lease = await budget.acquire(30, 0)
+            order.append("new")
+            assert lease is not None
+            lease.settle(None)
+
+        async def retry() -> None:
+            assert await retried.renew()
+            order.append("retry")
+
+        nursery.start_soon(new_call)  # 50 + 31 held: 30 more waits
+        await trio.testing.wait_all_tasks_blocked()
+        assert retried.charge(Usage(25, 0))  # 25 spent + 31 held + 50 > 100
+        nursery.start_soon(retry)
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == []
+        holder.settle(Usage(0, 0))  # 25 spent: room for the retry (50), not both
+        await trio.testing.wait_all_tasks_blocked()
+        assert order == ["retry"]  # queued last, admitted first
+        retried.settle(None)
+    assert order == ["retry", "new"]
+
+
+async def test_a_cancelled_retry_leaves_the_queue(autojump_clock: trio.testing.MockClock) -> None:
+    budget = Budget(max_total_tokens=100)
+    retried = budget.reserve(30, 30)
+    holder = budget.reserve(30, 0)
+    assert retried is not None and holder is not None
+    assert retried.charge(Usage(30, 0))  # 30 spent + 30 held + 60 > 100
+    with trio.move_on_after(1):
+        await retried.renew()
+    retried.settle(None)
+    holder.settle(None)
+    assert budget.reserved_tokens == 0
+    assert budget.usage() == UsageTotals(input_tokens=30, total_tokens=30, requests=2, attempts=1)
+    assert await budget.acquire(40, 0) is not None  # nothing left in the queue
+
+
+# -- usage is validated ------------------------------------------------------------------
+
+
+BAD_USAGE = [
+    Usage(-100, 0),
+    Usage(0, -1),
+    Usage(5, 5, cost_usd=-0.5),
+    Usage(5, 5, cost_usd=math.nan),
+    Usage(5, 5, cost_usd=math.inf),
+    Usage(math.nan, 0),  # type: ignore[arg-type]
+    Usage(0, math.inf),  # type: ignore[arg-type]
+    Usage(2.5, 0),  # type: ignore[arg-type]
+    Usage(True, 0),
+    Usage("7", 0),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize("usage", BAD_USAGE, ids=repr)
+def test_usage_that_cannot_be_charged_charges_the_reservation(usage: Usage) -> None:
+    assert usage_problem(usage)
+    budget = Budget(max_total_tokens=1000, max_cost_usd=1.0)
+    lease = budget.reserve(10, 20, 0.25)
+    assert lease is not None
+    assert lease.settle(usage) is False
+    assert budget.usage() == UsageTotals(
+        input_tokens=10, output_tokens=20, total_tokens=30, requests=1, cost_usd=0.25
+    )
+    lease = budget.reserve(10, 20, 0.25)
+    assert lease is not None
+    assert lease.charge(usage) is False  # a failed attempt's, likewise
+    assert budget.usage().total_tokens == 60
+    lease.settle(None)
+
+
+def test_good_usage_has_no_problem() -> None:
+    assert usage_problem(Usage(0, 0)) == ""
+    assert usage_problem(Usage(3, 4, cost_usd=1)) == ""
+
+
+@pytest.mark.parametrize("usage", BAD_USAGE[:5], ids=repr)
+async def test_a_model_reporting_bad_usage_ends_the_phase_with_error(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    usage: Usage,
+) -> None:
+    # 200 agents on a 1,000-token budget: negative usage used to refund it, so
+    # all 200 calls went through; a NaN cost switched max_cost_usd off.
+    calls = 0
+
+    def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        nonlocal calls
+        calls += 1
+        return Reply(text="ok", usage=usage)
+
+    spec = AgentSpec("a", FunctionModel(model), limits=Limits(max_output_tokens=20))
+    budget = Budget(max_total_tokens=1000, max_cost_usd=10.0)
+    async with agentrio.open_runtime(budget=budget) as rt:
+        events = record_events(rt)
+        agents = [await rt.spawn_agent(spec, name=f"a{i}") for i in range(200)]
+        results = [await agent.run("hi") for agent in agents]
+        await trio.testing.wait_all_tasks_blocked()
+    reasons = {r.stop_reason for r in results}
+    assert reasons == {"error", "budget_exhausted"}
+    spent = rt.usage()
+    assert calls == 47  # 1,000 tokens / 21 reserved per call: each call's room stays spent
+    assert spent.total_tokens == 47 * 21 <= 1000
+    assert math.isfinite(spent.cost_usd) and spent.cost_usd >= 0
+    errors = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert len(errors) == 47 and {e.error_type for e in errors} == {"UsageInvalid"}
+    assert "cannot be charged" in errors[0].error and "FunctionModel" in errors[0].error
+    assert agents[0].usage().total_tokens == 21  # the agent counts what was charged
+
+
+async def test_a_nan_cost_does_not_switch_the_cost_limit_off(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    costs = iter([math.nan] + [0.3] * 20)
+    model = FunctionModel(lambda m, t: Reply(text="ok", usage=Usage(1, 1, cost_usd=next(costs))))
+    spec = AgentSpec("a", model)
+    async with agentrio.open_runtime(budget=Budget(max_cost_usd=1.0)) as rt:
+        agent = await rt.spawn_agent(spec)
+        reasons = [(await agent.run("hi")).stop_reason for _ in range(10)]
+    assert (
+        reasons
+        == ["error", "done", "done", "done", "done", "budget_exhausted"] + ["budget_exhausted"] * 4
+    )
+    assert rt.usage().cost_usd == pytest.approx(1.2)
+
+
+# -- a model that retries (takes a meter) -------------------------------------------------
+
+
+class Retrying:
+    """A model that retries like a provider: each failure is an attempt's
+    (input_tokens, output_tokens, received), told to the meter before a retry."""
+
+    def __init__(
+        self, failures: Sequence[tuple[int | None, int | None, str]], usage: Usage
+    ) -> None:
+        self.failures = failures
+        self.usage = usage
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        meter: agentrio.AttemptMeter | None = None,
+    ) -> agentrio.ModelReply:
+        assert meter is not None  # the agent passes one to a model that takes it
+        for failure in self.failures:
+            await trio.sleep(1)
+            meter.failed(*failure)
+            if not await meter.retry():
+                raise agentrio.ProviderUnavailable("no retry", provider="r")
+        return Reply(text="answer", usage=self.usage)
+
+
+async def test_a_retrying_model_is_charged_for_every_attempt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    failures = [
+        (None, None, "seventeen chars.."),  # unreported: 1 (the prompt's estimate) + 5
+        (7, None, "ab"),  # the input reported, the output estimated: 7 + 1
+        (0, 0, ""),  # nothing generated (a 429)
+        (None, None, "x" * 500),  # the output estimate is at most max_output_tokens
+    ]
+    model = Retrying(failures, Usage(10, 5))
+    spec = AgentSpec("a", model, limits=Limits(max_output_tokens=20))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        assert (await agent.run("hi")).stop_reason == "done"
+    expected = UsageTotals(
+        input_tokens=1 + 7 + 0 + 1 + 10,
+        output_tokens=5 + 1 + 0 + 20 + 5,
+        total_tokens=50,
+        requests=1,
+        attempts=5,
+    )
+    assert rt.usage() == agent.usage() == expected
+
+
+async def test_a_retry_past_the_budget_is_not_made(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    # Each attempt's room is 21 (1 + 20); each failed attempt spends it all.
+    model = Retrying([(None, None, "x" * 500)] * 5, Usage(1, 1))
+    spec = AgentSpec("a", model, limits=Limits(max_output_tokens=20))
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=50)) as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "budget_exhausted"
+    usage = rt.usage()
+    assert (usage.total_tokens, usage.requests, usage.attempts) == (42, 1, 2)
+    assert rt.budget.reserved_tokens == 0
+    assert [e.limit for e in events if isinstance(e, agentrio.BudgetExhausted)] == [
+        "max_total_tokens"
+    ]
+    assert not [e for e in events if isinstance(e, agentrio.PhaseError)]
+
+
+async def test_a_retrying_model_that_reports_negative_usage_is_an_error(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    model = Retrying([(-500, 0, "")], Usage(1, 1))
+    spec = AgentSpec("a", model, limits=Limits(max_output_tokens=20))
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=1000)) as rt:
+        events = record_events(rt)
+        result = await (await rt.spawn_agent(spec)).run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "error"
+    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert error.error_type == "UsageInvalid" and "input_tokens=-500" in error.error
+    usage = rt.usage()
+    assert (usage.total_tokens, usage.requests, usage.attempts) == (21, 1, 1)
+
+
+# -- when "never overspent" holds ----------------------------------------------------------
+
+
+async def test_cjk_text_stays_inside_its_reservation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The model counts a token per character (CJK measured 2.1x over characters
+    # / 3.5; a token a character is the high end): each call's reservation
+    # covers what it reports, so no settled limit is passed.
+    prompt = "请用中文简要回答这个问题并说明理由" * 6  # 102 characters
+
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(1)  # many calls in flight at once
+        used = sum(len(m.content) for m in messages)
+        return Reply(text="好的", usage=Usage(used, 2))
+
+    spec = AgentSpec("a", FunctionModel(model), limits=Limits(max_output_tokens=10))
+    budget = Budget(max_input_tokens=1000, max_total_tokens=1200)
+    async with agentrio.open_runtime(budget=budget) as rt:
+        reasons: list[str] = []
+
+        async def one(i: int) -> None:
+            agent = await rt.spawn_agent(spec, name=f"a{i}")
+            reasons.append((await agent.run(prompt)).stop_reason)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(one, i)
+    usage = rt.usage()
+    assert usage.overruns == 0
+    assert usage.input_tokens <= 1000 and usage.total_tokens <= 1200
+    assert reasons.count("done") == 9  # 102 reported of 103 reserved: nine fit in 1,000
+    assert usage.input_tokens == 9 * 102
+
+
+@pytest.mark.parametrize("priced", [True, False])
+async def test_the_cost_limit_is_exact_for_priced_models_only(
+    autojump_clock: trio.testing.MockClock, priced: bool
+) -> None:
+    # Each call uses what it reserved, 1 + 10 tokens, $0.21 at $0.01 + $0.02 a
+    # token. A priced model reserves that before the call; an unpriced one
+    # reserves no cost, so the calls in flight together pass the limit.
+    async def chat(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(1)
+        return Reply(text="ok", usage=Usage(1, 10, cost_usd=0.0 if priced else 0.21))
+
+    model = FunctionModel(chat, pricing=(0.01, 0.02) if priced else None)
+    spec = AgentSpec("a", model, limits=Limits(max_output_tokens=10))
+    budget = Budget(max_cost_usd=1.0)
+    async with agentrio.open_runtime(budget=budget) as rt, trio.open_nursery() as nursery:
+        for i in range(10):
+            agent = await rt.spawn_agent(spec, name=f"a{i}")
+            nursery.start_soon(agent.run, "hi")
+    cost = rt.usage().cost_usd
+    if priced:
+        assert cost == pytest.approx(4 * 0.21)  # a fifth would not fit in $1
+    else:
+        assert cost == pytest.approx(10 * 0.21)  # all ten were in flight before any cost was known
+
+
+def run_retrying_swarm(
+    limits: dict[str, int | None], child_limits: dict[str, int | None], n_agents: int, seed: int
+) -> None:
+    rng = random.Random(seed)
+    max_output = 30
+    attempts = {"failed": 0, "answered": 0}
+
+    class Flaky:
+        async def complete(
+            self,
+            messages: Sequence[ChatMessage],
+            tools: Sequence[ToolSchema],
+            *,
+            max_output_tokens: int,
+            meter: agentrio.AttemptMeter | None = None,
+        ) -> agentrio.ModelReply:
+            assert meter is not None
+            estimate = prompt_estimate(messages)
+            for _ in range(rng.choice([0, 0, 1, 2, 3])):  # failed attempts, honest sizes
+                await trio.sleep(rng.choice([0, 0.5, 2]))
+                reported = rng.choice([None, rng.randint(0, estimate)])
+                meter.failed(reported, None, "x" * rng.randint(0, 200))
+                attempts["failed"] += 1
+                if not await meter.retry():
+                    raise agentrio.ProviderUnavailable("gave up", provider="flaky")
+            await trio.sleep(rng.choice([0, 1]))
+            attempts["answered"] += 1
+            usage = Usage(rng.randint(0, estimate), rng.randint(0, max_output))
+            return Reply(text="t", usage=usage)
+
+    spec = AgentSpec("agent", Flaky(), limits=Limits(max_output_tokens=max_output))
+
+    async def main() -> None:
+        root = Budget(**limits)  # type: ignore[arg-type]
+        child = root.child(**child_limits)  # type: ignore[arg-type]
+        with trio.fail_after(1_000_000):  # a deadlock fails instead of hanging
+            async with agentrio.open_runtime(budget=root) as rt:
+                agents = [
+                    await rt.spawn_agent(spec, name=f"a{i}", budget=child if i % 3 else None)
+                    for i in range(n_agents)
+                ]
+                async with trio.open_nursery() as nursery:
+                    for agent in agents:
+                        nursery.start_soon(agent.run, "q")
+        usage = rt.usage()
+        assert root.reserved_tokens == child.reserved_tokens == 0
+        for budget, lim in ((root, limits), (child, child_limits)):
+            spent = budget.usage()
+            for name, limit in lim.items():
+                if limit is not None:
+                    assert getattr(spent, name.removeprefix("max_")) <= limit, (name, spent)
+        assert usage.overruns == 0
+        assert usage.attempts == attempts["failed"] + attempts["answered"]
+        assert usage.attempts == sum(a.usage().attempts for a in agents)
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    limits=budget_limits(3000),
+    child_limits=budget_limits(1500),
+    n_agents=st.integers(1, 200),
+    seed=st.integers(0, 2**32),
+)
+def test_a_swarm_of_retrying_calls_never_overspends(
+    limits: dict[str, int | None], child_limits: dict[str, int | None], n_agents: int, seed: int
+) -> None:
+    run_retrying_swarm(limits, child_limits, n_agents, seed)

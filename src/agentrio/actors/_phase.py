@@ -4,6 +4,10 @@ Each iteration: check the stop request and the budget -> fit the history to
 the context window -> reserve, call the model, settle -> run the allowed tool
 calls in parallel, each a ToolCallActor -> check for a stall -> loop. The
 phase's new messages go back to the ContextActor once, at the end.
+
+A model that retries on its own (a provider's) gets a ``_Meter``: each failed
+attempt is charged as it fails, and a retry is made only if the budget has
+room for it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
+from ..errors import UsageInvalid
 from ..messages import (
     BudgetExhausted,
     ChatMessage,
@@ -38,7 +43,9 @@ from ..messages import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    Usage,
 )
+from ..supervisors.budget import Lease, usage_problem
 from ..tools.tool import ToolContext, ToolSchema
 from .context import fit_window, message_text
 from .tool_call import ToolCallActor, refuse, start_batch, tool_result
@@ -69,6 +76,68 @@ async def _shielded(write: Coroutine[object, None, None]) -> None:
     # Once a phase has ended, a cancel must not cut it short (it would end twice).
     with trio.CancelScope(shield=True):
         await write
+
+
+def _priced(reply: ModelReply, pricing: tuple[float, float]) -> ModelReply:
+    """*reply* with its cost from the model's pricing (the provider did not price it)."""
+    usage = reply.usage
+    try:
+        priced = usage.input_tokens * pricing[0] + usage.output_tokens * pricing[1]
+    except TypeError:  # counts that are not numbers: the settle refuses them
+        return reply
+    return msgspec.structs.replace(reply, usage=msgspec.structs.replace(usage, cost_usd=priced))
+
+
+def _usage_invalid(model: object, usage: Usage) -> UsageInvalid:
+    provider = getattr(model, "provider", None)
+    name = getattr(provider, "name", None) or type(model).__name__
+    return UsageInvalid(
+        f"model {name!r} reported usage that cannot be charged: {usage_problem(usage)}; "
+        "the call's reservation was charged instead",
+        provider=name,
+    )
+
+
+class _Meter:
+    """Charges each failed attempt of one model call, and allows a retry only
+    when the budget has room for it (an ``AttemptMeter``: see providers/base.py).
+
+    A failed attempt that did not report its usage is charged the call's input
+    estimate (what was reserved for it) plus the estimate of what it received,
+    at most ``max_out``: never more than the room the call held.
+    """
+
+    __slots__ = ("cost", "estimate", "lease", "max_out", "refused", "st")
+
+    def __init__(
+        self, st: _AgentState, lease: Lease, estimate: int, max_out: int, cost: float
+    ) -> None:
+        self.st = st
+        self.lease = lease
+        self.estimate = estimate
+        self.max_out = max_out
+        self.cost = cost
+        self.refused = ""  # the limit that left no room for a retry
+
+    def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
+        st = self.st
+        if input_tokens is None:
+            input_tokens = self.estimate
+        if output_tokens is None:
+            output_tokens = min(st.info.estimator(received), self.max_out) if received else 0
+        pricing = st.pricing
+        cost = input_tokens * pricing[0] + output_tokens * pricing[1] if pricing else 0.0
+        spent = Usage(input_tokens, output_tokens, cost)
+        if not self.lease.charge(spent):
+            st.count(Usage(self.estimate, self.max_out, self.cost), 0, 1)
+            raise _usage_invalid(st.model, spent)
+        st.count(spent, 0, 1)
+
+    async def retry(self) -> bool:
+        if await self.lease.renew():
+            return True
+        self.refused = self.st.budget.exhausted(self.estimate, self.max_out, self.cost) or "budget"
+        return False
 
 
 class Phase:
@@ -357,21 +426,17 @@ class Phase:
         if lease is None:
             lease = await st.budget.acquire(estimate, max_out, cost)
         if lease is None:
-            self.reason = "budget_exhausted"
-            if self.bus.active:
-                why = st.budget.exhausted(estimate, max_out, cost) or "budget"
-                self.bus.publish(BudgetExhausted(path=self.path, limit=why))
+            self._no_budget(st.budget.exhausted(estimate, max_out, cost))
             return None
         self.iterations += 1
         if self.bus.active:
             self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
+        meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
         try:
-            if st.streams and self.bus.active:
-                reply = await st.model.complete(  # type: ignore[call-arg]
-                    view, schemas, max_output_tokens=max_out, on_text=self._text
-                )
-            else:
+            if meter is None and not (st.streams and self.bus.active):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
+            else:
+                reply = await self._complete(view, schemas, max_out, meter)
             if not isinstance(reply, ModelReply):
                 raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
         except BaseException as exc:
@@ -379,17 +444,21 @@ class Phase:
             st.count(None)
             if not isinstance(exc, Exception):
                 raise
-            self._error(exc)
+            if meter is not None and meter.refused:
+                # The retry did not fit: the provider gave up with the attempt's error.
+                self._no_budget(meter.refused)
+            else:
+                self._error(exc)
             return None
         if pricing and not reply.usage.cost_usd:
-            # The provider did not price the call: the model's pricing does.
-            usage = reply.usage
-            priced = usage.input_tokens * pricing[0] + usage.output_tokens * pricing[1]
-            reply = msgspec.structs.replace(
-                reply, usage=msgspec.structs.replace(usage, cost_usd=priced)
-            )
-        lease.settle(reply.usage)
-        st.count(reply.usage)
+            reply = _priced(reply, pricing)
+        attempts = 0 if meter is None else 1  # the answered attempt
+        if not lease.settle(reply.usage, attempts=attempts):
+            # Negative, NaN or infinite: the reservation was charged instead.
+            st.count(Usage(estimate, max_out, cost), 1, attempts)
+            self._error(_usage_invalid(st.model, reply.usage))
+            return None
+        st.count(reply.usage, 1, attempts)
         calls = () if final else self._number(reply.tool_calls)
         self._append(ChatMessage("assistant", reply.text, tool_calls=calls))
         self.final_text = reply.text
@@ -410,6 +479,26 @@ class Phase:
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
         return reply
+
+    async def _complete(
+        self,
+        view: list[ChatMessage],
+        schemas: Sequence[ToolSchema],
+        max_out: int,
+        meter: _Meter | None,
+    ) -> ModelReply:
+        """The model call with the keywords the model takes: ``on_text``, ``meter``."""
+        options: dict[str, object] = {}
+        if self.st.streams and self.bus.active:
+            options["on_text"] = self._text
+        if meter is not None:
+            options["meter"] = meter
+        return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+
+    def _no_budget(self, limit: str) -> None:
+        self.reason = "budget_exhausted"
+        if self.bus.active:
+            self.bus.publish(BudgetExhausted(path=self.path, limit=limit or "budget"))
 
     def _text(self, piece: str) -> None:
         if self.bus.active:

@@ -228,11 +228,11 @@ class _SpecInfo:
         if spec.instructions:
             message = ChatMessage("system", spec.instructions)
             self.system = (message, self.estimator(message_text(message)))
-        # (model, window, streams, pricing) of the last model an agent of this
-        # spec was given: 10k agents of one spec work these out once. The model
-        # is held weakly: a spec may outlive the runtime that resolved it.
+        # (model, window, streams, metered, pricing) of the last model an agent
+        # of this spec was given: 10k agents of one spec work these out once.
+        # The model is held weakly: a spec may outlive the runtime that resolved it.
         self.model_facts: (
-            tuple[weakref.ref[Model], int, bool, tuple[float, float] | None] | None
+            tuple[weakref.ref[Model], int, bool, bool, tuple[float, float] | None] | None
         ) = None
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
@@ -251,17 +251,21 @@ def _spec_info(spec: AgentSpec) -> _SpecInfo:
     return info
 
 
-_STREAMS: dict[type, bool] = {}
+_TAKES: dict[tuple[type, str], bool] = {}
 
 
-def _streams(model: Model) -> bool:
-    """Does *model*'s ``complete`` take ``on_text``? Cached per class: inspect is slow."""
+def _takes(model: Model, keyword: str) -> bool:
+    """Does *model*'s ``complete`` take *keyword* (``on_text``, ``meter``)?
+
+    Cached per class: inspect is slow.
+    """
     cls = type(model)
     if "complete" in getattr(model, "__dict__", {}):  # set on the instance: look at it
-        return "on_text" in inspect.signature(model.complete).parameters
-    known = _STREAMS.get(cls)
+        return keyword in inspect.signature(model.complete).parameters
+    known = _TAKES.get((cls, keyword))
     if known is None:
-        known = _STREAMS[cls] = "on_text" in inspect.signature(model.complete).parameters
+        known = keyword in inspect.signature(model.complete).parameters
+        _TAKES[cls, keyword] = known
     return known
 
 
@@ -282,6 +286,7 @@ class _AgentState:
     """An agent's state that outlives the incarnations of its actor."""
 
     __slots__ = (
+        "attempts",
         "budget",
         "ceiling",
         "cell",
@@ -291,6 +296,7 @@ class _AgentState:
         "gate",
         "info",
         "input_tokens",
+        "metered",
         "model",
         "narrowed",
         "output_tokens",
@@ -343,6 +349,7 @@ class _AgentState:
         self.stop_requested = False
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
+        self.attempts = 0
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
@@ -354,16 +361,17 @@ class _AgentState:
         self.model = model
         facts = self.info.model_facts
         if facts is not None and facts[0]() is model:
-            self.window, self.streams, self.pricing = facts[1], facts[2], facts[3]
+            self.window, self.streams, self.metered, self.pricing = facts[1:]
             return
         self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
-        self.streams = _streams(model)
+        self.streams = _takes(model, "on_text")
+        self.metered = _takes(model, "meter")
         self.pricing = model_pricing(model)
         try:
             held = weakref.ref(model)
         except TypeError:  # a model without weak references is not cached
             return
-        self.info.model_facts = (held, self.window, self.streams, self.pricing)
+        self.info.model_facts = (held, self.window, self.streams, self.metered, self.pricing)
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""
@@ -399,14 +407,16 @@ class _AgentState:
             self.contexts[label] = cell
         return cell.ref
 
-    def count(self, usage: Usage | None) -> None:
-        """Count one model request (None: it failed) here and in the agents above."""
+    def count(self, usage: Usage | None, requests: int = 1, attempts: int = 0) -> None:
+        """Count a model call (None: it failed; *requests* 0: a failed attempt of
+        one) and its HTTP *attempts* here and in the agents above."""
         state: _AgentState | None = self
         while state is not None:
             if usage is not None:
                 state.input_tokens += usage.input_tokens
                 state.output_tokens += usage.output_tokens
-            state.requests += 1
+            state.requests += requests
+            state.attempts += attempts
             state = state.usage_parent
 
     def count_tool_call(self) -> None:
@@ -423,6 +433,7 @@ class _AgentState:
             total_tokens=self.input_tokens + self.output_tokens,
             requests=self.requests,
             tool_calls=self.tool_calls,
+            attempts=self.attempts,
         )
 
     def phase_done(self, reason: str) -> Coroutine[object, None, None] | None:

@@ -71,6 +71,7 @@ def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
         total_tokens=after.total_tokens - before.total_tokens,
         requests=after.requests - before.requests,
         tool_calls=after.tool_calls - before.tool_calls,
+        attempts=after.attempts - before.attempts,
     )
 
 

@@ -120,8 +120,9 @@ class _AnthropicStream(StreamState):
     ) -> None:
         super().__init__(provider, on_text, text_tools)
         self.calls: dict[int, PartialCall] = {}  # by block index
-        self.input_tokens = 0
-        self.output_tokens = 0
+        # None until reported: input in message_start, output in message_delta.
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -161,4 +162,11 @@ class _AnthropicStream(StreamState):
     def finish(self) -> ModelReply:
         # (a call streamed without arguments has "": the guard reads it as {})
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
-        return self.reply(calls, Usage(self.input_tokens, self.output_tokens), "message_stop")
+        usage = Usage(self.input_tokens or 0, self.output_tokens or 0)
+        return self.reply(calls, usage, "message_stop")
+
+    def partial(self) -> tuple[int | None, int | None, str] | None:
+        if not self.began:
+            return None
+        calls = "".join(call.text() for call in self.calls.values())
+        return self.input_tokens, self.output_tokens, self.received(calls)

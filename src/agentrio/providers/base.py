@@ -11,7 +11,7 @@ from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply
 from ..tools.tool import ToolSchema
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "Model", "check_model", "model_pricing"]
+__all__ = ["DEFAULT_CONTEXT_WINDOW", "AttemptMeter", "Model", "check_model", "model_pricing"]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 
@@ -25,8 +25,9 @@ class Model(Protocol):
             taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).
         pricing: optional ``(usd_per_input_token, usd_per_output_token)``. With
             it, each call reserves its worst-case cost from the budget before
-            it is made, so ``max_cost_usd`` can never be overspent, and calls
-            whose provider reports no cost are priced from it.
+            it is made, so ``max_cost_usd`` is not overspent while calls use
+            no more tokens than they reserved, and calls whose provider
+            reports no cost are priced from it.
     """
 
     async def complete(
@@ -38,6 +39,42 @@ class Model(Protocol):
     ) -> ModelReply:
         """Answer the conversation *messages*, optionally with calls to *tools*."""
         ...
+
+
+class AttemptMeter(Protocol):
+    """What a model call's failed attempts are charged to, and who allows a retry.
+
+    An agent passes one as ``meter=`` to a model whose ``complete`` takes that
+    keyword (as it passes ``on_text`` to one that streams); a provider's models
+    do. The model tells it of every attempt that failed after it was sent,
+    and asks it before each retry: the agent charges each attempt on its
+    budget at once and reserves the room for the next, so a retried call is
+    billed for every attempt and never goes past a limit.
+    """
+
+    def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
+        """Charge an attempt that failed after it was sent.
+
+        Args:
+            input_tokens: the input tokens the server reported for it; 0 if it
+                generated nothing (a 429, a 5xx, a reset); None if its answer
+                had begun but did not say (the estimate of the call's input is
+                charged).
+            output_tokens: the same for output; None charges the estimate of
+                *received*, at most the call's ``max_output_tokens``.
+            received: the text and tool calls (names and arguments) received.
+
+        Raises:
+            UsageInvalid: a count is negative (the call's room is charged).
+        """
+
+    async def retry(self) -> bool:
+        """May another attempt be made? Waits while calls in flight hold the room.
+
+        Returns:
+            False when the budget is exhausted for it: the model must give up
+            (the agent then ends the phase with ``budget_exhausted``).
+        """
 
 
 def check_model(model: object, argument: str = "model") -> Model:

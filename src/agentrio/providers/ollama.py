@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+import msgspec
+
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
 from .wire import (
@@ -119,3 +121,10 @@ class _OllamaStream(StreamState):
             for i, c in enumerate(self.calls)
         ]
         return self.reply(numbered, self.usage, '"done": true')
+
+    def partial(self) -> tuple[int | None, int | None, str] | None:
+        # (The usage comes with the last line: a stream cut short never has it.)
+        if not self.began:
+            return None
+        calls = "".join(c.name + msgspec.json.encode(c.arguments).decode() for c in self.calls)
+        return None, None, self.received(calls)

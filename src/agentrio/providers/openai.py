@@ -108,7 +108,7 @@ class _OpenAIStream(StreamState):
     ) -> None:
         super().__init__(provider, on_text, text_tools)
         self.calls: dict[int, PartialCall] = {}  # by index
-        self.usage = Usage()
+        self.usage: Usage | None = None  # (sent in the last chunk before [DONE])
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -150,4 +150,12 @@ class _OpenAIStream(StreamState):
 
     def finish(self) -> ModelReply:
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
-        return self.reply(calls, self.usage, "[DONE]")
+        return self.reply(calls, self.usage or Usage(), "[DONE]")
+
+    def partial(self) -> tuple[int | None, int | None, str] | None:
+        if not self.began:
+            return None
+        received = self.received("".join(call.text() for call in self.calls.values()))
+        if self.usage is None:
+            return None, None, received
+        return self.usage.input_tokens, self.usage.output_tokens, received

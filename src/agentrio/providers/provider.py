@@ -35,10 +35,11 @@ from ..errors import (
 from ..messages import ChatMessage, ModelReply
 from ..tools.tool import ToolSchema
 from .anthropic import AnthropicWire
+from .base import AttemptMeter
 from .limiter import CircuitBreaker, RateWindow, parse_retry_after
 from .ollama import OllamaWire
 from .openai import OpenAIWire
-from .wire import WireFormat
+from .wire import StreamParser, WireFormat
 
 if TYPE_CHECKING:
     import httpx
@@ -201,6 +202,33 @@ class _Retry(Exception):
         self.failure = failure  # counts against the circuit breaker
 
 
+class _Received:
+    """What one attempt got, to charge it if it fails (kept only for a meter)."""
+
+    __slots__ = ("answered", "parser", "sent")
+
+    def __init__(self) -> None:
+        self.sent = False  # the request went out
+        self.answered = False  # a 200 with a JSON body
+        self.parser: StreamParser | None = None  # a 200 stream: has its answer begun?
+
+    def report(self, meter: AttemptMeter, max_output_tokens: int) -> None:
+        """Tell *meter* what the failed attempt used, as far as is known.
+
+        Only an answer that had begun is charged tokens: an error status, a
+        reset, or a body that is no answer at all (a proxy's HTML page) tells
+        of nothing generated.
+        """
+        partial = self.parser.partial() if self.parser is not None else None
+        if partial is not None:
+            meter.failed(*partial)
+        elif self.answered:
+            # A JSON answer that could not be read: it may have said anything.
+            meter.failed(None, max_output_tokens, "")
+        else:
+            meter.failed(0, 0, "")
+
+
 class Provider:
     """A model endpoint: a connection pool, its limits and guards; use it as an async context.
 
@@ -318,8 +346,15 @@ class Provider:
         *,
         max_output_tokens: int,
         on_text: Callable[[str], None] | None = None,
+        meter: AttemptMeter | None = None,
     ) -> ModelReply:
         """Ask *model* for the next turn of *messages*, retrying what is worth retrying.
+
+        With a *meter* (an agent passes one), every attempt that fails after it
+        was sent is reported to ``meter.failed`` (its usage, or what it had
+        received), and each retry is made only if ``await meter.retry()`` says
+        so; otherwise the attempt's error is raised. The reply's usage is the
+        answered attempt's, as the server reported it.
 
         Raises:
             RateLimited: 429 answers past the retries.
@@ -340,8 +375,9 @@ class Provider:
                     f"after {self.config.circuit_failures} failures in a row",
                     provider=self.name,
                 )
+            got = _Received() if meter is not None else None
             try:
-                reply = await self._guarded(body, estimate, on_text, text_tools)
+                reply = await self._guarded(body, estimate, on_text, text_tools, got=got)
             except _Retry as retry:
                 self._failures += 1
                 if retry.failure:
@@ -351,13 +387,19 @@ class Provider:
                 attempt += 1
                 if isinstance(retry.error, RateLimited):
                     self._pause(retry, attempt)
-                if attempt > self.config.max_retries:
+                last = attempt > self.config.max_retries
+                if got is not None and meter is not None:
+                    got.report(meter, max_output_tokens)
+                    last = last or not await meter.retry()
+                if last:
                     raise retry.error from retry.__cause__
                 self._retries += 1
                 await self._wait_before_retry(retry, attempt)
                 continue
             except BaseException:
                 self._breaker.release()
+                if got is not None and got.sent and meter is not None:
+                    got.report(meter, max_output_tokens)  # (also when cancelled mid-answer)
                 raise
             self._breaker.success()
             return reply
@@ -386,6 +428,8 @@ class Provider:
         estimate: int,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
+        *,
+        got: _Received | None = None,
     ) -> ModelReply:
         while trio.current_time() < self._paused_until:
             await trio.sleep_until(self._paused_until)
@@ -396,8 +440,10 @@ class Provider:
             entry = await self._tpm.take(estimate) if self._tpm is not None else None
             self._requests += 1
             self._in_flight += 1
+            if got is not None:
+                got.sent = True
             try:
-                reply = await self._attempt(body, on_text, text_tools)
+                reply = await self._attempt(body, on_text, text_tools, got=got)
             finally:
                 self._in_flight -= 1
             if entry is not None and self._tpm is not None:
@@ -409,17 +455,21 @@ class Provider:
         body: dict[str, object],
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
+        *,
+        got: _Received | None = None,
     ) -> ModelReply:
         with trio.move_on_after(self.config.timeout):
             try:
                 if self.config.stream:
-                    return await self._streamed(body, on_text, text_tools)
+                    return await self._streamed(body, on_text, text_tools, got=got)
                 response = await self._client.post(self._url, json=body, headers=self._headers)
                 self._check(response.status_code, response.headers, response.text)
                 try:
                     data = response.json()
                 except (ValueError, RecursionError):  # RecursionError: nested too deep
                     raise self._bad("the body is not JSON") from None
+                if got is not None:
+                    got.answered = True
                 return self._wire.parse(data, self.name, text_tools)
             except self._transport_error as exc:
                 _scrub(exc)
@@ -450,6 +500,8 @@ class Provider:
         body: dict[str, object],
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
+        *,
+        got: _Received | None = None,
     ) -> ModelReply:
         request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
         response = await self._client.send(request, stream=True)
@@ -458,6 +510,8 @@ class Provider:
                 await response.aread()
                 self._check(response.status_code, response.headers, response.text)
             parser = self._wire.stream_parser(self.name, on_text, text_tools)
+            if got is not None:
+                got.parser = parser
             lines = response.aiter_lines()
             try:
                 async for line in lines:
@@ -575,8 +629,14 @@ class ProviderModel:
         *,
         max_output_tokens: int,
         on_text: Callable[[str], None] | None = None,
+        meter: AttemptMeter | None = None,
     ) -> ModelReply:
         """One model call through the provider (see :meth:`Provider.complete`)."""
         return await self.provider.complete(
-            self.name, messages, tools, max_output_tokens=max_output_tokens, on_text=on_text
+            self.name,
+            messages,
+            tools,
+            max_output_tokens=max_output_tokens,
+            on_text=on_text,
+            meter=meter,
         )

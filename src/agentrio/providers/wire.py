@@ -35,6 +35,11 @@ class StreamParser(Protocol):
     def finish(self) -> ModelReply:
         """The whole answer; raises BadResponse if the stream ended early."""
 
+    def partial(self) -> tuple[int | None, int | None, str] | None:
+        """What a stream cut short had brought, to charge it: the input and output
+        tokens it reported (None: not reported yet), and the text and tool calls
+        (names and arguments) received; None if no event of the answer came."""
+
 
 class WireFormat(Protocol):
     """One API's shapes: where to post, what to send, how to read the answer."""
@@ -96,7 +101,8 @@ def tool_call(
 
 
 def count(value: object) -> int:
-    """A token count from the wire (missing or malformed counts as 0)."""
+    """A token count or index from the wire (missing or malformed counts as 0:
+    never negative, NaN or infinite)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
@@ -148,6 +154,10 @@ class PartialCall:
         """The call, once the stream has brought all of it."""
         return tool_call("".join(self.name), "".join(self.arguments), self.id, provider)
 
+    def text(self) -> str:
+        """Its name and arguments so far, for estimating what a cut stream brought."""
+        return "".join(self.name) + "".join(self.arguments)
+
 
 class StreamState:
     """What every stream parser keeps: the text so far, and whether the end was seen."""
@@ -160,6 +170,7 @@ class StreamState:
         self.text_tools = text_tools
         self.text: list[str] = []
         self.done = False
+        self.began = False  # an event of the answer was read
 
     def json_object(self, text: str, what: str) -> dict[str, Any]:
         """*text* read as a JSON object, or BadResponse naming *what* (``"a stream chunk"``)."""
@@ -169,6 +180,7 @@ class StreamState:
             raise bad(self.provider, f"{what} is not JSON: {text[:100]!r}") from None
         if not isinstance(value, dict):
             raise bad(self.provider, f"{what} is not a JSON object")
+        self.began = True
         return value
 
     def emit(self, piece: str) -> None:
@@ -177,6 +189,10 @@ class StreamState:
             self.text.append(piece)
             if self.on_text is not None:
                 self.on_text(piece)
+
+    def received(self, calls: str) -> str:
+        """The text received so far, then *calls* (tool-call names and arguments)."""
+        return "".join(self.text) + calls
 
     def reply(self, calls: Sequence[ToolCallRequest], usage: Usage, end: str) -> ModelReply:
         """The whole answer, or BadResponse if the stream never reached *end*."""

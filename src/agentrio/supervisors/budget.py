@@ -9,6 +9,11 @@ output tokens it asks for, and one request) on its budget and every ancestor
 budget; the reply's reported usage settles the lease, and what was reserved
 but not used is released. A reservation that does not fit means the budget is
 exhausted: the call is not made.
+
+A call retried by its provider is charged for every attempt: each failed
+attempt is charged at once (:meth:`Lease.charge`) and the call's room is
+reserved again before the next one (:meth:`Lease.renew`), so the attempts
+together never take more than the budget holds.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import trio
 from ..errors import InvalidArgument
 from ..messages import Usage
 
-__all__ = ["Budget", "Lease", "UsageTotals"]
+__all__ = ["Budget", "Lease", "UsageTotals", "usage_problem"]
+
+_INF = math.inf
 
 _LIMITS = (
     "max_total_tokens",
@@ -42,12 +49,16 @@ class UsageTotals(msgspec.Struct, frozen=True):
         input_tokens: prompt tokens.
         output_tokens: completion tokens.
         total_tokens: both.
-        requests: model calls.
+        requests: model calls, failed ones included (what ``max_requests``
+            bounds); a call retried by its provider counts once.
         tool_calls: model-driven tool calls.
         cost_usd: the reported cost.
-        overruns: calls whose reported usage exceeded what was reserved for
-            them (the provider ignored its output limit, or the prompt
-            estimate was low); those are still charged in full.
+        overruns: calls (or failed attempts) whose usage exceeded what was
+            reserved for them (the provider ignored its output limit, or the
+            prompt estimate was low); those are still charged in full.
+        attempts: HTTP requests sent for those calls, retries included (a
+            provider's models count every attempt; a model that makes no
+            HTTP request, like ``ScriptedModel``, counts none).
     """
 
     input_tokens: int = 0
@@ -57,6 +68,30 @@ class UsageTotals(msgspec.Struct, frozen=True):
     tool_calls: int = 0
     cost_usd: float = 0.0
     overruns: int = 0
+    attempts: int = 0
+
+
+def usage_problem(usage: Usage) -> str:
+    """What makes *usage* unfit to charge ("" if nothing): a token count that is
+    not an int >= 0, or a cost that is not a finite number >= 0."""
+    i, o, c = usage.input_tokens, usage.output_tokens, usage.cost_usd
+    # (The common case in one expression: exact types, no bool, no NaN.)
+    if (
+        type(i) is int
+        and type(o) is int
+        and i >= 0
+        and o >= 0
+        and (type(c) is float or type(c) is int)
+        and 0.0 <= c < _INF
+    ):
+        return ""
+    for name in ("input_tokens", "output_tokens"):
+        value = getattr(usage, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"{name}={value!r} (expected an int >= 0)"
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c < _INF:
+        return f"cost_usd={c!r} (expected a finite number >= 0)"
+    return ""
 
 
 def _check_limit(name: str, value: object) -> None:
@@ -84,6 +119,7 @@ class Budget:
     """
 
     __slots__ = (
+        "_attempts",
         "_cost",
         "_in",
         "_out",
@@ -135,6 +171,7 @@ class Budget:
         self.max_cost_usd = max_cost_usd
         self.parent: Budget | None = None
         self._in = self._out = self._requests = self._tool_calls = self._overruns = 0
+        self._attempts = 0
         self._cost = 0.0
         self._r_in = self._r_out = self._r_requests = 0
         self._r_cost = 0.0
@@ -170,14 +207,17 @@ class Budget:
 
     # -- checks ------------------------------------------------------------------------
 
-    def _blocked_here(self, tokens_in: int, tokens_out: int, cost: float, reserved: bool) -> str:
+    def _blocked_here(
+        self, tokens_in: int, tokens_out: int, cost: float, reserved: bool, requests: int = 1
+    ) -> str:
         """The limit of *this level* a call of this size breaks, or "".
 
-        With *reserved*, what is reserved in flight counts as spent.
+        With *reserved*, what is reserved in flight counts as spent. *requests*
+        is 0 for another attempt of a call whose request is already held.
         """
         r = 1 if reserved else 0
         if self.max_requests is not None and (
-            self._requests + r * self._r_requests + 1 > self.max_requests
+            self._requests + r * self._r_requests + requests > self.max_requests
         ):
             return "max_requests"
         if self.max_input_tokens is not None and (
@@ -210,11 +250,11 @@ class Budget:
         return self._first_blocked(tokens_in, tokens_out, cost, reserved=False)
 
     def _first_blocked(
-        self, tokens_in: int, tokens_out: int, cost: float, *, reserved: bool
+        self, tokens_in: int, tokens_out: int, cost: float, *, reserved: bool, requests: int = 1
     ) -> str:
         budget: Budget | None = self
         while budget is not None:
-            why = budget._blocked_here(tokens_in, tokens_out, cost, reserved)
+            why = budget._blocked_here(tokens_in, tokens_out, cost, reserved, requests)
             if why:
                 return why
             budget = budget.parent
@@ -285,8 +325,8 @@ class Budget:
         waiters = self._waiters
         while waiters:
             w = waiters[0]
-            lease = w.budget.reserve(w.tokens_in, w.tokens_out, w.cost)
-            if lease is None and not w.budget.exhausted(w.tokens_in, w.tokens_out, w.cost):
+            lease = w.take()
+            if lease is None and not w.exhausted():
                 return
             waiters.popleft()
             trio.lowlevel.reschedule(w.task, outcome.Value(lease))
@@ -332,6 +372,7 @@ class Budget:
             tool_calls=self._tool_calls,
             cost_usd=self._cost,
             overruns=self._overruns,
+            attempts=self._attempts,
         )
 
     @property
@@ -341,58 +382,199 @@ class Budget:
 
 
 class Lease:
-    """A reservation for one model call, from :meth:`Budget.reserve`."""
+    """A reservation for one model call, from :meth:`Budget.reserve`.
 
-    __slots__ = ("_budget", "_cost", "_in", "_out", "settled")
+    A call that its provider retries is charged attempt by attempt: each
+    failed attempt with :meth:`charge`, the room for the next one taken with
+    :meth:`renew`, and the answer (or the failure) with :meth:`settle`.
+    """
+
+    __slots__ = ("_budget", "_cost", "_held", "_in", "_out", "settled")
 
     def __init__(self, budget: Budget, tokens_in: int, tokens_out: int, cost: float) -> None:
         self._budget = budget
         self._in = tokens_in
         self._out = tokens_out
         self._cost = cost
+        self._held = True  # the room is reserved (not between a failed attempt and a retry)
         self.settled = False
 
-    def settle(self, usage: Usage | None) -> None:
-        """Charge what the call really used (None: it failed, charge nothing) and release the rest.
+    def _release(
+        self, used_in: int, used_out: int, cost: float, requests: int, attempts: int
+    ) -> Budget:
+        """Free the room held (and the request, with *requests*), charge what was used.
 
-        The request itself is counted even when the call failed.
+        More tokens used than the room held counts as an overrun. Returns the root.
+        """
+        held = self._held
+        self._held = False
+        overrun = int(used_in + used_out > (self._in + self._out if held else 0))
+        budget = self._budget
+        while True:
+            if held:
+                budget._r_in -= self._in
+                budget._r_out -= self._out
+                budget._r_cost -= self._cost
+            budget._r_requests -= requests
+            budget._in += used_in
+            budget._out += used_out
+            budget._requests += requests
+            budget._cost += cost
+            budget._attempts += attempts
+            budget._overruns += overrun
+            if budget.parent is None:
+                return budget
+            budget = budget.parent
+
+    def _take(self) -> Lease | None:
+        """Reserve the call's room again, if it fits now (its request is held already)."""
+        budget: Budget | None = self._budget
+        assert budget is not None
+        if budget._first_blocked(self._in, self._out, self._cost, reserved=True, requests=0):
+            return None
+        while budget is not None:
+            budget._r_in += self._in
+            budget._r_out += self._out
+            budget._r_cost += self._cost
+            budget = budget.parent
+        self._held = True
+        return self
+
+    def charge(self, spent: Usage) -> bool:
+        """Charge one attempt of the call that failed, and keep its room for a retry if it fits.
+
+        *spent* is what the attempt used (what the server reported, or the
+        estimate); it counts one attempt, not a request. The call's room is
+        freed, the spend charged, and the room reserved again at once when
+        it still fits, so a retry is made only inside the limits; otherwise
+        :meth:`renew` waits for it. Usage that is negative, NaN or infinite is
+        not charged: the room the call held is charged instead.
+
+        Returns:
+            False if *spent* could not be charged as it is (see above).
         """
         if self.settled:
-            return
+            return True
+        ok = not usage_problem(spent)
+        if ok:
+            used_in, used_out, cost = spent.input_tokens, spent.output_tokens, spent.cost_usd
+        else:
+            used_in, used_out, cost = self._spent_room()
+        self._release(used_in, used_out, cost, 0, 1)
+        # A retry comes before the calls waiting to start: it already holds
+        # its request, and waiting behind them could deadlock on it.
+        self._take()
+        return ok
+
+    async def renew(self) -> bool:
+        """Reserve the call's room again for its next attempt.
+
+        At once if it fits (a retry goes before the calls waiting to start),
+        else it waits at the head of the queue while calls in flight hold the
+        room. Cancellable.
+
+        Returns:
+            True once the room is reserved; False when the budget is
+            exhausted for it (the retry must not be made).
+        """
+        if self.settled:
+            return False
+        if self._held:
+            return True
+        await trio.lowlevel.checkpoint_if_cancelled()
+        budget = self._budget
+        root = budget._root()
+        if self._take() is not None:
+            return True
+        if budget._first_blocked(self._in, self._out, self._cost, reserved=False, requests=0):
+            if root._waiters:
+                root._admit()  # the room this call gave up may fit them
+            return False
+        waiter = _Waiter(root, budget, self._in, self._out, self._cost, self)
+        if root._waiters is None:
+            root._waiters = deque()
+        # At the head, behind the retries already waiting there.
+        at = 0
+        while at < len(root._waiters) and root._waiters[at].lease is not None:
+            at += 1
+        root._waiters.insert(at, waiter)
+        granted: Lease | None = await trio.lowlevel.wait_task_rescheduled(waiter)
+        return granted is not None
+
+    def _spent_room(self) -> tuple[int, int, float]:
+        if self._held:
+            return self._in, self._out, self._cost
+        return 0, 0, 0.0
+
+    def settle(self, usage: Usage | None, *, attempts: int = 0) -> bool:
+        """Charge what the call used (None: it failed, no tokens) and release the rest.
+
+        The request is counted even when the call failed. Usage that is
+        negative, NaN or infinite is not charged: the room the call held is
+        charged instead, so a bad report can never refund the budget.
+
+        Args:
+            usage: what the answered attempt used, as reported.
+            attempts: HTTP attempts to count with it (1 for the answer of a
+                provider's model; the failed ones were counted by :meth:`charge`).
+
+        Returns:
+            False if *usage* could not be charged as it is (see above).
+        """
+        if self.settled:
+            return True
         self.settled = True
         used_in = used_out = 0
         cost = 0.0
+        ok = True
         if usage is not None:
-            used_in, used_out, cost = usage.input_tokens, usage.output_tokens, usage.cost_usd
-        overrun = used_in + used_out > self._in + self._out
-        budget: Budget | None = self._budget
-        while budget is not None:
-            budget._r_in -= self._in
-            budget._r_out -= self._out
-            budget._r_requests -= 1
-            budget._r_cost -= self._cost
-            budget._in += used_in
-            budget._out += used_out
-            budget._requests += 1
-            budget._cost += cost
-            budget._overruns += overrun
-            if budget.parent is None and budget._waiters:
-                budget._admit()
-            budget = budget.parent
+            if usage_problem(usage):
+                ok = False
+                used_in, used_out, cost = self._spent_room()
+            else:
+                used_in, used_out, cost = usage.input_tokens, usage.output_tokens, usage.cost_usd
+        root = self._release(used_in, used_out, cost, 1, attempts)
+        if root._waiters:
+            root._admit()
+        return ok
 
 
 class _Waiter:
-    """A model call waiting for room; it is its own abort function."""
+    """A model call (or a retry of one: *lease*) waiting for room; its own abort function."""
 
-    __slots__ = ("budget", "cost", "root", "task", "tokens_in", "tokens_out")
+    __slots__ = ("budget", "cost", "lease", "root", "task", "tokens_in", "tokens_out")
 
-    def __init__(self, root: Budget, budget: Budget, tin: int, tout: int, cost: float) -> None:
+    def __init__(
+        self,
+        root: Budget,
+        budget: Budget,
+        tin: int,
+        tout: int,
+        cost: float,
+        lease: Lease | None = None,
+    ) -> None:
         self.root = root
         self.budget = budget
         self.tokens_in = tin
         self.tokens_out = tout
         self.cost = cost
+        self.lease = lease
         self.task = trio.lowlevel.current_task()
+
+    def take(self) -> Lease | None:
+        """The lease, if the room fits now."""
+        if self.lease is not None:
+            return self.lease._take()
+        return self.budget.reserve(self.tokens_in, self.tokens_out, self.cost)
+
+    def exhausted(self) -> bool:
+        """Would it not fit even if every call in flight settled for nothing?"""
+        requests = 0 if self.lease is not None else 1
+        return bool(
+            self.budget._first_blocked(
+                self.tokens_in, self.tokens_out, self.cost, reserved=False, requests=requests
+            )
+        )
 
     def __call__(self, _raise_cancel: object) -> trio.lowlevel.Abort:
         waiters = self.root._waiters
