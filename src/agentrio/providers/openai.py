@@ -8,7 +8,9 @@ from typing import Any
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
+from .bounded import MAX_REPLY_CHARS
 from .wire import (
+    CALL_CHARS,
     StreamState,
     TextSink,
     bad,
@@ -96,16 +98,25 @@ class OpenAIWire:
         return finish_reply(text, calls, reply_usage, text_tools)
 
     def stream_parser(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        *,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ) -> _OpenAIStream:
-        return _OpenAIStream(provider, on_text, text_tools)
+        return _OpenAIStream(provider, on_text, text_tools, max_reply_chars)
 
 
 class _OpenAIStream(StreamState):
     def __init__(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        max_chars: int,
     ) -> None:
-        super().__init__(provider, on_text, text_tools)
+        super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
         self.usage = Usage()
 
@@ -134,15 +145,24 @@ class _OpenAIStream(StreamState):
         for raw in _list(delta.get("tool_calls"), self.provider, "delta.tool_calls"):
             if not isinstance(raw, dict):
                 raise bad(self.provider, "a tool-call delta is not a JSON object")
-            slot = self.calls.setdefault(count(raw.get("index")), ["", "", ""])
-            if isinstance(raw.get("id"), str):
-                slot[0] = raw["id"]
+            index = count(raw.get("index"))
+            slot = self.calls.get(index)
+            if slot is None:
+                self.grow(CALL_CHARS)
+                slot = self.calls[index] = ["", "", ""]
+            call_id = raw.get("id")
+            if isinstance(call_id, str):
+                self.grow(len(call_id))
+                slot[0] = call_id
             fn = raw.get("function")
             if isinstance(fn, dict):
-                if isinstance(fn.get("name"), str):
-                    slot[1] += fn["name"]
-                if isinstance(fn.get("arguments"), str):
-                    slot[2] += fn["arguments"]
+                name, arguments = fn.get("name"), fn.get("arguments")
+                if isinstance(name, str):
+                    self.grow(len(name))
+                    slot[1] += name
+                if isinstance(arguments, str):
+                    self.grow(len(arguments))
+                    slot[2] += arguments
 
     def finish(self) -> ModelReply:
         calls: list[ToolCallRequest] = [
