@@ -72,19 +72,24 @@ class LineSplitter:
         self._cr = chunk.endswith(b"\r")
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        *lines, rest = chunk.split(b"\n")
-        if not lines:
-            self._buffer += rest
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            self._buffer += chunk
             self._check(len(self._buffer))
             return []
-        if self._buffer:
-            self._buffer += lines[0]
-            lines[0] = bytes(self._buffer)
-        self._buffer = bytearray(rest)
-        for line in lines:
-            self._check(len(line))
+        rest = chunk[end + 1 :]
         self._check(len(rest))
-        return [line.decode("utf-8", "replace") for line in lines]
+        if self._buffer:
+            self._buffer += chunk[:end]
+            whole = bytes(self._buffer)
+        else:
+            whole = chunk[:end]
+        self._buffer = bytearray(rest)
+        if len(whole) > self.max_line:  # else no line in it can be too long
+            for line in whole.split(b"\n"):
+                self._check(len(line))
+        # One decode for all the lines ended here (none ends inside a character).
+        return whole.decode("utf-8", "replace").split("\n")
 
     def close(self) -> list[str]:
         """The last line, if the stream ended without a line end after it."""
