@@ -119,6 +119,33 @@ def test_a_good_file(tmp_path: Path) -> None:
     assert openai.timeout == 30.0 and isinstance(openai.timeout, float)  # 30 is 30.0
 
 
+def test_the_limits_in_a_file(tmp_path: Path) -> None:
+    limits = "max_response_bytes = 1000\nmax_line_bytes = 100\nmax_reply_chars = 50\n"
+    path = write(tmp_path / "agentrio.toml", PROVIDER + limits + "max_retry_wait = 5\n")
+    local = load_config(path).providers["local"]
+    assert (local.max_response_bytes, local.max_line_bytes, local.max_reply_chars) == (
+        1000,
+        100,
+        50,
+    )
+    assert local.max_retry_wait == 5.0 and isinstance(local.max_retry_wait, float)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        'base_url = "http://h"\napi_key_env = "sk-proj-Q2x9SECRET"',
+        'base_url = "ftp://u:sk-proj-Q2x9SECRET@h/v1?key=sk-proj-Q2x9SECRET"',
+        'base_url = "https://u:sk-proj-Q2x9SECRET@[::1/v1"',
+    ],
+)
+def test_a_key_in_the_file_is_not_echoed(tmp_path: Path, table: str) -> None:
+    text = f'[providers.p]\nkind = "openai"\n{table}\n'
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path / "agentrio.toml", text))
+    assert "providers.p" in str(info.value) and "SECRET" not in str(info.value)
+
+
 def test_an_empty_file_is_an_empty_config(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "agentrio.toml", ""))
     assert (config.providers, config.tiers, config.escalation) == ({}, {}, [])
@@ -152,6 +179,21 @@ BAD_FILES = [
     (PROVIDER + "timeout = true", ["providers.local.timeout", "expected float"]),
     (PROVIDER + "timeout = 0", ["providers.local", "timeout must be a number > 0"]),
     (PROVIDER + "api_key_env = 5", ["providers.local.api_key_env", "expected str"]),
+    (
+        PROVIDER + 'api_key_env = "sk-proj-Q2x9"',
+        ["providers.local", "api_key_env must name an environment variable"],
+    ),
+    (
+        '[providers.local]\nkind = "ollama"\nbase_url = "http://[::1"',
+        ["providers.local", "base_url is not a valid URL"],
+    ),
+    (PROVIDER + "usd_per_million_input_tokens = nan", ["usd_per_million_input_tokens", ">= 0"]),
+    (PROVIDER + "usd_per_million_output_tokens = inf", ["usd_per_million_output_tokens"]),
+    (PROVIDER + "usd_per_million_output_tokens = -1", ["usd_per_million_output_tokens"]),
+    (PROVIDER + "max_response_bytes = 0", ["providers.local", "max_response_bytes must be"]),
+    (PROVIDER + "max_line_bytes = 1.5", ["providers.local.max_line_bytes", "expected int"]),
+    (PROVIDER + 'max_reply_chars = "1M"', ["providers.local.max_reply_chars", "expected int"]),
+    (PROVIDER + "max_retry_wait = -1", ["providers.local", "max_retry_wait must be a number > 0"]),
     (
         '[providers."a:b"]\nkind = "ollama"\nbase_url = "http://h"',
         ["providers.a:b", "without ':'"],

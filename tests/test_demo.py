@@ -6,6 +6,7 @@ import trio
 
 from agentrio import Budget
 from agentrio.demo import DemoReport, demo_spec, run_demo
+from agentrio.testing import open_fake_llm
 
 # Per agent: three model turns over 2, 4 and 6 messages (12 tokens each) with
 # 12, 14 and 20 output tokens, and two tool calls.
@@ -36,6 +37,14 @@ async def test_over_http_on_loopback() -> None:
     assert report.stop_reasons == {"done": 10}
     assert (report.usage.requests, report.usage.tool_calls) == (30, 20)
     assert "127.0.0.1" in report.model
+
+
+async def test_a_key_in_the_base_url_is_not_shown() -> None:
+    async with open_fake_llm() as server:
+        url = f"{server.base_url}/v1?key=demo-SECRET-77"
+        report = await run_demo(2, base_url=url)
+    assert report.stop_reasons == {"done": 2}
+    assert "key=[redacted]" in report.model and "SECRET" not in report.table()
 
 
 async def test_a_budget_for_the_swarm_is_never_overspent() -> None:

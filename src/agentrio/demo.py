@@ -19,6 +19,7 @@ from .actors.agent import AgentRef, AgentSpec
 from .messages import ChatMessage, ModelReply, PhaseResult, ToolCallRequest, Usage
 from .providers.base import Model
 from .providers.provider import Kind, Provider, ProviderConfig
+from .providers.redact import redact_url
 from .supervisors.budget import Budget, UsageTotals
 from .supervisors.limits import Limits
 from .supervisors.runtime import open_runtime
@@ -117,7 +118,8 @@ async def run_demo(
     """
     if base_url is not None:
         config = ProviderConfig(name="demo", kind=kind, base_url=base_url, api_key_env=api_key_env)
-        return await _swarm(agents, max_total_tokens, config, model, f"{model} at {base_url}")
+        where = f"{model} at {redact_url(base_url)}"
+        return await _swarm(agents, max_total_tokens, config, model, where)
     if not over_http:
         return await _swarm(agents, max_total_tokens, None, model, "scripted (in process)")
     async with open_fake_llm() as server:

@@ -17,7 +17,7 @@ catch the second without hiding the first::
     ├── ProviderError               a model provider failed (after its retries)
     │   ├── RateLimited             429 past the retries; carries retry_after
     │   ├── ProviderUnavailable     connection failures, 5xx, or the circuit breaker is open
-    │   ├── BadResponse             the body could not be parsed, or a stream was cut short
+    │   ├── BadResponse             unparsable, a stream cut short, or past a size limit
     │   │   └── UsageInvalid        the usage reported is negative, NaN or infinite
     │   └── AuthError               401 / 403: the key is missing or wrong
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
@@ -149,7 +149,8 @@ class ProviderError(AgentrioError):
 
 
 class RateLimited(ProviderError):
-    """The provider kept answering 429 past the retries.
+    """The provider kept answering 429 past the retries, or asked to wait longer
+    than the provider's ``max_retry_wait`` (then the call fails at once).
 
     Attributes:
         retry_after: the seconds it asked to wait, if it said.
@@ -167,7 +168,9 @@ class ProviderUnavailable(ProviderError):
 
 
 class BadResponse(ProviderError):
-    """The response could not be understood: not JSON, the wrong shape, or a cut stream."""
+    """The response could not be understood: not JSON, the wrong shape, or a cut stream;
+    or it passed a size limit (``max_response_bytes``, ``max_line_bytes``,
+    ``max_reply_chars``), which the message names."""
 
 
 class UsageInvalid(BadResponse):

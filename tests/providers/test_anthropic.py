@@ -26,6 +26,7 @@ from agentrio import (
     Usage,
 )
 from agentrio.providers.anthropic import API_VERSION, AnthropicWire
+from agentrio.providers.bounded import TooLarge
 from agentrio.testing import FakeLLMServer, open_fake_llm
 
 WIRE = AnthropicWire()
@@ -250,7 +251,7 @@ def test_arguments_streamed_in_many_pieces_take_linear_time() -> None:
     # 10 MB of arguments in 10,000 pieces: adding each piece to the arguments so
     # far (a quadratic copy) took seconds, and blocked the Trio loop. Measured
     # in CPU time, with a bound far above the few hundredths it takes.
-    parser = WIRE.stream_parser("an", None, None)
+    parser = WIRE.stream_parser("an", None, None, max_reply_chars=64 << 20)
     piece = "x" * 1000
     tool = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
     lines = sse(
@@ -296,6 +297,30 @@ def test_stream_errors(line: str, what: str) -> None:
     with pytest.raises(BadResponse) as info:
         parser.feed(line)
     assert what in str(info.value)
+
+
+def _event(kind: str, i: int) -> list[str]:
+    tool = {"type": "tool_use", "id": f"t{i}", "name": "f", "input": {}}
+    if kind == "text":
+        delta = {"type": "text_delta", "text": "abcd"}
+    elif kind == "arguments":
+        delta = {"type": "input_json_delta", "partial_json": "[1, "}
+    else:  # a new call each time, without arguments
+        return sse({"type": "content_block_start", "index": i, "content_block": tool})
+    start = {"type": "content_block_start", "index": 0, "content_block": tool}
+    return sse(
+        *([start] if i == 0 else []), {"type": "content_block_delta", "index": 0, "delta": delta}
+    )
+
+
+@pytest.mark.parametrize("kind", ["text", "arguments", "new calls"])
+def test_an_endless_reply_passes_max_reply_chars(kind: str) -> None:
+    parser = WIRE.stream_parser("an", None, None, max_reply_chars=1000)
+    with pytest.raises(TooLarge, match=r"max_reply_chars \(1000 characters\)"):
+        for i in range(1000):
+            for line in _event(kind, i):
+                parser.feed(line)
+    assert parser.size <= 1000 + 64 + 8
 
 
 # -- fuzzing (see wirefuzz.py): a ModelReply or a BadResponse, nothing else ------------

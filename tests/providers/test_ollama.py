@@ -24,6 +24,7 @@ from agentrio import (
     ToolSchema,
     Usage,
 )
+from agentrio.providers.bounded import TooLarge
 from agentrio.providers.ollama import OllamaWire
 from agentrio.testing import FakeLLMServer, open_fake_llm
 
@@ -254,6 +255,20 @@ def test_stream_errors(line: str, what: str) -> None:
     with pytest.raises(BadResponse) as info:
         parser.feed(line)
     assert what in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["text", "calls"])
+def test_an_endless_reply_passes_max_reply_chars(kind: str) -> None:
+    parser = WIRE.stream_parser("ol", None, None, max_reply_chars=1000)
+    if kind == "text":
+        message: dict[str, object] = {"content": "abcd"}
+    else:  # Ollama sends each call whole, on one line
+        message = {"content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}
+    line = json.dumps({"message": message, "done": False})
+    with pytest.raises(TooLarge, match=r"max_reply_chars \(1000 characters\)"):
+        for _ in range(1000):
+            parser.feed(line)
+    assert parser.size <= 1000 + 64 + len(line)
 
 
 # -- fuzzing (see wirefuzz.py): a ModelReply or a BadResponse, nothing else ------------

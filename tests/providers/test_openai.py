@@ -25,6 +25,7 @@ from agentrio import (
     ToolSchema,
     Usage,
 )
+from agentrio.providers.bounded import TooLarge
 from agentrio.providers.openai import OpenAIWire
 from agentrio.testing import FakeLLMServer, open_fake_llm
 
@@ -243,7 +244,7 @@ def test_arguments_streamed_in_many_pieces_take_linear_time() -> None:
     # 10 MB of arguments in 10,000 pieces: adding each piece to the arguments so
     # far (a quadratic copy) took seconds, and blocked the Trio loop. Measured
     # in CPU time, with a bound far above the few hundredths it takes.
-    parser = WIRE.stream_parser("oa", None, None)
+    parser = WIRE.stream_parser("oa", None, None, max_reply_chars=64 << 20)
     piece = "x" * 1000
     arguments = ['{"s": "', *[piece] * 10_000, '"}']
     lines = sse(
@@ -292,6 +293,33 @@ def test_stream_errors(line: str, what: str) -> None:
     with pytest.raises(BadResponse) as info:
         parser.feed(line)
     assert what in str(info.value)
+
+
+def _delta(kind: str, i: int) -> str:
+    if kind == "text":
+        delta: dict[str, object] = {"content": "abcd"}
+    elif kind == "arguments":
+        delta = {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "[1, "}}]}
+    else:  # a new call each time, empty: it counts all the same
+        delta = {"tool_calls": [{"index": i}]}
+    return sse({"choices": [{"delta": delta}]})[0]
+
+
+@pytest.mark.parametrize("kind", ["text", "arguments", "new calls"])
+def test_an_endless_reply_passes_max_reply_chars(kind: str) -> None:
+    parser = WIRE.stream_parser("oa", None, None, max_reply_chars=1000)
+    with pytest.raises(TooLarge, match=r"max_reply_chars \(1000 characters\)"):
+        for i in range(1000):
+            parser.feed(_delta(kind, i))
+    assert parser.size <= 1000 + 64
+
+
+def test_a_reply_of_exactly_max_reply_chars_is_whole() -> None:
+    parser = WIRE.stream_parser("oa", None, None, max_reply_chars=1000)
+    for i in range(250):
+        parser.feed(_delta("text", i))
+    parser.feed("data: [DONE]")
+    assert parser.finish().text == "abcd" * 250
 
 
 # -- fuzzing (see wirefuzz.py): a ModelReply or a BadResponse, nothing else ------------

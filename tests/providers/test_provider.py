@@ -11,13 +11,17 @@ default timeouts are minutes long, far beyond any wait here).
 
 from __future__ import annotations
 
+import email.utils
 import logging
+import math
 import socket
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
 import httpx
 import msgspec
 import pytest
@@ -123,6 +127,19 @@ class Clocked:
         ({"max_retries": False}, "max_retries"),
         ({"usd_per_million_input_tokens": -1}, "usd_per_million_input_tokens must be >= 0"),
         ({"usd_per_million_output_tokens": "3"}, "usd_per_million_output_tokens"),
+        ({"usd_per_million_input_tokens": math.nan}, "usd_per_million_input_tokens must be >= 0"),
+        ({"usd_per_million_output_tokens": math.inf}, "usd_per_million_output_tokens .* finite"),
+        ({"usd_per_million_output_tokens": -0.5}, "usd_per_million_output_tokens"),
+        ({"base_url": "http://[::1"}, "base_url is not a valid URL"),
+        ({"base_url": "https://"}, "base_url has no host"),
+        ({"base_url": 5}, "base_url must start with http"),
+        ({"api_key_env": "sk-proj-abc"}, "api_key_env must name an environment variable"),
+        ({"api_key_env": 5}, "api_key_env must name an environment variable"),
+        ({"max_response_bytes": 0}, "max_response_bytes must be an int > 0"),
+        ({"max_line_bytes": 1.5}, "max_line_bytes must be an int"),
+        ({"max_reply_chars": -1}, "max_reply_chars must be an int > 0"),
+        ({"max_retry_wait": 0}, "max_retry_wait must be a number > 0"),
+        ({"max_retry_wait": math.nan}, "max_retry_wait"),
     ],
 )
 def test_config_errors_name_the_field(options: dict[str, object], match: str) -> None:
@@ -135,6 +152,12 @@ def test_config_defaults() -> None:
     c = ProviderConfig(name="p", kind="ollama", base_url="http://h")
     assert (c.max_retries, c.circuit_failures, c.max_concurrent, c.stream) == (3, 5, None, False)
     assert c.api_key_env is None and c.tool_calls_in_text is None
+    assert (c.max_response_bytes, c.max_line_bytes, c.max_reply_chars) == (
+        64 << 20,
+        1 << 20,
+        1 << 20,
+    )
+    assert c.max_retry_wait == 60.0
 
 
 async def test_provider_needs_a_config_and_its_key() -> None:
@@ -577,6 +600,154 @@ async def test_a_429_without_retry_after_pauses_for_the_backoff(
     async with serving(handler, faults=faults, max_retries=1) as (_, p):
         assert await ask(p) == OK
     assert handler.times == [0]
+
+
+# -- the ceiling on waits: max_retry_wait ---------------------------------------------------
+
+
+def test_max_retry_wait_defaults_to_a_minute() -> None:
+    assert ProviderConfig(name="p", kind="openai", base_url="http://h").max_retry_wait == 60
+
+
+@pytest.mark.parametrize(("retry_after", "options"), [(86400, {}), (7, {"max_retry_wait": 5})])
+async def test_a_retry_after_beyond_the_ceiling_fails_at_once(
+    autojump_clock: trio.testing.MockClock, retry_after: int, options: dict[str, Any]
+) -> None:
+    faults = Faults(rate_limit=1.0, retry_after=retry_after)
+    async with serving(faults=faults, max_retries=3, **options) as (server, p):
+        with pytest.raises(RateLimited, match="max_retry_wait") as info:
+            await ask(p)
+        assert trio.current_time() == 0 and server.statistics().faults["rate_limit"] == 1
+        stats = p.statistics()
+        # The others hold off too, but never beyond the ceiling.
+        assert stats.paused_for == p.config.max_retry_wait
+    assert info.value.retry_after == retry_after and info.value.status == 429
+    assert (stats.requests, stats.retries, stats.failures, stats.rate_limited) == (1, 0, 1, 1)
+    assert stats.breaker == "closed"
+
+
+async def test_the_pause_never_outlasts_the_ceiling(autojump_clock: trio.testing.MockClock) -> None:
+    handler = Clocked()
+    faults = Faults(seed=PAUSE_SEED, rate_limit=0.5, retry_after=86400)
+    async with serving(handler, faults=faults) as (_, p):
+        with pytest.raises(RateLimited):
+            await ask(p)
+        assert await ask(p) == OK  # another call waits out the pause: a minute, not a day
+    assert handler.times == [60]
+
+
+def _answering(*responses: httpx.Response, **options: Any) -> tuple[Provider, list[float]]:
+    """A provider whose requests get *responses* in turn (then OK), noting when each went."""
+    sent: list[float] = []
+    ok = httpx.Response(
+        200, json={"choices": [{"message": {"content": "fine, thanks"}}], "usage": {}}
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(trio.current_time())
+        return responses[len(sent) - 1] if len(sent) <= len(responses) else ok
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    c = ProviderConfig(name="p", kind="openai", base_url="http://127.0.0.1:9/v1", **options)
+    return Provider(c, client=client), sent
+
+
+async def test_a_5xx_retry_after_beyond_the_ceiling_fails_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    down = httpx.Response(503, headers={"retry-after": "3600"}, text="maintenance")
+    p, sent = _answering(down, max_retries=3, circuit_failures=1)
+    with pytest.raises(ProviderUnavailable, match="max_retry_wait") as info:
+        await ask(p)
+    assert sent == [0] and info.value.status == 503 and "maintenance" in str(info.value)
+    stats = p.statistics()
+    assert (stats.failures, stats.retries, stats.breaker) == (1, 0, "open")
+    # Within the ceiling it is waited for, as before.
+    p, sent = _answering(httpx.Response(503, headers={"retry-after": "60"}), max_retries=1)
+    assert (await ask(p)).text == "fine, thanks" and sent == [0, 60]
+
+
+async def test_an_http_date_beyond_the_ceiling_fails_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    tomorrow = email.utils.formatdate(time.time() + 86400, usegmt=True)
+    p, sent = _answering(httpx.Response(429, headers={"retry-after": tomorrow}), max_retries=3)
+    with pytest.raises(RateLimited) as info:
+        await ask(p)
+    assert sent == [0] and info.value.retry_after is not None and info.value.retry_after > 86000
+
+
+async def test_the_backoff_never_exceeds_the_ceiling(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Clocked(failing=True)
+    options: dict[str, Any] = {"backoff_initial": 10.0, "backoff_max": 100.0, "max_retry_wait": 3}
+    async with serving(handler, max_retries=4, circuit_failures=100, **options) as (_, p):
+        with pytest.raises(ProviderUnavailable):
+            await ask(p)
+    assert all(1.5 <= gap <= 3 for gap in handler.gaps()) and len(handler.gaps()) == 4
+
+
+# -- every wait counts against the phase's deadline ---------------------------------------------
+
+
+async def test_a_phase_does_not_wait_for_a_retry_after_beyond_the_ceiling(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+) -> None:
+    faults = Faults(rate_limit=1.0, retry_after=86400)
+    async with serving(faults=faults, max_retries=3) as (_, p), agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        spec = AgentSpec("a", p.model("m"), limits=agentrio.Limits(timeout=3600))
+        result = await (await rt.spawn_agent(spec)).run("hi")
+        assert trio.current_time() == 0
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "error"
+    (error,) = [e for e in events if isinstance(e, PhaseError)]
+    assert error.error_type == "RateLimited" and "max_retry_wait" in error.error
+
+
+@pytest.mark.parametrize("wait", ["pause", "backoff", "budget"])
+async def test_every_wait_counts_against_the_phase_deadline(
+    autojump_clock: trio.testing.MockClock, wait: str
+) -> None:
+    async def holding(request: FakeRequest) -> ModelReply:
+        if request.messages[-1].content == "hold":
+            await trio.sleep(1000)
+        return OK
+
+    settings: dict[str, Any] = {
+        "pause": {"faults": Faults(rate_limit=1.0, retry_after=50), "max_retries": 3},
+        "backoff": {"faults": Faults(server_error=1.0), "max_retries": 3, "backoff_initial": 40},
+        "budget": {"timeout": 5000},
+    }[wait]
+    budget = agentrio.Budget(max_total_tokens=100)
+    async with (
+        serving(holding, **settings) as (_, p),
+        agentrio.open_runtime(budget=budget) as rt,
+    ):
+        limits = agentrio.Limits(max_output_tokens=70)
+        spec = AgentSpec("a", p.model("m"), token_estimator=len, limits=limits)
+        if wait == "budget":  # a call in flight holds the room this one needs
+            holder = await rt.spawn_agent(spec, name="holder")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(holder.run, "hold")
+                await trio.testing.wait_all_tasks_blocked()
+                assert p.statistics().in_flight == 1
+                result = await _timed_phase(rt, spec)
+                nursery.cancel_scope.cancel()
+        else:
+            result = await _timed_phase(rt, spec)
+    assert result.stop_reason == "timeout"
+
+
+async def _timed_phase(rt: agentrio.Runtime, spec: AgentSpec) -> agentrio.PhaseResult:
+    timed = attrs.evolve(spec, limits=attrs.evolve(spec.limits, timeout=30))
+    agent = await rt.spawn_agent(timed, name="timed")
+    t0 = trio.current_time()
+    result = await agent.run("go")
+    assert trio.current_time() - t0 == 30
+    return result
 
 
 # -- limits shared by every agent ------------------------------------------------------

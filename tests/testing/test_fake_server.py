@@ -658,6 +658,21 @@ async def test_api_key(api: str) -> None:
     assert server.statistics().rejected == {401: 2}
 
 
+async def test_anthropic_also_takes_a_bearer_token() -> None:
+    # The official Anthropic client sends Authorization: Bearer; the real API takes both.
+    async with open_fake_llm(lambda r: TEXT, api_key="sk-test") as server, client(server) as c:
+        bearer = await c.post(
+            PATHS["anthropic"], json=body("anthropic"), headers={"authorization": "Bearer sk-test"}
+        )
+        wrong = await c.post(
+            PATHS["anthropic"], json=body("anthropic"), headers={"authorization": "Bearer x"}
+        )
+        # OpenAI and Ollama still want the Bearer token, not x-api-key.
+        other = await c.post(PATHS["openai"], json=body("openai"), headers={"x-api-key": "sk-test"})
+    assert (bearer.status_code, wrong.status_code, other.status_code) == (200, 401, 401)
+    assert server.statistics().rejected == {401: 2}
+
+
 async def test_not_found_and_bad_requests() -> None:
     async with open_fake_llm([TEXT]) as server, client(server) as c:
         assert (await c.post("/v1/nothing", json={})).status_code == 404

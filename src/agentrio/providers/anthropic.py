@@ -6,7 +6,10 @@ from collections.abc import Collection, Sequence
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
+from .bounded import MAX_REPLY_CHARS
 from .wire import (
+    CALL_CHARS,
+    QUOTED,
     PartialCall,
     StreamState,
     TextSink,
@@ -109,16 +112,25 @@ class AnthropicWire:
         return finish_reply("".join(text), calls, reply_usage, text_tools)
 
     def stream_parser(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        *,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ) -> _AnthropicStream:
-        return _AnthropicStream(provider, on_text, text_tools)
+        return _AnthropicStream(provider, on_text, text_tools, max_reply_chars)
 
 
 class _AnthropicStream(StreamState):
     def __init__(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        max_chars: int,
     ) -> None:
-        super().__init__(provider, on_text, text_tools)
+        super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, PartialCall] = {}  # by block index
         # None until reported: input in message_start, output in message_delta.
         self.input_tokens: int | None = None
@@ -137,9 +149,9 @@ class _AnthropicStream(StreamState):
         elif kind == "content_block_start":
             block = event.get("content_block")
             if isinstance(block, dict) and block.get("type") == "tool_use":
-                self.calls[count(event.get("index"))] = PartialCall(
-                    str(block.get("id", "")), str(block.get("name", ""))
-                )
+                call = PartialCall(str(block.get("id", "")), str(block.get("name", "")))
+                self.grow(CALL_CHARS + len(call.id) + len(call.name[0]))
+                self.calls[count(event.get("index"))] = call
         elif kind == "content_block_delta":
             self._delta(count(event.get("index")), event.get("delta"))
         elif kind == "message_delta":
@@ -149,7 +161,8 @@ class _AnthropicStream(StreamState):
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            raise bad(self.provider, f"the stream reported an error: {event.get('error')!r}")
+            error = repr(event.get("error"))[:QUOTED]
+            raise bad(self.provider, f"the stream reported an error: {error}")
 
     def _delta(self, index: int, delta: object) -> None:
         if not isinstance(delta, dict):
@@ -157,7 +170,9 @@ class _AnthropicStream(StreamState):
         if delta.get("type") == "text_delta":
             self.emit(str(delta.get("text", "")))
         elif delta.get("type") == "input_json_delta" and index in self.calls:
-            self.calls[index].arguments.append(str(delta.get("partial_json", "")))
+            fragment = str(delta.get("partial_json", ""))
+            self.grow(len(fragment))
+            self.calls[index].arguments.append(fragment)
 
     def finish(self) -> ModelReply:
         # (a call streamed without arguments has "": the guard reads it as {})

@@ -8,7 +8,10 @@ import msgspec
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
+from .bounded import MAX_REPLY_CHARS
 from .wire import (
+    CALL_CHARS,
+    QUOTED,
     StreamState,
     TextSink,
     bad,
@@ -85,16 +88,25 @@ class OllamaWire:
         return finish_reply(text, _calls(message, provider), _usage(data), text_tools)
 
     def stream_parser(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        *,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ) -> _OllamaStream:
-        return _OllamaStream(provider, on_text, text_tools)
+        return _OllamaStream(provider, on_text, text_tools, max_reply_chars)
 
 
 class _OllamaStream(StreamState):
     def __init__(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        max_chars: int,
     ) -> None:
-        super().__init__(provider, on_text, text_tools)
+        super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: list[ToolCallRequest] = []
         self.usage = Usage()
 
@@ -103,13 +115,18 @@ class _OllamaStream(StreamState):
             return
         chunk = self.json_object(line, "a stream line")
         if "error" in chunk:
-            raise bad(self.provider, f"the stream reported an error: {chunk['error']!r}")
+            error = repr(chunk["error"])[:QUOTED]
+            raise bad(self.provider, f"the stream reported an error: {error}")
         message = chunk.get("message")
         if isinstance(message, dict):
             piece = message.get("content")
             if isinstance(piece, str):
                 self.emit(piece)
-            self.calls.extend(_calls(message, self.provider))
+            calls = _calls(message, self.provider)
+            if calls:
+                # Ollama sends each call whole: its line is the measure of its size.
+                self.grow(len(line) + CALL_CHARS * len(calls))
+                self.calls.extend(calls)
         if chunk.get("done") is True:
             self.done = True
             self.usage = _usage(chunk)

@@ -8,7 +8,9 @@ from typing import Any
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
+from .bounded import MAX_REPLY_CHARS
 from .wire import (
+    CALL_CHARS,
     PartialCall,
     StreamState,
     TextSink,
@@ -97,16 +99,25 @@ class OpenAIWire:
         return finish_reply(text, calls, reply_usage, text_tools)
 
     def stream_parser(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        *,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ) -> _OpenAIStream:
-        return _OpenAIStream(provider, on_text, text_tools)
+        return _OpenAIStream(provider, on_text, text_tools, max_reply_chars)
 
 
 class _OpenAIStream(StreamState):
     def __init__(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        max_chars: int,
     ) -> None:
-        super().__init__(provider, on_text, text_tools)
+        super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, PartialCall] = {}  # by index
         self.usage: Usage | None = None  # (sent in the last chunk before [DONE])
 
@@ -138,15 +149,21 @@ class _OpenAIStream(StreamState):
             index = count(raw.get("index"))
             call = self.calls.get(index)
             if call is None:
+                self.grow(CALL_CHARS)
                 call = self.calls[index] = PartialCall()
-            if isinstance(raw.get("id"), str):
-                call.id = raw["id"]
+            call_id = raw.get("id")
+            if isinstance(call_id, str):
+                self.grow(len(call_id))
+                call.id = call_id
             fn = raw.get("function")
             if isinstance(fn, dict):
-                if isinstance(fn.get("name"), str):
-                    call.name.append(fn["name"])
-                if isinstance(fn.get("arguments"), str):
-                    call.arguments.append(fn["arguments"])
+                name, arguments = fn.get("name"), fn.get("arguments")
+                if isinstance(name, str):
+                    self.grow(len(name))
+                    call.name.append(name)
+                if isinstance(arguments, str):
+                    self.grow(len(arguments))
+                    call.arguments.append(arguments)
 
     def finish(self) -> ModelReply:
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]

@@ -5,14 +5,18 @@ attempt it applies, in order: the circuit breaker, the shared 429 pause, the
 concurrency and per-minute limits, the whole-request timeout. Connection
 errors, timeouts, 429, 5xx, unreadable bodies and cut streams are retried with
 exponential backoff and jitter (``Retry-After`` wins when the server sends
-it); every failure reaching the caller is a :class:`~agentrio.ProviderError`.
-The API key is only ever put in request headers: it is in no message, event,
-``repr`` or exception.
+it, up to ``max_retry_wait``: beyond it the call fails at once); every
+failure reaching the caller is a :class:`~agentrio.ProviderError`. Answers are
+read within limits (``max_response_bytes``, ``max_line_bytes``,
+``max_reply_chars``), so a server that never stops sending costs bounded
+memory. The API key is only ever put in request headers: it is in no
+message, event, ``repr`` or exception, nor are the credentials a base URL holds.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
+import math
 import os
 import random
 from collections.abc import Callable, Sequence
@@ -36,9 +40,25 @@ from ..messages import ChatMessage, ModelReply
 from ..tools.tool import ToolSchema
 from .anthropic import AnthropicWire
 from .base import AttemptMeter
+from .bounded import (
+    MAX_LINE_BYTES,
+    MAX_REPLY_CHARS,
+    MAX_RESPONSE_BYTES,
+    LineSplitter,
+    TooLarge,
+    abandon,
+    read_body,
+)
 from .limiter import CircuitBreaker, RateWindow, parse_retry_after
 from .ollama import OllamaWire
 from .openai import OpenAIWire
+from .redact import (
+    env_name_ok,
+    hide_in_httpx_log,
+    redact_url,
+    shown_env_name,
+    url_secrets,
+)
 from .wire import StreamParser, WireFormat
 
 if TYPE_CHECKING:
@@ -47,6 +67,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_POOL", "Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
 
 DEFAULT_POOL = 32  # connections (and requests in flight) when max_concurrent is not set
+MAX_RETRY_WAIT = 60.0  # seconds: the default ceiling on a wait before a retry
+_ERROR_BYTES = 64 * 1024  # of an error body: only its start is shown
 
 Kind = Literal["openai", "anthropic", "ollama"]
 _WIRES: dict[str, Callable[[], WireFormat]] = {
@@ -68,6 +90,10 @@ _POSITIVE = (
     "requests_per_minute",
     "tokens_per_minute",
     "context_window",
+    "max_response_bytes",
+    "max_line_bytes",
+    "max_reply_chars",
+    "max_retry_wait",
 )
 _INTEGERS = frozenset(
     (
@@ -76,6 +102,9 @@ _INTEGERS = frozenset(
         "requests_per_minute",
         "tokens_per_minute",
         "context_window",
+        "max_response_bytes",
+        "max_line_bytes",
+        "max_reply_chars",
     )
 )
 
@@ -97,13 +126,62 @@ def _check_numbers(config: ProviderConfig) -> None:
             )
     for field in ("usd_per_million_input_tokens", "usd_per_million_output_tokens"):
         price = getattr(config, field)
-        if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
-            raise ConfigError(f"provider {config.name!r}: {field} must be >= 0, got {price!r}")
+        if (
+            isinstance(price, bool)
+            or not isinstance(price, (int, float))
+            or not math.isfinite(price)
+            or price < 0
+        ):
+            raise ConfigError(
+                f"provider {config.name!r}: {field} must be >= 0 and finite, got {price!r}"
+            )
     retries = config.max_retries
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ConfigError(
             f"provider {config.name!r}: max_retries must be an int >= 0, got {retries!r}"
         )
+
+
+def _check_url(config: ProviderConfig) -> None:
+    url = config.base_url
+    where = f"provider {config.name!r}: base_url"
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        got = repr(redact_url(url)) if isinstance(url, str) else repr(url)
+        raise ConfigError(f"{where} must start with http:// or https://, got {got}")
+    import httpx  # here: only a provider's configuration needs it
+
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL as exc:
+        why = str(exc)
+        for secret in url_secrets(url):
+            why = why.replace(secret, "[redacted]")
+        raise ConfigError(f"{where} is not a valid URL ({why}): {redact_url(url)!r}") from None
+    if not host:
+        raise ConfigError(f"{where} has no host: {redact_url(url)!r}")
+
+
+def _check_key_env(config: ProviderConfig) -> None:
+    name = config.api_key_env
+    if name is None or name == "":
+        return
+    if not isinstance(name, str) or not env_name_ok(name):
+        # Not echoed: a value that is no variable's name is most likely the key itself.
+        raise ConfigError(
+            f"provider {config.name!r}: api_key_env must name an environment variable "
+            "(letters, digits and '_', not starting with a digit) that holds the key, "
+            "not the key itself; the value given is not shown"
+        )
+
+
+def _url_repr(url: object) -> str:
+    return repr(redact_url(url)) if isinstance(url, str) else repr(url)
+
+
+def _env_repr(name: object) -> str:
+    if isinstance(name, str) and name and shown_env_name(name) is None:
+        return "'[not shown]'"
+    return repr(name)
 
 
 @attrs.frozen
@@ -116,7 +194,10 @@ class ProviderConfig:
             ``/v1``), ``"anthropic"`` or ``"ollama"`` (native ``/api/chat``).
         base_url: e.g. ``https://api.openai.com/v1``, ``https://api.anthropic.com/v1``,
             ``http://127.0.0.1:11434``.
-        api_key_env: the environment variable holding the key (never the key itself).
+        api_key_env: the name of the environment variable holding the key
+            (never the key itself: a value that is not a variable's name is
+            refused, and not echoed; a name not written in capitals, such as
+            a key made only of letters and digits, is not shown in messages).
         connect_timeout: seconds to connect.
         read_timeout: seconds between bytes of the answer.
         timeout: seconds one whole attempt may take.
@@ -136,13 +217,22 @@ class ProviderConfig:
         usd_per_million_input_tokens: the price of input tokens (0: unknown).
         usd_per_million_output_tokens: the price of output tokens; with
             prices set, budgets reserve each call's worst-case cost.
+        max_response_bytes: the most bytes one response may have, streamed or
+            not (default 64 MiB); past it the call fails with ``BadResponse``.
+        max_line_bytes: the most bytes one line of a stream (an SSE line, an
+            NDJSON line) may have (default 1 MiB).
+        max_reply_chars: the most characters of text and tool calls a streamed
+            reply may accumulate (default 1 MiB: 1,048,576).
+        max_retry_wait: the longest wait before a retry, in seconds (default
+            60): a ``Retry-After`` beyond it is not waited for (the call fails
+            at once), and neither the backoff nor the shared 429 pause exceeds it.
         seed: seeds the jitter, for reproducible tests (None: random).
     """
 
     name: str
     kind: Kind
-    base_url: str
-    api_key_env: str | None = None
+    base_url: str = attrs.field(repr=_url_repr)
+    api_key_env: str | None = attrs.field(default=None, repr=_env_repr)
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
     timeout: float = 300.0
@@ -159,6 +249,10 @@ class ProviderConfig:
     context_window: int = 128_000
     usd_per_million_input_tokens: float = 0.0
     usd_per_million_output_tokens: float = 0.0
+    max_response_bytes: int = MAX_RESPONSE_BYTES
+    max_line_bytes: int = MAX_LINE_BYTES
+    max_reply_chars: int = MAX_REPLY_CHARS
+    max_retry_wait: float = MAX_RETRY_WAIT
     seed: int | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -170,13 +264,8 @@ class ProviderConfig:
             raise ConfigError(
                 f"provider {self.name!r}: kind must be one of {sorted(_WIRES)}, got {self.kind!r}"
             )
-        if not isinstance(self.base_url, str) or not self.base_url.startswith(
-            ("http://", "https://")
-        ):
-            raise ConfigError(
-                f"provider {self.name!r}: base_url must start with http:// or https://, "
-                f"got {self.base_url!r}"
-            )
+        _check_url(self)
+        _check_key_env(self)
         _check_numbers(self)
 
 
@@ -260,14 +349,21 @@ class Provider:
         if api_key is None and config.api_key_env:
             api_key = os.environ.get(config.api_key_env)
             if not api_key:
+                shown = shown_env_name(config.api_key_env)
+                variable = "named by api_key_env" if shown is None else f"{shown!r} (api_key_env)"
                 raise ConfigError(
-                    f"provider {config.name!r}: the environment variable "
-                    f"{config.api_key_env!r} (api_key_env) is not set"
+                    f"provider {config.name!r}: the environment variable {variable} is not set"
                 )
         self._key = api_key
+        # Everything shown is cleaned of these: the key, and the credentials a
+        # base URL may hold (which httpx itself logs, as part of the URL).
+        hidden = url_secrets(config.base_url)
+        hide_in_httpx_log(hidden)
+        self._secrets = sorted({*hidden, *([api_key] if api_key else [])}, key=len, reverse=True)
+        self._shown_url = redact_url(config.base_url)
         self._wire = _WIRES[config.kind]()
         self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
-        self._url = config.base_url.rstrip("/") + self._wire.path
+        self._url = _endpoint(config.base_url, self._wire.path)
         self._owns_client = client is None
         # Requests beyond the pool wait in our limiter, not in httpcore's queue:
         # httpcore matches every queued request against every connection each
@@ -294,7 +390,7 @@ class Provider:
         self._requests = self._retries = self._failures = self._rate_limited = self._in_flight = 0
 
     def __repr__(self) -> str:
-        return f"<Provider {self.config.name!r} {self.config.kind} {self.config.base_url}>"
+        return f"<Provider {self.config.name!r} {self.config.kind} {self._shown_url}>"
 
     @property
     def name(self) -> str:
@@ -408,6 +504,11 @@ class Provider:
         # The pause is the instance's, so every agent using it waits it out;
         # it is set even when this call has no retries left.
         delay = retry.retry_after if retry.retry_after is not None else self._backoff(attempt)
+        self._pause_for(delay)
+
+    def _pause_for(self, delay: float) -> None:
+        # Never beyond max_retry_wait: one 429 must not hold every agent for a day.
+        delay = min(delay, self.config.max_retry_wait)
         self._paused_until = max(self._paused_until, trio.current_time() + delay)
 
     async def _wait_before_retry(self, retry: _Retry, attempt: int) -> None:
@@ -419,7 +520,10 @@ class Provider:
             await trio.sleep(self._backoff(attempt))
 
     def _backoff(self, attempt: int) -> float:
-        cap = min(self.config.backoff_initial * 2.0 ** (attempt - 1), self.config.backoff_max)
+        config = self.config
+        cap = min(
+            config.backoff_initial * 2.0 ** (attempt - 1), config.backoff_max, config.max_retry_wait
+        )
         return float(cap * (0.5 + self._random.random() / 2))
 
     async def _guarded(
@@ -462,26 +566,22 @@ class Provider:
             try:
                 if self.config.stream:
                     return await self._streamed(body, on_text, text_tools, got=got)
-                response = await self._client.post(self._url, json=body, headers=self._headers)
-                self._check(response.status_code, response.headers, response.text)
-                try:
-                    data = response.json()
-                except (ValueError, RecursionError):  # RecursionError: nested too deep
-                    raise self._bad("the body is not JSON") from None
-                if got is not None:
-                    got.answered = True
-                return self._wire.parse(data, self.name, text_tools)
+                return await self._whole(body, text_tools, got=got)
             except self._transport_error as exc:
                 _scrub(exc)
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
-                        f"{self.config.base_url}: {self._redact(str(exc))}",
+                        f"{self._shown_url}: {self._redact(str(exc))}",
                         provider=self.name,
                     ),
                     retry_after=None,
                     failure=True,
                 ) from exc
+            except TooLarge as exc:
+                # Not retried: a server sending without end would only do it again.
+                self._not_retried(failure=True)
+                raise self._bad(f"{exc}; the connection was dropped") from None
             except BadResponse as exc:
                 # Chained to what caused *exc*, not to *exc*: the error that
                 # finally reaches the caller must not be its own __cause__.
@@ -495,6 +595,39 @@ class Provider:
             failure=True,
         )
 
+    async def _send(self, body: dict[str, object]) -> httpx.Response:
+        """Send *body*; the response's body is left to read, within the limits."""
+        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
+        response = await self._client.send(request, stream=True)
+        if response.status_code != 200:
+            try:
+                # Only the start of an error body is shown: no need to read more.
+                text = await read_body(response, _ERROR_BYTES, cut=True)
+            finally:
+                await response.aclose()
+            self._check(response.status_code, response.headers, text.decode("utf-8", "replace"))
+        return response
+
+    async def _whole(
+        self,
+        body: dict[str, object],
+        text_tools: list[str] | None,
+        *,
+        got: _Received | None = None,
+    ) -> ModelReply:
+        response = await self._send(body)
+        try:
+            content = await read_body(response, self.config.max_response_bytes)
+        finally:
+            await response.aclose()
+        try:
+            data = json.loads(content)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            raise self._bad("the body is not JSON") from None
+        if got is not None:
+            got.answered = True
+        return self._wire.parse(data, self.name, text_tools)
+
     async def _streamed(
         self,
         body: dict[str, object],
@@ -503,35 +636,40 @@ class Provider:
         *,
         got: _Received | None = None,
     ) -> ModelReply:
-        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
-        response = await self._client.send(request, stream=True)
+        response = await self._send(body)
         try:
-            if response.status_code != 200:
-                await response.aread()
-                self._check(response.status_code, response.headers, response.text)
-            parser = self._wire.stream_parser(self.name, on_text, text_tools)
+            parser = self._wire.stream_parser(
+                self.name, on_text, text_tools, max_reply_chars=self.config.max_reply_chars
+            )
             if got is not None:
                 got.parser = parser
-            lines = response.aiter_lines()
-            try:
-                async for line in lines:
-                    parser.feed(line)
-            except self._transport_error as exc:
-                # The answer had begun: losing the connection now cuts the stream short.
-                _scrub(exc)
-                raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
-            except Exception:
-                # Leaving mid-stream would leave httpx's chain of async generators
-                # suspended, for the GC to finalize with a ResourceWarning; once the
-                # response is closed, the next read fails through all of them.
-                await response.aclose()
-                with contextlib.suppress(Exception):
-                    async for _ in lines:
-                        pass
-                raise
+            await self._read_stream(response, parser)
             return parser.finish()
+        except BadResponse as exc:
+            # The parsers quote the server's text (an error event, a chunk that
+            # is not JSON), which may echo the key.
+            exc.args = (self._redact(str(exc)),)
+            raise
         finally:
             await response.aclose()
+
+    async def _read_stream(self, response: httpx.Response, parser: StreamParser) -> None:
+        config = self.config
+        lines = LineSplitter(config.max_line_bytes, config.max_response_bytes)
+        chunks = response.aiter_bytes()
+        try:
+            async for chunk in chunks:
+                for line in lines.split(chunk):
+                    parser.feed(line)
+            for line in lines.close():
+                parser.feed(line)
+        except self._transport_error as exc:
+            # The answer had begun: losing the connection now cuts the stream short.
+            _scrub(exc)
+            raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
+        except Exception:
+            await abandon(response, chunks)
+            raise
 
     def _bad(self, what: str) -> BadResponse:
         return BadResponse(
@@ -539,16 +677,25 @@ class Provider:
         )
 
     def _redact(self, text: str) -> str:
-        if self._key:
-            text = text.replace(self._key, "[redacted]")
+        for secret in self._secrets:  # longest first: one may hold another
+            text = text.replace(secret, "[redacted]")
         return text[:300]
 
     def _check(self, status: int, headers: httpx.Headers, text: str) -> None:
         if status == 200:
             return
+        after = parse_retry_after(headers.get("retry-after"))
         if status == 429:
             self._rate_limited += 1
-            after = parse_retry_after(headers.get("retry-after"))
+            if after is not None and after > self.config.max_retry_wait:
+                self._not_retried(failure=False)
+                self._pause_for(after)  # the others still hold off, as long as they may
+                raise RateLimited(
+                    f"provider {self.name!r} is rate limiting (HTTP 429) and "
+                    f"{self._too_long(after)}",
+                    provider=self.name,
+                    retry_after=after,
+                )
             raise _Retry(
                 RateLimited(
                     f"provider {self.name!r} is rate limiting (HTTP 429)",
@@ -559,23 +706,45 @@ class Provider:
                 failure=False,
             )
         if status in (401, 403):
+            env = self.config.api_key_env
+            shown = (shown_env_name(env) or "the variable named by api_key_env") if env else None
             raise AuthError(
                 f"provider {self.name!r} refused the credentials (HTTP {status}); "
-                f"check {self.config.api_key_env or 'the API key'}",
+                f"check {shown or 'the API key'}",
                 provider=self.name,
                 status=status,
             )
         if status >= 500:
+            if after is not None and after > self.config.max_retry_wait:
+                self._not_retried(failure=True)
+                raise ProviderUnavailable(
+                    f"provider {self.name!r} failed (HTTP {status}) and "
+                    f"{self._too_long(after)}: {self._redact(text)}",
+                    provider=self.name,
+                    status=status,
+                )
             raise _Retry(
                 ProviderUnavailable(
                     f"provider {self.name!r} failed (HTTP {status}): {self._redact(text)}",
                     provider=self.name,
                     status=status,
                 ),
-                retry_after=parse_retry_after(headers.get("retry-after")),
+                retry_after=after,
                 failure=True,
             )
         self._reject(status, text)
+
+    def _too_long(self, after: float) -> str:
+        return (
+            f"asks to wait {after:g} s (Retry-After), more than max_retry_wait "
+            f"({self.config.max_retry_wait:g} s): not waited for"
+        )
+
+    def _not_retried(self, *, failure: bool) -> None:
+        """Count a failed attempt that fails the call at once (no retry is worth it)."""
+        self._failures += 1
+        if failure:  # counts against the circuit breaker
+            self._breaker.failure()
 
     def _reject(self, status: int, text: str) -> NoReturn:
         raise ProviderError(
@@ -583,6 +752,14 @@ class Provider:
             provider=self.name,
             status=status,
         )
+
+
+def _endpoint(base_url: str, path: str) -> str:
+    """*base_url* with the wire's *path* appended to its path (before any query)."""
+    cut = min((i for i in (base_url.find("?"), base_url.find("#")) if i >= 0), default=None)
+    if cut is None:
+        return base_url.rstrip("/") + path
+    return base_url[:cut].rstrip("/") + path + base_url[cut:]
 
 
 def _scrub(exc: BaseException) -> None:

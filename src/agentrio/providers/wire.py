@@ -9,9 +9,12 @@ from typing import Any, Protocol, TypeVar
 from ..errors import BadResponse
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
+from .bounded import MAX_REPLY_CHARS, TooLarge
 from .guard import parse_arguments, tool_calls_in_text
 
 __all__ = [
+    "CALL_CHARS",
+    "QUOTED",
     "StreamParser",
     "StreamState",
     "WireFormat",
@@ -24,6 +27,14 @@ __all__ = [
 
 TextSink = Callable[[str], None]
 _T = TypeVar("_T")
+
+# A tool call counts at least this many characters towards max_reply_chars:
+# a stream of empty calls must not grow the reply without bound either.
+CALL_CHARS = 64
+# The most of a server's text an error message quotes. The provider cuts its
+# messages shorter (300 characters) after taking the key out, so a key
+# straddling this cut is never shown in part.
+QUOTED = 1000
 
 
 class StreamParser(Protocol):
@@ -68,9 +79,18 @@ class WireFormat(Protocol):
         """
 
     def stream_parser(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        *,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ) -> StreamParser:
-        """A parser for a streamed answer; *on_text* sees each text delta."""
+        """A parser for a streamed answer; *on_text* sees each text delta.
+
+        Its ``feed`` raises :class:`~agentrio.providers.bounded.TooLarge` once
+        the reply's text and tool calls pass *max_reply_chars* characters.
+        """
 
 
 def bad(provider: str, what: str) -> BadResponse:
@@ -160,10 +180,22 @@ class PartialCall:
 
 
 class StreamState:
-    """What every stream parser keeps: the text so far, and whether the end was seen."""
+    """What every stream parser keeps: the text so far, its size, and whether the end was seen.
+
+    Args:
+        provider: the provider's name, for error messages.
+        on_text: sees each piece of text.
+        text_tools: tool names to look for in the text (None: do not look).
+        max_chars: the most characters of text and tool calls the reply may
+            accumulate (see :meth:`grow`).
+    """
 
     def __init__(
-        self, provider: str, on_text: TextSink | None, text_tools: Collection[str] | None
+        self,
+        provider: str,
+        on_text: TextSink | None,
+        text_tools: Collection[str] | None,
+        max_chars: int = MAX_REPLY_CHARS,
     ) -> None:
         self.provider = provider
         self.on_text = on_text
@@ -171,13 +203,27 @@ class StreamState:
         self.text: list[str] = []
         self.done = False
         self.began = False  # an event of the answer was read
+        self.size = 0
+        self.max_chars = max_chars
+
+    def grow(self, chars: int) -> None:
+        """Count *chars* more characters of the reply (text, tool-call ids, names, arguments).
+
+        Raises:
+            TooLarge: the reply is now longer than ``max_chars``.
+        """
+        self.size += chars
+        if self.size > self.max_chars:
+            raise TooLarge(
+                f"the reply is longer than max_reply_chars ({self.max_chars} characters)"
+            )
 
     def json_object(self, text: str, what: str) -> dict[str, Any]:
         """*text* read as a JSON object, or BadResponse naming *what* (``"a stream chunk"``)."""
         try:
             value = json.loads(text)
         except (ValueError, RecursionError):
-            raise bad(self.provider, f"{what} is not JSON: {text[:100]!r}") from None
+            raise bad(self.provider, f"{what} is not JSON: {text[:QUOTED]!r}") from None
         if not isinstance(value, dict):
             raise bad(self.provider, f"{what} is not a JSON object")
         self.began = True
@@ -186,6 +232,7 @@ class StreamState:
     def emit(self, piece: str) -> None:
         """Add a piece of text, and pass it on to whoever watches the stream."""
         if piece:
+            self.grow(len(piece))
             self.text.append(piece)
             if self.on_text is not None:
                 self.on_text(piece)

@@ -539,6 +539,8 @@ def _error_body(api: ApiName | None, status: int, message: str) -> dict[str, obj
 def _authorized(api: ApiName, headers: dict[bytes, bytes], key: str | None) -> bool:
     if key is None:
         return True
+    bearer = headers.get(b"authorization") == b"Bearer " + key.encode()
     if api == "anthropic":
-        return headers.get(b"x-api-key") == key.encode()
-    return headers.get(b"authorization") == b"Bearer " + key.encode()
+        # As the real API: x-api-key, or the Bearer token the official client sends.
+        return bearer or headers.get(b"x-api-key") == key.encode()
+    return bearer

@@ -606,7 +606,8 @@ async def open_fake_llm(
         faults: the faults to inject (default none).
         port: the port to listen on; 0 picks a free one.
         api_key: if set, requests must carry it (OpenAI and Ollama:
-            ``Authorization: Bearer <key>``; Anthropic: ``x-api-key``), else 401.
+            ``Authorization: Bearer <key>``; Anthropic: ``x-api-key`` or
+            ``Authorization: Bearer <key>``), else 401.
         host: the address to listen on; keep the loopback default unless the
             server must be reached from another machine or container.
 

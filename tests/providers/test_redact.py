@@ -1,0 +1,276 @@
+"""Secrets stay secret: URL credentials, a key put in api_key_env, a key echoed in a stream.
+
+Each test puts a secret where a user or a server could, and looks for it in
+every text agentrio shows: messages, reprs, tracebacks, events and logs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import traceback
+from collections.abc import Callable
+
+import httpx
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    AgentSpec,
+    AuthError,
+    BadResponse,
+    ChatMessage,
+    ConfigError,
+    PhaseError,
+    Provider,
+    ProviderConfig,
+    ProviderError,
+    ProviderUnavailable,
+)
+from agentrio.config import parse_config
+from agentrio.providers.provider import Kind
+from agentrio.providers.redact import redact_url, url_secrets
+from agentrio.testing import Reply, open_fake_llm
+
+KEY = "sk-agentrio-STREAMED-9c4e1b77"
+PASSWORD = "pw-SECRET-5d3a"
+QUERY_KEY = "qk-SECRET-81f0"
+HI = [ChatMessage("user", "hi")]
+
+
+def texts(exc: BaseException) -> str:
+    """str, repr and the formatted traceback of *exc* and everything it chains to."""
+    out = ["".join(traceback.format_exception(exc))]
+    stack: list[BaseException | None] = [exc]
+    seen: set[int] = set()
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        out += [str(e), repr(e), repr(e.args)]
+        stack += [e.__cause__, e.__context__]
+    return "\n".join(out)
+
+
+# -- URLs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://api.openai.com/v1", "https://api.openai.com/v1"),
+        ("http://user:pw@h:8/v1", "http://[redacted]@h:8/v1"),
+        ("http://KEY@h/v1", "http://[redacted]@h/v1"),
+        (
+            "https://h/v1?key=abc&api-version=1&bare",
+            "https://h/v1?key=[redacted]&api-version=[redacted]&[redacted]",
+        ),
+        ("https://h/v1?", "https://h/v1?"),
+        ("https://h/v1#token", "https://h/v1#[redacted]"),
+        ("http://u:p@[::1", "http://[redacted]@[::1"),  # unparsable: still cleaned
+        ("127.0.0.1:8080", "127.0.0.1:8080"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_url_secrets_are_what_redact_url_hides() -> None:
+    url = f"http://user:{PASSWORD}@h/v1?key={QUERY_KEY}&v=1&token=a%2Fb%2Fcdef"
+    found = url_secrets(url)
+    assert {f"user:{PASSWORD}", PASSWORD, QUERY_KEY, "a%2Fb%2Fcdef", "a/b/cdef"} == set(found)
+    assert found == sorted(found, key=len, reverse=True)  # the longest is replaced first
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again at once: nothing listens there
+
+
+async def test_url_credentials_appear_in_no_repr_or_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    url = f"http://user:{PASSWORD}@127.0.0.1:{_free_port()}/v1?key={QUERY_KEY}"
+    config = ProviderConfig(name="p", kind="openai", base_url=url, max_retries=1)
+    async with Provider(config) as provider:
+        with pytest.raises(ProviderUnavailable, match="ConnectError") as info:
+            await provider.complete("m", HI, [], max_output_tokens=8)
+        shown = [texts(info.value), repr(provider), repr(provider.model("m")), repr(config)]
+    assert "127.0.0.1" in str(info.value) and "key=[redacted]" in str(info.value)
+    assert "[redacted]@127.0.0.1" in repr(provider) and "[redacted]@127.0.0.1" in repr(config)
+    for secret in (PASSWORD, QUERY_KEY):
+        assert not [text for text in shown if secret in text]
+
+
+async def test_url_credentials_are_kept_out_of_httpx_log(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for name in ("httpx", "httpcore"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    async with open_fake_llm([Reply(text="hello")]) as server:
+        host = server.base_url.removeprefix("http://")
+        url = f"http://user:{PASSWORD}@{host}/v1?key={QUERY_KEY}"
+        async with Provider(ProviderConfig(name="p", kind="openai", base_url=url)) as provider:
+            assert (await provider.complete("m", HI, [], max_output_tokens=8)).text == "hello"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert "HTTP Request: POST" in line and "key=[redacted]" in line
+    logged = caplog.text + "".join(repr(r.args) + r.getMessage() for r in caplog.records)
+    assert PASSWORD not in logged and QUERY_KEY not in logged
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        (f"ftp://user:{PASSWORD}@h/", "must start with http:// or https://"),
+        (f"http://user:{PASSWORD}@[::1", "not a valid URL"),
+        (f"http://[::1/v1?key={PASSWORD}", "not a valid URL"),
+        ("http://", "has no host"),
+    ],
+)
+def test_a_bad_base_url_is_a_config_error_that_shows_no_secret(url: str, why: str) -> None:
+    with pytest.raises(ConfigError, match="base_url") as info:
+        ProviderConfig(name="p", kind="openai", base_url=url)
+    assert why in str(info.value)
+    assert PASSWORD not in texts(info.value)
+
+
+# -- a key in api_key_env ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [KEY, "sk ant key", "9abcdef", "A=B"])
+def test_a_key_in_api_key_env_is_refused_without_being_echoed(value: str) -> None:
+    with pytest.raises(ConfigError, match="api_key_env must name an environment variable") as info:
+        ProviderConfig(name="p", kind="openai", base_url="http://h", api_key_env=value)
+    assert value not in texts(info.value)
+    with pytest.raises(ConfigError, match="must name an environment variable") as info:
+        parse_config(
+            {"providers": {"p": {"kind": "openai", "base_url": "http://h", "api_key_env": value}}},
+            path="agentrio.toml",
+        )
+    assert "providers.p" in str(info.value) and value not in texts(info.value)
+
+
+async def test_a_key_that_looks_like_a_name_is_not_echoed_either(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Letters and digits only, as many keys are: a valid name, so refused only
+    # when unset, and not shown because it is not written as variables are.
+    key_like = "gskSECRET8f2a91cd0e"
+    monkeypatch.delenv(key_like, raising=False)
+    config = ProviderConfig(name="p", kind="openai", base_url="http://h", api_key_env=key_like)
+    assert key_like not in repr(config)
+    with pytest.raises(ConfigError, match="named by api_key_env is not set") as info:
+        Provider(config)
+    assert key_like not in texts(info.value)
+    # Set (to a wrong key): the 401 names no variable either.
+    monkeypatch.setenv(key_like, "wrong")
+    async with open_fake_llm([], api_key="right") as server:
+        config = ProviderConfig(
+            name="p",
+            kind="openai",
+            base_url=server.base_url + "/v1",
+            api_key_env=key_like,
+            max_retries=0,
+        )
+        async with Provider(config) as provider:
+            with pytest.raises(AuthError, match="check the variable named by api_key_env") as auth:
+                await provider.complete("m", HI, [], max_output_tokens=8)
+    assert key_like not in texts(auth.value)
+
+
+def test_a_variable_named_as_usual_is_shown() -> None:
+    config = ProviderConfig(
+        name="p", kind="openai", base_url="http://h", api_key_env="OPENAI_API_KEY"
+    )
+    assert "api_key_env='OPENAI_API_KEY'" in repr(config)
+    with pytest.raises(ConfigError, match="'AGENTRIO_SURELY_UNSET_2' \\(api_key_env\\) is not set"):
+        Provider(
+            ProviderConfig(
+                name="p", kind="openai", base_url="http://h", api_key_env="AGENTRIO_SURELY_UNSET_2"
+            )
+        )
+
+
+# -- a key echoed in a stream ------------------------------------------------------------------
+
+ECHOED: dict[Kind, tuple[str, bytes]] = {
+    # An error event quoting the request, and a chunk that is not JSON.
+    "anthropic": (
+        "the stream reported an error",
+        b"event: error\ndata: "
+        + json.dumps(
+            {
+                "type": "error",
+                "error": {"type": "invalid_request_error", "message": f"bad key {KEY}"},
+            }
+        ).encode()
+        + b"\n\n",
+    ),
+    "openai": ("not JSON", f"data: <html>denied for {KEY}</html>\n\n".encode()),
+    "ollama": (
+        "the stream reported an error",
+        json.dumps({"error": f"key {KEY} refused"}).encode() + b"\n",
+    ),
+}
+
+
+def _echoing(kind: Kind, **options: object) -> Provider:
+    body = ECHOED[kind][1]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    config = ProviderConfig(
+        name="p",
+        kind=kind,
+        base_url="http://127.0.0.1:9/v1",
+        stream=True,
+        max_retries=0,
+        **options,  # type: ignore[arg-type]
+    )
+    return Provider(config, client=client, api_key=KEY)
+
+
+@pytest.mark.parametrize("kind", ECHOED)
+async def test_a_key_echoed_in_a_stream_is_redacted(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    kind: Kind,
+) -> None:
+    provider = _echoing(kind)
+    with pytest.raises(BadResponse, match=ECHOED[kind][0]) as info:
+        await provider.complete("m", HI, [], max_output_tokens=8)
+    assert "[redacted]" in str(info.value) and KEY not in texts(info.value)
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        result = await (await rt.spawn_agent(AgentSpec("a", provider.model("m")))).run("hi")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "error"
+    (error,) = [e for e in events if isinstance(e, PhaseError)]
+    assert error.error_type == "BadResponse" and "[redacted]" in error.error
+    assert KEY not in repr(events)
+
+
+async def test_a_key_straddling_the_quoted_part_of_a_chunk_is_not_shown_in_part(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        # The parser quotes the first 1000 characters: the key is cut there.
+        return httpx.Response(200, content=b"data: " + b"x" * 990 + KEY.encode() + b"\n\n")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    config = ProviderConfig(
+        name="p", kind="openai", base_url="http://127.0.0.1:9/v1", stream=True, max_retries=0
+    )
+    with pytest.raises(ProviderError) as info:
+        await Provider(config, client=client, api_key=KEY).complete(
+            "m", HI, [], max_output_tokens=8
+        )
+    assert KEY[:6] not in texts(info.value)
