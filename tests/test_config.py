@@ -15,6 +15,7 @@ from agentrio import (
     Config,
     ConfigError,
     InvalidArgument,
+    Limits,
     ModelReply,
     ProviderConfig,
     ProviderModel,
@@ -23,7 +24,7 @@ from agentrio import (
     load_config,
     parse_config,
 )
-from agentrio.config import Models, find_config, split_model
+from agentrio.config import Models, find_config, split_model, structure_limits
 from agentrio.testing import FakeLLMServer, FakeRequest, ScriptedModel, open_fake_llm
 
 GOOD = """\
@@ -149,6 +150,49 @@ def test_a_key_in_the_file_is_not_echoed(tmp_path: Path, table: str) -> None:
 def test_an_empty_file_is_an_empty_config(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "agentrio.toml", ""))
     assert (config.providers, config.tiers, config.escalation) == ({}, {}, [])
+    assert config.limits == Limits()
+
+
+def test_the_limits_table(tmp_path: Path) -> None:
+    text = (
+        "[limits]\nmax_iterations = 20\ntimeout = 300\nmax_continuation_turns = 3\n"
+        "max_identical_calls = 4\nmax_identical_results = 0\nfinal_answer = false\n"
+    )
+    config = load_config(write(tmp_path / "agentrio.toml", text))
+    assert config.limits == Limits(
+        max_iterations=20,
+        timeout=300.0,
+        max_continuation_turns=3,
+        max_identical_calls=4,
+        max_identical_results=None,  # 0 turns the rule off
+        final_answer=False,
+    )
+    assert isinstance(config.limits.timeout, float)
+    # the fields it leaves out keep their defaults
+    assert config.limits.max_parallel_tools == Limits().max_parallel_tools
+
+
+async def test_an_agent_runs_with_the_files_limits(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    text = "[limits]\nmax_continuation_turns = 1\nmax_identical_calls = 3\n"
+    config = load_config(write(tmp_path / "agentrio.toml", text))
+    model = ScriptedModel(
+        [ModelReply(text="Let me look."), ModelReply(text="Let me look again."), ModelReply()]
+    )
+    async with agentrio.open_runtime(config=config) as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model, limits=config.limits))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "Let me look again.")
+    assert model.remaining == 1
+
+
+def test_structure_limits_lays_a_table_over_other_limits() -> None:
+    base = Limits(max_iterations=5, max_continuation_turns=3)
+    limits = structure_limits({"max_continuation_turns": 1}, where="x.toml", base=base)
+    assert limits == Limits(max_iterations=5, max_continuation_turns=1)
+    with pytest.raises(ConfigError, match=r"^x\.toml: modes\.background\.mailbox must be an int"):
+        structure_limits({"mailbox": -1}, key="modes.background", where="x.toml", base=base)
 
 
 PROVIDER = '[providers.local]\nkind = "ollama"\nbase_url = "http://h"\n'
@@ -207,6 +251,16 @@ BAD_FILES = [
         ["tiers.fast", "provider 'remote'", "not configured", "['local']"],
     ),
     ('escalation = "fast"\n' + PROVIDER, ["escalation must be a list of tier names"]),
+    ("limits = 3", ["limits must be a table"]),
+    ("[limits]\nmax_iteration = 3", ["limits: unknown fields ['max_iteration']", "max_iterations"]),
+    ("[limits]\nmax_iterations = 0", ["limits.max_iterations must be an int >= 1, got 0"]),
+    ('[limits]\nmax_iterations = "3"', ["limits.max_iterations", "expected int", "'3'"]),
+    ("[limits]\nmax_continuation_turns = -1", ["limits.max_continuation_turns", ">= 0"]),
+    ("[limits]\nmax_identical_calls = 1", ["limits.max_identical_calls", ">= 2", "0 (off)"]),
+    ("[limits]\nmax_identical_results = 2.5", ["limits.max_identical_results", "expected int"]),
+    ("[limits]\ntimeout = true", ["limits.timeout", "expected float"]),
+    ("[limits]\ncontext_fill = 2", ["limits.context_fill must be in (0, 1]"]),
+    ("[limits]\nfinal_answer = 1", ["limits.final_answer", "expected bool"]),
     ("escalation = [1]\n" + PROVIDER, ["escalation[0]", "expected str"]),
     (
         'escalation = ["fast", "smart"]\n' + PROVIDER + '[tiers]\nfast = "local:m"',
@@ -253,6 +307,8 @@ def test_config_in_code_is_checked_too() -> None:
         Config(providers={"local": local}, tiers={"fast": "nope:m"})
     with pytest.raises(ConfigError, match="escalation names tier 'x'"):
         Config(providers={"local": local}, escalation=["x"])
+    with pytest.raises(ConfigError, match=r"limits must be an agentrio\.Limits"):
+        Config(limits={"max_iterations": 3})  # type: ignore[arg-type]
 
 
 # -- where the file is found ---------------------------------------------------------------

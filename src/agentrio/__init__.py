@@ -13,6 +13,7 @@ from .actors.agent import AgentSpec as AgentSpec
 from .actors.agent import StepInfo as StepInfo
 from .actors.compose import agent_tool as agent_tool
 from .actors.context import estimate_tokens as estimate_tokens
+from .actors.continuation import looks_unfinished as looks_unfinished
 from .actors.helper import Helper as Helper
 from .actors.helper import HelperResult as HelperResult
 from .config import Config as Config
@@ -56,6 +57,7 @@ from .messages import ContextAppend as ContextAppend
 from .messages import ContextRead as ContextRead
 from .messages import ContextReset as ContextReset
 from .messages import ContextTruncated as ContextTruncated
+from .messages import ContinuationInjected as ContinuationInjected
 from .messages import DeadLetter as DeadLetter
 from .messages import Event as Event
 from .messages import EventsLost as EventsLost

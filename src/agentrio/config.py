@@ -20,6 +20,10 @@ after ``[tiers]`` they would belong to it)::
     fast = "local:qwen2.5:0.5b"
     smart = "openai:gpt-4o"
 
+    [limits]
+    max_iterations = 20
+    max_continuation_turns = 3
+
 The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 ``agentrio/agentrio.toml`` in the user config folder (``$XDG_CONFIG_HOME`` or
 ``~/.config``). Every error names the file, the key and what was expected.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import functools
 import os
 import tomllib
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,11 +44,20 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-from .errors import ConfigError
+from .errors import ConfigError, InvalidArgument
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
+from .supervisors.limits import Limits
 
-__all__ = ["Config", "Models", "find_config", "load_config", "parse_config", "split_model"]
+__all__ = [
+    "Config",
+    "Models",
+    "find_config",
+    "load_config",
+    "parse_config",
+    "split_model",
+    "structure_limits",
+]
 
 _FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
 
@@ -70,12 +84,16 @@ class Config:
         escalation: tiers in order: a stalled phase on one is retried once on
             the next (with ``AgentSpec(escalate_on_stall=True)``).
         path: the file it came from (None when built in code).
+        limits: the ``[limits]`` table, as :class:`agentrio.Limits` (the
+            fields it leaves out keep their defaults); for the specs that
+            want it: ``AgentSpec(..., limits=config.limits)``.
     """
 
     providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
     tiers: dict[str, str] = attrs.field(factory=dict)
     escalation: list[str] = attrs.field(factory=list)
     path: str | None = None
+    limits: Limits = attrs.field(factory=Limits)
 
     def __attrs_post_init__(self) -> None:
         where = self.path or "the configuration"
@@ -89,6 +107,8 @@ class Config:
                     f"{where}: tiers.{tier} names provider {instance!r}, which is not "
                     f"configured (providers: {sorted(self.providers)})"
                 )
+        if not isinstance(self.limits, Limits):
+            raise ConfigError(f"{where}: limits must be an agentrio.Limits, got {self.limits!r}")
         for tier in self.escalation:
             if tier not in self.tiers:
                 raise ConfigError(
@@ -142,6 +162,53 @@ def _structure(value: object, type_: Any, key: str, where: str) -> Any:
         raise ConfigError(f"{where}: {problems}") from None
     except ConfigError as exc:  # one of our own checks, not wrapped by cattrs
         raise ConfigError(f"{where}: {key}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # a lone value (not in a table): not wrapped either
+        raise ConfigError(f"{where}: {key}: {exc}") from None
+
+
+def structure_limits(
+    table: object, *, key: str = "limits", where: str, base: Limits | None = None
+) -> Limits:
+    """*base* (default: ``Limits()``) with the fields of a TOML *table* set.
+
+    Each value is checked as ``Limits`` checks it; ``timeout`` has no TOML
+    spelling for ``None`` (and needs none: it is the default), and 0 turns a
+    stall rule off as ``None`` does in code.
+
+    Args:
+        table: the parsed table, e.g. ``data["limits"]``.
+        key: where the table is in the file, for the messages (``"limits"``).
+        where: the file, for the messages.
+        base: the limits the table's fields are laid over.
+
+    Raises:
+        ConfigError: not a table, an unknown field, or a bad value; naming
+            *where*, ``<key>.<field>`` and what was expected.
+    """
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: {key} must be a table of Limits fields")
+    types = _limits_fields()
+    unknown = sorted(set(table) - set(types))
+    if unknown:
+        raise ConfigError(
+            f"{where}: {key}: unknown fields {unknown}; the fields of Limits are {sorted(types)}"
+        )
+    # Each value is checked for its type here, then for its range by Limits.
+    values = {
+        name: _structure(value, types[name], f"{key}.{name}", where)
+        for name, value in table.items()
+    }
+    try:
+        return attrs.evolve(base or Limits(), **values)
+    except InvalidArgument as exc:
+        raise ConfigError(f"{where}: {str(exc).replace('Limits.', f'{key}.', 1)}") from None
+
+
+@functools.cache
+def _limits_fields() -> dict[str, Any]:
+    """The fields of Limits and their types (its annotations are strings)."""
+    hints = typing.get_type_hints(Limits)
+    return {field.name: hints[field.name] for field in attrs.fields(Limits)}
 
 
 def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
@@ -151,10 +218,11 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         ConfigError: naming *path*, the key and what was expected.
     """
     where = path or "the configuration"
-    extra = sorted(set(data) - {"providers", "tiers", "escalation"})
+    extra = sorted(set(data) - {"providers", "tiers", "escalation", "limits"})
     if extra:
         raise ConfigError(
-            f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation"
+            f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation, "
+            f"limits"
         )
     raw_providers = data.get("providers", {})
     if not isinstance(raw_providers, dict):
@@ -173,7 +241,8 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         raise ConfigError(f"{where}: escalation must be a list of tier names")
     tiers = _structure(raw_tiers, dict[str, str], "tiers", where)
     escalation = _structure(raw_escalation, list[str], "escalation", where)
-    return Config(providers=providers, tiers=tiers, escalation=escalation, path=path)
+    limits = structure_limits(data.get("limits", {}), where=where)
+    return Config(providers=providers, tiers=tiers, escalation=escalation, path=path, limits=limits)
 
 
 def find_config() -> Path | None:

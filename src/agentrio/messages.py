@@ -22,6 +22,7 @@ __all__ = [
     "ContextRead",
     "ContextReset",
     "ContextTruncated",
+    "ContinuationInjected",
     "ModelReply",
     "PhaseEnded",
     "PhaseError",
@@ -410,3 +411,20 @@ class SubagentEnded(Event, frozen=True, tag=True):
 
     child: str = ""
     stop_reason: str = ""
+
+
+class ContinuationInjected(Event, frozen=True, tag=True):
+    """A reply without tool calls read as unfinished: the phase goes on.
+
+    The agent added its continuation message as a user turn and makes
+    another model call (``Limits.max_continuation_turns``).
+
+    Attributes:
+        iteration: the model call whose reply read as unfinished.
+        count: this phase's continuations so far, this one included (from 1).
+        text: that reply's text.
+    """
+
+    iteration: int = 0
+    count: int = 0
+    text: str = ""

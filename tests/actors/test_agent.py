@@ -86,6 +86,7 @@ def test_spec_defaults_and_plain_functions_as_tools() -> None:
     assert spec.instructions == ""
     assert spec.limits == Limits()
     assert spec.workspace is None and spec.on_step is None and spec.token_estimator is None
+    assert spec.continuation_detector is None  # agentrio.looks_unfinished
     assert isinstance(spec.tools, tuple)
     assert [t.name for t in spec.tools] == ["add", "echo"]
     assert isinstance(spec.tools[0], agentrio.Tool)
@@ -158,6 +159,7 @@ def test_spec_tools_must_be_a_list(tools: object) -> None:
         ("limits", {"max_iterations": 3}),
         ("on_step", "print"),
         ("token_estimator", 3.5),
+        ("continuation_detector", "looks_unfinished"),
     ],
 )
 def test_spec_bad_fields_name_themselves(field: str, value: object) -> None:

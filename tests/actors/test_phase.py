@@ -28,6 +28,7 @@ from agentrio import (
     Usage,
 )
 from agentrio.actors._phase import FINAL_ANSWER_PROMPT
+from agentrio.actors.continuation import CONTINUATION_PROMPT
 from agentrio.config import Config
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
 
@@ -421,6 +422,373 @@ async def test_two_identical_results_are_not_a_stall(
         agent = await rt.spawn_agent(make_spec(model, same))
         result = await agent.run("go", max_iterations=10)
     assert result.stop_reason == "done"
+
+
+# -- stall thresholds (Limits.max_identical_calls, max_identical_results) ----------------
+
+
+@agentrio.tool
+async def poll(job: str) -> str:
+    """A status that changes only after a while: each poll the same call."""
+    await trio.lowlevel.checkpoint()
+    polls.append(job)
+    return f"pending ({len(polls)})" if len(polls) < 4 else "finished"
+
+
+polls: list[str] = []
+
+
+def polling_model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+    last = messages[-1]
+    if last.role == "tool" and last.content == "finished":
+        return answer("the job finished")
+    if last.role == "user" and last.content == FINAL_ANSWER_PROMPT:
+        return answer("gave up")
+    return calling(call("poll", job="build"))
+
+
+async def test_a_polling_tool_is_stalled_at_the_second_identical_call_by_default(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    polls.clear()
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(FunctionModel(polling_model), poll))
+        result = await agent.run("wait for the build")
+        await trio.testing.wait_all_tasks_blocked()
+    assert (result.stop_reason, result.final_text, len(polls)) == ("stalled", "gave up", 2)
+    (stalled,) = [e for e in events if isinstance(e, agentrio.Stalled)]
+    assert stalled.why == 'repeated call poll({"job":"build"})'  # (today's words)
+
+
+async def test_max_identical_calls_lets_a_tool_poll(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    # The third identical call stalls at 3; the fourth at 4; not at all when off.
+    for most, stalled_after in ((3, 3), (4, 4), (None, None), (0, None)):
+        polls.clear()
+        limits = Limits(max_identical_calls=most, max_identical_results=None)
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            agent = await rt.spawn_agent(
+                make_spec(FunctionModel(polling_model), poll, limits=limits)
+            )
+            result = await agent.run("wait for the build")
+            await trio.testing.wait_all_tasks_blocked()
+        if stalled_after is None:
+            assert (result.stop_reason, result.final_text) == ("done", "the job finished")
+            assert len(polls) == 4
+            assert not [e for e in events if isinstance(e, agentrio.Stalled)]
+        else:
+            assert (result.stop_reason, len(polls)) == ("stalled", stalled_after)
+            (stalled,) = [e for e in events if isinstance(e, agentrio.Stalled)]
+            assert stalled.why == (
+                f'repeated call poll({{"job":"build"}}) {["three", "four"][most - 3]} times'
+            )
+
+
+async def test_max_identical_calls_counts_each_call_on_its_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # At 3: a, b, a, b is no stall (each made twice); the third a is.
+    script = [calling(call("echo", x=x)) for x in (1, 2, 1, 2, 1)]
+    model = ScriptedModel([*script, answer("stop")])
+    limits = Limits(max_identical_calls=3, max_identical_results=None)
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
+    assert result.stop_reason == "stalled"
+    assert [r.arguments["x"] for r in result.tool_calls] == [1, 2, 1, 2, 1]
+
+
+async def test_max_identical_calls_counts_past_the_seen_list(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Past a handful of calls the seen calls are a set; a call's count still adds up.
+    many = calling(*(call("echo", x=i) for i in range(30)))
+    model = ScriptedModel(
+        [many, calling(call("echo", x=29)), calling(call("echo", x=29)), answer("")]
+    )
+    limits = Limits(max_identical_calls=3, max_identical_results=None)
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
+    assert result.stop_reason == "stalled" and len(result.tool_calls) == 32
+
+
+async def test_max_identical_results_sets_the_run_that_stalls(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    @agentrio.tool
+    async def same(x: int) -> str:
+        await trio.lowlevel.checkpoint()
+        return "nothing new"
+
+    for most, stalled_after in ((2, 2), (4, 4), (None, None), (0, None)):
+        model = ScriptedModel([*(calling(call("same", x=i)) for i in range(5)), answer("ok")])
+        limits = Limits(max_identical_results=most)
+        async with agentrio.open_runtime() as rt:
+            events = record_events(rt)
+            agent = await rt.spawn_agent(make_spec(model, same, limits=limits))
+            result = await agent.run("go")
+            await trio.testing.wait_all_tasks_blocked()
+        stalls = [e.why for e in events if isinstance(e, agentrio.Stalled)]
+        if stalled_after is None:
+            assert (result.stop_reason, len(result.tool_calls), stalls) == ("done", 5, [])
+        else:
+            assert (result.stop_reason, len(result.tool_calls)) == ("stalled", stalled_after)
+            assert stalls == [f"{['two', 'three', 'four'][most - 2]} identical results from same"]
+
+
+async def test_identical_results_must_be_in_a_row(autojump_clock: trio.testing.MockClock) -> None:
+    @agentrio.tool
+    async def flip(x: int) -> str:
+        await trio.lowlevel.checkpoint()
+        return "same" if x % 3 else "other"
+
+    # same, same, other, same, same, other...: never three in a row
+    model = ScriptedModel([*(calling(call("flip", x=i)) for i in range(1, 8)), answer("ok")])
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, flip))).run("go")
+    assert (result.stop_reason, len(result.tool_calls)) == ("done", 7)
+    model = ScriptedModel([*(calling(call("flip", x=i)) for i in range(1, 8)), answer("ok")])
+    limits = Limits(max_identical_results=2)
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, flip, limits=limits))).run("go")
+    assert (result.stop_reason, len(result.tool_calls)) == ("stalled", 2)
+
+
+async def test_with_both_rules_off_only_max_iterations_bounds_a_loop(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([calling(call("echo", x=1)) for _ in range(4)] + [answer("last")])
+    limits = Limits(max_identical_calls=None, max_identical_results=None)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, limits=limits))
+        result = await agent.run("go", max_iterations=4)
+    assert (result.stop_reason, result.final_text, len(result.tool_calls)) == (
+        "max_iterations",
+        "last",
+        4,
+    )
+
+
+# -- continuation (Limits.max_continuation_turns) -----------------------------------------
+
+
+def continuing(spec_limits: Limits | None = None, **kw: object) -> Callable[..., AgentSpec]:
+    limits = spec_limits or Limits(max_continuation_turns=3)
+    return lambda model, *tools: make_spec(model, *tools, limits=limits, **kw)
+
+
+async def test_an_unfinished_reply_is_continued_up_to_the_cap(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    replies = iter(["Let me check the logs.", "Now I'll read the config.", "Next, I will look:"])
+
+    def fn(messages: Sequence[ChatMessage]) -> Reply:
+        return answer(next(replies, "I'll now try again."))
+
+    rec = Recording(fn)
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(continuing()(FunctionModel(rec)))
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    # three continuations, then the fourth unfinished reply ends the phase as today
+    assert (result.stop_reason, result.final_text) == ("done", "I'll now try again.")
+    assert len(rec.seen) == 4 and agent.usage().requests == 4
+    # each continued call saw the reply, then the continuation message as a user turn
+    for n, (messages, tools) in enumerate(rec.seen[1:], 1):
+        assert messages[-1] == ChatMessage("user", CONTINUATION_PROMPT)
+        assert messages[-2].role == "assistant"
+        assert len(tools) == 0  # (the agent has no tools; they are offered as usual)
+        assert [m.content for m in messages].count(CONTINUATION_PROMPT) == n
+    injected = [e for e in events if isinstance(e, agentrio.ContinuationInjected)]
+    assert [(e.path, e.iteration, e.count, e.text) for e in injected] == [
+        ("a", 1, 1, "Let me check the logs."),
+        ("a", 2, 2, "Now I'll read the config."),
+        ("a", 3, 3, "Next, I will look:"),
+    ]
+    (ended,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    assert (ended.stop_reason, ended.iterations) == ("done", 4)
+
+
+async def test_continuation_messages_stay_in_the_context(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    rec = Recording(lambda m: answer("Let me think..." if len(m) < 4 else "It is 4."))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(continuing()(FunctionModel(rec)))
+        assert (await agent.run("2+2?")).final_text == "It is 4."
+        await agent.run("and 3+3?")
+    roles = [(m.role, m.content) for m in rec.seen[-1][0]]
+    assert roles == [
+        ("system", "sys"),
+        ("user", "2+2?"),
+        ("assistant", "Let me think..."),
+        ("user", CONTINUATION_PROMPT),
+        ("assistant", "It is 4."),
+        ("user", "and 3+3?"),
+    ]
+
+
+async def test_a_continued_phase_goes_on_with_its_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [answer("I'll start by echoing 1."), calling(call("echo", x=1)), answer("echo said 1")]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(continuing()(model, echo))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "echo said 1")
+    assert [r.content for r in result.tool_calls] == ["echo 1"]
+    assert model.remaining == 0
+    # the tools were offered on the continued call too
+    assert model.calls[1][-1].content == CONTINUATION_PROMPT
+
+
+FINAL_ANSWERS = [
+    "The capital of France is Paris.",
+    "Done. I wrote report.md; let me know if you need anything else.",
+    "Would you like me to fix these as well?",
+    "Here is the summary:\n\n- A\n- B",
+]
+
+
+@pytest.mark.parametrize("text", FINAL_ANSWERS)
+async def test_a_final_answer_is_not_continued(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents, text: str
+) -> None:
+    model = ScriptedModel([answer(text)])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        result = await (await rt.spawn_agent(continuing()(model))).run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    assert (result.stop_reason, result.final_text, len(model.calls)) == ("done", text, 1)
+    assert not [e for e in events if isinstance(e, agentrio.ContinuationInjected)]
+
+
+async def test_continuation_is_off_by_default(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    asked: list[str] = []
+
+    def detector(text: str) -> bool:
+        asked.append(text)
+        return True
+
+    assert Limits().max_continuation_turns == 0
+    model = ScriptedModel([answer("Let me check the logs."), answer("unused")])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, continuation_detector=detector))
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    assert (result.stop_reason, result.final_text) == ("done", "Let me check the logs.")
+    assert model.remaining == 1
+    assert asked == []  # not even asked
+    assert not [e for e in events if isinstance(e, agentrio.ContinuationInjected)]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_custom_detector_decides(
+    autojump_clock: trio.testing.MockClock, is_async: bool
+) -> None:
+    asked: list[str] = []
+
+    def sync_detector(text: str) -> bool:
+        asked.append(text)
+        return "DONE" not in text
+
+    async def async_detector(text: str) -> bool:
+        await trio.lowlevel.checkpoint()
+        return sync_detector(text)
+
+    # The built-in detector would take the first two for final answers.
+    model = ScriptedModel([answer("Paris."), answer("Still Paris."), answer("Paris. DONE")])
+    detector = async_detector if is_async else sync_detector
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(continuing(continuation_detector=detector)(model))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "Paris. DONE")
+    assert asked == ["Paris.", "Still Paris.", "Paris. DONE"]
+
+
+async def test_only_true_from_the_detector_continues(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    for verdict in (1, "yes", None, False):
+        model = ScriptedModel([answer("first"), answer("second")])
+        spec = continuing(continuation_detector=lambda text, v=verdict: v)(model)
+        async with agentrio.open_runtime() as rt:
+            result = await (await rt.spawn_agent(spec)).run("go")
+        assert (result.stop_reason, result.final_text) == ("done", "first")
+
+
+async def test_a_detector_that_raises_ends_the_phase_with_error(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    def detector(text: str) -> bool:
+        raise RuntimeError("detector broke")
+
+    model = ScriptedModel([answer("Let me check.")])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(continuing(continuation_detector=detector)(model))
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    assert (result.stop_reason, result.final_text) == ("error", "Let me check.")
+    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert (error.error_type, error.error) == ("RuntimeError", "detector broke")
+
+
+async def test_a_continuation_is_a_model_call_of_max_iterations(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Two calls allowed: one continuation, and the second unfinished reply ends
+    # the phase as today ("done"), not with a final-answer call.
+    model = ScriptedModel([answer("Let me look."), answer("Let me look again."), answer("x")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(continuing()(model))
+        result = await agent.run("go", max_iterations=2)
+        assert (result.stop_reason, result.final_text) == ("done", "Let me look again.")
+        assert len(model.calls) == 2
+        # with one call allowed, none is left to continue with
+        result = await agent.run("again", max_iterations=1)
+    assert (result.stop_reason, result.final_text) == ("done", "x")
+    assert model.remaining == 0
+
+
+async def test_the_cap_is_per_phase(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([answer("Let me see."), answer("Let me see more.")] * 2)
+    spec = continuing(Limits(max_continuation_turns=1))(model)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        first = await agent.run("one")
+        second = await agent.run("two")
+    assert first.final_text == second.final_text == "Let me see more."
+    assert model.remaining == 0
+
+
+async def test_a_continued_phase_still_sees_the_budget_and_a_stop_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("Let me check.")] * 3)
+    async with agentrio.open_runtime(budget=Budget(max_requests=2)) as rt:
+        agent = await rt.spawn_agent(continuing()(model))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == ("budget_exhausted", "Let me check.")
+    assert len(model.calls) == 2
+
+    async def stop_then(text: str) -> bool:
+        await agent.request_stop()
+        return True
+
+    model = ScriptedModel([answer("Let me check.")] * 3)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(continuing(continuation_detector=stop_then)(model))
+        result = await agent.run("go")
+    assert (result.stop_reason, len(model.calls)) == ("stop_requested", 1)
 
 
 async def test_model_error_ends_the_phase_with_error(

@@ -23,6 +23,9 @@ def test_defaults() -> None:
         "mailbox": 16,
         "max_parse_retries": 2,
         "max_tool_calls_per_turn": 64,
+        "max_continuation_turns": 0,
+        "max_identical_calls": 2,
+        "max_identical_results": 3,
     }
 
 
@@ -37,8 +40,22 @@ def test_good_values() -> None:
         context_fill=1,
         mailbox=0,
         max_tool_calls_per_turn=1,
+        max_continuation_turns=3,
+        max_identical_calls=5,
+        max_identical_results=2,
     )
     assert limits.timeout == 0.5 and limits.mailbox == 0 and limits.context_fill == 1
+    assert (limits.max_continuation_turns, limits.max_identical_calls) == (3, 5)
+    assert limits.max_identical_results == 2
+
+
+@pytest.mark.parametrize("field", ["max_identical_calls", "max_identical_results"])
+def test_a_stall_rule_is_turned_off_by_none_or_zero(field: str) -> None:
+    # 0 is how agentrio.toml says it (TOML has no null); both are stored as None.
+    off = Limits(**{field: None})  # type: ignore[arg-type]
+    assert getattr(off, field) is None
+    assert Limits(**{field: 0}) == off  # type: ignore[arg-type]
+    assert getattr(attrs.evolve(Limits(), **{field: 0}), field) is None
 
 
 def test_frozen_and_comparable() -> None:
@@ -87,6 +104,21 @@ BAD = [
     ("max_tool_calls_per_turn", 64.0),
     ("max_tool_calls_per_turn", True),
     ("max_tool_calls_per_turn", None),
+    ("max_continuation_turns", -1),
+    ("max_continuation_turns", None),
+    ("max_continuation_turns", True),
+    ("max_continuation_turns", 1.0),
+    ("max_identical_calls", 1),
+    ("max_identical_calls", -2),
+    ("max_identical_calls", 3.0),
+    ("max_identical_calls", 0.0),
+    ("max_identical_calls", False),
+    ("max_identical_calls", True),
+    ("max_identical_calls", "3"),
+    ("max_identical_results", 1),
+    ("max_identical_results", -1),
+    ("max_identical_results", 2.5),
+    ("max_identical_results", False),
 ]
 
 

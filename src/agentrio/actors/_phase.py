@@ -28,6 +28,7 @@ from ..messages import (
     ContextRead,
     ContextReset,
     ContextTruncated,
+    ContinuationInjected,
     ModelReply,
     PhaseEnded,
     PhaseError,
@@ -48,6 +49,7 @@ from ..messages import (
 from ..supervisors.budget import Lease, usage_problem
 from ..tools.tool import ToolContext, ToolSchema
 from .context import fit_window, message_text
+from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .tool_call import ToolCallActor, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
@@ -66,6 +68,12 @@ FINAL_ANSWER_PROMPT = (
 
 # The calls a phase has seen are a list up to this many, then a set (see _watch).
 _SEEN_AS_LIST = 8
+
+_NUMBERS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _spelled(n: int) -> str:
+    return _NUMBERS[n - 2] if n - 2 < len(_NUMBERS) else str(n)
 
 
 def _summary(text: str) -> str:
@@ -150,6 +158,7 @@ class Phase:
         "bus",
         "calls",
         "cmd",
+        "continued",
         "ctx",
         "cut",
         "deadline",
@@ -157,11 +166,13 @@ class Phase:
         "final_text",
         "history",
         "iterations",
+        "last_result",
         "parse_failures",
         "path",
         "pending",
         "reason",
-        "recent",
+        "repeats",
+        "same_results",
         "seen",
         "sizes",
         "st",
@@ -190,8 +201,13 @@ class Phase:
         # (A list while it is short, not a set: a phase makes a handful of
         # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
         self.seen: list[tuple[str, bytes]] | set[tuple[str, bytes]] = []
-        self.recent: list[tuple[str, str]] = []
+        # How often each repeated call was made, once one is (only with
+        # Limits.max_identical_calls > 2: at 2 the first repeat is the stall).
+        self.repeats: dict[tuple[str, bytes], int] | None = None
+        self.last_result: tuple[str, str] | None = None  # (tool, content)
+        self.same_results = 0  # results in a row equal to last_result, it included
         self.stall = ""
+        self.continued = 0  # continuation messages added (Limits.max_continuation_turns)
         self.parse_failures = 0
         names = cmd.tool_names
         allowed = st.info.tool_set if names is None else frozenset(names)
@@ -361,7 +377,11 @@ class Phase:
             if reply is None:
                 return
             if not reply.tool_calls:
-                self.reason = "done"
+                limit = self.st.spec.limits.max_continuation_turns
+                if self.continued < limit and await self._continued(reply.text):
+                    continue
+                if self.reason != "error":  # (the continuation detector may have raised)
+                    self.reason = "done"
                 return
             self.pending = reply.tool_calls
             await self._run_tools(reply.tool_calls, model_driven=True)
@@ -373,6 +393,35 @@ class Phase:
         self.reason = "max_iterations"
         if self.st.spec.limits.final_answer:
             await self._final_turn()
+
+    async def _continued(self, text: str) -> bool:
+        """Go on after a reply without tool calls? If its *text* reads as
+        unfinished, add the continuation message and say so (True).
+
+        Only while the phase has a model call left: the continued turn is one
+        of its ``max_iterations``.
+        """
+        if self.iterations >= self.cmd.max_iterations:
+            return False
+        detector = self.st.spec.continuation_detector or looks_unfinished
+        try:
+            unfinished = detector(text)
+            if inspect.isawaitable(unfinished):
+                unfinished = await unfinished
+        except Exception as exc:
+            self._error(exc)
+            return False
+        if unfinished is not True:
+            return False
+        self.continued += 1
+        self._append(ChatMessage("user", CONTINUATION_PROMPT))
+        if self.bus.active:
+            self.bus.publish(
+                ContinuationInjected(
+                    path=self.path, iteration=self.iterations, count=self.continued, text=text
+                )
+            )
+        return True
 
     async def _final_turn(self) -> None:
         # An answered last call leaves the reason (max_iterations, stalled) as
@@ -739,22 +788,42 @@ class Phase:
         return results
 
     def _watch(self, result: ToolResult) -> None:
-        """Stall detection: the same call twice, or three identical results in a row."""
-        key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
-        seen = self.seen
-        if key in seen and not self.stall:
-            self.stall = f"repeated call {result.name}({key[1].decode()})"
-        if isinstance(seen, set):
-            seen.add(key)
-        elif len(seen) < _SEEN_AS_LIST:
-            seen.append(key)
-        else:
-            # Past a handful of calls, a set: each check is then O(1), and a
-            # phase's calls cost time linear in their number, not quadratic.
-            self.seen = {*seen, key}
-        recent = self.recent
-        recent.append((result.name, result.content))
-        if len(recent) > 3:
-            del recent[0]
-        if len(recent) == 3 and recent[0] == recent[1] == recent[2] and not self.stall:
-            self.stall = f"three identical results from {result.name}"
+        """Stall detection: ``Limits.max_identical_calls`` (the same call made
+        that many times in the phase) and ``max_identical_results`` (that many
+        identical results in a row); each may be off (None)."""
+        limits = self.st.spec.limits
+        most = limits.max_identical_calls
+        if most is not None:
+            key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
+            seen = self.seen
+            if key in seen:
+                if not self.stall and self._repeated(key, most):
+                    times = "" if most == 2 else f" {_spelled(most)} times"
+                    self.stall = f"repeated call {result.name}({key[1].decode()}){times}"
+            elif isinstance(seen, set):
+                seen.add(key)
+            elif len(seen) < _SEEN_AS_LIST:
+                seen.append(key)
+            else:
+                # Past a handful of calls, a set: each check is then O(1), and a
+                # phase's calls cost time linear in their number, not quadratic.
+                self.seen = {*seen, key}
+        most = limits.max_identical_results
+        if most is not None:
+            now = (result.name, result.content)
+            if now == self.last_result:
+                self.same_results += 1
+            else:
+                self.last_result, self.same_results = now, 1
+            if self.same_results >= most and not self.stall:
+                self.stall = f"{_spelled(most)} identical results from {result.name}"
+
+    def _repeated(self, key: tuple[str, bytes], most: int) -> bool:
+        """*key*, a call made before, is made again: is that the ``most``-th time?"""
+        if most == 2:
+            return True
+        repeats = self.repeats
+        if repeats is None:
+            repeats = self.repeats = {}
+        made = repeats[key] = repeats.get(key, 1) + 1
+        return made >= most

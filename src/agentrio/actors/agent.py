@@ -37,6 +37,7 @@ from ._core import (
 )
 from ._phase import Phase
 from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
+from .continuation import ContinuationDetector
 from .tool_call import ToolGate
 
 if TYPE_CHECKING:
@@ -127,6 +128,11 @@ class AgentSpec:
             read-only copy and handed to each tool that declares a
             :class:`agentrio.ToolContext`; agentrio sets no process
             environment from it. Its repr shows the names only.
+        continuation_detector: ``(text) -> bool`` (sync or async): does a
+            reply without tool calls read as an intermediate step? Asked only
+            while ``limits.max_continuation_turns`` allows another
+            continuation (None: :func:`agentrio.looks_unfinished`); if it
+            raises, the phase ends with ``error``.
 
     The agent's children (subagents, agent tools' agents, ``map``'s agents,
     session helpers) run its hooks before their own, and its policy and
@@ -151,6 +157,7 @@ class AgentSpec:
     pre_tool_use: PreToolUse | None = None
     post_tool_use: PostToolUse | None = None
     env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
+    continuation_detector: ContinuationDetector | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -198,7 +205,13 @@ class AgentSpec:
                 f"AgentSpec.approver must be a callable or an ActorRef, got {self.approver!r}"
             )
         check_timeout("AgentSpec.approval_timeout", self.approval_timeout)
-        for hook in ("on_step", "token_estimator", "pre_tool_use", "post_tool_use"):
+        for hook in (
+            "on_step",
+            "token_estimator",
+            "pre_tool_use",
+            "post_tool_use",
+            "continuation_detector",
+        ):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")

@@ -16,6 +16,25 @@ def _positive_int(name: str, value: object, minimum: int = 1) -> None:
     check_int(f"Limits.{name}", value, minimum)
 
 
+def _threshold(name: str, value: object) -> None:
+    # (0 is None by now: see _off_is_none.) 1 would stall on every call, so a
+    # rule that is on needs 2 or more.
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+        raise InvalidArgument(
+            f"Limits.{name} must be an int >= 2, or None or 0 (off), got {value!r}"
+        )
+
+
+def _off_is_none(value: object) -> object:
+    """0 and None both turn a stall rule off (0 is how agentrio.toml says it:
+    TOML has no null); stored as None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value == 0:
+        return None
+    return value
+
+
 def _seconds(name: str, value: object, *, optional: bool) -> None:
     if value is None and optional:
         return
@@ -49,6 +68,16 @@ class Limits:
         max_tool_calls_per_turn: tool calls of one model reply that are run;
             the calls past it are not run (nor counted against the budget)
             and each gets a ``"denied"`` result saying why.
+        max_continuation_turns: times per phase a reply without tool calls
+            that reads as unfinished (see ``AgentSpec.continuation_detector``)
+            gets a continuation message instead of ending the phase; 0 (the
+            default) turns it off.
+        max_identical_calls: the phase stalls when one call (same tool, same
+            arguments) is made this many times, anywhere in the phase;
+            ``None`` or 0 turns the rule off.
+        max_identical_results: the phase stalls after this many identical
+            results in a row (same tool, same content); ``None`` or 0 turns
+            the rule off.
     """
 
     max_iterations: int = 10
@@ -61,6 +90,9 @@ class Limits:
     mailbox: int = 16
     max_parse_retries: int = 2
     max_tool_calls_per_turn: int = 64
+    max_continuation_turns: int = 0
+    max_identical_calls: int | None = attrs.field(default=2, converter=_off_is_none)
+    max_identical_results: int | None = attrs.field(default=3, converter=_off_is_none)
 
     def __attrs_post_init__(self) -> None:
         _positive_int("max_iterations", self.max_iterations)
@@ -76,3 +108,6 @@ class Limits:
         _positive_int("mailbox", self.mailbox, minimum=0)
         _positive_int("max_parse_retries", self.max_parse_retries)
         _positive_int("max_tool_calls_per_turn", self.max_tool_calls_per_turn)
+        _positive_int("max_continuation_turns", self.max_continuation_turns, minimum=0)
+        _threshold("max_identical_calls", self.max_identical_calls)
+        _threshold("max_identical_results", self.max_identical_results)

@@ -1,0 +1,103 @@
+"""Continuation: telling a reply that reads as an intermediate step from a final answer.
+
+A model sometimes ends a turn without a tool call while it is still working
+("Let me check the logs."). With ``Limits.max_continuation_turns`` set, the
+phase then adds :data:`CONTINUATION_PROMPT` as a user turn and goes on,
+instead of ending ``done`` on a reply that answers nothing. Whether a reply
+reads so is the spec's ``continuation_detector``; :func:`looks_unfinished` is
+the default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+
+__all__ = ["CONTINUATION_PROMPT", "ContinuationDetector", "looks_unfinished"]
+
+# (text of a reply without tool calls) -> does it read as unfinished?
+ContinuationDetector = Callable[[str], bool | Awaitable[bool]]
+
+CONTINUATION_PROMPT = (
+    "You stopped before finishing. Continue with the next step now, calling tools if "
+    "you need them. If the task is complete, give your final answer."
+)
+
+# What an agent announces it will do next (not "be", "keep", "leave", "stop"...).
+_ACTIONS = "|".join(
+    (
+        r"start|begin|continue|proceed|go\ ahead|read|check|look|search|run|rerun|retry|open",
+        r"fetch|call|try|inspect|examine|review|update|fix|write|create|analy[sz]e",
+        r"investigate|test|verify|query|find|list|install|implement|edit|modify|compute",
+        r"calculate|gather|collect|explore|scan|compare|build|download|load|parse|use",
+        r"summari[sz]e|draft|prepare|work|dig|trace|debug|refactor|add|remove|delete|move",
+    )
+)
+# A last sentence that announces what the model is about to do, after an
+# optional lead-in ("OK, ", "Now ", "To do this, "). Narrow on purpose: a false
+# positive costs a model call, and final answers end with "Let me know if ...",
+# "I'll be here ...", "Let's hope ..." and the like, which must not match.
+_ANNOUNCES = re.compile(
+    r"""
+    ^(?:[\w' ]{1,30},\s*)?(?:(?:now|next|first|then|so)\s+)?
+    (?:
+        let\ me\s+(?!know\b|be\b|say\b|hear\b)
+      | let's\s+(?!hope\b|keep\b)
+      | i(?:'ll|\ will|\ am\ going\ to|'m\ going\ to|\ am\ about\ to|'m\ about\ to)\s+
+        (?:now|next|first|then|ACTIONS)\b
+      | i\ (?:still\ )?need\ to\s+(?!know\b|ask\b|hear\b|clarify\b|confirm\b)
+    )
+    """.replace("ACTIONS", _ACTIONS),
+    re.IGNORECASE | re.VERBOSE,
+)
+# An offer or a condition is said to the user, not announced: "If you want, I'll ...".
+_TO_THE_USER = re.compile(r"^if\b|\bif you\b", re.IGNORECASE)
+# Where the last sentence starts: after the last ., ! or ? followed by a space.
+_SENTENCE_END = re.compile(r"[.!?]\s+")
+# Markdown a line may start with: list bullets, numbers, quotes, emphasis.
+_LINE_MARKUP = re.compile(r"^(?:[-*+>]\s+|\d+[.)]\s+|[*_]{1,3})+")
+
+
+def _last_sentence(text: str) -> str:
+    line = text.rsplit("\n", 1)[-1].strip()
+    pieces = _SENTENCE_END.split(line)
+    return _LINE_MARKUP.sub("", pieces[-1]).replace("\u2019", "'")
+
+
+def looks_unfinished(text: str) -> bool:
+    """Does *text*, a reply without tool calls, read as an intermediate step?
+
+    The default ``AgentSpec.continuation_detector``. English heuristics on the
+    end of the reply, narrow on purpose so that final answers pass (a miss
+    only ends the phase as it would have ended anyway):
+
+    - it is empty;
+    - it ends with ``:``, ``,``, ``...`` or ``…`` (a list or a step that
+      never came: "Here are the steps:", "Step 2:");
+    - it leaves a code block (```` ``` ````) open;
+    - its last sentence announces the next action: "Let me check the logs.",
+      "I'll now run the tests.", "Next, I will update the README.", "I'm going
+      to read the file.", "I need to check the config first." (but not "Let
+      me know if ...", "I'll be here ...", "Let's hope ...", "I need to know
+      ...", nor a question).
+
+    Args:
+        text: the reply's text.
+
+    Returns:
+        True if the phase should be told to continue.
+    """
+    end = text.rstrip()
+    if not end:
+        return True
+    if end.endswith((":", ",", "...", "\u2026")):
+        return True
+    if end.count("```") % 2:
+        return True
+    if end.endswith("?"):
+        return False
+    last = _last_sentence(end)
+    if ":" in last or _TO_THE_USER.search(last):
+        # (a colon inside it: the announced part came, "Let me sum up: ...")
+        return False
+    return _ANNOUNCES.match(last) is not None

@@ -1,0 +1,82 @@
+"""looks_unfinished, the default continuation detector: it fires on replies that
+announce a next step or stop mid-way, and not on ordinary final answers."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentrio import looks_unfinished
+
+UNFINISHED = [
+    "",
+    "  \n ",
+    "Let me check the logs.",
+    "I'll now run the test suite.",
+    "Next, I will update the README.",
+    "Now I'll look at the second file.",
+    "Found 3 matching files. Let me read each of them.",
+    "Here are the steps:",
+    "Step 2:",
+    "Working on it...",
+    "Searching\u2026",
+    "I'm going to search the docs first.",
+    "First, I'll list the directory.",
+    "Here is the code:\n```python\ndef f():\n    return 1",
+    "OK, let me fix that.",
+    "To do this, I'll read the config file.",
+    "Checked a.txt, b.txt,",
+    "The config is missing a key. I need to check the defaults.",
+    "I still need to run the linter.",
+    "**Next, I will update the README.**",
+    "Let's start with the parser.",
+    "I\u2019ll continue with the next file.",
+    "I will proceed with the migration.",
+    "Good progress so far.\n\nNow let me verify the output.",
+    "I am going to retry the download.",
+    "Let me summarize the findings.",
+]
+
+FINAL = [
+    "The capital of France is Paris.",
+    "42",
+    "Done. I created report.md with the three findings.",
+    "Here is the summary:\n\n- A\n- B\n- C",
+    "I hope this helps! Let me know if you have any other questions.",
+    "Let me know if you need anything else.",
+    "Feel free to ask if anything is unclear.",
+    "The tests pass: 12 passed, 0 failed.",
+    "Would you like me to fix these as well?",
+    "I'll be here if you need more help.",
+    "I fixed the bug in parser.py; all tests pass now.",
+    "The job failed because the disk was full. Next steps for you: free some space, rerun it.",
+    "```python\nprint('hi')\n```\nThis prints hi.",
+    "Sure! Here's the answer: 7.",
+    "I will not do that, because it would delete your data.",
+    "Let's hope the next build is green.",
+    "If you want, I'll add tests for the edge cases.",
+    "I can also write tests for this if you'd like.",
+    "Let me summarize: the build failed twice, then passed.",
+    "The three files are a.py, b.py and c.py.",
+    "I need to know which environment you mean before I can answer.",
+    "Should I run the migrations next?",
+    "All done!",
+    "No.",
+    "The answer is 3 (see the table above).",
+    "I'll keep an eye on it.",
+    "That's everything I found. I'll stop here.",
+    "Status: the build is green.",
+    "1. Install the package\n2. Run `agentrio demo`\n3. Read the output",
+    "Let me be clear: this is unsafe.",
+    "The job ran in 3.2 s and produced 14 files.",
+    "Next time, run it with --verbose.",
+]
+
+
+@pytest.mark.parametrize("text", UNFINISHED)
+def test_intermediate_replies_look_unfinished(text: str) -> None:
+    assert looks_unfinished(text) is True
+
+
+@pytest.mark.parametrize("text", FINAL)
+def test_final_answers_do_not(text: str) -> None:
+    assert looks_unfinished(text) is False
