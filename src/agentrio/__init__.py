@@ -55,6 +55,7 @@ from .messages import ConfirmationReceived as ConfirmationReceived
 from .messages import ConfirmationRequired as ConfirmationRequired
 from .messages import ContextAppend as ContextAppend
 from .messages import ContextRead as ContextRead
+from .messages import ContextReadTurns as ContextReadTurns
 from .messages import ContextReset as ContextReset
 from .messages import ContextTruncated as ContextTruncated
 from .messages import ContinuationInjected as ContinuationInjected
@@ -80,6 +81,7 @@ from .messages import ToolEnded as ToolEnded
 from .messages import ToolResult as ToolResult
 from .messages import ToolStarted as ToolStarted
 from .messages import ToolStatus as ToolStatus
+from .messages import Turn as Turn
 from .messages import TurnEnded as TurnEnded
 from .messages import TurnStarted as TurnStarted
 from .messages import Usage as Usage

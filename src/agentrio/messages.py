@@ -20,6 +20,7 @@ __all__ = [
     "ConfirmationRequired",
     "ContextAppend",
     "ContextRead",
+    "ContextReadTurns",
     "ContextReset",
     "ContextTruncated",
     "ContinuationInjected",
@@ -40,6 +41,7 @@ __all__ = [
     "ToolResult",
     "ToolStarted",
     "ToolStatus",
+    "Turn",
     "TurnEnded",
     "TurnStarted",
     "Usage",
@@ -260,11 +262,17 @@ class PhaseResult(Message, frozen=True, tag=True):
         final_text: the model's last text ("" if it gave none).
         tool_calls: every tool call of the phase with its result, in order.
         stop_reason: why the phase ended.
+        error_type: when *stop_reason* is ``"error"``, the class name of the
+            exception that ended the phase (as in its ``PhaseError`` event);
+            otherwise ``""``.
+        error: when *stop_reason* is ``"error"``, its ``str()``; otherwise ``""``.
     """
 
     final_text: str
     tool_calls: tuple[ToolResult, ...]
     stop_reason: StopReason
+    error_type: str = ""
+    error: str = ""
 
 
 # -- agent events ------------------------------------------------------------------------
@@ -306,11 +314,26 @@ class ToolStarted(Event, frozen=True, tag=True):
 
 
 class ToolEnded(Event, frozen=True, tag=True):
-    """A tool call ended with *status*."""
+    """A tool call ended with *status*.
+
+    Attributes:
+        tool: the tool's name.
+        call_id: the call's id.
+        status: the result's status.
+        duration: seconds on Trio's clock from the call's start (for a call
+            that waited for a ``Limits.max_parallel_tools`` slot, from when it
+            got one) to its result.
+        arguments_preview: the call's arguments as JSON, at most 200 characters
+            (a longer text is cut and ends with ``"…"``).
+        output_preview: the result's content, bounded the same way.
+    """
 
     tool: str = ""
     call_id: str = ""
     status: ToolStatus = "ok"
+    duration: float = 0.0
+    arguments_preview: str = ""
+    output_preview: str = ""
 
 
 class ContextTruncated(Event, frozen=True, tag=True):
@@ -354,14 +377,38 @@ class ContextRead(Message, frozen=True, tag=True):
     """Ask a ContextActor for its whole history (a tuple of ChatMessage)."""
 
 
+class ContextReadTurns(Message, frozen=True, tag=True):
+    """Ask a ContextActor for its whole history with the time of each turn (a tuple of Turn)."""
+
+
 class ContextAppend(Message, frozen=True, tag=True):
-    """Tell a ContextActor to append *messages* to its history."""
+    """Tell a ContextActor to append *messages* to its history.
+
+    Attributes:
+        messages: the turns to append, oldest first.
+        timestamps: when each was made (``time.time()``), one per message;
+            if their numbers differ, every message gets the time it is appended.
+    """
 
     messages: tuple[ChatMessage, ...] = ()
+    timestamps: tuple[float, ...] = ()
 
 
 class ContextReset(Message, frozen=True, tag=True):
     """Tell a ContextActor to forget its history."""
+
+
+class Turn(Message, frozen=True, tag=True):
+    """One turn of a history and when it was made (see ``AgentRef.history``).
+
+    Attributes:
+        message: the turn.
+        timestamp: when it was made, in seconds since the epoch
+            (``time.time()``, the wall clock).
+    """
+
+    message: ChatMessage
+    timestamp: float = 0.0
 
 
 # -- permissions and composition ---------------------------------------------------------

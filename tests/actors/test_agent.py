@@ -340,7 +340,13 @@ async def test_run_user_message_must_be_a_str(autojump_clock: trio.testing.MockC
 
 
 def test_phase_result_carries_no_accounting() -> None:
-    assert PhaseResult.__struct_fields__ == ("final_text", "tool_calls", "stop_reason")
+    assert PhaseResult.__struct_fields__ == (
+        "final_text",
+        "tool_calls",
+        "stop_reason",
+        "error_type",
+        "error",
+    )
 
 
 # -- context labels --------------------------------------------------------------------
@@ -511,6 +517,116 @@ async def test_the_budget_is_global_across_labels(
         assert rt.usage().requests == 2
         assert agent.usage().total_tokens == 30
     assert len(model.calls) == 2
+
+
+# -- reading a history ----------------------------------------------------------------
+
+EPOCH = 1_700_000_000.0
+
+
+@pytest.fixture
+def wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """time.time() runs with Trio's (mock) clock, from EPOCH."""
+    monkeypatch.setattr("agentrio.actors._phase.time.time", lambda: EPOCH + trio.current_time())
+
+
+@agentrio.tool
+async def nap(seconds: float) -> str:
+    """Sleep a while."""
+    await trio.sleep(seconds)
+    return "rested"
+
+
+async def test_history_gives_each_turn_the_time_it_was_made(
+    autojump_clock: trio.testing.MockClock, wall_clock: None
+) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(2)  # each model call takes 2 s
+        if messages[-1].role == "user":
+            return calling(ToolCallRequest("nap", {"seconds": 10}))
+        return answer("rested enough")
+
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(slow), nap))
+        assert await agent.history() == ()  # no phase yet
+        t0 = trio.current_time()
+        result = await agent.run("rest")
+        await trio.sleep(100)
+        await agent.run("again")
+        turns = await agent.history()
+    assert all(isinstance(t, agentrio.Turn) for t in turns)
+    assert [(t.message.role, t.message.content, t.timestamp - EPOCH - t0) for t in turns] == [
+        ("system", "sys", 0),  # the phase's start
+        ("user", "rest", 0),
+        ("assistant", "", 2),  # when the reply came
+        ("tool", "rested", 12),  # when the call ended
+        ("assistant", "rested enough", 14),
+        ("user", "again", 114),  # the next phase's
+        ("assistant", "", 116),
+        ("tool", "rested", 126),
+        ("assistant", "rested enough", 128),
+    ]
+    # the turns are those of the conversation, as the model sees it
+    assert turns[2].message.tool_calls[0].id == result.tool_calls[0].id
+
+
+async def test_history_of_each_label(
+    autojump_clock: trio.testing.MockClock, wall_clock: None
+) -> None:
+    model = ScriptedModel([answer(f"r{i}") for i in range(4)])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("p1")
+        await trio.sleep(5)
+        await agent.run("s1", context_label="side")
+        assert await agent.history("other") == ()
+        await trio.sleep(5)
+        await agent.run("p2", continue_context=False)  # a fresh history, with fresh times
+        primary = await agent.history()
+        side = await agent.history(context_label="side")
+        with pytest.raises(InvalidArgument, match="context_label must be a str or None"):
+            await agent.history(3)  # type: ignore[arg-type]
+    assert [(t.message.content, t.timestamp - EPOCH) for t in primary] == [
+        ("sys", 10),
+        ("p2", 10),
+        ("r2", 10),
+    ]
+    assert [(t.message.content, t.timestamp - EPOCH) for t in side] == [
+        ("sys", 5),
+        ("s1", 5),
+        ("r1", 5),
+    ]
+
+
+async def test_history_during_a_phase_is_the_one_before_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(10)
+        return answer(f"after {messages[-1].content}")
+
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(FunctionModel(slow)))
+        await agent.run("one")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.run, "two")
+            await trio.sleep(5)
+            during = await agent.history()
+        after = await agent.history()
+    assert [t.message.content for t in during] == ["sys", "one", "after one"]
+    assert [t.message.content for t in after] == ["sys", "one", "after one", "two", "after two"]
+
+
+async def test_history_of_a_stopped_agent_raises(autojump_clock: trio.testing.MockClock) -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([answer("r")])))
+        await agent.run("one")
+        assert len(await agent.history()) == 3
+        await agent.stop()
+        for label in (None, "never used"):
+            with pytest.raises(ActorStopped) as info:
+                await agent.history(label)
+            assert info.value.reason == "stopped"
 
 
 async def test_phases_run_one_at_a_time_in_order(autojump_clock: trio.testing.MockClock) -> None:

@@ -12,8 +12,10 @@ from agentrio import (
     ChatMessage,
     ContextAppend,
     ContextRead,
+    ContextReadTurns,
     ContextReset,
     ToolCallRequest,
+    Turn,
 )
 from agentrio.actors.context import ContextActor, estimate_tokens, fit_window, message_text
 
@@ -69,6 +71,46 @@ async def test_context_actor_reads_appends_and_resets() -> None:
         assert isinstance(history, tuple)  # a copy: later appends do not change it
         await ctx.send(ContextAppend((one,)))
         assert history == (two,)
+
+
+async def test_context_actor_keeps_each_turns_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    one, two, three = (ChatMessage("user", t) for t in ("one", "two", "three"))
+    monkeypatch.setattr("agentrio.actors.context.time.time", lambda: 500.0)
+    async with agentrio.open_runtime() as rt:
+        ctx = await rt.spawn(ContextActor, name="ctx")
+        assert await ctx.ask(ContextReadTurns()) == ()
+        # the times that come with the turns (a phase's: when each was made)
+        await ctx.send(ContextAppend((one, two), (100.0, 101.5)))
+        # none given (or not one per turn): the time they are appended
+        await ctx.send(ContextAppend((three,)))
+        await ctx.send(ContextAppend((one,), (1.0, 2.0)))
+        turns = await ctx.ask(ContextReadTurns())
+        assert turns == (Turn(one, 100.0), Turn(two, 101.5), Turn(three, 500.0), Turn(one, 500.0))
+        # the plain read is unchanged: the messages alone
+        assert await ctx.ask(ContextRead()) == (one, two, three, one)
+        await ctx.send(ContextReset())
+        assert await ctx.ask(ContextReadTurns()) == ()
+        await ctx.send(ContextAppend((two,), (7.0,)))
+        assert await ctx.ask(ContextReadTurns()) == (Turn(two, 7.0),)
+
+
+def test_context_actor_turns_when_the_history_was_changed_without_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    one, two, summary = (ChatMessage("user", t) for t in ("one", "two", "summary"))
+    monkeypatch.setattr("agentrio.actors.context.time.time", lambda: 500.0)
+    actor = ContextActor()
+    actor.handle(ContextAppend((one, two), (1.0, 2.0)))
+    # older turns replaced by one: the newest keep their times
+    actor.history[:] = [summary, two]
+    assert actor.turns() == (Turn(summary, 1.0), Turn(two, 2.0))
+    actor.history.insert(0, one)  # a turn with no time gets the read's
+    assert actor.turns() == (Turn(one, 500.0), Turn(summary, 1.0), Turn(two, 2.0))
+    actor.history.clear()
+    assert actor.turns() == ()
+    actor.handle(ContextAppend((one,), (3.0,)))
+    actor.handle(ContextReset())  # the times go with their turns
+    assert (actor.history, list(actor.timestamps)) == ([], [])
 
 
 async def test_context_actor_rejects_other_messages() -> None:

@@ -1707,7 +1707,7 @@ async def test_on_step_raising_after_a_turn_stops_before_the_tools(
     async with agentrio.open_runtime() as rt:
         agent = await rt.spawn_agent(make_spec(model, mark, on_step=hook))
         result = await agent.run("go")
-    assert result == PhaseResult("", (), "error")
+    assert result == PhaseResult("", (), "error", "RuntimeError", "no")
     assert ran == []
 
 
@@ -1751,6 +1751,192 @@ async def test_a_reset_phase_that_does_nothing_keeps_the_old_history(
     assert stopped.stop_reason == "stop_requested"
     last_call = [m.content for m in model.calls[-1]]
     assert "remember this" in last_call and "start afresh" not in last_call
+
+
+# -- what a caller sees of a run: StepInfo, ToolEnded, an error's result -------------------
+
+
+async def test_on_step_carries_the_iteration_the_limit_the_arguments_and_the_tokens(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    steps: list[agentrio.StepInfo] = []
+    model = ScriptedModel([calling(call("echo", x=1), call("boom", x=2)), answer("done")])
+    # len as the estimator: each step's estimate can be counted by hand
+    spec = make_spec(model, echo, boom, on_step=steps.append, token_estimator=len)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go", max_iterations=4)
+        await agent.run("direct", direct_tool_calls=[call("echo", x=3)])
+    failed = result.tool_calls[1].content
+    asked = len('echo{"x":1}boom{"x":2}')
+    first = len("sys") + len("go") + asked  # the history up to the model's first turn
+    assert [(s.step, s.iteration, s.max_iterations, s.tool_arguments, s.tokens) for s in steps] == [
+        (1, 1, 4, None, first),
+        (2, 1, 4, {"x": 1}, first + len("echo 1")),  # its own result, not the next one's
+        (3, 1, 4, {"x": 2}, first + len("echo 1") + len(failed)),
+        (4, 2, 4, None, first + len("echo 1") + len(failed) + len("done")),
+        # a direct call: no model call; the estimate counts the history it continued
+        # (its limit, by default Limits.max_iterations, bounds no model call here)
+        (1, 0, 10, {"x": 3}, steps[3].tokens + len("direct") + len('echo{"x":3}') + 6),
+    ]
+
+
+async def test_tool_ended_carries_the_duration_and_previews(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    @agentrio.tool
+    async def shout(text: str) -> str:
+        await trio.sleep(2)
+        return text.upper() * 3
+
+    model = ScriptedModel(
+        [
+            calling(call("nap", n=1, seconds=3), call("nap", n=2, seconds=7)),  # in parallel
+            calling(call("shout", text="a" * 300)),  # alone
+            answer("done"),
+        ]
+    )
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, nap, shout))
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    assert [(e.call_id, e.status, e.duration) for e in ended] == [
+        ("call_1", "ok", 3),
+        ("call_2", "ok", 7),
+        ("call_3", "ok", 2),
+    ]
+    assert [(e.arguments_preview, e.output_preview) for e in ended[:2]] == [
+        ('{"n":1,"seconds":3}', "slept 1"),
+        ('{"n":2,"seconds":7}', "slept 2"),
+    ]
+    # bounded: 200 characters at most, a cut one ending with "…"
+    shouted = ended[2]
+    assert shouted.arguments_preview == ('{"text":"' + "a" * 300)[:199] + "…"
+    assert result.tool_calls[2].content == "A" * 900
+    assert shouted.output_preview == "A" * 199 + "…"
+    assert len(shouted.arguments_preview) == len(shouted.output_preview) == 200
+
+
+async def test_tool_ended_duration_of_a_call_that_waited_for_a_slot(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    model = ScriptedModel(
+        [calling(call("nap", n=1, seconds=3), call("nap", n=2, seconds=7)), answer("done")]
+    )
+    spec = make_spec(model, nap, limits=Limits(max_parallel_tools=1))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        t0 = trio.current_time()
+        await agent.run("go")
+        assert trio.current_time() - t0 == 10
+        await trio.testing.wait_all_tasks_blocked()
+    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    # the one that ran second ran 3 or 7 s, after waiting for the one slot
+    assert sorted((e.call_id, e.duration) for e in ended) == [("call_1", 3), ("call_2", 7)]
+
+
+async def test_tool_ended_of_a_denied_and_a_timed_out_call(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    policy = agentrio.PermissionPolicy([agentrio.deny("echo")])
+    model = ScriptedModel(
+        [calling(call("echo", x=1)), calling(call("nap", n=1, seconds=100)), answer("done")]
+    )
+    spec = make_spec(model, echo, nap, permissions=policy, limits=Limits(tool_timeout=5))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    assert [(e.tool, e.status, e.duration, e.arguments_preview) for e in ended] == [
+        ("echo", "denied", 0, '{"x":1}'),
+        ("nap", "timeout", 5, '{"n":1,"seconds":100}'),
+    ]
+    assert ended[0].output_preview.startswith("tool 'echo' ")
+    assert ended[1].output_preview == "tool 'nap' timed out after 5 s"
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["lone", "batch"])
+async def test_calls_cut_short_by_the_phase_end_have_their_tool_ended(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents, calls: int
+) -> None:
+    naps = [call("nap", n=n, seconds=100) for n in range(calls)]
+    model = ScriptedModel([calling(*naps), calling(*naps)])
+    spec = make_spec(model, nap, limits=Limits(timeout=30, tool_timeout=60))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+        with trio.move_on_after(20):  # and a caller that gives up first
+            await agent.run("again")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "timeout"
+    # every call that started ended, with the result the phase recorded for it
+    started = [e.call_id for e in events if isinstance(e, agentrio.ToolStarted)]
+    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    assert sorted(e.call_id for e in ended) == sorted(started) and len(started) == 2 * calls
+    assert [(e.status, e.duration, e.output_preview) for e in ended] == [
+        ("timeout", 30, "the phase timed out while the tool ran")
+    ] * calls + [("timeout", 20, "the phase was cancelled while the tool ran")] * calls
+
+
+@pytest.mark.parametrize("calls", [1, 2], ids=["lone", "batch"])
+async def test_a_call_cut_short_in_its_post_hook_has_one_tool_ended(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents, calls: int
+) -> None:
+    async def post(req: ToolCallRequest, result: ToolResult) -> ToolResult:
+        await trio.sleep_forever()  # the phase's deadline passes here, after the tool
+        raise AssertionError("unreachable")
+
+    model = ScriptedModel([calling(*[call("echo", x=n) for n in range(calls)])])
+    spec = make_spec(model, echo, post_tool_use=post, limits=Limits(timeout=30))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    assert result.stop_reason == "timeout"
+    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    # the tool's own result, which the hook never got to rewrite
+    assert sorted((e.call_id, e.status, e.duration, e.output_preview) for e in ended) == [
+        (f"call_{n + 1}", "ok", 30, f"echo {n}") for n in range(calls)
+    ]
+
+
+async def test_an_error_ends_with_its_type_and_message_in_the_result(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    broken = ToolCallRequest("echo", error="not JSON")
+    model = ScriptedModel([answer("fine"), calling(broken), calling(broken)])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        fine = await agent.run("go")
+        unparsed = await agent.run("go")
+        exhausted = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    assert (fine.stop_reason, fine.error_type, fine.error) == ("done", "", "")
+    assert (unparsed.stop_reason, unparsed.error_type) == ("error", "ValueError")
+    assert unparsed.error.startswith("the model's tool-call arguments could not be parsed")
+    assert (exhausted.stop_reason, exhausted.error_type) == ("error", "ScriptExhausted")
+    # the same strings as the phase's PhaseError event
+    errors = [(e.error_type, e.error) for e in events if isinstance(e, agentrio.PhaseError)]
+    assert errors == [(r.error_type, r.error) for r in (unparsed, exhausted)]
+
+
+async def test_invalid_usage_ends_with_its_error_in_the_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("?", usage=Usage(-1, 5))])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.error_type) == ("error", "UsageInvalid")
+    assert "reported usage that cannot be charged" in result.error
 
 
 # -- a lone tool call's timeout (runtime timer) -----------------------------------------

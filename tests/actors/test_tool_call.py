@@ -134,7 +134,7 @@ async def test_interrupted_keeps_a_finished_result() -> None:
 async def run_batch(actors: list[ToolCallActor], limit: int) -> list[ToolResult]:
     done: list[ToolResult] = []
     async with trio.open_nursery() as nursery:
-        start_batch(nursery, actors, limit, done.append)
+        start_batch(nursery, actors, limit, lambda actor, result: done.append(result))
     # the nursery's exit waits for the last call
     assert len(done) == len(actors)
     assert all(a.result is not None for a in actors)
@@ -196,7 +196,7 @@ async def test_cancelled_batch_leaves_unfinished_calls_unset(
     done: list[ToolResult] = []
     with trio.move_on_after(5):
         async with trio.open_nursery() as nursery:
-            start_batch(nursery, actors, 2, done.append)
+            start_batch(nursery, actors, 2, lambda actor, result: done.append(result))
     assert [r.id for r in done] == ["fast"]
     assert actors[1].result is None
     assert actors[1].interrupted("phase over").status == "timeout"

@@ -13,6 +13,8 @@ room for it.
 from __future__ import annotations
 
 import inspect
+import time
+from array import array
 from collections.abc import Coroutine, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
@@ -48,7 +50,7 @@ from ..messages import (
 )
 from ..supervisors.budget import Lease, usage_problem
 from ..tools.tool import ToolContext, ToolSchema
-from .context import fit_window, message_text
+from .context import _arguments_text, fit_window, message_text
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .tool_call import ToolCallActor, refuse, start_batch, tool_result
 
@@ -76,8 +78,16 @@ def _spelled(n: int) -> str:
     return _NUMBERS[n - 2] if n - 2 < len(_NUMBERS) else str(n)
 
 
+# The most characters of a ToolEnded event's previews of arguments and output.
+PREVIEW_CHARS = 200
+
+
 def _summary(text: str) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 async def _shielded(write: Coroutine[object, None, None]) -> None:
@@ -162,6 +172,7 @@ class Phase:
         "ctx",
         "cut",
         "deadline",
+        "error",
         "escalating",
         "final_text",
         "history",
@@ -179,6 +190,7 @@ class Phase:
         "stall",
         "step",
         "timers",
+        "timestamps",
         "total",
     )
 
@@ -190,11 +202,16 @@ class Phase:
         self.path = st.cell.path
         self.history: list[ChatMessage] = []
         self.sizes: list[int] = []
+        # When each message of history[base:] was made: the phase's new turns
+        # go to the context with their times (see AgentRef.history). (An
+        # array: no float object per turn, nothing for the cyclic GC.)
+        self.timestamps = array("d")
         self.total = 0  # sum(self.sizes), kept as messages are added
         self.base = 0
         self.calls: list[ToolResult] = []
         self.final_text = ""
         self.reason: StopReason = "done"
+        self.error: tuple[str, str] | None = None  # (type, message) of an "error" end
         self.iterations = 0
         self.step = 0
         self.batch: list[ToolCallActor | ToolResult] | None = None
@@ -298,6 +315,9 @@ class Phase:
                     iterations=self.iterations,
                 )
             )
+        error = self.error
+        if self.reason == "error" and error is not None:
+            return PhaseResult(self.final_text, tuple(self.calls), "error", error[0], error[1])
         return PhaseResult(self.final_text, tuple(self.calls), self.reason)
 
     def _bounded(self) -> Coroutine[object, None, None]:
@@ -334,6 +354,7 @@ class Phase:
         elif info.system is not None:  # a new context starts with the system prompt
             self.history.append(info.system[0])
             self.sizes.append(info.system[1])
+            self.timestamps.append(time.time())
             self.total = info.system[1]
         self._append(ChatMessage("user", self.cmd.user_message))
 
@@ -352,10 +373,11 @@ class Phase:
             # (returned above) leaves the old one as it was.
             ctx.send_nowait(ContextReset())
         # A context actor is inline: the write is done when this returns.
-        ctx.send_nowait(ContextAppend(new))
+        ctx.send_nowait(ContextAppend(new, tuple(self.timestamps)))
 
     def _append(self, msg: ChatMessage) -> None:
         self.history.append(msg)
+        self.timestamps.append(time.time())
         size = self.st.info.estimator(message_text(msg))
         self.sizes.append(size)
         self.total += size
@@ -523,7 +545,7 @@ class Phase:
         self.step += 1
         if self.st.spec.on_step is not None:
             summary = reply.text or f"{len(calls)} tool call(s)"
-            if not await self._on_step(None, summary):
+            if not await self._on_step(None, summary, None, self.total):
                 return None
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
@@ -567,19 +589,39 @@ class Phase:
 
     def _error(self, exc: BaseException) -> None:
         self.reason = "error"
+        # (The same strings in the result as in the event: a provider's error
+        # is already redacted when it is raised.)
+        error_type, error = self.error = (type(exc).__name__, str(exc))
         if self.bus.active:
-            self.bus.publish(
-                PhaseError(path=self.path, error_type=type(exc).__name__, error=str(exc))
-            )
+            self.bus.publish(PhaseError(path=self.path, error_type=error_type, error=error))
 
-    async def _on_step(self, tool_name: str | None, summary: str) -> bool:
-        """Tell the spec's on_step hook (set) of step ``self.step``; False if it raised."""
+    async def _on_step(
+        self,
+        tool_name: str | None,
+        summary: str,
+        arguments: dict[str, object] | None,
+        tokens: int,
+    ) -> bool:
+        """Tell the spec's on_step hook (set) of step ``self.step``; False if it raised.
+
+        *tokens* is the history's estimated size up to this step.
+        """
         hook = self.st.spec.on_step
         assert hook is not None
         from .agent import StepInfo
 
+        info = StepInfo(
+            self.path,
+            self.step,
+            tool_name,
+            _summary(summary),
+            iteration=self.iterations,
+            max_iterations=self.cmd.max_iterations,
+            tool_arguments=arguments,
+            tokens=tokens,
+        )
         try:
-            result = hook(StepInfo(self.path, self.step, tool_name, _summary(summary)))
+            result = hook(info)
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:
@@ -661,6 +703,7 @@ class Phase:
             batch.append(actor)
             actors.append(actor)
             if self.bus.active:
+                actor.started = trio.current_time()  # (for its ToolEnded's duration)
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
         batch += not_run  # (the tail: the batch stays in call order)
         self.batch = batch
@@ -672,7 +715,7 @@ class Phase:
             actor = actors[0]
             actor.timers = self.timers
             actor.owner = self
-            self._tool_done(await actor.run())
+            self._tool_done(actor, await actor.run())
         elif actors:
             async with trio.open_nursery() as nursery:
                 start_batch(nursery, actors, limits.max_parallel_tools, self._tool_done)
@@ -725,9 +768,15 @@ class Phase:
         return self._steps(results)
 
     async def _steps(self, results: list[ToolResult]) -> None:
-        for result in results:
+        # The results are the history's last messages: each step's estimate
+        # counts the results up to its own.
+        sizes = self.sizes
+        tokens = self.total - sum(sizes[len(sizes) - len(results) :])
+        for n, result in enumerate(results, len(sizes) - len(results)):
             self.step += 1
-            if not await self._on_step(result.name, f"{result.status}: {result.content}"):
+            tokens += sizes[n]
+            summary = f"{result.status}: {result.content}"
+            if not await self._on_step(result.name, summary, result.arguments, tokens):
                 return
 
     def cut_short(self, actor: ToolCallActor) -> None:
@@ -749,15 +798,25 @@ class Phase:
     async def _resume_tools(self) -> None:
         actor, self.cut = self.cut, None
         assert actor is not None
-        self._tool_done(await actor.timed_out())
+        self._tool_done(actor, await actor.timed_out())
         steps = self._tools_ran()
         if steps is not None:
             await steps
 
-    def _tool_done(self, result: ToolResult) -> None:
+    def _tool_done(self, actor: ToolCallActor, result: ToolResult) -> None:
         if self.bus.active:
+            started = actor.started
+            actor.started = None  # (its ToolEnded is published: see _settle_batch)
             self.bus.publish(
-                ToolEnded(path=self.path, tool=result.name, call_id=result.id, status=result.status)
+                ToolEnded(
+                    path=self.path,
+                    tool=result.name,
+                    call_id=result.id,
+                    status=result.status,
+                    duration=0.0 if started is None else trio.current_time() - started,
+                    arguments_preview=_preview(_arguments_text(result.arguments)),
+                    output_preview=_preview(result.content),
+                )
             )
 
     def _settle_batch(self, interrupted: str) -> list[ToolResult]:
@@ -778,7 +837,14 @@ class Phase:
             # same); Limits.max_parse_retries bounds those turns instead.
             unread = n >= watched or (isinstance(item, ToolResult) and item.status == "failed")
             if isinstance(item, ToolCallActor):
-                item = item.result if item.result is not None else item.interrupted(interrupted)
+                if item.result is None or (interrupted and item.started is not None):
+                    # Cut short by the phase's end (in the tool, or in a hook
+                    # after it): it ends here, as every call that started does.
+                    result = item.interrupted(interrupted)
+                    self._tool_done(item, result)
+                    item = result
+                else:
+                    item = item.result
             results.append(item)
             self.calls.append(item)
             self._append(ChatMessage("tool", item.content, tool_call_id=item.id, name=item.name))

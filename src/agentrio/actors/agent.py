@@ -19,8 +19,16 @@ import trio
 
 from .._checks import check_int, check_name, check_timeout
 from ..config import split_model
-from ..errors import ActorError, InvalidArgument, SelfAsk
-from ..messages import ChatMessage, PhaseResult, RunPhase, ToolCallRequest, Usage
+from ..errors import ActorError, ActorStopped, InvalidArgument, SelfAsk
+from ..messages import (
+    ChatMessage,
+    ContextReadTurns,
+    PhaseResult,
+    RunPhase,
+    ToolCallRequest,
+    Turn,
+    Usage,
+)
 from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
@@ -57,12 +65,27 @@ class StepInfo:
         step: 1 for the phase's first step, then 2, 3...
         tool_name: the tool, or ``None`` for a model turn.
         summary: a short account: the reply's start, or the tool's status and output.
+        iteration: the model call this step belongs to (1 for the phase's
+            first; a tool call's is the call that asked for it); 0 in a
+            phase of direct tool calls.
+        max_iterations: the phase's step limit: the model calls it may make
+            (``run(max_iterations=...)``, by default ``Limits.max_iterations``).
+        tool_arguments: for a tool step, the arguments the tool was called
+            with (not to be changed); ``None`` for a model turn.
+        tokens: the running token estimate: the estimated size of the
+            conversation up to this step (the history the phase continued,
+            its new turns so far, this step's included), as the spec's
+            token estimator counts it.
     """
 
     agent: str
     step: int
     tool_name: str | None
     summary: str
+    iteration: int = 0
+    max_iterations: int = 0
+    tool_arguments: Mapping[str, object] | None = None
+    tokens: int = 0
 
 
 def _to_tools(value: object) -> tuple[Tool, ...]:
@@ -760,6 +783,41 @@ class AgentRef(metaclass=NoPublicConstructor):
     def usage(self) -> UsageTotals:
         """Tokens and requests this agent (with its session helpers) has used, over all phases."""
         return self._state.usage()
+
+    async def history(self, context_label: str | None = None) -> tuple[Turn, ...]:
+        """The conversation of *context_label*, each turn with the time it was made.
+
+        A phase writes its turns to its context when it ends: during a phase,
+        this is the history as it stood before it.
+
+        Args:
+            context_label: the conversation (``None``: the primary one).
+
+        Returns:
+            Its turns, oldest first (the system prompt, if any, first): each a
+            :class:`Turn` with its ``message`` and ``timestamp`` (``time.time()``
+            when it was made); ``()`` if no phase has written to it yet.
+
+        Raises:
+            InvalidArgument: *context_label* is not a str or None.
+            ActorStopped: the agent has exited (its contexts stopped with it).
+        """
+        if context_label is not None and not isinstance(context_label, str):
+            raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
+        ctx = self._state.context(context_label)
+        if ctx is None:
+            await trio.lowlevel.checkpoint()
+            cell = self._cell
+            if cell.state == "exited":
+                raise ActorStopped(
+                    f"agent {cell.path!r} has {cell.stop_reason}: its history is gone with it",
+                    path=cell.path,
+                    reason=cell.stop_reason,
+                )
+            return ()
+        turns = await ctx.ask(ContextReadTurns())
+        assert isinstance(turns, tuple)
+        return turns
 
     def helper(
         self,

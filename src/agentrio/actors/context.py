@@ -8,11 +8,21 @@ messages however many turns it has.
 
 from __future__ import annotations
 
+import time
+from array import array
 from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ..messages import ChatMessage, ContextAppend, ContextRead, ContextReset, Message
+from ..messages import (
+    ChatMessage,
+    ContextAppend,
+    ContextRead,
+    ContextReadTurns,
+    ContextReset,
+    Message,
+    Turn,
+)
 from ._core import InlineActor
 
 __all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window"]
@@ -58,27 +68,58 @@ def _arguments_text(arguments: object) -> str:
 
 
 class ContextActor(InlineActor[Message]):
-    """Holds one conversation history; answers ``ContextRead`` with a tuple of it.
+    """Holds one conversation history; answers ``ContextRead`` with a tuple of it,
+    and ``ContextReadTurns`` with a tuple of :class:`Turn` (each with its time).
 
     An inline actor: it never waits, so it needs no task of its own, and a
     read or a write is handled in the agent's task at once.
     """
 
-    __slots__ = ("history",)
+    __slots__ = ("history", "timestamps")
 
     def __init__(self) -> None:
         self.history: list[ChatMessage] = []
+        # When each turn of the history was made (time.time()), index for index:
+        # an array beside it rather than a Turn per message, so that reading
+        # the history for a phase (ContextRead) costs what it did; and an
+        # array of doubles, not a list of floats: 8 bytes a turn, and nothing
+        # for the cyclic GC to walk on each of 10k agents.
+        self.timestamps = array("d")
 
     def handle(self, msg: Message) -> object:
         if type(msg) is ContextRead:
             return tuple(self.history)
         if type(msg) is ContextAppend:
-            self.history.extend(msg.messages)
+            self._append(msg)
             return None
         if type(msg) is ContextReset:
             self.history.clear()
+            del self.timestamps[:]
             return None
+        if type(msg) is ContextReadTurns:
+            return self.turns()
         raise TypeError(f"ContextActor cannot handle {type(msg).__name__}")
+
+    def _append(self, msg: ContextAppend) -> None:
+        self.history.extend(msg.messages)
+        if len(msg.timestamps) == len(msg.messages):
+            self.timestamps.extend(msg.timestamps)
+        else:  # (a hand-made ContextAppend: its turns are made now)
+            self.timestamps.extend(array("d", [time.time()]) * len(msg.messages))
+
+    def turns(self) -> tuple[Turn, ...]:
+        """The history, each message with the time it was made."""
+        history, stamps = self.history, self.timestamps
+        if len(stamps) != len(history):
+            # The history was changed without its times (a turn replaced or
+            # dropped by hand): the newest turns keep theirs, and older turns
+            # without one get the time of this read.
+            missing = len(history) - len(stamps)
+            if missing > 0:
+                stamps[:0] = array("d", [time.time()]) * missing
+            else:
+                del stamps[:-missing]
+        return tuple(map(Turn, history, stamps))
 
 
 def fit_window(

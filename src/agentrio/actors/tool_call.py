@@ -182,6 +182,7 @@ class ToolCallActor:
         "owner",
         "request",
         "result",
+        "started",
         "timeout",
         "timers",
         "tool",
@@ -208,6 +209,10 @@ class ToolCallActor:
         self.timers: Timers | None = None
         self.owner: Phase | None = None
         self.armed = False
+        # When it started on Trio's clock, set only while the event bus has
+        # subscribers (for its ToolEnded event's duration), and None again
+        # once that event is published.
+        self.started: float | None = None
 
     def _finish(self, status: ToolStatus, content: str) -> ToolResult:
         self.result = tool_result(self.request, status, content)
@@ -331,12 +336,13 @@ def start_batch(
     nursery: trio.Nursery,
     actors: Sequence[ToolCallActor],
     limit: int,
-    on_done: Callable[[ToolResult], None],
+    on_done: Callable[[ToolCallActor, ToolResult], None],
 ) -> None:
     """Start the tool calls of one model turn in *nursery*, at most *limit* at once.
 
-    *on_done* sees each result as its call ends. The nursery's exit waits for
-    the last call and wakes the agent once, whatever the batch's size.
+    *on_done* sees each call and its result as the call ends. The nursery's
+    exit waits for the last call and wakes the agent once, whatever the
+    batch's size.
     """
     limiter = trio.Semaphore(limit) if len(actors) > limit else None
     for actor in actors:
@@ -344,11 +350,15 @@ def start_batch(
 
 
 async def _run_one(
-    actor: ToolCallActor, limiter: trio.Semaphore | None, on_done: Callable[[ToolResult], None]
+    actor: ToolCallActor,
+    limiter: trio.Semaphore | None,
+    on_done: Callable[[ToolCallActor, ToolResult], None],
 ) -> None:
     if limiter is None:
         result = await actor.run()
     else:
         async with limiter:
+            if actor.started is not None:  # its duration starts when it gets a slot
+                actor.started = trio.current_time()
             result = await actor.run()
-    on_done(result)
+    on_done(actor, result)
