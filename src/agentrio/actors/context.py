@@ -12,10 +12,17 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ..messages import ChatMessage, ContextAppend, ContextRead, ContextReset, Message
+from ..messages import (
+    ChatMessage,
+    ContextAppend,
+    ContextCompact,
+    ContextRead,
+    ContextReset,
+    Message,
+)
 from ._core import InlineActor
 
-__all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window"]
+__all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window", "turn_units"]
 
 TokenEstimator = Callable[[str], int]
 
@@ -78,7 +85,36 @@ class ContextActor(InlineActor[Message]):
         if type(msg) is ContextReset:
             self.history.clear()
             return None
+        if type(msg) is ContextCompact:
+            return self._compact(msg)
         raise TypeError(f"ContextActor cannot handle {type(msg).__name__}")
+
+    def _compact(self, msg: ContextCompact) -> bool:
+        # One message, one step: no reader sees the history half compacted.
+        history = self.history
+        if len(history) != msg.length or not 0 <= msg.start <= msg.end <= msg.length:
+            return False  # written to since it was read: the plan no longer fits it
+        history[msg.start : msg.end] = msg.summary
+        return True
+
+
+def turn_units(messages: Sequence[ChatMessage]) -> list[tuple[int, int]]:
+    """Split *messages* into the spans ``(start, end)`` that are kept or left out whole.
+
+    An assistant message with tool calls and the tool results that follow it
+    are one span (a provider refuses a call without its result, and a result
+    without its call); every other message is a span of its own.
+    """
+    units = []
+    i, n = 0, len(messages)
+    while i < n:
+        j = i + 1
+        if messages[i].role == "assistant" and messages[i].tool_calls:
+            while j < n and messages[j].role == "tool":
+                j += 1
+        units.append((i, j))
+        i = j
+    return units
 
 
 def fit_window(
@@ -86,8 +122,10 @@ def fit_window(
 ) -> tuple[list[ChatMessage], int, int]:
     """Leave out old turns until the estimated size fits *limit* tokens.
 
-    The oldest tool results go first, then the oldest assistant turns. The
-    system prompt, the first user message and the newest message always stay.
+    A tool call and its results go together, as one unit (see
+    :func:`turn_units`): first the oldest such units (and any tool result
+    without its call), then the oldest assistant turns without tool results.
+    The system prompt, the user messages and the newest unit always stay.
 
     Args:
         messages: the history, oldest first.
@@ -100,19 +138,18 @@ def fit_window(
     total = sum(sizes)
     if total <= limit:
         return list(messages), 0, total
+    units = turn_units(messages)[:-1]  # (the newest unit stays)
     keep = [True] * len(messages)
-    protected = {len(messages) - 1}
-    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
-    if first_user is not None:
-        protected.add(first_user)
-    protected.update(i for i, m in enumerate(messages) if m.role == "system")
     dropped = 0
-    for role in ("tool", "assistant"):
-        for i, msg in enumerate(messages):
+    for with_results in (True, False):
+        for start, end in units:
             if total <= limit:
                 break
-            if msg.role == role and i not in protected:
+            role = messages[start].role
+            if role in ("system", "user") or (end - start > 1 or role == "tool") != with_results:
+                continue
+            for i in range(start, end):
                 keep[i] = False
                 total -= sizes[i]
-                dropped += 1
+            dropped += end - start
     return [m for m, k in zip(messages, keep, strict=True) if k], dropped, total
