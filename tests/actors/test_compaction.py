@@ -416,6 +416,25 @@ async def test_a_failed_summary_leaves_the_history_and_the_phase_goes_on_truncat
     assert usage.requests == 9 + 1  # the failed summary call is counted
 
 
+async def test_a_compaction_that_leaves_the_history_over_the_threshold_is_not_repeated(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    summariser = Summariser()
+    # the first user message alone is over the threshold (500): a summary of what
+    # lies between it and the newest turns cannot get the history under it
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec(reader(6, []), FunctionModel(summariser)))
+        outcome = await agent.run("r" * 600)
+        await trio.testing.wait_all_tasks_blocked()
+    assert (outcome.stop_reason, len(outcome.tool_calls)) == ("done", 6)
+    # once, when 3 pages were read: page 1 (2 messages) was replaced; then no more
+    assert len(summariser.requests) == 1
+    (compacted,) = [e for e in events if isinstance(e, ContextCompacted)]
+    assert compacted.replaced == 2 and compacted.tokens_after > 500
+    assert [e for e in events if isinstance(e, ContextTruncated)]
+
+
 async def test_a_summary_without_text_is_a_failure(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents
 ) -> None:

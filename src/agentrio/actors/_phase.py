@@ -178,7 +178,7 @@ class Phase:
         "bus",
         "calls",
         "cmd",
-        "compaction_failed",
+        "compaction_off",
         "ctx",
         "cut",
         "deadline",
@@ -236,7 +236,9 @@ class Phase:
         self.pending: Sequence[ToolCallRequest] = ()  # the calls of the turn in progress
         self.deadline: float | None = None  # of the whole phase, once it has begun
         self.escalating = False  # the first phase of an escalating pair
-        self.compaction_failed = False  # a summary failed: not tried again this phase
+        # A summary failed, or one left the history still over the threshold:
+        # not tried again in this phase (each try is a model call).
+        self.compaction_off = False
         self.id_base: int | None = None  # see fix_call_numbers
 
     # -- the phase ---------------------------------------------------------------------
@@ -420,7 +422,7 @@ class Phase:
         await self._final_turn()
 
     async def _compact(self) -> None:
-        if self.compaction_failed:
+        if self.compaction_off:
             return
         from .compaction import compact  # (here: it imports this module)
 

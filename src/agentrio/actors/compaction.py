@@ -213,14 +213,14 @@ async def compact(phase: Phase) -> None:
     has passed the threshold)."""
     st = phase.st
     summariser = st.summariser
-    assert summariser is not None and st.compact_at is not None
-    settings = summariser.settings
-    span = plan(phase.history, phase.sizes, settings.keep_recent, st.compact_at // 2)
+    limit = st.compact_at
+    assert summariser is not None and limit is not None
+    span = plan(phase.history, phase.sizes, summariser.settings.keep_recent, limit // 2)
     if span is None:
         return
     reply = await _summarise(phase, summariser, *span)
     if reply is not None:
-        await _apply(phase, *span, reply)
+        await _apply(phase, *span, reply, limit)
 
 
 async def _summarise(
@@ -281,9 +281,9 @@ async def _summarise(
     return reply
 
 
-async def _apply(phase: Phase, start: int, end: int, reply: ModelReply) -> None:
+async def _apply(phase: Phase, start: int, end: int, reply: ModelReply, limit: int) -> None:
     """Replace ``history[start:end]`` with the summary: in the context actor (the
-    part it holds) and then in the phase's copy."""
+    part it holds) and then in the phase's copy (*limit*: the threshold's tokens)."""
     summary = ChatMessage("user", SUMMARY_PREFIX + reply.text.strip())
     base = phase.base
     phase.fix_call_numbers()  # (while the history still holds the calls of the span)
@@ -307,6 +307,8 @@ async def _apply(phase: Phase, start: int, end: int, reply: ModelReply) -> None:
     phase.history[start:end] = [summary]
     phase.sizes[start:end] = [size]
     phase.total = sum(phase.sizes)
+    if phase.total > limit:  # (the kept turns alone are that big)
+        phase.compaction_off = True  # another summary would not get it under either
     if phase.bus.active:
         phase.bus.publish(
             ContextCompacted(
@@ -323,7 +325,7 @@ async def _apply(phase: Phase, start: int, end: int, reply: ModelReply) -> None:
 def _failed(phase: Phase, error_type: str, error: str) -> None:
     # Not tried again in this phase: a summary model that failed once would
     # most likely fail again, and each try costs a call.
-    phase.compaction_failed = True
+    phase.compaction_off = True
     if phase.bus.active:
         phase.bus.publish(
             CompactionFailed(

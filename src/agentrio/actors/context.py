@@ -67,6 +67,9 @@ def _arguments_text(arguments: object) -> str:
 class ContextActor(InlineActor[Message]):
     """Holds one conversation history; answers ``ContextRead`` with a tuple of it.
 
+    ``ContextAppend`` and ``ContextReset`` change it; ``ContextCompact``
+    replaces a span of it with a summary, and answers whether it could.
+
     An inline actor: it never waits, so it needs no task of its own, and a
     read or a write is handled in the agent's task at once.
     """
