@@ -11,6 +11,7 @@ from .actors._core import RestartPolicy as RestartPolicy
 from .actors.agent import AgentRef as AgentRef
 from .actors.agent import AgentSpec as AgentSpec
 from .actors.agent import StepInfo as StepInfo
+from .actors.compaction import Compaction as Compaction
 from .actors.compose import agent_tool as agent_tool
 from .actors.context import estimate_tokens as estimate_tokens
 from .actors.continuation import looks_unfinished as looks_unfinished
@@ -51,9 +52,12 @@ from .messages import ActorRestarted as ActorRestarted
 from .messages import ActorStarted as ActorStarted
 from .messages import BudgetExhausted as BudgetExhausted
 from .messages import ChatMessage as ChatMessage
+from .messages import CompactionFailed as CompactionFailed
 from .messages import ConfirmationReceived as ConfirmationReceived
 from .messages import ConfirmationRequired as ConfirmationRequired
 from .messages import ContextAppend as ContextAppend
+from .messages import ContextCompact as ContextCompact
+from .messages import ContextCompacted as ContextCompacted
 from .messages import ContextRead as ContextRead
 from .messages import ContextReadTurns as ContextReadTurns
 from .messages import ContextReset as ContextReset

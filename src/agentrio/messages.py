@@ -47,6 +47,9 @@ __all__ = [
     "Usage",
     "ActorFailed",
     "ActorRestarted",
+    "CompactionFailed",
+    "ContextCompact",
+    "ContextCompacted",
     "ActorStarted",
     "DeadLetter",
     "Event",
@@ -475,3 +478,58 @@ class ContinuationInjected(Event, frozen=True, tag=True):
     iteration: int = 0
     count: int = 0
     text: str = ""
+
+
+# -- compaction ----------------------------------------------------------------------------
+
+
+class ContextCompacted(Event, frozen=True, tag=True):
+    """Old turns of a context were replaced by a summary (``AgentSpec.compaction``).
+
+    Attributes:
+        context_label: the context (None: the primary one).
+        replaced: how many messages the summary replaced.
+        tokens_before: the history's estimated tokens before.
+        tokens_after: the estimate after, the summary included.
+        usage: what the summary call used (charged to the budget).
+    """
+
+    context_label: str | None = None
+    replaced: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    usage: Usage = Usage()
+
+
+class CompactionFailed(Event, frozen=True, tag=True):
+    """A compaction was due but did not happen; the phase goes on with truncation.
+
+    Attributes:
+        context_label: the context (None: the primary one).
+        error_type: the exception's class name (``"ContextChanged"`` when the
+            stored history changed while the summary was made).
+        error: what went wrong.
+    """
+
+    context_label: str | None = None
+    error_type: str = ""
+    error: str = ""
+
+
+class ContextCompact(Message, frozen=True, tag=True):
+    """Ask a ContextActor to replace ``history[start:end]`` with *summary*.
+
+    It is applied only if the history still holds *length* messages (nothing
+    was written to it since it was read); the answer says whether it was.
+
+    Attributes:
+        start: the first message replaced.
+        end: the message after the last one replaced.
+        summary: the messages put in their place.
+        length: the history's length when the compaction was planned.
+    """
+
+    start: int = 0
+    end: int = 0
+    summary: tuple[ChatMessage, ...] = ()
+    length: int = 0

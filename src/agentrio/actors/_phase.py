@@ -55,6 +55,7 @@ from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .tool_call import ToolCallActor, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
+    from ..providers.base import Model
     from ._core import ActorRef
     from .agent import _AgentState
 
@@ -80,6 +81,24 @@ def _spelled(n: int) -> str:
 
 # The most characters of a ToolEnded event's previews of arguments and output.
 PREVIEW_CHARS = 200
+
+
+def _numbered(history: Sequence[ChatMessage]) -> int:
+    """How many calls *history* holds, or more if an id ``call_<n>`` is higher.
+
+    The highest ``n`` matters after a compaction, which left out calls: a new
+    ``call_<count + 1>`` could then repeat an id the history still holds.
+    """
+    n = 0
+    for m in history:
+        for c in m.tool_calls:
+            n += 1
+            number = c.id[5:]
+            # (isdecimal: what int() reads; 18 digits at most: int() of a huge
+            # one is slow, or refused)
+            if c.id.startswith("call_") and number.isdecimal() and len(number) <= 18:
+                n = max(n, int(number))
+    return n
 
 
 def _summary(text: str) -> str:
@@ -125,16 +144,25 @@ class _Meter:
     at most ``max_out``: never more than the room the call held.
     """
 
-    __slots__ = ("cost", "estimate", "lease", "max_out", "refused", "st")
+    __slots__ = ("cost", "estimate", "lease", "max_out", "model", "pricing", "refused", "st")
 
     def __init__(
-        self, st: _AgentState, lease: Lease, estimate: int, max_out: int, cost: float
+        self,
+        st: _AgentState,
+        lease: Lease,
+        estimate: int,
+        max_out: int,
+        cost: float,
+        model: Model | None = None,
+        pricing: tuple[float, float] | None = None,
     ) -> None:
         self.st = st
         self.lease = lease
         self.estimate = estimate
         self.max_out = max_out
         self.cost = cost
+        # The model called, if not the agent's (a summary model): its pricing too.
+        self.model, self.pricing = (st.model, st.pricing) if model is None else (model, pricing)
         self.refused = ""  # the limit that left no room for a retry
 
     def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
@@ -143,12 +171,12 @@ class _Meter:
             input_tokens = self.estimate
         if output_tokens is None:
             output_tokens = min(st.info.estimator(received), self.max_out) if received else 0
-        pricing = st.pricing
+        pricing = self.pricing
         cost = input_tokens * pricing[0] + output_tokens * pricing[1] if pricing else 0.0
         spent = Usage(input_tokens, output_tokens, cost)
         if not self.lease.charge(spent):
             st.count(Usage(self.estimate, self.max_out, self.cost), 0, 1)
-            raise _usage_invalid(st.model, spent)
+            raise _usage_invalid(self.model, spent)
         st.count(spent, 0, 1)
 
     async def retry(self) -> bool:
@@ -168,6 +196,7 @@ class Phase:
         "bus",
         "calls",
         "cmd",
+        "compaction_off",
         "continued",
         "ctx",
         "cut",
@@ -176,6 +205,7 @@ class Phase:
         "escalating",
         "final_text",
         "history",
+        "id_base",
         "iterations",
         "last_result",
         "parse_failures",
@@ -239,6 +269,10 @@ class Phase:
         self.pending: Sequence[ToolCallRequest] = ()  # the calls of the turn in progress
         self.deadline: float | None = None  # of the whole phase, once it has begun
         self.escalating = False  # the first phase of an escalating pair
+        # A summary failed, or one left the history still over the threshold:
+        # not tried again in this phase (each try is a model call).
+        self.compaction_off = False
+        self.id_base: int | None = None  # see fix_call_numbers
 
     # -- the phase ---------------------------------------------------------------------
 
@@ -458,6 +492,19 @@ class Phase:
         self.reason = "stalled"
         await self._final_turn()
 
+    async def _compact(self) -> None:
+        if self.compaction_off:
+            return
+        from .compaction import compact  # (here: it imports this module)
+
+        await compact(self)
+
+    def fix_call_numbers(self) -> None:
+        """Number the calls still to come from what the history holds now, before a
+        compaction takes calls out of it: ids must not repeat ones it keeps."""
+        if self.id_base is None:
+            self.id_base = _numbered(self.history[: self.base])
+
     def _window(self) -> tuple[list[ChatMessage], int]:
         limit = self.st.window
         total = self.total
@@ -482,6 +529,8 @@ class Phase:
         st = self.st
         if self._stop_requested():
             return None
+        if st.compact_at is not None and self.total > st.compact_at:
+            await self._compact()
         view, estimate = self._window()
         max_out = st.spec.limits.max_output_tokens
         # Never a bare reserve(): it would let this call take room that an
@@ -580,7 +629,7 @@ class Phase:
             return calls
         # Ids are unique in the whole conversation, not just this phase: a
         # provider pairs results with calls by id (Anthropic refuses repeats).
-        n = sum(len(m.tool_calls) for m in self.history[: self.base])
+        n = self.id_base if self.id_base is not None else _numbered(self.history[: self.base])
         n += len(self.calls) + (len(self.batch) if self.batch else 0)
         out = []
         for i, c in enumerate(calls):

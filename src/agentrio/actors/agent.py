@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name, check_timeout
-from ..config import split_model
+from ..config import find_config, split_model
 from ..errors import ActorError, ActorStopped, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
@@ -44,6 +44,7 @@ from ._core import (
     _Cell,
 )
 from ._phase import Phase
+from .compaction import Compaction, Summariser
 from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
 from .continuation import ContinuationDetector
 from .tool_call import ToolGate
@@ -156,6 +157,10 @@ class AgentSpec:
             while ``limits.max_continuation_turns`` allows another
             continuation (None: :func:`agentrio.looks_unfinished`); if it
             raises, the phase ends with ``error``.
+        compaction: a :class:`agentrio.Compaction` to replace a context's
+            older turns with a summary once it passes a share of the model's
+            window (``None``, the default: no compaction; old turns are only
+            left out of each call's view).
 
     The agent's children (subagents, agent tools' agents, ``map``'s agents,
     session helpers) run its hooks before their own, and its policy and
@@ -181,6 +186,7 @@ class AgentSpec:
     post_tool_use: PostToolUse | None = None
     env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
     continuation_detector: ContinuationDetector | None = None
+    compaction: Compaction | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -228,6 +234,11 @@ class AgentSpec:
                 f"AgentSpec.approver must be a callable or an ActorRef, got {self.approver!r}"
             )
         check_timeout("AgentSpec.approval_timeout", self.approval_timeout)
+        if self.compaction is not None and not isinstance(self.compaction, Compaction):
+            raise InvalidArgument(
+                f"AgentSpec.compaction must be an agentrio.Compaction or None, "
+                f"got {self.compaction!r}"
+            )
         for hook in (
             "on_step",
             "token_estimator",
@@ -326,6 +337,7 @@ class _AgentState:
         "budget",
         "ceiling",
         "cell",
+        "compact_at",
         "contexts",
         "cut",
         "escalation",
@@ -344,6 +356,7 @@ class _AgentState:
         "stop_reasons",
         "stop_requested",
         "streams",
+        "summariser",
         "sup",
         "tool_calls",
         "usage_parent",
@@ -359,9 +372,11 @@ class _AgentState:
         name: str,
         model: Model,
         escalation: Model | None,
+        summariser: Summariser | None = None,
     ) -> None:
         self.spec = spec
         self.info = _spec_info(spec)
+        self.summariser = summariser
         self.use_model(model)
         self.escalation = escalation
         self.gate: ToolGate | None = None
@@ -395,6 +410,13 @@ class _AgentState:
     def use_model(self, model: Model) -> None:
         """Call *model* from now on (a resolved one, or the next tier's)."""
         self.model = model
+        # The estimate past which a phase compacts the history (None: never).
+        compaction = self.spec.compaction
+        self.compact_at = (
+            None
+            if compaction is None
+            else max(1, int(context_window(model) * compaction.threshold))
+        )
         facts = self.info.model_facts
         if facts is not None and facts[0]() is model:
             self.window, self.streams, self.metered, self.pricing = facts[1:]
@@ -592,13 +614,43 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
             escalation = models.next_tier(spec.model)
     else:
         model = spec.model
+    summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
     state = _AgentState(
-        spec, sup, budget, agent_name if isinstance(agent_name, str) else "", model, escalation
+        spec,
+        sup,
+        budget,
+        agent_name if isinstance(agent_name, str) else "",
+        model,
+        escalation,
+        summariser,
     )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
     state.cell = cell
     state.gate = make_gate(spec, cell.path, sup.bus)
     return AgentRef._create(state)
+
+
+def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
+    """*compaction* with its summary model resolved (ConfigError for a bad name)."""
+    model = compaction.model
+    if model is None:
+        model = _fast_tier(sup)
+    elif isinstance(model, str):
+        model = sup.shared.models().resolve(model)
+    if model is None:  # the agent's own model, whichever it is when the summary is made
+        return Summariser(compaction, None, False, None)
+    return Summariser(compaction, model, _takes(model, "meter"), model_pricing(model))
+
+
+def _fast_tier(sup: _Supervisor) -> Model | None:
+    """The model of the configuration's ``fast`` tier, or None if there is none."""
+    shared = sup.shared
+    if shared.config is None and find_config() is None:
+        return None  # no configuration given, and none to be found
+    models = shared.models()
+    if "fast" not in models.config.tiers:
+        return None
+    return models.resolve("fast")
 
 
 def _check_run(

@@ -17,6 +17,7 @@ import msgspec
 from ..messages import (
     ChatMessage,
     ContextAppend,
+    ContextCompact,
     ContextRead,
     ContextReadTurns,
     ContextReset,
@@ -25,7 +26,7 @@ from ..messages import (
 )
 from ._core import InlineActor
 
-__all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window"]
+__all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window", "turn_units"]
 
 TokenEstimator = Callable[[str], int]
 
@@ -71,6 +72,9 @@ class ContextActor(InlineActor[Message]):
     """Holds one conversation history; answers ``ContextRead`` with a tuple of it,
     and ``ContextReadTurns`` with a tuple of :class:`Turn` (each with its time).
 
+    ``ContextAppend`` and ``ContextReset`` change it; ``ContextCompact``
+    replaces a span of it with a summary, and answers whether it could.
+
     An inline actor: it never waits, so it needs no task of its own, and a
     read or a write is handled in the agent's task at once.
     """
@@ -98,6 +102,8 @@ class ContextActor(InlineActor[Message]):
             return None
         if type(msg) is ContextReadTurns:
             return self.turns()
+        if type(msg) is ContextCompact:
+            return self._compact(msg)
         raise TypeError(f"ContextActor cannot handle {type(msg).__name__}")
 
     def _append(self, msg: ContextAppend) -> None:
@@ -121,14 +127,47 @@ class ContextActor(InlineActor[Message]):
                 del stamps[:-missing]
         return tuple(map(Turn, history, stamps))
 
+    def _compact(self, msg: ContextCompact) -> bool:
+        # One message, one step: no reader sees the history half compacted.
+        history = self.history
+        if len(history) != msg.length or not 0 <= msg.start <= msg.end <= msg.length:
+            return False  # written to since it was read: the plan no longer fits it
+        history[msg.start : msg.end] = msg.summary
+        # The summary's turns get the time they were made; the kept ones keep theirs.
+        if len(self.timestamps) == msg.length:
+            now = array("d", [time.time()]) * len(msg.summary)
+            self.timestamps[msg.start : msg.end] = now
+        return True
+
+
+def turn_units(messages: Sequence[ChatMessage]) -> list[tuple[int, int]]:
+    """Split *messages* into the spans ``(start, end)`` that are kept or left out whole.
+
+    An assistant message with tool calls and the tool results that follow it
+    are one span (a provider refuses a call without its result, and a result
+    without its call); every other message is a span of its own.
+    """
+    units = []
+    i, n = 0, len(messages)
+    while i < n:
+        j = i + 1
+        if messages[i].role == "assistant" and messages[i].tool_calls:
+            while j < n and messages[j].role == "tool":
+                j += 1
+        units.append((i, j))
+        i = j
+    return units
+
 
 def fit_window(
     messages: Sequence[ChatMessage], sizes: Sequence[int], limit: int
 ) -> tuple[list[ChatMessage], int, int]:
     """Leave out old turns until the estimated size fits *limit* tokens.
 
-    The oldest tool results go first, then the oldest assistant turns. The
-    system prompt, the first user message and the newest message always stay.
+    A tool call and its results go together, as one unit (see
+    :func:`turn_units`): first the oldest such units (and any tool result
+    without its call), then the oldest assistant turns without tool results.
+    The system prompt, the user messages and the newest unit always stay.
 
     Args:
         messages: the history, oldest first.
@@ -141,19 +180,18 @@ def fit_window(
     total = sum(sizes)
     if total <= limit:
         return list(messages), 0, total
+    units = turn_units(messages)[:-1]  # (the newest unit stays)
     keep = [True] * len(messages)
-    protected = {len(messages) - 1}
-    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
-    if first_user is not None:
-        protected.add(first_user)
-    protected.update(i for i, m in enumerate(messages) if m.role == "system")
     dropped = 0
-    for role in ("tool", "assistant"):
-        for i, msg in enumerate(messages):
+    for with_results in (True, False):
+        for start, end in units:
             if total <= limit:
                 break
-            if msg.role == role and i not in protected:
+            role = messages[start].role
+            if role in ("system", "user") or (end - start > 1 or role == "tool") != with_results:
+                continue
+            for i in range(start, end):
                 keep[i] = False
                 total -= sizes[i]
-                dropped += 1
+            dropped += end - start
     return [m for m, k in zip(messages, keep, strict=True) if k], dropped, total
