@@ -20,6 +20,13 @@ after ``[tiers]`` they would belong to it)::
     fast = "local:qwen2.5:0.5b"
     smart = "openai:gpt-4o"
 
+    [lanes]
+    tool_concurrency = 8
+
+    [lanes.background]
+    max_concurrency = 2
+    attempts = 3
+
 The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 ``agentrio/agentrio.toml`` in the user config folder (``$XDG_CONFIG_HOME`` or
 ``~/.config``). Every error names the file, the key and what was expected.
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
 from .errors import ConfigError
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
+from .supervisors.lanes import LANES, Lanes
 
 __all__ = ["Config", "Models", "find_config", "load_config", "parse_config", "split_model"]
 
@@ -70,12 +78,15 @@ class Config:
         escalation: tiers in order: a stalled phase on one is retried once on
             the next (with ``AgentSpec(escalate_on_stall=True)``).
         path: the file it came from (None when built in code).
+        lanes: the ``[lanes]`` table: how each lane's tool calls are limited
+            and retried (used by ``open_runtime(config=...)``).
     """
 
     providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
     tiers: dict[str, str] = attrs.field(factory=dict)
     escalation: list[str] = attrs.field(factory=list)
     path: str | None = None
+    lanes: Lanes = attrs.field(factory=Lanes)
 
     def __attrs_post_init__(self) -> None:
         where = self.path or "the configuration"
@@ -151,10 +162,10 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         ConfigError: naming *path*, the key and what was expected.
     """
     where = path or "the configuration"
-    extra = sorted(set(data) - {"providers", "tiers", "escalation"})
+    extra = sorted(set(data) - {"providers", "tiers", "escalation", "lanes"})
     if extra:
         raise ConfigError(
-            f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation"
+            f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation, lanes"
         )
     raw_providers = data.get("providers", {})
     if not isinstance(raw_providers, dict):
@@ -173,7 +184,29 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         raise ConfigError(f"{where}: escalation must be a list of tier names")
     tiers = _structure(raw_tiers, dict[str, str], "tiers", where)
     escalation = _structure(raw_escalation, list[str], "escalation", where)
-    return Config(providers=providers, tiers=tiers, escalation=escalation, path=path)
+    lanes = _structure(_lanes_table(data.get("lanes", {}), where), Lanes, "lanes", where)
+    return Config(providers=providers, tiers=tiers, escalation=escalation, path=path, lanes=lanes)
+
+
+def _lanes_table(raw: object, where: str) -> dict[str, object]:
+    """The ``[lanes]`` table, its lanes' names checked (``control``: ``interactive``)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: lanes must be a table ([lanes], [lanes.NAME])")
+    table = dict(raw)
+    if "control" in table:
+        if "interactive" in table:
+            raise ConfigError(
+                f"{where}: lanes.control and lanes.interactive are one lane: give only one"
+            )
+        table["interactive"] = table.pop("control")
+    known = {*LANES, "tool_concurrency"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: lanes has unknown keys {unknown}; expected tool_concurrency and "
+            f"the lanes {list(LANES)} (or control)"
+        )
+    return table
 
 
 def find_config() -> Path | None:
