@@ -147,6 +147,58 @@ def test_a_key_in_the_file_is_not_echoed(tmp_path: Path, table: str) -> None:
     assert "providers.p" in str(info.value) and "SECRET" not in str(info.value)
 
 
+LANES = """\
+[providers.local]
+kind = "ollama"
+base_url = "http://h"
+max_concurrent = 8
+lane_concurrency = { background = 6 }
+
+[lanes]
+tool_concurrency = 4
+
+[lanes.control]
+max_concurrency = 2
+
+[lanes.background]
+max_concurrency = 1
+attempts = 3
+backoff_initial = 1
+backoff_max = 10
+"""
+
+
+def test_the_lanes_in_a_file(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "agentrio.toml", LANES))
+    assert config.providers["local"].lane_concurrency == {"background": 6}
+    assert config.lanes == agentrio.Lanes(
+        interactive=agentrio.LanePolicy(max_concurrency=2),
+        background=agentrio.LanePolicy(
+            max_concurrency=1, attempts=3, backoff_initial=1.0, backoff_max=10.0
+        ),
+        tool_concurrency=4,
+    )
+    assert load_config(write(tmp_path / "empty.toml", "")).lanes == agentrio.Lanes()
+
+
+async def test_the_runtime_takes_its_lanes_from_its_config(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = write(tmp_path / "agentrio.toml", LANES)
+    async with agentrio.open_runtime(config=path) as rt:
+        lanes = rt._sup.shared.tool_lanes
+        assert lanes is not None and lanes.policies[3].attempts == 3
+    mine = agentrio.Lanes(tool_concurrency=1)
+    async with agentrio.open_runtime(config=path, lanes=mine) as rt:
+        lanes = rt._sup.shared.tool_lanes
+        assert lanes is not None and lanes.policies[3].attempts == 1  # lanes= wins
+    async with agentrio.open_runtime(config=path, lanes=agentrio.Lanes()) as rt:
+        assert rt._sup.shared.tool_lanes is None  # nothing limited or retried: no lanes at all
+    with pytest.raises(InvalidArgument, match=r"lanes must be an agentrio\.Lanes"):
+        async with agentrio.open_runtime(lanes={"tool_concurrency": 1}):  # type: ignore[arg-type]
+            pass
+
+
 def test_an_empty_file_is_an_empty_config(tmp_path: Path) -> None:
     config = load_config(write(tmp_path / "agentrio.toml", ""))
     assert (config.providers, config.tiers, config.escalation) == ({}, {}, [])
@@ -266,6 +318,22 @@ BAD_FILES = [
         'escalation = ["fast", "smart"]\n' + PROVIDER + '[tiers]\nfast = "local:m"',
         ["escalation names tier 'smart'", "not in [tiers]", "['fast']"],
     ),
+    ("lanes = 3", ["lanes must be a table"]),
+    ("[lanes]\ntool_concurrency = 0", ["@ lanes", "tool_concurrency must be an int >= 1"]),
+    ('[lanes]\ntool_concurrency = "8"', ["lanes.tool_concurrency", "expected int"]),
+    ("[lanes.urgent]\nattempts = 2", ["lanes has unknown keys ['urgent']", "'interactive'"]),
+    ("[lanes.background]\nattempts = 0", ["lanes.background", "attempts must be an int >= 1"]),
+    ("[lanes.background]\nretries = 2", ["lanes.background", "extra fields found (retries)"]),
+    ("[lanes.query]\nbackoff_max = -1", ["lanes.query", "backoff_max must be a number"]),
+    (
+        "[lanes.control]\nattempts = 2\n[lanes.interactive]\nattempts = 3",
+        ["lanes.control and lanes.interactive are one lane"],
+    ),
+    (
+        PROVIDER + "lane_concurrency = { later = 2 }",
+        ["providers.local", "lane_concurrency key must be one of", "'later'"],
+    ),
+    (PROVIDER + "lane_concurrency = { background = 0 }", ["lane_concurrency.background"]),
     # The usual slip: escalation written after [tiers] belongs to the tiers table.
     (
         PROVIDER + '[tiers]\nfast = "local:m"\nescalation = ["fast"]',

@@ -66,6 +66,7 @@ from .messages import ContinuationInjected as ContinuationInjected
 from .messages import DeadLetter as DeadLetter
 from .messages import Event as Event
 from .messages import EventsLost as EventsLost
+from .messages import Lane as Lane
 from .messages import Message as Message
 from .messages import ModelReply as ModelReply
 from .messages import PermissionDenied as PermissionDenied
@@ -81,8 +82,10 @@ from .messages import SubagentStarted as SubagentStarted
 from .messages import SupervisorEscalated as SupervisorEscalated
 from .messages import TextDelta as TextDelta
 from .messages import ToolCallRequest as ToolCallRequest
+from .messages import ToolDeadLetter as ToolDeadLetter
 from .messages import ToolEnded as ToolEnded
 from .messages import ToolResult as ToolResult
+from .messages import ToolRetry as ToolRetry
 from .messages import ToolStarted as ToolStarted
 from .messages import ToolStatus as ToolStatus
 from .messages import Turn as Turn
@@ -99,6 +102,8 @@ from .supervisors.budget import Budget as Budget
 from .supervisors.budget import Lease as Lease
 from .supervisors.budget import UsageTotals as UsageTotals
 from .supervisors.bus import EventStream as EventStream
+from .supervisors.lanes import LanePolicy as LanePolicy
+from .supervisors.lanes import Lanes as Lanes
 from .supervisors.limits import Limits as Limits
 from .supervisors.ref import SupervisorRef as SupervisorRef
 from .supervisors.ref import SupervisorStatistics as SupervisorStatistics

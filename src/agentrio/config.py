@@ -24,6 +24,13 @@ after ``[tiers]`` they would belong to it)::
     max_iterations = 20
     max_continuation_turns = 3
 
+    [lanes]
+    tool_concurrency = 8
+
+    [lanes.background]
+    max_concurrency = 2
+    attempts = 3
+
 The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 ``agentrio/agentrio.toml`` in the user config folder (``$XDG_CONFIG_HOME`` or
 ``~/.config``). Every error names the file, the key and what was expected.
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
 from .errors import ConfigError, InvalidArgument
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
+from .supervisors.lanes import LANES, Lanes
 from .supervisors.limits import Limits
 
 __all__ = [
@@ -87,6 +95,8 @@ class Config:
         limits: the ``[limits]`` table, as :class:`agentrio.Limits` (the
             fields it leaves out keep their defaults); for the specs that
             want it: ``AgentSpec(..., limits=config.limits)``.
+        lanes: the ``[lanes]`` table: how each lane's tool calls are limited
+            and retried (used by ``open_runtime(config=...)``).
     """
 
     providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
@@ -94,6 +104,7 @@ class Config:
     escalation: list[str] = attrs.field(factory=list)
     path: str | None = None
     limits: Limits = attrs.field(factory=Limits)
+    lanes: Lanes = attrs.field(factory=Lanes)
 
     def __attrs_post_init__(self) -> None:
         where = self.path or "the configuration"
@@ -218,11 +229,11 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         ConfigError: naming *path*, the key and what was expected.
     """
     where = path or "the configuration"
-    extra = sorted(set(data) - {"providers", "tiers", "escalation", "limits"})
+    extra = sorted(set(data) - {"providers", "tiers", "escalation", "limits", "lanes"})
     if extra:
         raise ConfigError(
             f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation, "
-            f"limits"
+            f"limits, lanes"
         )
     raw_providers = data.get("providers", {})
     if not isinstance(raw_providers, dict):
@@ -242,7 +253,36 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
     tiers = _structure(raw_tiers, dict[str, str], "tiers", where)
     escalation = _structure(raw_escalation, list[str], "escalation", where)
     limits = structure_limits(data.get("limits", {}), where=where)
-    return Config(providers=providers, tiers=tiers, escalation=escalation, path=path, limits=limits)
+    lanes = _structure(_lanes_table(data.get("lanes", {}), where), Lanes, "lanes", where)
+    return Config(
+        providers=providers,
+        tiers=tiers,
+        escalation=escalation,
+        path=path,
+        limits=limits,
+        lanes=lanes,
+    )
+
+
+def _lanes_table(raw: object, where: str) -> dict[str, object]:
+    """The ``[lanes]`` table, its lanes' names checked (``control``: ``interactive``)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: lanes must be a table ([lanes], [lanes.NAME])")
+    table = dict(raw)
+    if "control" in table:
+        if "interactive" in table:
+            raise ConfigError(
+                f"{where}: lanes.control and lanes.interactive are one lane: give only one"
+            )
+        table["interactive"] = table.pop("control")
+    known = {*LANES, "tool_concurrency"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: lanes has unknown keys {unknown}; expected tool_concurrency and "
+            f"the lanes {list(LANES)} (or control)"
+        )
+    return table
 
 
 def find_config() -> Path | None:

@@ -37,8 +37,10 @@ __all__ = [
     "SubagentStarted",
     "TextDelta",
     "ToolCallRequest",
+    "ToolDeadLetter",
     "ToolEnded",
     "ToolResult",
+    "ToolRetry",
     "ToolStarted",
     "ToolStatus",
     "Turn",
@@ -54,6 +56,7 @@ __all__ = [
     "DeadLetter",
     "Event",
     "EventsLost",
+    "Lane",
     "Message",
     "SupervisorEscalated",
 ]
@@ -164,6 +167,8 @@ StopReason = Literal[
     "cancelled",
 ]
 ToolStatus = Literal["ok", "failed", "timeout", "denied"]
+# The priority lanes, highest first ("control" is another name for "interactive").
+Lane = Literal["interactive", "control", "query", "execute", "background"]
 
 
 class Usage(Message, frozen=True, tag=True):
@@ -210,7 +215,8 @@ class ToolResult(Message, frozen=True, tag=True):
         name: the tool's name.
         arguments: the arguments it was called with.
         status: ``"ok"``, ``"failed"`` (raised, bad arguments, unusable result),
-            ``"timeout"`` or ``"denied"`` (not allowed, or no budget for it).
+            ``"timeout"`` or ``"denied"`` (not allowed, no budget for it, or
+            given up after its lane's retries: a dead letter).
         content: the result as JSON text, or the error message.
     """
 
@@ -256,6 +262,7 @@ class RunPhase(Message, frozen=True, tag=True):
     continue_context: bool = True
     context_label: str | None = None
     direct_tool_calls: tuple[ToolCallRequest, ...] | None = None
+    lane: Lane | None = None  # None: the agent's spec's lane
 
 
 class PhaseResult(Message, frozen=True, tag=True):
@@ -533,3 +540,53 @@ class ContextCompact(Message, frozen=True, tag=True):
     end: int = 0
     summary: tuple[ChatMessage, ...] = ()
     length: int = 0
+
+
+# -- lanes -------------------------------------------------------------------------------
+
+
+class ToolRetry(Event, frozen=True, tag=True):
+    """A tool call raised and will be tried again, per its lane's retry policy.
+
+    Attributes:
+        tool: the tool's name.
+        call_id: the call's id.
+        lane: the lane it runs in.
+        attempt: the attempt that failed (1 for the first).
+        delay: seconds before the next attempt.
+        error_type: the exception's class name.
+        error: its message (at most 300 characters; the agent's ``env``
+            values in it are replaced by ``[redacted]``).
+    """
+
+    tool: str = ""
+    call_id: str = ""
+    lane: str = ""
+    attempt: int = 0
+    delay: float = 0.0
+    error_type: str = ""
+    error: str = ""
+
+
+class ToolDeadLetter(Event, frozen=True, tag=True):
+    """A tool call raised on the last attempt its lane allows, and was given up.
+
+    Its result is ``"denied"``: the model is told the call was given up,
+    after how many attempts, and the last error.
+
+    Attributes:
+        tool: the tool's name.
+        call_id: the call's id.
+        lane: the lane it ran in.
+        attempts: the attempts made.
+        error_type: the last exception's class name.
+        error: its message (at most 300 characters; the agent's ``env``
+            values in it are replaced by ``[redacted]``).
+    """
+
+    tool: str = ""
+    call_id: str = ""
+    lane: str = ""
+    attempts: int = 0
+    error_type: str = ""
+    error: str = ""

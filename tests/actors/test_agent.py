@@ -306,6 +306,8 @@ async def test_run_max_iterations_must_be_an_int_at_least_one(
         ({"context_label": 3}, "context_label"),
         ({"direct_tool_calls": [{"name": "echo"}]}, "direct_tool_calls"),
         ({"direct_tool_calls": "echo"}, "direct_tool_calls"),
+        ({"lane": "urgent"}, "lane must be one of"),
+        ({"lane": 0}, "lane must be one of"),
     ],
 )
 async def test_run_bad_arguments_are_named(
@@ -337,6 +339,62 @@ async def test_run_user_message_must_be_a_str(autojump_clock: trio.testing.MockC
         agent = await rt.spawn_agent(make_spec(ScriptedModel([])))
         with pytest.raises(InvalidArgument, match="user_message"):
             await agent.run(b"go")  # type: ignore[arg-type]
+
+
+class LaneModel:
+    """A model whose complete() takes ``lane``: it notes the lane of every call."""
+
+    def __init__(self) -> None:
+        self.lanes: list[str | None] = []
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        lane: str | None = None,
+    ) -> Reply:
+        await trio.lowlevel.checkpoint()
+        self.lanes.append(lane)
+        return Reply(text="ok")
+
+
+def test_a_specs_lane() -> None:
+    assert make_spec(ScriptedModel([])).lane == "query"
+    assert AgentSpec("a", ScriptedModel([]), lane="background").lane == "background"
+    assert AgentSpec("a", ScriptedModel([]), lane="control").lane == "interactive"
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.lane must be one of .*'later'"):
+        AgentSpec("a", ScriptedModel([]), lane="later")  # type: ignore[arg-type]
+
+
+async def test_the_phases_lane_reaches_a_model_that_takes_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = LaneModel()
+    async with agentrio.open_runtime() as rt:
+        default = await rt.spawn_agent(AgentSpec("d", model))
+        background = await rt.spawn_agent(AgentSpec("b", model, lane="background"))
+        await default.run("go")
+        await background.run("go")
+        await background.run("go", lane="control")  # the run's lane wins over the spec's
+        await default.run("go", lane="execute")
+    assert model.lanes == ["query", "background", "interactive", "execute"]
+
+
+async def test_a_run_phase_with_an_unknown_lane_ends_with_error(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    model = LaneModel()
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(AgentSpec("a", model))
+        result = await agent.ref.ask(agentrio.RunPhase("go", lane="soon"))  # type: ignore[arg-type]
+        await trio.testing.wait_all_tasks_blocked()
+    assert isinstance(result, PhaseResult) and result.stop_reason == "error"
+    assert model.lanes == []
+    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert error.error_type == "InvalidArgument" and "RunPhase.lane" in error.error
 
 
 def test_phase_result_carries_no_accounting() -> None:

@@ -199,3 +199,60 @@ async def test_a_cancelled_wait_takes_nothing(autojump_clock: trio.testing.MockC
     await trio.sleep(50)
     with trio.fail_after(0.001):
         await window.take(1)  # at 60 the first entry left, and the cancelled one never entered
+
+
+async def _take_in_order(window: RateWindow, takers: list[tuple[str, float, int]]) -> list[str]:
+    """Start the takers (name, amount, priority) in this order; the names as they got room."""
+    order: list[str] = []
+
+    async def one(name: str, amount: float, priority: int) -> None:
+        await window.take(amount, priority)
+        order.append(name)
+
+    async with trio.open_nursery() as nursery:
+        for name, amount, priority in takers:
+            nursery.start_soon(one, name, amount, priority)
+            await trio.testing.wait_all_tasks_blocked()  # a fixed arrival order
+    return order
+
+
+async def test_waiters_are_served_by_priority_then_arrival(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    window = RateWindow(1, period=60.0)
+    # priority 0 is the interactive lane, 3 the background lane
+    order = await _take_in_order(
+        window, [("first", 1, 1), ("bg1", 1, 3), ("bg2", 1, 3), ("q", 1, 1), ("i", 1, 0)]
+    )
+    assert order == ["first", "i", "q", "bg1", "bg2"]
+    assert trio.current_time() == 240  # one a minute
+
+
+async def test_a_new_taker_does_not_take_room_freed_for_a_waiter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    window = RateWindow(1, period=60.0)
+    order: list[str] = []
+
+    async def take(name: str, priority: int) -> None:
+        await window.take(1, priority)
+        order.append(name)
+
+    await window.take(1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(take, "waiting interactive", 0)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(60)  # the room frees now; a background taker arrives at that moment
+        nursery.start_soon(take, "late background", 3)
+    assert order == ["waiting interactive", "late background"]
+
+
+async def test_what_fits_goes_in_priority_order(autojump_clock: trio.testing.MockClock) -> None:
+    window = RateWindow(100, period=60.0)
+    order = await _take_in_order(
+        window, [("big", 100, 1), ("bg 60", 60, 3), ("i 70", 70, 0), ("q 30", 30, 1)]
+    )
+    # At 60 the window is clear: the interactive 70 goes first, then the 30 that still
+    # fits; the background 60 waits for the next minute.
+    assert order == ["big", "i 70", "q 30", "bg 60"]
+    assert trio.current_time() == 120

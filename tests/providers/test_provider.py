@@ -140,6 +140,10 @@ class Clocked:
         ({"max_reply_chars": -1}, "max_reply_chars must be an int > 0"),
         ({"max_retry_wait": 0}, "max_retry_wait must be a number > 0"),
         ({"max_retry_wait": math.nan}, "max_retry_wait"),
+        ({"lane_concurrency": {"soon": 1}}, "lane_concurrency key must be one of"),
+        ({"lane_concurrency": {"background": 0}}, r"lane_concurrency.background must be an int"),
+        ({"lane_concurrency": {"query": 1.5}}, r"lane_concurrency.query must be an int"),
+        ({"lane_concurrency": ["background"]}, "lane_concurrency must be a table"),
     ],
 )
 def test_config_errors_name_the_field(options: dict[str, object], match: str) -> None:
@@ -158,6 +162,7 @@ def test_config_defaults() -> None:
         1 << 20,
     )
     assert c.max_retry_wait == 60.0
+    assert c.lane_concurrency is None
 
 
 async def test_provider_needs_a_config_and_its_key() -> None:
@@ -815,6 +820,119 @@ async def test_max_concurrent(
         assert p.statistics().in_flight == peak
     assert active[1] == peak
     assert trio.current_time() == 3  # three rounds of one second
+
+
+# -- lanes: who goes first while a limit is full -------------------------------------------
+
+
+class Served:
+    """A reply handler that notes the user's text (a name) and the time of every request,
+    taking *seconds* (virtual) to answer each."""
+
+    def __init__(self, seconds: float = 1.0) -> None:
+        self.seconds = seconds
+        self.names: list[str] = []
+        self.times: list[float] = []
+
+    async def __call__(self, request: FakeRequest) -> ModelReply:
+        self.names.append(request.messages[-1].content)
+        self.times.append(trio.current_time())
+        await trio.sleep(self.seconds)
+        return OK
+
+
+async def _ask_in_order(p: Provider, askers: list[tuple[str, str | None]]) -> None:
+    """Ask (name, lane) in this order, each once the one before waits."""
+
+    async def one(name: str, lane: str | None) -> None:
+        await p.complete("m", [ChatMessage("user", name)], [], max_output_tokens=8, lane=lane)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        for name, lane in askers:
+            nursery.start_soon(one, name, lane)
+            await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_full_provider_serves_the_interactive_lane_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Served()
+    async with serving(handler, max_concurrent=1) as (_, p):
+        askers = [
+            ("first", None),
+            ("bg1", "background"),
+            ("bg2", "background"),
+            ("exec", "execute"),
+            ("query", "query"),
+            ("default", None),  # no lane: the query lane
+            ("bg3", "background"),
+            ("urgent", "interactive"),
+            ("control", "control"),  # another name for the interactive lane
+        ]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_ask_in_order, p, askers)
+            await trio.sleep(0.5)
+            assert p.statistics().waiting == 8 and p.statistics().in_flight == 1
+    assert handler.names == [
+        "first", "urgent", "control", "query", "default", "exec", "bg1", "bg2", "bg3"
+    ]  # fmt: skip
+    assert handler.times == list(range(9))
+
+
+async def test_lane_concurrency_keeps_room_for_the_lanes_above(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Served(seconds=10)
+    async with serving(handler, max_concurrent=3, lane_concurrency={"background": 2}) as (_, p):
+        askers = [(f"bg{i}", "background") for i in range(4)] + [("urgent", "interactive")]
+        await _ask_in_order(p, askers)
+    # Two background requests at once, never three: the third slot waits for the interactive one.
+    assert handler.names[:3] == ["bg0", "bg1", "urgent"]
+    assert handler.times == [0, 0, 0, 10, 10]
+
+
+async def test_a_rate_limited_provider_serves_the_interactive_lane_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    handler = Served(seconds=0)
+    async with serving(handler, requests_per_minute=1) as (_, p):
+        askers = [("first", None), ("bg", "background"), ("q", "query"), ("urgent", "interactive")]
+        await _ask_in_order(p, askers)
+    assert handler.names == ["first", "urgent", "q", "bg"]
+    assert handler.times == [0, 60, 120, 180]
+
+
+async def test_an_unknown_lane_is_refused(autojump_clock: trio.testing.MockClock) -> None:
+    async with serving() as (_, p):
+        with pytest.raises(agentrio.InvalidArgument, match="lane must be one of"):
+            await p.complete("m", HI, [], max_output_tokens=8, lane="soon")  # type: ignore[arg-type]
+        assert p.statistics().requests == 0
+
+
+async def test_an_interactive_phase_waits_less_than_background_ones(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Five background agents fill a provider that answers one request a second; an
+    # interactive phase started after them is served as soon as the one in flight ends.
+    handler = Served()
+    ended: dict[str, float] = {}
+
+    async def run(agent: agentrio.AgentRef, lane: str | None = None) -> None:
+        result = await agent.run(agent.name, lane=lane)  # type: ignore[arg-type]
+        assert result.stop_reason == "done"
+        ended[agent.name] = trio.current_time()
+
+    async with serving(handler, max_concurrent=1) as (_, p), agentrio.open_runtime() as rt:
+        background = AgentSpec("bg", p.model("m"), lane="background")
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(run, await rt.spawn_agent(background, name=f"bg{i}"))
+                await trio.testing.wait_all_tasks_blocked()
+            chat = await rt.spawn_agent(AgentSpec("chat", p.model("m")))
+            nursery.start_soon(run, chat, "interactive")
+    assert handler.names == ["bg0", "chat", "bg1", "bg2", "bg3", "bg4"]
+    assert ended["chat"] == 2  # one second of waiting, one of answering
+    assert sorted(ended.values()) == [1, 2, 3, 4, 5, 6]
 
 
 # -- every attempt is billed (the meter) ------------------------------------------------

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from ..errors import UsageInvalid
+from ..errors import InvalidArgument, UsageInvalid
 from ..messages import (
     BudgetExhausted,
     ChatMessage,
@@ -49,10 +49,11 @@ from ..messages import (
     Usage,
 )
 from ..supervisors.budget import Lease, usage_problem
+from ..supervisors.lanes import ToolLanes, lane_index
 from ..tools.tool import ToolContext, ToolSchema
 from .context import _arguments_text, fit_window, message_text
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
-from .tool_call import ToolCallActor, refuse, start_batch, tool_result
+from .tool_call import ToolCallActor, ToolLane, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
     from ..providers.base import Model
@@ -372,10 +373,18 @@ class Phase:
 
     def _body(self) -> Coroutine[object, None, None]:
         # The coroutine itself, not a wrapper around it: one frame less per agent.
+        if self.cmd.lane is not None:
+            try:
+                lane_index(self.cmd.lane, "RunPhase.lane")
+            except InvalidArgument as exc:  # (run() checks it; a RunPhase sent as is may not)
+                return self._refused(exc)
         calls = self.cmd.direct_tool_calls
         if calls is not None:
             return self._direct(calls)
         return self._loop()
+
+    async def _refused(self, exc: InvalidArgument) -> None:
+        self._error(exc)
 
     def _load(self) -> None:
         """Size the history read (if any) or start one, then add the user's turn."""
@@ -553,7 +562,7 @@ class Phase:
             self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
         meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
         try:
-            if meter is None and not (st.streams and self.bus.active):
+            if meter is None and not st.laned and not (st.streams and self.bus.active):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
             else:
                 reply = await self._complete(view, schemas, max_out, meter)
@@ -607,12 +616,14 @@ class Phase:
         max_out: int,
         meter: _Meter | None,
     ) -> ModelReply:
-        """The model call with the keywords the model takes: ``on_text``, ``meter``."""
+        """The model call with the keywords the model takes: ``on_text``, ``meter``, ``lane``."""
         options: dict[str, object] = {}
         if self.st.streams and self.bus.active:
             options["on_text"] = self._text
         if meter is not None:
             options["meter"] = meter
+        if self.st.laned:
+            options["lane"] = self.cmd.lane or self.st.spec.lane
         return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
 
     def _no_budget(self, limit: str) -> None:
@@ -754,6 +765,9 @@ class Phase:
             if self.bus.active:
                 actor.started = trio.current_time()  # (for its ToolEnded's duration)
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
+        lanes = st.sup.shared.tool_lanes
+        if lanes is not None and actors:
+            self._in_lane(actors, lanes)
         batch += not_run  # (the tail: the batch stays in call order)
         self.batch = batch
         if len(actors) == 1:
@@ -771,6 +785,18 @@ class Phase:
         steps = self._tools_ran()
         if steps is not None:
             await steps
+
+    def _in_lane(self, actors: list[ToolCallActor], lanes: ToolLanes) -> None:
+        """Put the turn's calls in the phase's lane (the runtime's lanes limit or retry them).
+
+        Not an agent tool's: its child's own calls take the slots, and one
+        held by the parent while its child waits for another could deadlock.
+        """
+        st = self.st
+        lane = ToolLane(lanes, self.cmd.lane or st.spec.lane, self.bus, self.path, st.spec.env)
+        for actor in actors:
+            if not actor.tool.needs_caller:
+                actor.lane = lane
 
     def _tool_context(self, req: ToolCallRequest, index: int) -> ToolContext:
         """The context of the call *req*, at *index* in the turn's batch.

@@ -23,6 +23,7 @@ from ..errors import ActorError, ActorStopped, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
     ContextReadTurns,
+    Lane,
     PhaseResult,
     RunPhase,
     ToolCallRequest,
@@ -31,6 +32,7 @@ from ..messages import (
 )
 from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
+from ..supervisors.lanes import DEFAULT_LANE, check_lane
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import NO_ENV, Tool, ToolSchema, check_env
@@ -99,6 +101,10 @@ def _to_env(value: object) -> Mapping[str, str]:
     return check_env("AgentSpec.env", value)
 
 
+def _to_lane(value: object) -> Lane:
+    return check_lane(value, "AgentSpec.lane")
+
+
 @attrs.frozen
 class AgentSpec:
     """Everything that defines an agent; one spec can be spawned many times.
@@ -161,6 +167,11 @@ class AgentSpec:
             older turns with a summary once it passes a share of the model's
             window (``None``, the default: no compaction; old turns are only
             left out of each call's view).
+        lane: the priority lane of its phases' model calls and tool calls,
+            unless ``run(lane=...)`` says otherwise: ``"interactive"``
+            (also called ``"control"``), ``"query"`` (the default),
+            ``"execute"`` or ``"background"``. While a provider's or the
+            runtime's limit is full, the higher lanes' calls go first.
 
     The agent's children (subagents, agent tools' agents, ``map``'s agents,
     session helpers) run its hooks before their own, and its policy and
@@ -187,6 +198,7 @@ class AgentSpec:
     env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
     continuation_detector: ContinuationDetector | None = None
     compaction: Compaction | None = None
+    lane: Lane = attrs.field(default=DEFAULT_LANE, converter=_to_lane)
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -275,11 +287,12 @@ class _SpecInfo:
         if spec.instructions:
             message = ChatMessage("system", spec.instructions)
             self.system = (message, self.estimator(message_text(message)))
-        # (model, window, streams, metered, pricing) of the last model an agent
-        # of this spec was given: 10k agents of one spec work these out once.
-        # The model is held weakly: a spec may outlive the runtime that resolved it.
+        # (model, window, streams, metered, laned, pricing) of the last model an
+        # agent of this spec was given: 10k agents of one spec work these out
+        # once. The model is held weakly: a spec may outlive the runtime that
+        # resolved it.
         self.model_facts: (
-            tuple[weakref.ref[Model], int, bool, bool, tuple[float, float] | None] | None
+            tuple[weakref.ref[Model], int, bool, bool, bool, tuple[float, float] | None] | None
         ) = None
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
@@ -302,7 +315,7 @@ _TAKES: dict[tuple[type, str], bool] = {}
 
 
 def _takes(model: Model, keyword: str) -> bool:
-    """Does *model*'s ``complete`` take *keyword* (``on_text``, ``meter``)?
+    """Does *model*'s ``complete`` take *keyword* (``on_text``, ``meter``, ``lane``)?
 
     Cached per class: inspect is slow.
     """
@@ -344,6 +357,7 @@ class _AgentState:
         "gate",
         "info",
         "input_tokens",
+        "laned",
         "metered",
         "model",
         "narrowed",
@@ -419,17 +433,25 @@ class _AgentState:
         )
         facts = self.info.model_facts
         if facts is not None and facts[0]() is model:
-            self.window, self.streams, self.metered, self.pricing = facts[1:]
+            self.window, self.streams, self.metered, self.laned, self.pricing = facts[1:]
             return
         self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
         self.streams = _takes(model, "on_text")
         self.metered = _takes(model, "meter")
+        self.laned = _takes(model, "lane")
         self.pricing = model_pricing(model)
         try:
             held = weakref.ref(model)
         except TypeError:  # a model without weak references is not cached
             return
-        self.info.model_facts = (held, self.window, self.streams, self.metered, self.pricing)
+        self.info.model_facts = (
+            held,
+            self.window,
+            self.streams,
+            self.metered,
+            self.laned,
+            self.pricing,
+        )
 
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""
@@ -661,6 +683,7 @@ def _check_run(
     continue_context: object,
     context_label: object,
     direct_tool_calls: object,
+    lane: object = None,
 ) -> RunPhase:
     if not isinstance(user_message, str):
         raise InvalidArgument(f"user_message must be a str, got {user_message!r}")
@@ -697,6 +720,7 @@ def _check_run(
         continue_context=continue_context,
         context_label=context_label,
         direct_tool_calls=direct,
+        lane=None if lane is None else check_lane(lane),
     )
 
 
@@ -762,6 +786,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         continue_context: bool = True,
         context_label: str | None = None,
         direct_tool_calls: Sequence[ToolCallRequest] | None = None,
+        lane: Lane | None = None,
     ) -> PhaseResult:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
@@ -780,6 +805,9 @@ class AgentRef(metaclass=NoPublicConstructor):
                 that no other label sees.
             direct_tool_calls: run these tool calls and no model: not gated
                 by the budget, but by the stop request and the allowlist.
+            lane: the priority lane of this phase's model calls and tool
+                calls (default ``spec.lane``): ``"interactive"`` (or
+                ``"control"``), ``"query"``, ``"execute"``, ``"background"``.
 
         Returns:
             The :class:`PhaseResult`.
@@ -799,6 +827,7 @@ class AgentRef(metaclass=NoPublicConstructor):
             continue_context,
             context_label,
             direct_tool_calls,
+            lane,
         )
         task = trio.lowlevel.current_task()
         if self._cell.task is task:

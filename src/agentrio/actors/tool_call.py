@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
+from ..errors import ToolError
 from ..messages import (
     ConfirmationReceived,
     ConfirmationRequired,
     PermissionDenied,
     ToolCallRequest,
+    ToolDeadLetter,
     ToolResult,
+    ToolRetry,
     ToolStatus,
 )
+from ..supervisors.lanes import LANES, LanePolicy, ToolLanes, lane_index
 from ..tools.policy import (
     Approver,
     Deny,
@@ -42,7 +46,7 @@ if TYPE_CHECKING:
     from ._core import ActorRef
     from ._phase import Phase
 
-__all__ = ["ToolCallActor", "ToolGate", "start_batch"]
+__all__ = ["ToolCallActor", "ToolGate", "ToolLane", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
 
@@ -166,6 +170,73 @@ class ToolGate:
         return rewritten if isinstance(rewritten, ToolResult) else result
 
 
+class ToolLane:
+    """The lane of one turn's tool calls: the runtime's slots, the lane's retry
+    policy, and where retries and dead letters are reported.
+
+    Made only when the runtime's :class:`~agentrio.Lanes` limit or retry
+    tool calls; otherwise a call has no lane and pays nothing for lanes.
+    """
+
+    __slots__ = ("bus", "env", "index", "limiter", "name", "path", "policy")
+
+    def __init__(
+        self, lanes: ToolLanes, lane: str, bus: EventBus, path: str, env: Mapping[str, str]
+    ) -> None:
+        self.index = lane_index(lane)
+        self.name = LANES[self.index]
+        self.limiter = lanes.limiter
+        self.policy: LanePolicy = lanes.policies[self.index]
+        self.bus = bus
+        self.path = path
+        self.env = env
+
+    def shown(self, exc: Exception) -> str:
+        """*exc*'s message as events show it: the agent's env values hidden, 300 characters."""
+        text = str(exc)
+        # Longest first: one value may hold another. (Very short values are
+        # left: hiding every "1" would garble the message and hide nothing.)
+        for value in sorted(self.env.values(), key=len, reverse=True):
+            if len(value) >= 4:
+                text = text.replace(value, "[redacted]")
+        return text[:300]
+
+    def retrying(self, req: ToolCallRequest, attempt: int, delay: float, exc: Exception) -> None:
+        if self.bus.active:
+            self.bus.publish(
+                ToolRetry(
+                    path=self.path,
+                    tool=req.name,
+                    call_id=req.id,
+                    lane=self.name,
+                    attempt=attempt,
+                    delay=delay,
+                    error_type=type(exc).__name__,
+                    error=self.shown(exc),
+                )
+            )
+
+    def dead_letter(self, req: ToolCallRequest, attempts: int, exc: Exception) -> str:
+        """Publish the call's ``ToolDeadLetter``; the refusal the model sees."""
+        error = self.shown(exc)
+        if self.bus.active:
+            self.bus.publish(
+                ToolDeadLetter(
+                    path=self.path,
+                    tool=req.name,
+                    call_id=req.id,
+                    lane=self.name,
+                    attempts=attempts,
+                    error_type=type(exc).__name__,
+                    error=error,
+                )
+            )
+        return (
+            f"tool {req.name!r} was given up after {attempts} attempts (a dead letter of "
+            f"the {self.name!r} lane); the last raised {type(exc).__name__}: {error}"
+        )
+
+
 class ToolCallActor:
     """Runs one tool call; whatever happens, :attr:`result` ends up set.
 
@@ -173,12 +244,15 @@ class ToolCallActor:
         request: the call.
         result: its outcome, ``None`` while it runs.
         context: what the tool receives if it declares a ToolContext (else None).
+        lane: the lane it runs in, when the runtime's lanes limit or retry
+            tool calls (else None).
     """
 
     __slots__ = (
         "armed",
         "context",
         "gate",
+        "lane",
         "owner",
         "request",
         "result",
@@ -213,6 +287,7 @@ class ToolCallActor:
         # subscribers (for its ToolEnded event's duration), and None again
         # once that event is published.
         self.started: float | None = None
+        self.lane: ToolLane | None = None
 
     def _finish(self, status: ToolStatus, content: str) -> ToolResult:
         self.result = tool_result(self.request, status, content)
@@ -268,6 +343,8 @@ class ToolCallActor:
         self.owner.cut_short(self)
 
     async def _call(self) -> ToolResult:
+        if self.lane is not None:
+            return await self._laned(self.lane)
         timers = self.timers
         if timers is None or not timers.arm(self, self.timeout):
             return await self._scoped()
@@ -310,6 +387,51 @@ class ToolCallActor:
             return self._finish("ok", content)
         assert scope.cancelled_caught
         return self._timeout()
+
+    async def _laned(self, lane: ToolLane) -> ToolResult:
+        """The call in its lane: a slot for each attempt, and retries per the lane's policy.
+
+        Only a tool that raised is retried: not bad arguments or an unusable
+        result (they would fail again), nor a timeout (the attempt may still
+        run on, as a sync tool's thread does, and must not run twice at once).
+        """
+        tool, policy = self.tool, lane.policy
+        try:
+            kwargs = tool.validate(self.request.arguments)
+        except Exception as exc:
+            return self._failed(exc)
+        if self.context is not None:
+            self._give_context(kwargs)
+        attempt = 1
+        while True:
+            outcome = await self._attempt(lane, kwargs)
+            if isinstance(outcome, ToolResult):
+                return outcome
+            if policy.attempts == 1 or isinstance(outcome, ToolError):
+                return self._failed(outcome)
+            if attempt >= policy.attempts:
+                return self._finish("denied", lane.dead_letter(self.request, attempt, outcome))
+            delay = policy.delay(attempt)
+            lane.retrying(self.request, attempt, delay, outcome)
+            await trio.sleep(delay)
+            attempt += 1
+
+    async def _attempt(self, lane: ToolLane, kwargs: dict[str, object]) -> ToolResult | Exception:
+        """One attempt, in a slot of the lane (waited for outside the attempt's timeout)."""
+        limiter = lane.limiter
+        if limiter is not None:
+            await limiter.acquire(lane.index)
+        try:
+            with trio.CancelScope(deadline=trio.current_time() + self.timeout):
+                try:
+                    content = self.tool.encode(await self.tool.invoke(kwargs))
+                except Exception as exc:
+                    return exc
+                return self._finish("ok", content)
+            return self._timeout()
+        finally:
+            if limiter is not None:
+                limiter.release(lane.index)
 
     def _give_context(self, kwargs: dict[str, object]) -> None:
         """Add the call's ToolContext to the validated *kwargs*, under the tool's parameter.

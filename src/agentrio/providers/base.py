@@ -20,6 +20,12 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 class Model(Protocol):
     """What an agent needs of a model: one async call and a context window.
 
+    ``complete`` may also take, as keywords, ``on_text`` (a callable for the
+    pieces of a streamed answer), ``meter`` (an :class:`AttemptMeter`) and
+    ``lane`` (the phase's lane, a str such as ``"interactive"``: the
+    priority of the call while a limit is full); an agent passes each only
+    to a model whose ``complete`` names it.
+
     Attributes:
         context_window: the model's window in tokens; an object without one is
             taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).

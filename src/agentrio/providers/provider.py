@@ -19,8 +19,7 @@ import json
 import math
 import os
 import random
-from collections.abc import Callable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, NoReturn
 
@@ -32,11 +31,13 @@ from ..errors import (
     AuthError,
     BadResponse,
     ConfigError,
+    InvalidArgument,
     ProviderError,
     ProviderUnavailable,
     RateLimited,
 )
-from ..messages import ChatMessage, ModelReply
+from ..messages import ChatMessage, Lane, ModelReply
+from ..supervisors.lanes import DEFAULT_LANE, LaneLimiter, lane_caps, lane_index
 from ..tools.tool import ToolSchema
 from .anthropic import AnthropicWire
 from .base import AttemptMeter
@@ -69,6 +70,7 @@ __all__ = ["DEFAULT_POOL", "Provider", "ProviderConfig", "ProviderModel", "Provi
 DEFAULT_POOL = 32  # connections (and requests in flight) when max_concurrent is not set
 MAX_RETRY_WAIT = 60.0  # seconds: the default ceiling on a wait before a retry
 _ERROR_BYTES = 64 * 1024  # of an error body: only its start is shown
+_DEFAULT_PRIORITY = lane_index(DEFAULT_LANE)
 
 Kind = Literal["openai", "anthropic", "ollama"]
 _WIRES: dict[str, Callable[[], WireFormat]] = {
@@ -142,6 +144,22 @@ def _check_numbers(config: ProviderConfig) -> None:
         )
 
 
+def _check_lane_concurrency(config: ProviderConfig) -> None:
+    caps = config.lane_concurrency
+    if caps is None:
+        return
+    where = f"provider {config.name!r}: lane_concurrency"
+    if not isinstance(caps, Mapping):
+        raise ConfigError(f"{where} must be a table of lane = int, got {caps!r}")
+    for lane, cap in caps.items():
+        try:
+            lane_index(lane, f"{where} key")
+        except InvalidArgument as exc:
+            raise ConfigError(str(exc)) from None
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ConfigError(f"{where}.{lane} must be an int >= 1, got {cap!r}")
+
+
 def _check_url(config: ProviderConfig) -> None:
     url = config.base_url
     where = f"provider {config.name!r}: base_url"
@@ -207,7 +225,12 @@ class ProviderConfig:
         circuit_failures: consecutive failures that open the circuit breaker.
         circuit_cooldown: seconds it stays open before a trial request.
         max_concurrent: requests in flight at once, and the connection pool's
-            size (None: ``DEFAULT_POOL``, 32).
+            size (None: ``DEFAULT_POOL``, 32). While they are all taken,
+            requests wait by lane: the next free one goes to the oldest
+            request of the highest lane waiting (``interactive`` first).
+        lane_concurrency: the most requests of one lane in flight at once,
+            by lane name (``{"background": 24}``; None, or a lane not
+            named: no cap of its own), so that the lanes above it find room.
         requests_per_minute: None: no limit.
         tokens_per_minute: estimated before, settled after each request. None: no limit.
         stream: ask for streamed answers (text deltas become ``TextDelta`` events).
@@ -242,6 +265,7 @@ class ProviderConfig:
     circuit_failures: int = 5
     circuit_cooldown: float = 30.0
     max_concurrent: int | None = None
+    lane_concurrency: dict[str, int] | None = None
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
     stream: bool = False
@@ -267,6 +291,7 @@ class ProviderConfig:
         _check_url(self)
         _check_key_env(self)
         _check_numbers(self)
+        _check_lane_concurrency(self)
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True):
@@ -279,6 +304,7 @@ class ProviderStatistics(msgspec.Struct, frozen=True):
     breaker: str
     paused_for: float
     in_flight: int
+    waiting: int = 0
 
 
 class _Retry(Exception):
@@ -382,7 +408,7 @@ class Provider:
         text_tools = config.tool_calls_in_text
         self._text_tools = config.kind == "ollama" if text_tools is None else text_tools
         self._breaker = CircuitBreaker(config.circuit_failures, config.circuit_cooldown)
-        self._concurrency = trio.CapacityLimiter(pool)
+        self._concurrency = LaneLimiter(pool, lane_caps(config.lane_concurrency))
         self._rpm = RateWindow(config.requests_per_minute) if config.requests_per_minute else None
         self._tpm = RateWindow(config.tokens_per_minute) if config.tokens_per_minute else None
         self._paused_until = 0.0
@@ -430,6 +456,7 @@ class Provider:
             breaker=self._breaker.state,
             paused_for=max(0.0, self._paused_until - trio.current_time()),
             in_flight=self._in_flight,
+            waiting=self._concurrency.waiting,
         )
 
     # -- the request method ------------------------------------------------------------
@@ -443,6 +470,7 @@ class Provider:
         max_output_tokens: int,
         on_text: Callable[[str], None] | None = None,
         meter: AttemptMeter | None = None,
+        lane: Lane | None = None,
     ) -> ModelReply:
         """Ask *model* for the next turn of *messages*, retrying what is worth retrying.
 
@@ -452,6 +480,11 @@ class Provider:
         so; otherwise the attempt's error is raised. The reply's usage is the
         answered attempt's, as the server reported it.
 
+        *lane* (an agent passes its phase's; None: ``"query"``) decides who
+        goes first while ``max_concurrent``, ``requests_per_minute`` or
+        ``tokens_per_minute`` is full: ``interactive``, then ``query``,
+        ``execute``, ``background``; each attempt (a retry too) waits anew.
+
         Raises:
             RateLimited: 429 answers past the retries.
             ProviderUnavailable: connection failures or 5xx past the retries, or
@@ -459,7 +492,9 @@ class Provider:
             BadResponse: unreadable answers past the retries.
             AuthError: 401 or 403.
             ProviderError: another 4xx.
+            InvalidArgument: *lane* is not a lane's name.
         """
+        priority = _DEFAULT_PRIORITY if lane is None else lane_index(lane)
         body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
         text_tools = [t.name for t in tools] if self._text_tools else None
         estimate = max_output_tokens + sum(len(m.content) for m in messages) // 4
@@ -473,7 +508,9 @@ class Provider:
                 )
             got = _Received() if meter is not None else None
             try:
-                reply = await self._guarded(body, estimate, on_text, text_tools, got=got)
+                reply = await self._guarded(
+                    body, estimate, on_text, text_tools, got=got, priority=priority
+                )
             except _Retry as retry:
                 self._failures += 1
                 if retry.failure:
@@ -534,14 +571,15 @@ class Provider:
         text_tools: list[str] | None,
         *,
         got: _Received | None = None,
+        priority: int = 1,
     ) -> ModelReply:
         while trio.current_time() < self._paused_until:
             await trio.sleep_until(self._paused_until)
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(self._concurrency)
+        await self._concurrency.acquire(priority)
+        try:
             if self._rpm is not None:
-                await self._rpm.take(1)
-            entry = await self._tpm.take(estimate) if self._tpm is not None else None
+                await self._rpm.take(1, priority)
+            entry = await self._tpm.take(estimate, priority) if self._tpm is not None else None
             self._requests += 1
             self._in_flight += 1
             if got is not None:
@@ -553,6 +591,8 @@ class Provider:
             if entry is not None and self._tpm is not None:
                 self._tpm.adjust(entry, reply.usage.input_tokens + reply.usage.output_tokens)
             return reply
+        finally:
+            self._concurrency.release(priority)
 
     async def _attempt(
         self,
@@ -807,6 +847,7 @@ class ProviderModel:
         max_output_tokens: int,
         on_text: Callable[[str], None] | None = None,
         meter: AttemptMeter | None = None,
+        lane: Lane | None = None,
     ) -> ModelReply:
         """One model call through the provider (see :meth:`Provider.complete`)."""
         return await self.provider.complete(
@@ -816,4 +857,5 @@ class ProviderModel:
             max_output_tokens=max_output_tokens,
             on_text=on_text,
             meter=meter,
+            lane=lane,
         )

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 from ..errors import InvalidArgument
 from .budget import Budget, UsageTotals
 from .bus import EventBus, EventStream
+from .lanes import Lanes, ToolLanes
 from .ref import SupervisorRef, SupervisorStatistics
 from .restart import Backoff, Strategy
 from .supervisor import _RuntimeShared, _Supervisor
@@ -98,6 +99,7 @@ async def open_runtime(
     budget: Budget | None = None,
     config: Config | str | os.PathLike[str] | None = None,
     tools: Sequence[Tool] = (),
+    lanes: Lanes | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -131,6 +133,9 @@ async def open_runtime(
             does, when first needed). The providers it makes are closed
             when the block ends.
         tools: tools to register by name (see ``Runtime.register_tool``).
+        lanes: how the lanes' tool calls are limited and retried (see
+            :class:`~agentrio.Lanes`); default: the ``[lanes]`` of *config*
+            when it is given, else ``Lanes()``, which limits and retries nothing.
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
@@ -139,6 +144,8 @@ async def open_runtime(
         budget = Budget()
     elif not isinstance(budget, Budget):
         raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
+    if lanes is not None and not isinstance(lanes, Lanes):
+        raise InvalidArgument(f"lanes must be an agentrio.Lanes or None, got {lanes!r}")
     bus = EventBus()
     root = _Supervisor(
         "",
@@ -155,7 +162,11 @@ async def open_runtime(
     root.ref = rt
     rt.register_tool(*tools)
     if config is not None:
-        root.shared.models()  # a bad config is an error here, not at first use
+        models = root.shared.models()  # a bad config is an error here, not at first use
+        if lanes is None:
+            lanes = models.config.lanes
+    if lanes is not None and lanes.active:
+        root.shared.tool_lanes = ToolLanes(lanes)
     async with trio.open_nursery() as nursery:
         await nursery.start(_run_root, root, name="agentrio root supervisor")
         try:

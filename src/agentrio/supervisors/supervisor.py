@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ..tools.tool import Tool
     from .budget import Budget
     from .bus import EventBus
+    from .lanes import ToolLanes
     from .timers import Timers
 
 __all__: list[str] = []  # the public names are in restart.py and ref.py
@@ -66,10 +67,12 @@ __all__: list[str] = []  # the public names are in restart.py and ref.py
 class _RuntimeShared:
     """Runtime-wide state shared by every supervisor of one runtime."""
 
-    __slots__ = ("_models", "budget", "config", "dead_letters", "timers", "tools")
+    __slots__ = ("_models", "budget", "config", "dead_letters", "timers", "tool_lanes", "tools")
 
     def __init__(self, budget: Budget, config: object = None) -> None:
         self.timers: Timers | None = None  # set by open_runtime, for its root
+        # Set by open_runtime when its lanes limit or retry tool calls.
+        self.tool_lanes: ToolLanes | None = None
         self.dead_letters = 0
         self.budget = budget
         self.config = config  # a Config, a path to agentrio.toml, or None (search for one)
