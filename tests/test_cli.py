@@ -293,3 +293,15 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert info.value.code == 0
     assert capsys.readouterr().out.strip() == f"agentrio {agentrio.__version__}"
+
+
+def test_python_dash_m_agentrio() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrio", "demo", "--agents", "3", "--in-process"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "done=3" in result.stdout
