@@ -112,8 +112,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The parser, and the parser of each command (for errors in a command's words)."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrio",
         description="Many concurrent LLM agents in one process.",
@@ -123,14 +122,16 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     commands = parser.add_subparsers(dest="command", required=True)
     _add_demo(commands)
     _add_fake_llm(commands)
-    return parser, dict(commands.choices)
+    return parser
 
 
 def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
-    """The arguments and their command's parser; exits 2 naming any flag it does not know."""
-    parser, commands = _parser()
+    """The arguments and their command's parser (for errors in the command's words, under
+    its usage); exits 2 naming any flag it does not know."""
+    parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    command = commands[args.command]
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    command: argparse.ArgumentParser = commands.choices[args.command]
     if extra:
         command.error(f"unrecognized arguments: {' '.join(extra)}{_guess(extra, command)}")
     return args, command
