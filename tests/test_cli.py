@@ -1,24 +1,63 @@
-"""The ``agentrio`` command: the demo as a real subprocess, and argument errors."""
+"""The ``agentrio`` command: the demo as a real subprocess (its report, its
+progress, its failures), argument errors, and ``fake-llm``'s listen errors."""
 
 from __future__ import annotations
 
+import io
+import os
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 import agentrio
-from agentrio.cli import main
+from agentrio.cli import _Progress, main
+from agentrio.demo import DemoProgress
 
 
-def agentrio_cmd(*args: str) -> subprocess.CompletedProcess[str]:
+def agentrio_cmd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agentrio.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, **(env or {})},
     )
+
+
+@contextmanager
+def fake_llm_process(*args: str) -> Iterator[str]:
+    """``agentrio fake-llm --port 0 *args`` in a process of its own; yields its base URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentrio.cli", "fake-llm", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("agentrio fake LLM server on http://127.0.0.1:"), line
+        yield line.split()[5]
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (it was free a moment ago)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def progress_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if " running, " in line]
 
 
 def test_demo_subprocess() -> None:
@@ -28,13 +67,66 @@ def test_demo_subprocess() -> None:
     assert "done=50" in result.stdout
     assert "model calls   150" in result.stdout
     assert "tool calls    100" in result.stdout
-    assert result.stderr == ""
+    # The summary says which path it measured, and what to try next.
+    assert "  path          HTTP: each model call is a request through a Provider" in result.stdout
+    assert "  try           --in-process, to measure the runtime alone" in result.stdout
+    assert "--base-url http://127.0.0.1:11434/v1" in result.stdout
+    # Progress went to stderr (a pipe here: plain lines, no \r), ending with the totals.
+    lines = progress_lines(result.stderr)
+    assert lines and lines[-1].startswith("agentrio demo: 0 running, 50/50 finished, ")
+    assert "9,500 tokens" in lines[-1]
+    assert "\r" not in result.stderr and "\x1b" not in result.stderr
+    assert progress_lines(result.stderr) == result.stderr.splitlines()  # nothing else
 
 
 def test_demo_in_process_flag() -> None:
     result = agentrio_cmd("demo", "--agents", "50", "--in-process")
     assert result.returncode == 0, result.stderr
     assert "done=50" in result.stdout
+    assert "  path          in-process: each model call is a function call, no HTTP" in (
+        result.stdout
+    )
+    assert "  try           without --in-process, to measure the HTTP path too" in result.stdout
+
+
+def test_a_demo_refused_by_the_server_exits_1_and_says_why_once() -> None:
+    key = "wrong-key-SECRET-1234"
+    with fake_llm_process("--api-key", "the-right-key") as url:
+        result = agentrio_cmd(
+            "demo",
+            "--agents",
+            "40",
+            "--base-url",
+            f"{url}/v1",
+            "--api-key-env",
+            "DEMO_KEY",
+            env={"DEMO_KEY": key},
+        )
+    assert result.returncode == 1
+    assert "error=40" in result.stdout
+    assert "agentrio demo: 40 of 40 runs failed:" in result.stderr
+    assert "  AuthError, 40 runs:" in result.stderr
+    # The cause, once (not once per run): the 401 and the server's message.
+    assert result.stderr.count("refused the credentials (HTTP 401)") == 1
+    assert "check DEMO_KEY; the server said: " in result.stderr
+    assert "invalid or missing API key" in result.stderr
+    assert "--api-key-env NAME" in result.stdout  # what to try
+    assert key not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_demo_against_an_unreachable_url_exits_1_and_names_it() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    result = agentrio_cmd("demo", "--agents", "20", "--base-url", url)
+    assert result.returncode == 1
+    assert "error=20" in result.stdout
+    assert result.stderr.count("ProviderUnavailable") == 1
+    causes = result.stderr.split("runs failed:\n", 1)[1].splitlines()
+    assert causes[0] == "  ProviderUnavailable, 20 runs:"
+    assert 2 <= len(causes) <= 4  # each distinct message once, at most 3
+    assert all(f"ConnectError talking to {url}" in line for line in causes[1:])
+    assert f"check that a server answers at {url}" in result.stdout
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -64,6 +156,122 @@ def test_main_budget(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--agents", "10", "--in-process", "--max-total-tokens", "500"]) == 0
     out = capsys.readouterr().out
     assert "budget_exhausted=" in out
+    # What was reserved, and why it was refused.
+    (budget,) = [line for line in out.splitlines() if line.startswith("  budget ")]
+    assert "runs stopped: each model call first reserves its prompt's estimate plus " in budget
+    assert "max_output_tokens (1,024) from max_total_tokens (500)" in budget
+    assert "did not fit in the" in budget and "left" in budget
+    assert "a larger --max-total-tokens" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kind", "anthropic"], "error: --kind needs --base-url"),
+        (["--api-key-env", "KEY"], "error: --api-key-env needs --base-url"),
+        (
+            ["--kind", "ollama", "--api-key-env", "K"],
+            "error: --kind and --api-key-env need --base-url",
+        ),
+        (
+            ["--in-process", "--base-url", "http://127.0.0.1:1/v1"],
+            "error: --in-process and --base-url exclude each other",
+        ),
+        (["--agnets", "5"], "error: unrecognized arguments: --agnets 5 (did you mean --agents?)"),
+        # No abbreviations: --api-key is not taken for --api-key-env (it would hold a key).
+        (["--api-key", "sk-1"], "error: unrecognized arguments: --api-key sk-1"),
+        (["--agent", "5"], "error: unrecognized arguments: --agent 5 (did you mean --agents?)"),
+    ],
+)
+def test_demo_flags_that_mean_nothing_are_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["demo", *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: agentrio demo ")  # the command's usage, not the top level's
+    assert f"agentrio demo: {message}" in err
+
+
+def test_fake_llm_unknown_flag_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["fake-llm", "--prot", "8000"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        "agentrio fake-llm: error: unrecognized arguments: --prot 8000 (did you mean --port?)"
+        in err
+    )
+
+
+def test_an_unknown_flag_subprocess() -> None:
+    result = agentrio_cmd("demo", "--foo")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == "agentrio demo: error: unrecognized arguments: --foo"
+
+
+def test_fake_llm_on_a_busy_port_says_so_in_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = agentrio_cmd("fake-llm", "--port", str(port))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"agentrio fake-llm: cannot listen on 127.0.0.1:{port}: address already in use\n"
+    )
+    assert result.stdout == ""
+
+
+def test_fake_llm_on_an_address_not_here_says_so_in_one_line() -> None:
+    # 192.0.2.1 is TEST-NET-1: never this machine's, and no network is needed to find out.
+    result = agentrio_cmd("fake-llm", "--host", "192.0.2.1", "--port", "0")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "agentrio fake-llm: cannot listen on 192.0.2.1:0: cannot assign requested address\n"
+    )
+
+
+# -- the progress line -------------------------------------------------------------------------
+
+
+def snap(finished: int, elapsed: float, *, final: bool = False) -> DemoProgress:
+    return DemoProgress(100, 100, finished, elapsed, finished * 190, None, final)
+
+
+def test_progress_on_a_terminal_is_one_line_redrawn() -> None:
+    out = io.StringIO()
+    show = _Progress(out, tty=True)
+    for p in (snap(0, 0.5), snap(40, 1.0), snap(100, 1.2, final=True)):
+        show(p)
+    show.close()  # already closed by the final snapshot: no second newline
+    lines = [snap(0, 0.5).line(), snap(40, 1.0).line(), snap(100, 1.2, final=True).line()]
+    assert out.getvalue() == "".join(f"\r{line}\x1b[K" for line in lines) + "\n"
+
+
+def test_progress_elsewhere_is_plain_lines_at_tenths_every_5_s_and_at_the_end() -> None:
+    out = io.StringIO()
+    show = _Progress(out, tty=False)
+    shown = []
+    for p in (
+        snap(0, 0.5),  # nothing new
+        snap(5, 1.0),  # not yet a tenth
+        snap(12, 1.5),  # a tenth done: shown
+        snap(19, 2.0),  # the same tenth
+        snap(19, 6.5),  # 5 s since the last line: shown
+        snap(19, 7.0),
+        snap(55, 7.5),  # tenths 1 -> 5: shown once
+        snap(100, 8.0, final=True),  # the end: always shown
+    ):
+        before = out.getvalue()
+        show(p)
+        if out.getvalue() != before:
+            shown.append(p.finished)
+    assert shown == [12, 19, 55, 100]
+    assert "\r" not in out.getvalue() and out.getvalue().count("\n") == 4
+    show.close()
+    assert out.getvalue().count("\n") == 4  # nothing left open
 
 
 def test_main_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,3 +293,15 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert info.value.code == 0
     assert capsys.readouterr().out.strip() == f"agentrio {agentrio.__version__}"
+
+
+def test_python_dash_m_agentrio() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrio", "demo", "--agents", "3", "--in-process"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "done=3" in result.stdout

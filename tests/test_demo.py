@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import trio
+import socket
 
-from agentrio import Budget
-from agentrio.demo import DemoReport, demo_spec, run_demo
+import trio
+import trio.testing
+
+from agentrio import Budget, UsageTotals
+from agentrio.demo import DemoProgress, DemoReport, demo_spec, run_demo, watch_progress
 from agentrio.testing import open_fake_llm
 
 # Per agent: three model turns over 2, 4 and 6 messages (12 tokens each) with
@@ -36,7 +39,7 @@ async def test_over_http_on_loopback() -> None:
     report = await run_demo(10)
     assert report.stop_reasons == {"done": 10}
     assert (report.usage.requests, report.usage.tool_calls) == (30, 20)
-    assert "127.0.0.1" in report.model
+    assert "127.0.0.1" in report.model and report.path == "http"
 
 
 async def test_a_key_in_the_base_url_is_not_shown() -> None:
@@ -76,8 +79,6 @@ async def test_one_agent_answers_with_both_tool_results() -> None:
 
 
 def test_report_table_without_wall_time() -> None:
-    from agentrio import UsageTotals
-
     report = DemoReport(3, {"done": 2, "error": 1}, UsageTotals(requests=4), 0.0)
     table = report.table()
     assert "done=2, error=1" in table
@@ -88,3 +89,119 @@ def test_report_table_without_wall_time() -> None:
 def test_run_demo_under_trio_run() -> None:
     report = trio.run(lambda: run_demo(5, over_http=False))
     assert report.stop_reasons == {"done": 5}
+
+
+# -- progress, failures, the budget, what to try next --------------------------------------
+
+
+def test_the_progress_line() -> None:
+    p = DemoProgress(1000, 1000, 250, 0.5, 47_500)
+    assert p.line() == (
+        "agentrio demo: 750 running, 250/1,000 finished, 500 runs/s, 47,500 tokens, 0.5 s"
+    )
+    with_budget = DemoProgress(1000, 400, 100, 2.0, 50_000, max_total_tokens=200_000)
+    assert with_budget.line() == (
+        "agentrio demo: 300 running, 100/1,000 finished, 50 runs/s, 50,000 tokens, "
+        "25% of max_total_tokens 200,000, 2.0 s"
+    )
+    assert "0/10 finished, - runs/s" in DemoProgress(10, 0, 0, 0.0, 0).line()
+
+
+async def test_watch_progress_reports_on_trios_clock(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    seen: list[float] = []
+
+    def snapshot() -> DemoProgress:
+        return DemoProgress(1, 1, 0, trio.current_time(), 0)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_progress, 0.5, snapshot, lambda p: seen.append(p.elapsed))
+        await trio.sleep(1.6)
+        nursery.cancel_scope.cancel()
+    assert seen == [0.5, 1.0, 1.5]
+
+
+async def test_run_demo_reports_progress_and_ends_with_the_totals() -> None:
+    seen: list[DemoProgress] = []
+    report = await run_demo(30, over_http=False, on_progress=seen.append)
+    final = seen[-1]
+    assert final.final and [p.final for p in seen].count(True) == 1
+    assert (final.agents, final.started, final.finished) == (30, 30, 30)
+    assert final.total_tokens == report.usage.total_tokens == 30 * 190
+    assert all(p.finished <= p.started <= p.agents for p in seen)
+
+
+async def test_the_watcher_ends_with_the_demo(autojump_clock: trio.testing.MockClock) -> None:
+    # A long interval: the demo must not wait for the watcher's next tick.
+    seen: list[DemoProgress] = []
+    await run_demo(5, over_http=False, on_progress=seen.append, progress_every=3600)
+    assert [p.final for p in seen] == [True]
+    assert trio.current_time() < 3600
+
+
+async def test_failed_runs_are_grouped_by_kind(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_fake_llm(api_key="right") as server:
+        report = await run_demo(12, base_url=f"{server.base_url}/v1")
+    assert report.stop_reasons == {"error": 12}
+    assert report.failed == 12
+    ((kind, messages),) = report.failures.items()
+    assert kind == "AuthError" and sum(messages.values()) == 12
+    (message,) = messages
+    assert "HTTP 401" in message and "invalid or missing API key" in message
+    assert report.causes() == ["  AuthError, 12 runs:", f"    12x {message}"]
+    assert report.path == "http" and report.base_url == f"{server.base_url}/v1"
+    assert report.next_steps()[0].startswith("--api-key-env NAME")
+
+
+async def test_an_unreachable_server_is_named(autojump_clock: trio.testing.MockClock) -> None:
+    with socket.socket() as sock:  # a port that nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    report = await run_demo(8, base_url=url)
+    assert report.stop_reasons == {"error": 8}
+    assert list(report.failures) == ["ProviderUnavailable"]
+    assert all(
+        f"ConnectError talking to {url}" in m for m in report.failures["ProviderUnavailable"]
+    )
+    assert report.next_steps()[0].startswith(f"check that a server answers at {url}")
+
+
+def test_causes_show_at_most_three_messages_per_kind() -> None:
+    failures = {"ProviderError": {f"HTTP 400: request {i}": 1 for i in range(5)}, "X": {"x": 9}}
+    report = DemoReport(14, {"error": 14}, UsageTotals(), 1.0, failures=failures)
+    assert report.causes() == [
+        "  X, 9 runs:",
+        "    9x x",
+        "  ProviderError, 5 runs:",
+        "    1x HTTP 400: request 0",
+        "    1x HTTP 400: request 1",
+        "    1x HTTP 400: request 2",
+        "    ... and 2 other messages",
+    ]
+
+
+async def test_the_budget_note_says_what_was_reserved_and_why() -> None:
+    report = await run_demo(20, max_total_tokens=4_000, over_http=False)
+    spent = report.usage.total_tokens
+    assert report.budget_note() == (
+        f"{report.stop_reasons['budget_exhausted']} runs stopped: each model call first "
+        "reserves its prompt's estimate plus max_output_tokens (1,024) from max_total_tokens "
+        f"(4,000); {spent:,} were spent, and their next call did not fit in the "
+        f"{4_000 - spent:,} left"
+    )
+    assert "  budget        " in report.table()
+    assert "a larger --max-total-tokens, for every run to finish" in report.next_steps()
+    # Without a refusal there is nothing to explain.
+    assert (await run_demo(2, max_total_tokens=10_000, over_http=False)).budget_note() == ""
+
+
+async def test_the_report_says_which_path_it_measured() -> None:
+    in_process = await run_demo(3, over_http=False)
+    assert in_process.path == "in-process"
+    assert "path          in-process: each model call is a function call" in in_process.table()
+    assert in_process.next_steps()[0] == "without --in-process, to measure the HTTP path too"
+    over_http = await run_demo(3)
+    assert over_http.path == "http"
+    assert "path          HTTP: each model call is a request" in over_http.table()
+    assert over_http.next_steps()[0] == "--in-process, to measure the runtime alone (no HTTP)"

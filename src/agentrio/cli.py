@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING, TextIO
 
 import trio
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .demo import DemoProgress
 
 __all__ = ["main"]
 
@@ -40,6 +45,7 @@ _port = _checked(int, "a port number", "a port from 0 to 65535", lambda v: 0 <= 
 def _add_fake_llm(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     fake = commands.add_parser(
         "fake-llm",
+        allow_abbrev=False,
         help="serve the built-in scripted model over the OpenAI, Anthropic and Ollama APIs",
         description="A fake LLM server for trying providers and clients without a real model. "
         "Fault rates are shares of requests, from 0 to 1.",
@@ -65,14 +71,14 @@ def _add_fake_llm(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     fake.add_argument("--retry-after", type=_seconds, default=1.0, metavar="S")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentrio", description="Many concurrent LLM agents in one process."
-    )
-    parser.add_argument("--version", action="version", version=f"agentrio {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
-        "demo", help="run many agents at once on the built-in scripted model"
+        "demo",
+        help="run many agents at once on the built-in scripted model",
+        description="Run many agents at once, each one phase of three model calls and two "
+        "tool calls, and report what they did. Progress goes to stderr, the report to stdout; "
+        "the exit status is 1 if any run failed.",
+        allow_abbrev=False,
     )
     demo.add_argument("--agents", type=_positive, default=1000, help="how many (default 1000)")
     demo.add_argument(
@@ -91,22 +97,165 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--kind",
         choices=["openai", "anthropic", "ollama"],
-        default="openai",
-        help="the wire format at --base-url (default: openai)",
+        default=None,
+        help="the wire format at --base-url (default: openai); only with --base-url",
     )
     demo.add_argument(
-        "--api-key-env", default=None, help="the environment variable holding the API key"
+        "--api-key-env",
+        default=None,
+        help="the environment variable holding the API key; only with --base-url",
     )
     demo.add_argument(
         "--in-process",
         action="store_true",
         help="run the scripted model in process, without HTTP (measures the runtime alone)",
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentrio",
+        description="Many concurrent LLM agents in one process.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"agentrio {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_demo(commands)
     _add_fake_llm(commands)
     return parser
 
 
-async def _serve_fake_llm(args: argparse.Namespace) -> None:
+def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
+    """The arguments and their command's parser (for errors in the command's words, under
+    its usage); exits 2 naming any flag it does not know."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    command: argparse.ArgumentParser = commands.choices[args.command]
+    if extra:
+        command.error(f"unrecognized arguments: {' '.join(extra)}{_guess(extra, command)}")
+    return args, command
+
+
+def _guess(extra: Sequence[str], parser: argparse.ArgumentParser) -> str:
+    """`` (did you mean --agents?)`` for the first unknown flag near a known one."""
+    # (argparse has no public list of a parser's flags.)
+    known = [flag for action in parser._actions for flag in action.option_strings]
+    for arg in extra:
+        if arg.startswith("--"):
+            close = difflib.get_close_matches(arg.split("=", 1)[0], known, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
+
+
+def _check_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Flags that only mean something together; exits 2 naming them."""
+    if args.base_url is None:
+        given = [
+            flag
+            for flag, value in (("--kind", args.kind), ("--api-key-env", args.api_key_env))
+            if value is not None
+        ]
+        if given:
+            verb = "need" if len(given) > 1 else "needs"
+            parser.error(
+                f"{' and '.join(given)} {verb} --base-url: they describe the server there, "
+                "and without it the demo uses its built-in one"
+            )
+    elif args.in_process:
+        parser.error(
+            "--in-process and --base-url exclude each other: --in-process runs the "
+            "scripted model without any server"
+        )
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Is *exc* Ctrl-C (Trio may deliver it inside a group) and nothing else?"""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(KeyboardInterrupt)[1] is None
+    return isinstance(exc, KeyboardInterrupt)
+
+
+class _Progress:
+    """The demo's progress on a stream: one line redrawn in place on a terminal,
+    plain lines otherwise (at each tenth of the agents done, or every
+    *plain_every* seconds, and at the end).
+    """
+
+    def __init__(self, stream: TextIO, *, tty: bool, plain_every: float = 5.0) -> None:
+        self.stream = stream
+        self.tty = tty
+        self.plain_every = plain_every
+        self._shown_at = 0.0  # elapsed seconds at the last plain line
+        self._tenths = 0  # tenths of the agents done at the last plain line
+        self._open = False  # a redrawn line is on the terminal, without its newline
+
+    def __call__(self, progress: DemoProgress) -> None:
+        if self.tty:
+            self.stream.write(f"\r{progress.line()}\x1b[K")
+            self._open = True
+            if progress.final:
+                self.close()
+        elif progress.final or self._due(progress):
+            self.stream.write(progress.line() + "\n")
+            self._shown_at = progress.elapsed
+            self._tenths = 10 * progress.finished // max(progress.agents, 1)
+        self.stream.flush()
+
+    def _due(self, progress: DemoProgress) -> bool:
+        tenths = 10 * progress.finished // max(progress.agents, 1)
+        return tenths > self._tenths or progress.elapsed - self._shown_at >= self.plain_every
+
+    def close(self) -> None:
+        """End a redrawn line, so that what follows starts on a line of its own."""
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._open = False
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    from .errors import AgentrioError
+
+    progress = _Progress(sys.stderr, tty=sys.stderr.isatty())
+    demo = partial(
+        run_demo,
+        args.agents,
+        max_total_tokens=args.max_total_tokens,
+        base_url=args.base_url,
+        model=args.model,
+        kind=args.kind or "openai",
+        api_key_env=args.api_key_env,
+        over_http=not args.in_process,
+        on_progress=progress,
+    )
+    try:
+        report = trio.run(demo)
+    except AgentrioError as exc:
+        progress.close()
+        print(f"agentrio demo: {exc}", file=sys.stderr)
+        return 1
+    except BaseException as exc:
+        progress.close()
+        if _interrupted(exc):
+            print("agentrio demo: interrupted", file=sys.stderr)
+            return 130
+        raise
+    print(f"agentrio demo: {args.agents} agents, one phase each")
+    print(report.table())
+    for i, step in enumerate(report.next_steps()):
+        print(f"  {'try' if i == 0 else '':<13} {step}")
+    if report.failed:
+        print(f"agentrio demo: {report.failed} of {report.agents} runs failed:", file=sys.stderr)
+        print(*report.causes(), sep="\n", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve_fake_llm(args: argparse.Namespace) -> str:
+    """Serve until cancelled; returns why it could not listen, if it could not."""
     from .testing.fake_server import FakeLLMServer, Faults, serve_fake_llm
 
     faults = Faults(
@@ -125,54 +274,50 @@ async def _serve_fake_llm(args: argparse.Namespace) -> None:
         serve_fake_llm, faults=faults, port=args.port, api_key=args.api_key, host=args.host
     )
     async with trio.open_nursery() as nursery:
-        server: FakeLLMServer = await nursery.start(serve)
+        try:
+            server: FakeLLMServer = await nursery.start(serve)
+        except OSError as exc:  # a port in use, an address not ours, a host unknown
+            return f"cannot listen on {_address(args.host, args.port)}: {_why(exc)}"
         print(
             f"agentrio fake LLM server on {server.base_url} (OpenAI /v1/chat/completions, "
             "Anthropic /v1/messages, Ollama /api/chat)",
             flush=True,
         )
+    return ""  # pragma: no cover - the server runs until interrupted
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _why(exc: OSError) -> str:
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
 
 
 def _run_fake_llm(args: argparse.Namespace) -> int:
     try:
-        trio.run(_serve_fake_llm, args)
+        why = trio.run(_serve_fake_llm, args)
     except BaseException as exc:
-        # Ctrl-C is the way to stop it; Trio may deliver it inside a group.
-        if isinstance(exc, BaseExceptionGroup):
-            rest = exc.split(KeyboardInterrupt)[1]
-            if rest is None:
-                return 0
-        elif isinstance(exc, KeyboardInterrupt):
+        if _interrupted(exc):  # Ctrl-C is the way to stop it
             return 0
         raise
-    return 0  # pragma: no cover - the server runs until interrupted
+    print(f"agentrio fake-llm: {why}", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = _parser().parse_args(argv)
-    if args.command == "demo":
-        from .demo import run_demo
-        from .errors import AgentrioError
+    """Run the command line; returns the exit status.
 
-        try:
-            report = trio.run(
-                lambda: run_demo(
-                    args.agents,
-                    max_total_tokens=args.max_total_tokens,
-                    base_url=args.base_url,
-                    model=args.model,
-                    kind=args.kind,
-                    api_key_env=args.api_key_env,
-                    over_http=not args.in_process,
-                )
-            )
-        except AgentrioError as exc:
-            print(f"agentrio demo: {exc}", file=sys.stderr)
-            return 1
-        print(f"agentrio demo: {args.agents} agents, one phase each")
-        print(report.table())
-        return 0
+    Exit statuses: 0 when all went well; 1 when ``demo`` had runs that failed
+    (each kind of failure is printed once, on stderr) or could not start; 2
+    for a usage error (an unknown flag is named) or when ``fake-llm`` cannot
+    listen; 130 when the demo is interrupted.
+    """
+    args, command = _parse(argv)
+    if args.command == "demo":
+        _check_demo(args, command)
+        return _run_demo(args)
     if args.command == "fake-llm":
         return _run_fake_llm(args)
     return 2  # pragma: no cover - argparse rejects unknown commands

@@ -38,11 +38,16 @@ The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 
 from __future__ import annotations
 
+import difflib
 import functools
+import json
+import math
 import os
+import re
 import tomllib
+import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,9 +56,10 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-from .errors import ConfigError, InvalidArgument
+from .errors import AgentrioError, ConfigError, InvalidArgument
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
+from .providers.redact import redact_url
 from .supervisors.lanes import LANES, Lanes
 from .supervisors.limits import Limits
 
@@ -67,6 +73,7 @@ __all__ = [
     "structure_limits",
 ]
 
+_TOP_LEVEL = ("providers", "tiers", "escalation", "limits", "lanes")
 _FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
 
 
@@ -128,6 +135,10 @@ class Config:
                 )
 
 
+class _Mismatch(TypeError):
+    """A value of the wrong type; the message is written from the declared type."""
+
+
 def _strict(kind: type) -> Callable[[object, type], object]:
     # cattrs' default hook is kind(value): stream = "false" would become True,
     # max_concurrent = 1.5 would become 1, and tiers.fast = 5 would become "5".
@@ -135,10 +146,65 @@ def _strict(kind: type) -> Callable[[object, type], object]:
         exact = isinstance(value, kind) and not (isinstance(value, bool) and kind is not bool)
         whole = kind is float and isinstance(value, int) and not isinstance(value, bool)
         if not (exact or whole):
-            raise TypeError(f"expected {kind.__name__}, got {value!r}")
+            raise _Mismatch
         return float(value) if whole else value  # type: ignore[arg-type]
 
     return structure
+
+
+def _literal(value: object, type_: Any) -> object:
+    # cattrs' own check says "foo not in literal typing.Literal[...]"; and
+    # True == 1 must not pass for a 1.
+    if any(value == a and type(value) is type(a) for a in typing.get_args(type_)):
+        return value
+    raise _Mismatch
+
+
+def _union_factory(type_: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    arms = [a for a in typing.get_args(type_) if a is not type(None)]
+    none_ok = len(arms) < len(typing.get_args(type_))  # (TOML has no null; code may pass None)
+
+    def structure(value: object, _: Any) -> object:
+        if value is None and none_ok:
+            return None
+        if len(arms) == 1:  # an Optional: the arm's own errors say more than ours
+            return converter.structure(value, arms[0])
+        for arm in arms:
+            try:
+                return converter.structure(value, arm)
+            except Exception:  # the next arm may take it
+                continue
+        raise _Mismatch
+
+    return structure
+
+
+def _list_factory(type_: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    from cattrs.cols import list_structure_factory
+
+    items = list_structure_factory(type_, converter)
+
+    def structure(value: object, _: Any) -> object:
+        if not isinstance(value, list):  # cattrs would take "ab" as ["a", "b"]
+            raise _Mismatch
+        return items(value, type_)
+
+    return structure
+
+
+def _is_union(type_: Any) -> bool:
+    origin: object = typing.get_origin(type_)
+    return origin is typing.Union or origin is types.UnionType
+
+
+def _is_literal(type_: Any) -> bool:
+    origin: object = typing.get_origin(type_)
+    return origin is typing.Literal
+
+
+def _is_list(type_: Any) -> bool:
+    origin: object = typing.get_origin(type_)
+    return origin is list
 
 
 @functools.cache
@@ -149,32 +215,166 @@ def _converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     for kind in (bool, int, float, str):
         converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook_func(_is_literal, _literal)
+    converter.register_structure_hook_factory(_is_union, _union_factory)
+    converter.register_structure_hook_factory(_is_list, _list_factory)
     return converter
 
 
-def _explain(exc: BaseException, type_: type | None) -> str:
-    # Our own checks already say what was expected; cattrs' default would
-    # reduce them to "invalid value".
-    if isinstance(exc, ConfigError):
-        return str(exc)
-    from cattrs.v import format_exception
+# -- errors in English ----------------------------------------------------------------------
 
-    return format_exception(exc, type_)
+_NAMES: dict[Any, tuple[str, str]] = {  # type: (one, a list of them)
+    bool: ("true or false", "true or false values"),
+    int: ("an int", "ints"),
+    float: ("a number", "numbers"),
+    str: ("a string", "strings"),
+}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+# Keys whose values may be secrets: a wrong value there is described, not shown.
+_SECRET_KEY = re.compile(r"(^|_)key($|_)|secret|password|auth|header", re.IGNORECASE)
+_MISSING = object()
+
+
+def _expected(type_: Any) -> str:
+    """What a value of *type_* is, in words (``an int``, ``one of "a", "b"``, ``a table``)."""
+    if type_ in _NAMES:
+        return _NAMES[type_][0]
+    origin, args = typing.get_origin(type_), typing.get_args(type_)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(_toml(a) for a in args)
+    if _is_union(type_):
+        return " or ".join(_expected(a) for a in args if a is not type(None))
+    if origin in (list, tuple, set, frozenset) or type_ in (list, tuple):
+        inner = _NAMES.get(args[0]) if args else None
+        return f"a list of {inner[1]}" if inner else "a list"
+    if origin is dict or type_ is dict or attrs.has(type_):
+        return "a table"
+    return "a valid value"
+
+
+def _toml(value: object) -> str:
+    """*value* as it is written in TOML (a URL's credentials hidden, a long string cut)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        text = redact_url(value) if "://" in value else value
+        text = text if len(text) <= 60 else text[:57] + "..."
+        return json.dumps(text, ensure_ascii=False)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        shown = [_toml(v) for v in value[:5]]
+        return "[" + ", ".join(shown + (["..."] if len(value) > 5 else [])) + "]"
+    return str(value)
+
+
+def _described(value: object) -> str:
+    """What *value* is, without showing it (for keys that may hold a secret)."""
+    if isinstance(value, bool):
+        return "true or false"
+    kinds = {str: "a string", int: "an int", float: "a number", list: "a list", dict: "a table"}
+    return next((name for kind, name in kinds.items() if isinstance(value, kind)), "a value")
+
+
+def _join(path: str, key: object) -> str:
+    """``path.key`` (``path[0]`` for a list index), the key quoted if TOML needs it."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    text = str(key)
+    shown = text if _BARE_KEY.fullmatch(text) else json.dumps(text, ensure_ascii=False)
+    return f"{path}.{shown}" if path else shown
+
+
+def _got(value: object, path: str) -> str:
+    return _described(value) if _SECRET_KEY.search(path) else _toml(value)
+
+
+def _unknown_keys(table: str, unknown: Iterable[str], known: Iterable[str]) -> str:
+    """One clause per unknown key (with the likeliest known one), then the known keys."""
+    names = sorted(known)
+    clauses = []
+    for key in sorted(unknown):
+        guess = difflib.get_close_matches(key, names, n=1)
+        hint = f" (did you mean {guess[0]}?)" if guess else ""
+        clauses.append(f"{_join(table, key)} is not a known key{hint}")
+    keys = f"the keys of {table} are" if table else "the top-level keys are"
+    return "; ".join(clauses) + f"; {keys} {', '.join(names)}"
+
+
+def _keys_of(cls: type) -> list[str]:
+    """The keys a table structured as *cls* takes (a provider's name is its table's)."""
+    implied = {"name"} if cls is ProviderConfig else set()
+    return [f.name for f in attrs.fields(cls) if f.init and f.name not in implied]
+
+
+def _item(value: object, key: object) -> object:
+    if isinstance(value, dict):
+        return value.get(key, _MISSING)
+    if isinstance(value, list) and isinstance(key, int) and 0 <= key < len(value):
+        return value[key]
+    return _MISSING
+
+
+def _own(exc: Exception, path: str) -> str:
+    """Our own checks' message, placed at *path*.
+
+    ``ProviderConfig`` says ``provider 'local': max_concurrent must be ...``:
+    that becomes ``providers.local.max_concurrent must be ...``.
+    """
+    text = str(exc)
+    match = re.match(r"provider '[^']*': (\w+) ", text)
+    if match and path:
+        return f"{path}.{text[match.start(1) :]}"
+    return f"{path}: {text}" if path else text
+
+
+def _problems(exc: BaseException, value: object, type_: Any, path: str) -> list[str]:
+    """Every problem in a cattrs error tree, in English, with the key it is at."""
+    from cattrs.errors import (
+        ClassValidationError,
+        ForbiddenExtraKeysError,
+        IterableValidationError,
+    )
+
+    out: list[str] = []
+    if isinstance(exc, ClassValidationError):
+        fields, others = exc.group_exceptions()
+        for sub, field in fields:
+            out += _problems(sub, _item(value, field.name), field.type, _join(path, field.name))
+    elif isinstance(exc, IterableValidationError):
+        items, others = exc.group_exceptions()
+        for sub, item in items:
+            out += _problems(sub, _item(value, item.index), item.type, _join(path, item.index))
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        for sub in others:  # the table's own: unknown keys, our checks of the whole
+            out += _problems(sub, value, type_, path)
+        return out
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return [_unknown_keys(path, exc.extra_fields, _keys_of(exc.cl))]
+    if isinstance(exc, KeyError) and value is _MISSING:
+        return [f"{path} is missing (required: {_expected(type_)})"]
+    if isinstance(exc, AgentrioError):
+        return [_own(exc, path)]
+    return [f"{path} must be {_expected(type_)}, got {_got(value, path)}"]
 
 
 def _structure(value: object, type_: Any, key: str, where: str) -> Any:
-    """*value* structured as *type_* by the converter; a ConfigError naming *key* if not."""
-    from cattrs import BaseValidationError, transform_error
+    """*value* structured as *type_* by the converter; a ConfigError naming *key* if not.
+
+    The message is English: ``agentrio.toml: providers.local.kind must be one
+    of "openai", "anthropic", "ollama", got "foo"``, one clause per problem.
+    """
+    from cattrs.errors import StructureHandlerNotFoundError
 
     try:
         return _converter().structure(value, type_)
-    except BaseValidationError as exc:
-        problems = "; ".join(transform_error(exc, key, _explain))
+    except StructureHandlerNotFoundError:
+        raise  # a type cattrs cannot build: a bug here, not in the file
+    except Exception as exc:
+        problems = "; ".join(_problems(exc, value, type_, key))
         raise ConfigError(f"{where}: {problems}") from None
-    except ConfigError as exc:  # one of our own checks, not wrapped by cattrs
-        raise ConfigError(f"{where}: {key}: {exc}") from None
-    except (TypeError, ValueError) as exc:  # a lone value (not in a table): not wrapped either
-        raise ConfigError(f"{where}: {key}: {exc}") from None
 
 
 def structure_limits(
@@ -198,15 +398,13 @@ def structure_limits(
     """
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: {key} must be a table of Limits fields")
-    types = _limits_fields()
-    unknown = sorted(set(table) - set(types))
+    fields = _limits_fields()
+    unknown = set(table) - set(fields)
     if unknown:
-        raise ConfigError(
-            f"{where}: {key}: unknown fields {unknown}; the fields of Limits are {sorted(types)}"
-        )
+        raise ConfigError(f"{where}: {_unknown_keys(key, unknown, fields)}")
     # Each value is checked for its type here, then for its range by Limits.
     values = {
-        name: _structure(value, types[name], f"{key}.{name}", where)
+        name: _structure(value, fields[name], _join(key, name), where)
         for name, value in table.items()
     }
     try:
@@ -229,12 +427,9 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         ConfigError: naming *path*, the key and what was expected.
     """
     where = path or "the configuration"
-    extra = sorted(set(data) - {"providers", "tiers", "escalation", "limits", "lanes"})
+    extra = set(data) - set(_TOP_LEVEL)
     if extra:
-        raise ConfigError(
-            f"{where}: unknown top-level keys {extra}; expected providers, tiers, escalation, "
-            f"limits, lanes"
-        )
+        raise ConfigError(f"{where}: {_unknown_keys('', extra, _TOP_LEVEL)}")
     raw_providers = data.get("providers", {})
     if not isinstance(raw_providers, dict):
         raise ConfigError(f"{where}: providers must be a table of [providers.NAME] tables")
@@ -243,13 +438,19 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: providers.{name} must be a table")
         providers[name] = _structure(
-            {**table, "name": name}, ProviderConfig, f"providers.{name}", where
+            {**table, "name": name}, ProviderConfig, _join("providers", name), where
         )
     raw_tiers, raw_escalation = data.get("tiers", {}), data.get("escalation", [])
     if not isinstance(raw_tiers, dict):
         raise ConfigError(f'{where}: tiers must be a table of name = "instance:model"')
     if not isinstance(raw_escalation, list):
         raise ConfigError(f"{where}: escalation must be a list of tier names")
+    slip = raw_tiers.get("escalation")
+    if isinstance(slip, list):
+        raise ConfigError(
+            f'{where}: tiers.escalation must be a string "instance:model", got {_toml(slip)}: '
+            "escalation is a top-level key, so it goes before the first [table]"
+        )
     tiers = _structure(raw_tiers, dict[str, str], "tiers", where)
     escalation = _structure(raw_escalation, list[str], "escalation", where)
     limits = structure_limits(data.get("limits", {}), where=where)

@@ -341,6 +341,26 @@ async def test_401_is_an_auth_error_and_not_retried(
     assert info.value.status == 401
 
 
+async def test_an_auth_error_says_what_the_server_said_without_the_key(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        key = request.headers["authorization"].removeprefix("Bearer ")
+        body = {"error": {"message": f"Incorrect API key provided: {key}"}}
+        return httpx.Response(401, json=body)
+
+    c = ProviderConfig(name="p", kind="openai", base_url="http://127.0.0.1:9/v1")
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as client,
+        Provider(c, client=client, api_key="sk-proj-WRONG-0123456789") as p,
+    ):
+        with pytest.raises(AuthError) as info:
+            await ask(p)
+    assert "(HTTP 401); check the API key; the server said: " in str(info.value)
+    assert "Incorrect API key provided: [redacted]" in str(info.value)
+    assert "WRONG" not in str(info.value)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_the_key_is_sent_as_each_api_wants_it(
     autojump_clock: trio.testing.MockClock, kind: Kind
@@ -472,6 +492,10 @@ async def test_the_breaker_opens_fails_fast_half_opens_and_closes(
             await ask(p)
         assert info.value.status is None and info.value.provider == "p"
         assert server.statistics().http_requests == sent and trio.current_time() == 0
+        # ... naming the failure that opened it, not only that it is open.
+        assert "after 3 failures in a row; the last: provider 'p' failed (HTTP 500)" in str(
+            info.value
+        )
 
         await trio.sleep(30)
         assert p.statistics().breaker == "half_open"

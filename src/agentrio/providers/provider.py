@@ -408,6 +408,7 @@ class Provider:
         text_tools = config.tool_calls_in_text
         self._text_tools = config.kind == "ollama" if text_tools is None else text_tools
         self._breaker = CircuitBreaker(config.circuit_failures, config.circuit_cooldown)
+        self._last_failure = ""  # what opened the breaker, for its message
         self._concurrency = LaneLimiter(pool, lane_caps(config.lane_concurrency))
         self._rpm = RateWindow(config.requests_per_minute) if config.requests_per_minute else None
         self._tpm = RateWindow(config.tokens_per_minute) if config.tokens_per_minute else None
@@ -501,9 +502,10 @@ class Provider:
         attempt = 0
         while True:
             if not self._breaker.allow():
+                cause = f"; the last: {self._last_failure}" if self._last_failure else ""
                 raise ProviderUnavailable(
                     f"provider {self.name!r} is unavailable: its circuit breaker is open "
-                    f"after {self.config.circuit_failures} failures in a row",
+                    f"after {self.config.circuit_failures} failures in a row{cause}",
                     provider=self.name,
                 )
             got = _Received() if meter is not None else None
@@ -515,6 +517,7 @@ class Provider:
                 self._failures += 1
                 if retry.failure:
                     self._breaker.failure()
+                    self._last_failure = str(retry.error)
                 else:
                     self._breaker.release()
                 attempt += 1
@@ -750,7 +753,7 @@ class Provider:
             shown = (shown_env_name(env) or "the variable named by api_key_env") if env else None
             raise AuthError(
                 f"provider {self.name!r} refused the credentials (HTTP {status}); "
-                f"check {shown or 'the API key'}",
+                f"check {shown or 'the API key'}; the server said: {self._redact(text)}",
                 provider=self.name,
                 status=status,
             )
