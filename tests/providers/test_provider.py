@@ -1031,13 +1031,13 @@ async def test_a_call_cancelled_before_it_was_sent_reports_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     meter = Meter()
-    async with serving(faults=Faults(delay=1.0, delay_seconds=100), max_concurrent=1) as (_, p):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ask, p)  # holds the one connection
-            await trio.testing.wait_all_tasks_blocked()
-            with trio.move_on_after(10):
-                await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
-            nursery.cancel_scope.cancel()
+    faults = Faults(delay=1.0, delay_seconds=100)
+    async with serving(faults=faults, max_concurrent=1) as (_, p), trio.open_nursery() as nursery:
+        nursery.start_soon(ask, p)  # holds the one connection
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(10):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+        nursery.cancel_scope.cancel()
     assert meter.failed_attempts == []
 
 
