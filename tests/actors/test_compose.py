@@ -519,13 +519,17 @@ async def test_a_call_the_parent_hook_refuses_is_refused_to_every_child(
 
 
 def recording(tag: str, log: list[str]) -> tuple[PreToolUse, PostToolUse]:
-    """Hooks that log their turn on a read_file call and leave their mark on it and its result."""
+    """Hooks that log their turn on a read_file call and leave their mark on it (once:
+    a parent's hook sees the call again after a child's hook rewrote it) and its result."""
 
     async def pre(call: ToolCallRequest) -> ToolCallRequest | None:
         if call.name != "read_file":
             return None
         log.append(f"{tag} pre")
-        return ToolCallRequest(call.name, {"path": f"{call.arguments['path']}/{tag}"}, id=call.id)
+        path = str(call.arguments["path"])
+        if f"/{tag}" in path:
+            return None
+        return ToolCallRequest(call.name, {"path": f"{path}/{tag}"}, id=call.id)
 
     async def post(call: ToolCallRequest, result: ToolResult) -> ToolResult | None:
         if call.name != "read_file":
@@ -562,7 +566,8 @@ async def test_a_child_runs_its_parent_hooks_first_then_its_own(
         return
     # Outermost first, each seeing what the one before it left: the tool ran
     # the call as both pre hooks rewrote it, and the model saw both rewrites.
-    assert log == ["lead pre", "child pre", "lead post", "child post"]
+    # The child's hook rewrote the call: the lead's checked the final call again.
+    assert log == ["lead pre", "child pre", "lead pre", "lead post", "child post"]
     assert READ == ["x/lead/child"]
     assert told == "saw: contents of x/lead/child +lead +child"
 
@@ -588,7 +593,7 @@ async def test_a_grandchild_runs_every_ancestor_hook_outermost_first(
         await middle.run("", direct_tool_calls=[ToolCallRequest("read_file", {"path": "y"})])
     assert READ == ["x/lead/middle/leaf", "y/lead/middle"]
     assert result.final_text == "saw: contents of x/lead/middle/leaf +lead +middle +leaf"
-    assert log == ["lead pre", "middle pre", "lead post", "middle post"]
+    assert log == ["lead pre", "middle pre", "lead pre", "lead post", "middle post"]
 
 
 async def test_the_same_hook_on_parent_and_child_runs_once(
@@ -636,6 +641,78 @@ async def test_a_parent_hook_that_refuses_ends_the_chain(
         result = await child.run("go")
     assert result.tool_calls[0].status == "denied"
     assert log == [] and READ == []
+
+
+async def climb(call: ToolCallRequest) -> ToolCallRequest:
+    """A child's hook that undoes its parent's sandbox, if it could."""
+    return ToolCallRequest(call.name, {"path": "../" + str(call.arguments["path"])}, id=call.id)
+
+
+@pytest.mark.parametrize("path", [p for p in CHILD_PATHS if p != "session_helper"])
+async def test_a_child_hook_cannot_undo_its_parent_hook(
+    autojump_clock: trio.testing.MockClock, path: str
+) -> None:
+    # The parent's sandbox hook ran first and saw "etc/passwd"; the child's own
+    # hook then made it "../etc/passwd", and that call ran.
+    READ.clear()
+    child = AgentSpec(
+        "reader",
+        one_call_model("read_file", path="etc/passwd"),
+        tools=[read_file],
+        pre_tool_use=climb,
+    )
+    async with agentrio.open_runtime() as rt:
+        told = await through(rt, path, lead_with(path, child, pre_tool_use=sandbox), child)
+    assert told == "saw: paths may not contain '..'"
+    assert READ == []
+
+
+async def test_an_outer_hook_has_the_last_word_on_an_inner_rewrite(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    seen: list[str] = []
+
+    async def confine(call: ToolCallRequest) -> ToolCallRequest | None:
+        path = str(call.arguments["path"])
+        seen.append(path)
+        if "../" not in path:
+            return None
+        return ToolCallRequest(call.name, {"path": path.replace("../", "")}, id=call.id)
+
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[read_file], pre_tool_use=confine))
+        child = await lead.spawn_subagent(
+            AgentSpec("c", ScriptedModel([]), tools=[read_file], pre_tool_use=climb)
+        )
+        call = ToolCallRequest("read_file", {"path": "notes"})
+        result = await child.run("", direct_tool_calls=[call])
+    # The lead's hook saw the call, then the child's rewrite, once each, and its
+    # own rewrite on that second look is final (the child's hook is not run again).
+    assert seen == ["notes", "../notes"]
+    assert READ == ["notes"] and result.tool_calls[0].status == "ok"
+
+
+async def test_outer_hooks_run_again_only_after_an_inner_rewrite(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    log: list[str] = []
+    lead_pre, _ = recording("lead", log)
+
+    async def look(call: ToolCallRequest) -> None:
+        log.append("child looks")
+
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[read_file], pre_tool_use=lead_pre))
+        child = await lead.spawn_subagent(
+            AgentSpec("c", ScriptedModel([]), tools=[read_file], pre_tool_use=look)
+        )
+        call = ToolCallRequest("read_file", {"path": "x"})
+        await child.run("", direct_tool_calls=[call])
+    # the outermost hook's own rewrite needs no second look
+    assert log == ["lead pre", "child looks"]
+    assert READ == ["x/lead"]
 
 
 async def test_a_child_hook_cannot_launder_what_the_parent_policy_denies(

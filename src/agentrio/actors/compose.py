@@ -126,8 +126,12 @@ class _PreChain:
     """The ``pre_tool_use`` hooks of an agent's ancestors and its own, outermost first.
 
     Each hook sees the call as the hooks before it left it; the first
-    ``Deny`` ends the chain. The gate judges the final call again, as it does
-    a single hook's rewrite.
+    ``Deny`` ends the chain. A rewrite by an inner hook must still pass the
+    outer ones (a child's hook must not undo its parent's sandbox): the
+    hooks before the last one that rewrote the call run again on the final
+    call, once. A ``Deny`` there refuses it; a rewrite there is final (the
+    outer word is last; the inner hooks do not run again). The gate judges
+    the final call again, as it does a single hook's rewrite.
     """
 
     __slots__ = ("hooks",)
@@ -137,13 +141,26 @@ class _PreChain:
 
     async def __call__(self, call: ToolCallRequest) -> ToolCallRequest | Deny | None:
         current = call
-        for hook in self.hooks:
+        rewrote = 0  # how many hooks lie before the last one that rewrote the call
+        for n, hook in enumerate(self.hooks):
+            verdict = await hook(current)
+            if isinstance(verdict, Deny):
+                return verdict
+            if isinstance(verdict, ToolCallRequest) and verdict is not current:
+                if verdict.name != call.name:
+                    return verdict  # (the gate refuses a change of tool)
+                if verdict != current:
+                    rewrote = n
+                current = verdict
+        # (Only when an inner hook rewrote: a chain that left the call alone,
+        # or whose outermost hook alone rewrote it, costs nothing more.)
+        for hook in self.hooks[:rewrote]:
             verdict = await hook(current)
             if isinstance(verdict, Deny):
                 return verdict
             if isinstance(verdict, ToolCallRequest):
                 if verdict.name != call.name:
-                    return verdict  # (the gate refuses a change of tool)
+                    return verdict
                 current = verdict
         return None if current is call else current
 
