@@ -118,6 +118,7 @@ PUBLIC = [
     "UsageInvalid",
     "UsageTotals",
     "Workspace",
+    "WorkspaceWriteFailed",
     "agent_tool",
     "allow",
     "ask",
