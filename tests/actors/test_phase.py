@@ -1103,6 +1103,30 @@ async def test_a_call_asked_for_again_after_the_cap_is_not_a_stall(
     assert "at most 2 are run per turn" in result.tool_calls[2].content
 
 
+async def test_unreadable_calls_past_the_cap_do_not_count_toward_max_parse_retries(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The calls past the cap were not run (their arguments not even looked at):
+    # turns whose run calls were all readable are no parse failures.
+    broken = ToolCallRequest("echo", error="not JSON")
+    model = ScriptedModel(
+        [
+            *(calling(call("echo", x=2 * n), call("echo", x=2 * n + 1), broken) for n in range(3)),
+            answer("fine"),
+        ]
+    )
+    limits = Limits(max_tool_calls_per_turn=2, max_parse_retries=2)
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "fine")
+    assert [r.status for r in result.tool_calls] == ["ok", "ok", "denied"] * 3
+    # one unreadable call among the run ones still counts
+    model = ScriptedModel([calling(call("echo", x=n), broken) for n in range(2)])
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
+    assert (result.stop_reason, result.error_type) == ("error", "ValueError")
+
+
 async def test_direct_tool_calls_are_not_capped_per_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

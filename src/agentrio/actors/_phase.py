@@ -722,7 +722,11 @@ class Phase:
         return True
 
     def _tools_end_phase(self, calls: Sequence[ToolCallRequest]) -> bool:
-        # error: an on_step hook raised after a tool call
+        """After a model's turn of *calls*: must the phase end (an on_step hook
+        raised after a tool call, or too many turns of unreadable arguments)?"""
+        cap = self.st.spec.limits.max_tool_calls_per_turn
+        if len(calls) > cap:
+            calls = calls[:cap]  # (the calls past the cap were not run: not read either)
         return self.reason == "error" or self._parse_failed(calls)
 
     def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:
