@@ -1100,6 +1100,29 @@ async def test_map_of_a_non_spec_is_invalid_argument_before_anything_else(
     assert model.calls == []
 
 
+@pytest.mark.parametrize("how", ["spawn_agent", "spawn_subagent", "map", "agent_tool"])
+async def test_every_path_refuses_a_non_spec_with_one_message(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    why = "spec must be an agentrio.AgentSpec, got str: 'nope'"
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(ScriptedModel([])))
+        with pytest.raises(InvalidArgument) as info:
+            if how == "spawn_agent":
+                await rt.spawn_agent("nope")  # type: ignore[arg-type]
+            elif how == "spawn_subagent":
+                await lead.spawn_subagent("nope")  # type: ignore[arg-type]
+            elif how == "map":
+                await lead.map("nope", ["a"])  # type: ignore[arg-type]
+            else:
+                agent_tool("nope")  # type: ignore[arg-type]
+    assert str(info.value) == why
+    long = "x" * 1000
+    with pytest.raises(InvalidArgument) as info:
+        agent_tool(long)  # type: ignore[arg-type]
+    assert str(info.value) == f"spec must be an agentrio.AgentSpec, got str: '{long[:96]}..."
+
+
 # -- cancelling a coordinator of 100 subagents ------------------------------------------
 
 

@@ -600,8 +600,11 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
 def check_spec(spec: object) -> None:
     """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
     if not isinstance(spec, AgentSpec):
+        shown = repr(spec)
+        if len(shown) > 100:
+            shown = shown[:97] + "..."
         raise InvalidArgument(
-            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {spec!r}"
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {shown}"
         )
 
 

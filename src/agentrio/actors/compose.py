@@ -221,9 +221,8 @@ def _hook_list(outer: _H | None, inner: _H | None) -> tuple[_H, ...]:
 
 
 def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
-    """*spec* as the child of *parent* may run it, or PermissionEscalation."""
-    if not isinstance(spec, AgentSpec):
-        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    """*spec* (checked by the caller: an AgentSpec) as the child of *parent* may
+    run it, or PermissionEscalation."""
     mine = parent.info.tools
     # The same name is not enough: a child's own tool called "read" may do anything.
     extra = sorted(t.name for t in spec.tools if t.name not in mine or mine[t.name].fn is not t.fn)
@@ -359,8 +358,7 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
         researcher = agent_tool(research_spec, description="Research one subtopic.")
         lead = AgentSpec("lead", model, tools=[researcher, lookup])
     """
-    if not isinstance(spec, AgentSpec):
-        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    check_spec(spec)
 
     async def run_agent(task: str) -> str:
         caller = CALLER.get()
