@@ -793,9 +793,34 @@ async def test_tokens_per_minute_settles_what_was_used(
 
     async with serving(reply, tokens_per_minute=100) as (_, p):
         for _ in range(8):
-            await ask(p, max_output_tokens=40)
-    # After k calls the window holds 10k; one more needs room for its 40: k <= 6.
+            await ask(p, max_output_tokens=39)
+    # After k calls the window holds 10k; one more needs room for its 40 (39 of
+    # output, 1 for "hi"): k <= 6.
     assert handler.times == [0] * 7 + [60]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "times"), [("语" * 60, [0, 60, 120]), ("a" * 60, [0, 0, 0])], ids=["cjk", "ascii"]
+)
+async def test_tokens_per_minute_estimates_as_the_agent_does(
+    autojump_clock: trio.testing.MockClock, prompt: str, times: list[int]
+) -> None:
+    # A call in flight holds its estimate: each non-ASCII character is a token,
+    # as agentrio.estimate_tokens counts it (1 + 61 for 60 CJK characters; they
+    # were 15, characters / 4, and three calls went at once).
+    async def slow(request: FakeRequest) -> ModelReply:
+        handler(request)
+        await trio.sleep(1)
+        return OK  # 5 tokens settled
+
+    handler = Clocked()
+    messages = [ChatMessage("user", prompt)]
+    async with serving(slow, tokens_per_minute=100) as (_, p), trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(
+                functools.partial(p.complete, "m", messages, [], max_output_tokens=1)
+            )
+    assert handler.times == times
 
 
 @pytest.mark.parametrize(("limit", "peak"), [(3, 3), (None, DEFAULT_POOL)])

@@ -28,6 +28,7 @@ import attrs
 import msgspec
 import trio
 
+from ..actors.context import estimate_tokens
 from ..errors import (
     AuthError,
     BadResponse,
@@ -473,7 +474,9 @@ class Provider:
         """
         body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
         text_tools = [t.name for t in tools] if self._text_tools else None
-        estimate = max_output_tokens + sum(len(m.content) for m in messages) // 4
+        # (The agent's estimator rule, each non-ASCII character a token: the
+        # per-minute window must not be under-counted for CJK text either.)
+        estimate = max_output_tokens + sum(estimate_tokens(m.content) for m in messages)
         attempt = 0
         while True:
             if not self._breaker.allow():
