@@ -41,6 +41,7 @@ from agentrio import (
     ask,
     deny,
 )
+from agentrio.actors import compose
 from agentrio.actors.compose import combine_policies
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.tools.policy import PostToolUse, PreToolUse
@@ -1060,6 +1061,26 @@ async def test_map_on_an_agent_makes_subagents(autojump_clock: trio.testing.Mock
         results = await lead.map(AgentSpec("worker", echo_model()), ["a", "b", "c", "d", "e"])
     reasons = [r.stop_reason for r in results if isinstance(r, PhaseResult)]
     assert sorted(reasons) == ["budget_exhausted"] * 2 + ["done"] * 3
+
+
+async def test_a_gated_parent_map_makes_its_childrens_spec_once(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each child's spec was made again (a new spec, and all that is derived from
+    # one): about 25% more CPU for a map under a parent with a hook.
+    made: list[AgentSpec] = []
+    child_spec = compose._child_spec
+
+    def counting(parent: object, spec: AgentSpec) -> AgentSpec:
+        made.append(child_spec(parent, spec))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(compose, "_child_spec", counting)
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[lookup], pre_tool_use=sandbox))
+        results = await lead.map(AgentSpec("worker", echo_model()), ["a", "b", "c", "d"])
+    assert [r.stop_reason for r in results if isinstance(r, PhaseResult)] == ["done"] * 4
+    assert len(made) == 1 and made[0].pre_tool_use is sandbox
 
 
 @pytest.mark.parametrize(

@@ -287,8 +287,12 @@ def spawn_child(
     *,
     name: str | None = None,
     budget: Budget | None = None,
+    checked: AgentSpec | None = None,
 ) -> AgentRef:
     """Spawn *spec* as a subagent of *parent*: same supervisor, owned by the parent.
+
+    *checked* is ``_child_spec(parent, spec)`` when the caller has it already
+    (a fan-out makes it once for all its children).
 
     Raises:
         PermissionEscalation: the spec has tools the parent does not.
@@ -302,7 +306,8 @@ def spawn_child(
             path=parent.cell.path,
             reason=parent.cell.stop_reason,
         )
-    checked = _child_spec(parent, spec)
+    if checked is None:
+        checked = _child_spec(parent, spec)
     if budget is None:
         budget = parent.budget
     elif not isinstance(budget, Budget):
@@ -403,6 +408,10 @@ async def map_phases(
     if not all(isinstance(i, str) for i in inputs):
         raise InvalidArgument("inputs must all be str (one user message per phase)")
     check_int("concurrency", concurrency, 1)
+    # The spec as the parent's children run it, made once: with a gated parent
+    # each child's would be a new spec, and what is derived from a spec made
+    # again for each (PermissionEscalation is raised here, before any spawn).
+    checked = _child_spec(parent, spec) if parent is not None else spec
     results: list[PhaseResult | ActorError | None] = [None] * len(inputs)
     batch = next(_names)
     slots = trio.Semaphore(concurrency)
@@ -433,7 +442,7 @@ async def map_phases(
             name = f"{spec.name}.map{batch}-{i}"
             try:
                 if parent is not None:
-                    agent = spawn_child(parent, spec, name=name, budget=budget)
+                    agent = spawn_child(parent, spec, name=name, budget=budget, checked=checked)
                 else:
                     agent = spawn_agent(sup, spec, name, budget)
             except Exception as exc:
