@@ -42,6 +42,7 @@ from agentrio import (
     deny,
 )
 from agentrio.actors import compose
+from agentrio.actors._core import request_cancel
 from agentrio.actors.compose import combine_policies
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.tools.policy import PostToolUse, PreToolUse
@@ -1506,6 +1507,77 @@ async def test_a_cancelled_map_ends_its_childrens_phases_cancelled(
         assert [reason for _, reason in ended] == ["cancelled"] * 3
         assert all(path.startswith("w.map") for path, _ in ended)
         assert [c.path for c in rt.children()] == ["lead"]
+
+
+@pytest.mark.parametrize("on", ["runtime", "agent"])
+async def test_a_cancelled_map_returns_once_its_agents_have_exited(
+    autojump_clock: trio.testing.MockClock, on: str
+) -> None:
+    # map raised Cancelled while the agents it had cancelled were still there
+    # (the fan-out how-to printed "6 agents left" now and then): work started
+    # for a caller ends with the caller. Each child also has a grandchild (an
+    # agent tool's) stuck in a model call, which takes a second to clean up
+    # when cancelled: it exits after its parent.
+    async def slow_to_go(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(1)
+        raise AssertionError("unreachable")
+
+    grandchild = AgentSpec("g", FunctionModel(slow_to_go))
+
+    def delegate(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        return calling("g", task="deeper")
+
+    spec = AgentSpec("w", FunctionModel(delegate), tools=[agent_tool(grandchild)])
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=spec.tools))
+        mapper = rt if on == "runtime" else lead
+        before = rt.statistics().actors
+        with trio.move_on_after(5) as scope:
+            await mapper.map(spec, ["a", "b", "c", "d", "e"], concurrency=3)
+        # (no checkpoint since map returned)
+        assert scope.cancelled_caught
+        assert rt.statistics().actors == before
+        assert trio.current_time() == 6  # (the grandchildren's second)
+        assert [c.path for c in rt.children()] == ["lead"]
+
+
+async def test_waiting_for_cancelled_agents_waits_for_what_they_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A subagent busy on its own (a phase sent to it, not awaited by its
+    # parent) is cancelled when its parent exits, and exits after it.
+    async def slow_to_go(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(1)
+        raise AssertionError("unreachable")
+
+    async with agentrio.open_runtime() as rt:
+        parent = await rt.spawn_agent(lead_spec())
+        sub = await parent.spawn_subagent(AgentSpec("s", FunctionModel(slow_to_go)))
+        sub.ref.send_nowait(agentrio.RunPhase("go"))
+        await trio.testing.wait_all_tasks_blocked()
+        request_cancel(parent._cell)
+        await compose._wait_exited([parent], timeout=10)
+        assert trio.current_time() == 1
+        assert sub.statistics().state == "exited"
+        # bounded: a child that does not go in time is left behind
+        stuck = await rt.spawn_agent(lead_spec(), name="stuck")
+        sub = await stuck.spawn_subagent(AgentSpec("s", FunctionModel(slow_to_go)))
+        sub.ref.send_nowait(agentrio.RunPhase("go"))
+        await trio.testing.wait_all_tasks_blocked()
+        request_cancel(stuck._cell)
+        with trio.CancelScope() as outer:
+            outer.cancel()  # (shielded from the caller's cancel)
+            await compose._wait_exited([stuck], timeout=0.5)
+        assert trio.current_time() == 1.5
+        assert sub.statistics().state != "exited"
 
 
 @pytest.mark.parametrize("children", [1, 2])

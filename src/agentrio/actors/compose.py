@@ -44,7 +44,7 @@ from .agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
 
 if TYPE_CHECKING:
     from ..supervisors.supervisor import _Supervisor
-    from ._core import ActorRef
+    from ._core import ActorRef, _Cell
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 
@@ -392,6 +392,20 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
     return tool
 
 
+async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
+    """Wait until *agents* and what they own have exited: shielded (the caller is
+    most likely cancelled), and at most *timeout* seconds (one deadline for all)."""
+    with trio.CancelScope(deadline=trio.current_time() + timeout, shield=True):
+        for agent in agents:
+            await _gone(agent._cell)
+
+
+async def _gone(cell: _Cell) -> None:
+    await cell.wait_exited()
+    for dependent in cell.dependents or ():
+        await _gone(dependent)
+
+
 async def map_phases(
     sup: _Supervisor,
     spec: AgentSpec,
@@ -415,6 +429,7 @@ async def map_phases(
     results: list[PhaseResult | ActorError | None] = [None] * len(inputs)
     batch = next(_names)
     slots = trio.Semaphore(concurrency)
+    abandoned: list[AgentRef] = []  # cancelled before they answered
 
     async def one(i: int, agent: AgentRef) -> None:
         try:
@@ -424,32 +439,41 @@ async def map_phases(
         except ActorError as exc:
             results[i] = exc
         finally:
-            _release(agent, finished=results[i] is not None)
+            finished = results[i] is not None
+            _release(agent, finished=finished)
+            if not finished:
+                abandoned.append(agent)
             slots.release()
 
     # A spawn that fails (PermissionEscalation, a bad budget, RuntimeClosed)
     # cancels the phases under way and is raised as itself, not in a group.
     failure: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        for i in range(len(inputs)):
-            # A schedule point only when all slots are taken: a checkpoint per
-            # spawn would run the scheduler once per input.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            try:
-                slots.acquire_nowait()
-            except trio.WouldBlock:
-                await slots.acquire()
-            name = f"{spec.name}.map{batch}-{i}"
-            try:
-                if parent is not None:
-                    agent = spawn_child(parent, spec, name=name, budget=budget, checked=checked)
-                else:
-                    agent = spawn_agent(sup, spec, name, budget)
-            except Exception as exc:
-                failure = exc
-                nursery.cancel_scope.cancel()
-                break
-            nursery.start_soon(one, i, agent)
+    try:
+        async with trio.open_nursery() as nursery:
+            for i in range(len(inputs)):
+                # A schedule point only when all slots are taken: a checkpoint per
+                # spawn would run the scheduler once per input.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    slots.acquire_nowait()
+                except trio.WouldBlock:
+                    await slots.acquire()
+                name = f"{spec.name}.map{batch}-{i}"
+                try:
+                    if parent is not None:
+                        agent = spawn_child(parent, spec, name=name, budget=budget, checked=checked)
+                    else:
+                        agent = spawn_agent(sup, spec, name, budget)
+                except Exception as exc:
+                    failure = exc
+                    nursery.cancel_scope.cancel()
+                    break
+                nursery.start_soon(one, i, agent)
+    finally:
+        if abandoned:
+            # Work started for a caller ends with the caller: a map that is
+            # cancelled (or fails) returns once the agents it cancelled are gone.
+            await _wait_exited(abandoned, sup.shutdown_timeout)
     if failure is not None:
         raise failure
     done = [r for r in results if r is not None]
