@@ -474,9 +474,11 @@ class Provider:
         """
         body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
         text_tools = [t.name for t in tools] if self._text_tools else None
-        # (The agent's estimator rule, each non-ASCII character a token: the
-        # per-minute window must not be under-counted for CJK text either.)
-        estimate = max_output_tokens + sum(estimate_tokens(m.content) for m in messages)
+        # (For the per-minute window only. The agent's estimator rule, each
+        # non-ASCII character a token: CJK text is not under-counted there either.)
+        estimate = 0
+        if self._tpm is not None:
+            estimate = max_output_tokens + sum(estimate_tokens(m.content) for m in messages)
         attempt = 0
         while True:
             if not self._breaker.allow():
