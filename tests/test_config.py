@@ -254,7 +254,10 @@ PROVIDER = '[providers.local]\nkind = "ollama"\nbase_url = "http://h"\n'
 BAD_FILES = [
     # (contents, what the message must say besides the file's path)
     ("this is [not toml", ["not valid TOML"]),
-    ("foo = 1\n" + PROVIDER, ["foo is not a known key", "top-level keys are escalation, lanes, limits, providers, tiers"]),
+    (
+        "foo = 1\n" + PROVIDER,
+        ["foo is not a known key", "top-level keys are escalation, lanes, limits, providers"],
+    ),
     ("providers = 3", ["providers must be a table"]),
     ("[providers]\nlocal = 3", ["providers.local must be a table"]),
     (
@@ -346,10 +349,10 @@ BAD_FILES = [
     ),
     ("lanes = 3", ["lanes must be a table"]),
     ("[lanes]\ntool_concurrency = 0", ["lanes: ", "tool_concurrency must be an int >= 1"]),
-    ('[lanes]\ntool_concurrency = "8"', ["lanes.tool_concurrency", "must be an int, got \"8\""]),
+    ('[lanes]\ntool_concurrency = "8"', ["lanes.tool_concurrency", 'must be an int, got "8"']),
     ("[lanes.urgent]\nattempts = 2", ["lanes has unknown keys ['urgent']", "'interactive'"]),
     ("[lanes.background]\nattempts = 0", ["lanes.background", "attempts must be an int >= 1"]),
-    ("[lanes.background]\nretries = 2", ["lanes.background", "lanes.background.retries is not a known key"]),
+    ("[lanes.background]\nretries = 2", ["lanes.background.retries is not a known key"]),
     ("[lanes.query]\nbackoff_max = -1", ["lanes.query", "backoff_max must be a number"]),
     (
         "[lanes.control]\nattempts = 2\n[lanes.interactive]\nattempts = 3",

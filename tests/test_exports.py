@@ -123,6 +123,7 @@ PUBLIC = [
     "UsageInvalid",
     "UsageTotals",
     "Workspace",
+    "WorkspaceWriteFailed",
     "agent_tool",
     "allow",
     "ask",

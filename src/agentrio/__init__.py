@@ -92,6 +92,7 @@ from .messages import Turn as Turn
 from .messages import TurnEnded as TurnEnded
 from .messages import TurnStarted as TurnStarted
 from .messages import Usage as Usage
+from .messages import WorkspaceWriteFailed as WorkspaceWriteFailed
 from .providers.base import AttemptMeter as AttemptMeter
 from .providers.base import Model as Model
 from .providers.provider import Provider as Provider

@@ -50,6 +50,7 @@ __all__ = [
     "ActorFailed",
     "ActorRestarted",
     "CompactionFailed",
+    "WorkspaceWriteFailed",
     "ContextCompact",
     "ContextCompacted",
     "ActorStarted",
@@ -519,6 +520,21 @@ class CompactionFailed(Event, frozen=True, tag=True):
     """
 
     context_label: str | None = None
+    error_type: str = ""
+    error: str = ""
+
+
+class WorkspaceWriteFailed(Event, frozen=True, tag=True):
+    """An agent's ``run_summary.json`` could not be written at the end of a phase;
+    the phase's result stands (its ``run()`` returns it all the same).
+
+    Attributes:
+        file: the file that could not be written.
+        error_type: the exception's class name (``"PermissionError"``, ...).
+        error: what went wrong.
+    """
+
+    file: str = ""
     error_type: str = ""
     error: str = ""
 

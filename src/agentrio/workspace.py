@@ -11,7 +11,7 @@ import msgspec
 
 from .errors import InvalidArgument
 
-__all__ = ["Workspace", "write_atomic"]
+__all__ = ["Workspace", "agent_workspace", "write_atomic"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -106,20 +106,34 @@ class Workspace:
         return path
 
 
-def agent_workspace(root: Workspace, name: str) -> Workspace:
-    """The workspace of an agent spawned as *name* from a spec whose workspace is
-    *root* (and whose name is not *name*): the subfolder ``filename(name)``.
+def agent_workspace(root: str | os.PathLike[str], spec_name: str, name: str) -> Workspace:
+    """The workspace of an agent spawned as *name* from a spec named *spec_name*
+    whose workspace is *root*: *root* itself, or for another name the
+    subfolder ``filename(name)``.
 
     Raises:
         InvalidArgument: that subfolder would be one of *root*'s own entries,
             ``artifacts``, ``logs``, ``memory`` or ``run_summary.json``
-            (ignoring case).
+            (ignoring case); or the folder (or *root*) exists and is not a
+            folder (a file of that name: the run summary could not be written).
     """
-    folder = Workspace.filename(name)
-    if folder.casefold() in _RESERVED:
+    workspace = Workspace(root)
+    if name != spec_name:
+        folder = Workspace.filename(name)
+        if folder.casefold() in _RESERVED:
+            raise InvalidArgument(
+                f"name {name!r} cannot be spawned in the workspace {str(workspace.root)!r}: "
+                f"its subfolder {folder!r} would be one of the workspace's own entries "
+                f"{sorted(_RESERVED)} (ignoring case)"
+            )
+        _check_folder(workspace.root, name)
+        workspace = Workspace(workspace.root / folder)
+    _check_folder(workspace.root, name)
+    return workspace
+
+
+def _check_folder(path: Path, name: str) -> None:
+    if os.path.lexists(path) and not path.is_dir():
         raise InvalidArgument(
-            f"name {name!r} cannot be spawned in the workspace {str(root.root)!r}: its "
-            f"subfolder {folder!r} would be one of the workspace's own entries "
-            f"{sorted(_RESERVED)} (ignoring case)"
+            f"agent {name!r} cannot have the workspace {str(path)!r}: it exists and is not a folder"
         )
-    return Workspace(root.root / folder)

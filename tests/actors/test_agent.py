@@ -1205,6 +1205,49 @@ async def test_an_agent_folder_cannot_be_a_workspace_entry(
     assert sorted(p.name for p in root.iterdir()) == ["run_summary.json"]
 
 
+@pytest.mark.parametrize("where", ["subfolder", "root"])
+async def test_an_agent_folder_that_is_a_file_is_refused_at_spawn(
+    where: str, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A user's file "w2" where agent w2's subfolder would go: the summary write
+    # failed after the phase's model calls, and run() raised ActorCrashed.
+    root = tmp_path / "ws"
+    root.mkdir()
+    taken = root / "w2" if where == "subfolder" else root
+    if where == "root":
+        root.rmdir()
+    taken.write_text("the user's file")
+    model = ScriptedModel([answer("a")])
+    spec = make_spec(model, workspace=root)
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument, match="exists and is not a folder"):
+            await rt.spawn_agent(spec, name="w2")
+        assert rt.children() == []
+    assert model.calls == [] and taken.read_text() == "the user's file"
+
+
+async def test_a_summary_that_cannot_be_written_leaves_the_result(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    model = ScriptedModel([answer("a", Usage(1, 1)), answer("b", Usage(1, 1))])
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make_spec(model, workspace=tmp_path))
+        # (made unwritable after the spawn: a folder where the file goes)
+        (tmp_path / "run_summary.json").mkdir()
+        result = await agent.run("one")
+        (tmp_path / "run_summary.json").rmdir()
+        second = await agent.run("two")
+        await trio.testing.wait_all_tasks_blocked()
+    assert (result.stop_reason, result.final_text) == ("done", "a")
+    assert second.final_text == "b"
+    (failed,) = [e for e in events if isinstance(e, agentrio.WorkspaceWriteFailed)]
+    assert failed.path == "a" and failed.file == str(tmp_path / "run_summary.json")
+    assert failed.error_type == "IsADirectoryError"
+    # the next phase's summary counts both
+    assert json.loads((tmp_path / "run_summary.json").read_text())["phases"] == 2
+
+
 async def test_max_iterations_none_means_the_spec_limit(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -435,6 +435,28 @@ async def test_a_compaction_that_leaves_the_history_over_the_threshold_is_not_re
     assert [e for e in events if isinstance(e, ContextTruncated)]
 
 
+@pytest.mark.parametrize("usage", [None, (50, 10)], ids=repr)
+async def test_a_summary_whose_usage_is_not_a_usage_is_a_failure_charged_its_reservation(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents, usage: object
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        summariser = FunctionModel(lambda m, t: Reply(text="summary", usage=usage))  # type: ignore[arg-type]
+        agent = await rt.spawn_agent(spec(reader(6, []), summariser))
+        outcome = await agent.run("read")
+        budget = rt.budget.usage()
+        reserved = rt.budget.reserved_tokens
+        await trio.testing.wait_all_tasks_blocked()
+    assert outcome.stop_reason == "done"
+    (failed,) = [e for e in events if isinstance(e, CompactionFailed)]
+    assert failed.error_type == "UsageInvalid" and "expected a Usage" in failed.error
+    assert not [e for e in events if isinstance(e, ContextCompacted)]
+    # the seven main calls (10 + 5 each), and the summary call's whole reservation
+    assert budget.requests == 8 and reserved == 0
+    assert budget.output_tokens == 7 * 5 + Limits().max_output_tokens
+    assert budget.input_tokens > 7 * 10 + 500  # (the summary request's estimate)
+
+
 async def test_a_summary_without_text_is_a_failure(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents
 ) -> None:

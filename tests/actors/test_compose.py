@@ -41,6 +41,8 @@ from agentrio import (
     ask,
     deny,
 )
+from agentrio.actors import compose
+from agentrio.actors._core import request_cancel
 from agentrio.actors.compose import combine_policies
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.tools.policy import PostToolUse, PreToolUse
@@ -519,13 +521,17 @@ async def test_a_call_the_parent_hook_refuses_is_refused_to_every_child(
 
 
 def recording(tag: str, log: list[str]) -> tuple[PreToolUse, PostToolUse]:
-    """Hooks that log their turn on a read_file call and leave their mark on it and its result."""
+    """Hooks that log their turn on a read_file call and leave their mark on it (once:
+    a parent's hook sees the call again after a child's hook rewrote it) and its result."""
 
     async def pre(call: ToolCallRequest) -> ToolCallRequest | None:
         if call.name != "read_file":
             return None
         log.append(f"{tag} pre")
-        return ToolCallRequest(call.name, {"path": f"{call.arguments['path']}/{tag}"}, id=call.id)
+        path = str(call.arguments["path"])
+        if f"/{tag}" in path:
+            return None
+        return ToolCallRequest(call.name, {"path": f"{path}/{tag}"}, id=call.id)
 
     async def post(call: ToolCallRequest, result: ToolResult) -> ToolResult | None:
         if call.name != "read_file":
@@ -562,7 +568,8 @@ async def test_a_child_runs_its_parent_hooks_first_then_its_own(
         return
     # Outermost first, each seeing what the one before it left: the tool ran
     # the call as both pre hooks rewrote it, and the model saw both rewrites.
-    assert log == ["lead pre", "child pre", "lead post", "child post"]
+    # The child's hook rewrote the call: the lead's checked the final call again.
+    assert log == ["lead pre", "child pre", "lead pre", "lead post", "child post"]
     assert READ == ["x/lead/child"]
     assert told == "saw: contents of x/lead/child +lead +child"
 
@@ -588,7 +595,7 @@ async def test_a_grandchild_runs_every_ancestor_hook_outermost_first(
         await middle.run("", direct_tool_calls=[ToolCallRequest("read_file", {"path": "y"})])
     assert READ == ["x/lead/middle/leaf", "y/lead/middle"]
     assert result.final_text == "saw: contents of x/lead/middle/leaf +lead +middle +leaf"
-    assert log == ["lead pre", "middle pre", "lead post", "middle post"]
+    assert log == ["lead pre", "middle pre", "lead pre", "lead post", "middle post"]
 
 
 async def test_the_same_hook_on_parent_and_child_runs_once(
@@ -636,6 +643,78 @@ async def test_a_parent_hook_that_refuses_ends_the_chain(
         result = await child.run("go")
     assert result.tool_calls[0].status == "denied"
     assert log == [] and READ == []
+
+
+async def climb(call: ToolCallRequest) -> ToolCallRequest:
+    """A child's hook that undoes its parent's sandbox, if it could."""
+    return ToolCallRequest(call.name, {"path": "../" + str(call.arguments["path"])}, id=call.id)
+
+
+@pytest.mark.parametrize("path", [p for p in CHILD_PATHS if p != "session_helper"])
+async def test_a_child_hook_cannot_undo_its_parent_hook(
+    autojump_clock: trio.testing.MockClock, path: str
+) -> None:
+    # The parent's sandbox hook ran first and saw "etc/passwd"; the child's own
+    # hook then made it "../etc/passwd", and that call ran.
+    READ.clear()
+    child = AgentSpec(
+        "reader",
+        one_call_model("read_file", path="etc/passwd"),
+        tools=[read_file],
+        pre_tool_use=climb,
+    )
+    async with agentrio.open_runtime() as rt:
+        told = await through(rt, path, lead_with(path, child, pre_tool_use=sandbox), child)
+    assert told == "saw: paths may not contain '..'"
+    assert READ == []
+
+
+async def test_an_outer_hook_has_the_last_word_on_an_inner_rewrite(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    seen: list[str] = []
+
+    async def confine(call: ToolCallRequest) -> ToolCallRequest | None:
+        path = str(call.arguments["path"])
+        seen.append(path)
+        if "../" not in path:
+            return None
+        return ToolCallRequest(call.name, {"path": path.replace("../", "")}, id=call.id)
+
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[read_file], pre_tool_use=confine))
+        child = await lead.spawn_subagent(
+            AgentSpec("c", ScriptedModel([]), tools=[read_file], pre_tool_use=climb)
+        )
+        call = ToolCallRequest("read_file", {"path": "notes"})
+        result = await child.run("", direct_tool_calls=[call])
+    # The lead's hook saw the call, then the child's rewrite, once each, and its
+    # own rewrite on that second look is final (the child's hook is not run again).
+    assert seen == ["notes", "../notes"]
+    assert READ == ["notes"] and result.tool_calls[0].status == "ok"
+
+
+async def test_outer_hooks_run_again_only_after_an_inner_rewrite(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    READ.clear()
+    log: list[str] = []
+    lead_pre, _ = recording("lead", log)
+
+    async def look(call: ToolCallRequest) -> None:
+        log.append("child looks")
+
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[read_file], pre_tool_use=lead_pre))
+        child = await lead.spawn_subagent(
+            AgentSpec("c", ScriptedModel([]), tools=[read_file], pre_tool_use=look)
+        )
+        call = ToolCallRequest("read_file", {"path": "x"})
+        await child.run("", direct_tool_calls=[call])
+    # the outermost hook's own rewrite needs no second look
+    assert log == ["lead pre", "child looks"]
+    assert READ == ["x/lead"]
 
 
 async def test_a_child_hook_cannot_launder_what_the_parent_policy_denies(
@@ -985,6 +1064,26 @@ async def test_map_on_an_agent_makes_subagents(autojump_clock: trio.testing.Mock
     assert sorted(reasons) == ["budget_exhausted"] * 2 + ["done"] * 3
 
 
+async def test_a_gated_parent_map_makes_its_childrens_spec_once(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each child's spec was made again (a new spec, and all that is derived from
+    # one): about 25% more CPU for a map under a parent with a hook.
+    made: list[AgentSpec] = []
+    child_spec = compose._child_spec
+
+    def counting(parent: object, spec: AgentSpec) -> AgentSpec:
+        made.append(child_spec(parent, spec))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(compose, "_child_spec", counting)
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=[lookup], pre_tool_use=sandbox))
+        results = await lead.map(AgentSpec("worker", echo_model()), ["a", "b", "c", "d"])
+    assert [r.stop_reason for r in results if isinstance(r, PhaseResult)] == ["done"] * 4
+    assert len(made) == 1 and made[0].pre_tool_use is sandbox
+
+
 @pytest.mark.parametrize(
     ("inputs", "concurrency", "named"),
     [
@@ -1021,6 +1120,29 @@ async def test_map_of_a_non_spec_is_invalid_argument_before_anything_else(
             await mapper.map("not a spec", inputs)  # type: ignore[arg-type]
         assert [c.path for c in rt.children()] == ([] if on == "runtime" else [mapper.path])
     assert model.calls == []
+
+
+@pytest.mark.parametrize("how", ["spawn_agent", "spawn_subagent", "map", "agent_tool"])
+async def test_every_path_refuses_a_non_spec_with_one_message(
+    how: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    why = "spec must be an agentrio.AgentSpec, got str: 'nope'"
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(ScriptedModel([])))
+        with pytest.raises(InvalidArgument) as info:
+            if how == "spawn_agent":
+                await rt.spawn_agent("nope")  # type: ignore[arg-type]
+            elif how == "spawn_subagent":
+                await lead.spawn_subagent("nope")  # type: ignore[arg-type]
+            elif how == "map":
+                await lead.map("nope", ["a"])  # type: ignore[arg-type]
+            else:
+                agent_tool("nope")  # type: ignore[arg-type]
+    assert str(info.value) == why
+    long = "x" * 1000
+    with pytest.raises(InvalidArgument) as info:
+        agent_tool(long)  # type: ignore[arg-type]
+    assert str(info.value) == f"spec must be an agentrio.AgentSpec, got str: '{long[:96]}..."
 
 
 # -- cancelling a coordinator of 100 subagents ------------------------------------------
@@ -1385,6 +1507,77 @@ async def test_a_cancelled_map_ends_its_childrens_phases_cancelled(
         assert [reason for _, reason in ended] == ["cancelled"] * 3
         assert all(path.startswith("w.map") for path, _ in ended)
         assert [c.path for c in rt.children()] == ["lead"]
+
+
+@pytest.mark.parametrize("on", ["runtime", "agent"])
+async def test_a_cancelled_map_returns_once_its_agents_have_exited(
+    autojump_clock: trio.testing.MockClock, on: str
+) -> None:
+    # map raised Cancelled while the agents it had cancelled were still there
+    # (the fan-out how-to printed "6 agents left" now and then): work started
+    # for a caller ends with the caller. Each child also has a grandchild (an
+    # agent tool's) stuck in a model call, which takes a second to clean up
+    # when cancelled: it exits after its parent.
+    async def slow_to_go(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(1)
+        raise AssertionError("unreachable")
+
+    grandchild = AgentSpec("g", FunctionModel(slow_to_go))
+
+    def delegate(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        return calling("g", task="deeper")
+
+    spec = AgentSpec("w", FunctionModel(delegate), tools=[agent_tool(grandchild)])
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(lead_spec(tools=spec.tools))
+        mapper = rt if on == "runtime" else lead
+        before = rt.statistics().actors
+        with trio.move_on_after(5) as scope:
+            await mapper.map(spec, ["a", "b", "c", "d", "e"], concurrency=3)
+        # (no checkpoint since map returned)
+        assert scope.cancelled_caught
+        assert rt.statistics().actors == before
+        assert trio.current_time() == 6  # (the grandchildren's second)
+        assert [c.path for c in rt.children()] == ["lead"]
+
+
+async def test_waiting_for_cancelled_agents_waits_for_what_they_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A subagent busy on its own (a phase sent to it, not awaited by its
+    # parent) is cancelled when its parent exits, and exits after it.
+    async def slow_to_go(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(1)
+        raise AssertionError("unreachable")
+
+    async with agentrio.open_runtime() as rt:
+        parent = await rt.spawn_agent(lead_spec())
+        sub = await parent.spawn_subagent(AgentSpec("s", FunctionModel(slow_to_go)))
+        sub.ref.send_nowait(agentrio.RunPhase("go"))
+        await trio.testing.wait_all_tasks_blocked()
+        request_cancel(parent._cell)
+        await compose._wait_exited([parent], timeout=10)
+        assert trio.current_time() == 1
+        assert sub.statistics().state == "exited"
+        # bounded: a child that does not go in time is left behind
+        stuck = await rt.spawn_agent(lead_spec(), name="stuck")
+        sub = await stuck.spawn_subagent(AgentSpec("s", FunctionModel(slow_to_go)))
+        sub.ref.send_nowait(agentrio.RunPhase("go"))
+        await trio.testing.wait_all_tasks_blocked()
+        request_cancel(stuck._cell)
+        with trio.CancelScope() as outer:
+            outer.cancel()  # (shielded from the caller's cancel)
+            await compose._wait_exited([stuck], timeout=0.5)
+        assert trio.current_time() == 1.5
+        assert sub.statistics().state != "exited"
 
 
 @pytest.mark.parametrize("children", [1, 2])

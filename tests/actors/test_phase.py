@@ -6,6 +6,7 @@ its phase)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +28,7 @@ from agentrio import (
     ToolSchema,
     Usage,
 )
-from agentrio.actors._phase import FINAL_ANSWER_PROMPT
+from agentrio.actors._phase import FINAL_ANSWER_PROMPT, Phase
 from agentrio.actors.continuation import CONTINUATION_PROMPT
 from agentrio.config import Config
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
@@ -512,6 +513,42 @@ async def test_max_identical_calls_counts_past_the_seen_list(
     async with agentrio.open_runtime() as rt:
         result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
     assert result.stop_reason == "stalled" and len(result.tool_calls) == 32
+
+
+async def test_the_seen_calls_become_a_set_past_a_handful(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A list while short (an empty set costs 216 bytes on each agent in flight),
+    # then a set: each check O(1), a phase's calls linear in their number.
+    shapes: list[tuple[str, int]] = []
+    watch = Phase._watch
+
+    def spy(self: Phase, result: ToolResult) -> None:
+        watch(self, result)
+        shapes.append((type(self.seen).__name__, len(self.seen)))
+
+    monkeypatch.setattr(Phase, "_watch", spy)
+    calls = [call("echo", x=i) for i in range(20)]
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), echo))
+        await agent.run("", direct_tool_calls=calls)
+    assert shapes == [("list", n) for n in range(1, 9)] + [("set", n) for n in range(9, 21)]
+
+
+async def test_many_direct_tool_calls_take_linear_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The seen calls were a list whatever their number: 20,000 direct calls took
+    # 4.4 s of CPU (quadratic), against 0.7 s now. (CPU time: a busy machine
+    # does not count; the bound is generous.)
+    calls = [call("echo", x=i) for i in range(20_000)]
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), echo))
+        start = time.process_time()
+        result = await agent.run("", direct_tool_calls=calls)
+        took = time.process_time() - start
+    assert result.stop_reason == "done" and len(result.tool_calls) == 20_000
+    assert took < 2.5, f"20,000 direct tool calls took {took:.2f} s of CPU"
 
 
 async def test_max_identical_results_sets_the_run_that_stalls(
@@ -1064,6 +1101,30 @@ async def test_a_call_asked_for_again_after_the_cap_is_not_a_stall(
         (3, "ok"),
     ]
     assert "at most 2 are run per turn" in result.tool_calls[2].content
+
+
+async def test_unreadable_calls_past_the_cap_do_not_count_toward_max_parse_retries(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The calls past the cap were not run (their arguments not even looked at):
+    # turns whose run calls were all readable are no parse failures.
+    broken = ToolCallRequest("echo", error="not JSON")
+    model = ScriptedModel(
+        [
+            *(calling(call("echo", x=2 * n), call("echo", x=2 * n + 1), broken) for n in range(3)),
+            answer("fine"),
+        ]
+    )
+    limits = Limits(max_tool_calls_per_turn=2, max_parse_retries=2)
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "fine")
+    assert [r.status for r in result.tool_calls] == ["ok", "ok", "denied"] * 3
+    # one unreadable call among the run ones still counts
+    model = ScriptedModel([calling(call("echo", x=n), broken) for n in range(2)])
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(make_spec(model, echo, limits=limits))).run("go")
+    assert (result.stop_reason, result.error_type) == ("error", "ValueError")
 
 
 async def test_direct_tool_calls_are_not_capped_per_turn(

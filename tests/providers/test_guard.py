@@ -26,7 +26,7 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.providers.guard import parse_arguments, tool_calls_in_text
+from agentrio.providers.guard import MAX_REPAIR_CHARS, parse_arguments, tool_calls_in_text
 from agentrio.providers.provider import Kind
 from agentrio.testing import FakeRequest, FakeServerStatistics, Faults, open_fake_llm
 
@@ -325,6 +325,47 @@ def test_many_calls_in_a_long_text_are_all_found() -> None:
     calls = tool_calls_in_text(text, {"a"})
     assert len(calls) == SIZES[-1] // len(unit)
     assert calls[-1] == ToolCallRequest("a", {"k": 1}, id=f"text_call_{len(calls)}")
+
+
+MIB = 1 << 20  # a reply may be this long (ProviderConfig.max_reply_chars)
+
+
+@pytest.mark.parametrize(
+    ("before", "unit", "after"),
+    [*ADVERSARIAL, ("", "}\n'{name", ""), ("", "'", ""), ("{", "'", "")],
+)
+def test_a_mebibyte_of_adversarial_text_takes_little_time(
+    before: str, unit: str, after: str
+) -> None:
+    # Linear, but about 2.8 microseconds a character: "}\n'{name" * 131,072 took
+    # 2.9 s in tool_calls_in_text, and "'" * 1 MiB 2 s in parse_arguments.
+    text = before + unit * (MIB // len(unit)) + after
+    took = _cpu_seconds(parse_arguments, text)
+    assert took < BOUND_S, f"parse_arguments took {took:.2f} s on {len(text)} chars"
+    took = _cpu_seconds(tool_calls_in_text, text, {"a"})
+    assert took < BOUND_S, f"tool_calls_in_text took {took:.2f} s on {len(text)} chars"
+
+
+def test_arguments_past_the_cap_are_parsed_but_not_repaired() -> None:
+    pad = "x" * MAX_REPAIR_CHARS
+    assert parse_arguments(f'{{"a": "{pad}"}}') == ({"a": pad}, "")  # valid JSON: as it is
+    # just under the cap: repaired
+    short = "y" * (MAX_REPAIR_CHARS - 20)
+    assert parse_arguments(f"{{'a': '{short}',}}") == ({"a": short}, "")
+    value, why = parse_arguments(f"{{'a': '{pad}',}}")
+    assert value == {}
+    assert why.startswith(
+        f"the arguments are not valid JSON, and at {MAX_REPAIR_CHARS + 10:,} characters too "
+        f"long to repair (at most {MAX_REPAIR_CHARS:,} are): {{'a': 'xxx"
+    )
+    assert why.endswith("...") and len(why) < 400
+
+
+def test_a_text_past_the_cap_is_not_searched_for_calls() -> None:
+    call = '{"name": "a", "arguments": {"k": 1}}'
+    under = call + " " * (MAX_REPAIR_CHARS - len(call))
+    assert tool_calls_in_text(under, {"a"}) == (ToolCallRequest("a", {"k": 1}, id="text_call_1"),)
+    assert tool_calls_in_text(under + " ", {"a"}) == ()
 
 
 _pieces = st.sampled_from(

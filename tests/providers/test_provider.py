@@ -12,6 +12,8 @@ default timeouts are minutes long, far beyond any wait here).
 from __future__ import annotations
 
 import email.utils
+import functools
+import json
 import logging
 import math
 import socket
@@ -820,9 +822,34 @@ async def test_tokens_per_minute_settles_what_was_used(
 
     async with serving(reply, tokens_per_minute=100) as (_, p):
         for _ in range(8):
-            await ask(p, max_output_tokens=40)
-    # After k calls the window holds 10k; one more needs room for its 40: k <= 6.
+            await ask(p, max_output_tokens=39)
+    # After k calls the window holds 10k; one more needs room for its 40 (39 of
+    # output, 1 for "hi"): k <= 6.
     assert handler.times == [0] * 7 + [60]
+
+
+@pytest.mark.parametrize(
+    ("prompt", "times"), [("语" * 60, [0, 60, 120]), ("a" * 60, [0, 0, 0])], ids=["cjk", "ascii"]
+)
+async def test_tokens_per_minute_estimates_as_the_agent_does(
+    autojump_clock: trio.testing.MockClock, prompt: str, times: list[int]
+) -> None:
+    # A call in flight holds its estimate: each non-ASCII character is a token,
+    # as agentrio.estimate_tokens counts it (1 + 61 for 60 CJK characters; they
+    # were 15, characters / 4, and three calls went at once).
+    async def slow(request: FakeRequest) -> ModelReply:
+        handler(request)
+        await trio.sleep(1)
+        return OK  # 5 tokens settled
+
+    handler = Clocked()
+    messages = [ChatMessage("user", prompt)]
+    async with serving(slow, tokens_per_minute=100) as (_, p), trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(
+                functools.partial(p.complete, "m", messages, [], max_output_tokens=1)
+            )
+    assert handler.times == times
 
 
 @pytest.mark.parametrize(("limit", "peak"), [(3, 3), (None, DEFAULT_POOL)])
@@ -1005,7 +1032,7 @@ async def test_a_cut_stream_reports_what_it_had_received(
     assert meter.asked == 1  # before the one retry; not after the last attempt
 
 
-@pytest.mark.parametrize("fault", ["rate_limit", "server_error", "garbage", "reset"])
+@pytest.mark.parametrize("fault", ["rate_limit", "server_error", "garbage"])
 async def test_an_attempt_that_generated_nothing_reports_zero(
     autojump_clock: trio.testing.MockClock, fault: str
 ) -> None:
@@ -1017,6 +1044,168 @@ async def test_an_attempt_that_generated_nothing_reports_zero(
         assert server.statistics().faults[fault] == 3
     assert meter.failed_attempts == [(0, 0, "")] * 3
     assert meter.asked == 2
+
+
+CUT = (None, 0, "")  # the agent's estimate of the input, no output
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize(
+    ("faults", "options"),
+    [
+        (Faults(reset=1.0), {}),
+        (Faults(delay=1.0, delay_seconds=100), {"timeout": 5}),
+        (Faults(delay=1.0, delay_seconds=100), {"read_timeout": 3}),
+    ],
+    ids=["reset", "timeout", "read_timeout"],
+)
+async def test_an_attempt_cut_short_once_sent_reports_its_input(
+    autojump_clock: trio.testing.MockClock,
+    faults: Faults,
+    options: dict[str, Any],
+    stream: bool,
+) -> None:
+    # The server had the request: it was billed for its input, most likely for
+    # output too (it was charged 0 tokens, so a flaky server ran up a bill the
+    # budget never saw).
+    meter = Meter()
+    async with serving(faults=faults, max_retries=1, stream=stream, **options) as (server, p):
+        with pytest.raises(ProviderUnavailable):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+        assert server.statistics().by_api["openai"] == 2
+    assert meter.failed_attempts == [CUT, CUT]
+
+
+async def test_a_connection_that_could_not_be_made_reports_zero(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again at once: nothing listens there
+    meter = Meter()
+    url = f"http://127.0.0.1:{port}/v1"
+    c = ProviderConfig(name="p", kind="openai", base_url=url, max_retries=1)
+    async with Provider(c) as p:
+        with pytest.raises(ProviderUnavailable, match="ConnectError"):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+    assert meter.failed_attempts == [(0, 0, "")] * 2
+
+
+@asynccontextmanager
+async def answering_only(head: bytes, *, hang_up: bool) -> AsyncIterator[str]:
+    """A raw HTTP/1.1 server on 127.0.0.1 that reads a request and sends only the
+    status line and headers *head*: then it hangs up, or sends nothing more. Yields
+    its base URL."""
+
+    async def handle(conn: trio.SocketStream) -> None:
+        async with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += await conn.receive_some()
+            await conn.send_all(head + b"\r\n")
+            if not hang_up:
+                await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(
+            functools.partial(trio.serve_tcp, handle, 0, host="127.0.0.1")
+        )
+        yield f"http://127.0.0.1:{listener.socket.getsockname()[1]}/v1"
+        nursery.cancel_scope.cancel()
+
+
+OK_STREAM = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+OK_JSON = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n"
+FAILED = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 500\r\n"
+
+
+@pytest.mark.parametrize("hang_up", [False, True], ids=["silent", "hung_up"])
+@pytest.mark.parametrize(
+    ("head", "stream", "reported"),
+    [(OK_STREAM, True, CUT), (OK_JSON, False, CUT), (FAILED, False, (0, 0, ""))],
+    ids=["200_stream", "200_json", "500"],
+)
+async def test_an_answer_cut_before_its_first_byte_reports_its_input_unless_an_error(
+    autojump_clock: trio.testing.MockClock,
+    head: bytes,
+    stream: bool,
+    reported: tuple[int | None, int | None, str],
+    hang_up: bool,
+) -> None:
+    # A 200 came, then nothing of the answer (no event of a stream): the model
+    # was at work. An error status tells of nothing generated.
+    meter = Meter()
+    async with answering_only(head, hang_up=hang_up) as url:
+        c = ProviderConfig(
+            name="p", kind="openai", base_url=url, stream=stream, read_timeout=3, max_retries=0
+        )
+        async with Provider(c) as p:
+            with pytest.raises(ProviderError):
+                await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+    assert meter.failed_attempts == [reported]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_call_cancelled_once_sent_reports_its_input(
+    autojump_clock: trio.testing.MockClock, stream: bool
+) -> None:
+    meter = Meter()
+    faults = Faults(delay=1.0, delay_seconds=100)
+    async with serving(faults=faults, stream=stream) as (server, p):
+        with trio.move_on_after(10) as scope:
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+        assert scope.cancelled_caught and server.statistics().by_api["openai"] == 1
+        assert p.statistics().in_flight == 0
+    assert meter.failed_attempts == [CUT]
+    assert meter.asked == 0
+
+
+async def test_a_call_cancelled_mid_stream_reports_what_it_had_received(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    words = ["word "] * 50
+
+    async def serve(conn: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await conn.receive_some()
+        await conn.send_all(OK_STREAM + b"\r\n")
+        for word in words:
+            line = b"data: " + json.dumps({"choices": [{"delta": {"content": word}}]}).encode()
+            chunk = line + b"\n\n"
+            await conn.send_all(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        await trio.sleep_forever()
+
+    meter = Meter()
+    received: list[str] = []
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(
+            functools.partial(trio.serve_tcp, serve, 0, host="127.0.0.1")
+        )
+        url = f"http://127.0.0.1:{listener.socket.getsockname()[1]}/v1"
+        c = ProviderConfig(name="p", kind="openai", base_url=url, stream=True)
+        async with Provider(c) as p:
+            with trio.move_on_after(10):
+                await p.complete(
+                    "m", HI, [], max_output_tokens=1000, meter=meter, on_text=received.append
+                )
+        nursery.cancel_scope.cancel()
+    assert "".join(received) == "".join(words)
+    assert meter.failed_attempts == [(None, None, "".join(words))]
+
+
+async def test_a_call_cancelled_before_it_was_sent_reports_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    meter = Meter()
+    faults = Faults(delay=1.0, delay_seconds=100)
+    async with serving(faults=faults, max_concurrent=1) as (_, p), trio.open_nursery() as nursery:
+        nursery.start_soon(ask, p)  # holds the one connection
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.move_on_after(10):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+        nursery.cancel_scope.cancel()
+    assert meter.failed_attempts == []
 
 
 async def test_no_retry_unless_the_meter_allows_it(autojump_clock: trio.testing.MockClock) -> None:
@@ -1096,7 +1285,7 @@ async def test_a_swarm_with_retries_is_billed_for_every_attempt_within_its_limit
         reasons: dict[int, str] = {}
 
         async def one(i: int) -> None:
-            reasons[i] = (await agents[i].run(f"task number {i}")).stop_reason
+            reasons[i] = (await agents[i].run(f"task number {i:03d}")).stop_reason
 
         async with trio.open_nursery() as nursery:
             for i in range(len(agents)):
@@ -1109,10 +1298,44 @@ async def test_a_swarm_with_retries_is_billed_for_every_attempt_within_its_limit
     # the limits hold, with every attempt charged...
     assert usage.total_tokens <= 600 and usage.requests <= 70
     assert budget.reserved_tokens == 0 and usage.overruns == 0
-    # ...and the budget's total is what the server billed, attempt by attempt
-    assert usage.total_tokens == sum(u.total_tokens for u in billed)
+    # ...and the budget's total is what the server billed, attempt by attempt; a
+    # reset (the fake server read the request, then dropped the connection) is
+    # charged its prompt: the client cannot tell whether the model had begun
+    # (every prompt has the same size here)
+    prompt = billed[0].input_tokens
+    assert all(u.input_tokens == prompt for u in billed) and injected["reset"] > 0
+    assert usage.total_tokens == sum(u.total_tokens for u in billed) + injected["reset"] * prompt
     assert usage.attempts == attempts > usage.requests
     assert usage.attempts == sum(a.usage().attempts for a in agents)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_agent_is_charged_the_input_of_attempts_that_timed_out(
+    autojump_clock: trio.testing.MockClock, stream: bool
+) -> None:
+    # Two attempts time out (the server works on them for 100 s), the third
+    # answers: the timed-out ones were charged 0 tokens.
+    calls = 0
+
+    async def handler(request: FakeRequest) -> ModelReply:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            await trio.sleep(100)
+        return ModelReply(text="ok", usage=Usage(1000, 500))
+
+    options: dict[str, Any] = {"timeout": 5, "max_retries": 3, "backoff_initial": 0.01}
+    async with (
+        serving(handler, stream=stream, **options) as (_, p),
+        agentrio.open_runtime() as rt,
+    ):
+        agent = await rt.spawn_agent(AgentSpec("a", p.model("m")))
+        prompt = "hi " * 400
+        assert (await agent.run(prompt)).stop_reason == "done"
+    usage = rt.usage()
+    estimate = agentrio.estimate_tokens(prompt)
+    assert (usage.input_tokens, usage.output_tokens) == (2 * estimate + 1000, 500)
+    assert (usage.requests, usage.attempts) == (1, 3)
 
 
 @pytest.mark.parametrize("kind", KINDS)

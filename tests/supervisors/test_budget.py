@@ -737,6 +737,42 @@ async def test_a_model_reporting_bad_usage_ends_the_phase_with_error(
     assert agents[0].usage().total_tokens == 21  # the agent counts what was charged
 
 
+@pytest.mark.parametrize("usage", [None, (10, 5), {"input_tokens": 10}], ids=repr)
+@pytest.mark.parametrize("pricing", [None, (1e-6, 2e-6)], ids=["unpriced", "priced"])
+async def test_a_reply_whose_usage_is_not_a_usage_is_charged_its_reservation(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    usage: object,
+    pricing: tuple[float, float] | None,
+) -> None:
+    # usage=None was charged 0 tokens (settled as a failed call), so a token
+    # limit never ran out; a tuple or dict crashed the agent (AttributeError).
+    model = FunctionModel(lambda m, t: Reply(text="ok", usage=usage), pricing=pricing)  # type: ignore[arg-type]
+    spec = AgentSpec("a", model, limits=Limits(max_output_tokens=20))
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=100)) as rt:
+        events = record_events(rt)
+        agents = [await rt.spawn_agent(spec, name=f"a{i}") for i in range(6)]
+        results = [await agent.run("hi") for agent in agents]
+        await trio.testing.wait_all_tasks_blocked()
+    # each call's room (1 + 20) stays spent: the fifth has no room left
+    assert [r.stop_reason for r in results] == ["error"] * 4 + ["budget_exhausted"] * 2
+    assert {r.error_type for r in results[:4]} == {"UsageInvalid"}
+    assert "expected a Usage" in results[0].error
+    spent = rt.usage()
+    assert (spent.total_tokens, spent.requests) == (4 * 21, 4)
+    assert agents[0].usage().total_tokens == 21
+    assert rt.budget.reserved_tokens == 0
+    errors = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert [e.error_type for e in errors] == ["UsageInvalid"] * 4
+
+
+def test_usage_that_is_not_a_usage_has_a_problem() -> None:
+    assert usage_problem(None) == "usage=None (expected a Usage)"
+    assert usage_problem((1, 2)) == "usage=(1, 2) (expected a Usage)"
+    long = usage_problem("x" * 1000)
+    assert len(long) < 150 and long.endswith("... (expected a Usage)")
+
+
 async def test_a_nan_cost_does_not_switch_the_cost_limit_off(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

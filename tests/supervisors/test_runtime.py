@@ -19,6 +19,7 @@ from agentrio import (
     RuntimeClosed,
     UnknownName,
 )
+from agentrio.testing import FunctionModel, Reply
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
@@ -185,6 +186,44 @@ async def test_an_outer_cancel_scope_cancels_the_runtime(
     assert log == []
     assert task_tracker.alive(_runtime_tasks(task_tracker)) == []
     assert ref.statistics().state == "exited"
+
+
+async def test_a_cancel_from_above_reaches_every_busy_child_at_once(
+    autojump_clock: trio.testing.MockClock, task_tracker: TaskTracker
+) -> None:
+    # A child's task swallows the Cancelled that ends it (see _child_main): safe
+    # only because it is the task's top frame. The cancel must still reach the
+    # supervisors and the scope that made it, with nothing left running.
+    async def stuck(messages: object, tools: object) -> Reply:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    log: list[str] = []
+    never = trio.Event()
+    went_on = False
+    with trio.CancelScope() as scope:
+        async with agentrio.open_runtime(shutdown_timeout=60) as rt:
+            workers = [await rt.spawn(Worker, log, never, name=f"w{i}") for i in range(20)]
+            team = await rt.spawn_supervisor(name="team")
+            workers += [await team.spawn(Worker, log, never, name=f"t{i}") for i in range(20)]
+            for ref in workers:
+                ref.send_nowait(Block())
+            spec = agentrio.AgentSpec("a", FunctionModel(stuck))
+            agents = [await rt.spawn_agent(spec, name=f"a{i}") for i in range(10)]
+            agents += [await agent.spawn_subagent(spec) for agent in agents]
+            async with trio.open_nursery() as nursery:
+                for agent in agents:
+                    nursery.start_soon(agent.run, "hi")
+                await trio.testing.wait_all_tasks_blocked()
+                start = trio.current_time()
+                scope.cancel()
+                await trio.sleep_forever()
+        went_on = True  # (never: the cancel reaches this scope)
+    assert scope.cancelled_caught and not went_on
+    assert trio.current_time() == start  # no shutdown_timeout, no on_stop
+    assert log == []
+    assert task_tracker.alive(_runtime_tasks(task_tracker)) == []
+    assert {ref.statistics().state for ref in [*workers, *agents]} == {"exited"}
 
 
 async def test_shutdown_timeout_at_the_root(autojump_clock: trio.testing.MockClock) -> None:

@@ -291,6 +291,11 @@ def test_an_approval_reason_is_a_str() -> None:
     assert Approval(False, "why").reason == "why"
 
 
+class Unprintable:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
 @pytest.mark.parametrize(
     ("answer", "shown"),
     [
@@ -299,6 +304,9 @@ def test_an_approval_reason_is_a_str() -> None:
         (1, "1 (an int)"),
         (None, "None (a NoneType)"),
         (Deny("nope"), "Deny(reason='nope') (a Deny)"),
+        ("x" * 10_000, "'" + "x" * 96 + "... (a str)"),  # the model sees at most 100
+        (list(range(10**5)), str(list(range(36)))[:97] + "... (a list)"),
+        (Unprintable(), "<Unprintable object> (an Unprintable)"),
     ],
 )
 async def test_an_approver_answering_anything_but_a_bool_or_approval_denies(

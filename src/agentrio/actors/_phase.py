@@ -126,7 +126,27 @@ def _priced(reply: ModelReply, pricing: tuple[float, float]) -> ModelReply:
     return msgspec.structs.replace(reply, usage=msgspec.structs.replace(usage, cost_usd=priced))
 
 
-def _usage_invalid(model: object, usage: Usage) -> UsageInvalid:
+def settle_reply(
+    lease: Lease, reply: ModelReply, pricing: tuple[float, float] | None, attempts: int
+) -> ModelReply | None:
+    """Settle *lease* with what *reply* used (priced from *pricing* if the model
+    has one and the reply has no cost); the reply as charged.
+
+    None if its usage cannot be charged (not a ``Usage``, or negative, NaN or
+    infinite numbers): the call's room was charged instead.
+    """
+    usage = reply.usage
+    if not isinstance(usage, Usage):  # (None, a tuple, a dict: from a model object)
+        lease.settle_unusable(attempts=attempts)
+        return None
+    if pricing and not usage.cost_usd:
+        reply = _priced(reply, pricing)
+    if not lease.settle(reply.usage, attempts=attempts):
+        return None
+    return reply
+
+
+def _usage_invalid(model: object, usage: object) -> UsageInvalid:
     provider = getattr(model, "provider", None)
     name = getattr(provider, "name", None) or type(model).__name__
     return UsageInvalid(
@@ -579,14 +599,14 @@ class Phase:
             else:
                 self._error(exc)
             return None
-        if pricing and not reply.usage.cost_usd:
-            reply = _priced(reply, pricing)
         attempts = 0 if meter is None else 1  # the answered attempt
-        if not lease.settle(reply.usage, attempts=attempts):
-            # Negative, NaN or infinite: the reservation was charged instead.
+        charged = settle_reply(lease, reply, pricing, attempts)
+        if charged is None:
+            # Not a Usage, or negative, NaN or infinite: the reservation was charged.
             st.count(Usage(estimate, max_out, cost), 1, attempts)
             self._error(_usage_invalid(st.model, reply.usage))
             return None
+        reply = charged
         st.count(reply.usage, 1, attempts)
         calls = () if final else self._number(reply.tool_calls)
         self._append(ChatMessage("assistant", reply.text, tool_calls=calls))
@@ -713,7 +733,11 @@ class Phase:
         return True
 
     def _tools_end_phase(self, calls: Sequence[ToolCallRequest]) -> bool:
-        # error: an on_step hook raised after a tool call
+        """After a model's turn of *calls*: must the phase end (an on_step hook
+        raised after a tool call, or too many turns of unreadable arguments)?"""
+        cap = self.st.spec.limits.max_tool_calls_per_turn
+        if len(calls) > cap:
+            calls = calls[:cap]  # (the calls past the cap were not run: not read either)
         return self.reason == "error" or self._parse_failed(calls)
 
     def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:

@@ -29,6 +29,7 @@ from ..messages import (
     ToolCallRequest,
     Turn,
     Usage,
+    WorkspaceWriteFailed,
 )
 from ..providers.base import Model, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
@@ -418,8 +419,7 @@ class _AgentState:
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
-            root = Workspace(spec.workspace)
-            self.workspace = root if name == spec.name else agent_workspace(root, name)
+            self.workspace = agent_workspace(spec.workspace, spec.name, name)
 
     def use_model(self, model: Model) -> None:
         """Call *model* from now on (a resolved one, or the next tier's)."""
@@ -540,7 +540,22 @@ class _AgentState:
             "requests": self.requests,
             "tool_calls": self.tool_calls,
         }
-        await trio.to_thread.run_sync(self.workspace.write_summary, summary)
+        try:
+            await trio.to_thread.run_sync(self.workspace.write_summary, summary)
+        except Exception as exc:
+            # The phase is over and its calls were spent: a summary that could
+            # not be written (the disk full, a file where its folder should
+            # be) is said, and the result stands.
+            if self.sup.bus.active:
+                file = str(self.workspace.root / "run_summary.json")
+                self.sup.bus.publish(
+                    WorkspaceWriteFailed(
+                        path=self.cell.path,
+                        file=file,
+                        error_type=type(exc).__name__,
+                        error=str(exc),
+                    )
+                )
 
 
 class AgentActor(Actor[RunPhase]):
@@ -607,8 +622,11 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
 def check_spec(spec: object) -> None:
     """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
     if not isinstance(spec, AgentSpec):
+        shown = repr(spec)
+        if len(shown) > 100:
+            shown = shown[:97] + "..."
         raise InvalidArgument(
-            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {spec!r}"
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {shown}"
         )
 
 

@@ -32,7 +32,7 @@ from ..messages import (
     Usage,
 )
 from ..providers.base import Model, check_model, context_window
-from ._phase import _Meter, _priced, _usage_invalid
+from ._phase import _Meter, _usage_invalid, settle_reply
 from .context import TokenEstimator, _arguments_text, message_text, turn_units
 
 if TYPE_CHECKING:
@@ -268,14 +268,14 @@ async def _summarise(
             raise
         _failed(phase, type(exc).__name__, str(exc))
         return None
-    if pricing and not reply.usage.cost_usd:
-        reply = _priced(reply, pricing)
     attempts = 0 if meter is None else 1
-    if not lease.settle(reply.usage, attempts=attempts):
+    charged = settle_reply(lease, reply, pricing, attempts)
+    if charged is None:
         st.count(Usage(estimate, max_out, cost), 1, attempts)
         problem = _usage_invalid(model, reply.usage)
         _failed(phase, type(problem).__name__, str(problem))
         return None
+    reply = charged
     st.count(reply.usage, 1, attempts)
     if not reply.text.strip():
         _failed(phase, "ValueError", "the summary model answered with no text")

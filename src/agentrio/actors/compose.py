@@ -44,7 +44,7 @@ from .agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
 
 if TYPE_CHECKING:
     from ..supervisors.supervisor import _Supervisor
-    from ._core import ActorRef
+    from ._core import ActorRef, _Cell
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 
@@ -126,8 +126,12 @@ class _PreChain:
     """The ``pre_tool_use`` hooks of an agent's ancestors and its own, outermost first.
 
     Each hook sees the call as the hooks before it left it; the first
-    ``Deny`` ends the chain. The gate judges the final call again, as it does
-    a single hook's rewrite.
+    ``Deny`` ends the chain. A rewrite by an inner hook must still pass the
+    outer ones (a child's hook must not undo its parent's sandbox): the
+    hooks before the last one that rewrote the call run again on the final
+    call, once. A ``Deny`` there refuses it; a rewrite there is final (the
+    outer word is last; the inner hooks do not run again). The gate judges
+    the final call again, as it does a single hook's rewrite.
     """
 
     __slots__ = ("hooks",)
@@ -137,13 +141,26 @@ class _PreChain:
 
     async def __call__(self, call: ToolCallRequest) -> ToolCallRequest | Deny | None:
         current = call
-        for hook in self.hooks:
+        rewrote = 0  # how many hooks lie before the last one that rewrote the call
+        for n, hook in enumerate(self.hooks):
+            verdict = await hook(current)
+            if isinstance(verdict, Deny):
+                return verdict
+            if isinstance(verdict, ToolCallRequest) and verdict is not current:
+                if verdict.name != call.name:
+                    return verdict  # (the gate refuses a change of tool)
+                if verdict != current:
+                    rewrote = n
+                current = verdict
+        # (Only when an inner hook rewrote: a chain that left the call alone,
+        # or whose outermost hook alone rewrote it, costs nothing more.)
+        for hook in self.hooks[:rewrote]:
             verdict = await hook(current)
             if isinstance(verdict, Deny):
                 return verdict
             if isinstance(verdict, ToolCallRequest):
                 if verdict.name != call.name:
-                    return verdict  # (the gate refuses a change of tool)
+                    return verdict
                 current = verdict
         return None if current is call else current
 
@@ -204,9 +221,8 @@ def _hook_list(outer: _H | None, inner: _H | None) -> tuple[_H, ...]:
 
 
 def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
-    """*spec* as the child of *parent* may run it, or PermissionEscalation."""
-    if not isinstance(spec, AgentSpec):
-        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    """*spec* (checked by the caller: an AgentSpec) as the child of *parent* may
+    run it, or PermissionEscalation."""
     mine = parent.info.tools
     # The same name is not enough: a child's own tool called "read" may do anything.
     extra = sorted(t.name for t in spec.tools if t.name not in mine or mine[t.name].fn is not t.fn)
@@ -271,8 +287,12 @@ def spawn_child(
     *,
     name: str | None = None,
     budget: Budget | None = None,
+    checked: AgentSpec | None = None,
 ) -> AgentRef:
     """Spawn *spec* as a subagent of *parent*: same supervisor, owned by the parent.
+
+    *checked* is ``_child_spec(parent, spec)`` when the caller has it already
+    (a fan-out makes it once for all its children).
 
     Raises:
         PermissionEscalation: the spec has tools the parent does not.
@@ -286,7 +306,8 @@ def spawn_child(
             path=parent.cell.path,
             reason=parent.cell.stop_reason,
         )
-    checked = _child_spec(parent, spec)
+    if checked is None:
+        checked = _child_spec(parent, spec)
     if budget is None:
         budget = parent.budget
     elif not isinstance(budget, Budget):
@@ -342,8 +363,7 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
         researcher = agent_tool(research_spec, description="Research one subtopic.")
         lead = AgentSpec("lead", model, tools=[researcher, lookup])
     """
-    if not isinstance(spec, AgentSpec):
-        raise InvalidArgument(f"spec must be an agentrio.AgentSpec, got {spec!r}")
+    check_spec(spec)
 
     async def run_agent(task: str) -> str:
         caller = CALLER.get()
@@ -372,6 +392,20 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
     return tool
 
 
+async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
+    """Wait until *agents* and what they own have exited: shielded (the caller is
+    most likely cancelled), and at most *timeout* seconds (one deadline for all)."""
+    with trio.CancelScope(deadline=trio.current_time() + timeout, shield=True):
+        for agent in agents:
+            await _gone(agent._cell)
+
+
+async def _gone(cell: _Cell) -> None:
+    await cell.wait_exited()
+    for dependent in cell.dependents or ():
+        await _gone(dependent)
+
+
 async def map_phases(
     sup: _Supervisor,
     spec: AgentSpec,
@@ -388,9 +422,14 @@ async def map_phases(
     if not all(isinstance(i, str) for i in inputs):
         raise InvalidArgument("inputs must all be str (one user message per phase)")
     check_int("concurrency", concurrency, 1)
+    # The spec as the parent's children run it, made once: with a gated parent
+    # each child's would be a new spec, and what is derived from a spec made
+    # again for each (PermissionEscalation is raised here, before any spawn).
+    checked = _child_spec(parent, spec) if parent is not None else spec
     results: list[PhaseResult | ActorError | None] = [None] * len(inputs)
     batch = next(_names)
     slots = trio.Semaphore(concurrency)
+    abandoned: list[AgentRef] = []  # cancelled before they answered
 
     async def one(i: int, agent: AgentRef) -> None:
         try:
@@ -400,32 +439,41 @@ async def map_phases(
         except ActorError as exc:
             results[i] = exc
         finally:
-            _release(agent, finished=results[i] is not None)
+            finished = results[i] is not None
+            _release(agent, finished=finished)
+            if not finished:
+                abandoned.append(agent)
             slots.release()
 
     # A spawn that fails (PermissionEscalation, a bad budget, RuntimeClosed)
     # cancels the phases under way and is raised as itself, not in a group.
     failure: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        for i in range(len(inputs)):
-            # A schedule point only when all slots are taken: a checkpoint per
-            # spawn would run the scheduler once per input.
-            await trio.lowlevel.checkpoint_if_cancelled()
-            try:
-                slots.acquire_nowait()
-            except trio.WouldBlock:
-                await slots.acquire()
-            name = f"{spec.name}.map{batch}-{i}"
-            try:
-                if parent is not None:
-                    agent = spawn_child(parent, spec, name=name, budget=budget)
-                else:
-                    agent = spawn_agent(sup, spec, name, budget)
-            except Exception as exc:
-                failure = exc
-                nursery.cancel_scope.cancel()
-                break
-            nursery.start_soon(one, i, agent)
+    try:
+        async with trio.open_nursery() as nursery:
+            for i in range(len(inputs)):
+                # A schedule point only when all slots are taken: a checkpoint per
+                # spawn would run the scheduler once per input.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    slots.acquire_nowait()
+                except trio.WouldBlock:
+                    await slots.acquire()
+                name = f"{spec.name}.map{batch}-{i}"
+                try:
+                    if parent is not None:
+                        agent = spawn_child(parent, spec, name=name, budget=budget, checked=checked)
+                    else:
+                        agent = spawn_agent(sup, spec, name, budget)
+                except Exception as exc:
+                    failure = exc
+                    nursery.cancel_scope.cancel()
+                    break
+                nursery.start_soon(one, i, agent)
+    finally:
+        if abandoned:
+            # Work started for a caller ends with the caller: a map that is
+            # cancelled (or fails) returns once the agents it cancelled are gone.
+            await _wait_exited(abandoned, sup.shutdown_timeout)
     if failure is not None:
         raise failure
     done = [r for r in results if r is not None]

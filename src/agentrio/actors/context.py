@@ -37,11 +37,13 @@ def estimate_tokens(text: str) -> int:
     """The default token estimate: ASCII characters / 3.5, plus one token for
     each other character, plus one.
 
-    Reservations rest on it, so it leans high: English runs about 4 characters
-    a token, while CJK text runs 1 to 2 characters a token (a character is
-    often 1 or 2 tokens in byte-level tokenizers). Counting each non-ASCII
-    character as a token keeps such text inside its reservation, where
-    characters / 3.5 under-counted it about 2x.
+    Reservations rest on it, so it leans high for English (about 4
+    characters a token) and CJK text (usually 1 to 2 characters a token),
+    which characters / 3.5 under-counted about 2x. It counts each non-ASCII
+    character as one token, which is not always enough: a byte-fallback
+    tokenizer may spend 2 or 3 tokens on a rare character, and an emoji may
+    take several. A call whose reported usage then passes its reservation
+    is an overrun: charged in full, and counted in ``UsageTotals.overruns``.
     """
     if text.isascii():  # (a C scan: the common case costs what it did)
         return int(len(text) / 3.5) + 1

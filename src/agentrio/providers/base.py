@@ -63,9 +63,10 @@ class AttemptMeter(Protocol):
 
         Args:
             input_tokens: the input tokens the server reported for it; 0 if it
-                generated nothing (a 429, a 5xx, a reset); None if its answer
-                had begun but did not say (the estimate of the call's input is
-                charged).
+                generated nothing (a 429, a 5xx, a connection that could not
+                be made); None if its answer had begun but did not say, or it
+                was cut short once sent (a timeout, a reset, a cancel): the
+                estimate of the call's input is charged.
             output_tokens: the same for output; None charges the estimate of
                 *received*, at most the call's ``max_output_tokens``.
             received: the text and tool calls (names and arguments) received.

@@ -11,7 +11,9 @@ Everything here runs in time linear in its input: the text is the model's, and
 a guard that backtracks on it (a regex did, on a code fence full of newlines)
 blocks the Trio loop and every agent on it. So the repairs are single-pass
 scanners, never a regex, and each character is looked at a bounded number of
-times.
+times. Linear is not free, though (the scanners are Python): arguments longer
+than ``MAX_REPAIR_CHARS`` are only parsed as they are, never repaired, and a
+text that long is not searched for tool calls.
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from collections.abc import Callable, Collection
 
 from ..messages import ToolCallRequest
 
-__all__ = ["parse_arguments", "tool_calls_in_text"]
+__all__ = ["MAX_REPAIR_CHARS", "parse_arguments", "tool_calls_in_text"]
+
+# The longest arguments that are repaired, and text searched for tool calls
+# (256 KiB): past it only a strict JSON parse is made. (The repairs and the
+# search cost about 1-3 microseconds a character, in the Trio loop.)
+MAX_REPAIR_CHARS = 256 * 1024
 
 _FENCE = "```"
 _TAG = frozenset(string.ascii_letters + string.digits + "_-")  # ```json, ```JSON, ```py-3
@@ -199,19 +206,41 @@ def parse_arguments(raw: object) -> tuple[dict[str, object], str]:
     value = _loads_object(text)
     if value is not None:
         return value, ""
-    text = _unfence(text)
-    # Each repair only touches what is outside any double-quoted string; the
-    # result must then parse. (A fixed number of linear passes.)
-    candidates = [text, _drop_trailing_commas(text)]
-    if '"' not in text:
+    shown = raw if len(raw) <= 200 else raw[:197] + "..."
+    if len(text) > MAX_REPAIR_CHARS:
+        return {}, (
+            f"the arguments are not valid JSON, and at {len(text):,} characters too long "
+            f"to repair (at most {MAX_REPAIR_CHARS:,} are): {shown}"
+        )
+    value = _repaired(_unfence(text), tried=text)
+    if value is not None:
+        return value, ""
+    return {}, f"the arguments are not valid JSON and could not be repaired: {shown}"
+
+
+def _repaired(text: str, *, tried: str) -> dict[str, object] | None:
+    """*text* as a JSON object after the repairs, or None; *tried* failed to parse already.
+
+    Each repair only touches what is outside any double-quoted string; the
+    result must then parse. (A fixed number of linear passes; a repair that
+    has nothing to do, or a candidate met before, costs no parse.)
+    """
+    candidates = [text]
+    if "," in text:
+        candidates.append(_drop_trailing_commas(text))
+    if '"' not in text and "'" in text:
         candidates.append(_drop_trailing_commas(_double_quoted(text)))
-    candidates += [_quote_bare_keys(c) for c in list(candidates)]
+    if ":" in text:
+        candidates += [_quote_bare_keys(c) for c in list(candidates)]
+    seen = {tried}
     for candidate in candidates:
+        if candidate in seen:
+            continue
+        seen.add(candidate)
         value = _loads_object(candidate)
         if value is not None:
-            return value, ""
-    shown = raw if len(raw) <= 200 else raw[:197] + "..."
-    return {}, f"the arguments are not valid JSON and could not be repaired: {shown}"
+            return value
+    return None
 
 
 def _json_objects(text: str) -> list[str]:
@@ -248,14 +277,15 @@ def tool_calls_in_text(text: str, tools: Collection[str]) -> tuple[ToolCallReque
 
     Only objects naming one of *tools* count (``"parameters"`` is accepted for
     ``"arguments"``); the calls are numbered ``text_call_<n>``. Runs in time
-    linear in the length of *text*.
+    linear in the length of *text*; a text longer than ``MAX_REPAIR_CHARS``
+    is not searched (no calls).
     """
-    if "{" not in text or not tools:
+    if "{" not in text or not tools or len(text) > MAX_REPAIR_CHARS:
         return ()
     calls: list[ToolCallRequest] = []
     for span in _json_objects(text):
-        if "name" not in span and "\\u" not in span:
-            continue  # (cheap: no key can be "name", unless written with \u escapes)
+        if ":" not in span or ("name" not in span and "\\u" not in span):
+            continue  # (cheap: no "name" key, unless written with \u escapes; no key at all)
         obj, why = parse_arguments(span)
         if why:
             continue

@@ -27,6 +27,7 @@ import attrs
 import msgspec
 import trio
 
+from ..actors.context import estimate_tokens
 from ..errors import (
     AuthError,
     BadResponse,
@@ -320,19 +321,26 @@ class _Retry(Exception):
 class _Received:
     """What one attempt got, to charge it if it fails (kept only for a meter)."""
 
-    __slots__ = ("answered", "parser", "sent")
+    __slots__ = ("answered", "cut", "parser", "sent", "status")
 
     def __init__(self) -> None:
         self.sent = False  # the request went out
+        self.status = 0  # the response's status, once it came
         self.answered = False  # a 200 with a JSON body
         self.parser: StreamParser | None = None  # a 200 stream: has its answer begun?
+        # Cut short once sent (a timeout, a cancel, the connection lost), not
+        # ended by what the server said.
+        self.cut = False
 
     def report(self, meter: AttemptMeter, max_output_tokens: int) -> None:
         """Tell *meter* what the failed attempt used, as far as is known.
 
-        Only an answer that had begun is charged tokens: an error status, a
-        reset, or a body that is no answer at all (a proxy's HTML page) tells
-        of nothing generated.
+        An answer that had begun is charged what it reported or brought. An
+        attempt cut short after it was sent, with no error status, is charged
+        at least its input (None: the agent's estimate): the server had the
+        request and most likely worked on it. An error status, a connection
+        that could not be made, or a body that is no answer at all (a
+        proxy's HTML page) tells of nothing generated.
         """
         partial = self.parser.partial() if self.parser is not None else None
         if partial is not None:
@@ -340,6 +348,8 @@ class _Received:
         elif self.answered:
             # A JSON answer that could not be read: it may have said anything.
             meter.failed(None, max_output_tokens, "")
+        elif self.cut and self.status in (0, 200):
+            meter.failed(None, 0, "")
         else:
             meter.failed(0, 0, "")
 
@@ -399,6 +409,8 @@ class Provider:
         import httpx  # here, not at the top: agents that never talk HTTP don't load it
 
         self._transport_error = httpx.TransportError
+        # Errors before the request could reach the server (nothing to charge).
+        self._not_sent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(
                 config.read_timeout, connect=config.connect_timeout, pool=config.timeout
@@ -498,7 +510,11 @@ class Provider:
         priority = _DEFAULT_PRIORITY if lane is None else lane_index(lane)
         body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
         text_tools = [t.name for t in tools] if self._text_tools else None
-        estimate = max_output_tokens + sum(len(m.content) for m in messages) // 4
+        # (For the per-minute window only. The agent's estimator rule, each
+        # non-ASCII character a token: CJK text is not under-counted there either.)
+        estimate = 0
+        if self._tpm is not None:
+            estimate = max_output_tokens + sum(estimate_tokens(m.content) for m in messages)
         attempt = 0
         while True:
             if not self._breaker.allow():
@@ -532,10 +548,12 @@ class Provider:
                 self._retries += 1
                 await self._wait_before_retry(retry, attempt)
                 continue
-            except BaseException:
+            except BaseException as exc:
                 self._breaker.release()
                 if got is not None and got.sent and meter is not None:
-                    got.report(meter, max_output_tokens)  # (also when cancelled mid-answer)
+                    if not isinstance(exc, Exception):  # cancelled (mid-answer, or before it)
+                        got.cut = True
+                    got.report(meter, max_output_tokens)
                 raise
             self._breaker.success()
             return reply
@@ -612,6 +630,8 @@ class Provider:
                 return await self._whole(body, text_tools, got=got)
             except self._transport_error as exc:
                 _scrub(exc)
+                if got is not None and not isinstance(exc, self._not_sent):
+                    got.cut = True
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
@@ -626,9 +646,13 @@ class Provider:
                 self._not_retried(failure=True)
                 raise self._bad(f"{exc}; the connection was dropped") from None
             except BadResponse as exc:
+                if got is not None and isinstance(exc.__cause__, self._transport_error):
+                    got.cut = True  # a stream whose connection was lost
                 # Chained to what caused *exc*, not to *exc*: the error that
                 # finally reaches the caller must not be its own __cause__.
                 raise _Retry(exc, retry_after=None, failure=True) from exc.__cause__
+        if got is not None:
+            got.cut = True
         raise _Retry(
             ProviderUnavailable(
                 f"provider {self.name!r}: no answer within {self.config.timeout} s",
@@ -638,10 +662,12 @@ class Provider:
             failure=True,
         )
 
-    async def _send(self, body: dict[str, object]) -> httpx.Response:
+    async def _send(self, body: dict[str, object], got: _Received | None) -> httpx.Response:
         """Send *body*; the response's body is left to read, within the limits."""
         request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
         response = await self._client.send(request, stream=True)
+        if got is not None:
+            got.status = response.status_code
         if response.status_code != 200:
             try:
                 # Only the start of an error body is shown: no need to read more.
@@ -658,7 +684,7 @@ class Provider:
         *,
         got: _Received | None = None,
     ) -> ModelReply:
-        response = await self._send(body)
+        response = await self._send(body, got)
         try:
             content = await read_body(response, self.config.max_response_bytes)
         finally:
@@ -679,7 +705,7 @@ class Provider:
         *,
         got: _Received | None = None,
     ) -> ModelReply:
-        response = await self._send(body)
+        response = await self._send(body, got)
         try:
             parser = self._wire.stream_parser(
                 self.name, on_text, text_tools, max_reply_chars=self.config.max_reply_chars

@@ -71,9 +71,11 @@ class UsageTotals(msgspec.Struct, frozen=True):
     attempts: int = 0
 
 
-def usage_problem(usage: Usage) -> str:
-    """What makes *usage* unfit to charge ("" if nothing): a token count that is
-    not an int >= 0, or a cost that is not a finite number >= 0."""
+def usage_problem(usage: object) -> str:
+    """What makes *usage* unfit to charge ("" if nothing): not a ``Usage``, a
+    token count that is not an int >= 0, or a cost that is not a finite number >= 0."""
+    if not isinstance(usage, Usage):
+        return f"usage={_short_repr(usage)} (expected a Usage)"
     i, o, c = usage.input_tokens, usage.output_tokens, usage.cost_usd
     # (The common case in one expression: exact types, no bool, no NaN.)
     if (
@@ -88,10 +90,16 @@ def usage_problem(usage: Usage) -> str:
     for name in ("input_tokens", "output_tokens"):
         value = getattr(usage, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return f"{name}={value!r} (expected an int >= 0)"
+            return f"{name}={_short_repr(value)} (expected an int >= 0)"
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c < _INF:
-        return f"cost_usd={c!r} (expected a finite number >= 0)"
+        return f"cost_usd={_short_repr(c)} (expected a finite number >= 0)"
     return ""
+
+
+def _short_repr(value: object) -> str:
+    """``repr(value)``, at most 100 characters (it goes into an error message)."""
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _check_limit(name: str, value: object) -> None:
@@ -505,6 +513,17 @@ class Lease:
         if self._held:
             return self._in, self._out, self._cost
         return 0, 0, 0.0
+
+    def settle_unusable(self, *, attempts: int = 0) -> None:
+        """Settle a call that was answered with usage that cannot be charged (not
+        a ``Usage`` at all): the room the call held is charged, as :meth:`settle`
+        does for a ``Usage`` with bad numbers."""
+        if self.settled:
+            return
+        self.settled = True
+        root = self._release(*self._spent_room(), 1, attempts)
+        if root._waiters:
+            root._admit()
 
     def settle(self, usage: Usage | None, *, attempts: int = 0) -> bool:
         """Charge what the call used (None: it failed, no tokens) and release the rest.

@@ -125,10 +125,23 @@ class PermissionPolicy:
         return self.default
 
 
+_SHOWN_CHARS = 100  # of a value's repr in a message (the model may see it)
+
+
 def _shown(value: object) -> str:
-    """*value* and its type, for a message: ``'no' (a str)``, ``1 (an int)``."""
+    """*value* and its type, for a message: ``'no' (a str)``, ``1 (an int)``.
+
+    The repr is cut to ``_SHOWN_CHARS``: an approver's answer may be anything,
+    as big as it likes, and the model sees the message.
+    """
     kind = type(value).__name__
-    return f"{value!r} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
+    try:
+        text = repr(value)
+    except Exception:  # (a broken __repr__ must not break the refusal)
+        text = f"<{kind} object>"
+    if len(text) > _SHOWN_CHARS:
+        text = text[: _SHOWN_CHARS - 3] + "..."
+    return f"{text} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
 
 
 @attrs.frozen
