@@ -29,6 +29,7 @@ __all__ = [
     "PhaseResult",
     "PermissionDenied",
     "PhaseStarted",
+    "Routed",
     "RunPhase",
     "Stalled",
     "StopReason",
@@ -243,7 +244,13 @@ class ModelReply(Message, frozen=True, tag=True):
 
 
 class RunPhase(Message, frozen=True, tag=True):
-    """Ask an agent to run one bounded phase (see ``AgentRef.run``)."""
+    """Ask an agent to run one bounded phase (see ``AgentRef.run``).
+
+    The fields after ``direct_tool_calls`` are this phase's own limits and
+    model, each ``None`` for the agent's: ``timeout`` in seconds
+    (``math.inf``: no deadline), ``max_continuation_turns``, and ``model``
+    (a tier name or an ``"instance:model"`` string).
+    """
 
     user_message: str
     tool_names: tuple[str, ...] | None = None
@@ -251,6 +258,9 @@ class RunPhase(Message, frozen=True, tag=True):
     continue_context: bool = True
     context_label: str | None = None
     direct_tool_calls: tuple[ToolCallRequest, ...] | None = None
+    timeout: float | None = None
+    max_continuation_turns: int | None = None
+    model: str | None = None
 
 
 class PhaseResult(Message, frozen=True, tag=True):
@@ -428,3 +438,19 @@ class ContinuationInjected(Event, frozen=True, tag=True):
     iteration: int = 0
     count: int = 0
     text: str = ""
+
+
+class Routed(Event, frozen=True, tag=True):
+    """A router chose the mode and tier of a request (``AgentRef.respond``).
+
+    Published before the request's phase, with the agent's path.
+
+    Attributes:
+        mode: the mode's name (``"inline"``, ``"background"``...).
+        tier: the tier to run on (None: the agent's own model).
+        reason: why, in the router's words.
+    """
+
+    mode: str = ""
+    tier: str | None = None
+    reason: str = ""
