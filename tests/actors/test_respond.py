@@ -349,6 +349,25 @@ async def test_start_background_checks_its_arguments(
         assert [c.name for c in rt.children()] == ["worker"]  # nothing was spawned
 
 
+async def test_no_background_run_under_a_stopped_supervisor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        agent = await team.spawn_agent(worker(Steps(1)))
+        response = await agent.respond("Do it.", router=lambda r: Route("inline"))
+        await team.stop()
+        with pytest.raises(agentrio.RuntimeClosed):
+            await agent.start_background("again")
+    assert response.result.stop_reason == "done"
+
+
+async def test_a_bad_runtime_router() -> None:
+    with pytest.raises(agentrio.InvalidArgument, match="router must be a callable"):
+        async with agentrio.open_runtime(router="rules"):  # type: ignore[arg-type]
+            pass
+
+
 def test_background_run_has_no_public_constructor() -> None:
     with pytest.raises(TypeError, match="no public constructor"):
         agentrio.BackgroundRun()

@@ -8,12 +8,12 @@ to the next tier. An ``inline`` run that ends at its cap says so
 then goes on in the same context in the ``background`` mode, as a
 :class:`BackgroundRun` that can be awaited later and watched through events.
 
-A background run is the work of a small actor (``<agent>.background-<n>``)
-spawned under the agent's supervisor: it asks the agent for the phase, keeps
-the result for :meth:`BackgroundRun.wait`, and stops. So it is part of the
-supervision tree like everything else: stopped with it (its phase then gets
-what is left of the supervisor's ``shutdown_timeout``), cancelled with it,
-and never outlives the runtime.
+A background phase is queued on the agent at once, and waited for by a small
+actor (``<agent>.background-<n>``) spawned under the agent's supervisor,
+which keeps the result for :meth:`BackgroundRun.wait` and stops. So it is part
+of the supervision tree like everything else: a graceful stop lets the phase
+finish within the supervisor's ``shutdown_timeout`` and then cancels it with
+the agent; it is cancelled with the tree; it never outlives the runtime.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ async def respond(
         raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
     state = agent._state
     shared = state.sup.shared
-    route = await choose_route(router or _router(shared), request)
+    route = await choose_route(_router(shared) if router is None else router, request)
     mode = mode_of(shared, route.mode, arg="the route's mode")
     if route.tier is not None:
         shared.models().resolve(route.tier)  # a ConfigError now, before the event
@@ -261,7 +261,8 @@ class BackgroundRun(metaclass=NoPublicConstructor):
     def done(self) -> bool:
         """True once it has ended (with a result or an error)."""
         assert self._runner is not None
-        return self._result is not None or self._runner.state == "exited"
+        ended = self._result is not None or self._error is not None
+        return ended or self._runner.state == "exited"
 
     @property
     def result(self) -> PhaseResult | None:

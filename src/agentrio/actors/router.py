@@ -261,12 +261,13 @@ class RuleRouter:
         """
         if not isinstance(request, str):
             raise InvalidArgument(f"request must be a str, got {request!r}")
-        why = self._background(request)
+        text = request.strip()
+        folded = text.casefold()
+        why = self._background(text, folded)
         if why:
             return Route("background", self.complex_tier, why)
-        text = request.strip()
         inline = self._compiled[2]
-        found = inline.search(text.casefold()) if inline is not None else None
+        found = inline.search(folded) if inline is not None else None
         if found is not None:
             return Route("inline", self.simple_tier, f"inline keyword {found.group()!r}")
         if len(text) < self.short_request_chars:
@@ -277,10 +278,8 @@ class RuleRouter:
             )
         return Route("inline", self.default_tier, "no rule matched")
 
-    def _background(self, request: str) -> str:
-        """Why *request* is a background one ("" if it is not)."""
-        text = request.strip()
-        folded = text.casefold()
+    def _background(self, text: str, folded: str) -> str:
+        """Why *text* (and its casefolded *folded*) is a background request ("" if it is not)."""
         keywords, hints, _ = self._compiled
         found = keywords.search(folded) if keywords is not None else None
         if found is not None:
