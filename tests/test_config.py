@@ -256,7 +256,7 @@ BAD_FILES = [
     ("this is [not toml", ["not valid TOML"]),
     (
         "foo = 1\n" + PROVIDER,
-        ["foo is not a known key", "top-level keys are escalation, lanes, limits, providers"],
+        ["foo is not a known key", "top-level keys are escalation, lanes, limits, modes"],
     ),
     ("providers = 3", ["providers must be a table"]),
     ("[providers]\nlocal = 3", ["providers.local must be a table"]),

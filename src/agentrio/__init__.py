@@ -17,6 +17,11 @@ from .actors.context import estimate_tokens as estimate_tokens
 from .actors.continuation import looks_unfinished as looks_unfinished
 from .actors.helper import Helper as Helper
 from .actors.helper import HelperResult as HelperResult
+from .actors.modes import Mode as Mode
+from .actors.respond import BackgroundRun as BackgroundRun
+from .actors.respond import Response as Response
+from .actors.router import Route as Route
+from .actors.router import RuleRouter as RuleRouter
 from .config import Config as Config
 from .config import load_config as load_config
 from .config import parse_config as parse_config
@@ -74,6 +79,7 @@ from .messages import PhaseEnded as PhaseEnded
 from .messages import PhaseError as PhaseError
 from .messages import PhaseResult as PhaseResult
 from .messages import PhaseStarted as PhaseStarted
+from .messages import Routed as Routed
 from .messages import RunPhase as RunPhase
 from .messages import Stalled as Stalled
 from .messages import StopReason as StopReason

@@ -24,6 +24,13 @@ after ``[tiers]`` they would belong to it)::
     max_iterations = 20
     max_continuation_turns = 3
 
+    [modes.inline]
+    max_iterations = 8
+
+    [router]
+    simple_tier = "fast"
+    complex_tier = "smart"
+
     [lanes]
     tool_concurrency = 8
 
@@ -56,6 +63,8 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
+from .actors.modes import PRESETS, Mode
+from .actors.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
@@ -71,9 +80,10 @@ __all__ = [
     "parse_config",
     "split_model",
     "structure_limits",
+    "structure_modes",
 ]
 
-_TOP_LEVEL = ("providers", "tiers", "escalation", "limits", "lanes")
+_TOP_LEVEL = ("providers", "tiers", "escalation", "limits", "modes", "router", "lanes")
 _FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
 
 
@@ -102,6 +112,12 @@ class Config:
         limits: the ``[limits]`` table, as :class:`agentrio.Limits` (the
             fields it leaves out keep their defaults); for the specs that
             want it: ``AgentSpec(..., limits=config.limits)``.
+        modes: the modes by name: the presets (``inline``, ``background``)
+            with the ``[modes.NAME]`` tables laid over them (a new name is
+            laid over ``Mode(NAME)``). A runtime with this configuration
+            runs ``run(mode="NAME")`` and ``respond()`` in them.
+        router: the ``[router]`` table, as the :class:`agentrio.RuleRouter`
+            that ``respond()`` uses by default.
         lanes: the ``[lanes]`` table: how each lane's tool calls are limited
             and retried (used by ``open_runtime(config=...)``).
     """
@@ -111,6 +127,8 @@ class Config:
     escalation: list[str] = attrs.field(factory=list)
     path: str | None = None
     limits: Limits = attrs.field(factory=Limits)
+    modes: dict[str, Mode] = attrs.field(factory=lambda: dict(PRESETS))
+    router: RuleRouter = attrs.field(factory=RuleRouter)
     lanes: Lanes = attrs.field(factory=Lanes)
 
     def __attrs_post_init__(self) -> None:
@@ -132,6 +150,27 @@ class Config:
                 raise ConfigError(
                     f"{where}: escalation names tier {tier!r}, which is not in [tiers] "
                     f"({sorted(self.tiers)})"
+                )
+        self._check_modes(where)
+        if not isinstance(self.router, RuleRouter):
+            raise ConfigError(
+                f"{where}: router must be an agentrio.RuleRouter, got {self.router!r}"
+            )
+        for tier in self.router.tiers():
+            if tier not in self.tiers and ":" not in tier:
+                raise ConfigError(
+                    f"{where}: router names tier {tier!r}, which is not in [tiers] "
+                    f"({sorted(self.tiers)})"
+                )
+
+    def _check_modes(self, where: str) -> None:
+        if not isinstance(self.modes, dict):
+            raise ConfigError(f"{where}: modes must be a dict of name -> agentrio.Mode")
+        for name, mode in self.modes.items():
+            if not isinstance(mode, Mode) or mode.name != name:
+                raise ConfigError(
+                    f"{where}: modes[{name!r}] must be an agentrio.Mode named {name!r}, "
+                    f"got {mode!r}"
                 )
 
 
@@ -218,7 +257,15 @@ def _converter() -> cattrs.Converter:
     converter.register_structure_hook_func(_is_literal, _literal)
     converter.register_structure_hook_factory(_is_union, _union_factory)
     converter.register_structure_hook_factory(_is_list, _list_factory)
+    converter.register_structure_hook_func(lambda t: t == tuple[str, ...], _strings)
     return converter
+
+
+def _strings(value: object, _: object) -> tuple[str, ...]:
+    # (cattrs would make a tuple of a string's characters)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TypeError(f"must be a list of strings, got {value!r}")
+    return tuple(value)
 
 
 # -- errors in English ----------------------------------------------------------------------
@@ -396,28 +443,67 @@ def structure_limits(
         ConfigError: not a table, an unknown field, or a bad value; naming
             *where*, ``<key>.<field>`` and what was expected.
     """
+    return _overlay(table, base or Limits(), key=key, where=where)
+
+
+_T = typing.TypeVar("_T", Limits, Mode, RuleRouter)
+
+
+def _overlay(table: object, base: _T, *, key: str, where: str, skip: str = "") -> _T:
+    """*base* (an attrs class) with the fields of a TOML *table* set.
+
+    Each value is checked for its type here, then for its range by the class
+    itself; *skip* is a field a table may not set (a mode's name is its key).
+    """
+    kind = type(base).__name__
     if not isinstance(table, dict):
-        raise ConfigError(f"{where}: {key} must be a table of Limits fields")
-    fields = _limits_fields()
+        raise ConfigError(f"{where}: {key} must be a table of {kind} fields")
+    fields = {name: t for name, t in _fields(type(base)).items() if name != skip}
     unknown = set(table) - set(fields)
     if unknown:
         raise ConfigError(f"{where}: {_unknown_keys(key, unknown, fields)}")
-    # Each value is checked for its type here, then for its range by Limits.
     values = {
         name: _structure(value, fields[name], _join(key, name), where)
         for name, value in table.items()
     }
     try:
-        return attrs.evolve(base or Limits(), **values)
+        return attrs.evolve(base, **values)
     except InvalidArgument as exc:
-        raise ConfigError(f"{where}: {str(exc).replace('Limits.', f'{key}.', 1)}") from None
+        raise ConfigError(f"{where}: {str(exc).replace(f'{kind}.', f'{key}.', 1)}") from None
 
 
-@functools.cache
-def _limits_fields() -> dict[str, Any]:
-    """The fields of Limits and their types (its annotations are strings)."""
-    hints = typing.get_type_hints(Limits)
-    return {field.name: hints[field.name] for field in attrs.fields(Limits)}
+_FIELDS: dict[type, dict[str, Any]] = {}
+
+
+def _fields(cls: type[Limits | Mode | RuleRouter]) -> dict[str, Any]:
+    """The fields of an attrs class set in its constructor, and their types
+    (its annotations are strings)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: hints[f.name] for f in attrs.fields(cls) if f.init}
+        _FIELDS[cls] = fields
+    return fields
+
+
+def structure_modes(table: object, *, where: str) -> dict[str, Mode]:
+    """The presets with the ``[modes.NAME]`` tables of *table* laid over them.
+
+    Raises:
+        ConfigError: naming *where*, ``modes.<name>.<field>`` and what was expected.
+    """
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: modes must be a table of [modes.NAME] tables")
+    modes = dict(PRESETS)
+    for name, fields in table.items():
+        base = modes.get(name)
+        if base is None:
+            try:
+                base = Mode(name)
+            except InvalidArgument as exc:
+                raise ConfigError(f"{where}: modes: {exc}") from None
+        modes[name] = _overlay(fields, base, key=f"modes.{name}", where=where, skip="name")
+    return modes
 
 
 def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
@@ -454,6 +540,8 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
     tiers = _structure(raw_tiers, dict[str, str], "tiers", where)
     escalation = _structure(raw_escalation, list[str], "escalation", where)
     limits = structure_limits(data.get("limits", {}), where=where)
+    modes = structure_modes(data.get("modes", {}), where=where)
+    router = _overlay(data.get("router", {}), RuleRouter(), key="router", where=where)
     lanes = _structure(_lanes_table(data.get("lanes", {}), where), Lanes, "lanes", where)
     return Config(
         providers=providers,
@@ -461,6 +549,8 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         escalation=escalation,
         path=path,
         limits=limits,
+        modes=modes,
+        router=router,
         lanes=lanes,
     )
 

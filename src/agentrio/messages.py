@@ -30,6 +30,7 @@ __all__ = [
     "PhaseResult",
     "PermissionDenied",
     "PhaseStarted",
+    "Routed",
     "RunPhase",
     "Stalled",
     "StopReason",
@@ -255,7 +256,13 @@ class ModelReply(Message, frozen=True, tag=True):
 
 
 class RunPhase(Message, frozen=True, tag=True):
-    """Ask an agent to run one bounded phase (see ``AgentRef.run``)."""
+    """Ask an agent to run one bounded phase (see ``AgentRef.run``).
+
+    The fields after ``direct_tool_calls`` are this phase's own lane, limits
+    and model, each ``None`` for the agent's: ``lane``, ``timeout`` in seconds
+    (``math.inf``: no deadline), ``max_continuation_turns``, and ``model``
+    (a tier name or an ``"instance:model"`` string).
+    """
 
     user_message: str
     tool_names: tuple[str, ...] | None = None
@@ -264,6 +271,9 @@ class RunPhase(Message, frozen=True, tag=True):
     context_label: str | None = None
     direct_tool_calls: tuple[ToolCallRequest, ...] | None = None
     lane: Lane | None = None  # None: the agent's spec's lane
+    timeout: float | None = None
+    max_continuation_turns: int | None = None
+    model: str | None = None
 
 
 class PhaseResult(Message, frozen=True, tag=True):
@@ -606,3 +616,19 @@ class ToolDeadLetter(Event, frozen=True, tag=True):
     attempts: int = 0
     error_type: str = ""
     error: str = ""
+
+
+class Routed(Event, frozen=True, tag=True):
+    """A router chose the mode and tier of a request (``AgentRef.respond``).
+
+    Published before the request's phase, with the agent's path.
+
+    Attributes:
+        mode: the mode's name (``"inline"``, ``"background"``...).
+        tier: the tier to run on (None: the agent's own model).
+        reason: why, in the router's words.
+    """
+
+    mode: str = ""
+    tier: str | None = None
+    reason: str = ""

@@ -13,6 +13,7 @@ room for it.
 from __future__ import annotations
 
 import inspect
+import math
 import time
 from array import array
 from collections.abc import Coroutine, Sequence
@@ -377,9 +378,12 @@ class Phase:
 
     def _bounded(self) -> Coroutine[object, None, None]:
         """The phase's turns within its deadline (the turns' coroutine itself if none)."""
-        if self.st.spec.limits.timeout is None:
+        timeout = self.cmd.timeout  # this run's (run(timeout=...), a mode's), else the spec's
+        if timeout is None:
+            timeout = self.st.spec.limits.timeout
+        if timeout is None or timeout == math.inf:
             return self._body()
-        return self._timed(self.st.spec.limits.timeout)
+        return self._timed(timeout)
 
     async def _timed(self, timeout: float) -> None:
         if self.deadline is None:
@@ -462,7 +466,9 @@ class Phase:
             if reply is None:
                 return
             if not reply.tool_calls:
-                limit = self.st.spec.limits.max_continuation_turns
+                limit = self.cmd.max_continuation_turns  # (a mode's, else the spec's)
+                if limit is None:
+                    limit = self.st.spec.limits.max_continuation_turns
                 if self.continued < limit and await self._continued(reply.text):
                     continue
                 if self.reason != "error":  # (the continuation detector may have raised)

@@ -19,7 +19,7 @@ import trio
 
 from .._checks import check_int, check_name, check_timeout
 from ..config import find_config, split_model
-from ..errors import ActorError, ActorStopped, InvalidArgument, SelfAsk
+from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
     ContextReadTurns,
@@ -50,12 +50,15 @@ from ._phase import Phase
 from .compaction import Compaction, Summariser
 from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
 from .continuation import ContinuationDetector
+from .modes import Mode, check_mode_timeout
 from .tool_call import ToolGate
 
 if TYPE_CHECKING:
     from ..supervisors.bus import EventBus
     from ..supervisors.supervisor import _Supervisor
     from .helper import Helper
+    from .respond import BackgroundRun, Response
+    from .router import Router
 
 __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
 
@@ -571,6 +574,8 @@ class AgentActor(Actor[RunPhase]):
         # on each of 10k live agents' stacks (and for the cyclic GC to walk).
         state = self.state
         state.cut = None  # (left over from a cut that ended in a cancel or restart)
+        if msg.model is not None:
+            return self._on_model(msg, Phase(state, msg))
         if state.escalation is not None:
             return self._escalating(msg, Phase(state, msg))
         return Phase(state, msg).run()
@@ -583,9 +588,30 @@ class AgentActor(Actor[RunPhase]):
         assert phase is not None and phase.cmd is msg
         if abandoned:
             return phase.cancelled()
+        if msg.model is not None:
+            return self._on_model(msg, phase)
         if phase.escalating:
             return self._escalating(msg, phase)
         return phase.run()
+
+    async def _on_model(self, msg: RunPhase, phase: Phase) -> PhaseResult:
+        """Run *phase* on ``msg.model`` (``run(model=...)``), then go back to the
+        agent's own model. (Not escalated by ``escalate_on_stall``, which is
+        about the agent's own model; ``respond()`` escalates its runs itself.)"""
+        state = self.state
+        own = state.model
+        assert msg.model is not None
+        try:
+            model = state.sup.shared.models().resolve(msg.model)
+        except AgentrioError as exc:  # (a RunPhase sent without run()'s checks)
+            phase._error(exc)
+            return phase._ended()
+        state.use_model(model)
+        try:
+            return await phase.run()
+        finally:
+            # Also when the phase is cut short: its resumption comes back here.
+            state.use_model(own)
 
     async def _escalating(self, msg: RunPhase, phase: Phase) -> PhaseResult:
         phase.escalating = True
@@ -701,6 +727,9 @@ def _check_run(
     continue_context: object,
     context_label: object,
     direct_tool_calls: object,
+    timeout: object = None,
+    continuation: int | None = None,
+    model: object = None,
     lane: object = None,
 ) -> RunPhase:
     if not isinstance(user_message, str):
@@ -731,6 +760,11 @@ def _check_run(
                 f"got {direct_tool_calls!r}"
             )
         direct = tuple(direct_tool_calls)
+    check_mode_timeout("timeout", timeout)
+    if model is not None and (not isinstance(model, str) or not model):
+        raise InvalidArgument(
+            f"model must be a tier name or an 'instance:model' string, got {model!r}"
+        )
     return RunPhase(
         user_message=user_message,
         tool_names=names,
@@ -738,8 +772,63 @@ def _check_run(
         continue_context=continue_context,
         context_label=context_label,
         direct_tool_calls=direct,
+        timeout=timeout,  # type: ignore[arg-type]
+        max_continuation_turns=continuation,
+        model=model,
         lane=None if lane is None else check_lane(lane),
     )
+
+
+def _phase_command(
+    state: _AgentState,
+    user_message: object,
+    tool_names: object,
+    max_iterations: object,
+    continue_context: object,
+    context_label: object,
+    direct_tool_calls: object,
+    timeout: object,
+    mode: object,
+    model: object,
+    lane: object = None,
+) -> tuple[RunPhase, Mode | None]:
+    """The checked ``RunPhase`` of ``run()``'s arguments, and the mode, if any.
+
+    ``run()``'s own *max_iterations* and *timeout* win over the mode's, and
+    the mode's over the spec's (a field of the mode left None is the spec's).
+    """
+    chosen: Mode | None = None
+    continuation = None
+    if mode is not None:
+        from .respond import mode_of
+
+        chosen = mode_of(state.sup.shared, mode)
+        if max_iterations is None:
+            max_iterations = chosen.max_iterations
+        if timeout is None:
+            timeout = chosen.timeout
+        continuation = chosen.max_continuation_turns
+        if lane is None:
+            lane = chosen.lane  # (the run's own lane= wins over the mode's)
+    if max_iterations is None:
+        max_iterations = state.spec.limits.max_iterations
+    cmd = _check_run(
+        state.info,
+        user_message,
+        tool_names,
+        max_iterations,
+        continue_context,
+        context_label,
+        direct_tool_calls,
+        timeout,
+        continuation,
+        model,
+        lane,
+    )
+    if model is not None:
+        assert cmd.model is not None
+        state.sup.shared.models().resolve(cmd.model)  # a ConfigError now, not in the phase
+    return cmd, chosen
 
 
 def _request_stop_tree(state: _AgentState) -> None:
@@ -804,11 +893,16 @@ class AgentRef(metaclass=NoPublicConstructor):
         continue_context: bool = True,
         context_label: str | None = None,
         direct_tool_calls: Sequence[ToolCallRequest] | None = None,
+        timeout: float | None = None,
+        mode: str | Mode | None = None,
+        model: str | None = None,
         lane: Lane | None = None,
     ) -> PhaseResult:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
         Phases of one agent run one at a time, in the order they were asked for.
+        This phase's limits are, for each: the argument given here, else the
+        mode's (if one is given and sets it), else the spec's ``limits``.
 
         Args:
             user_message: the user's turn that starts the phase.
@@ -816,13 +910,22 @@ class AgentRef(metaclass=NoPublicConstructor):
                 (``[]``: the model runs but every tool call is denied;
                 ``None``: all of them). A child started while the phase runs
                 may use only those of its own tools named here.
-            max_iterations: model calls allowed (default ``spec.limits.max_iterations``).
+            max_iterations: model calls allowed (default: the mode's, else
+                ``spec.limits.max_iterations``).
             continue_context: False starts this context label afresh.
             context_label: the conversation to continue; ``None`` is the
                 primary one. Any str is a label, with a history of its own
                 that no other label sees.
             direct_tool_calls: run these tool calls and no model: not gated
                 by the budget, but by the stop request and the allowlist.
+            timeout: seconds this phase may take (default: the mode's, else
+                ``spec.limits.timeout``); ``math.inf``: no deadline.
+            mode: a :class:`agentrio.Mode`, or the name of one of the
+                runtime's modes (``"inline"``, ``"background"``): its
+                ``max_iterations``, ``timeout`` and ``max_continuation_turns``.
+            model: this phase's model, a tier name or an ``"instance:model"``
+                string, resolved as the spec's is (default: the agent's own);
+                the agent goes back to its own model after the phase.
             lane: the priority lane of this phase's model calls and tool
                 calls (default ``spec.lane``): ``"interactive"`` (or
                 ``"control"``), ``"query"``, ``"execute"``, ``"background"``.
@@ -831,22 +934,41 @@ class AgentRef(metaclass=NoPublicConstructor):
             The :class:`PhaseResult`.
 
         Raises:
-            InvalidArgument: a bad argument, named in the message.
+            InvalidArgument: a bad argument, named in the message (an unknown
+                mode name too).
+            ConfigError: *model* is not a tier or model of the runtime's
+                configuration, or (for a mode's name) that configuration is wrong.
             ActorStopped: the agent has stopped (or was cancelled mid-phase).
             ActorCrashed: the agent crashed (a bug; tool and model failures
                 are results, not crashes).
         """
-        limits = self._state.spec.limits
-        cmd = _check_run(
-            self._state.info,
-            user_message,
-            tool_names,
-            limits.max_iterations if max_iterations is None else max_iterations,
-            continue_context,
-            context_label,
-            direct_tool_calls,
-            lane,
-        )
+        state = self._state
+        if mode is None and model is None:
+            cmd = _check_run(
+                state.info,
+                user_message,
+                tool_names,
+                state.spec.limits.max_iterations if max_iterations is None else max_iterations,
+                continue_context,
+                context_label,
+                direct_tool_calls,
+                timeout,
+                lane=lane,
+            )
+        else:
+            cmd, _ = _phase_command(
+                state,
+                user_message,
+                tool_names,
+                max_iterations,
+                continue_context,
+                context_label,
+                direct_tool_calls,
+                timeout,
+                mode,
+                model,
+                lane,
+            )
         task = trio.lowlevel.current_task()
         if self._cell.task is task:
             raise SelfAsk(
@@ -857,6 +979,110 @@ class AgentRef(metaclass=NoPublicConstructor):
         result = await _ask(self._cell, cmd, task, linked=True)
         assert isinstance(result, PhaseResult)
         return result
+
+    async def respond(
+        self,
+        request: str,
+        *,
+        router: Router | None = None,
+        context_label: str | None = None,
+        escalate: bool = True,
+    ) -> Response:
+        """Route a user's *request*, run it in the chosen mode on the chosen tier.
+
+        The router (*router*, else the runtime's: ``open_runtime(router=...)``,
+        else the ``[router]`` of agentrio.toml, else ``RuleRouter()``) picks a
+        mode and a tier; a ``Routed`` event says which and why; the request
+        then runs as ``run(request, mode=..., model=tier)`` in the context
+        *context_label*. If that run stalls on the route's tier and the
+        configuration's ``escalation`` lists a tier after it, the request runs
+        once more on that tier (unless *escalate* is False).
+
+        Returns:
+            A :class:`agentrio.Response`: the route, the mode, the tier, the
+            :class:`PhaseResult`, and ``can_continue`` (the run hit its cap
+            outside the background mode: see :meth:`continue_in_background`).
+
+        Raises:
+            InvalidArgument: a bad argument; the router returned something
+                that is not a :class:`agentrio.Route`, or a mode the runtime
+                does not have.
+            ConfigError: the route's tier is not in the configuration.
+            ActorStopped, ActorCrashed: as for :meth:`run`.
+        """
+        from .respond import respond
+
+        return await respond(
+            self, request, router=router, context_label=context_label, escalate=escalate
+        )
+
+    async def continue_in_background(
+        self, response: Response, *, message: str | None = None
+    ) -> BackgroundRun:
+        """Go on, in the background mode, with a run of :meth:`respond` that hit its cap.
+
+        The new phase continues the same context (the response's label), on
+        the same tier, in the runtime's ``background`` mode, starting with
+        *message* (default: ``"Continue working on my request from where you
+        stopped, then give your final answer."``). It is queued on the agent
+        now; this returns at once.
+
+        Returns:
+            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+
+        Raises:
+            InvalidArgument: *response* is not this agent's, or cannot be
+                continued (``response.can_continue`` is False).
+            RuntimeClosed: the agent's supervisor has stopped.
+        """
+        from .respond import continue_in_background
+
+        return await continue_in_background(self, response, message)
+
+    async def start_background(
+        self,
+        user_message: str,
+        *,
+        mode: str | Mode | None = "background",
+        tool_names: Sequence[str] | None = None,
+        max_iterations: int | None = None,
+        timeout: float | None = None,
+        continue_context: bool = True,
+        context_label: str | None = None,
+        model: str | None = None,
+    ) -> BackgroundRun:
+        """Start a phase in the background (by default in the ``background`` mode).
+
+        The arguments are :meth:`run`'s. The phase is queued on the agent now
+        (after the phases queued before it) and this returns at once; it is
+        run for a small actor, ``<agent>.background-<n>``, under the agent's
+        supervisor, which keeps its result and then stops. It stops with
+        that supervisor (the phase gets what is left of its
+        ``shutdown_timeout``, then ends with ``"cancelled"``), so it never
+        outlives the runtime.
+
+        Returns:
+            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+
+        Raises:
+            InvalidArgument, ConfigError: as for :meth:`run`.
+            RuntimeClosed: the agent's supervisor has stopped.
+        """
+        from .respond import start_background
+
+        cmd, chosen = _phase_command(
+            self._state,
+            user_message,
+            tool_names,
+            max_iterations,
+            continue_context,
+            context_label,
+            None,
+            timeout,
+            mode,
+            model,
+        )
+        return await start_background(self, cmd, chosen)
 
     async def request_stop(self) -> None:
         """Ask the agent to stop at the start of its next iteration (``stop_requested``).

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import trio
 
 if TYPE_CHECKING:
+    from ..actors.modes import Mode
+    from ..actors.router import Router
     from ..config import Config
     from ..tools.tool import Tool
 
@@ -100,6 +102,8 @@ async def open_runtime(
     config: Config | str | os.PathLike[str] | None = None,
     tools: Sequence[Tool] = (),
     lanes: Lanes | None = None,
+    modes: Sequence[Mode] = (),
+    router: Router | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -136,10 +140,19 @@ async def open_runtime(
         lanes: how the lanes' tool calls are limited and retried (see
             :class:`~agentrio.Lanes`); default: the ``[lanes]`` of *config*
             when it is given, else ``Lanes()``, which limits and retries nothing.
+        modes: :class:`~agentrio.Mode` objects, each the runtime's mode of
+            its name (``run(mode="inline")``, ``respond()``), over the
+            presets and the configuration's ``[modes.NAME]`` tables.
+        router: the default router of ``AgentRef.respond``: any callable
+            ``(request) -> Route`` (or async); default: the configuration's
+            ``[router]`` (a :class:`~agentrio.RuleRouter`).
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
     """
+    from ..actors.respond import check_runtime_routing
+
+    check_runtime_routing(modes, router)
     if budget is None:
         budget = Budget()
     elif not isinstance(budget, Budget):
@@ -158,6 +171,8 @@ async def open_runtime(
         shutdown_timeout=shutdown_timeout,
     )
     root.shared.timers = Timers(root)
+    root.shared.modes = tuple(modes)
+    root.shared.router = router
     rt = Runtime._create(root)
     root.ref = rt
     rt.register_tool(*tools)

@@ -67,7 +67,17 @@ __all__: list[str] = []  # the public names are in restart.py and ref.py
 class _RuntimeShared:
     """Runtime-wide state shared by every supervisor of one runtime."""
 
-    __slots__ = ("_models", "budget", "config", "dead_letters", "timers", "tool_lanes", "tools")
+    __slots__ = (
+        "_models",
+        "budget",
+        "config",
+        "dead_letters",
+        "modes",
+        "router",
+        "timers",
+        "tool_lanes",
+        "tools",
+    )
 
     def __init__(self, budget: Budget, config: object = None) -> None:
         self.timers: Timers | None = None  # set by open_runtime, for its root
@@ -78,6 +88,11 @@ class _RuntimeShared:
         self.config = config  # a Config, a path to agentrio.toml, or None (search for one)
         self._models: Models | None = None
         self.tools: dict[str, Tool] = {}
+        # The agent layer's (actors/respond.py): open_runtime's modes (a tuple,
+        # made a dict by name on first use, with the presets and the
+        # configuration's), and its router (None: the configuration's).
+        self.modes: object = ()
+        self.router: object = None
 
     def register_tool(self, tool: Tool) -> None:
         from ..tools.tool import Tool
