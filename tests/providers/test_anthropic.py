@@ -21,6 +21,7 @@ from agentrio import (
     ModelReply,
     Provider,
     ProviderConfig,
+    ThinkingBlock,
     ToolCallRequest,
     ToolSchema,
     Usage,
@@ -157,12 +158,16 @@ def test_parse_joins_text_blocks_and_skips_unknown_ones() -> None:
     data = message(
         {"type": "thinking", "thinking": "hmm"},
         {"type": "text", "text": "a"},
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}},
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
         {"type": "text", "text": "b"},
         usage={"input_tokens": 5, "output_tokens": 6},
     )
     assert WIRE.parse(data, "an", None) == ModelReply(
-        text="ab", tool_calls=(ToolCallRequest("f", {"x": 1}, id="t1"),), usage=Usage(5, 6)
+        text="ab",
+        tool_calls=(ToolCallRequest("f", {"x": 1}, id="t1"),),
+        usage=Usage(5, 6),
+        thinking=(ThinkingBlock("hmm"),),
     )
 
 

@@ -64,8 +64,9 @@ async def provider(server: FakeLLMServer, **options: Any) -> AsyncIterator[Provi
 
 def test_body() -> None:
     body = WIRE.body("gpt-x", CONVERSATION, [LOOKUP], 256, False)
-    assert body["model"] == "gpt-x" and body["max_tokens"] == 256 and body["stream"] is False
-    assert "stream_options" not in body
+    assert (body["model"], body["max_completion_tokens"], body["stream"]) == ("gpt-x", 256, False)
+    # Reasoning models refuse max_tokens: only max_completion_tokens goes.
+    assert "stream_options" not in body and "max_tokens" not in body
     assert body["messages"] == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "what is a?"},

@@ -23,13 +23,14 @@ from ..errors import ActorError, ActorStopped, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
     ContextReadTurns,
+    ModelSettings,
     PhaseResult,
     RunPhase,
     ToolCallRequest,
     Turn,
     Usage,
 )
-from ..providers.base import Model, check_model, context_window, model_pricing
+from ..providers.base import Model, Prices, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.limits import Limits
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
@@ -161,6 +162,13 @@ class AgentSpec:
             older turns with a summary once it passes a share of the model's
             window (``None``, the default: no compaction; old turns are only
             left out of each call's view).
+        settings: request settings for its model calls
+            (:class:`agentrio.ModelSettings`), laid over its provider's; a
+            run's ``settings`` are laid over them. A named ``tool_choice``
+            must be one of its tools; the model must take settings (a
+            provider's models do) and be able to send each one, else
+            ``spawn_agent`` raises ``InvalidArgument``. Summary calls
+            (compaction) go without them.
 
     The agent's children (subagents, agent tools' agents, ``map``'s agents,
     session helpers) run its hooks before their own, and its policy and
@@ -187,6 +195,7 @@ class AgentSpec:
     env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
     continuation_detector: ContinuationDetector | None = None
     compaction: Compaction | None = None
+    settings: ModelSettings | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -239,6 +248,8 @@ class AgentSpec:
                 f"AgentSpec.compaction must be an agentrio.Compaction or None, "
                 f"got {self.compaction!r}"
             )
+        if self.settings is not None:
+            _check_settings("AgentSpec.settings", self.settings, names)
         for hook in (
             "on_step",
             "token_estimator",
@@ -278,9 +289,7 @@ class _SpecInfo:
         # (model, window, streams, metered, pricing) of the last model an agent
         # of this spec was given: 10k agents of one spec work these out once.
         # The model is held weakly: a spec may outlive the runtime that resolved it.
-        self.model_facts: (
-            tuple[weakref.ref[Model], int, bool, bool, tuple[float, float] | None] | None
-        ) = None
+        self.model_facts: tuple[weakref.ref[Model], int, bool, bool, Prices | None] | None = None
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
         if names == self.tool_set:
@@ -296,6 +305,36 @@ def _spec_info(spec: AgentSpec) -> _SpecInfo:
         info = _SpecInfo(spec)
         object.__setattr__(spec, "_info", info)
     return info
+
+
+def _check_settings(argument: str, settings: object, tools: Sequence[str]) -> None:
+    """*settings* must be ModelSettings whose named ``tool_choice`` is one of *tools*."""
+    if not isinstance(settings, ModelSettings):
+        raise InvalidArgument(
+            f"{argument} must be an agentrio.ModelSettings or None, got {settings!r}"
+        )
+    choice = settings.tool_choice
+    if choice is not None and choice not in ("auto", "none", "required") and choice not in tools:
+        raise InvalidArgument(
+            f"{argument}.tool_choice names tool {choice!r}, which the agent does not have "
+            f'(its tools: {sorted(tools)}); expected "auto", "none", "required" '
+            f"or one of them"
+        )
+
+
+def check_model_settings(model: Model, settings: ModelSettings, argument: str) -> None:
+    """Raise InvalidArgument unless *model* takes ``settings`` and can send each of them."""
+    if not _takes(model, "settings"):
+        raise InvalidArgument(
+            f"{argument}: the model {model!r} takes no settings (its complete() has no "
+            f"settings keyword); they would be dropped"
+        )
+    check = getattr(model, "check_settings", None)
+    if check is not None:
+        try:
+            check(settings)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{argument}: {exc}") from None
 
 
 _TAKES: dict[tuple[type, str], bool] = {}
@@ -340,6 +379,7 @@ class _AgentState:
         "compact_at",
         "contexts",
         "cut",
+        "details",
         "escalation",
         "gate",
         "info",
@@ -401,6 +441,8 @@ class _AgentState:
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
         self.attempts = 0
+        # Cached input, cache writes, reasoning: made once a call reports one.
+        self.details: list[int] | None = None
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
@@ -473,9 +515,20 @@ class _AgentState:
             if usage is not None:
                 state.input_tokens += usage.input_tokens
                 state.output_tokens += usage.output_tokens
+                if usage.cached_input_tokens or usage.cache_write_tokens or usage.reasoning_tokens:
+                    state.count_details(usage)
             state.requests += requests
             state.attempts += attempts
             state = state.usage_parent
+
+    def count_details(self, usage: Usage) -> None:
+        """Add *usage*'s cached input, cache writes and reasoning here."""
+        details = self.details
+        if details is None:
+            details = self.details = [0, 0, 0]
+        details[0] += usage.cached_input_tokens
+        details[1] += usage.cache_write_tokens
+        details[2] += usage.reasoning_tokens
 
     def count_tool_call(self) -> None:
         """Count one model-driven tool call here and in the agents above."""
@@ -485,6 +538,7 @@ class _AgentState:
             state = state.usage_parent
 
     def usage(self) -> UsageTotals:
+        cached, written, reasoning = self.details or (0, 0, 0)
         return UsageTotals(
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
@@ -492,6 +546,9 @@ class _AgentState:
             requests=self.requests,
             tool_calls=self.tool_calls,
             attempts=self.attempts,
+            cached_input_tokens=cached,
+            cache_write_tokens=written,
+            reasoning_tokens=reasoning,
         )
 
     def phase_done(self, reason: str) -> Coroutine[object, None, None] | None:
@@ -518,6 +575,13 @@ class _AgentState:
             "requests": self.requests,
             "tool_calls": self.tool_calls,
         }
+        if self.details is not None:
+            cached, written, reasoning = self.details
+            summary |= {
+                "cached_input_tokens": cached,
+                "cache_write_tokens": written,
+                "reasoning_tokens": reasoning,
+            }
         await trio.to_thread.run_sync(self.workspace.write_summary, summary)
 
 
@@ -614,6 +678,8 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
             escalation = models.next_tier(spec.model)
     else:
         model = spec.model
+    if spec.settings is not None:
+        check_model_settings(model, spec.settings, "AgentSpec.settings")
     summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
     state = _AgentState(
         spec,
@@ -661,6 +727,7 @@ def _check_run(
     continue_context: object,
     context_label: object,
     direct_tool_calls: object,
+    settings: object = None,
 ) -> RunPhase:
     if not isinstance(user_message, str):
         raise InvalidArgument(f"user_message must be a str, got {user_message!r}")
@@ -690,6 +757,9 @@ def _check_run(
                 f"got {direct_tool_calls!r}"
             )
         direct = tuple(direct_tool_calls)
+    if settings is not None:
+        _check_settings("settings", settings, tuple(info.tools))
+        assert isinstance(settings, ModelSettings)
     return RunPhase(
         user_message=user_message,
         tool_names=names,
@@ -697,6 +767,7 @@ def _check_run(
         continue_context=continue_context,
         context_label=context_label,
         direct_tool_calls=direct,
+        settings=settings,
     )
 
 
@@ -762,6 +833,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         continue_context: bool = True,
         context_label: str | None = None,
         direct_tool_calls: Sequence[ToolCallRequest] | None = None,
+        settings: ModelSettings | None = None,
     ) -> PhaseResult:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
@@ -780,6 +852,8 @@ class AgentRef(metaclass=NoPublicConstructor):
                 that no other label sees.
             direct_tool_calls: run these tool calls and no model: not gated
                 by the budget, but by the stop request and the allowlist.
+            settings: request settings for this phase's model calls
+                (:class:`agentrio.ModelSettings`), laid over the spec's.
 
         Returns:
             The :class:`PhaseResult`.
@@ -799,7 +873,10 @@ class AgentRef(metaclass=NoPublicConstructor):
             continue_context,
             context_label,
             direct_tool_calls,
+            settings,
         )
+        if settings is not None:
+            check_model_settings(self._state.model, settings, "settings")
         task = trio.lowlevel.current_task()
         if self._cell.task is task:
             raise SelfAsk(
