@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import cattrs
 
 from .errors import ConfigError, InvalidArgument
+from .messages import ModelSettings
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
 from .supervisors.limits import Limits
@@ -138,7 +139,24 @@ def _converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     for kind in (bool, int, float, str):
         converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook(ModelSettings, _settings)
     return converter
+
+
+def _settings(value: object, _: type) -> ModelSettings:
+    """A ``[providers.NAME.settings]`` table as ModelSettings (a ConfigError if not)."""
+    fields = ModelSettings.__struct_fields__
+    if not isinstance(value, dict):
+        raise ConfigError(f"expected a table of ModelSettings fields ({', '.join(fields)})")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown settings {unknown}; the fields of ModelSettings are {', '.join(fields)}"
+        )
+    try:
+        return ModelSettings(**value)
+    except InvalidArgument as exc:
+        raise ConfigError(str(exc).replace("ModelSettings.", "settings.", 1)) from None
 
 
 def _explain(exc: BaseException, type_: type | None) -> str:
