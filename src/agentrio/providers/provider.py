@@ -650,7 +650,7 @@ class Provider:
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
-                        f"{self._shown_url}: {self._redact(str(exc))}",
+                        f"{self._shown_url}: {self._redact(_reason(exc))}",
                         provider=self.name,
                     ),
                     retry_after=None,
@@ -845,6 +845,19 @@ def _endpoint(base_url: str, path: str) -> str:
     if cut is None:
         return base_url.rstrip("/") + path
     return base_url[:cut].rstrip("/") + path + base_url[cut:]
+
+
+def _reason(exc: BaseException) -> str:
+    """What *exc* says, or the first of its causes that says something: a TLS
+    failure reaches httpx as an error with no text, its reason in the cause."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # (a bounded walk: a chain may loop)
+        if seen is None:
+            break
+        if str(seen):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return str(exc)
 
 
 def _scrub(exc: BaseException) -> None:
