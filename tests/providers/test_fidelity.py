@@ -441,3 +441,23 @@ async def test_openai_sends_max_completion_tokens_unless_told_otherwise(
     assert old.sent()["max_tokens"] == 5 and "max_completion_tokens" not in old.sent()
     with pytest.raises(ConfigError, match="max_tokens_field must be one of"):
         ProviderConfig(name="p", kind="openai", base_url="http://h", max_tokens_field="max")  # type: ignore[arg-type]
+
+
+@agentrio.tool
+async def other() -> str:
+    """Another tool."""
+    await trio.lowlevel.checkpoint()
+    return "other"
+
+
+async def test_a_named_tool_choice_the_phase_does_not_offer_ends_it_with_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    recorder = Recorder()
+    settings = ModelSettings(tool_choice="lookup")
+    async with mocked("openai", recorder) as p, agentrio.open_runtime() as rt:
+        spec = AgentSpec("a", p.model("gpt"), tools=[lookup, other], settings=settings)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go", tool_names=["other"])
+    assert (result.stop_reason, result.error_type) == ("error", "InvalidArgument")
+    assert "tool_choice names tool 'lookup'" in result.error and recorder.requests == []
