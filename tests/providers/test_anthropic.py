@@ -576,6 +576,17 @@ def test_stream_takes_the_cumulative_usage_of_message_delta() -> None:
     assert reply.usage == Usage(190155, 393, cached_input_tokens=2048, cache_write_tokens=188086)
 
 
+def test_stream_keeps_the_start_counts_a_message_delta_zeroes() -> None:
+    parser = WIRE.stream_parser("an", None, None)
+    lines = documented_stream(stop_reason="end_turn")
+    delta = json.loads(lines[-5][6:])
+    delta["usage"] = {"input_tokens": 0, "output_tokens": 393}
+    lines[-5] = "data: " + json.dumps(delta)
+    for line in lines:
+        parser.feed(line)
+    assert parser.finish().usage == CACHED
+
+
 def test_a_cut_stream_reports_the_whole_input_it_was_told_of() -> None:
     parser = WIRE.stream_parser("an", None, None)
     for line in documented_stream(stop_reason="end_turn")[:6]:

@@ -56,6 +56,7 @@ _FINISH: dict[object, FinishReason] = {
     "pause_turn": "pause_turn",
 }
 _CHOICES = {"auto": "auto", "none": "none", "required": "any"}
+_INPUT_COUNTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def _thinking(block: ThinkingBlock) -> dict[str, object]:
@@ -321,9 +322,13 @@ class _AnthropicStream(StreamState):
         usage = event.get("usage")
         if isinstance(usage, dict):
             self.output_tokens = count(usage.get("output_tokens"))
-            # The counts here are cumulative: the input's too, when sent.
-            if any(k in usage for k in ("input_tokens", "cache_read_input_tokens")):
-                self.usage = {**(self.usage or {}), **usage}
+            # The counts here are cumulative, the input's too when sent: the
+            # larger of each (a server that sends 0 here does not unsay the start).
+            if any(k in usage for k in _INPUT_COUNTS):
+                known = self.usage or {}
+                self.usage = {
+                    k: max(count(known.get(k)), count(usage.get(k))) for k in _INPUT_COUNTS
+                }
 
     def _input_tokens(self) -> int | None:
         return None if self.usage is None else _usage(self.usage, 0).input_tokens
