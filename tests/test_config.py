@@ -280,7 +280,7 @@ BAD_FILES = [
         PROVIDER + 'base_ur = "x"',
         [
             "providers.local.base_ur is not a known key (did you mean base_url?)",
-            "the keys of providers.local are api_key_env, backoff_initial,",
+            "the keys of providers.local are anthropic_version, api_key_env, backoff_initial,",
         ],
     ),
     (PROVIDER + "max_concurrent = 0", ["providers.local.max_concurrent must be an int > 0"]),
@@ -313,6 +313,31 @@ BAD_FILES = [
         ['providers.local.max_reply_chars must be an int, got "1M"'],
     ),
     (PROVIDER + "max_retry_wait = -1", ["providers.local.max_retry_wait must be a number > 0"]),
+    (
+        PROVIDER + "usd_per_million_cached_input_tokens = -1",
+        ["usd_per_million_cached_input_tokens must be >= 0"],
+    ),
+    (PROVIDER + 'max_tokens_field = "max"', ["providers.local", "max_tokens_field"]),
+    (
+        PROVIDER + "[providers.local.settings]\ntemprature = 0.5",
+        ["providers.local.settings", "unknown settings ['temprature']", "temperature, top_p"],
+    ),
+    (
+        PROVIDER + "[providers.local.settings]\ntop_p = 2",
+        ["providers.local.settings", "settings.top_p must be a number from 0 to 1, got 2"],
+    ),
+    (
+        PROVIDER + '[providers.local.settings]\nstop = "END"',
+        ["providers.local.settings", "settings.stop must be a list of str"],
+    ),
+    (
+        PROVIDER + "[providers.local.settings]\nparallel_tool_calls = false",
+        ["providers.local", "ModelSettings.parallel_tool_calls is not a setting of the ollama"],
+    ),
+    (
+        PROVIDER + "[providers.local.settings]\noptions = {num_predict = 9}",
+        ["providers.local.settings", "num_predict", "Limits.max_output_tokens"],
+    ),
     (
         '[providers."a:b"]\nkind = "ollama"\nbase_url = "http://h"',
         ['providers."a:b": a provider name', "without ':'"],
@@ -495,6 +520,56 @@ def test_a_value_under_a_key_that_may_hold_a_secret_is_not_shown(tmp_path: Path)
         load_config(write(tmp_path / "agentrio.toml", text))
     assert "providers.local.api_key_env must be a string, got a list" in str(info.value)
     assert "SECRET" not in str(info.value)
+
+
+def test_settings_and_wire_fields_in_a_file(tmp_path: Path) -> None:
+    text = """\
+[providers.local]
+kind = "ollama"
+base_url = "http://127.0.0.1:11434"
+
+[providers.local.settings]
+temperature = 0
+stop = ["\\n\\n"]
+options = {num_ctx = 8192, top_k = 20}
+keep_alive = "10m"
+extra_headers = {"x-team" = "blue"}
+
+[providers.claude]
+kind = "anthropic"
+base_url = "https://api.anthropic.com/v1"
+anthropic_version = "2023-06-01"
+usd_per_million_input_tokens = 3.0
+usd_per_million_output_tokens = 15.0
+usd_per_million_cached_input_tokens = 0.3
+usd_per_million_cache_write_tokens = 3.75
+settings = {cache_control = {type = "ephemeral"}, tool_choice = "auto"}
+
+[providers.vllm]
+kind = "openai"
+base_url = "http://127.0.0.1:8000/v1"
+max_tokens_field = "max_tokens"
+"""
+    config = load_config(write(tmp_path / "agentrio.toml", text))
+    local, claude, vllm = (config.providers[n] for n in ("local", "claude", "vllm"))
+    assert local.settings == agentrio.ModelSettings(
+        temperature=0,
+        stop=("\n\n",),
+        options={"num_ctx": 8192, "top_k": 20},
+        keep_alive="10m",
+        extra_headers={"x-team": "blue"},
+    )
+    assert claude.settings == agentrio.ModelSettings(
+        cache_control={"type": "ephemeral"}, tool_choice="auto"
+    )
+    assert (
+        claude.usd_per_million_cached_input_tokens,
+        claude.usd_per_million_cache_write_tokens,
+    ) == (
+        0.3,
+        3.75,
+    )
+    assert (vllm.max_tokens_field, vllm.settings) == ("max_tokens", None)
 
 
 def test_parse_config_without_a_file_says_the_configuration() -> None:

@@ -317,3 +317,53 @@ def test_user_messages_subclass_message_and_round_trip() -> None:
     assert json.loads(msgspec.json.encode(msg))["type"] == "Greet"
     with pytest.raises(AttributeError):
         msg.who = "me"  # type: ignore[misc]
+
+
+# -- ModelSettings -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"temperature": -0.1}, "temperature must be a number >= 0"),
+        ({"temperature": float("nan")}, "temperature must be a number >= 0"),
+        ({"temperature": True}, "temperature must be a number >= 0"),
+        ({"top_p": 1.5}, "top_p must be a number from 0 to 1"),
+        ({"stop": "END"}, "stop must be a list of str"),
+        ({"stop": ["ok", ""]}, "stop must be a list of non-empty str"),
+        ({"seed": 1.5}, "seed must be an int"),
+        ({"tool_choice": ""}, "tool_choice must be"),
+        ({"parallel_tool_calls": 1}, "parallel_tool_calls must be a bool"),
+        ({"options": {1: 2}}, "options must be a table"),
+        ({"options": {"num_predict": 5}}, "options must not set num_predict"),
+        ({"keep_alive": [5]}, "keep_alive must be a duration"),
+        ({"cache_control": "ephemeral"}, "cache_control must be a table"),
+        ({"extra_headers": {"x": 1}}, "extra_headers must be a table of str values"),
+        ({"extra_body": ["x"]}, "extra_body must be a table"),
+    ],
+)
+def test_model_settings_are_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(agentrio.InvalidArgument, match="ModelSettings." + message):
+        agentrio.ModelSettings(**fields)
+
+
+def test_model_settings_lay_over_each_other() -> None:
+    base = agentrio.ModelSettings(
+        temperature=0.1, seed=1, options={"num_ctx": 1, "top_k": 5}, extra_headers={"a": "1"}
+    )
+    top = agentrio.ModelSettings(
+        temperature=0.9, stop=["x"], options={"num_ctx": 2}, extra_headers={"b": "2"}
+    )
+    assert top.over(base) == agentrio.ModelSettings(
+        temperature=0.9,
+        seed=1,
+        stop=("x",),
+        options={"num_ctx": 2, "top_k": 5},
+        extra_headers={"a": "1", "b": "2"},
+    )
+    assert top.over(None) is top
+    assert base.fields_set() == ["temperature", "seed", "options", "extra_headers"]
+    # Unknown fields are refused when decoded, and the set ones alone are encoded.
+    with pytest.raises(msgspec.ValidationError, match="unknown field `temprature`"):
+        msgspec.json.decode(b'{"temprature": 1}', type=agentrio.ModelSettings)
+    assert msgspec.json.encode(agentrio.ModelSettings(seed=1)) == b'{"seed":1}'

@@ -71,9 +71,11 @@ from .messages import ContinuationInjected as ContinuationInjected
 from .messages import DeadLetter as DeadLetter
 from .messages import Event as Event
 from .messages import EventsLost as EventsLost
+from .messages import FinishReason as FinishReason
 from .messages import Lane as Lane
 from .messages import Message as Message
 from .messages import ModelReply as ModelReply
+from .messages import ModelSettings as ModelSettings
 from .messages import PermissionDenied as PermissionDenied
 from .messages import PhaseEnded as PhaseEnded
 from .messages import PhaseError as PhaseError
@@ -87,6 +89,7 @@ from .messages import SubagentEnded as SubagentEnded
 from .messages import SubagentStarted as SubagentStarted
 from .messages import SupervisorEscalated as SupervisorEscalated
 from .messages import TextDelta as TextDelta
+from .messages import ThinkingBlock as ThinkingBlock
 from .messages import ToolCallRequest as ToolCallRequest
 from .messages import ToolDeadLetter as ToolDeadLetter
 from .messages import ToolEnded as ToolEnded

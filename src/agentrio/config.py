@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 from .actors.modes import PRESETS, Mode
 from .actors.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
+from .messages import ModelSettings
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
 from .providers.redact import redact_url
@@ -258,6 +259,7 @@ def _converter() -> cattrs.Converter:
     converter.register_structure_hook_factory(_is_union, _union_factory)
     converter.register_structure_hook_factory(_is_list, _list_factory)
     converter.register_structure_hook_func(lambda t: t == tuple[str, ...], _strings)
+    converter.register_structure_hook(ModelSettings, _settings)
     return converter
 
 
@@ -266,6 +268,22 @@ def _strings(value: object, _: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise TypeError(f"must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _settings(value: object, _: type) -> ModelSettings:
+    """A ``[providers.NAME.settings]`` table as ModelSettings (a ConfigError if not)."""
+    fields = ModelSettings.__struct_fields__
+    if not isinstance(value, dict):
+        raise ConfigError(f"expected a table of ModelSettings fields ({', '.join(fields)})")
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown settings {unknown}; the fields of ModelSettings are {', '.join(fields)}"
+        )
+    try:
+        return ModelSettings(**value)
+    except InvalidArgument as exc:
+        raise ConfigError(str(exc).replace("ModelSettings.", "settings.", 1)) from None
 
 
 # -- errors in English ----------------------------------------------------------------------

@@ -8,9 +8,12 @@ or handles. New fields get defaults (msgspec's schema-evolution rules).
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Literal
 
 import msgspec
+
+from .errors import InvalidArgument
 
 __all__ = [
     "ActorExited",
@@ -24,7 +27,9 @@ __all__ = [
     "ContextReset",
     "ContextTruncated",
     "ContinuationInjected",
+    "FinishReason",
     "ModelReply",
+    "ModelSettings",
     "PhaseEnded",
     "PhaseError",
     "PhaseResult",
@@ -37,6 +42,7 @@ __all__ = [
     "SubagentEnded",
     "SubagentStarted",
     "TextDelta",
+    "ThinkingBlock",
     "ToolCallRequest",
     "ToolDeadLetter",
     "ToolEnded",
@@ -167,24 +173,43 @@ StopReason = Literal[
     "stalled",
     "error",
     "cancelled",
+    "max_output_tokens",
+    "content_filter",
+    "refusal",
 ]
 ToolStatus = Literal["ok", "failed", "timeout", "denied"]
 # The priority lanes, highest first ("control" is another name for "interactive").
 Lane = Literal["interactive", "control", "query", "execute", "background"]
+FinishReason = Literal["stop", "length", "content_filter", "refusal", "pause_turn"]
 
 
 class Usage(Message, frozen=True, tag=True):
     """What one model call consumed, as the provider reported it.
 
+    The totals count every kind: ``input_tokens`` holds the cached input and
+    the cache writes, ``output_tokens`` the reasoning tokens; the three
+    detail fields say how much of each total was of that kind.
+
     Attributes:
-        input_tokens: prompt tokens.
-        output_tokens: completion tokens.
+        input_tokens: every input token: uncached, read from the prompt
+            cache and written to it.
+        output_tokens: every output token, reasoning included.
         cost_usd: the call's price, when the provider or model knows it.
+        cached_input_tokens: of ``input_tokens``, those read from the
+            prompt cache (OpenAI ``cached_tokens``, Anthropic
+            ``cache_read_input_tokens``).
+        cache_write_tokens: of ``input_tokens``, those written to the
+            prompt cache (Anthropic ``cache_creation_input_tokens``).
+        reasoning_tokens: of ``output_tokens``, those spent reasoning
+            (OpenAI ``reasoning_tokens``).
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -229,6 +254,22 @@ class ToolResult(Message, frozen=True, tag=True):
     content: str = ""
 
 
+class ThinkingBlock(Message, frozen=True, tag=True):
+    """A model's extended thinking, kept to be sent back as it came (Anthropic).
+
+    Attributes:
+        thinking: the thinking text (``""`` for a redacted block).
+        signature: the signature the API sent with it, which it checks
+            when the block comes back.
+        redacted: for a ``redacted_thinking`` block, its encrypted ``data``
+            (``""`` for a plain ``thinking`` block).
+    """
+
+    thinking: str = ""
+    signature: str = ""
+    redacted: str = ""
+
+
 class ChatMessage(Message, frozen=True, tag=True):
     """One entry of a conversation history.
 
@@ -238,6 +279,11 @@ class ChatMessage(Message, frozen=True, tag=True):
         tool_calls: for an assistant turn, the tool calls it asked for.
         tool_call_id: for a tool turn, the call it answers.
         name: for a tool turn, the tool's name.
+        thinking: for an assistant turn, the model's thinking blocks, sent
+            back first in that turn (the Anthropic wire; the others leave
+            them out).
+        is_error: for a tool turn, the call did not succeed (its status was
+            ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -245,14 +291,175 @@ class ChatMessage(Message, frozen=True, tag=True):
     tool_calls: tuple[ToolCallRequest, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
+    thinking: tuple[ThinkingBlock, ...] = ()
+    is_error: bool = False
 
 
 class ModelReply(Message, frozen=True, tag=True):
-    """One answer from a model: text, tool calls, or both, and the usage it reported."""
+    """One answer from a model: text, tool calls, or both, and the usage it reported.
+
+    Attributes:
+        text: the answer's text.
+        tool_calls: the tool calls it asks for.
+        usage: what the call consumed.
+        finish_reason: why the answer ended: ``"stop"`` (the model ended its
+            turn: an answer, tool calls, a stop sequence), ``"length"`` (cut
+            at ``max_output_tokens``), ``"content_filter"`` (cut by the
+            provider's filter), ``"refusal"`` (the model refused), or
+            ``"pause_turn"`` (Anthropic paused a long turn: call again to go on).
+        refusal: the refusal's text, when the provider sends it apart from
+            the answer (OpenAI's ``message.refusal``).
+        thinking: the model's thinking blocks (Anthropic extended thinking).
+    """
 
     text: str = ""
     tool_calls: tuple[ToolCallRequest, ...] = ()
     usage: Usage = Usage()
+    finish_reason: FinishReason = "stop"
+    refusal: str = ""
+    thinking: tuple[ThinkingBlock, ...] = ()
+
+
+# -- request settings ----------------------------------------------------------------
+
+
+def _bad_setting(name: str, expected: str, value: object) -> InvalidArgument:
+    return InvalidArgument(f"ModelSettings.{name} must be {expected}, got {value!r}")
+
+
+def _check_number(name: str, value: object, most: float | None = None) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or (most is not None and value > most)
+    ):
+        span = "a number >= 0" if most is None else f"a number from 0 to {most:g}"
+        raise _bad_setting(name, span, value)
+
+
+def _check_table(name: str, value: object, strings: bool = False) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise _bad_setting(name, "a table (dict) with str keys", value)
+    if strings and not all(isinstance(v, str) for v in value.values()):
+        raise _bad_setting(name, "a table of str values", value)
+
+
+class ModelSettings(
+    msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
+):
+    """How to sample a model call, and what else to send with it; every field is optional.
+
+    Set per provider (``ProviderConfig.settings``, ``[providers.NAME.settings]``
+    in agentrio.toml), per spec (``AgentSpec.settings``) and per run
+    (``run(settings=...)``): each level's fields that are set win over the
+    level before, and the three tables (``options``, ``extra_headers``,
+    ``extra_body``) are merged key by key. A setting the provider's wire
+    format has no place for is an error naming it, never dropped.
+
+    Attributes:
+        temperature: sampling temperature (a number >= 0).
+        top_p: nucleus sampling (0 to 1).
+        stop: stop sequences (OpenAI ``stop``, Anthropic ``stop_sequences``,
+            Ollama ``options.stop``).
+        seed: a sampling seed (OpenAI, Ollama).
+        tool_choice: ``"auto"``, ``"none"``, ``"required"`` (a tool call is
+            due), or the name of one tool the model must call (OpenAI,
+            Anthropic); sent only with calls that offer tools.
+        parallel_tool_calls: False asks for one tool call per reply (OpenAI
+            ``parallel_tool_calls``, Anthropic ``disable_parallel_tool_use``);
+            sent only with calls that offer tools.
+        options: Ollama's ``options`` (``num_ctx``, ``top_k``, ``repeat_penalty``...);
+            ``num_predict`` is ``Limits.max_output_tokens``, not set here.
+        keep_alive: how long Ollama keeps the model loaded (``"5m"``, seconds,
+            ``-1`` for ever, ``0`` to unload).
+        cache_control: Anthropic's cache marker, e.g. ``{"type": "ephemeral"}``
+            (or with ``"ttl": "1h"``), put on the system prompt and on the
+            last tool so that both are cached as a prefix.
+        extra_headers: more HTTP headers for the request.
+        extra_body: more top-level fields for the request's JSON body (they
+            win over the ones settings make; the fields that define the call,
+            such as ``model``, ``messages``, ``tools``, ``stream`` and the
+            output limit, are refused).
+    """
+
+    # (The bounds are checked in __post_init__; msgspec.Meta states them for
+    # decoders and schemas.)
+    temperature: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None
+    options: dict[str, object] | None = None
+    keep_alive: str | int | float | None = None
+    cache_control: dict[str, object] | None = None
+    extra_headers: dict[str, str] | None = None
+    extra_body: dict[str, object] | None = None
+
+    def __post_init__(self) -> None:
+        _check_number("temperature", self.temperature)
+        _check_number("top_p", self.top_p, 1.0)
+        stop = self.stop
+        if stop is not None:
+            if isinstance(stop, str) or not isinstance(stop, (list, tuple)):
+                raise _bad_setting("stop", "a list of str", stop)
+            if not all(isinstance(s, str) and s for s in stop):
+                raise _bad_setting("stop", "a list of non-empty str", stop)
+            if isinstance(stop, list):
+                msgspec.structs.force_setattr(self, "stop", tuple(stop))
+        seed = self.seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise _bad_setting("seed", "an int", seed)
+        choice = self.tool_choice
+        if choice is not None and (not isinstance(choice, str) or not choice):
+            raise _bad_setting(
+                "tool_choice", '"auto", "none", "required" or a tool\'s name', choice
+            )
+        parallel = self.parallel_tool_calls
+        if parallel is not None and not isinstance(parallel, bool):
+            raise _bad_setting("parallel_tool_calls", "a bool", parallel)
+        _check_table("options", self.options)
+        if self.options is not None and "num_predict" in self.options:
+            raise InvalidArgument(
+                "ModelSettings.options must not set num_predict: it is the call's "
+                "max_output_tokens (Limits.max_output_tokens)"
+            )
+        alive = self.keep_alive
+        if alive is not None and (
+            isinstance(alive, bool) or not isinstance(alive, (str, int, float))
+        ):
+            raise _bad_setting("keep_alive", 'a duration ("5m") or a number of seconds', alive)
+        _check_table("cache_control", self.cache_control)
+        _check_table("extra_headers", self.extra_headers, strings=True)
+        _check_table("extra_body", self.extra_body)
+
+    def fields_set(self) -> list[str]:
+        """The names of the fields that are set (not None), in declaration order."""
+        return [name for name in self.__struct_fields__ if getattr(self, name) is not None]
+
+    def over(self, base: ModelSettings | None) -> ModelSettings:
+        """These settings laid over *base*: the fields set here win, tables merge by key."""
+        if base is None:
+            return self
+        values: dict[str, object] = {}
+        for name in self.__struct_fields__:
+            mine, theirs = getattr(self, name), getattr(base, name)
+            if mine is None:
+                values[name] = theirs
+            elif theirs is not None and name in _TABLES:
+                values[name] = {**theirs, **mine}
+            else:
+                values[name] = mine
+        return ModelSettings(**values)  # type: ignore[arg-type]
+
+
+_TABLES = frozenset(("options", "extra_headers", "extra_body"))
 
 
 class RunPhase(Message, frozen=True, tag=True):
@@ -274,6 +481,7 @@ class RunPhase(Message, frozen=True, tag=True):
     timeout: float | None = None
     max_continuation_turns: int | None = None
     model: str | None = None
+    settings: ModelSettings | None = None
 
 
 class PhaseResult(Message, frozen=True, tag=True):

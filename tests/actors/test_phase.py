@@ -2634,3 +2634,231 @@ async def test_after_a_resume_the_next_queued_phase_is_a_checkpoint_as_usual(
     assert sorted(outcomes) == ["first: done", "second: cancelled"]
     started = [e for e in events if isinstance(e, agentrio.PhaseStarted)]
     assert len(started) == 1  # the second phase never began
+
+
+# -- how a model's answer ended: cut, refused, paused ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("finish", "stop_reason"),
+    [
+        ("length", "max_output_tokens"),
+        ("content_filter", "content_filter"),
+        ("refusal", "refusal"),
+    ],
+)
+async def test_an_answer_the_model_did_not_end_is_not_done(
+    autojump_clock: trio.testing.MockClock, finish: str, stop_reason: str
+) -> None:
+    # With continuations on, a cut answer (which reads as unfinished) is not continued either.
+    cut = Reply(text="The answer is", finish_reason=finish)  # type: ignore[arg-type]
+    model = ScriptedModel([calling(call("echo", x=1)), cut])
+    spec = make_spec(model, echo, limits=Limits(max_continuation_turns=2))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == (stop_reason, "The answer is")
+    assert len(result.tool_calls) == 1 and model.remaining == 0
+
+
+async def test_a_cut_reply_with_tool_calls_goes_on(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel(
+        [Reply(tool_calls=(call("echo", x=1),), finish_reason="length"), answer("fine")]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "fine")
+
+
+async def test_a_cut_final_answer_says_so(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel(
+        [calling(call("echo", x=1)), Reply(text="In short", finish_reason="length")]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        result = await agent.run("go", max_iterations=1)
+    assert (result.stop_reason, result.final_text) == ("max_output_tokens", "In short")
+
+
+async def test_a_refusal_is_the_final_text(autojump_clock: trio.testing.MockClock) -> None:
+    refused = Reply(refusal="I can't help with that.", finish_reason="refusal")
+    model = ScriptedModel([refused])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        result = await agent.run("go")
+        history = await agent.history()
+    assert (result.stop_reason, result.final_text) == ("refusal", "I can't help with that.")
+    assert history[-1].message == ChatMessage("assistant", "I can't help with that.")
+
+
+async def test_a_paused_turn_is_called_again(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([Reply(text="Searching", finish_reason="pause_turn"), answer("found")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.final_text) == ("done", "found")
+    # The paused turn went back to the model as the last assistant turn.
+    assert model.calls[1][-1] == ChatMessage("assistant", "Searching")
+
+
+async def test_paused_turns_count_as_iterations(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([Reply(finish_reason="pause_turn")] * 3)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, limits=Limits(final_answer=False)))
+        result = await agent.run("go", max_iterations=2)
+    assert result.stop_reason == "max_iterations" and model.remaining == 1
+
+
+# -- what goes back to the model: thinking, failed tool results --------------------------
+
+
+async def test_thinking_is_kept_with_its_turn_and_sent_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    thought = (agentrio.ThinkingBlock("let me look", "sig-1"), agentrio.ThinkingBlock(redacted="x"))
+    first = Reply(tool_calls=(call("echo", x=1),), thinking=thought)
+    model = ScriptedModel([first, answer("done")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo))
+        await agent.run("go")
+        history = [t.message for t in await agent.history()]
+    (turn,) = [m for m in model.calls[1] if m.role == "assistant"]
+    assert turn.thinking == thought and turn.tool_calls[0].name == "echo"
+    assert [m.thinking for m in history if m.role == "assistant"] == [thought, ()]
+
+
+async def test_failed_tool_results_are_marked_as_errors(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel(
+        [calling(call("echo", x=1), call("boom", x=2), call("nope")), answer("ok")]
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, boom))
+        await agent.run("go")
+    results = tool_messages(model.calls[1])
+    assert [(m.name, m.is_error) for m in results] == [
+        ("echo", False),
+        ("boom", True),
+        ("nope", True),
+    ]
+
+
+# -- usage of every kind -------------------------------------------------------------------
+
+
+async def test_cached_input_cache_writes_and_reasoning_are_counted_and_priced(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    used = Usage(1000, 200, cached_input_tokens=600, cache_write_tokens=300, reasoning_tokens=150)
+    # input 1.0, output 4.0, cache reads 0.1, cache writes 1.25 (USD per token, for round sums)
+    model = ScriptedModel([answer("a", used), answer("b", used)], pricing=(1.0, 4.0, 0.1, 1.25))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("one")
+        await agent.run("two")
+        totals, mine = rt.usage(), agent.usage()
+    cost = 100 * 1.0 + 600 * 0.1 + 300 * 1.25 + 200 * 4.0
+    assert totals.cost_usd == pytest.approx(2 * cost)
+    for u in (totals, mine):
+        assert (u.input_tokens, u.output_tokens) == (2000, 400)
+        assert (u.cached_input_tokens, u.cache_write_tokens, u.reasoning_tokens) == (
+            1200,
+            600,
+            300,
+        )
+
+
+async def test_a_call_reserves_every_input_token_at_the_dearest_input_price(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # 10 input tokens estimated (5 for each message), 5 output: at the input
+    # price the call would fit $20 ($15), at the cache-write price not ($35).
+    model = ScriptedModel([answer("a")], pricing=(1.0, 1.0, 0.5, 3.0))
+    budget = Budget(max_cost_usd=20.0)
+    async with agentrio.open_runtime(budget=budget) as rt:
+        limits = Limits(max_output_tokens=5)
+        spec = make_spec(model, limits=limits, token_estimator=lambda text: 5)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+    assert result.stop_reason == "budget_exhausted" and model.remaining == 1
+
+
+async def test_usage_details_beyond_their_totals_are_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("a", Usage(10, 5, cached_input_tokens=11))])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        result = await agent.run("go")
+    assert (result.stop_reason, result.error_type) == ("error", "UsageInvalid")
+    assert "cached_input_tokens + cache_write_tokens = 11" in result.error
+
+
+# -- request settings ------------------------------------------------------------------
+
+
+async def test_settings_reach_the_model_run_over_spec(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = ScriptedModel([answer("a"), answer("b")])
+    spec_settings = agentrio.ModelSettings(temperature=0.2, seed=7, extra_body={"a": 1})
+    spec = make_spec(model, settings=spec_settings)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.run("one")
+        run_settings = agentrio.ModelSettings(temperature=0.9, extra_body={"b": 2})
+        await agent.run("two", settings=run_settings)
+    assert model.call_settings == [
+        spec_settings,
+        agentrio.ModelSettings(temperature=0.9, seed=7, extra_body={"a": 1, "b": 2}),
+    ]
+
+
+async def test_no_settings_pass_no_keyword(autojump_clock: trio.testing.MockClock) -> None:
+    model = ScriptedModel([answer("a")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        await agent.run("go")
+    assert model.call_settings == [None]
+
+
+class _NoSettings:
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+    ) -> Reply:
+        await trio.lowlevel.checkpoint()
+        return answer("a")
+
+
+async def test_settings_for_a_model_that_takes_none_are_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    settings = agentrio.ModelSettings(temperature=0.5)
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(agentrio.InvalidArgument, match=r"AgentSpec\.settings: .* takes no"):
+            await rt.spawn_agent(make_spec(_NoSettings(), settings=settings))
+        agent = await rt.spawn_agent(make_spec(_NoSettings()))
+        with pytest.raises(agentrio.InvalidArgument, match=r"settings: .* takes no settings"):
+            await agent.run("go", settings=settings)
+        assert (await agent.run("go")).stop_reason == "done"
+
+
+async def test_a_named_tool_choice_must_be_the_agents(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    with pytest.raises(agentrio.InvalidArgument, match="tool_choice names tool 'nope'"):
+        make_spec(ScriptedModel([]), echo, settings=agentrio.ModelSettings(tool_choice="nope"))
+    make_spec(ScriptedModel([]), echo, settings=agentrio.ModelSettings(tool_choice="echo"))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(ScriptedModel([]), echo))
+        bad = agentrio.ModelSettings(tool_choice="boom")
+        with pytest.raises(agentrio.InvalidArgument, match=r"settings\.tool_choice names tool"):
+            await agent.run("go", settings=bad)
+        with pytest.raises(agentrio.InvalidArgument, match="settings must be"):
+            await agent.run("go", settings={"temperature": 1})  # type: ignore[arg-type]

@@ -18,9 +18,12 @@ from wirefuzz import FUZZ, damaged, damaged_at_random, json_values
 from agentrio import (
     BadResponse,
     ChatMessage,
+    InvalidArgument,
     ModelReply,
+    ModelSettings,
     Provider,
     ProviderConfig,
+    ThinkingBlock,
     ToolCallRequest,
     ToolSchema,
     Usage,
@@ -157,12 +160,16 @@ def test_parse_joins_text_blocks_and_skips_unknown_ones() -> None:
     data = message(
         {"type": "thinking", "thinking": "hmm"},
         {"type": "text", "text": "a"},
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}},
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
         {"type": "text", "text": "b"},
         usage={"input_tokens": 5, "output_tokens": 6},
     )
     assert WIRE.parse(data, "an", None) == ModelReply(
-        text="ab", tool_calls=(ToolCallRequest("f", {"x": 1}, id="t1"),), usage=Usage(5, 6)
+        text="ab",
+        tool_calls=(ToolCallRequest("f", {"x": 1}, id="t1"),),
+        usage=Usage(5, 6),
+        thinking=(ThinkingBlock("hmm"),),
     )
 
 
@@ -391,3 +398,303 @@ _line = st.one_of(
 @given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
 def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
     streams(lines, text_tools)
+
+
+# -- fidelity: what the API reference documents ------------------------------------------
+# The fixtures below are in the shapes of Anthropic's Messages reference: a message
+# object with its usage (prompt caching's counts), stop reasons, thinking and
+# redacted_thinking blocks with signatures, and the streaming events.
+
+CACHED_USAGE: dict[str, object] = {
+    "input_tokens": 21,
+    "cache_creation_input_tokens": 188086,
+    "cache_read_input_tokens": 1024,
+    "output_tokens": 393,
+    "service_tier": "standard",
+}
+# input_tokens leaves the cache out: the whole input is 21 + 188,086 + 1,024.
+CACHED = Usage(189131, 393, cached_input_tokens=1024, cache_write_tokens=188086)
+SIGNATURE = "WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve/op91XWHOEBLLqIOMfFG/UvLEczmEsUjavL"
+THINKING = {
+    "type": "thinking",
+    "thinking": "Let me analyze this step by step...",
+    "signature": SIGNATURE,
+}
+REDACTED = {
+    "type": "redacted_thinking",
+    "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP",
+}
+
+
+def documented_message(
+    *content: dict[str, object], stop_reason: str = "end_turn", usage: object = None
+) -> dict[str, object]:
+    return {
+        "id": "msg_013Zva2CMHLNnXjNJJKqJ2EF",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-20250514",
+        "content": list(content),
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": usage or CACHED_USAGE,
+    }
+
+
+def test_parse_counts_cache_reads_and_writes_as_input() -> None:
+    data = documented_message({"type": "text", "text": "Hi!"})
+    assert WIRE.parse(data, "an", None) == ModelReply(text="Hi!", usage=CACHED)
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "finish"),
+    [
+        ("end_turn", "stop"),
+        ("tool_use", "stop"),
+        ("stop_sequence", "stop"),
+        ("max_tokens", "length"),
+        ("model_context_window_exceeded", "length"),
+        ("refusal", "refusal"),
+        ("pause_turn", "pause_turn"),
+    ],
+)
+def test_parse_reads_the_stop_reason(stop_reason: str, finish: str) -> None:
+    data = documented_message({"type": "text", "text": "The"}, stop_reason=stop_reason)
+    assert WIRE.parse(data, "an", None).finish_reason == finish
+
+
+def test_parse_keeps_thinking_blocks_with_their_signatures() -> None:
+    tool = {"type": "tool_use", "id": "toolu_01", "name": "lookup", "input": {"key": "a"}}
+    data = documented_message(THINKING, REDACTED, tool, stop_reason="tool_use")
+    reply = WIRE.parse(data, "an", None)
+    assert reply.thinking == (
+        ThinkingBlock("Let me analyze this step by step...", SIGNATURE),
+        ThinkingBlock(redacted=str(REDACTED["data"])),
+    )
+    assert reply.tool_calls == (ToolCallRequest("lookup", {"key": "a"}, id="toolu_01"),)
+
+
+def test_thinking_and_failed_results_go_back_as_the_api_wants_them() -> None:
+    thought = (ThinkingBlock("hmm", SIGNATURE), ThinkingBlock(redacted="opaque"))
+    call = ToolCallRequest("lookup", {"key": "a"}, id="toolu_01")
+    messages = [
+        ChatMessage("user", "what is a?"),
+        ChatMessage("assistant", "Looking.", tool_calls=(call,), thinking=thought),
+        ChatMessage("tool", "no such key", tool_call_id="toolu_01", name="lookup", is_error=True),
+    ]
+    body = WIRE.body("claude-x", messages, [LOOKUP], 64, False)
+    assert body["messages"][1:] == [  # type: ignore[index]
+        {
+            "role": "assistant",
+            "content": [
+                # the thinking first, as it came, signature and all
+                {"type": "thinking", "thinking": "hmm", "signature": SIGNATURE},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "toolu_01", "name": "lookup", "input": {"key": "a"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01",
+                    "content": "no such key",
+                    "is_error": True,
+                }
+            ],
+        },
+    ]
+
+
+def documented_stream(*blocks: list[dict[str, Any]], stop_reason: str) -> list[str]:
+    start = documented_message(usage={**CACHED_USAGE, "output_tokens": 1})
+    start |= {"content": [], "stop_reason": None}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}, {"type": "ping"}]
+    for block in blocks:
+        events += block
+    events += [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": 393},
+        },
+        {"type": "message_stop"},
+    ]
+    return sse(*events)
+
+
+def block(index: int, start: dict[str, Any], *deltas: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"type": "content_block_start", "index": index, "content_block": start},
+        *({"type": "content_block_delta", "index": index, "delta": d} for d in deltas),
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+def test_stream_reads_thinking_cache_usage_and_the_stop_reason() -> None:
+    pieces: list[str] = []
+    parser = WIRE.stream_parser("an", pieces.append, None)
+    lines = documented_stream(
+        block(
+            0,
+            {"type": "thinking", "thinking": ""},
+            {"type": "thinking_delta", "thinking": "Let me solve "},
+            {"type": "thinking_delta", "thinking": "this."},
+            {"type": "signature_delta", "signature": SIGNATURE},
+        ),
+        block(1, REDACTED),
+        block(2, {"type": "text", "text": ""}, {"type": "text_delta", "text": "The answer is"}),
+        stop_reason="max_tokens",
+    )
+    for line in lines:
+        parser.feed(line)
+    assert pieces == ["The answer is"]  # (thinking is not the answer's text)
+    assert parser.finish() == ModelReply(
+        text="The answer is",
+        usage=CACHED,
+        finish_reason="length",
+        thinking=(
+            ThinkingBlock("Let me solve this.", SIGNATURE),
+            ThinkingBlock(redacted=str(REDACTED["data"])),
+        ),
+    )
+
+
+def test_stream_takes_the_cumulative_usage_of_message_delta() -> None:
+    parser = WIRE.stream_parser("an", None, None)
+    lines = documented_stream(stop_reason="pause_turn")
+    # Newer servers repeat the input's counts in message_delta, cumulatively.
+    delta = json.loads(lines[-5][6:])
+    delta["usage"] = {**CACHED_USAGE, "cache_read_input_tokens": 2048}
+    lines[-5] = "data: " + json.dumps(delta)
+    for line in lines:
+        parser.feed(line)
+    reply = parser.finish()
+    assert reply.finish_reason == "pause_turn"
+    assert reply.usage == Usage(190155, 393, cached_input_tokens=2048, cache_write_tokens=188086)
+
+
+def test_stream_keeps_the_start_counts_a_message_delta_zeroes() -> None:
+    parser = WIRE.stream_parser("an", None, None)
+    lines = documented_stream(stop_reason="end_turn")
+    delta = json.loads(lines[-5][6:])
+    delta["usage"] = {"input_tokens": 0, "output_tokens": 393}
+    lines[-5] = "data: " + json.dumps(delta)
+    for line in lines:
+        parser.feed(line)
+    assert parser.finish().usage == CACHED
+
+
+def test_a_cut_stream_reports_the_whole_input_it_was_told_of() -> None:
+    parser = WIRE.stream_parser("an", None, None)
+    for line in documented_stream(stop_reason="end_turn")[:6]:
+        parser.feed(line)
+    assert parser.partial() == (189131, None, "")
+
+
+def test_thinking_counts_towards_max_reply_chars() -> None:
+    parser = WIRE.stream_parser("an", None, None, max_reply_chars=10)
+    thinking = {"type": "thinking_delta", "thinking": "x" * 11}
+    lines = sse(*block(0, {"type": "thinking", "thinking": ""}, thinking))
+    with pytest.raises(TooLarge):
+        for line in lines:
+            parser.feed(line)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ModelReply(text="cut", usage=Usage(9, 4), finish_reason="length"),
+        ModelReply(text="no", usage=Usage(9, 4), finish_reason="refusal"),
+        ModelReply(text="wait", usage=Usage(9, 4), finish_reason="pause_turn"),
+        ModelReply(
+            text="hi",
+            tool_calls=(ToolCallRequest("lookup", {"key": "a"}, id="toolu_9"),),
+            usage=Usage(900, 40, cached_input_tokens=600, cache_write_tokens=200),
+            thinking=(ThinkingBlock("hmm", SIGNATURE), ThinkingBlock(redacted="zz")),
+        ),
+    ],
+)
+async def test_stop_reasons_thinking_and_cache_usage_over_the_wire(
+    stream: bool, reply: ModelReply
+) -> None:
+    async with open_fake_llm([reply]) as server, provider(server, stream=stream) as p:
+        assert await p.complete("m", CONVERSATION[:2], [LOOKUP], max_output_tokens=5) == reply
+
+
+# -- request settings ----------------------------------------------------------------------
+
+
+def test_settings_map_to_the_anthropic_fields() -> None:
+    settings = ModelSettings(
+        temperature=0.3,
+        top_p=0.9,
+        stop=["END"],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        extra_body={"thinking": {"type": "enabled", "budget_tokens": 2048}},
+    )
+    body = WIRE.body("claude-x", CONVERSATION, [LOOKUP], 4096, False, settings)
+    assert (body["temperature"], body["top_p"], body["stop_sequences"]) == (0.3, 0.9, ["END"])
+    assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+@pytest.mark.parametrize(
+    ("settings", "sent"),
+    [
+        (ModelSettings(tool_choice="auto"), {"type": "auto"}),
+        (ModelSettings(tool_choice="none"), {"type": "none"}),
+        (ModelSettings(tool_choice="required"), {"type": "any"}),
+        (ModelSettings(tool_choice="lookup"), {"type": "tool", "name": "lookup"}),
+        (
+            ModelSettings(parallel_tool_calls=False),
+            {"type": "auto", "disable_parallel_tool_use": True},
+        ),
+        (
+            ModelSettings(tool_choice="lookup", parallel_tool_calls=False),
+            {"type": "tool", "name": "lookup", "disable_parallel_tool_use": True},
+        ),
+        (ModelSettings(tool_choice="none", parallel_tool_calls=False), {"type": "none"}),
+        (ModelSettings(parallel_tool_calls=True), None),
+    ],
+)
+def test_tool_choice(settings: ModelSettings, sent: object) -> None:
+    body = WIRE.body("m", CONVERSATION, [LOOKUP], 8, False, settings)
+    assert body.get("tool_choice") == sent
+    assert "tool_choice" not in WIRE.body("m", CONVERSATION, [], 8, False, settings)
+
+
+def test_cache_control_marks_the_system_prompt_and_the_last_tool() -> None:
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    other = ToolSchema("other", "Other.", {"type": "object"})
+    settings = ModelSettings(cache_control=mark)
+    body = WIRE.body("m", CONVERSATION, [LOOKUP, other], 8, False, settings)
+    assert body["system"] == [{"type": "text", "text": "be brief", "cache_control": mark}]
+    tools = body["tools"]
+    assert isinstance(tools, list)
+    assert "cache_control" not in tools[0] and tools[1]["cache_control"] == mark
+    # Without a system prompt or tools, nothing to mark.
+    bare = WIRE.body("m", [ChatMessage("user", "hi")], [], 8, False, settings)
+    assert "system" not in bare and "tools" not in bare
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (ModelSettings(seed=1), "ModelSettings.seed"),
+        (ModelSettings(options={"num_ctx": 8192}), "ModelSettings.options"),
+        (ModelSettings(keep_alive=0), "ModelSettings.keep_alive"),
+        (ModelSettings(extra_body={"system": "x"}), "extra_body must not set 'system'"),
+    ],
+)
+def test_settings_the_wire_has_no_place_for_are_errors(settings: ModelSettings, named: str) -> None:
+    with pytest.raises(InvalidArgument, match=named):
+        WIRE.body("m", CONVERSATION, [], 8, False, settings)
+
+
+def test_the_version_header_is_configurable() -> None:
+    assert AnthropicWire("2024-01-01").headers("k")["anthropic-version"] == "2024-01-01"

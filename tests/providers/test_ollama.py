@@ -17,7 +17,9 @@ from wirefuzz import FUZZ, damaged, damaged_at_random, json_values
 from agentrio import (
     BadResponse,
     ChatMessage,
+    InvalidArgument,
     ModelReply,
+    ModelSettings,
     Provider,
     ProviderConfig,
     ToolCallRequest,
@@ -327,3 +329,110 @@ _line = st.one_of(
 @given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
 def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
     streams(lines, text_tools)
+
+
+# -- fidelity: what the API reference documents ------------------------------------------
+# The fixtures below are in the shapes of Ollama's /api/chat reference: the final
+# object with done_reason and its counts and durations.
+
+
+def documented_final(content: str, done_reason: str, **message: object) -> dict[str, object]:
+    return {
+        "model": "llama3.2",
+        "created_at": "2023-12-12T14:13:43.416799Z",
+        "message": {"role": "assistant", "content": content, **message},
+        "done": True,
+        "done_reason": done_reason,
+        "total_duration": 5191566416,
+        "load_duration": 2154458,
+        "prompt_eval_count": 26,
+        "prompt_eval_duration": 383809000,
+        "eval_count": 298,
+        "eval_duration": 4799921000,
+    }
+
+
+@pytest.mark.parametrize(
+    ("done_reason", "finish"), [("stop", "stop"), ("length", "length"), ("load", "stop")]
+)
+def test_parse_reads_the_done_reason(done_reason: str, finish: str) -> None:
+    reply = WIRE.parse(documented_final("The sky is", done_reason), "ol", None)
+    assert reply == ModelReply(text="The sky is", usage=Usage(26, 298), finish_reason=finish)  # type: ignore[arg-type]
+
+
+def test_stream_reads_the_done_reason() -> None:
+    parser = WIRE.stream_parser("ol", None, None)
+    first = {**documented_final("The sky", "stop"), "done": False}
+    for key in ("done_reason", "total_duration", "prompt_eval_count", "eval_count"):
+        del first[key]
+    for line in (json.dumps(first), json.dumps(documented_final(" is", "length"))):
+        parser.feed(line)
+    assert parser.finish() == ModelReply(
+        text="The sky is", usage=Usage(26, 298), finish_reason="length"
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_cut_answer_over_the_wire(stream: bool) -> None:
+    cut = ModelReply(text="The sky is", usage=Usage(26, 298), finish_reason="length")
+    async with open_fake_llm([cut]) as server, provider(server, stream=stream) as p:
+        assert await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5) == cut
+
+
+# -- request settings ----------------------------------------------------------------------
+
+
+def test_settings_go_into_options_and_keep_alive() -> None:
+    settings = ModelSettings(
+        temperature=0.2,
+        top_p=0.5,
+        stop=["\n\n"],
+        seed=3,
+        options={"num_ctx": 8192, "top_k": 20, "temperature": 1.0},
+        keep_alive="10m",
+        extra_body={"format": "json"},
+    )
+    body = WIRE.body("m", CONVERSATION, [LOOKUP], 64, False, settings)
+    assert body["options"] == {
+        "num_ctx": 8192,
+        "top_k": 20,
+        "temperature": 0.2,  # the setting wins over the same option
+        "num_predict": 64,
+        "top_p": 0.5,
+        "seed": 3,
+        "stop": ["\n\n"],
+    }
+    assert (body["keep_alive"], body["format"]) == ("10m", "json")
+    alive = WIRE.body("m", CONVERSATION, [], 64, False, ModelSettings(keep_alive=-1))
+    assert alive["keep_alive"] == -1 and alive["options"] == {"num_predict": 64}
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (ModelSettings(tool_choice="auto"), "ModelSettings.tool_choice"),
+        (ModelSettings(parallel_tool_calls=False), "ModelSettings.parallel_tool_calls"),
+        (ModelSettings(cache_control={"type": "ephemeral"}), "ModelSettings.cache_control"),
+        (ModelSettings(extra_body={"options": {}}), "extra_body must not set 'options'"),
+    ],
+)
+def test_settings_the_wire_has_no_place_for_are_errors(settings: ModelSettings, named: str) -> None:
+    with pytest.raises(InvalidArgument, match=named):
+        WIRE.body("m", CONVERSATION, [LOOKUP], 8, False, settings)
+
+
+def test_num_predict_is_the_output_limit_not_an_option() -> None:
+    with pytest.raises(InvalidArgument, match="num_predict"):
+        ModelSettings(options={"num_predict": 10})
+
+
+async def test_settings_reach_the_server() -> None:
+    settings = ModelSettings(options={"num_ctx": 4096}, keep_alive=0)
+    async with open_fake_llm() as server, provider(server, settings=settings) as p:
+        await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5)
+        await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=6, settings=ModelSettings(seed=9)
+        )
+    first, second = (r.body for r in server.requests)
+    assert first["options"] == {"num_ctx": 4096, "num_predict": 5} and first["keep_alive"] == 0
+    assert second["options"] == {"num_ctx": 4096, "num_predict": 6, "seed": 9}

@@ -18,7 +18,9 @@ from wirefuzz import FUZZ, damaged, damaged_at_random, json_values
 from agentrio import (
     BadResponse,
     ChatMessage,
+    InvalidArgument,
     ModelReply,
+    ModelSettings,
     Provider,
     ProviderConfig,
     ToolCallRequest,
@@ -64,8 +66,9 @@ async def provider(server: FakeLLMServer, **options: Any) -> AsyncIterator[Provi
 
 def test_body() -> None:
     body = WIRE.body("gpt-x", CONVERSATION, [LOOKUP], 256, False)
-    assert body["model"] == "gpt-x" and body["max_tokens"] == 256 and body["stream"] is False
-    assert "stream_options" not in body
+    assert (body["model"], body["max_completion_tokens"], body["stream"]) == ("gpt-x", 256, False)
+    # Reasoning models refuse max_tokens: only max_completion_tokens goes.
+    assert "stream_options" not in body and "max_tokens" not in body
     assert body["messages"] == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "what is a?"},
@@ -381,3 +384,235 @@ _line = st.one_of(
 @given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
 def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
     streams(lines, text_tools)
+
+
+# -- fidelity: what the API reference documents ------------------------------------------
+# The fixtures below are in the shapes of OpenAI's chat-completions reference: a
+# chat.completion object, chat.completion.chunk objects and their usage objects.
+
+
+def documented_completion(
+    message: dict[str, object], finish_reason: str, usage: dict[str, object] | None = None
+) -> dict[str, object]:
+    return {
+        "id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
+        "object": "chat.completion",
+        "created": 1741570283,
+        "model": "o3-mini-2025-01-31",
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": usage or DOCUMENTED_USAGE,
+        "service_tier": "default",
+        "system_fingerprint": "fp_fc9f1d7035",
+    }
+
+
+DOCUMENTED_USAGE: dict[str, object] = {
+    "prompt_tokens": 2006,
+    "completion_tokens": 300,
+    "total_tokens": 2306,
+    "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+    "completion_tokens_details": {
+        "reasoning_tokens": 128,
+        "audio_tokens": 0,
+        "accepted_prediction_tokens": 0,
+        "rejected_prediction_tokens": 0,
+    },
+}
+DOCUMENTED_DETAILS = Usage(2006, 300, cached_input_tokens=1920, reasoning_tokens=128)
+
+
+def assistant(content: str | None, refusal: str | None = None) -> dict[str, object]:
+    return {"role": "assistant", "content": content, "refusal": refusal, "annotations": []}
+
+
+def test_max_tokens_field_is_switchable() -> None:
+    old = OpenAIWire("max_tokens").body("m", CONVERSATION, [], 64, False)
+    assert old["max_tokens"] == 64 and "max_completion_tokens" not in old
+    with pytest.raises(InvalidArgument, match="max_tokens_field"):
+        OpenAIWire("max_output_tokens")
+
+
+@pytest.mark.parametrize(("field", "sent"), [(None, "max_completion_tokens"), ("max_tokens",) * 2])
+async def test_the_max_tokens_field_goes_out(field: str | None, sent: str) -> None:
+    options = {} if field is None else {"max_tokens_field": field}
+    async with open_fake_llm() as server, provider(server, **options) as p:
+        await p.complete("m", CONVERSATION[:2], [], max_output_tokens=77)
+        (seen,) = server.requests
+    assert (
+        seen.body[sent] == 77 and len({"max_tokens", "max_completion_tokens"} & set(seen.body)) == 1
+    )
+
+
+def test_parse_reads_cached_and_reasoning_tokens() -> None:
+    data = documented_completion(assistant("Hi."), "stop")
+    assert WIRE.parse(data, "oa", None) == ModelReply(text="Hi.", usage=DOCUMENTED_DETAILS)
+
+
+def test_usage_details_never_exceed_their_totals() -> None:
+    usage = {
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 50},
+        "completion_tokens_details": {"reasoning_tokens": 9, "audio_tokens": "x"},
+    }
+    parsed = WIRE.parse(documented_completion(assistant("x"), "stop", usage), "oa", None).usage
+    assert parsed == Usage(10, 5, cached_input_tokens=10, reasoning_tokens=5)
+    # Servers that send no details (vLLM, LM Studio, Ollama's /v1): zeros.
+    plain = {"prompt_tokens": 10, "completion_tokens": 5, "prompt_tokens_details": None}
+    assert WIRE.parse(documented_completion(assistant("x"), "stop", plain), "oa", None).usage == (
+        Usage(10, 5)
+    )
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "finish"),
+    [
+        ("stop", "stop"),
+        ("tool_calls", "stop"),
+        ("function_call", "stop"),
+        ("length", "length"),
+        ("content_filter", "content_filter"),
+        ("something_new", "stop"),
+    ],
+)
+def test_parse_reads_the_finish_reason(finish_reason: str, finish: str) -> None:
+    data = documented_completion(assistant("The answer is"), finish_reason)
+    assert WIRE.parse(data, "oa", None).finish_reason == finish
+
+
+def test_parse_reads_a_refusal() -> None:
+    refusal = "I'm sorry, I can't assist with that request."
+    reply = WIRE.parse(documented_completion(assistant(None, refusal), "stop"), "oa", None)
+    assert reply == ModelReply(refusal=refusal, finish_reason="refusal", usage=DOCUMENTED_DETAILS)
+    with pytest.raises(BadResponse, match="refusal is not a string"):
+        WIRE.parse(documented_completion(assistant(None, 5), "stop"), "oa", None)  # type: ignore[arg-type]
+
+
+def chunk(delta: dict[str, object], finish_reason: str | None = None) -> dict[str, object]:
+    return {
+        "id": "chatcmpl-123",
+        "object": "chat.completion.chunk",
+        "created": 1694268190,
+        "model": "o3-mini-2025-01-31",
+        "system_fingerprint": "fp_44709d6fcb",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+
+
+def usage_chunk(usage: dict[str, object]) -> dict[str, object]:
+    return {**chunk({}), "choices": [], "usage": usage}
+
+
+def test_stream_reads_the_finish_reason_and_the_usage_details() -> None:
+    parser = WIRE.stream_parser("oa", None, None)
+    for line in sse(
+        chunk({"role": "assistant", "content": "", "refusal": None}),
+        chunk({"content": "The answer"}),
+        chunk({"content": " is"}),
+        chunk({}, "length"),
+        usage_chunk(DOCUMENTED_USAGE),
+    ):
+        parser.feed(line)
+    assert parser.finish() == ModelReply(
+        text="The answer is", usage=DOCUMENTED_DETAILS, finish_reason="length"
+    )
+
+
+def test_stream_reads_a_refusal() -> None:
+    parser = WIRE.stream_parser("oa", None, None)
+    for line in sse(
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "I'm sorry, "}),
+        chunk({"refusal": "I can't."}),
+        chunk({}, "stop"),
+    ):
+        parser.feed(line)
+    assert parser.finish() == ModelReply(refusal="I'm sorry, I can't.", finish_reason="refusal")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ModelReply(text="cut", usage=Usage(9, 4), finish_reason="length"),
+        ModelReply(text="filtered", usage=Usage(9, 4), finish_reason="content_filter"),
+        ModelReply(refusal="No.", usage=Usage(9, 4), finish_reason="refusal"),
+        ModelReply(text="hi", usage=Usage(90, 40, cached_input_tokens=64, reasoning_tokens=30)),
+    ],
+)
+async def test_finish_reasons_refusals_and_details_over_the_wire(
+    stream: bool, reply: ModelReply
+) -> None:
+    async with open_fake_llm([reply]) as server, provider(server, stream=stream) as p:
+        assert await p.complete("m", CONVERSATION[:2], [], max_output_tokens=5) == reply
+
+
+# -- request settings ----------------------------------------------------------------------
+
+
+def test_settings_map_to_the_openai_fields() -> None:
+    settings = ModelSettings(
+        temperature=0.3,
+        top_p=0.9,
+        stop=["END", "STOP"],
+        seed=42,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        extra_body={"reasoning_effort": "low", "temperature": 0.5},
+    )
+    body = WIRE.body("m", CONVERSATION, [LOOKUP], 8, False, settings)
+    assert {k: body[k] for k in ("top_p", "stop", "seed", "tool_choice")} == {
+        "top_p": 0.9,
+        "stop": ["END", "STOP"],
+        "seed": 42,
+        "tool_choice": "required",
+    }
+    assert body["parallel_tool_calls"] is False and body["reasoning_effort"] == "low"
+    assert body["temperature"] == 0.5  # extra_body wins
+    assert WIRE.body("m", CONVERSATION, [], 8, False) == WIRE.body(
+        "m", CONVERSATION, [], 8, False, ModelSettings()
+    )
+
+
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ("auto", "auto"),
+        ("none", "none"),
+        ("required", "required"),
+        ("lookup", {"type": "function", "function": {"name": "lookup"}}),
+    ],
+)
+def test_tool_choice(choice: str, sent: object) -> None:
+    body = WIRE.body("m", CONVERSATION, [LOOKUP], 8, False, ModelSettings(tool_choice=choice))
+    assert body["tool_choice"] == sent
+
+
+def test_tool_settings_go_only_with_tools() -> None:
+    # (The API refuses tool_choice in a call without tools: an agent's last
+    # answer, made without tools, leaves them out.)
+    settings = ModelSettings(tool_choice="lookup", parallel_tool_calls=True)
+    body = WIRE.body("m", CONVERSATION, [], 8, False, settings)
+    assert "tool_choice" not in body and "parallel_tool_calls" not in body
+    other = ToolSchema("other", "", {"type": "object"})
+    with pytest.raises(InvalidArgument, match=r"tool_choice names tool 'lookup'.*'other'"):
+        WIRE.body("m", CONVERSATION, [other], 8, False, settings)
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (ModelSettings(options={"num_ctx": 8192}), "ModelSettings.options"),
+        (ModelSettings(keep_alive="5m"), "ModelSettings.keep_alive"),
+        (ModelSettings(cache_control={"type": "ephemeral"}), "ModelSettings.cache_control"),
+        (ModelSettings(extra_body={"model": "other"}), "extra_body must not set 'model'"),
+        (ModelSettings(extra_body={"max_tokens": 1}), "extra_body must not set 'max_tokens'"),
+    ],
+)
+def test_settings_the_wire_has_no_place_for_are_errors(settings: ModelSettings, named: str) -> None:
+    with pytest.raises(InvalidArgument, match=named):
+        WIRE.body("m", CONVERSATION, [], 8, False, settings)
+    with pytest.raises(InvalidArgument, match=named):
+        WIRE.check_settings(settings)

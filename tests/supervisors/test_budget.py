@@ -678,6 +678,11 @@ BAD_USAGE = [
     Usage(2.5, 0),  # type: ignore[arg-type]
     Usage(True, 0),
     Usage("7", 0),  # type: ignore[arg-type]
+    Usage(10, 5, cached_input_tokens=-1),
+    Usage(10, 5, cached_input_tokens=6, cache_write_tokens=5),  # more than the input
+    Usage(10, 5, reasoning_tokens=6),  # more than the output
+    Usage(10, 5, cache_write_tokens=1.5),  # type: ignore[arg-type]
+    Usage(10, 5, reasoning_tokens=True),
 ]
 
 
@@ -701,6 +706,24 @@ def test_usage_that_cannot_be_charged_charges_the_reservation(usage: Usage) -> N
 def test_good_usage_has_no_problem() -> None:
     assert usage_problem(Usage(0, 0)) == ""
     assert usage_problem(Usage(3, 4, cost_usd=1)) == ""
+    assert usage_problem(Usage(10, 5, 0.1, 6, 4, 5)) == ""
+
+
+def test_usage_details_are_counted_here_and_above() -> None:
+    root = Budget()
+    child = root.child()
+    for usage in (Usage(100, 50, 0.0, 60, 30, 20), Usage(10, 5)):
+        lease = child.reserve(100, 50)
+        assert lease is not None and lease.settle(usage)
+    lease = child.reserve(100, 50)
+    assert lease is not None and lease.charge(Usage(40, 0, cached_input_tokens=40))
+    lease.settle(None)
+    for budget in (root, child):
+        totals = budget.usage()
+        assert (totals.input_tokens, totals.output_tokens) == (150, 55)
+        assert (totals.cached_input_tokens, totals.cache_write_tokens) == (100, 30)
+        assert totals.reasoning_tokens == 20
+    assert Budget().usage() == UsageTotals()
 
 
 @pytest.mark.parametrize("usage", BAD_USAGE[:5], ids=repr)

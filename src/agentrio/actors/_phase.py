@@ -57,7 +57,7 @@ from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .tool_call import ToolCallActor, ToolLane, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
-    from ..providers.base import Model
+    from ..providers.base import Model, Prices
     from ._core import ActorRef
     from .agent import _AgentState
 
@@ -83,6 +83,14 @@ def _spelled(n: int) -> str:
 
 # The most characters of a ToolEnded event's previews of arguments and output.
 PREVIEW_CHARS = 200
+
+# How a phase ends on a reply without tool calls that the model did not end
+# by itself (a "pause_turn" reply is not one: the phase calls again).
+_CUT: dict[str, StopReason] = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+    "refusal": "refusal",
+}
 
 
 def _numbered(history: Sequence[ChatMessage]) -> int:
@@ -117,18 +125,18 @@ async def _shielded(write: Coroutine[object, None, None]) -> None:
         await write
 
 
-def _priced(reply: ModelReply, pricing: tuple[float, float]) -> ModelReply:
+def _priced(reply: ModelReply, pricing: Prices) -> ModelReply:
     """*reply* with its cost from the model's pricing (the provider did not price it)."""
     usage = reply.usage
     try:
-        priced = usage.input_tokens * pricing[0] + usage.output_tokens * pricing[1]
+        priced = pricing.cost(usage)
     except TypeError:  # counts that are not numbers: the settle refuses them
         return reply
     return msgspec.structs.replace(reply, usage=msgspec.structs.replace(usage, cost_usd=priced))
 
 
 def settle_reply(
-    lease: Lease, reply: ModelReply, pricing: tuple[float, float] | None, attempts: int
+    lease: Lease, reply: ModelReply, pricing: Prices | None, attempts: int
 ) -> ModelReply | None:
     """Settle *lease* with what *reply* used (priced from *pricing* if the model
     has one and the reply has no cost); the reply as charged.
@@ -176,7 +184,7 @@ class _Meter:
         max_out: int,
         cost: float,
         model: Model | None = None,
-        pricing: tuple[float, float] | None = None,
+        pricing: Prices | None = None,
     ) -> None:
         self.st = st
         self.lease = lease
@@ -194,7 +202,9 @@ class _Meter:
         if output_tokens is None:
             output_tokens = min(st.info.estimator(received), self.max_out) if received else 0
         pricing = self.pricing
-        cost = input_tokens * pricing[0] + output_tokens * pricing[1] if pricing else 0.0
+        # (How the attempt's input split between cache reads, writes and the
+        # rest is not known: it is priced as the reservation was.)
+        cost = pricing.reserve(input_tokens, output_tokens) if pricing else 0.0
         spent = Usage(input_tokens, output_tokens, cost)
         if not self.lease.charge(spent):
             st.count(Usage(self.estimate, self.max_out, self.cost), 0, 1)
@@ -237,6 +247,7 @@ class Phase:
         "repeats",
         "same_results",
         "seen",
+        "settings",
         "sizes",
         "st",
         "stall",
@@ -295,6 +306,11 @@ class Phase:
         # not tried again in this phase (each try is a model call).
         self.compaction_off = False
         self.id_base: int | None = None  # see fix_call_numbers
+        # The request settings of this phase's model calls: the run's over the spec's.
+        settings = st.spec.settings
+        if cmd.settings is not None:
+            settings = cmd.settings.over(settings)
+        self.settings = settings
 
     # -- the phase ---------------------------------------------------------------------
 
@@ -466,6 +482,12 @@ class Phase:
             if reply is None:
                 return
             if not reply.tool_calls:
+                finish = reply.finish_reason
+                if finish != "stop":
+                    if finish == "pause_turn":
+                        continue  # the server paused a long turn: the next call goes on
+                    self.reason = _CUT[finish]  # an answer the model did not end itself
+                    return
                 limit = self.cmd.max_continuation_turns  # (a mode's, else the spec's)
                 if limit is None:
                     limit = self.st.spec.limits.max_continuation_turns
@@ -516,9 +538,12 @@ class Phase:
 
     async def _final_turn(self) -> None:
         # An answered last call leaves the reason (max_iterations, stalled) as
-        # it is; one that could not be made or failed says why: stop_requested,
-        # budget_exhausted or error.
-        await self._turn((), final=True)
+        # it is, unless its answer was cut (max_output_tokens, content_filter,
+        # refusal); one that could not be made or failed says why:
+        # stop_requested, budget_exhausted or error.
+        reply = await self._turn((), final=True)
+        if reply is not None and reply.finish_reason in _CUT:
+            self.reason = _CUT[reply.finish_reason]
 
     async def _stalled(self) -> None:
         if self.bus.active:
@@ -572,7 +597,7 @@ class Phase:
         # earlier call is queued for, and a stream of small calls could starve a
         # big one (reserve_now and acquire both respect the queue).
         pricing = st.pricing
-        cost = estimate * pricing[0] + max_out * pricing[1] if pricing else 0.0
+        cost = pricing.reserve(estimate, max_out) if pricing else 0.0
         # (reserve_now first: the common case, room and no queue, needs no
         # acquire() coroutine. A cancelled phase must not reserve, nor count a
         # request it never made: hence the check before.)
@@ -588,7 +613,12 @@ class Phase:
             self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
         meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
         try:
-            if meter is None and not st.laned and not (st.streams and self.bus.active):
+            if (
+                meter is None
+                and not st.laned
+                and self.settings is None
+                and not (st.streams and self.bus.active)
+            ):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
             else:
                 reply = await self._complete(view, schemas, max_out, meter)
@@ -615,8 +645,13 @@ class Phase:
         reply = charged
         st.count(reply.usage, 1, attempts)
         calls = () if final else self._number(reply.tool_calls)
-        self._append(ChatMessage("assistant", reply.text, tool_calls=calls))
-        self.final_text = reply.text
+        # (A refusal sent apart from the text is what the model said.)
+        text = reply.text or reply.refusal
+        if reply.thinking:  # kept, to be sent back with the tool results
+            self._append(ChatMessage("assistant", text, tool_calls=calls, thinking=reply.thinking))
+        else:
+            self._append(ChatMessage("assistant", text, tool_calls=calls))
+        self.final_text = text
         if self.bus.active:
             self.bus.publish(
                 TurnEnded(
@@ -642,7 +677,8 @@ class Phase:
         max_out: int,
         meter: _Meter | None,
     ) -> ModelReply:
-        """The model call with the keywords the model takes: ``on_text``, ``meter``, ``lane``."""
+        """The model call with the keywords the model takes: ``on_text``, ``meter``,
+        ``lane``, ``settings`` (checked at spawn and run to be taken)."""
         options: dict[str, object] = {}
         if self.st.streams and self.bus.active:
             options["on_text"] = self._text
@@ -650,6 +686,8 @@ class Phase:
             options["meter"] = meter
         if self.st.laned:
             options["lane"] = self.cmd.lane or self.st.spec.lane
+        if self.settings is not None:
+            options["settings"] = self.settings
         return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
 
     def _no_budget(self, limit: str) -> None:
@@ -952,7 +990,15 @@ class Phase:
                     item = item.result
             results.append(item)
             self.calls.append(item)
-            self._append(ChatMessage("tool", item.content, tool_call_id=item.id, name=item.name))
+            self._append(
+                ChatMessage(
+                    "tool",
+                    item.content,
+                    tool_call_id=item.id,
+                    name=item.name,
+                    is_error=item.status != "ok",
+                )
+            )
             if not unread:
                 self._watch(item)
         self.batch = None

@@ -24,6 +24,7 @@ from ..messages import (
     ChatMessage,
     ContextReadTurns,
     Lane,
+    ModelSettings,
     PhaseResult,
     RunPhase,
     ToolCallRequest,
@@ -31,7 +32,7 @@ from ..messages import (
     Usage,
     WorkspaceWriteFailed,
 )
-from ..providers.base import Model, check_model, context_window, model_pricing
+from ..providers.base import Model, Prices, check_model, context_window, model_pricing
 from ..supervisors.budget import Budget, UsageTotals
 from ..supervisors.lanes import DEFAULT_LANE, check_lane
 from ..supervisors.limits import Limits
@@ -176,6 +177,13 @@ class AgentSpec:
             (also called ``"control"``), ``"query"`` (the default),
             ``"execute"`` or ``"background"``. While a provider's or the
             runtime's limit is full, the higher lanes' calls go first.
+        settings: request settings for its model calls
+            (:class:`agentrio.ModelSettings`), laid over its provider's; a
+            run's ``settings`` are laid over them. A named ``tool_choice``
+            must be one of its tools; the model must take settings (a
+            provider's models do) and be able to send each one, else
+            ``spawn_agent`` raises ``InvalidArgument``. Summary calls
+            (compaction) go without them.
 
     The agent's children (subagents, agent tools' agents, ``map``'s agents,
     session helpers) run its hooks before their own, and its policy and
@@ -203,6 +211,7 @@ class AgentSpec:
     continuation_detector: ContinuationDetector | None = None
     compaction: Compaction | None = None
     lane: Lane = attrs.field(default=DEFAULT_LANE, converter=_to_lane)
+    settings: ModelSettings | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -255,6 +264,8 @@ class AgentSpec:
                 f"AgentSpec.compaction must be an agentrio.Compaction or None, "
                 f"got {self.compaction!r}"
             )
+        if self.settings is not None:
+            _check_settings("AgentSpec.settings", self.settings, names)
         for hook in (
             "on_step",
             "token_estimator",
@@ -295,9 +306,9 @@ class _SpecInfo:
         # agent of this spec was given: 10k agents of one spec work these out
         # once. The model is held weakly: a spec may outlive the runtime that
         # resolved it.
-        self.model_facts: (
-            tuple[weakref.ref[Model], int, bool, bool, bool, tuple[float, float] | None] | None
-        ) = None
+        self.model_facts: tuple[weakref.ref[Model], int, bool, bool, bool, Prices | None] | None = (
+            None
+        )
 
     def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
         if names == self.tool_set:
@@ -313,6 +324,36 @@ def _spec_info(spec: AgentSpec) -> _SpecInfo:
         info = _SpecInfo(spec)
         object.__setattr__(spec, "_info", info)
     return info
+
+
+def _check_settings(argument: str, settings: object, tools: Sequence[str]) -> None:
+    """*settings* must be ModelSettings whose named ``tool_choice`` is one of *tools*."""
+    if not isinstance(settings, ModelSettings):
+        raise InvalidArgument(
+            f"{argument} must be an agentrio.ModelSettings or None, got {settings!r}"
+        )
+    choice = settings.tool_choice
+    if choice is not None and choice not in ("auto", "none", "required") and choice not in tools:
+        raise InvalidArgument(
+            f"{argument}.tool_choice names tool {choice!r}, which the agent does not have "
+            f'(its tools: {sorted(tools)}); expected "auto", "none", "required" '
+            f"or one of them"
+        )
+
+
+def check_model_settings(model: Model, settings: ModelSettings, argument: str) -> None:
+    """Raise InvalidArgument unless *model* takes ``settings`` and can send each of them."""
+    if not _takes(model, "settings"):
+        raise InvalidArgument(
+            f"{argument}: the model {model!r} takes no settings (its complete() has no "
+            f"settings keyword); they would be dropped"
+        )
+    check = getattr(model, "check_settings", None)
+    if check is not None:
+        try:
+            check(settings)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{argument}: {exc}") from None
 
 
 _TAKES: dict[tuple[type, str], bool] = {}
@@ -357,6 +398,7 @@ class _AgentState:
         "compact_at",
         "contexts",
         "cut",
+        "details",
         "escalation",
         "gate",
         "info",
@@ -419,6 +461,8 @@ class _AgentState:
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
         self.attempts = 0
+        # Cached input, cache writes, reasoning: made once a call reports one.
+        self.details: list[int] | None = None
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
@@ -498,9 +542,20 @@ class _AgentState:
             if usage is not None:
                 state.input_tokens += usage.input_tokens
                 state.output_tokens += usage.output_tokens
+                if usage.cached_input_tokens or usage.cache_write_tokens or usage.reasoning_tokens:
+                    state.count_details(usage)
             state.requests += requests
             state.attempts += attempts
             state = state.usage_parent
+
+    def count_details(self, usage: Usage) -> None:
+        """Add *usage*'s cached input, cache writes and reasoning here."""
+        details = self.details
+        if details is None:
+            details = self.details = [0, 0, 0]
+        details[0] += usage.cached_input_tokens
+        details[1] += usage.cache_write_tokens
+        details[2] += usage.reasoning_tokens
 
     def count_tool_call(self) -> None:
         """Count one model-driven tool call here and in the agents above."""
@@ -510,6 +565,7 @@ class _AgentState:
             state = state.usage_parent
 
     def usage(self) -> UsageTotals:
+        cached, written, reasoning = self.details or (0, 0, 0)
         return UsageTotals(
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
@@ -517,6 +573,9 @@ class _AgentState:
             requests=self.requests,
             tool_calls=self.tool_calls,
             attempts=self.attempts,
+            cached_input_tokens=cached,
+            cache_write_tokens=written,
+            reasoning_tokens=reasoning,
         )
 
     def phase_done(self, reason: str) -> Coroutine[object, None, None] | None:
@@ -543,6 +602,13 @@ class _AgentState:
             "requests": self.requests,
             "tool_calls": self.tool_calls,
         }
+        if self.details is not None:
+            cached, written, reasoning = self.details
+            summary |= {
+                "cached_input_tokens": cached,
+                "cache_write_tokens": written,
+                "reasoning_tokens": reasoning,
+            }
         try:
             await trio.to_thread.run_sync(self.workspace.write_summary, summary)
         except Exception as exc:
@@ -680,6 +746,8 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
             escalation = models.next_tier(spec.model)
     else:
         model = spec.model
+    if spec.settings is not None:
+        check_model_settings(model, spec.settings, "AgentSpec.settings")
     summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
     state = _AgentState(
         spec,
@@ -731,6 +799,7 @@ def _check_run(
     continuation: int | None = None,
     model: object = None,
     lane: object = None,
+    settings: object = None,
 ) -> RunPhase:
     if not isinstance(user_message, str):
         raise InvalidArgument(f"user_message must be a str, got {user_message!r}")
@@ -765,6 +834,9 @@ def _check_run(
         raise InvalidArgument(
             f"model must be a tier name or an 'instance:model' string, got {model!r}"
         )
+    if settings is not None:
+        _check_settings("settings", settings, tuple(info.tools))
+        assert isinstance(settings, ModelSettings)
     return RunPhase(
         user_message=user_message,
         tool_names=names,
@@ -776,6 +848,7 @@ def _check_run(
         max_continuation_turns=continuation,
         model=model,
         lane=None if lane is None else check_lane(lane),
+        settings=settings,
     )
 
 
@@ -791,6 +864,7 @@ def _phase_command(
     mode: object,
     model: object,
     lane: object = None,
+    settings: object = None,
 ) -> tuple[RunPhase, Mode | None]:
     """The checked ``RunPhase`` of ``run()``'s arguments, and the mode, if any.
 
@@ -824,6 +898,7 @@ def _phase_command(
         continuation,
         model,
         lane,
+        settings,
     )
     if model is not None:
         assert cmd.model is not None
@@ -897,6 +972,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         mode: str | Mode | None = None,
         model: str | None = None,
         lane: Lane | None = None,
+        settings: ModelSettings | None = None,
     ) -> PhaseResult:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
@@ -929,6 +1005,8 @@ class AgentRef(metaclass=NoPublicConstructor):
             lane: the priority lane of this phase's model calls and tool
                 calls (default ``spec.lane``): ``"interactive"`` (or
                 ``"control"``), ``"query"``, ``"execute"``, ``"background"``.
+            settings: request settings for this phase's model calls
+                (:class:`agentrio.ModelSettings`), laid over the spec's.
 
         Returns:
             The :class:`PhaseResult`.
@@ -954,6 +1032,7 @@ class AgentRef(metaclass=NoPublicConstructor):
                 direct_tool_calls,
                 timeout,
                 lane=lane,
+                settings=settings,
             )
         else:
             cmd, _ = _phase_command(
@@ -968,7 +1047,10 @@ class AgentRef(metaclass=NoPublicConstructor):
                 mode,
                 model,
                 lane,
+                settings,
             )
+        if settings is not None:
+            check_model_settings(state.model, settings, "settings")
         task = trio.lowlevel.current_task()
         if self._cell.task is task:
             raise SelfAsk(

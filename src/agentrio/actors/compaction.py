@@ -31,7 +31,7 @@ from ..messages import (
     ModelReply,
     Usage,
 )
-from ..providers.base import Model, check_model, context_window
+from ..providers.base import Model, Prices, check_model, context_window
 from ._phase import _Meter, _usage_invalid, settle_reply
 from .context import TokenEstimator, _arguments_text, message_text, turn_units
 
@@ -129,7 +129,7 @@ class Summariser:
         settings: Compaction,
         model: Model | None,
         metered: bool,
-        pricing: tuple[float, float] | None,
+        pricing: Prices | None,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -242,7 +242,7 @@ async def _summarise(
     request, estimate = summary_request(
         summariser.settings.prompt, phase.history[start:end], st.info.estimator, room
     )
-    cost = estimate * pricing[0] + max_out * pricing[1] if pricing else 0.0
+    cost = pricing.reserve(estimate, max_out) if pricing else 0.0
     await trio.lowlevel.checkpoint_if_cancelled()
     lease = st.budget.reserve_now(estimate, max_out, cost)
     if lease is None:

@@ -72,6 +72,9 @@ def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
         requests=after.requests - before.requests,
         tool_calls=after.tool_calls - before.tool_calls,
         attempts=after.attempts - before.attempts,
+        cached_input_tokens=after.cached_input_tokens - before.cached_input_tokens,
+        cache_write_tokens=after.cache_write_tokens - before.cache_write_tokens,
+        reasoning_tokens=after.reasoning_tokens - before.reasoning_tokens,
     )
 
 

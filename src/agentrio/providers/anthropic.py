@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
-from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..messages import (
+    ChatMessage,
+    FinishReason,
+    ModelReply,
+    ModelSettings,
+    ThinkingBlock,
+    ToolCallRequest,
+    Usage,
+)
 from ..tools.tool import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
@@ -14,23 +23,61 @@ from .wire import (
     StreamState,
     TextSink,
     bad,
+    check_settings,
     count,
     finish_reply,
     need,
     tool_call,
+    tool_choice,
+    usage_of,
 )
 
-__all__ = ["AnthropicWire"]
+__all__ = ["API_VERSION", "AnthropicWire"]
 
-API_VERSION = "2023-06-01"
+API_VERSION = "2023-06-01"  # the default anthropic-version header
+_SETTINGS = frozenset(
+    (
+        "temperature",
+        "top_p",
+        "stop",
+        "tool_choice",
+        "parallel_tool_calls",
+        "cache_control",
+        "extra_headers",
+        "extra_body",
+    )
+)
+_RESERVED = frozenset(("model", "messages", "system", "tools", "stream", "max_tokens"))
+# stop_reason values other than these (end_turn, tool_use, stop_sequence) read as "stop".
+_FINISH: dict[object, FinishReason] = {
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "refusal",
+    "pause_turn": "pause_turn",
+}
+_CHOICES = {"auto": "auto", "none": "none", "required": "any"}
+_INPUT_COUNTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def _thinking(block: ThinkingBlock) -> dict[str, object]:
+    if block.redacted:
+        return {"type": "redacted_thinking", "data": block.redacted}
+    return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
 
 
 def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
     if msg.role == "tool":
-        return [
-            {"type": "tool_result", "tool_use_id": msg.tool_call_id or "", "content": msg.content}
-        ]
-    blocks: list[dict[str, object]] = []
+        result: dict[str, object] = {
+            "type": "tool_result",
+            "tool_use_id": msg.tool_call_id or "",
+            "content": msg.content,
+        }
+        if msg.is_error:
+            result["is_error"] = True
+        return [result]
+    # Thinking comes first, as it came: with tools, the API wants the last
+    # assistant turn's thinking back, signatures and all.
+    blocks = [_thinking(b) for b in msg.thinking] if msg.thinking else []
     if msg.content:
         blocks.append({"type": "text", "text": msg.content})
     for c in msg.tool_calls:
@@ -58,17 +105,86 @@ def _messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, obje
     return system, turns
 
 
+def _usage(usage: dict[str, Any], output: object = None) -> Usage:
+    """``usage``: its ``input_tokens`` leave out the cache reads and writes, which
+    Usage.input_tokens counts (with them apart as details)."""
+    read = count(usage.get("cache_read_input_tokens"))
+    wrote = count(usage.get("cache_creation_input_tokens"))
+    total = count(usage.get("input_tokens")) + read + wrote
+    return usage_of(total, usage.get("output_tokens") if output is None else output, read, wrote)
+
+
+def _apply(
+    body: dict[str, object], settings: ModelSettings, tools: list[dict[str, object]]
+) -> None:
+    check_settings(settings, "anthropic", _SETTINGS, _RESERVED)
+    for name in ("temperature", "top_p"):
+        value = getattr(settings, name)
+        if value is not None:
+            body[name] = value
+    if settings.stop is not None:
+        body["stop_sequences"] = list(settings.stop)
+    if tools:
+        choice = _tool_choice(settings, tools)
+        if choice is not None:
+            body["tool_choice"] = choice
+    mark = settings.cache_control
+    if mark is not None:
+        # Marked last: the cached prefix is the tools, then the system prompt.
+        if tools:
+            tools[-1] = {**tools[-1], "cache_control": mark}
+        system = body.get("system")
+        if isinstance(system, str):
+            body["system"] = [{"type": "text", "text": system, "cache_control": mark}]
+    if settings.extra_body:
+        body.update(settings.extra_body)
+
+
+def _tool_choice(
+    settings: ModelSettings, tools: list[dict[str, object]]
+) -> dict[str, object] | None:
+    """``tool_choice`` for *settings* (``required`` is ``any``; a name is ``tool``)."""
+    choice: dict[str, object] | None = None
+    if settings.tool_choice is not None:
+        offered = [ToolSchema(str(t["name"]), "", {}) for t in tools]
+        name = tool_choice(settings.tool_choice, offered)
+        kind = _CHOICES.get(name)
+        choice = {"type": kind} if kind is not None else {"type": "tool", "name": name}
+    if settings.parallel_tool_calls is False:
+        if choice is None:
+            choice = {"type": "auto"}
+        if choice["type"] != "none":  # (the API allows the flag on the others only)
+            choice["disable_parallel_tool_use"] = True
+    return choice
+
+
+def _thinking_block(block: dict[str, Any]) -> ThinkingBlock:
+    if block.get("type") == "redacted_thinking":
+        return ThinkingBlock(redacted=str(block.get("data", "")))
+    return ThinkingBlock(str(block.get("thinking", "")), str(block.get("signature", "")))
+
+
 class AnthropicWire:
-    """``POST {base_url}/messages``; streams as SSE events ending in ``message_stop``."""
+    """``POST {base_url}/messages``; streams as SSE events ending in ``message_stop``.
+
+    Args:
+        version: the ``anthropic-version`` header.
+    """
 
     path = "/messages"
     stream_format = "sse"
 
+    def __init__(self, version: str = API_VERSION) -> None:
+        self.version = version
+
     def headers(self, api_key: str | None) -> dict[str, str]:
-        headers = {"anthropic-version": API_VERSION}
+        headers = {"anthropic-version": self.version}
         if api_key:
             headers["x-api-key"] = api_key
         return headers
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        check_settings(settings, "anthropic", _SETTINGS, _RESERVED)
 
     def body(
         self,
@@ -77,6 +193,7 @@ class AnthropicWire:
         tools: Sequence[ToolSchema],
         max_output_tokens: int,
         stream: bool,
+        settings: ModelSettings | None = None,
     ) -> dict[str, object]:
         system, turns = _messages(messages)
         body: dict[str, object] = {
@@ -87,17 +204,21 @@ class AnthropicWire:
         }
         if system:
             body["system"] = system
-        if tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in tools
-            ]
+        definitions: list[dict[str, object]] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in tools
+        ]
+        if settings is not None:
+            _apply(body, settings, definitions)
+        if definitions:
+            body["tools"] = definitions
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
         content = need(data, "content", list, provider, "body")
         text: list[str] = []
         calls: list[ToolCallRequest] = []
+        thinking: list[ThinkingBlock] = []
         for i, block in enumerate(content):
             kind = need(block, "type", str, provider, f"content[{i}]")
             if kind == "text":
@@ -106,10 +227,15 @@ class AnthropicWire:
                 calls.append(
                     tool_call(block.get("name"), block.get("input"), block.get("id"), provider)
                 )
-        usage = data.get("usage") if isinstance(data, dict) else None
-        u = usage if isinstance(usage, dict) else {}
-        reply_usage = Usage(count(u.get("input_tokens")), count(u.get("output_tokens")))
-        return finish_reply("".join(text), calls, reply_usage, text_tools)
+            elif kind in ("thinking", "redacted_thinking"):
+                thinking.append(_thinking_block(block))
+        assert isinstance(data, dict)
+        usage = data.get("usage")
+        reply_usage = _usage(usage) if isinstance(usage, dict) else Usage()
+        finish = _FINISH.get(data.get("stop_reason"), "stop")
+        return finish_reply(
+            "".join(text), calls, reply_usage, text_tools, finish, thinking=tuple(thinking)
+        )
 
     def stream_parser(
         self,
@@ -132,9 +258,11 @@ class _AnthropicStream(StreamState):
     ) -> None:
         super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, PartialCall] = {}  # by block index
+        self.thinking: dict[int, _PartialThinking] = {}  # by block index
         # None until reported: input in message_start, output in message_delta.
-        self.input_tokens: int | None = None
+        self.usage: dict[str, Any] | None = None
         self.output_tokens: int | None = None
+        self.stop_reason: object = None
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -145,43 +273,93 @@ class _AnthropicStream(StreamState):
             message = event.get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
             if isinstance(usage, dict):
-                self.input_tokens = count(usage.get("input_tokens"))
+                self.usage = usage
         elif kind == "content_block_start":
             block = event.get("content_block")
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                call = PartialCall(str(block.get("id", "")), str(block.get("name", "")))
-                self.grow(CALL_CHARS + len(call.id) + len(call.name[0]))
-                self.calls[count(event.get("index"))] = call
+            if isinstance(block, dict):
+                self._start(count(event.get("index")), block)
         elif kind == "content_block_delta":
             self._delta(count(event.get("index")), event.get("delta"))
         elif kind == "message_delta":
-            usage = event.get("usage")
-            if isinstance(usage, dict):
-                self.output_tokens = count(usage.get("output_tokens"))
+            self._message_delta(event)
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
             error = repr(event.get("error"))[:QUOTED]
             raise bad(self.provider, f"the stream reported an error: {error}")
 
+    def _start(self, index: int, block: dict[str, Any]) -> None:
+        kind = block.get("type")
+        if kind == "tool_use":
+            call = PartialCall(str(block.get("id", "")), str(block.get("name", "")))
+            self.grow(CALL_CHARS + len(call.id) + len(call.name[0]))
+            self.calls[index] = call
+        elif kind in ("thinking", "redacted_thinking"):
+            first = _thinking_block(block)
+            self.grow(len(first.thinking) + len(first.signature) + len(first.redacted))
+            self.thinking[index] = _PartialThinking(first)
+
     def _delta(self, index: int, delta: object) -> None:
         if not isinstance(delta, dict):
             raise bad(self.provider, "a content_block_delta has no delta object")
-        if delta.get("type") == "text_delta":
+        kind = delta.get("type")
+        if kind == "text_delta":
             self.emit(str(delta.get("text", "")))
-        elif delta.get("type") == "input_json_delta" and index in self.calls:
+        elif kind == "input_json_delta" and index in self.calls:
             fragment = str(delta.get("partial_json", ""))
             self.grow(len(fragment))
             self.calls[index].arguments.append(fragment)
+        elif kind in ("thinking_delta", "signature_delta") and index in self.thinking:
+            key = "thinking" if kind == "thinking_delta" else "signature"
+            fragment = str(delta.get(key, ""))
+            self.grow(len(fragment))
+            self.thinking[index].add(key, fragment)
+
+    def _message_delta(self, event: dict[str, Any]) -> None:
+        delta = event.get("delta")
+        if isinstance(delta, dict) and delta.get("stop_reason") is not None:
+            self.stop_reason = delta["stop_reason"]
+        usage = event.get("usage")
+        if isinstance(usage, dict):
+            self.output_tokens = count(usage.get("output_tokens"))
+            # The counts here are cumulative, the input's too when sent: the
+            # larger of each (a server that sends 0 here does not unsay the start).
+            if any(k in usage for k in _INPUT_COUNTS):
+                known = self.usage or {}
+                self.usage = {
+                    k: max(count(known.get(k)), count(usage.get(k))) for k in _INPUT_COUNTS
+                }
+
+    def _input_tokens(self) -> int | None:
+        return None if self.usage is None else _usage(self.usage, 0).input_tokens
 
     def finish(self) -> ModelReply:
         # (a call streamed without arguments has "": the guard reads it as {})
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
-        usage = Usage(self.input_tokens or 0, self.output_tokens or 0)
-        return self.reply(calls, usage, "message_stop")
+        usage = _usage(self.usage or {}, self.output_tokens or 0)
+        thinking = tuple(part.block() for _, part in sorted(self.thinking.items()))
+        finish = _FINISH.get(self.stop_reason, "stop")
+        return self.reply(calls, usage, "message_stop", finish, thinking=thinking)
 
     def partial(self) -> tuple[int | None, int | None, str] | None:
         if not self.began:
             return None
         calls = "".join(call.text() for call in self.calls.values())
-        return self.input_tokens, self.output_tokens, self.received(calls)
+        return self._input_tokens(), self.output_tokens, self.received(calls)
+
+
+class _PartialThinking:
+    """A thinking block as a stream brings it: its text, then its signature."""
+
+    __slots__ = ("redacted", "signature", "thinking")
+
+    def __init__(self, first: ThinkingBlock) -> None:
+        self.thinking = [first.thinking]
+        self.signature = [first.signature]
+        self.redacted = first.redacted
+
+    def add(self, key: str, fragment: str) -> None:
+        (self.thinking if key == "thinking" else self.signature).append(fragment)
+
+    def block(self) -> ThinkingBlock:
+        return ThinkingBlock("".join(self.thinking), "".join(self.signature), self.redacted)

@@ -8,10 +8,17 @@ from typing import Protocol, runtime_checkable
 
 from .._checks import check_int
 from ..errors import InvalidArgument
-from ..messages import ChatMessage, ModelReply
+from ..messages import ChatMessage, ModelReply, Usage
 from ..tools.tool import ToolSchema
 
-__all__ = ["DEFAULT_CONTEXT_WINDOW", "AttemptMeter", "Model", "check_model", "model_pricing"]
+__all__ = [
+    "DEFAULT_CONTEXT_WINDOW",
+    "AttemptMeter",
+    "Model",
+    "Prices",
+    "check_model",
+    "model_pricing",
+]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 
@@ -29,11 +36,14 @@ class Model(Protocol):
     Attributes:
         context_window: the model's window in tokens; an object without one is
             taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).
-        pricing: optional ``(usd_per_input_token, usd_per_output_token)``. With
-            it, each call reserves its worst-case cost from the budget before
-            it is made, so ``max_cost_usd`` is not overspent while calls use
-            no more tokens than they reserved, and calls whose provider
-            reports no cost are priced from it.
+        pricing: optional ``(usd_per_input_token, usd_per_output_token)``, or
+            ``(input, output, cached_input, cache_write)`` with the prices of
+            input tokens read from and written to the prompt cache. With it,
+            each call reserves its worst-case cost from the budget before it
+            is made (every input token at the dearest input price), so
+            ``max_cost_usd`` is not overspent while calls use no more tokens
+            than they reserved, and calls whose provider reports no cost are
+            priced from it, each kind of token at its price.
     """
 
     async def complete(
@@ -105,25 +115,79 @@ def context_window(model: object) -> int:
     return window if isinstance(window, int) else DEFAULT_CONTEXT_WINDOW
 
 
-def model_pricing(model: object) -> tuple[float, float] | None:
-    """The model's ``pricing`` as (input, output) USD per token, or None.
+class Prices:
+    """A model's prices per token, worked out once from its ``pricing``.
+
+    Args:
+        input: USD per uncached input token.
+        output: USD per output token (reasoning tokens included).
+        cached_input: USD per input token read from the prompt cache
+            (None: *input*).
+        cache_write: USD per input token written to the prompt cache
+            (None: *input*).
+    """
+
+    __slots__ = ("cache_write", "cached_input", "input", "output", "worst_input")
+
+    def __init__(
+        self,
+        input: float,
+        output: float,
+        cached_input: float | None = None,
+        cache_write: float | None = None,
+    ) -> None:
+        self.input = input
+        self.output = output
+        self.cached_input = input if cached_input is None else cached_input
+        self.cache_write = input if cache_write is None else cache_write
+        # Before a call, nobody knows how its input will split between the kinds.
+        self.worst_input = max(self.input, self.cached_input, self.cache_write)
+
+    def __repr__(self) -> str:
+        return (
+            f"Prices(input={self.input!r}, output={self.output!r}, "
+            f"cached_input={self.cached_input!r}, cache_write={self.cache_write!r})"
+        )
+
+    def reserve(self, input_tokens: int, output_tokens: int) -> float:
+        """The most a call of this size may cost: every input token at the dearest input price."""
+        return input_tokens * self.worst_input + output_tokens * self.output
+
+    def cost(self, usage: Usage) -> float:
+        """What *usage* costs, each kind of input token at its own price."""
+        cached, written = usage.cached_input_tokens, usage.cache_write_tokens
+        if not (cached or written):  # (the common case)
+            return usage.input_tokens * self.input + usage.output_tokens * self.output
+        uncached = max(0, usage.input_tokens - cached - written)
+        return (
+            uncached * self.input
+            + cached * self.cached_input
+            + written * self.cache_write
+            + usage.output_tokens * self.output
+        )
+
+
+def model_pricing(model: object) -> Prices | None:
+    """The model's ``pricing`` as :class:`Prices`, or None (no pricing, or all zero).
 
     Raises:
-        InvalidArgument: ``pricing`` is set but not two numbers >= 0.
+        InvalidArgument: ``pricing`` is set but not two or four numbers >= 0.
     """
     pricing = getattr(model, "pricing", None)
     if pricing is None:
         return None
     if (
         not isinstance(pricing, tuple)
-        or len(pricing) != 2
+        or len(pricing) not in (2, 4)
         or not all(
             isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in pricing
         )
     ):
         raise InvalidArgument(
-            f"model.pricing must be (usd_per_input_token, usd_per_output_token), got {pricing!r}"
+            "model.pricing must be (usd_per_input_token, usd_per_output_token) or "
+            "(usd_per_input_token, usd_per_output_token, usd_per_cached_input_token, "
+            f"usd_per_cache_write_token), numbers >= 0; got {pricing!r}"
         )
     if not any(pricing):
         return None
-    return float(pricing[0]), float(pricing[1])
+    return Prices(*(float(p) for p in pricing))

@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
@@ -16,6 +16,7 @@ from .wire import (
     TextSink,
     bad,
     bearer,
+    check_settings,
     count,
     finish_reply,
     function_tools,
@@ -24,6 +25,11 @@ from .wire import (
 )
 
 __all__ = ["OllamaWire"]
+
+_SETTINGS = frozenset(
+    ("temperature", "top_p", "stop", "seed", "options", "keep_alive", "extra_headers", "extra_body")
+)
+_RESERVED = frozenset(("model", "messages", "tools", "stream", "options"))
 
 
 def _message(msg: ChatMessage) -> dict[str, object]:
@@ -52,6 +58,30 @@ def _usage(data: dict[str, object]) -> Usage:
     return Usage(count(data.get("prompt_eval_count")), count(data.get("eval_count")))
 
 
+def _finish(data: dict[str, object]) -> FinishReason:
+    # done_reason: "stop", "length", or "load"/"unload" (no answer to cut).
+    return "length" if data.get("done_reason") == "length" else "stop"
+
+
+def _apply(body: dict[str, object], settings: ModelSettings) -> None:
+    check_settings(settings, "ollama", _SETTINGS, _RESERVED)
+    options = body["options"]
+    assert isinstance(options, dict)
+    if settings.options:
+        # (num_predict is refused in them: it stays the call's output limit)
+        body["options"] = options = {**settings.options, **options}
+    for name in ("temperature", "top_p", "seed"):
+        value = getattr(settings, name)
+        if value is not None:
+            options[name] = value
+    if settings.stop is not None:
+        options["stop"] = list(settings.stop)
+    if settings.keep_alive is not None:
+        body["keep_alive"] = settings.keep_alive
+    if settings.extra_body:
+        body.update(settings.extra_body)
+
+
 class OllamaWire:
     """``POST {base_url}/api/chat``; streams NDJSON ending with ``"done": true``."""
 
@@ -61,6 +91,9 @@ class OllamaWire:
     def headers(self, api_key: str | None) -> dict[str, str]:
         return bearer(api_key)
 
+    def check_settings(self, settings: ModelSettings) -> None:
+        check_settings(settings, "ollama", _SETTINGS, _RESERVED)
+
     def body(
         self,
         model: str,
@@ -68,6 +101,7 @@ class OllamaWire:
         tools: Sequence[ToolSchema],
         max_output_tokens: int,
         stream: bool,
+        settings: ModelSettings | None = None,
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
@@ -77,6 +111,8 @@ class OllamaWire:
         }
         if tools:
             body["tools"] = function_tools(tools)
+        if settings is not None:
+            _apply(body, settings)
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
@@ -85,7 +121,8 @@ class OllamaWire:
         if not isinstance(text, str):
             raise bad(provider, "message.content is not a string")
         assert isinstance(data, dict)
-        return finish_reply(text, _calls(message, provider), _usage(data), text_tools)
+        calls = _calls(message, provider)
+        return finish_reply(text, calls, _usage(data), text_tools, _finish(data))
 
     def stream_parser(
         self,
@@ -109,6 +146,7 @@ class _OllamaStream(StreamState):
         super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: list[ToolCallRequest] = []
         self.usage = Usage()
+        self.finished: FinishReason = "stop"
 
     def feed(self, line: str) -> None:
         if not line.strip():
@@ -130,6 +168,7 @@ class _OllamaStream(StreamState):
         if chunk.get("done") is True:
             self.done = True
             self.usage = _usage(chunk)
+            self.finished = _finish(chunk)
 
     def finish(self) -> ModelReply:
         # Calls may arrive over several lines, each numbered from 1: renumber.
@@ -137,7 +176,7 @@ class _OllamaStream(StreamState):
             ToolCallRequest(c.name, c.arguments, id=f"call_{i + 1}", error=c.error)
             for i, c in enumerate(self.calls)
         ]
-        return self.reply(numbered, self.usage, '"done": true')
+        return self.reply(numbered, self.usage, '"done": true', self.finished)
 
     def partial(self) -> tuple[int | None, int | None, str] | None:
         # (The usage comes with the last line: a stream cut short never has it.)

@@ -6,7 +6,8 @@ import json
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..errors import InvalidArgument
+from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
 from ..tools.tool import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
@@ -16,14 +17,39 @@ from .wire import (
     TextSink,
     bad,
     bearer,
+    check_settings,
     count,
     finish_reply,
     function_tools,
     need,
     tool_call,
+    tool_choice,
+    usage_of,
 )
 
-__all__ = ["OpenAIWire"]
+__all__ = ["MAX_TOKENS_FIELDS", "OpenAIWire"]
+
+# The request field of the output limit: reasoning models refuse max_tokens;
+# servers that predate max_completion_tokens know only max_tokens.
+MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
+_SETTINGS = frozenset(
+    (
+        "temperature",
+        "top_p",
+        "stop",
+        "seed",
+        "tool_choice",
+        "parallel_tool_calls",
+        "extra_headers",
+        "extra_body",
+    )
+)
+_RESERVED = frozenset(
+    ("model", "messages", "tools", "stream", "stream_options", *MAX_TOKENS_FIELDS)
+)
+# finish_reason values other than these ("stop", "tool_calls", "function_call",
+# none at all) read as "stop": the model ended its turn.
+_FINISH: dict[object, FinishReason] = {"length": "length", "content_filter": "content_filter"}
 
 
 def _message(msg: ChatMessage) -> dict[str, object]:
@@ -52,14 +78,69 @@ def _list(value: object, provider: str, where: str) -> list[Any]:
     return value
 
 
+def _usage(usage: dict[str, Any]) -> Usage:
+    """``usage``, with ``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens`` (both part of the totals)."""
+    prompt, completion = usage.get("prompt_tokens_details"), usage.get("completion_tokens_details")
+    return usage_of(
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        cached=prompt.get("cached_tokens") if isinstance(prompt, dict) else 0,
+        reasoning=completion.get("reasoning_tokens") if isinstance(completion, dict) else 0,
+    )
+
+
+def _finish(reason: object, refusal: str) -> FinishReason:
+    finish = _FINISH.get(reason, "stop") if isinstance(reason, str) else "stop"
+    return "refusal" if refusal and finish == "stop" else finish
+
+
+def _apply(body: dict[str, object], settings: ModelSettings, tools: Sequence[ToolSchema]) -> None:
+    check_settings(settings, "openai", _SETTINGS, _RESERVED)
+    for name in ("temperature", "top_p", "seed"):
+        value = getattr(settings, name)
+        if value is not None:
+            body[name] = value
+    if settings.stop is not None:
+        body["stop"] = list(settings.stop)
+    if tools:  # (OpenAI refuses tool_choice in a call without tools)
+        if settings.tool_choice is not None:
+            choice = tool_choice(settings.tool_choice, tools)
+            body["tool_choice"] = (
+                choice
+                if choice in ("auto", "none", "required")
+                else {"type": "function", "function": {"name": choice}}
+            )
+        if settings.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = settings.parallel_tool_calls
+    if settings.extra_body:
+        body.update(settings.extra_body)
+
+
 class OpenAIWire:
-    """``POST {base_url}/chat/completions``; streams as SSE ending in ``[DONE]``."""
+    """``POST {base_url}/chat/completions``; streams as SSE ending in ``[DONE]``.
+
+    Args:
+        max_tokens_field: the body field of the output limit:
+            ``"max_completion_tokens"`` (OpenAI's, which reasoning models
+            require) or ``"max_tokens"`` (for servers that know only that one).
+    """
 
     path = "/chat/completions"
     stream_format = "sse"
 
+    def __init__(self, max_tokens_field: str = "max_completion_tokens") -> None:
+        if max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise InvalidArgument(
+                f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, got {max_tokens_field!r}"
+            )
+        self.max_tokens_field = max_tokens_field
+
     def headers(self, api_key: str | None) -> dict[str, str]:
         return bearer(api_key)
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        check_settings(settings, "openai", _SETTINGS, _RESERVED)
 
     def body(
         self,
@@ -68,17 +149,20 @@ class OpenAIWire:
         tools: Sequence[ToolSchema],
         max_output_tokens: int,
         stream: bool,
+        settings: ModelSettings | None = None,
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
             "messages": [_message(m) for m in messages],
-            "max_tokens": max_output_tokens,
+            self.max_tokens_field: max_output_tokens,
             "stream": stream,
         }
         if tools:
             body["tools"] = function_tools(tools)
         if stream:
             body["stream_options"] = {"include_usage": True}
+        if settings is not None:
+            _apply(body, settings, tools)
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
@@ -89,14 +173,17 @@ class OpenAIWire:
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise bad(provider, "choices[0].message.content is not a string")
+        refusal = message.get("refusal") or ""
+        if not isinstance(refusal, str):
+            raise bad(provider, "choices[0].message.refusal is not a string")
         calls: list[ToolCallRequest] = []
         for i, raw in enumerate(_list(message.get("tool_calls"), provider, "message.tool_calls")):
             fn = need(raw, "function", dict, provider, f"tool_calls[{i}]")
             calls.append(tool_call(fn.get("name"), fn.get("arguments"), raw.get("id"), provider))
         usage = data.get("usage") if isinstance(data, dict) else None
-        u = usage if isinstance(usage, dict) else {}
-        reply_usage = Usage(count(u.get("prompt_tokens")), count(u.get("completion_tokens")))
-        return finish_reply(text, calls, reply_usage, text_tools)
+        reply_usage = _usage(usage) if isinstance(usage, dict) else Usage()
+        finish = _finish(choices[0].get("finish_reason"), refusal)
+        return finish_reply(text, calls, reply_usage, text_tools, finish, refusal=refusal)
 
     def stream_parser(
         self,
@@ -120,6 +207,8 @@ class _OpenAIStream(StreamState):
         super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, PartialCall] = {}  # by index
         self.usage: Usage | None = None  # (sent in the last chunk before [DONE])
+        self.reason: object = None  # the choice's finish_reason, once sent
+        self.refusal: list[str] = []
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -131,18 +220,25 @@ class _OpenAIStream(StreamState):
         chunk = self.json_object(payload, "a stream chunk")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.usage = Usage(
-                count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
-            )
+            self.usage = _usage(usage)
         for choice in _list(chunk.get("choices"), self.provider, "chunk.choices"):
-            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
             if isinstance(delta, dict):
                 self._delta(delta)
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                self.reason = finish
 
     def _delta(self, delta: dict[str, object]) -> None:
         piece = delta.get("content")
         if isinstance(piece, str):
             self.emit(piece)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self.grow(len(refusal))
+            self.refusal.append(refusal)
         for raw in _list(delta.get("tool_calls"), self.provider, "delta.tool_calls"):
             if not isinstance(raw, dict):
                 raise bad(self.provider, "a tool-call delta is not a JSON object")
@@ -167,7 +263,9 @@ class _OpenAIStream(StreamState):
 
     def finish(self) -> ModelReply:
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
-        return self.reply(calls, self.usage or Usage(), "[DONE]")
+        refusal = "".join(self.refusal)
+        finish = _finish(self.reason, refusal)
+        return self.reply(calls, self.usage or Usage(), "[DONE]", finish, refusal=refusal)
 
     def partial(self) -> tuple[int | None, int | None, str] | None:
         if not self.began:

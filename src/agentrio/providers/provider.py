@@ -37,10 +37,10 @@ from ..errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from ..messages import ChatMessage, Lane, ModelReply
+from ..messages import ChatMessage, Lane, ModelReply, ModelSettings
 from ..supervisors.lanes import DEFAULT_LANE, LaneLimiter, lane_caps, lane_index
 from ..tools.tool import ToolSchema
-from .anthropic import AnthropicWire
+from .anthropic import API_VERSION, AnthropicWire
 from .base import AttemptMeter
 from .bounded import (
     MAX_LINE_BYTES,
@@ -53,7 +53,7 @@ from .bounded import (
 )
 from .limiter import CircuitBreaker, RateWindow, parse_retry_after
 from .ollama import OllamaWire
-from .openai import OpenAIWire
+from .openai import MAX_TOKENS_FIELDS, OpenAIWire
 from .redact import (
     env_name_ok,
     hide_in_httpx_log,
@@ -74,11 +74,17 @@ _ERROR_BYTES = 64 * 1024  # of an error body: only its start is shown
 _DEFAULT_PRIORITY = lane_index(DEFAULT_LANE)
 
 Kind = Literal["openai", "anthropic", "ollama"]
-_WIRES: dict[str, Callable[[], WireFormat]] = {
-    "openai": OpenAIWire,
-    "anthropic": AnthropicWire,
-    "ollama": OllamaWire,
+_WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
+    "openai": lambda config: OpenAIWire(config.max_tokens_field),
+    "anthropic": lambda config: AnthropicWire(config.anthropic_version),
+    "ollama": lambda config: OllamaWire(),
 }
+_PRICES = (
+    "usd_per_million_input_tokens",
+    "usd_per_million_output_tokens",
+    "usd_per_million_cached_input_tokens",
+    "usd_per_million_cache_write_tokens",
+)
 
 
 _POSITIVE = (
@@ -127,8 +133,10 @@ def _check_numbers(config: ProviderConfig) -> None:
             raise ConfigError(
                 f"provider {config.name!r}: {field} must be {what} > 0, got {value!r}"
             )
-    for field in ("usd_per_million_input_tokens", "usd_per_million_output_tokens"):
+    for field in _PRICES:
         price = getattr(config, field)
+        if price is None and field in _PRICES[2:]:
+            continue
         if (
             isinstance(price, bool)
             or not isinstance(price, (int, float))
@@ -193,6 +201,32 @@ def _check_key_env(config: ProviderConfig) -> None:
         )
 
 
+def _check_wire_fields(config: ProviderConfig) -> None:
+    if config.max_tokens_field not in MAX_TOKENS_FIELDS:
+        raise ConfigError(
+            f"provider {config.name!r}: max_tokens_field must be one of "
+            f"{list(MAX_TOKENS_FIELDS)}, got {config.max_tokens_field!r}"
+        )
+    version = config.anthropic_version
+    if not isinstance(version, str) or not version or not version.isprintable():
+        raise ConfigError(
+            f"provider {config.name!r}: anthropic_version must be a non-empty str "
+            f"(such as {API_VERSION!r}), got {version!r}"
+        )
+    settings = config.settings
+    if settings is None:
+        return
+    if not isinstance(settings, ModelSettings):
+        raise ConfigError(
+            f"provider {config.name!r}: settings must be an agentrio.ModelSettings or None, "
+            f"got {settings!r}"
+        )
+    try:
+        _WIRES[config.kind](config).check_settings(settings)
+    except InvalidArgument as exc:
+        raise ConfigError(f"provider {config.name!r}: settings: {exc}") from None
+
+
 def _url_repr(url: object) -> str:
     return repr(redact_url(url)) if isinstance(url, str) else repr(url)
 
@@ -239,8 +273,13 @@ class ProviderConfig:
             in the text into tool calls (None: on for ``ollama`` only).
         context_window: the models' context window in tokens.
         usd_per_million_input_tokens: the price of input tokens (0: unknown).
-        usd_per_million_output_tokens: the price of output tokens; with
-            prices set, budgets reserve each call's worst-case cost.
+        usd_per_million_output_tokens: the price of output tokens (reasoning
+            tokens included); with prices set, budgets reserve each call's
+            worst-case cost.
+        usd_per_million_cached_input_tokens: the price of input tokens read
+            from the prompt cache (None: the input price).
+        usd_per_million_cache_write_tokens: the price of input tokens written
+            to the prompt cache (None: the input price).
         max_response_bytes: the most bytes one response may have, streamed or
             not (default 64 MiB); past it the call fails with ``BadResponse``.
         max_line_bytes: the most bytes one line of a stream (an SSE line, an
@@ -251,6 +290,15 @@ class ProviderConfig:
             60): a ``Retry-After`` beyond it is not waited for (the call fails
             at once), and neither the backoff nor the shared 429 pause exceeds it.
         seed: seeds the jitter, for reproducible tests (None: random).
+        max_tokens_field: ``kind="openai"`` only: the request field of the
+            output limit, ``"max_completion_tokens"`` (the default; reasoning
+            models refuse ``max_tokens``) or ``"max_tokens"`` (for servers
+            that know only that one).
+        anthropic_version: ``kind="anthropic"`` only: the ``anthropic-version``
+            header (default ``"2023-06-01"``).
+        settings: request settings for every call of this instance
+            (:class:`~agentrio.ModelSettings`; a spec's and a run's are laid
+            over them); one its wire format cannot send is a ``ConfigError``.
     """
 
     name: str
@@ -279,6 +327,11 @@ class ProviderConfig:
     max_reply_chars: int = MAX_REPLY_CHARS
     max_retry_wait: float = MAX_RETRY_WAIT
     seed: int | None = None
+    usd_per_million_cached_input_tokens: float | None = None
+    usd_per_million_cache_write_tokens: float | None = None
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    anthropic_version: str = API_VERSION
+    settings: ModelSettings | None = None
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or ":" in self.name:
@@ -293,6 +346,7 @@ class ProviderConfig:
         _check_key_env(self)
         _check_numbers(self)
         _check_lane_concurrency(self)
+        _check_wire_fields(self)
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True):
@@ -397,8 +451,10 @@ class Provider:
         hide_in_httpx_log(hidden)
         self._secrets = sorted({*hidden, *([api_key] if api_key else [])}, key=len, reverse=True)
         self._shown_url = redact_url(config.base_url)
-        self._wire = _WIRES[config.kind]()
+        self._wire = _WIRES[config.kind](config)
         self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
+        if config.settings is not None and config.settings.extra_headers:
+            self._headers.update(config.settings.extra_headers)
         self._url = _endpoint(config.base_url, self._wire.path)
         self._owns_client = client is None
         # Requests beyond the pool wait in our limiter, not in httpcore's queue:
@@ -459,6 +515,11 @@ class Provider:
             with trio.CancelScope(shield=True):
                 await self._client.aclose()
 
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise InvalidArgument naming a setting this instance's wire format cannot send
+        (*settings* laid over ``config.settings``)."""
+        self._wire.check_settings(settings.over(self.config.settings))
+
     def statistics(self) -> ProviderStatistics:
         """Requests, retries, failures, 429s, the breaker's state and the shared pause."""
         return ProviderStatistics(
@@ -484,6 +545,7 @@ class Provider:
         on_text: Callable[[str], None] | None = None,
         meter: AttemptMeter | None = None,
         lane: Lane | None = None,
+        settings: ModelSettings | None = None,
     ) -> ModelReply:
         """Ask *model* for the next turn of *messages*, retrying what is worth retrying.
 
@@ -491,7 +553,8 @@ class Provider:
         was sent is reported to ``meter.failed`` (its usage, or what it had
         received), and each retry is made only if ``await meter.retry()`` says
         so; otherwise the attempt's error is raised. The reply's usage is the
-        answered attempt's, as the server reported it.
+        answered attempt's, as the server reported it. *settings* are laid
+        over the instance's ``config.settings``.
 
         *lane* (an agent passes its phase's; None: ``"query"``) decides who
         goes first while ``max_concurrent``, ``requests_per_minute`` or
@@ -505,10 +568,20 @@ class Provider:
             BadResponse: unreadable answers past the retries.
             AuthError: 401 or 403.
             ProviderError: another 4xx.
-            InvalidArgument: *lane* is not a lane's name.
+            InvalidArgument: *lane* is not a lane's name, or a setting the wire
+                format cannot send.
         """
         priority = _DEFAULT_PRIORITY if lane is None else lane_index(lane)
-        body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
+        headers = None
+        if settings is not None:
+            if settings.extra_headers:
+                headers = {**self._headers, **settings.extra_headers}
+            settings = settings.over(self.config.settings)
+        else:
+            settings = self.config.settings
+        body = self._wire.body(
+            model, messages, tools, max_output_tokens, self.config.stream, settings
+        )
         text_tools = [t.name for t in tools] if self._text_tools else None
         # (For the per-minute window only. The agent's estimator rule, each
         # non-ASCII character a token: CJK text is not under-counted there either.)
@@ -527,7 +600,13 @@ class Provider:
             got = _Received() if meter is not None else None
             try:
                 reply = await self._guarded(
-                    body, estimate, on_text, text_tools, got=got, priority=priority
+                    body,
+                    estimate,
+                    on_text,
+                    text_tools,
+                    got=got,
+                    priority=priority,
+                    headers=headers,
                 )
             except _Retry as retry:
                 self._failures += 1
@@ -593,6 +672,7 @@ class Provider:
         *,
         got: _Received | None = None,
         priority: int = 1,
+        headers: dict[str, str] | None = None,
     ) -> ModelReply:
         while trio.current_time() < self._paused_until:
             await trio.sleep_until(self._paused_until)
@@ -606,7 +686,7 @@ class Provider:
             if got is not None:
                 got.sent = True
             try:
-                reply = await self._attempt(body, on_text, text_tools, got=got)
+                reply = await self._attempt(body, on_text, text_tools, got=got, headers=headers)
             finally:
                 self._in_flight -= 1
             if entry is not None and self._tpm is not None:
@@ -622,12 +702,13 @@ class Provider:
         text_tools: list[str] | None,
         *,
         got: _Received | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ModelReply:
         with trio.move_on_after(self.config.timeout):
             try:
                 if self.config.stream:
-                    return await self._streamed(body, on_text, text_tools, got=got)
-                return await self._whole(body, text_tools, got=got)
+                    return await self._streamed(body, on_text, text_tools, got=got, headers=headers)
+                return await self._whole(body, text_tools, got=got, headers=headers)
             except self._transport_error as exc:
                 _scrub(exc)
                 if got is not None and not isinstance(exc, self._not_sent):
@@ -635,7 +716,7 @@ class Provider:
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
-                        f"{self._shown_url}: {self._redact(str(exc))}",
+                        f"{self._shown_url}: {self._redact(_reason(exc))}",
                         provider=self.name,
                     ),
                     retry_after=None,
@@ -662,9 +743,17 @@ class Provider:
             failure=True,
         )
 
-    async def _send(self, body: dict[str, object], got: _Received | None) -> httpx.Response:
-        """Send *body*; the response's body is left to read, within the limits."""
-        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
+    async def _send(
+        self,
+        body: dict[str, object],
+        got: _Received | None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """Send *body* (with *headers*, else the instance's); the response's body is
+        left to read, within the limits."""
+        request = self._client.build_request(
+            "POST", self._url, json=body, headers=headers or self._headers
+        )
         response = await self._client.send(request, stream=True)
         if got is not None:
             got.status = response.status_code
@@ -683,8 +772,9 @@ class Provider:
         text_tools: list[str] | None,
         *,
         got: _Received | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ModelReply:
-        response = await self._send(body, got)
+        response = await self._send(body, got, headers)
         try:
             content = await read_body(response, self.config.max_response_bytes)
         finally:
@@ -704,8 +794,9 @@ class Provider:
         text_tools: list[str] | None,
         *,
         got: _Received | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ModelReply:
-        response = await self._send(body, got)
+        response = await self._send(body, got, headers)
         try:
             parser = self._wire.stream_parser(
                 self.name, on_text, text_tools, max_reply_chars=self.config.max_reply_chars
@@ -831,6 +922,19 @@ def _endpoint(base_url: str, path: str) -> str:
     return base_url[:cut].rstrip("/") + path + base_url[cut:]
 
 
+def _reason(exc: BaseException) -> str:
+    """What *exc* says, or the first of its causes that says something: a TLS
+    failure reaches httpx as an error with no text, its reason in the cause."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # (a bounded walk: a chain may loop)
+        if seen is None:
+            break
+        if str(seen):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return str(exc)
+
+
 def _scrub(exc: BaseException) -> None:
     """Take the credentials out of the request an httpx error holds (it stays in the
     cause chain for debugging; httpx hides Authorization in reprs, not x-api-key)."""
@@ -849,6 +953,9 @@ class ProviderModel:
         provider: the instance it calls.
         name: the model's name at that provider.
         context_window: its context window in tokens.
+        pricing: USD per token from the instance's prices:
+            ``(input, output)``, or ``(input, output, cached_input,
+            cache_write)`` when a cache price is set; None without prices.
     """
 
     __slots__ = ("context_window", "name", "pricing", "provider")
@@ -857,13 +964,7 @@ class ProviderModel:
         self.provider = provider
         self.name = name
         self.context_window = context_window
-        config = provider.config
-        self.pricing: tuple[float, float] | None = None
-        if config.usd_per_million_input_tokens or config.usd_per_million_output_tokens:
-            self.pricing = (
-                config.usd_per_million_input_tokens / 1e6,
-                config.usd_per_million_output_tokens / 1e6,
-            )
+        self.pricing = _pricing(provider.config)
 
     def __repr__(self) -> str:
         return f"<ProviderModel {self.provider.name}:{self.name}>"
@@ -877,6 +978,7 @@ class ProviderModel:
         on_text: Callable[[str], None] | None = None,
         meter: AttemptMeter | None = None,
         lane: Lane | None = None,
+        settings: ModelSettings | None = None,
     ) -> ModelReply:
         """One model call through the provider (see :meth:`Provider.complete`)."""
         return await self.provider.complete(
@@ -887,4 +989,26 @@ class ProviderModel:
             on_text=on_text,
             meter=meter,
             lane=lane,
+            settings=settings,
         )
+
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise InvalidArgument naming a setting the provider's wire format cannot send."""
+        self.provider.check_settings(settings)
+
+
+def _pricing(config: ProviderConfig) -> tuple[float, ...] | None:
+    """The instance's prices per token, for its models' ``pricing``."""
+    prices = [config.usd_per_million_input_tokens, config.usd_per_million_output_tokens]
+    cached, written = (
+        config.usd_per_million_cached_input_tokens,
+        config.usd_per_million_cache_write_tokens,
+    )
+    if cached is not None or written is not None:
+        prices += [
+            prices[0] if cached is None else cached,
+            prices[0] if written is None else written,
+        ]
+    if not any(prices):
+        return None
+    return tuple(price / 1e6 for price in prices)

@@ -6,8 +6,16 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ..errors import BadResponse
-from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..errors import BadResponse, InvalidArgument
+from ..messages import (
+    ChatMessage,
+    FinishReason,
+    ModelReply,
+    ModelSettings,
+    ThinkingBlock,
+    ToolCallRequest,
+    Usage,
+)
 from ..tools.tool import ToolSchema
 from .bounded import MAX_REPLY_CHARS, TooLarge
 from .guard import parse_arguments, tool_calls_in_text
@@ -19,10 +27,12 @@ __all__ = [
     "StreamState",
     "WireFormat",
     "bad",
+    "check_settings",
     "finish_reply",
     "function_tools",
     "need",
     "tool_call",
+    "tool_choice",
 ]
 
 TextSink = Callable[[str], None]
@@ -61,6 +71,9 @@ class WireFormat(Protocol):
     def headers(self, api_key: str | None) -> dict[str, str]:
         """Auth and version headers."""
 
+    def check_settings(self, settings: ModelSettings) -> None:
+        """Raise InvalidArgument naming the first of *settings* this format cannot send."""
+
     def body(
         self,
         model: str,
@@ -68,8 +81,9 @@ class WireFormat(Protocol):
         tools: Sequence[ToolSchema],
         max_output_tokens: int,
         stream: bool,
+        settings: ModelSettings | None = None,
     ) -> dict[str, object]:
-        """The JSON request body."""
+        """The JSON request body (*settings* checked as :meth:`check_settings` does)."""
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
         """Read a whole (non-streamed) answer.
@@ -131,13 +145,79 @@ def finish_reply(
     calls: Sequence[ToolCallRequest],
     usage: Usage,
     text_tools: Collection[str] | None,
+    finish: FinishReason = "stop",
+    *,
+    refusal: str = "",
+    thinking: tuple[ThinkingBlock, ...] = (),
 ) -> ModelReply:
     """The reply, with tool calls written as text turned into calls when asked for."""
-    if not calls and text_tools:
-        found = tool_calls_in_text(text, text_tools)
-        if found:
-            return ModelReply(text="", tool_calls=found, usage=usage)
-    return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
+    found = tool_calls_in_text(text, text_tools) if not calls and text_tools else ()
+    if found:
+        text, calls = "", found
+    if finish == "stop" and not refusal and not thinking:  # (the common case)
+        return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
+    return ModelReply(
+        text=text,
+        tool_calls=tuple(calls),
+        usage=usage,
+        finish_reason=finish,
+        refusal=refusal,
+        thinking=thinking,
+    )
+
+
+def usage_of(
+    input_tokens: object,
+    output_tokens: object,
+    cached: object = 0,
+    written: object = 0,
+    reasoning: object = 0,
+) -> Usage:
+    """A Usage from wire counts, the details no larger than the totals they are part of."""
+    tokens_in, tokens_out = count(input_tokens), count(output_tokens)
+    read, wrote, thought = count(cached), count(written), count(reasoning)
+    if not (read or wrote or thought):  # (the common case)
+        return Usage(tokens_in, tokens_out)
+    read = min(read, tokens_in)
+    return Usage(
+        tokens_in,
+        tokens_out,
+        cached_input_tokens=read,
+        cache_write_tokens=min(wrote, tokens_in - read),
+        reasoning_tokens=min(thought, tokens_out),
+    )
+
+
+def check_settings(
+    settings: ModelSettings, wire: str, supported: Collection[str], reserved: Collection[str]
+) -> None:
+    """Raise InvalidArgument for a setting the *wire* format has no place for, or an
+    ``extra_body`` field that would replace one agentrio sets (*reserved*)."""
+    for name in settings.fields_set():
+        if name not in supported:
+            raise InvalidArgument(
+                f"ModelSettings.{name} is not a setting of the {wire} wire format "
+                f"(its settings: {', '.join(sorted(supported))})"
+            )
+    extra = settings.extra_body
+    if extra:
+        for key in extra:
+            if key in reserved:
+                raise InvalidArgument(
+                    f"ModelSettings.extra_body must not set {key!r}: agentrio sets it for "
+                    f"each call of the {wire} wire format"
+                )
+
+
+def tool_choice(choice: str, tools: Sequence[ToolSchema]) -> str:
+    """*choice* checked: ``"auto"``, ``"none"``, ``"required"`` or an offered tool's name."""
+    if choice in ("auto", "none", "required") or any(t.name == choice for t in tools):
+        return choice
+    raise InvalidArgument(
+        f"ModelSettings.tool_choice names tool {choice!r}, which this call does not offer "
+        f'(offered: {sorted(t.name for t in tools)}); expected "auto", "none", '
+        f'"required" or one of those'
+    )
 
 
 def bearer(api_key: str | None) -> dict[str, str]:
@@ -241,8 +321,20 @@ class StreamState:
         """The text received so far, then *calls* (tool-call names and arguments)."""
         return "".join(self.text) + calls
 
-    def reply(self, calls: Sequence[ToolCallRequest], usage: Usage, end: str) -> ModelReply:
+    def reply(
+        self,
+        calls: Sequence[ToolCallRequest],
+        usage: Usage,
+        end: str,
+        finish: FinishReason = "stop",
+        *,
+        refusal: str = "",
+        thinking: tuple[ThinkingBlock, ...] = (),
+    ) -> ModelReply:
         """The whole answer, or BadResponse if the stream never reached *end*."""
         if not self.done:
             raise bad(self.provider, f"the stream ended before {end}")
-        return finish_reply("".join(self.text), calls, usage, self.text_tools)
+        text = "".join(self.text)
+        return finish_reply(
+            text, calls, usage, self.text_tools, finish, refusal=refusal, thinking=thinking
+        )

@@ -46,8 +46,9 @@ class UsageTotals(msgspec.Struct, frozen=True):
     """Usage summed over many model and tool calls (``rt.usage()``, ``Budget.usage()``).
 
     Attributes:
-        input_tokens: prompt tokens.
-        output_tokens: completion tokens.
+        input_tokens: prompt tokens, of every kind (cached and cache writes
+            included).
+        output_tokens: completion tokens (reasoning included).
         total_tokens: both.
         requests: model calls, failed ones included (what ``max_requests``
             bounds); a call retried by its provider counts once.
@@ -59,6 +60,9 @@ class UsageTotals(msgspec.Struct, frozen=True):
         attempts: HTTP requests sent for those calls, retries included (a
             provider's models count every attempt; a model that makes no
             HTTP request, like ``ScriptedModel``, counts none).
+        cached_input_tokens: of ``input_tokens``, those read from a prompt cache.
+        cache_write_tokens: of ``input_tokens``, those written to a prompt cache.
+        reasoning_tokens: of ``output_tokens``, those spent reasoning.
     """
 
     input_tokens: int = 0
@@ -69,14 +73,28 @@ class UsageTotals(msgspec.Struct, frozen=True):
     cost_usd: float = 0.0
     overruns: int = 0
     attempts: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+
+_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 
 
 def usage_problem(usage: object) -> str:
     """What makes *usage* unfit to charge ("" if nothing): not a ``Usage``, a
-    token count that is not an int >= 0, or a cost that is not a finite number >= 0."""
+    token count that is not an int >= 0, details larger than the totals they
+    are part of, or a cost that is not a finite number >= 0."""
     if not isinstance(usage, Usage):
         return f"usage={_short_repr(usage)} (expected a Usage)"
     i, o, c = usage.input_tokens, usage.output_tokens, usage.cost_usd
+    r, w, t = usage.cached_input_tokens, usage.cache_write_tokens, usage.reasoning_tokens
     # (The common case in one expression: exact types, no bool, no NaN.)
     if (
         type(i) is int
@@ -85,15 +103,36 @@ def usage_problem(usage: object) -> str:
         and o >= 0
         and (type(c) is float or type(c) is int)
         and 0.0 <= c < _INF
+        and ((r == 0 and w == 0 and t == 0) or _details_fit(usage))
     ):
         return ""
-    for name in ("input_tokens", "output_tokens"):
+    for name in _COUNTS:
         value = getattr(usage, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return f"{name}={_short_repr(value)} (expected an int >= 0)"
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c < _INF:
         return f"cost_usd={_short_repr(c)} (expected a finite number >= 0)"
+    if r + w > i:
+        return (
+            f"cached_input_tokens + cache_write_tokens = {r + w} is more than "
+            f"input_tokens={i} (which counts them)"
+        )
+    if t > o:
+        return f"reasoning_tokens={t} is more than output_tokens={o} (which counts them)"
     return ""
+
+
+def _details_fit(usage: Usage) -> bool:
+    """Are the detail counts ints >= 0 within the totals they are part of?"""
+    r, w, t = usage.cached_input_tokens, usage.cache_write_tokens, usage.reasoning_tokens
+    return (
+        type(r) is int
+        and type(w) is int
+        and type(t) is int
+        and min(r, w, t) >= 0
+        and r + w <= usage.input_tokens
+        and t <= usage.output_tokens
+    )
 
 
 def _short_repr(value: object) -> str:
@@ -129,6 +168,7 @@ class Budget:
     __slots__ = (
         "_attempts",
         "_cost",
+        "_details",
         "_in",
         "_out",
         "_overruns",
@@ -181,6 +221,8 @@ class Budget:
         self._in = self._out = self._requests = self._tool_calls = self._overruns = 0
         self._attempts = 0
         self._cost = 0.0
+        # Cached input, cache writes, reasoning: made once a call reports one.
+        self._details: list[int] | None = None
         self._r_in = self._r_out = self._r_requests = 0
         self._r_cost = 0.0
         self._waiters: deque[_Waiter] | None = None
@@ -372,6 +414,7 @@ class Budget:
 
     def usage(self) -> UsageTotals:
         """What this budget (with its children) has spent so far."""
+        cached, written, reasoning = self._details or (0, 0, 0)
         return UsageTotals(
             input_tokens=self._in,
             output_tokens=self._out,
@@ -381,7 +424,22 @@ class Budget:
             cost_usd=self._cost,
             overruns=self._overruns,
             attempts=self._attempts,
+            cached_input_tokens=cached,
+            cache_write_tokens=written,
+            reasoning_tokens=reasoning,
         )
+
+    def _count_details(self, usage: Usage) -> None:
+        """Add *usage*'s cached input, cache writes and reasoning here and above."""
+        budget: Budget | None = self
+        while budget is not None:
+            details = budget._details
+            if details is None:
+                details = budget._details = [0, 0, 0]
+            details[0] += usage.cached_input_tokens
+            details[1] += usage.cache_write_tokens
+            details[2] += usage.reasoning_tokens
+            budget = budget.parent
 
     @property
     def reserved_tokens(self) -> int:
@@ -466,6 +524,8 @@ class Lease:
         ok = not usage_problem(spent)
         if ok:
             used_in, used_out, cost = spent.input_tokens, spent.output_tokens, spent.cost_usd
+            if spent.cached_input_tokens or spent.cache_write_tokens or spent.reasoning_tokens:
+                self._budget._count_details(spent)
         else:
             used_in, used_out, cost = self._spent_room()
         self._release(used_in, used_out, cost, 0, 1)
@@ -552,6 +612,8 @@ class Lease:
                 used_in, used_out, cost = self._spent_room()
             else:
                 used_in, used_out, cost = usage.input_tokens, usage.output_tokens, usage.cost_usd
+                if usage.cached_input_tokens or usage.cache_write_tokens or usage.reasoning_tokens:
+                    self._budget._count_details(usage)
         root = self._release(used_in, used_out, cost, 1, attempts)
         if root._waiters:
             root._admit()

@@ -324,11 +324,22 @@ def _openai_calls(answer: _Answer) -> list[dict[str, object]]:
 
 def _openai_usage(reply: ModelReply) -> dict[str, object]:
     u = reply.usage
-    return {
+    usage: dict[str, object] = {
         "prompt_tokens": u.input_tokens,
         "completion_tokens": u.output_tokens,
         "total_tokens": u.total_tokens,
     }
+    # The details only when there are some (as servers other than OpenAI's do).
+    if u.cached_input_tokens or u.reasoning_tokens:
+        usage["prompt_tokens_details"] = {"cached_tokens": u.cached_input_tokens}
+        usage["completion_tokens_details"] = {"reasoning_tokens": u.reasoning_tokens}
+    return usage
+
+
+def _openai_finish(reply: ModelReply) -> str:
+    if reply.finish_reason in ("length", "content_filter"):
+        return reply.finish_reason
+    return "tool_calls" if reply.tool_calls else "stop"
 
 
 def _openai_reply(answer: _Answer) -> dict[str, object]:
@@ -336,7 +347,7 @@ def _openai_reply(answer: _Answer) -> dict[str, object]:
     message: dict[str, object] = {
         "role": "assistant",
         "content": reply.text if reply.text or not reply.tool_calls else None,
-        "refusal": None,
+        "refusal": reply.refusal or None,
     }
     if reply.tool_calls:
         message["tool_calls"] = _openai_calls(answer)
@@ -344,7 +355,7 @@ def _openai_reply(answer: _Answer) -> dict[str, object]:
         "index": 0,
         "message": message,
         "logprobs": None,
-        "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+        "finish_reason": _openai_finish(reply),
     }
     return {
         "id": f"chatcmpl-{answer.number:06d}",
@@ -371,6 +382,7 @@ def _openai_frames(answer: _Answer) -> list[bytes]:
     reply = answer.reply
     frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
     frames += [chunk({"content": piece}) for piece in _pieces(reply.text)]
+    frames += [chunk({"refusal": piece}) for piece in _pieces(reply.refusal)]
     for i, call in enumerate(reply.tool_calls):
         fn = {"name": call.name, "arguments": ""}
         start = {"index": i, "id": answer.call_id(i, "call_"), "type": "function", "function": fn}
@@ -379,14 +391,21 @@ def _openai_frames(answer: _Answer) -> list[bytes]:
             chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
             for piece in _pieces(answer.arguments_text(call))
         ]
-    frames.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    frames.append(chunk({}, _openai_finish(reply)))
     usage = {**head, "choices": [], "usage": _openai_usage(reply)}
     return [*frames, b"data: " + _json(usage) + b"\n\n", b"data: [DONE]\n\n"]
 
 
 def _anthropic_content(answer: _Answer) -> list[dict[str, object]]:
     reply = answer.reply
-    content: list[dict[str, object]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    content: list[dict[str, object]] = [
+        {"type": "redacted_thinking", "data": b.redacted}
+        if b.redacted
+        else {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
+        for b in reply.thinking
+    ]
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
     for i, call in enumerate(reply.tool_calls):
         content.append(
             {
@@ -399,20 +418,34 @@ def _anthropic_content(answer: _Answer) -> list[dict[str, object]]:
     return content
 
 
+_ANTHROPIC_STOPS = {"length": "max_tokens", "refusal": "refusal", "pause_turn": "pause_turn"}
+
+
+def _anthropic_usage(reply: ModelReply) -> dict[str, object]:
+    # The API's input_tokens leaves out the cache reads and writes.
+    u = reply.usage
+    if not (u.cached_input_tokens or u.cache_write_tokens):
+        return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+    return {
+        "input_tokens": u.input_tokens - u.cached_input_tokens - u.cache_write_tokens,
+        "cache_creation_input_tokens": u.cache_write_tokens,
+        "cache_read_input_tokens": u.cached_input_tokens,
+        "output_tokens": u.output_tokens,
+    }
+
+
 def _anthropic_reply(answer: _Answer) -> dict[str, object]:
     reply = answer.reply
+    stop = _ANTHROPIC_STOPS.get(reply.finish_reason)
     return {
         "id": f"msg_{answer.number:06d}",
         "type": "message",
         "role": "assistant",
         "model": answer.model,
         "content": _anthropic_content(answer),
-        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_reason": stop or ("tool_use" if reply.tool_calls else "end_turn"),
         "stop_sequence": None,
-        "usage": {
-            "input_tokens": reply.usage.input_tokens,
-            "output_tokens": reply.usage.output_tokens,
-        },
+        "usage": _anthropic_usage(reply),
     }
 
 
@@ -424,6 +457,14 @@ def _anthropic_block(index: int, block: dict[str, object]) -> list[bytes]:
     if block["type"] == "text":
         start: dict[str, object] = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": p} for p in _pieces(str(block["text"]))]
+    elif block["type"] == "thinking":
+        start = {"type": "thinking", "thinking": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": p} for p in _pieces(str(block["thinking"]))
+        ]
+        deltas.append({"type": "signature_delta", "signature": str(block["signature"])})
+    elif block["type"] == "redacted_thinking":
+        start, deltas = block, []  # (it comes whole)
     else:
         start = {**block, "input": {}}
         value = block["input"]
@@ -440,7 +481,7 @@ def _anthropic_frames(answer: _Answer) -> list[bytes]:
     full = _anthropic_reply(answer)
     # output_tokens is 0 at the start (the real API sends a small placeholder):
     # the total comes in message_delta, and clients must take that one.
-    usage = {"input_tokens": answer.reply.usage.input_tokens, "output_tokens": 0}
+    usage = {**_anthropic_usage(answer.reply), "output_tokens": 0}
     start = {**full, "content": [], "stop_reason": None, "usage": usage}
     frames = [_sse({"type": "message_start", "message": start}), _sse({"type": "ping"})]
     for index, block in enumerate(_anthropic_content(answer)):
@@ -462,7 +503,7 @@ def _ollama_line(answer: _Answer, message: Mapping[str, object], done: bool) -> 
     }
     if done:
         line |= {
-            "done_reason": "stop",
+            "done_reason": "length" if answer.reply.finish_reason == "length" else "stop",
             "total_duration": 0,
             "load_duration": 0,
             "prompt_eval_count": answer.reply.usage.input_tokens,

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 import trio
 
 from ..errors import AgentrioError, InvalidArgument
-from ..messages import ChatMessage, ModelReply
+from ..messages import ChatMessage, ModelReply, ModelSettings
 from ..providers.base import DEFAULT_CONTEXT_WINDOW
 from ..tools.tool import ToolSchema
 
@@ -46,8 +46,10 @@ class ScriptedModel:
 
     Attributes:
         calls: every call's messages, in order.
-        pricing: ``(usd_per_input_token, usd_per_output_token)`` or None (see
-            :class:`agentrio.Model`).
+        call_settings: every call's ``settings`` (None: none), in order.
+        pricing: ``(usd_per_input_token, usd_per_output_token)``, with the
+            cached-input and cache-write prices after them if wanted, or None
+            (see :class:`agentrio.Model`).
     """
 
     def __init__(
@@ -55,7 +57,7 @@ class ScriptedModel:
         replies: Iterable[ModelReply],
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
-        pricing: tuple[float, float] | None = None,
+        pricing: tuple[float, ...] | None = None,
     ) -> None:
         self.pricing = pricing
         script = list(replies)
@@ -68,6 +70,7 @@ class ScriptedModel:
         self._next = 0
         self.context_window = _check_window(context_window)
         self.calls: list[tuple[ChatMessage, ...]] = []
+        self.call_settings: list[ModelSettings | None] = []
 
     @property
     def remaining(self) -> int:
@@ -80,6 +83,7 @@ class ScriptedModel:
         tools: Sequence[ToolSchema],
         *,
         max_output_tokens: int,
+        settings: ModelSettings | None = None,
     ) -> ModelReply:
         """Return the next scripted reply.
 
@@ -92,6 +96,7 @@ class ScriptedModel:
                 f"ScriptedModel ran out of replies after {len(self._script)} calls"
             )
         self.calls.append(tuple(messages))
+        self.call_settings.append(settings)
         reply = self._script[self._next]
         self._next += 1
         return reply
@@ -116,6 +121,9 @@ class FunctionModel:
             return Reply(text="done")
 
         model = FunctionModel(answer)
+
+    Attributes:
+        call_settings: the ``settings`` of every call made with some, in order.
     """
 
     def __init__(
@@ -123,9 +131,10 @@ class FunctionModel:
         fn: ReplyFunction,
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
-        pricing: tuple[float, float] | None = None,
+        pricing: tuple[float, ...] | None = None,
     ) -> None:
         self.pricing = pricing
+        self.call_settings: list[ModelSettings | None] = []
         if not callable(fn):
             raise InvalidArgument(f"fn must be callable as fn(messages, tools), got {fn!r}")
         self._fn = fn
@@ -138,8 +147,11 @@ class FunctionModel:
         tools: Sequence[ToolSchema],
         *,
         max_output_tokens: int,
+        settings: ModelSettings | None = None,
     ) -> ModelReply:
         """Return what the function returns for this conversation."""
+        if settings is not None:
+            self.call_settings.append(settings)
         if self._is_async:
             reply = await self._fn(messages, tools)  # type: ignore[misc]
         else:
