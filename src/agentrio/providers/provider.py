@@ -15,7 +15,8 @@ message, event, ``repr`` or exception, nor are the credentials a base URL holds.
 
 from __future__ import annotations
 
-import json
+import base64
+import logging
 import math
 import os
 import random
@@ -44,10 +45,12 @@ from .bounded import (
     MAX_LINE_BYTES,
     MAX_REPLY_CHARS,
     MAX_RESPONSE_BYTES,
+    Body,
+    HttpxBody,
     LineSplitter,
     TooLarge,
-    abandon,
     read_body,
+    sse_data,
 )
 from .limiter import CircuitBreaker, RateWindow, parse_retry_after
 from .ollama import OllamaWire
@@ -64,11 +67,17 @@ from .wire import StreamParser, WireFormat
 if TYPE_CHECKING:
     import httpx
 
+    from .transport import ConnectionPool
+
 __all__ = ["DEFAULT_POOL", "Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
 
 DEFAULT_POOL = 32  # connections (and requests in flight) when max_concurrent is not set
 MAX_RETRY_WAIT = 60.0  # seconds: the default ceiling on a wait before a retry
 _ERROR_BYTES = 64 * 1024  # of an error body: only its start is shown
+_ENCODER = msgspec.json.Encoder()
+_decode = msgspec.json.decode
+# Each request on agentrio's own connections, as httpx logs those it sends.
+_http_log = logging.getLogger("agentrio.http")
 
 Kind = Literal["openai", "anthropic", "ollama"]
 _WIRES: dict[str, Callable[[], WireFormat]] = {
@@ -365,7 +374,7 @@ class Provider:
         self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
         self._url = _endpoint(config.base_url, self._wire.path)
         self._owns_client = client is None
-        # Requests beyond the pool wait in our limiter, not in httpcore's queue:
+        # Requests beyond the pool wait in our limiter, not in a pool's queue:
         # httpcore matches every queued request against every connection each
         # time one frees (measured: 1,000 waiting agents made each request cost
         # ~9 ms of CPU in that scan alone).
@@ -373,12 +382,11 @@ class Provider:
         import httpx  # here, not at the top: agents that never talk HTTP don't load it
 
         self._transport_error = httpx.TransportError
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(
-                config.read_timeout, connect=config.connect_timeout, pool=config.timeout
-            ),
-            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
-        )
+        self._decoding_error = httpx.DecodingError
+        self._client = client
+        self._pool: ConnectionPool | None = None
+        if client is None:
+            self._own_connections(httpx.URL(self._url), pool)
         text_tools = config.tool_calls_in_text
         self._text_tools = config.kind == "ollama" if text_tools is None else text_tools
         self._breaker = CircuitBreaker(config.circuit_failures, config.circuit_cooldown)
@@ -388,6 +396,42 @@ class Provider:
         self._paused_until = 0.0
         self._random = random.Random(config.seed)
         self._requests = self._retries = self._failures = self._rate_limited = self._in_flight = 0
+
+    def _own_connections(self, url: httpx.URL, pool: int) -> None:
+        """Make the connection pool: agentrio's own, unless a proxy is to be used."""
+        import httpx
+
+        from .transport import ACCEPT_ENCODING, ConnectionPool, env_proxy, origin_of, request_head
+
+        config = self.config
+        if env_proxy(url) is not None:
+            # Through the proxy the environment names, as httpx reaches it.
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    config.read_timeout, connect=config.connect_timeout, pool=config.timeout
+                ),
+                limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
+            )
+            return
+        headers = {
+            "accept": "*/*",
+            "accept-encoding": ACCEPT_ENCODING,
+            "user-agent": f"agentrio/{_version()}",
+            **self._headers,
+        }
+        if url.userinfo:  # as httpx does: credentials in the URL are sent as Basic auth
+            pair = f"{url.username}:{url.password}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        try:
+            self._head = request_head("POST", url, headers.items())
+        except ValueError as exc:
+            raise ConfigError(
+                f"provider {config.name!r}: cannot send its headers ({exc}); "
+                "check the API key (its value is not shown)"
+            ) from None
+        self._origin = origin_of(url)
+        self._shown_endpoint = redact_url(self._url)
+        self._pool = ConnectionPool(max_idle=pool)
 
     def __repr__(self) -> str:
         return f"<Provider {self.config.name!r} {self.config.kind} {self._shown_url}>"
@@ -418,7 +462,10 @@ class Provider:
         """Close the connection pool (if this provider made it)."""
         if self._owns_client:
             with trio.CancelScope(shield=True):
-                await self._client.aclose()
+                if self._pool is not None:
+                    await self._pool.aclose()
+                if self._client is not None:
+                    await self._client.aclose()
 
     def statistics(self) -> ProviderStatistics:
         """Requests, retries, failures, 429s, the breaker's state and the shared pause."""
@@ -582,6 +629,9 @@ class Provider:
                 # Not retried: a server sending without end would only do it again.
                 self._not_retried(failure=True)
                 raise self._bad(f"{exc}; the connection was dropped") from None
+            except self._decoding_error as exc:
+                bad = self._bad(f"its content coding could not be undone ({exc})")
+                raise _Retry(bad, retry_after=None, failure=True) from exc
             except BadResponse as exc:
                 # Chained to what caused *exc*, not to *exc*: the error that
                 # finally reaches the caller must not be its own __cause__.
@@ -595,18 +645,45 @@ class Provider:
             failure=True,
         )
 
-    async def _send(self, body: dict[str, object]) -> httpx.Response:
+    async def _send(self, body: dict[str, object]) -> Body:
         """Send *body*; the response's body is left to read, within the limits."""
-        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
-        response = await self._client.send(request, stream=True)
-        if response.status_code != 200:
-            try:
-                # Only the start of an error body is shown: no need to read more.
-                text = await read_body(response, _ERROR_BYTES, cut=True)
-            finally:
-                await response.aclose()
-            self._check(response.status_code, response.headers, text.decode("utf-8", "replace"))
-        return response
+        content = _ENCODER.encode(body)
+        response: Body
+        if self._pool is not None:
+            config = self.config
+            answer = await self._pool.request(
+                self._origin,
+                self._head,
+                content,
+                connect_timeout=config.connect_timeout,
+                read_timeout=config.read_timeout,
+            )
+            if _http_log.isEnabledFor(logging.INFO):
+                reason = answer.reason.decode("latin-1")
+                line = f"HTTP/1.1 {answer.status_code} {reason}"
+                _http_log.info('HTTP Request: POST %s "%s"', self._shown_endpoint, line)
+            if answer.status_code == 200:
+                return answer
+            status, after, response = answer.status_code, answer.header(b"retry-after"), answer
+            retry_after = None if after is None else after.decode("latin-1")
+        else:
+            client = self._client
+            assert client is not None
+            request = client.build_request(
+                "POST", self._url, content=content, headers=self._headers
+            )
+            sent = await client.send(request, stream=True)
+            response = HttpxBody(sent)
+            if sent.status_code == 200:
+                return response
+            status, retry_after = sent.status_code, sent.headers.get("retry-after")
+        try:
+            # Only the start of an error body is shown: no need to read more.
+            text = await read_body(response, _ERROR_BYTES, cut=True)
+        finally:
+            await response.aclose()
+        self._check(status, retry_after, text.decode("utf-8", "replace"))
+        raise AssertionError("unreachable: _check raises for a status other than 200")
 
     async def _whole(
         self,
@@ -621,8 +698,8 @@ class Provider:
         finally:
             await response.aclose()
         try:
-            data = json.loads(content)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            data = _decode(content)
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
             raise self._bad("the body is not JSON") from None
         if got is not None:
             got.answered = True
@@ -653,22 +730,26 @@ class Provider:
         finally:
             await response.aclose()
 
-    async def _read_stream(self, response: httpx.Response, parser: StreamParser) -> None:
+    async def _read_stream(self, response: Body, parser: StreamParser) -> None:
         config = self.config
         lines = LineSplitter(config.max_line_bytes, config.max_response_bytes)
-        chunks = response.aiter_bytes()
+        feed = parser.feed
+        # SSE: an event's data lines are joined and fed as one, at the event's end.
+        data: list[str] | None = [] if self._wire.stream_format == "sse" else None
         try:
-            async for chunk in chunks:
-                for line in lines.split(chunk):
-                    parser.feed(line)
-            for line in lines.close():
-                parser.feed(line)
+            while chunk := await response.receive():
+                split = lines.split(chunk)
+                for line in split if data is None else sse_data(split, data):
+                    feed(line)
+            last = lines.close()
+            for line in last if data is None else sse_data([*last, ""], data):
+                feed(line)
         except self._transport_error as exc:
             # The answer had begun: losing the connection now cuts the stream short.
             _scrub(exc)
             raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
         except Exception:
-            await abandon(response, chunks)
+            await response.aclose()
             raise
 
     def _bad(self, what: str) -> BadResponse:
@@ -681,10 +762,10 @@ class Provider:
             text = text.replace(secret, "[redacted]")
         return text[:300]
 
-    def _check(self, status: int, headers: httpx.Headers, text: str) -> None:
+    def _check(self, status: int, retry_after: str | None, text: str) -> None:
         if status == 200:
             return
-        after = parse_retry_after(headers.get("retry-after"))
+        after = parse_retry_after(retry_after)
         if status == 429:
             self._rate_limited += 1
             if after is not None and after > self.config.max_retry_wait:
@@ -752,6 +833,12 @@ class Provider:
             provider=self.name,
             status=status,
         )
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
 
 
 def _endpoint(base_url: str, path: str) -> str:
