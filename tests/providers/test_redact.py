@@ -111,7 +111,7 @@ async def test_url_credentials_appear_in_no_repr_or_error(
 async def test_url_credentials_are_kept_out_of_the_request_log(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture, own_client: bool
 ) -> None:
-    # Logged by agentrio.http for the provider's own connections, by httpx for a client of one's own.
+    # Logged by agentrio.http for the provider's own connections, by httpx for one's own client.
     caplog.set_level(logging.DEBUG)
     for name in ("httpx", "httpcore", "agentrio"):
         caplog.set_level(logging.DEBUG, logger=name)
