@@ -122,7 +122,7 @@ async def run_demo(
         return await _swarm(agents, max_total_tokens, config, model, where)
     if not over_http:
         return await _swarm(agents, max_total_tokens, None, model, "scripted (in process)")
-    async with open_fake_llm() as server:
+    async with open_fake_llm(keep_requests=False) as server:
         # A small pool: the local server is CPU-bound in this same process, and
         # httpcore scans every pooled connection per request (8 measured
         # ~20% faster than the default 32 here; a remote server wants more).

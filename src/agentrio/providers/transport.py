@@ -27,6 +27,7 @@ raised as the ``httpx.TransportError`` subclass httpx itself would raise
 
 from __future__ import annotations
 
+import re
 import ssl
 import urllib.request
 import zlib
@@ -35,6 +36,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple, cast
 
 import httpx
 import trio
+
+from .._net import RawSocket
 
 __all__ = [
     "ConnectionPool",
@@ -52,6 +55,7 @@ _DECODED = 256 * 1024  # the most bytes undoing a content coding yields at a tim
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept (as httpx's default)
 
 Origin = tuple[str, str, int]  # scheme, host, port
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 # How a body ends.
 _NONE, _LENGTH, _CHUNKED, _CLOSE = range(4)
@@ -150,21 +154,53 @@ def _bypasses(entry: str, url: httpx.URL) -> bool:
 # -- connections ---------------------------------------------------------------------------
 
 
-class _Connection:
-    """One HTTP/1.1 connection, and the bytes received on it and not read yet."""
+class _TCPConnection:
+    """One plain HTTP/1.1 connection, and the bytes received on it and not read yet."""
 
-    __slots__ = ("buffer", "idle_since", "socket", "stream")
+    __slots__ = ("buffer", "idle_since", "raw")
 
-    def __init__(self, stream: trio.abc.Stream, socket: trio.socket.SocketType) -> None:
-        self.stream = stream
-        self.socket = socket
+    def __init__(self, raw: RawSocket) -> None:
+        self.raw = raw
         self.buffer = b""
         self.idle_since = 0.0
 
     async def receive(self) -> bytes:
         """The next bytes from the server (b"" once it closed the connection)."""
         try:
-            # (bytes from both Trio streams used here; bytearray only in the signature)
+            return await self.raw.receive(_RECEIVE)
+        except OSError as exc:
+            raise httpx.ReadError(_why(exc, "reading the response")) from exc
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self.raw.send_all(data)
+        except OSError as exc:
+            raise httpx.WriteError(_why(exc, "sending the request")) from exc
+
+    def is_readable(self) -> bool:
+        return self.raw.is_readable()
+
+    def close(self) -> None:
+        self.raw.close()
+
+    async def aclose(self) -> None:
+        await self.raw.aclose()
+
+
+class _TLSConnection:
+    """One HTTP/1.1 connection over TLS, and the bytes received on it and not read yet."""
+
+    __slots__ = ("buffer", "idle_since", "stream")
+
+    def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
+        self.stream = stream
+        self.buffer = b""
+        self.idle_since = 0.0
+
+    async def receive(self) -> bytes:
+        """The next bytes from the server (b"" once it closed the connection)."""
+        try:
+            # (bytes from an SSLStream; bytearray only in the signature)
             return cast(bytes, await self.stream.receive_some(_RECEIVE))
         except (trio.BrokenResourceError, OSError) as exc:
             raise httpx.ReadError(_why(exc, "reading the response")) from exc
@@ -175,8 +211,18 @@ class _Connection:
         except (trio.BrokenResourceError, OSError) as exc:
             raise httpx.WriteError(_why(exc, "sending the request")) from exc
 
+    def is_readable(self) -> bool:
+        return self.stream.transport_stream.socket.is_readable()
+
+    def close(self) -> None:
+        # Without a close_notify: a response read to its end does not need one.
+        self.stream.transport_stream.socket.close()
+
     async def aclose(self) -> None:
         await trio.aclose_forcefully(self.stream)
+
+
+_Connection = _TCPConnection | _TLSConnection
 
 
 def _why(exc: BaseException, doing: str) -> str:
@@ -298,7 +344,7 @@ class ConnectionPool:
             # not have). Either way it cannot carry a request.
             if (
                 trio.current_time() - conn.idle_since < self.keepalive_expiry
-                and not conn.socket.is_readable()
+                and not conn.is_readable()
             ):
                 return conn
             await conn.aclose()
@@ -311,11 +357,10 @@ class ConnectionPool:
                 tcp = await trio.open_tcp_stream(host, port)
             except OSError as exc:
                 raise httpx.ConnectError(f"could not connect to {host}:{port} ({exc})") from exc
-            stream: trio.abc.Stream = tcp
-            if scheme == "https":
-                stream = await self._tls(tcp, host)
             self._opened += 1
-            return _Connection(stream, tcp.socket)
+            if scheme == "https":
+                return _TLSConnection(await self._tls(tcp, host))
+            return _TCPConnection(RawSocket.from_stream(tcp))
         raise httpx.ConnectTimeout(
             f"could not connect to {host}:{port} within the connect timeout ({connect_timeout} s)"
         )
@@ -621,7 +666,7 @@ class Response:
         # Bytes beyond the response were not asked for: the connection is out of step.
         if self._keep and not conn.buffer and self._pool._release(self._origin, conn):
             return
-        conn.socket.close()  # (at once: this is no checkpoint; TLS needs no close_notify here)
+        conn.close()  # (at once: this is no checkpoint)
 
     async def aclose(self) -> None:
         """Close the response; before the end of the body, that closes the connection."""
@@ -633,12 +678,9 @@ class Response:
 
 def _chunk_size(line: bytes) -> int:
     text = line.split(b";", 1)[0].strip()
-    try:
-        if not text or len(text) > 16:
-            raise ValueError
-        return int(text, 16)
-    except ValueError:
-        raise httpx.RemoteProtocolError(f"a bad chunk size: {line[:40]!r}") from None
+    if not _HEX.fullmatch(text):
+        raise httpx.RemoteProtocolError(f"a bad chunk size: {line[:40]!r}")
+    return int(text, 16)
 
 
 # -- content codings ---------------------------------------------------------------------
