@@ -300,6 +300,43 @@ class _Retry(Exception):
         self.failure = failure  # counts against the circuit breaker
 
 
+class _Body:
+    """A call's JSON request body, built when it is first sent and kept for its retries.
+
+    Not before: a call may wait for a free connection behind thousands of
+    others, and each waiting call holding its body made the demo's 10,000
+    agents cost more memory than everything else they hold.
+    """
+
+    __slots__ = ("_args", "_content", "_wire")
+
+    def __init__(
+        self,
+        wire: WireFormat,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+    ) -> None:
+        self._wire = wire
+        # (copies of the sequences: the body is what they hold now, not when it is sent)
+        self._args: tuple[str, tuple[ChatMessage, ...], tuple[ToolSchema, ...], int, bool] = (
+            model,
+            tuple(messages),
+            tuple(tools),
+            max_output_tokens,
+            stream,
+        )
+        self._content: bytes | None = None
+
+    def content(self) -> bytes:
+        """The body, encoded."""
+        if self._content is None:
+            self._content = _ENCODER.encode(self._wire.body(*self._args))
+        return self._content
+
+
 class _Received:
     """What one attempt got, to charge it if it fails (kept only for a meter)."""
 
@@ -507,7 +544,7 @@ class Provider:
             AuthError: 401 or 403.
             ProviderError: another 4xx.
         """
-        body = self._wire.body(model, messages, tools, max_output_tokens, self.config.stream)
+        body = _Body(self._wire, model, messages, tools, max_output_tokens, self.config.stream)
         text_tools = [t.name for t in tools] if self._text_tools else None
         estimate = max_output_tokens + sum(len(m.content) for m in messages) // 4
         attempt = 0
@@ -575,7 +612,7 @@ class Provider:
 
     async def _guarded(
         self,
-        body: dict[str, object],
+        body: _Body,
         estimate: int,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
@@ -603,7 +640,7 @@ class Provider:
 
     async def _attempt(
         self,
-        body: dict[str, object],
+        body: _Body,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
         *,
@@ -645,9 +682,9 @@ class Provider:
             failure=True,
         )
 
-    async def _send(self, body: dict[str, object]) -> Body:
+    async def _send(self, body: _Body) -> Body:
         """Send *body*; the response's body is left to read, within the limits."""
-        content = _ENCODER.encode(body)
+        content = body.content()
         response: Body
         if self._pool is not None:
             config = self.config
@@ -687,7 +724,7 @@ class Provider:
 
     async def _whole(
         self,
-        body: dict[str, object],
+        body: _Body,
         text_tools: list[str] | None,
         *,
         got: _Received | None = None,
@@ -707,7 +744,7 @@ class Provider:
 
     async def _streamed(
         self,
-        body: dict[str, object],
+        body: _Body,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
         *,
