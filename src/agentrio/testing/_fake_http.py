@@ -201,11 +201,13 @@ def _parse_head(head: bytes) -> tuple[bytes, bytes, bytes, dict[bytes, bytes]]:
         raise BadHTTP(f"not an HTTP/1.1 request line: {request_line[:100]!r}")
     headers: dict[bytes, bytes] = {}
     for line in lines[1:]:
-        name, colon, value = line.rstrip(b"\r").partition(b":")
-        if not colon or not _TOKEN.fullmatch(name):
+        name, colon, value = line.partition(b":")
+        if not colon or not name:
             raise BadHTTP(f"a malformed header line: {line[:100]!r}")
-        key, value = name.lower(), value.strip(b" \t")
+        key, value = name.lower(), value.strip(b" \t\r")
         headers[key] = headers[key] + b", " + value if key in headers else value
+    if not all(map(_TOKEN.fullmatch, headers)):  # (once per name: whitespace, control bytes)
+        raise BadHTTP("a malformed header name")
     return parts[0], parts[1], parts[2], headers
 
 

@@ -230,6 +230,9 @@ class _Plan:
         return next((k for k in kinds if k in self.drawn), None)
 
 
+_NO_FAULTS = _Plan(frozenset())
+
+
 @final
 class FakeLLMServer:
     """A running fake LLM server; made by :func:`open_fake_llm` or :func:`serve_fake_llm`.
@@ -263,6 +266,8 @@ class FakeLLMServer:
         self._handler = handler
         self._api_key = api_key
         self._rng = random.Random(faults.seed)
+        rates = [(kind, faults._rate(kind)) for kind in _FAULT_KINDS]
+        self._rates = rates if any(rate for _, rate in rates) else []
         self._connections = 0
         self._http_requests = 0
         self._replies = 0
@@ -351,8 +356,11 @@ class FakeLLMServer:
 
     def _draw(self) -> _Plan:
         # Every fault is drawn for every request, so one fault's rate never
-        # shifts which requests get another.
-        drawn = [k for k in _FAULT_KINDS if self._rng.random() < self.faults._rate(k)]
+        # shifts which requests get another. (With every rate 0 no draw can
+        # matter, now or later: none is made.)
+        if not self._rates:
+            return _NO_FAULTS
+        drawn = [k for k, rate in self._rates if self._rng.random() < rate]
         return _Plan(frozenset(drawn))
 
     def _count(self, kind: FaultKind) -> None:
