@@ -493,7 +493,8 @@ class Response:
             if len(buffer) > MAX_HEAD:
                 raise httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes")
             start = max(0, len(buffer) - 2)
-            scope.deadline = trio.current_time() + _seconds(self._timeout)
+            if buffer:  # part of the head came: the read timeout starts again
+                scope.deadline = trio.current_time() + _seconds(self._timeout)
             data = await conn.receive()
             if not data:
                 what = "in the middle of its head" if buffer else "before answering"
@@ -587,11 +588,11 @@ class Response:
                     self._more = False
                 conn.buffer = b""
                 piece = self._take(conn, data)
+                if self._decoder is not None:
+                    piece = self._decoder.feed(piece)
             except BaseException:
                 await self.aclose()
                 raise
-            if self._decoder is not None:
-                piece = self._decoder.feed(piece)
             if piece:
                 return piece
         return b""
