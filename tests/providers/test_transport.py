@@ -730,3 +730,30 @@ async def test_a_proxy_from_the_environment_is_used(monkeypatch: pytest.MonkeyPa
         async with Provider(config("http://model.invalid")) as p:
             assert (await p.complete("m", HI, [], max_output_tokens=8)).text == "hello"
     assert proxy.requests[0].startswith(b"POST http://model.invalid/v1/chat/completions HTTP/1.1")
+
+
+async def test_a_connection_freed_after_the_pool_closed_is_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    pool_closed, hung_up = trio.Event(), trio.Event()
+
+    async def rest_later(stream: trio.SocketStream) -> bool:
+        await stream.send_all(H200 + b"content-length: 2\r\n\r\na")
+        await pool_closed.wait()
+        await stream.send_all(b"b")
+        await wait_for_hang_up(stream)
+        hung_up.set()
+        return False
+
+    async with raw_server(rest_later) as server:
+        pool = ConnectionPool()
+        target = httpx.URL(server.url)
+        head = request_head("POST", target, [])
+        got = await pool.request(origin_of(target), head, b"", connect_timeout=5, read_timeout=5)
+        await pool.aclose()
+        pool_closed.set()
+        assert await got.receive() == b"a" and await got.receive() == b"b"
+        assert await got.receive() == b""
+        assert pool.statistics().idle == 0
+        with trio.fail_after(1):  # (virtual time: only if the connection stayed open)
+            await hung_up.wait()

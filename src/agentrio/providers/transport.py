@@ -2,20 +2,18 @@
 
 A model call is one ``POST`` with a JSON body to one origin, answered by a
 JSON body or a stream; a process hosting thousands of agents makes thousands
-of them a second. On loopback, ``httpx.AsyncClient`` spends about 0.9 ms of
-CPU on each, six times what the bytes need (see ``docs/design.md``). This
-module does the same work directly:
+of them a second. On loopback, ``httpx.AsyncClient`` spends about 1 ms of
+CPU on each, ten times what this module does (see ``docs/design.md``):
 
 - :class:`ConnectionPool` keeps connections alive per origin (scheme, host,
   port), checks an idle one is still open before reusing it, and opens TCP
   (and TLS, with the context ``httpx.create_ssl_context()`` makes: certifi's
   roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) with Trio.
-- :class:`Response` reads a response's head and body by hand: the status
-  line, the header lines, then a body framed by ``Content-Length``, by
-  chunked transfer-encoding, or by the end of the connection; ``gzip`` and
-  ``deflate`` content codings are undone, a bounded piece at a time.
+- :class:`Response` (``_http11``) reads an answer's head and body by hand.
 - :class:`HTTPTransport` puts that pool behind ``httpx.AsyncBaseTransport``,
   for an ``httpx.AsyncClient`` of one's own.
+- :func:`env_proxy` tells whether the environment names a proxy for a URL,
+  as httpx reads it (agentrio's pool does not speak to proxies).
 
 Invariants: a connection goes back to the pool only after its response was
 read to its end and neither side asked to close it; anything else (an error,
@@ -27,17 +25,16 @@ raised as the ``httpx.TransportError`` subclass httpx itself would raise
 
 from __future__ import annotations
 
-import re
 import ssl
 import urllib.request
-import zlib
 from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Final, NamedTuple, cast
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import httpx
 import trio
 
 from .._net import RawSocket
+from ._http11 import Connection, Response, TCPConnection, TLSConnection, seconds
 
 __all__ = [
     "ConnectionPool",
@@ -48,20 +45,9 @@ __all__ = [
     "request_head",
 ]
 
-MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers
-_MAX_CHUNK_LINE = 4096  # bytes of a chunk-size line or a trailer line
-_RECEIVE = 65536
-_DECODED = 256 * 1024  # the most bytes undoing a content coding yields at a time
 KEEPALIVE_EXPIRY = 5.0  # seconds an idle connection is kept (as httpx's default)
 
 Origin = tuple[str, str, int]  # scheme, host, port
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
-
-# How a body ends.
-_NONE, _LENGTH, _CHUNKED, _CLOSE = range(4)
-# Where a chunked body is: before a size line, inside a chunk's data, before
-# the CRLF that ends the data, in the trailer section.
-_SIZE, _DATA, _DATA_END, _TRAILERS = range(4)
 
 
 # -- building requests ------------------------------------------------------------------
@@ -151,84 +137,7 @@ def _bypasses(entry: str, url: httpx.URL) -> bool:
     return host == entry or host.endswith("." + entry)
 
 
-# -- connections ---------------------------------------------------------------------------
-
-
-class _TCPConnection:
-    """One plain HTTP/1.1 connection, and the bytes received on it and not read yet."""
-
-    __slots__ = ("buffer", "idle_since", "raw")
-
-    def __init__(self, raw: RawSocket) -> None:
-        self.raw = raw
-        self.buffer = b""
-        self.idle_since = 0.0
-
-    async def receive(self) -> bytes:
-        """The next bytes from the server (b"" once it closed the connection)."""
-        try:
-            return await self.raw.receive(_RECEIVE)
-        except OSError as exc:
-            raise httpx.ReadError(_why(exc, "reading the response")) from exc
-
-    async def send(self, data: bytes) -> None:
-        try:
-            await self.raw.send_all(data)
-        except OSError as exc:
-            raise httpx.WriteError(_why(exc, "sending the request")) from exc
-
-    def is_readable(self) -> bool:
-        return self.raw.is_readable()
-
-    def close(self) -> None:
-        self.raw.close()
-
-    async def aclose(self) -> None:
-        await self.raw.aclose()
-
-
-class _TLSConnection:
-    """One HTTP/1.1 connection over TLS, and the bytes received on it and not read yet."""
-
-    __slots__ = ("buffer", "idle_since", "stream")
-
-    def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
-        self.stream = stream
-        self.buffer = b""
-        self.idle_since = 0.0
-
-    async def receive(self) -> bytes:
-        """The next bytes from the server (b"" once it closed the connection)."""
-        try:
-            # (bytes from an SSLStream; bytearray only in the signature)
-            return cast(bytes, await self.stream.receive_some(_RECEIVE))
-        except (trio.BrokenResourceError, OSError) as exc:
-            raise httpx.ReadError(_why(exc, "reading the response")) from exc
-
-    async def send(self, data: bytes) -> None:
-        try:
-            await self.stream.send_all(data)
-        except (trio.BrokenResourceError, OSError) as exc:
-            raise httpx.WriteError(_why(exc, "sending the request")) from exc
-
-    def is_readable(self) -> bool:
-        return self.stream.transport_stream.socket.is_readable()
-
-    def close(self) -> None:
-        # Without a close_notify: a response read to its end does not need one.
-        self.stream.transport_stream.socket.close()
-
-    async def aclose(self) -> None:
-        await trio.aclose_forcefully(self.stream)
-
-
-_Connection = _TCPConnection | _TLSConnection
-
-
-def _why(exc: BaseException, doing: str) -> str:
-    cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else exc
-    detail = (str(cause) or type(cause).__name__) if cause is not None else "connection lost"
-    return f"the connection broke while {doing} ({detail})"
+# -- connections --------------------------------------------------------------------------
 
 
 class PoolStatistics(NamedTuple):
@@ -260,10 +169,11 @@ class ConnectionPool:
         keepalive_expiry: float = KEEPALIVE_EXPIRY,
     ) -> None:
         self._ssl_context = ssl_context
-        self._idle: dict[Origin, list[_Connection]] = {}
+        self._idle: dict[Origin, list[Connection]] = {}
         self.max_idle = max_idle
         self.keepalive_expiry = keepalive_expiry
         self._opened = 0
+        self._closed = False  # closed: connections are not kept any more
 
     @property
     def ssl_context(self) -> ssl.SSLContext:
@@ -286,7 +196,8 @@ class ConnectionPool:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close every idle connection (those in use close when their response does)."""
+        """Close every idle connection; those in use close when their response ends."""
+        self._closed = True
         idle, self._idle = self._idle, {}
         with trio.CancelScope(shield=True):
             for connections in idle.values():
@@ -326,7 +237,7 @@ class ConnectionPool:
         response = Response(self, origin, conn, read_timeout, method == b"HEAD")
         try:
             # One deadline, moved on each time bytes go out or come in.
-            with trio.move_on_after(_seconds(read_timeout)) as scope:
+            with trio.move_on_after(seconds(read_timeout)) as scope:
                 await conn.send(data)
                 await response._start(decode, scope)
                 return response
@@ -336,7 +247,7 @@ class ConnectionPool:
         await conn.aclose()
         raise httpx.ReadTimeout(f"no answer within the read timeout ({read_timeout} s)")
 
-    async def _checkout(self, origin: Origin, connect_timeout: float | None) -> _Connection:
+    async def _checkout(self, origin: Origin, connect_timeout: float | None) -> Connection:
         idle = self._idle.get(origin)
         while idle:
             conn = idle.pop()
@@ -350,17 +261,17 @@ class ConnectionPool:
             await conn.aclose()
         return await self._connect(origin, connect_timeout)
 
-    async def _connect(self, origin: Origin, connect_timeout: float | None) -> _Connection:
+    async def _connect(self, origin: Origin, connect_timeout: float | None) -> Connection:
         scheme, host, port = origin
-        with trio.move_on_after(_seconds(connect_timeout)):
+        with trio.move_on_after(seconds(connect_timeout)):
             try:
                 tcp = await trio.open_tcp_stream(host, port)
             except OSError as exc:
                 raise httpx.ConnectError(f"could not connect to {host}:{port} ({exc})") from exc
             self._opened += 1
             if scheme == "https":
-                return _TLSConnection(await self._tls(tcp, host))
-            return _TCPConnection(RawSocket.from_stream(tcp))
+                return TLSConnection(await self._tls(tcp, host))
+            return TCPConnection(RawSocket.from_stream(tcp))
         raise httpx.ConnectTimeout(
             f"could not connect to {host}:{port} within the connect timeout ({connect_timeout} s)"
         )
@@ -377,352 +288,14 @@ class ConnectionPool:
             raise
         return tls
 
-    def _release(self, origin: Origin, conn: _Connection) -> bool:
-        """Keep *conn* for the next request to *origin*; False if the pool is full."""
+    def _release(self, origin: Origin, conn: Connection) -> bool:
+        """Keep *conn* for the next request to *origin*; False if the pool is full or closed."""
         idle = self._idle.setdefault(origin, [])
-        if len(idle) >= self.max_idle:
+        if len(idle) >= self.max_idle or self._closed:
             return False
         conn.idle_since = trio.current_time()
         idle.append(conn)
         return True
-
-
-def _seconds(timeout: float | None) -> float:
-    return float("inf") if timeout is None else timeout
-
-
-# -- responses -----------------------------------------------------------------------------
-
-
-class Response:
-    """A response whose head was read; its body is read with :meth:`receive`.
-
-    Attributes:
-        status_code: the status (1xx interim responses are skipped).
-        reason: the reason phrase.
-        headers: (name, value) pairs as received, in order.
-    """
-
-    __slots__ = (
-        "_chunk_left",
-        "_conn",
-        "_decoder",
-        "_done",
-        "_fields",
-        "_framing",
-        "_head_only",
-        "_keep",
-        "_left",
-        "_more",
-        "_origin",
-        "_pool",
-        "_state",
-        "_timeout",
-        "headers",
-        "reason",
-        "status_code",
-    )
-
-    def __init__(
-        self,
-        pool: ConnectionPool,
-        origin: Origin,
-        conn: _Connection,
-        read_timeout: float | None,
-        head_only: bool,
-    ) -> None:
-        self._pool = pool
-        self._origin = origin
-        self._conn: _Connection | None = conn
-        self._timeout = read_timeout
-        self._head_only = head_only
-        self.status_code = 0
-        self.reason = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self._fields: dict[bytes, bytes] = {}  # lower-case names; repeats joined by ", "
-        self._framing = _NONE
-        self._left = 0  # _LENGTH: bytes of the body still to come
-        self._state = _SIZE  # _CHUNKED: where the decoder is
-        self._chunk_left = 0  # _CHUNKED: bytes of the current chunk still to come
-        self._more = False  # the buffer ends in an incomplete line: read before parsing it
-        self._keep = True
-        self._done = False
-        self._decoder: _Decoder | None = None
-
-    def header(self, name: bytes) -> bytes | None:
-        """The value of header *name* (lower case; repeats joined by ``, ``), else None."""
-        return self._fields.get(name)
-
-    @property
-    def is_closed(self) -> bool:
-        """Whether the body was read to its end or the response closed."""
-        return self._conn is None
-
-    async def _start(self, decode: bool, scope: trio.CancelScope) -> None:
-        """Read the head (skipping 1xx responses) and work out how the body ends."""
-        conn = self._conn
-        assert conn is not None
-        while True:
-            head = await self._read_head(conn, scope)
-            self._parse_head(head)
-            if self.status_code >= 200:
-                break
-            if self.status_code == 101:
-                raise httpx.RemoteProtocolError("the server switched protocols (101)")
-        self._frame()
-        if decode:
-            self._decoder = _decoder_for(self.header(b"content-encoding"))
-        if self._framing == _NONE:
-            self._finish()
-
-    async def _read_head(self, conn: _Connection, scope: trio.CancelScope) -> bytes:
-        buffer = conn.buffer
-        start = 0
-        while True:
-            if buffer[:1] in (b"\r", b"\n"):  # blank lines before a status line are ignored
-                buffer = buffer.lstrip(b"\r\n")
-            end = buffer.find(b"\n\r\n", start)
-            if end < 0:
-                end = buffer.find(b"\n\n", start)
-                if end >= 0:
-                    conn.buffer = buffer[end + 2 :]
-                    return buffer[:end]
-            else:
-                conn.buffer = buffer[end + 3 :]
-                return buffer[:end]
-            if len(buffer) > MAX_HEAD:
-                raise httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes")
-            start = max(0, len(buffer) - 2)
-            if buffer:  # part of the head came: the read timeout starts again
-                scope.deadline = trio.current_time() + _seconds(self._timeout)
-            data = await conn.receive()
-            if not data:
-                what = "in the middle of its head" if buffer else "before answering"
-                raise httpx.RemoteProtocolError(f"the server closed the connection {what}")
-            buffer += data
-
-    def _parse_head(self, head: bytes) -> None:
-        lines = head.split(b"\n")
-        status = lines[0].rstrip(b"\r").split(b" ", 2)
-        if (
-            len(status) < 2
-            or not status[0].startswith(b"HTTP/1.")
-            or len(status[1]) != 3
-            or not status[1].isdigit()
-        ):
-            raise httpx.RemoteProtocolError(f"not an HTTP/1.x status line: {lines[0][:100]!r}")
-        self.status_code = int(status[1])
-        self.reason = status[2].strip() if len(status) > 2 else b""
-        if status[0] == b"HTTP/1.0":
-            self._keep = False  # unless it says keep-alive (below)
-        headers: list[tuple[bytes, bytes]] = []
-        for line in lines[1:]:
-            line = line.rstrip(b"\r")
-            if line[:1] in (b" ", b"\t") and headers:  # obsolete line folding
-                name, value = headers[-1]
-                headers[-1] = (name, value + b" " + line.strip())
-                continue
-            name, colon, value = line.partition(b":")
-            if not colon or not name or name != name.strip():
-                raise httpx.RemoteProtocolError(f"a malformed header line: {line[:100]!r}")
-            headers.append((name, value.strip()))
-        fields: dict[bytes, bytes] = {}
-        for name, value in headers:
-            key = name.lower()
-            fields[key] = fields[key] + b", " + value if key in fields else value
-        self.headers, self._fields = headers, fields
-
-    def _frame(self) -> None:
-        """How the body ends, and whether the connection outlives it."""
-        connection = (self.header(b"connection") or b"").lower()
-        if b"close" in connection:
-            self._keep = False
-        elif b"keep-alive" in connection:
-            self._keep = True
-        if self._head_only or self.status_code in (204, 304):
-            self._framing = _NONE
-            return
-        coding = self.header(b"transfer-encoding")
-        if coding is not None:
-            if coding.lower().replace(b" ", b"") != b"chunked":
-                raise httpx.RemoteProtocolError(f"unsupported Transfer-Encoding: {coding[:50]!r}")
-            self._framing = _CHUNKED
-            return
-        length = self._content_length()
-        if length is None:
-            self._framing = _CLOSE
-            self._keep = False
-        elif length == 0:
-            self._framing = _NONE
-        else:
-            self._framing, self._left = _LENGTH, length
-
-    def _content_length(self) -> int | None:
-        field = self._fields.get(b"content-length")
-        if field is None:
-            return None
-        values = {v.strip() for v in field.split(b",")}
-        if len(values) > 1 or not all(v.isdigit() for v in values):
-            raise httpx.RemoteProtocolError(f"a bad Content-Length: {sorted(values)[:3]!r}")
-        return int(values.pop())
-
-    async def receive(self) -> bytes:
-        """The next piece of the body, b"" at its end.
-
-        Raises:
-            httpx.TransportError: the connection broke, the body was cut short
-                or malformed (``RemoteProtocolError``), or no byte came within
-                the read timeout (``ReadTimeout``).
-            httpx.DecodingError: its content coding could not be undone.
-        """
-        if self._decoder is not None and self._decoder.pending():
-            return self._decoder.more()
-        while not self._done:
-            conn = self._conn
-            if conn is None:
-                raise httpx.ReadError("the response was closed")
-            try:
-                data = conn.buffer
-                if not data or self._more:
-                    data += await self._wait(conn)
-                    self._more = False
-                conn.buffer = b""
-                piece = self._take(conn, data)
-                if self._decoder is not None:
-                    piece = self._decoder.feed(piece)
-            except BaseException:
-                await self.aclose()
-                raise
-            if piece:
-                return piece
-        return b""
-
-    async def _wait(self, conn: _Connection) -> bytes:
-        with trio.move_on_after(_seconds(self._timeout)):
-            data = await conn.receive()
-            if data or self._framing == _CLOSE:
-                return data
-            raise httpx.RemoteProtocolError(
-                "the server closed the connection before the end of the body"
-                + (" (incomplete chunked read)" if self._framing == _CHUNKED else "")
-            )
-        raise httpx.ReadTimeout(f"no data within the read timeout ({self._timeout} s)")
-
-    def _take(self, conn: _Connection, data: bytes) -> bytes:
-        """The body bytes in *data*; what follows the body stays in the buffer."""
-        if self._framing == _LENGTH:
-            if len(data) >= self._left:
-                piece, conn.buffer = data[: self._left], data[self._left :]
-                self._finish()
-                return piece
-            self._left -= len(data)
-            return data
-        if self._framing == _CHUNKED:
-            return self._dechunk(conn, data)
-        if not data:  # _CLOSE: the end of the connection is the end of the body
-            self._finish()
-        return data
-
-    def _dechunk(self, conn: _Connection, data: bytes) -> bytes:
-        out: list[bytes] = []
-        pos, size = 0, len(data)
-        while pos < size:
-            state = self._state
-            if state == _DATA:
-                end = min(size, pos + self._chunk_left)
-                out.append(data[pos:end])
-                self._chunk_left -= end - pos
-                pos = end
-                if not self._chunk_left:
-                    self._state = _DATA_END
-                continue
-            end = data.find(b"\n", pos)
-            if end < 0:
-                if size - pos > _MAX_CHUNK_LINE:
-                    raise httpx.RemoteProtocolError("a chunk-size or trailer line is too long")
-                conn.buffer = data[pos:]  # an incomplete line: wait for the rest
-                self._more = True
-                break
-            line = data[pos:end].rstrip(b"\r")
-            pos = end + 1
-            if state == _DATA_END:
-                if line:
-                    raise httpx.RemoteProtocolError("a chunk's data is longer than its size")
-                self._state = _SIZE
-            elif state == _SIZE:
-                self._chunk_left = _chunk_size(line)
-                self._state = _DATA if self._chunk_left else _TRAILERS
-            elif not line:  # _TRAILERS: the blank line ends the body
-                conn.buffer = data[pos:]
-                self._finish()
-                break
-        return b"".join(out) if len(out) != 1 else out[0]
-
-    def _finish(self) -> None:
-        """The body has ended: the connection goes back to the pool if it may."""
-        self._done = True
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        # Bytes beyond the response were not asked for: the connection is out of step.
-        if self._keep and not conn.buffer and self._pool._release(self._origin, conn):
-            return
-        conn.close()  # (at once: this is no checkpoint)
-
-    async def aclose(self) -> None:
-        """Close the response; before the end of the body, that closes the connection."""
-        self._done = True
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.aclose()
-
-
-def _chunk_size(line: bytes) -> int:
-    text = line.split(b";", 1)[0].strip()
-    if not _HEX.fullmatch(text):
-        raise httpx.RemoteProtocolError(f"a bad chunk size: {line[:40]!r}")
-    return int(text, 16)
-
-
-# -- content codings ---------------------------------------------------------------------
-
-
-class _Decoder:
-    """Undoes gzip or deflate, yielding at most ``_DECODED`` bytes at a time
-    (a small compressed body may expand a thousandfold)."""
-
-    __slots__ = ("_tail", "_zlib")
-
-    def __init__(self, wbits: int) -> None:
-        self._zlib = zlib.decompressobj(wbits)
-        self._tail = b""
-
-    def pending(self) -> bool:
-        return bool(self._tail)
-
-    def feed(self, data: bytes) -> bytes:
-        try:
-            out = self._zlib.decompress(data, _DECODED)
-        except zlib.error as exc:
-            raise httpx.DecodingError(f"the body's content coding is broken ({exc})") from None
-        self._tail = self._zlib.unconsumed_tail
-        return out
-
-    def more(self) -> bytes:
-        return self.feed(self._tail)
-
-
-def _decoder_for(coding: bytes | None) -> _Decoder | None:
-    if coding is None:
-        return None
-    name = coding.strip().lower()
-    if name in (b"", b"identity"):
-        return None
-    if name in (b"gzip", b"x-gzip"):
-        return _Decoder(zlib.MAX_WBITS | 16)
-    if name == b"deflate":
-        return _Decoder(zlib.MAX_WBITS | 32)  # zlib or raw deflate: both are sent as "deflate"
-    raise httpx.DecodingError(f"unsupported Content-Encoding: {coding[:50]!r}")
 
 
 # -- the httpx transport -----------------------------------------------------------------
