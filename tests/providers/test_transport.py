@@ -34,6 +34,7 @@ from agentrio.providers.transport import (
     ConnectionPool,
     HTTPTransport,
     env_proxy,
+    header_lines,
     origin_of,
     request_head,
 )
@@ -258,13 +259,27 @@ def test_a_key_that_cannot_be_a_header_is_a_config_error(key: str) -> None:
 
 
 def test_request_head_refuses_line_breaks() -> None:
-    url = httpx.URL("http://h/p")
-    assert request_head("POST", url, [("a", "b")]).startswith(
-        b"POST /p HTTP/1.1\r\nhost: h\r\na: b"
-    )
+    url = httpx.URL("http://h:8/p?q=1")
+    head = request_head("POST", url, [("a", "b")])
+    assert head == b"POST /p?q=1 HTTP/1.1\r\nhost: h:8\r\na: b\r\n"
+    assert header_lines([("x", "1"), ("y", "2")]) == b"x: 1\r\ny: 2\r\n"
     for name, value in (("a\r\nb", "c"), ("a", "b\nc"), ("a", "b\0")):
         with pytest.raises(ValueError, match="line break or NUL"):
             request_head("POST", url, [(name, value)])
+    with pytest.raises(ValueError, match="outside Latin-1"):
+        header_lines([("a", "\u2603")])
+
+
+async def test_a_request_with_header_lines_of_its_own() -> None:
+    async with raw_server(OK) as server, ConnectionPool() as pool:
+        target = httpx.URL(server.url + "/x")
+        head = request_head("POST", target, [("a", "1")])
+        extra = header_lines([("b", "2")])
+        got = await pool.request(
+            origin_of(target), head, b"{}", connect_timeout=5, read_timeout=5, extra=extra
+        )
+        await got.aclose()
+    assert server.requests[0].endswith(b"a: 1\r\nb: 2\r\ncontent-length: 2\r\n\r\n{}")
 
 
 # -- keep-alive ------------------------------------------------------------------------------

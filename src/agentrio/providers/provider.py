@@ -684,36 +684,12 @@ class Provider:
 
     async def _send(self, body: _Body) -> Body:
         """Send *body*; the response's body is left to read, within the limits."""
-        content = body.content()
-        response: Body
         if self._pool is not None:
-            config = self.config
-            answer = await self._pool.request(
-                self._origin,
-                self._head,
-                content,
-                connect_timeout=config.connect_timeout,
-                read_timeout=config.read_timeout,
-            )
-            if _http_log.isEnabledFor(logging.INFO):
-                reason = answer.reason.decode("latin-1")
-                line = f"HTTP/1.1 {answer.status_code} {reason}"
-                _http_log.info('HTTP Request: POST %s "%s"', self._shown_endpoint, line)
-            if answer.status_code == 200:
-                return answer
-            status, after, response = answer.status_code, answer.header(b"retry-after"), answer
-            retry_after = None if after is None else after.decode("latin-1")
+            response, status, retry_after = await self._post(body.content())
         else:
-            client = self._client
-            assert client is not None
-            request = client.build_request(
-                "POST", self._url, content=content, headers=self._headers
-            )
-            sent = await client.send(request, stream=True)
-            response = HttpxBody(sent)
-            if sent.status_code == 200:
-                return response
-            status, retry_after = sent.status_code, sent.headers.get("retry-after")
+            response, status, retry_after = await self._post_through_client(body.content())
+        if status == 200:
+            return response
         try:
             # Only the start of an error body is shown: no need to read more.
             text = await read_body(response, _ERROR_BYTES, cut=True)
@@ -721,6 +697,33 @@ class Provider:
             await response.aclose()
         self._check(status, retry_after, text.decode("utf-8", "replace"))
         raise AssertionError("unreachable: _check raises for a status other than 200")
+
+    async def _post(self, content: bytes) -> tuple[Body, int, str | None]:
+        """Post on the provider's own pool: the answer, its status and Retry-After."""
+        assert self._pool is not None
+        config = self.config
+        answer = await self._pool.request(
+            self._origin,
+            self._head,
+            content,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+        )
+        if _http_log.isEnabledFor(logging.INFO):
+            line = f"HTTP/1.1 {answer.status_code} {answer.reason.decode('latin-1')}"
+            _http_log.info('HTTP Request: POST %s "%s"', self._shown_endpoint, line)
+        if answer.status_code == 200:
+            return answer, 200, None
+        after = answer.header(b"retry-after")
+        return answer, answer.status_code, None if after is None else after.decode("latin-1")
+
+    async def _post_through_client(self, content: bytes) -> tuple[Body, int, str | None]:
+        """Post through the httpx client: the answer, its status and Retry-After."""
+        client = self._client
+        assert client is not None
+        request = client.build_request("POST", self._url, content=content, headers=self._headers)
+        sent = await client.send(request, stream=True)
+        return HttpxBody(sent), sent.status_code, sent.headers.get("retry-after")
 
     async def _whole(
         self,

@@ -42,6 +42,7 @@ __all__ = [
     "PoolStatistics",
     "Response",
     "env_proxy",
+    "header_lines",
     "request_head",
 ]
 
@@ -61,28 +62,33 @@ def _check_field(text: str, what: str) -> bytes:
 
 
 def request_head(method: str, url: httpx.URL, headers: Iterable[tuple[str, str]]) -> bytes:
-    """The head of a request with a body, up to the ``Content-Length`` value (not included).
+    """The head of a request: its line, ``Host`` and *headers*, each line ending in CRLF.
 
-    Built once per endpoint: a request is then this, its body's length,
-    ``CRLF CRLF`` and the body.
+    Built once per endpoint: a request is then this, any header lines of its
+    own (:func:`header_lines`), its ``Content-Length``, a blank line and its
+    body (see :meth:`ConnectionPool.request`).
 
     Raises:
         ValueError: a header name or value holds CR, LF or NUL, or is not
             Latin-1 (the message names neither the header nor its value).
     """
-    lines = [
-        _check_field(method, "method")
-        + b" "
-        + url.raw_path
-        + b" HTTP/1.1\r\nhost: "
-        + _host_header(url).encode("ascii")
-    ]
+    line = _check_field(method, "method") + b" " + url.raw_path + b" HTTP/1.1\r\n"
+    return line + b"host: " + _host_header(url).encode("ascii") + b"\r\n" + header_lines(headers)
+
+
+def header_lines(headers: Iterable[tuple[str, str]]) -> bytes:
+    """*headers* as header lines, each ending in CRLF.
+
+    Raises:
+        ValueError: as :func:`request_head`.
+    """
+    lines = []
     for name, value in headers:
         try:
             lines.append(_check_field(name, "name") + b": " + _check_field(value, "value"))
         except UnicodeEncodeError:
             raise ValueError("a header holds a character outside Latin-1") from None
-    return b"\r\n".join(lines) + b"\r\ncontent-length: "
+    return b"".join(line + b"\r\n" for line in lines)
 
 
 def _host_header(url: httpx.URL) -> str:
@@ -214,26 +220,32 @@ class ConnectionPool:
         read_timeout: float | None,
         method: bytes = b"POST",
         decode: bool = True,
+        extra: bytes = b"",
     ) -> Response:
         """Send one request and read its response's head; its body is left to read.
 
         Args:
             origin: where to send it.
-            head: the request's head, ending at ``content-length: `` when
-                *body* is given (see :func:`request_head`), else whole
-                (through the blank line).
-            body: the request's body (None: *head* is the whole request).
+            head: the request's head (see :func:`request_head`); when *body*
+                is None, the whole request.
+            body: the request's body, sent after *extra*, its
+                ``Content-Length`` and a blank line (None: *head* is the
+                whole request).
             connect_timeout: seconds to connect (TCP and TLS).
             read_timeout: seconds to wait for each piece of the response (and
                 to send the request).
             method: the request's method (``HEAD`` answers have no body).
             decode: undo ``gzip`` and ``deflate`` content codings.
+            extra: header lines of this request's own (:func:`header_lines`).
 
         Raises:
             httpx.TransportError: the subclass httpx raises for the same failure.
         """
         conn = await self._checkout(origin, connect_timeout)
-        data = head if body is None else b"%b%d\r\n\r\n%b" % (head, len(body), body)
+        if body is None:
+            data = head
+        else:
+            data = b"%b%bcontent-length: %d\r\n\r\n%b" % (head, extra, len(body), body)
         response = Response(self, origin, conn, read_timeout, method == b"HEAD")
         try:
             # One deadline, moved on each time bytes go out or come in.
