@@ -157,6 +157,7 @@ def config(url: str, **options: object) -> ProviderConfig:
             b"abc",
         ),
         (H200 + b"content-length: 3, 3\r\n\r\nabc", b"abc"),
+        (b"HTTP/1.1 200 OK\ncontent-length: 3\n\n\n\r\n", b"\n\r\n"),  # LF, then CRLF in the body
         (b"HTTP/1.1 200 OK\ncontent-length: 2\n\nab", b"ab"),  # bare LF line ends
         (b"HTTP/1.1 100 Continue\r\n\r\n" + response(b"ok"), b"ok"),  # interim answers skipped
         (response(b"folded", b"x-a: 1\r\n  2"), b"folded"),  # obsolete line folding

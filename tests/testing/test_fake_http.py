@@ -126,3 +126,13 @@ async def test_requests_are_not_kept_when_asked() -> None:
     assert server.requests == [] and stats.replies == 2
     # The answers are numbered all the same.
     assert b'"chatcmpl-000001"' in received and b'"chatcmpl-000002"' in received
+
+
+async def test_a_head_with_bare_line_feeds() -> None:
+    body = BODY + b"\r\n\r\n"  # (JSON may be followed by blank lines)
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\nconnection: close\ncontent-length: %d\n\n" % len(body)
+    )
+    async with open_fake_llm([Reply(text="ok")]) as server:
+        received = await exchange(server, request + body)
+    assert statuses(received) == [b"200"]

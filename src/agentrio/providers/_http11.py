@@ -63,18 +63,22 @@ class TCPConnection:
             raise httpx.ReadError(_why(exc, "reading the response")) from exc
 
     async def send(self, data: bytes) -> None:
+        """Send all of *data*."""
         try:
             await self.raw.send_all(data)
         except OSError as exc:
             raise httpx.WriteError(_why(exc, "sending the request")) from exc
 
     def is_readable(self) -> bool:
+        """Whether bytes (or the end) have come: on an idle connection, it cannot be used."""
         return self.raw.is_readable()
 
     def close(self) -> None:
+        """Close it now (no checkpoint)."""
         self.raw.close()
 
     async def aclose(self) -> None:
+        """Close it."""
         await self.raw.aclose()
 
 
@@ -97,19 +101,23 @@ class TLSConnection:
             raise httpx.ReadError(_why(exc, "reading the response")) from exc
 
     async def send(self, data: bytes) -> None:
+        """Send all of *data*."""
         try:
             await self.stream.send_all(data)
         except (trio.BrokenResourceError, OSError) as exc:
             raise httpx.WriteError(_why(exc, "sending the request")) from exc
 
     def is_readable(self) -> bool:
+        """Whether bytes (or the end) have come: on an idle connection, it cannot be used."""
         return self.stream.transport_stream.socket.is_readable()
 
     def close(self) -> None:
-        # Without a close_notify: a response read to its end does not need one.
+        """Close it now (no checkpoint), without a close_notify: an answer read to
+        its end needs none."""
         self.stream.transport_stream.socket.close()
 
     async def aclose(self) -> None:
+        """Close it, without waiting for the server's close_notify."""
         await trio.aclose_forcefully(self.stream)
 
 
@@ -123,6 +131,7 @@ def _why(exc: BaseException, doing: str) -> str:
 
 
 def seconds(timeout: float | None) -> float:
+    """*timeout* for a cancel scope (None: no timeout)."""
     return float("inf") if timeout is None else timeout
 
 
@@ -216,13 +225,13 @@ class Response:
         while True:
             if buffer[:1] in (b"\r", b"\n"):  # blank lines before a status line are ignored
                 buffer = buffer.lstrip(b"\r\n")
+            # The head ends at a blank line: CRLF CRLF, or LF LF from a lax server.
             end = buffer.find(b"\n\r\n", start)
-            if end < 0:
-                end = buffer.find(b"\n\n", start)
-                if end >= 0:
-                    conn.buffer = buffer[end + 2 :]
-                    return buffer[:end]
-            else:
+            lax = buffer.find(b"\n\n", start, None if end < 0 else end)
+            if lax >= 0:
+                conn.buffer = buffer[lax + 2 :]
+                return buffer[:lax]
+            if end >= 0:
                 conn.buffer = buffer[end + 3 :]
                 return buffer[:end]
             if len(buffer) > MAX_HEAD:

@@ -103,13 +103,14 @@ class RequestReader:
         while True:
             if buffer[:1] in (b"\r", b"\n"):  # blank lines between requests are ignored
                 buffer = buffer.lstrip(b"\r\n")
+            # The head ends at a blank line: CRLF CRLF, or LF LF from a lax client.
             end = buffer.find(b"\r\n\r\n", start)
+            lax = buffer.find(b"\n\n", start, None if end < 0 else end)
+            if lax >= 0:
+                self._buffer = buffer[lax + 2 :]
+                return buffer[:lax]
             if end >= 0:
                 self._buffer = buffer[end + 4 :]
-                return buffer[:end]
-            end = buffer.find(b"\n\n", start)
-            if end >= 0:
-                self._buffer = buffer[end + 2 :]
                 return buffer[:end]
             if len(buffer) > MAX_HEAD:
                 raise BadHTTP(f"the request head is larger than {MAX_HEAD} bytes")
