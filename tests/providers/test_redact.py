@@ -107,19 +107,23 @@ async def test_url_credentials_appear_in_no_repr_or_error(
         assert not [text for text in shown if secret in text]
 
 
-async def test_url_credentials_are_kept_out_of_httpx_log(
-    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("own_client", [False, True])
+async def test_url_credentials_are_kept_out_of_the_request_log(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture, own_client: bool
 ) -> None:
+    # Logged by agentrio.http for the provider's own connections, by httpx for one's own client.
     caplog.set_level(logging.DEBUG)
-    for name in ("httpx", "httpcore"):
+    for name in ("httpx", "httpcore", "agentrio"):
         caplog.set_level(logging.DEBUG, logger=name)
-    async with open_fake_llm([Reply(text="hello")]) as server:
+    async with open_fake_llm([Reply(text="hello")]) as server, httpx.AsyncClient() as client:
         host = server.base_url.removeprefix("http://")
         url = f"http://user:{PASSWORD}@{host}/v1?key={QUERY_KEY}"
-        async with Provider(ProviderConfig(name="p", kind="openai", base_url=url)) as provider:
+        config = ProviderConfig(name="p", kind="openai", base_url=url)
+        async with Provider(config, client=client if own_client else None) as provider:
             assert (await provider.complete("m", HI, [], max_output_tokens=8)).text == "hello"
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "httpx"]
-    assert "HTTP Request: POST" in line and "key=[redacted]" in line
+    logger = "httpx" if own_client else "agentrio.http"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == logger]
+    assert "HTTP Request: POST" in line and "key=[redacted]" in line and "200 OK" in line
     logged = caplog.text + "".join(repr(r.args) + r.getMessage() for r in caplog.records)
     assert PASSWORD not in logged and QUERY_KEY not in logged
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import httpx
@@ -20,10 +20,13 @@ __all__ = [
     "MAX_LINE_BYTES",
     "MAX_REPLY_CHARS",
     "MAX_RESPONSE_BYTES",
+    "Body",
+    "HttpxBody",
     "LineSplitter",
     "TooLarge",
     "abandon",
     "read_body",
+    "sse_data",
 ]
 
 # The defaults, chosen well above what a real answer needs: a 128k-token
@@ -101,11 +104,76 @@ class LineSplitter:
             raise TooLarge(f"a stream line is longer than max_line_bytes ({self.max_line} bytes)")
 
 
-async def read_body(response: httpx.Response, limit: int, *, cut: bool = False) -> bytes:
+def sse_data(lines: list[str], data: list[str]) -> list[str]:
+    """The data of the SSE events that *lines* end, each as one ``data:`` line.
+
+    An event's ``data:`` lines are joined with ``\\n`` (as SSE defines: a
+    JSON value may span several), and the event is passed on at the blank
+    line that ends it; other fields (``event:``, ``id:``, comments) are
+    dropped. *data* holds the ``data:`` lines of the event begun and not
+    ended yet, from one call to the next; at the end of the stream, pass
+    ``[""]`` to pass on an event the stream did not end.
+    """
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("data:"):
+            data.append(line)
+        elif not line:
+            if len(data) == 1:
+                out.append(data[0])
+            elif data:
+                # One leading space of each value is not part of it.
+                values = (d[6:] if d.startswith("data: ") else d[5:] for d in data)
+                out.append("data:" + "\n".join(values))
+            data.clear()
+        elif line == "data":  # a field without a colon: an empty value
+            data.append("data:")
+    return out
+
+
+class Body(Protocol):
+    """A response's body, read a piece at a time."""
+
+    async def receive(self) -> bytes:
+        """The next piece (decoded as its Content-Encoding says); b"" at the end."""
+
+    async def aclose(self) -> None:
+        """Stop reading; before the end, that drops the connection."""
+
+
+class HttpxBody:
+    """The body of an ``httpx.Response`` sent with ``stream=True``, as a :class:`Body`."""
+
+    __slots__ = ("_chunks", "_done", "response")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._chunks = response.aiter_bytes()
+        self._done = False
+
+    async def receive(self) -> bytes:
+        if self._done:
+            return b""
+        try:
+            return await anext(self._chunks)
+        except StopAsyncIteration:
+            self._done = True
+            return b""
+
+    async def aclose(self) -> None:
+        if self._done:
+            await self.response.aclose()
+        else:
+            self._done = True
+            await abandon(self.response, self._chunks)
+
+
+async def read_body(response: Body | httpx.Response, limit: int, *, cut: bool = False) -> bytes:
     """The body of *response* (decoded as its Content-Encoding says), at most *limit* bytes.
 
     Args:
-        response: a response sent with ``stream=True``, its body not read yet.
+        response: a body not read yet (an ``httpx.Response`` sent with
+            ``stream=True``, or agentrio's own transport's response).
         limit: the most bytes to keep.
         cut: past *limit*, return the first *limit* bytes instead of raising
             (for error bodies, which are only shown in part).
@@ -114,19 +182,19 @@ async def read_body(response: httpx.Response, limit: int, *, cut: bool = False) 
         TooLarge: the body is longer than *limit* (and *cut* is not set); the
             response is closed, which drops its connection.
     """
+    body: Body = response if hasattr(response, "receive") else HttpxBody(response)
     parts: list[bytes] = []
     size = 0
-    chunks = response.aiter_bytes()
-    async for chunk in chunks:
+    while chunk := await body.receive():
         size += len(chunk)
         if size > limit:
-            await abandon(response, chunks)
+            await body.aclose()
             if cut:
                 parts.append(chunk[: len(chunk) - (size - limit)])
                 break
             raise TooLarge(f"the body is larger than max_response_bytes ({limit} bytes)")
         parts.append(chunk)
-    return b"".join(parts)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 async def abandon(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:

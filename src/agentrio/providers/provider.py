@@ -15,7 +15,8 @@ message, event, ``repr`` or exception, nor are the credentials a base URL holds.
 
 from __future__ import annotations
 
-import json
+import base64
+import logging
 import math
 import os
 import random
@@ -46,10 +47,12 @@ from .bounded import (
     MAX_LINE_BYTES,
     MAX_REPLY_CHARS,
     MAX_RESPONSE_BYTES,
+    Body,
+    HttpxBody,
     LineSplitter,
     TooLarge,
-    abandon,
     read_body,
+    sse_data,
 )
 from .limiter import CircuitBreaker, RateWindow, parse_retry_after
 from .ollama import OllamaWire
@@ -66,12 +69,18 @@ from .wire import StreamParser, WireFormat
 if TYPE_CHECKING:
     import httpx
 
+    from .transport import ConnectionPool
+
 __all__ = ["DEFAULT_POOL", "Provider", "ProviderConfig", "ProviderModel", "ProviderStatistics"]
 
 DEFAULT_POOL = 32  # connections (and requests in flight) when max_concurrent is not set
 MAX_RETRY_WAIT = 60.0  # seconds: the default ceiling on a wait before a retry
 _ERROR_BYTES = 64 * 1024  # of an error body: only its start is shown
 _DEFAULT_PRIORITY = lane_index(DEFAULT_LANE)
+_ENCODER = msgspec.json.Encoder()
+_decode = msgspec.json.decode
+# Each request on agentrio's own connections, as httpx logs those it sends.
+_http_log = logging.getLogger("agentrio.http")
 
 Kind = Literal["openai", "anthropic", "ollama"]
 _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
@@ -372,6 +381,40 @@ class _Retry(Exception):
         self.failure = failure  # counts against the circuit breaker
 
 
+class _Body:
+    """A call's JSON request body, built when it is first sent and kept for its retries.
+
+    Not before: a call may wait for a free connection behind thousands of
+    others, and each waiting call holding its body made the demo's 10,000
+    agents cost more memory than everything else they hold.
+    """
+
+    __slots__ = ("_args", "_content", "_wire")
+
+    def __init__(
+        self,
+        wire: WireFormat,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+        settings: ModelSettings | None = None,
+    ) -> None:
+        self._wire = wire
+        # (copies of the sequences: the body is what they hold now, not when it is sent)
+        self._args: tuple[
+            str, tuple[ChatMessage, ...], tuple[ToolSchema, ...], int, bool, ModelSettings | None
+        ] = (model, tuple(messages), tuple(tools), max_output_tokens, stream, settings)
+        self._content: bytes | None = None
+
+    def content(self) -> bytes:
+        """The body, encoded."""
+        if self._content is None:
+            self._content = _ENCODER.encode(self._wire.body(*self._args))
+        return self._content
+
+
 class _Received:
     """What one attempt got, to charge it if it fails (kept only for a meter)."""
 
@@ -457,7 +500,7 @@ class Provider:
             self._headers.update(config.settings.extra_headers)
         self._url = _endpoint(config.base_url, self._wire.path)
         self._owns_client = client is None
-        # Requests beyond the pool wait in our limiter, not in httpcore's queue:
+        # Requests beyond the pool wait in our limiter, not in a pool's queue:
         # httpcore matches every queued request against every connection each
         # time one frees (measured: 1,000 waiting agents made each request cost
         # ~9 ms of CPU in that scan alone).
@@ -467,12 +510,11 @@ class Provider:
         self._transport_error = httpx.TransportError
         # Errors before the request could reach the server (nothing to charge).
         self._not_sent = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(
-                config.read_timeout, connect=config.connect_timeout, pool=config.timeout
-            ),
-            limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
-        )
+        self._decoding_error = httpx.DecodingError
+        self._client = client
+        self._pool: ConnectionPool | None = None
+        if client is None:
+            self._own_connections(httpx.URL(self._url), pool)
         text_tools = config.tool_calls_in_text
         self._text_tools = config.kind == "ollama" if text_tools is None else text_tools
         self._breaker = CircuitBreaker(config.circuit_failures, config.circuit_cooldown)
@@ -483,6 +525,42 @@ class Provider:
         self._paused_until = 0.0
         self._random = random.Random(config.seed)
         self._requests = self._retries = self._failures = self._rate_limited = self._in_flight = 0
+
+    def _own_connections(self, url: httpx.URL, pool: int) -> None:
+        """Make the connection pool: agentrio's own, unless a proxy is to be used."""
+        import httpx
+
+        from .transport import ACCEPT_ENCODING, ConnectionPool, env_proxy, origin_of, request_head
+
+        config = self.config
+        if env_proxy(url) is not None:
+            # Through the proxy the environment names, as httpx reaches it.
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(
+                    config.read_timeout, connect=config.connect_timeout, pool=config.timeout
+                ),
+                limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool),
+            )
+            return
+        headers = {
+            "accept": "*/*",
+            "accept-encoding": ACCEPT_ENCODING,
+            "user-agent": f"agentrio/{_version()}",
+            **self._headers,
+        }
+        if url.userinfo:  # as httpx does: credentials in the URL are sent as Basic auth
+            pair = f"{url.username}:{url.password}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
+        try:
+            self._head = request_head("POST", url, headers.items())
+        except ValueError as exc:
+            raise ConfigError(
+                f"provider {config.name!r}: cannot send its headers ({exc}); "
+                "check the API key (its value is not shown)"
+            ) from None
+        self._origin = origin_of(url)
+        self._shown_endpoint = redact_url(self._url)
+        self._pool = ConnectionPool(max_idle=pool)
 
     def __repr__(self) -> str:
         return f"<Provider {self.config.name!r} {self.config.kind} {self._shown_url}>"
@@ -513,7 +591,10 @@ class Provider:
         """Close the connection pool (if this provider made it)."""
         if self._owns_client:
             with trio.CancelScope(shield=True):
-                await self._client.aclose()
+                if self._pool is not None:
+                    await self._pool.aclose()
+                if self._client is not None:
+                    await self._client.aclose()
 
     def check_settings(self, settings: ModelSettings) -> None:
         """Raise InvalidArgument naming a setting this instance's wire format cannot send
@@ -572,16 +653,18 @@ class Provider:
                 format cannot send.
         """
         priority = _DEFAULT_PRIORITY if lane is None else lane_index(lane)
-        headers = None
+        headers = None  # this call's extra headers
         if settings is not None:
             if settings.extra_headers:
-                headers = {**self._headers, **settings.extra_headers}
+                headers = _extra_headers(settings.extra_headers)
             settings = settings.over(self.config.settings)
         else:
             settings = self.config.settings
-        body = self._wire.body(
-            model, messages, tools, max_output_tokens, self.config.stream, settings
+        body = _Body(
+            self._wire, model, messages, tools, max_output_tokens, self.config.stream, settings
         )
+        if headers is not None or settings is not None:
+            body.content()  # (a setting the wire cannot send raises here: nothing is sent)
         text_tools = [t.name for t in tools] if self._text_tools else None
         # (For the per-minute window only. The agent's estimator rule, each
         # non-ASCII character a token: CJK text is not under-counted there either.)
@@ -665,7 +748,7 @@ class Provider:
 
     async def _guarded(
         self,
-        body: dict[str, object],
+        body: _Body,
         estimate: int,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
@@ -697,7 +780,7 @@ class Provider:
 
     async def _attempt(
         self,
-        body: dict[str, object],
+        body: _Body,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
         *,
@@ -726,6 +809,9 @@ class Provider:
                 # Not retried: a server sending without end would only do it again.
                 self._not_retried(failure=True)
                 raise self._bad(f"{exc}; the connection was dropped") from None
+            except self._decoding_error as exc:
+                bad = self._bad(f"its content coding could not be undone ({exc})")
+                raise _Retry(bad, retry_after=None, failure=True) from exc
             except BadResponse as exc:
                 if got is not None and isinstance(exc.__cause__, self._transport_error):
                     got.cut = True  # a stream whose connection was lost
@@ -744,31 +830,62 @@ class Provider:
         )
 
     async def _send(
-        self,
-        body: dict[str, object],
-        got: _Received | None,
-        headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
-        """Send *body* (with *headers*, else the instance's); the response's body is
-        left to read, within the limits."""
-        request = self._client.build_request(
-            "POST", self._url, json=body, headers=headers or self._headers
-        )
-        response = await self._client.send(request, stream=True)
+        self, body: _Body, got: _Received | None, headers: dict[str, str] | None = None
+    ) -> Body:
+        """Send *body* (with this call's extra *headers*); the response's body is left
+        to read, within the limits."""
+        if self._pool is not None:
+            response, status, retry_after = await self._post(body.content(), headers)
+        else:
+            response, status, retry_after = await self._post_through_client(body.content(), headers)
         if got is not None:
-            got.status = response.status_code
-        if response.status_code != 200:
-            try:
-                # Only the start of an error body is shown: no need to read more.
-                text = await read_body(response, _ERROR_BYTES, cut=True)
-            finally:
-                await response.aclose()
-            self._check(response.status_code, response.headers, text.decode("utf-8", "replace"))
-        return response
+            got.status = status
+        if status == 200:
+            return response
+        try:
+            # Only the start of an error body is shown: no need to read more.
+            text = await read_body(response, _ERROR_BYTES, cut=True)
+        finally:
+            await response.aclose()
+        self._check(status, retry_after, text.decode("utf-8", "replace"))
+        raise AssertionError("unreachable: _check raises for a status other than 200")
+
+    async def _post(
+        self, content: bytes, headers: dict[str, str] | None
+    ) -> tuple[Body, int, str | None]:
+        """Post on the provider's own pool: the answer, its status and Retry-After."""
+        assert self._pool is not None
+        config = self.config
+        answer = await self._pool.request(
+            self._origin,
+            self._head,
+            content,
+            connect_timeout=config.connect_timeout,
+            read_timeout=config.read_timeout,
+            extra=_header_lines(headers) if headers else b"",
+        )
+        if _http_log.isEnabledFor(logging.INFO):
+            line = f"HTTP/1.1 {answer.status_code} {answer.reason.decode('latin-1')}"
+            _http_log.info('HTTP Request: POST %s "%s"', self._shown_endpoint, line)
+        if answer.status_code == 200:
+            return answer, 200, None
+        after = answer.header(b"retry-after")
+        return answer, answer.status_code, None if after is None else after.decode("latin-1")
+
+    async def _post_through_client(
+        self, content: bytes, headers: dict[str, str] | None
+    ) -> tuple[Body, int, str | None]:
+        """Post through the httpx client: the answer, its status and Retry-After."""
+        client = self._client
+        assert client is not None
+        sent_headers = {**self._headers, **headers} if headers else self._headers
+        request = client.build_request("POST", self._url, content=content, headers=sent_headers)
+        sent = await client.send(request, stream=True)
+        return HttpxBody(sent), sent.status_code, sent.headers.get("retry-after")
 
     async def _whole(
         self,
-        body: dict[str, object],
+        body: _Body,
         text_tools: list[str] | None,
         *,
         got: _Received | None = None,
@@ -780,8 +897,8 @@ class Provider:
         finally:
             await response.aclose()
         try:
-            data = json.loads(content)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            data = _decode(content)
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
             raise self._bad("the body is not JSON") from None
         if got is not None:
             got.answered = True
@@ -789,7 +906,7 @@ class Provider:
 
     async def _streamed(
         self,
-        body: dict[str, object],
+        body: _Body,
         on_text: Callable[[str], None] | None,
         text_tools: list[str] | None,
         *,
@@ -813,22 +930,26 @@ class Provider:
         finally:
             await response.aclose()
 
-    async def _read_stream(self, response: httpx.Response, parser: StreamParser) -> None:
+    async def _read_stream(self, response: Body, parser: StreamParser) -> None:
         config = self.config
         lines = LineSplitter(config.max_line_bytes, config.max_response_bytes)
-        chunks = response.aiter_bytes()
+        feed = parser.feed
+        # SSE: an event's data lines are joined and fed as one, at the event's end.
+        data: list[str] | None = [] if self._wire.stream_format == "sse" else None
         try:
-            async for chunk in chunks:
-                for line in lines.split(chunk):
-                    parser.feed(line)
-            for line in lines.close():
-                parser.feed(line)
+            while chunk := await response.receive():
+                split = lines.split(chunk)
+                for line in split if data is None else sse_data(split, data):
+                    feed(line)
+            last = lines.close()
+            for line in last if data is None else sse_data([*last, ""], data):
+                feed(line)
         except self._transport_error as exc:
             # The answer had begun: losing the connection now cuts the stream short.
             _scrub(exc)
             raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
         except Exception:
-            await abandon(response, chunks)
+            await response.aclose()
             raise
 
     def _bad(self, what: str) -> BadResponse:
@@ -841,10 +962,10 @@ class Provider:
             text = text.replace(secret, "[redacted]")
         return text[:300]
 
-    def _check(self, status: int, headers: httpx.Headers, text: str) -> None:
+    def _check(self, status: int, retry_after: str | None, text: str) -> None:
         if status == 200:
             return
-        after = parse_retry_after(headers.get("retry-after"))
+        after = parse_retry_after(retry_after)
         if status == 429:
             self._rate_limited += 1
             if after is not None and after > self.config.max_retry_wait:
@@ -912,6 +1033,12 @@ class Provider:
             provider=self.name,
             status=status,
         )
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
 
 
 def _endpoint(base_url: str, path: str) -> str:
@@ -995,6 +1122,22 @@ class ProviderModel:
     def check_settings(self, settings: ModelSettings) -> None:
         """Raise InvalidArgument naming a setting the provider's wire format cannot send."""
         self.provider.check_settings(settings)
+
+
+def _extra_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A call's ``extra_headers``, checked as header lines (InvalidArgument if not)."""
+    extra = dict(headers)
+    try:
+        _header_lines(extra)
+    except ValueError as exc:
+        raise InvalidArgument(f"settings.extra_headers: {exc}") from None
+    return extra
+
+
+def _header_lines(headers: dict[str, str]) -> bytes:
+    from .transport import header_lines
+
+    return header_lines(headers.items())
 
 
 def _pricing(config: ProviderConfig) -> tuple[float, ...] | None:

@@ -7,18 +7,19 @@ request, and it injects the faults real providers have (rate limits, 5xx,
 resets, cut-short streams, broken tool JSON, garbage bodies, slow answers)
 at chosen rates, drawn from one seeded random generator.
 
-The server is HTTP/1.1 written on Trio and h11 (the sans-I/O HTTP library
-httpx already depends on): a web framework would hide exactly the wire
-behaviour the faults need to control (closing mid-stream, resetting before
-any response), and h11 keeps it dependency-free and Trio-native.
+The server is HTTP/1.1 written on Trio, its bytes read and written by hand
+(``_fake_http``): a web framework would hide exactly the wire behaviour the
+faults need to control (closing mid-stream, resetting before any response),
+and a server that shares its process with thousands of agents must cost
+little per request.
 
 Framing: JSON responses carry ``Content-Length``; streamed responses use
-chunked transfer-encoding (h11 picks it for an HTTP/1.1 client when no length
-is set), as the real APIs do. That keeps streaming connections alive for
-reuse by httpx's pool, and a truncated stream then looks exactly like a
-provider dying mid-answer: httpx raises ``RemoteProtocolError`` (incomplete
-chunked read) after the last complete event, rather than seeing a clean
-end of body.
+chunked transfer-encoding (to an HTTP/1.1 client; to an HTTP/1.0 one, the
+end of the connection ends the body), as the real APIs do. That keeps
+streaming connections alive for reuse, and a truncated stream then looks
+exactly like a provider dying mid-answer: httpx raises
+``RemoteProtocolError`` (incomplete chunked read) after the last complete
+event, rather than seeing a clean end of body.
 """
 
 from __future__ import annotations
@@ -27,20 +28,18 @@ import contextlib
 import inspect
 import math
 import random
-import socket
-import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from http import HTTPStatus
 from typing import Literal, final
 
 import attrs
-import h11
 import msgspec
 import trio
 
+from .._net import RawSocket
 from ..errors import InvalidArgument
 from ..messages import ModelReply
+from ._fake_http import BadHTTP, HTTPRequest, RequestReader, response_head
 from ._fake_wire import (
     _FRAMES,
     _MAX_BODY,
@@ -231,6 +230,9 @@ class _Plan:
         return next((k for k in kinds if k in self.drawn), None)
 
 
+_NO_FAULTS = _Plan(frozenset())
+
+
 @final
 class FakeLLMServer:
     """A running fake LLM server; made by :func:`open_fake_llm` or :func:`serve_fake_llm`.
@@ -240,7 +242,8 @@ class FakeLLMServer:
         host: the address it listens on.
         port: the port it listens on (the real one when 0 was asked for).
         faults: the faults it injects.
-        requests: every request that reached the script or handler, in order.
+        requests: every request that reached the script or handler, in order
+            (none if it was opened with ``keep_requests=False``).
     """
 
     def __init__(
@@ -251,15 +254,20 @@ class FakeLLMServer:
         handler: ReplyHandler,
         faults: Faults,
         api_key: str | None,
+        keep_requests: bool = True,
     ) -> None:
         self.host = host
         self.port = port
         self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self.faults = faults
         self.requests: list[FakeRequest] = []
+        self._keep_requests = keep_requests
+        self._answered = 0  # requests that reached the script or handler
         self._handler = handler
         self._api_key = api_key
         self._rng = random.Random(faults.seed)
+        rates = [(kind, faults._rate(kind)) for kind in _FAULT_KINDS]
+        self._rates = rates if any(rate for _, rate in rates) else []
         self._connections = 0
         self._http_requests = 0
         self._replies = 0
@@ -285,65 +293,57 @@ class FakeLLMServer:
 
     # -- one connection --
 
-    async def _serve_connection(self, stream: trio.SocketStream) -> None:
+    async def _serve_connection(self, tcp: trio.SocketStream) -> None:
         self._connections += 1
-        conn = h11.Connection(h11.SERVER)
+        stream = RawSocket.from_stream(tcp)
+        reader = RequestReader(stream, _MAX_BODY)
         try:
-            while await self._serve_one(stream, conn):
-                conn.start_next_cycle()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            while (request := await reader.next()) is not None:
+                self._http_requests += 1
+                if not await self._route(stream, request) or not request.keep_alive:
+                    break
+        except (OSError, trio.ClosedResourceError):
             pass  # the client went away
-        except h11.RemoteProtocolError as exc:
-            await self._bad_http(stream, conn, exc)
+        except BadHTTP as exc:
+            await self._bad_http(stream, exc)
         finally:
-            await trio.aclose_forcefully(stream)
+            stream.close()
 
-    async def _bad_http(
-        self, stream: trio.SocketStream, conn: h11.Connection, exc: h11.RemoteProtocolError
-    ) -> None:
-        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return
+    async def _bad_http(self, stream: RawSocket, exc: BadHTTP) -> None:
+        # (Only ever raised while a request is read: no response has begun.)
+        self._http_requests += 1
         self._rejected[400] = self._rejected.get(400, 0) + 1
         body = _json(_error_body(None, 400, f"bad HTTP: {exc}"))
+        head = response_head(400, _json_headers(len(body), [(b"connection", b"close")]))
         # If even that fails, nothing more can be said on this connection.
-        with contextlib.suppress(trio.BrokenResourceError, h11.LocalProtocolError):
-            await self._send_json(stream, conn, 400, body, close=True)
+        with contextlib.suppress(OSError):
+            await stream.send_all(head + body)
 
-    async def _serve_one(self, stream: trio.SocketStream, conn: h11.Connection) -> bool:
-        """Read and answer one request; return whether the connection may be reused."""
-        received = await _receive_request(stream, conn)
-        if received is None:
-            return False
-        request, body = received
-        self._http_requests += 1
-        if not await self._route(stream, conn, request, body):
-            return False
-        return conn.our_state is h11.DONE and conn.their_state is h11.DONE
-
-    async def _route(
-        self, stream: trio.SocketStream, conn: h11.Connection, request: h11.Request, body: bytes
-    ) -> bool:
+    async def _route(self, stream: RawSocket, request: HTTPRequest) -> bool:
+        """Answer *request*; return whether the connection may be reused."""
         path = request.target.decode("latin-1").split("?", 1)[0]
         api = _ROUTES.get(path)
         if api is None:
-            return await self._reject(stream, conn, None, 404, f"no route for {path}")
+            return await self._reject(stream, request, None, 404, f"no route for {path}")
         if request.method != b"POST":
             allow = [(b"allow", b"POST")]
-            return await self._reject(stream, conn, api, 405, f"{path} takes POST", allow)
-        if len(body) > _MAX_BODY:
-            return await self._reject(stream, conn, api, 413, "request body too large")
-        if not _authorized(api, dict(request.headers), self._api_key):
-            return await self._reject(stream, conn, api, 401, "invalid or missing API key")
+            return await self._reject(stream, request, api, 405, f"{path} takes POST", allow)
+        if request.too_large:
+            # Its body was not read: the connection cannot carry another request.
+            await self._reject(stream, request, api, 413, "request body too large")
+            return False
+        if not _authorized(api, request.headers, self._api_key):
+            return await self._reject(stream, request, api, 401, "invalid or missing API key")
         try:
-            fake = _parse(api, _decode_object(body))
+            fake = _parse(api, _decode_object(request.body))
         except _BadRequest as exc:
-            return await self._reject(stream, conn, api, 400, str(exc))
-        return await self._answer(stream, conn, fake)
+            return await self._reject(stream, request, api, 400, str(exc))
+        return await self._answer(stream, request, fake)
 
     async def _reject(
         self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
+        stream: RawSocket,
+        request: HTTPRequest,
         api: ApiName | None,
         status: int,
         message: str,
@@ -351,21 +351,22 @@ class FakeLLMServer:
     ) -> bool:
         self._rejected[status] = self._rejected.get(status, 0) + 1
         body = _json(_error_body(api, status, message))
-        await self._send_json(stream, conn, status, body, extra)
+        await self._send_json(stream, request, status, body, extra)
         return True
 
     def _draw(self) -> _Plan:
         # Every fault is drawn for every request, so one fault's rate never
-        # shifts which requests get another.
-        drawn = [k for k in _FAULT_KINDS if self._rng.random() < self.faults._rate(k)]
+        # shifts which requests get another. (With every rate 0 no draw can
+        # matter, now or later: none is made.)
+        if not self._rates:
+            return _NO_FAULTS
+        drawn = [k for k, rate in self._rates if self._rng.random() < rate]
         return _Plan(frozenset(drawn))
 
     def _count(self, kind: FaultKind) -> None:
         self._faults[kind] += 1
 
-    async def _answer(
-        self, stream: trio.SocketStream, conn: h11.Connection, fake: FakeRequest
-    ) -> bool:
+    async def _answer(self, stream: RawSocket, request: HTTPRequest, fake: FakeRequest) -> bool:
         self._by_api[fake.api] += 1
         plan = self._draw()  # before any checkpoint: faults follow arrival order
         if "delay" in plan.drawn:
@@ -374,46 +375,50 @@ class FakeLLMServer:
         failure = plan.first("reset", "rate_limit", "server_error", "garbage")
         if failure is not None:
             self._count(failure)
-            return await self._fail(stream, conn, fake.api, failure)
-        self.requests.append(fake)
-        reply = await self._reply(stream, conn, fake)
+            return await self._fail(stream, request, fake.api, failure)
+        if self._keep_requests:
+            self.requests.append(fake)
+        self._answered += 1
+        number = self._answered
+        reply = await self._reply(stream, request, fake)
         if reply is None:
             return True
         malformed = "malformed_tool_json" in plan.drawn and bool(reply.tool_calls)
         if malformed:
             self._count("malformed_tool_json")
-        answer = _Answer(reply, fake.model, len(self.requests), malformed)
+        answer = _Answer(reply, fake.model, number, malformed)
         if not fake.stream:
-            await self._send_json(stream, conn, 200, _json(_REPLY[fake.api](answer)))
+            await self._send_json(stream, request, 200, _json(_REPLY[fake.api](answer)))
             return True
         truncate = "truncate" in plan.drawn
         if truncate:
             self._count("truncate")
-        await self._send_stream(stream, conn, fake.api, _FRAMES[fake.api](answer), truncate)
-        return not truncate
+        frames = _FRAMES[fake.api](answer)
+        await self._send_stream(stream, request, fake.api, frames, truncate)
+        return not truncate and not request.http10
 
     async def _fail(
-        self, stream: trio.SocketStream, conn: h11.Connection, api: ApiName, kind: FaultKind
+        self, stream: RawSocket, request: HTTPRequest, api: ApiName, kind: FaultKind
     ) -> bool:
         if kind == "reset":
-            # SO_LINGER 0: close() sends RST, as a crashed proxy or a dropped
-            # connection does; the client gets a transport error, no response.
-            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            await stream.aclose()
+            # RST, as a crashed proxy or a dropped connection does: the client
+            # gets a transport error, no response.
+            stream.reset()
+            await trio.lowlevel.checkpoint()
             return False
         if kind == "rate_limit":
             seconds = str(math.ceil(self.faults.retry_after)).encode()
             body = _json(_error_body(api, 429, "rate limit reached (fake LLM fault)"))
-            await self._send_json(stream, conn, 429, body, [(b"retry-after", seconds)])
+            await self._send_json(stream, request, 429, body, [(b"retry-after", seconds)])
         elif kind == "server_error":
             body = _json(_error_body(api, 500, "internal server error (fake LLM fault)"))
-            await self._send_json(stream, conn, 500, body)
+            await self._send_json(stream, request, 500, body)
         else:
-            await self._send_body(stream, conn, 200, b"text/html", _GARBAGE)
+            await self._send_body(stream, request, 200, b"text/html", _GARBAGE)
         return True
 
     async def _reply(
-        self, stream: trio.SocketStream, conn: h11.Connection, fake: FakeRequest
+        self, stream: RawSocket, request: HTTPRequest, fake: FakeRequest
     ) -> ModelReply | None:
         """The handler's reply; on an error, answer 500 and return None."""
         try:
@@ -425,36 +430,27 @@ class FakeLLMServer:
             self._handler_errors += 1
             message = str(exc) if isinstance(exc, _ScriptExhausted) else f"{exc!r}"
             body = _json(_error_body(fake.api, 500, f"fake LLM: {message}"))
-            await self._send_json(stream, conn, 500, body)
+            await self._send_json(stream, request, 500, body)
             return None
         self._replies += 1
         return reply
 
     # -- writing responses --
 
-    async def _send(
-        self, stream: trio.SocketStream, conn: h11.Connection, *events: h11.Event
-    ) -> None:
-        await stream.send_all(b"".join(conn.send(event) or b"" for event in events))
-
     async def _send_json(
         self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
+        stream: RawSocket,
+        request: HTTPRequest,
         status: int,
         body: bytes,
         extra: list[tuple[bytes, bytes]] | None = None,
-        *,
-        close: bool = False,
     ) -> None:
-        if close:
-            extra = [*(extra or []), (b"connection", b"close")]
-        await self._send_body(stream, conn, status, b"application/json", body, extra)
+        await self._send_body(stream, request, status, b"application/json", body, extra)
 
     async def _send_body(
         self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
+        stream: RawSocket,
+        request: HTTPRequest,
         status: int,
         content_type: bytes,
         body: bytes,
@@ -466,13 +462,15 @@ class FakeLLMServer:
             (b"content-length", str(len(body)).encode()),
             *(extra or []),
         ]
-        response = h11.Response(status_code=status, headers=headers, reason=_reason(status))
-        await self._send(stream, conn, response, h11.Data(data=body), h11.EndOfMessage())
+        if not request.keep_alive or request.too_large:
+            headers.append((b"connection", b"close"))
+        head = response_head(status, headers)
+        await stream.send_all(head if request.method == b"HEAD" else head + body)
 
     async def _send_stream(
         self,
-        stream: trio.SocketStream,
-        conn: h11.Connection,
+        stream: RawSocket,
+        request: HTTPRequest,
         api: ApiName,
         frames: list[bytes],
         truncate: bool,
@@ -482,42 +480,34 @@ class FakeLLMServer:
             (b"content-type", _STREAM_TYPES[api]),
             (b"cache-control", b"no-cache"),
         ]
-        await self._send(stream, conn, h11.Response(status_code=200, headers=headers, reason=b"OK"))
         # Truncation keeps fewer than all frames, so the terminator never goes out.
-        for frame in frames[: len(frames) // 2] if truncate else frames:
-            await self._send(stream, conn, h11.Data(data=frame))
+        sent = frames[: len(frames) // 2] if truncate else frames
+        if request.http10:  # no chunked encoding: the end of the connection ends the body
+            await stream.send_all(response_head(200, [*headers, (b"connection", b"close")]))
+            await stream.send_all(b"".join(sent))
+            await stream.aclose()
+            return
+        body = b"".join(b"%x\r\n%b\r\n" % (len(frame), frame) for frame in sent)
+        head = response_head(200, [*headers, (b"transfer-encoding", b"chunked")])
         if truncate:
+            await stream.send_all(head + body)
             await stream.aclose()  # mid-body: no final chunk, no terminator
         else:
-            await self._send(stream, conn, h11.EndOfMessage())
+            await stream.send_all(head + body + b"0\r\n\r\n")
 
 
 _HEADERS = [(b"server", b"agentrio-fake-llm")]
 
 
-def _reason(status: int) -> bytes:
-    return HTTPStatus(status).phrase.encode()
-
-
-async def _receive_request(
-    stream: trio.SocketStream, conn: h11.Connection
-) -> tuple[h11.Request, bytes] | None:
-    """The next request and its body, or None when the client closed the connection."""
-    request: h11.Request | None = None
-    body = bytearray()
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            conn.receive_data(await stream.receive_some(65536))
-        elif isinstance(event, h11.Request):
-            request = event
-        elif isinstance(event, h11.Data):
-            if len(body) <= _MAX_BODY:
-                body += event.data
-        elif isinstance(event, h11.EndOfMessage) and request is not None:
-            return request, bytes(body)
-        elif isinstance(event, h11.ConnectionClosed):
-            return None
+def _json_headers(
+    size: int, extra: list[tuple[bytes, bytes]] | None = None
+) -> list[tuple[bytes, bytes]]:
+    return [
+        *_HEADERS,
+        (b"content-type", b"application/json"),
+        (b"content-length", str(size).encode()),
+        *(extra or []),
+    ]
 
 
 def _decode_object(body: bytes) -> dict[str, object]:
@@ -539,6 +529,7 @@ async def _bind(
     port: int,
     api_key: str | None,
     host: str,
+    keep_requests: bool,
 ) -> tuple[FakeLLMServer, list[trio.SocketListener]]:
     """Check the arguments and listen (outside any nursery: errors stay bare)."""
     if not isinstance(faults, Faults):
@@ -548,7 +539,14 @@ async def _bind(
     handler = _handler(replies)
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
-    server = FakeLLMServer(host=host, port=bound, handler=handler, faults=faults, api_key=api_key)
+    server = FakeLLMServer(
+        host=host,
+        port=bound,
+        handler=handler,
+        faults=faults,
+        api_key=api_key,
+        keep_requests=keep_requests,
+    )
     return server, listeners
 
 
@@ -559,6 +557,7 @@ async def serve_fake_llm(
     port: int = 0,
     api_key: str | None = None,
     host: str = "127.0.0.1",
+    keep_requests: bool = True,
     task_status: trio.TaskStatus[FakeLLMServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a fake LLM server until cancelled (for ``nursery.start`` and the CLI).
@@ -570,7 +569,7 @@ async def serve_fake_llm(
         InvalidArgument: a bad argument, named in the message.
         OSError: the address could not be bound.
     """
-    server, listeners = await _bind(replies, faults, port, api_key, host)
+    server, listeners = await _bind(replies, faults, port, api_key, host, keep_requests)
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, server._serve_connection, listeners)
         task_status.started(server)
@@ -584,6 +583,7 @@ async def open_fake_llm(
     port: int = 0,
     api_key: str | None = None,
     host: str = "127.0.0.1",
+    keep_requests: bool = True,
 ) -> AsyncIterator[FakeLLMServer]:
     """Run a fake LLM server for the duration of the block.
 
@@ -610,12 +610,15 @@ async def open_fake_llm(
             ``Authorization: Bearer <key>``), else 401.
         host: the address to listen on; keep the loopback default unless the
             server must be reached from another machine or container.
+        keep_requests: keep every request in ``server.requests`` (False: keep
+            none, so that a long run, such as the demo's, does not hold every
+            request it was sent).
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
         OSError: the address could not be bound.
     """
-    server, listeners = await _bind(replies, faults, port, api_key, host)
+    server, listeners = await _bind(replies, faults, port, api_key, host, keep_requests)
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, server._serve_connection, listeners)
         try:

@@ -1,0 +1,276 @@
+"""``Provider.complete`` beside a raw h11-over-Trio client, against one canned server.
+
+The server runs in its own process and does as little as a server can (raw
+Trio sockets, the request head split by hand, one canned answer written in
+one ``send_all``), so what is compared is the clients' cost alone. It answers
+every ``POST`` with an OpenAI chat completion: whole (JSON with
+``Content-Length``), or, under the path ``/stream``, streamed as SSE in about
+50 events (a role chunk, 47 text deltas, the finish chunk, the usage chunk,
+``[DONE]``), each event an HTTP chunk of a chunked body, as real servers send
+them.
+
+  floor     ``h11`` over ``trio.open_tcp_stream``, one kept-alive connection
+            per request in flight (as ``../shared/bench/http_ceiling.py``):
+            it sends the same body bytes the provider sends, reads the
+            answer, and decodes it (``json.loads`` of the body; of each
+            ``data:`` payload of a stream).
+  agentrio  ``Provider.complete(...)`` (kind ``openai``): the body built from
+            messages, the breaker, the limits, the whole-attempt timeout,
+            bounded reading, and the answer parsed into a ``ModelReply``
+            (streamed: each text delta too).
+
+Each side runs in a fresh process, the two alternately, with the same
+number of requests in flight; figures are medians. Goal: ``ratio`` and
+``stream_ratio`` (agentrio's requests/s over the floor's) both >= 0.5.
+
+Run: python bench/http.py [--requests 3000] [--concurrency 16] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+# bench/ goes last on the path: its http.py must not hide the standard library's http.
+sys.path.sort(key=lambda p: os.path.abspath(p) == os.path.dirname(os.path.abspath(__file__)))
+
+import itertools
+
+import trio
+from _common import main, run_child
+
+import agentrio
+from agentrio.providers.openai import OpenAIWire
+
+MESSAGES = [
+    agentrio.ChatMessage("system", "You answer briefly."),
+    agentrio.ChatMessage("user", "Tell me about topic-7"),
+]
+TEXT = "Trio is about structured concurrency. " * 3
+DELTAS = 47  # text deltas per streamed answer: with 4 more events, 51 in all
+
+
+def _whole() -> bytes:
+    body = json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": TEXT},
+                }
+            ],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 30, "total_tokens": 70},
+        }
+    ).encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
+
+
+def _events() -> list[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+
+    cuts = [len(TEXT) * i // DELTAS for i in range(DELTAS + 1)]
+    pieces = [TEXT[a:b] for a, b in itertools.pairwise(cuts)]
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": p}) for p in pieces]
+    events.append(chunk({}, "stop"))
+    usage = {"prompt_tokens": 40, "completion_tokens": 30, "total_tokens": 70}
+    events.append({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def _streamed() -> bytes:
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in _events())
+    return head + body + b"0\r\n\r\n"
+
+
+def serve(sock: socket.socket) -> None:
+    """The canned server (in its own process): answers each request on arrival."""
+    whole, streamed = _whole(), _streamed()
+
+    async def handle(stream: trio.SocketStream) -> None:
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                size = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        size = int(line.split(b":")[1])
+                while len(rest) < size:
+                    data = await stream.receive_some(65536)
+                    if not data:
+                        return
+                    rest += data
+                buf = rest[size:]
+                await stream.send_all(streamed if head.startswith(b"POST /stream") else whole)
+        except trio.BrokenResourceError:
+            pass
+
+    async def run() -> None:
+        listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+        await trio.serve_listeners(handle, [listener])
+
+    trio.run(run)
+
+
+# -- the floor ----------------------------------------------------------------------------
+
+
+async def _floor(port: int, stream: bool, concurrency: int) -> Callable[[], Awaitable[None]]:
+    import h11
+
+    body = json.dumps(OpenAIWire().body("m", MESSAGES, (), 256, stream)).encode()
+    target = "/stream/v1/chat/completions" if stream else "/v1/chat/completions"
+    headers = [
+        ("host", f"127.0.0.1:{port}"),
+        ("content-type", "application/json"),
+        ("content-length", str(len(body))),
+    ]
+    free = []
+    for _ in range(concurrency):
+        free.append((await trio.open_tcp_stream("127.0.0.1", port), h11.Connection(h11.CLIENT)))
+
+    async def one() -> None:
+        sock, conn = free.pop()
+        data = conn.send(h11.Request(method="POST", target=target, headers=headers))
+        data += conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage())
+        await sock.send_all(data)
+        parts = []
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await sock.receive_some(65536))
+            elif isinstance(event, h11.Data):
+                parts.append(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                break
+        conn.start_next_cycle()
+        answer = b"".join(parts)
+        if stream:
+            for line in answer.split(b"\n"):
+                if line.startswith(b"data: ") and line != b"data: [DONE]":
+                    json.loads(line[6:])
+        else:
+            assert json.loads(answer)["choices"]
+        free.append((sock, conn))
+
+    return one
+
+
+# -- agentrio -----------------------------------------------------------------------------
+
+
+async def _agentrio(
+    port: int, stream: bool, concurrency: int, provider: agentrio.Provider
+) -> Callable[[], Awaitable[None]]:
+    async def one() -> None:
+        texts: list[str] = []
+        on_text = texts.append if stream else None
+        reply = await provider.complete("m", MESSAGES, (), max_output_tokens=256, on_text=on_text)
+        assert reply.text == TEXT and reply.usage.output_tokens == 30
+        assert not stream or len(texts) == DELTAS
+
+    return one
+
+
+def requests(impl: str, port: int, stream: bool, n: int, concurrency: int) -> dict[str, Any]:
+    async def run() -> float:
+        base = f"http://127.0.0.1:{port}" + ("/stream/v1" if stream else "/v1")
+        config = agentrio.ProviderConfig(
+            name="bench", kind="openai", base_url=base, max_concurrent=concurrency, stream=stream
+        )
+        async with agentrio.Provider(config) as provider:
+            if impl == "floor":
+                one = await _floor(port, stream, concurrency)
+            else:
+                one = await _agentrio(port, stream, concurrency, provider)
+            limiter = trio.CapacityLimiter(concurrency)
+
+            async def guarded() -> None:
+                async with limiter:
+                    await one()
+
+            for _ in range(concurrency):  # warm the connections
+                await guarded()
+            t0 = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(guarded)
+            return time.perf_counter() - t0
+
+    dt = trio.run(run)
+    return {"requests_per_s": round(n / dt, 1)}
+
+
+def report(args: Any) -> dict[str, Any]:
+    script = os.path.abspath(__file__)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(512)
+    server = multiprocessing.Process(target=serve, args=(sock,), daemon=True)
+    server.start()
+    res: dict[str, list[dict[str, Any]]] = {}
+    try:
+        params = {"port": sock.getsockname()[1], "concurrency": args.concurrency}
+        for _ in range(args.repeats):  # alternately, so that both see the same machine
+            for stream in (False, True):
+                n = args.requests if not stream else args.requests // 2
+                for impl in ("floor", "agentrio"):
+                    key = f"{impl}{'_stream' if stream else ''}"
+                    one = {**params, "impl": impl, "stream": stream, "n": n}
+                    res.setdefault(key, []).append(run_child(script, "requests", one, args.timeout))
+    finally:
+        server.terminate()
+        server.join(timeout=10)
+    med = {key: statistics.median(r["requests_per_s"] for r in runs) for key, runs in res.items()}
+    print(f"[http] {med}", file=sys.stderr, flush=True)
+    ratio = med["agentrio"] / med["floor"]
+    stream_ratio = med["agentrio_stream"] / med["floor_stream"]
+    return {
+        "bench": "http",
+        "requests": args.requests,
+        "stream_requests": args.requests // 2,
+        "stream_events": DELTAS + 4,
+        "concurrency": args.concurrency,
+        "repeats": args.repeats,
+        "requests_per_s": med["agentrio"],
+        "floor_requests_per_s": med["floor"],
+        "ratio": round(ratio, 3),
+        "stream_requests_per_s": med["agentrio_stream"],
+        "floor_stream_requests_per_s": med["floor_stream"],
+        "stream_ratio": round(stream_ratio, 3),
+        "goals_met": {"ratio>=0.5": ratio >= 0.5, "stream_ratio>=0.5": stream_ratio >= 0.5},
+    }
+
+
+def _args(ap: Any) -> None:
+    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--concurrency", type=int, default=16)
+
+
+if __name__ == "__main__":
+    main(os.path.abspath(__file__), {"requests": requests}, report, _args)
