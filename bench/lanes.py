@@ -28,7 +28,9 @@ import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+# bench/ goes last on the path: its http.py must not hide the standard library's http.
+sys.path.sort(key=lambda p: os.path.abspath(p) == os.path.dirname(os.path.abspath(__file__)))
 
 import httpx
 import trio
