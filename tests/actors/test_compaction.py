@@ -661,3 +661,51 @@ async def test_turn_times_follow_a_compaction_of_the_stored_history(
     # the summary has the time of the compaction, in the second phase
     # (made before the next call: after the new user message, before the answer)
     assert turns[4].timestamp < turns[2].timestamp < turns[5].timestamp
+
+
+class LanedModel:
+    """A model whose ``complete`` takes ``lane``: records the lane of each call."""
+
+    context_window = 1000
+
+    def __init__(self, fn: Callable[[Sequence[ChatMessage], Sequence[ToolSchema]], Reply]) -> None:
+        self.fn = fn
+        self.lanes: list[tuple[str | None, str]] = []
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        lane: str | None = None,
+    ) -> agentrio.ModelReply:
+        self.lanes.append((lane, messages[0].content))
+        await trio.lowlevel.checkpoint()
+        return self.fn(messages, tools)
+
+
+@pytest.mark.parametrize("own", [True, False])
+async def test_the_summary_call_is_made_in_the_phases_lane(
+    autojump_clock: trio.testing.MockClock, own: bool
+) -> None:
+    summariser = Summariser()
+
+    def both(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        if messages[0].content == COMPACTION_PROMPT:
+            return summariser(messages, tools)
+        n = 1 + sum(m.role == "tool" for m in messages)
+        if n <= 5:
+            return Reply(tool_calls=[ToolCallRequest("page", {"n": n})], usage=Usage(10, 5))
+        return Reply(text="done", usage=Usage(10, 5))
+
+    model = LanedModel(both)
+    summary = LanedModel(summariser)
+    compaction = Compaction(threshold=0.5, keep_recent=2, model=None if own else summary)  # type: ignore[arg-type]
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec(model, None, compaction=compaction))
+        await agent.run("read", lane="interactive")
+    calls = model.lanes + summary.lanes
+    summaries = [lane for lane, first in calls if first == COMPACTION_PROMPT]
+    assert summaries and set(summaries) == {"interactive"}
+    assert {lane for lane, _ in calls} == {"interactive"}

@@ -773,7 +773,9 @@ def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
         model = sup.shared.models().resolve(model)
     if model is None:  # the agent's own model, whichever it is when the summary is made
         return Summariser(compaction, None, False, None)
-    return Summariser(compaction, model, _takes(model, "meter"), model_pricing(model))
+    return Summariser(
+        compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
+    )
 
 
 def _fast_tier(sup: _Supervisor) -> Model | None:

@@ -120,9 +120,11 @@ class Summariser:
         model: the summary model, or None for the agent's own (current) model.
         metered: whether ``model.complete`` takes ``meter``.
         pricing: ``model``'s pricing, or None.
+        laned: whether ``model.complete`` takes ``lane`` (the summary call is
+            then made in the phase's lane, like the agent's own calls).
     """
 
-    __slots__ = ("metered", "model", "pricing", "settings")
+    __slots__ = ("laned", "metered", "model", "pricing", "settings")
 
     def __init__(
         self,
@@ -130,11 +132,13 @@ class Summariser:
         model: Model | None,
         metered: bool,
         pricing: Prices | None,
+        laned: bool = False,
     ) -> None:
         self.settings = settings
         self.model = model
         self.metered = metered
         self.pricing = pricing
+        self.laned = laned
 
 
 # -- what is replaced -------------------------------------------------------------------
@@ -253,12 +257,16 @@ async def _summarise(
         return None
     meter = _Meter(st, lease, estimate, max_out, cost, model, pricing) if metered else None
     try:
-        if meter is None:
-            reply = await model.complete(request, (), max_output_tokens=max_out)
+        options: dict[str, object] = {}
+        if meter is not None:
+            options["meter"] = meter
+        if summariser.laned if summariser.model is not None else st.laned:
+            # (the phase's lane: the summary call is part of this run's work)
+            options["lane"] = phase.cmd.lane or st.spec.lane
+        if options:
+            reply = await model.complete(request, (), max_output_tokens=max_out, **options)
         else:
-            reply = await model.complete(  # type: ignore[call-arg]
-                request, (), max_output_tokens=max_out, meter=meter
-            )
+            reply = await model.complete(request, (), max_output_tokens=max_out)
         if not isinstance(reply, ModelReply):
             raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
     except BaseException as exc:
