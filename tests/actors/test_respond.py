@@ -91,7 +91,7 @@ async def test_respond_routes_runs_and_says_why(
         agent = await rt.spawn_agent(worker(model))
         response = await agent.respond("Do both steps.")
         await trio.testing.wait_all_tasks_blocked()
-    reason = "14 characters (short_request_chars: 80)"
+    reason = "5 estimated tokens (short_request_tokens: 20)"
     assert response.route == Route("inline", None, reason)
     assert response.mode == Mode.inline()
     assert (response.tier, response.escalated, response.can_continue) == (None, False, False)
@@ -162,7 +162,7 @@ async def test_the_runtimes_router_and_the_configurations(
         # a router given to respond() wins
         mine = await agent.respond("hi", router=lambda r: Route("inline", None, "mine"))
         assert mine.route.reason == "mine"
-    config = Config(router=RuleRouter(short_request_chars=1))
+    config = Config(router=RuleRouter(short_request_tokens=1))
     async with agentrio.open_runtime(config=config) as rt:
         agent = await rt.spawn_agent(worker(Steps(1)))
         assert (await agent.respond("hi")).route.reason == "no rule matched"
