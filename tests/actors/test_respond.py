@@ -267,6 +267,21 @@ async def test_an_inline_run_at_its_cap_goes_on_in_the_background(
     assert bg.path == "worker.background-" + bg.path.rsplit("-", 1)[1]
 
 
+async def test_an_inline_run_at_its_timeout_goes_on_in_the_background(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = Steps(8, seconds=12)  # the inline mode's 30 s cap comes before its 5 turns
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(worker(model))
+        response = await agent.respond("Do the eight steps.", context_label="chat")
+        assert response.mode.name == "inline"
+        assert (response.result.stop_reason, response.can_continue) == ("timeout", True)
+        bg = await agent.continue_in_background(response)
+        result = await bg.wait()
+    assert (result.stop_reason, result.final_text) == ("done", "all 8 steps done")
+    assert ChatMessage("user", BACKGROUND_PROMPT) in model.seen[-1]
+
+
 async def test_a_message_of_ones_own_and_the_tier_carries_over(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -1084,8 +1084,9 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Returns:
             A :class:`agentrio.Response`: the route, the mode, the tier, the
-            :class:`PhaseResult`, and ``can_continue`` (the run hit its cap
-            outside the background mode: see :meth:`continue_in_background`).
+            :class:`PhaseResult`, and ``can_continue`` (the run hit a cap,
+            ``"max_iterations"`` or ``"timeout"``, outside the background
+            mode: see :meth:`continue_in_background`).
 
         Raises:
             InvalidArgument: a bad argument; the router returned something
