@@ -609,22 +609,38 @@ class _AgentState:
                 "cache_write_tokens": written,
                 "reasoning_tokens": reasoning,
             }
+        # The write runs shielded (the phase has ended): a deadline keeps a
+        # write that hangs (a stuck network disk) from holding a cancelled
+        # caller of run() for ever; its thread is abandoned.
+        seconds = self.sup.shutdown_timeout
         try:
-            await trio.to_thread.run_sync(self.workspace.write_summary, summary)
+            with trio.move_on_after(seconds) as scope:
+                await trio.to_thread.run_sync(
+                    self.workspace.write_summary, summary, abandon_on_cancel=True
+                )
         except Exception as exc:
             # The phase is over and its calls were spent: a summary that could
             # not be written (the disk full, a file where its folder should
             # be) is said, and the result stands.
-            if self.sup.bus.active:
-                file = str(self.workspace.root / "run_summary.json")
-                self.sup.bus.publish(
-                    WorkspaceWriteFailed(
-                        path=self.cell.path,
-                        file=file,
-                        error_type=type(exc).__name__,
-                        error=str(exc),
-                    )
+            self._write_failed(type(exc).__name__, str(exc))
+            return
+        if scope.cancelled_caught:
+            self._write_failed(
+                "TimeoutError",
+                f"the write took longer than {seconds:g} s (the supervisor's "
+                "shutdown_timeout); it was abandoned",
+            )
+
+    def _write_failed(self, error_type: str, error: str) -> None:
+        """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
+        if self.sup.bus.active:
+            assert self.workspace is not None and self.cell is not None
+            file = str(self.workspace.root / "run_summary.json")
+            self.sup.bus.publish(
+                WorkspaceWriteFailed(
+                    path=self.cell.path, file=file, error_type=error_type, error=error
                 )
+            )
 
 
 class AgentActor(Actor[RunPhase]):
