@@ -1270,22 +1270,22 @@ async def test_a_summary_write_that_hangs_does_not_hold_a_cancelled_caller(
         raise AssertionError
 
     try:
-        async with agentrio.open_runtime(shutdown_timeout=3.0) as rt:
+        # (the write's deadline is in real time: 0.2 s)
+        async with agentrio.open_runtime(shutdown_timeout=0.2) as rt:
             events = record_events(rt)
             agent = await rt.spawn_agent(make_spec(FunctionModel(model), workspace=tmp_path))
             start = trio.current_time()
             with trio.move_on_after(5) as scope:
                 await agent.run("hang")
             assert scope.cancelled_caught
-            # the cancel at 5 s, then at most the supervisor's shutdown_timeout
-            assert trio.current_time() - start == pytest.approx(8.0)
+            assert trio.current_time() - start == 5.0
             await trio.testing.wait_all_tasks_blocked()
     finally:
         release.set()
         timer.cancel()
     (failed,) = [e for e in events if isinstance(e, agentrio.WorkspaceWriteFailed)]
     assert (failed.path, failed.error_type) == ("a", "TimeoutError")
-    assert "longer than 3 s" in failed.error
+    assert "longer than 0.2 s" in failed.error
     ended = [e.stop_reason for e in events if isinstance(e, agentrio.PhaseEnded)]
     assert ended == ["cancelled"]
 

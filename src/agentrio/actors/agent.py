@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -611,19 +612,25 @@ class _AgentState:
             }
         # The write runs shielded (the phase has ended): a deadline keeps a
         # write that hangs (a stuck network disk) from holding a cancelled
-        # caller of run() for ever; its thread is abandoned.
+        # caller of run() for ever; its thread is then abandoned. The deadline
+        # is in real time: a MockClock's autojump would end every write at once.
         seconds = self.sup.shutdown_timeout
-        try:
-            with trio.move_on_after(seconds) as scope:
+        with trio.CancelScope() as scope:
+            timer = threading.Timer(
+                seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
+            )
+            timer.start()
+            try:
                 await trio.to_thread.run_sync(
                     self.workspace.write_summary, summary, abandon_on_cancel=True
                 )
-        except Exception as exc:
-            # The phase is over and its calls were spent: a summary that could
-            # not be written (the disk full, a file where its folder should
-            # be) is said, and the result stands.
-            self._write_failed(type(exc).__name__, str(exc))
-            return
+            except Exception as exc:
+                # The phase is over and its calls were spent: a summary that could
+                # not be written (the disk full, a file where its folder should
+                # be) is said, and the result stands.
+                self._write_failed(type(exc).__name__, str(exc))
+            finally:
+                timer.cancel()
         if scope.cancelled_caught:
             self._write_failed(
                 "TimeoutError",
