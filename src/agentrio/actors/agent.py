@@ -80,7 +80,8 @@ class StepInfo:
         max_iterations: the phase's step limit: the model calls it may make
             (``run(max_iterations=...)``, by default ``Limits.max_iterations``).
         tool_arguments: for a tool step, the arguments the tool was called
-            with (not to be changed); ``None`` for a model turn.
+            with, a read-only view (``types.MappingProxyType``); ``None`` for
+            a model turn.
         tokens: the running token estimate: the estimated size of the
             conversation up to this step (the history the phase continued,
             its new turns so far, this step's included), as the spec's
