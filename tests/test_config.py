@@ -716,6 +716,23 @@ async def test_the_runtime_finds_the_config_file(
             ).final_text == "e"
 
 
+async def test_the_lanes_of_a_found_config_file(
+    autojump_clock: trio.testing.MockClock, no_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(no_config / "work" / "agentrio.toml", LANES)
+    async with agentrio.open_runtime() as rt:  # ./agentrio.toml, as for tiers and modes
+        lanes = rt._sup.shared.tool_lanes
+        assert lanes is not None and lanes.policies[3].attempts == 3
+    async with agentrio.open_runtime(lanes=agentrio.Lanes()) as rt:
+        assert rt._sup.shared.tool_lanes is None  # lanes= wins
+    # a found file that cannot be used is an error where it is first needed, not here
+    monkeypatch.setenv("AGENTRIO_CONFIG", str(no_config / "missing.toml"))
+    async with agentrio.open_runtime() as rt:
+        assert rt._sup.shared.tool_lanes is None
+        with pytest.raises(ConfigError, match="cannot read it"):
+            await rt.spawn_agent(AgentSpec("a", model="fast"))
+
+
 async def test_no_config_is_an_error_at_spawn(
     autojump_clock: trio.testing.MockClock, no_config: Path
 ) -> None:

@@ -553,8 +553,9 @@ class ToolEnded(Event, frozen=True, tag=True):
             that waited for a ``Limits.max_parallel_tools`` slot, from when it
             got one) to its result.
         arguments_preview: the call's arguments as JSON, at most 200 characters
-            (a longer text is cut and ends with ``"…"``).
-        output_preview: the result's content, bounded the same way.
+            (a longer text is cut and ends with ``"…"``), the agent's
+            ``AgentSpec.env`` values replaced by ``[redacted]``.
+        output_preview: the result's content, bounded and redacted the same way.
     """
 
     tool: str = ""

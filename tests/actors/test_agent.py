@@ -1248,6 +1248,48 @@ async def test_a_summary_that_cannot_be_written_leaves_the_result(
     assert json.loads((tmp_path / "run_summary.json").read_text())["phases"] == 2
 
 
+async def test_a_summary_write_that_hangs_does_not_hold_a_cancelled_caller(
+    tmp_path: Path,
+    autojump_clock: trio.testing.MockClock,
+    record_events: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    # (without the deadline, the caller would wait for the thread: freed after 5 real s)
+    timer = threading.Timer(5.0, release.set)
+    timer.start()
+
+    def stuck(self: agentrio.Workspace, summary: dict[str, object]) -> Path:
+        release.wait()
+        return self.root / "run_summary.json"
+
+    monkeypatch.setattr(agentrio.Workspace, "write_summary", stuck)
+
+    async def model(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    try:
+        # (the write's deadline is in real time: 0.2 s)
+        async with agentrio.open_runtime(shutdown_timeout=0.2) as rt:
+            events = record_events(rt)
+            agent = await rt.spawn_agent(make_spec(FunctionModel(model), workspace=tmp_path))
+            start = trio.current_time()
+            with trio.move_on_after(5) as scope:
+                await agent.run("hang")
+            assert scope.cancelled_caught
+            assert trio.current_time() - start == 5.0
+            await trio.testing.wait_all_tasks_blocked()
+    finally:
+        release.set()
+        timer.cancel()
+    (failed,) = [e for e in events if isinstance(e, agentrio.WorkspaceWriteFailed)]
+    assert (failed.path, failed.error_type) == ("a", "TimeoutError")
+    assert "longer than 0.2 s" in failed.error
+    ended = [e.stop_reason for e in events if isinstance(e, agentrio.PhaseEnded)]
+    assert ended == ["cancelled"]
+
+
 async def test_max_iterations_none_means_the_spec_limit(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -120,6 +120,29 @@ def test_plan_keeps_the_head_and_the_recent_turns() -> None:
     assert plan(msgs, sizes, 5, 1000) is None  # nothing left between them
 
 
+def test_plan_keeps_the_current_phases_user_message() -> None:
+    # an earlier phase's pages 1-2 and answer, then this phase's "more" and pages 3-6
+    msgs = [*history(2), ChatMessage("assistant", "done"), ChatMessage("user", "more")]
+    for n in range(3, 7):
+        msgs += [call(n, f"call_{n}"), result(n, f"call_{n}")]
+    more = 7
+    sizes = [10] * len(msgs)
+    assert plan(msgs, sizes, 2, 1000) == (2, 12)  # without keep: "more" is replaced
+    # kept: the part before "more" (pages 1-2 and "done": 50 tokens) is summarised,
+    # not the part after it (pages 3-4: 40)
+    assert plan(msgs, sizes, 2, 1000, keep=more) == (2, 7)
+    sizes[8:12] = [30] * 4  # now pages 3-4 hold more
+    assert plan(msgs, sizes, 2, 1000, keep=more) == (8, 12)
+    # one message on a side is not worth a summary: the other side is taken, or none
+    assert plan(msgs, [10] * len(msgs), 2, 1000, keep=3) == (4, 12)
+    assert plan(msgs[:10], [10] * 10, 1, 1000, keep=more) == (2, 7)
+    short = [*msgs[:2], ChatMessage("assistant", "a"), msgs[more], msgs[6], *msgs[8:10]]
+    assert plan(short, [10] * 7, 1, 1000) == (2, 5)
+    assert plan(short, [10] * 7, 1, 1000, keep=3) is None
+    # outside the span, keep changes nothing
+    assert plan(msgs, sizes, 2, 1000, keep=13) == plan(msgs, sizes, 2, 1000)
+
+
 def test_plan_never_splits_a_call_from_its_results() -> None:
     msgs = [
         ChatMessage("user", "go"),
@@ -352,11 +375,12 @@ async def test_call_ids_after_a_compaction_within_a_phase_do_not_repeat(
         agent = await rt.spawn_agent(spec(model, FunctionModel(Summariser())))
         await agent.run("read")
         # the compaction before the call after page 5 replaces pages 1-2 and "done"
-        # (in the context) and "more" and page 3 (of this phase)
+        # (in the context), not "more", this phase's request
         outcome = await agent.run("more")
         stored = await rt.lookup("a.context").ask(ContextRead())
         await trio.testing.wait_all_tasks_blocked()
-    assert next(e.replaced for e in events if isinstance(e, ContextCompacted)) == 8
+    assert next(e.replaced for e in events if isinstance(e, ContextCompacted)) == 5
+    assert ChatMessage("user", "more") in stored
     assert [r.id for r in outcome.tool_calls] == [f"call_{n}" for n in range(3, 9)]
     ids = [c.id for m in stored for c in m.tool_calls]  # type: ignore[union-attr]
     assert len(ids) == len(set(ids))
@@ -661,3 +685,51 @@ async def test_turn_times_follow_a_compaction_of_the_stored_history(
     # the summary has the time of the compaction, in the second phase
     # (made before the next call: after the new user message, before the answer)
     assert turns[4].timestamp < turns[2].timestamp < turns[5].timestamp
+
+
+class LanedModel:
+    """A model whose ``complete`` takes ``lane``: records the lane of each call."""
+
+    context_window = 1000
+
+    def __init__(self, fn: Callable[[Sequence[ChatMessage], Sequence[ToolSchema]], Reply]) -> None:
+        self.fn = fn
+        self.lanes: list[tuple[str | None, str]] = []
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        lane: str | None = None,
+    ) -> agentrio.ModelReply:
+        self.lanes.append((lane, messages[0].content))
+        await trio.lowlevel.checkpoint()
+        return self.fn(messages, tools)
+
+
+@pytest.mark.parametrize("own", [True, False])
+async def test_the_summary_call_is_made_in_the_phases_lane(
+    autojump_clock: trio.testing.MockClock, own: bool
+) -> None:
+    summariser = Summariser()
+
+    def both(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        if messages[0].content == COMPACTION_PROMPT:
+            return summariser(messages, tools)
+        n = 1 + sum(m.role == "tool" for m in messages)
+        if n <= 5:
+            return Reply(tool_calls=[ToolCallRequest("page", {"n": n})], usage=Usage(10, 5))
+        return Reply(text="done", usage=Usage(10, 5))
+
+    model = LanedModel(both)
+    summary = LanedModel(summariser)
+    compaction = Compaction(threshold=0.5, keep_recent=2, model=None if own else summary)  # type: ignore[arg-type]
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec(model, None, compaction=compaction))
+        await agent.run("read", lane="interactive")
+    calls = model.lanes + summary.lanes
+    summaries = [lane for lane, first in calls if first == COMPACTION_PROMPT]
+    assert summaries and set(summaries) == {"interactive"}
+    assert {lane for lane, _ in calls} == {"interactive"}

@@ -34,6 +34,12 @@ UNFINISHED = [
     "Good progress so far.\n\nNow let me verify the output.",
     "I am going to retry the download.",
     "Let me summarize the findings.",
+    "I'm going to read the file.",
+    "Let me think...",
+    "I read a.py, b.py and...",
+    "Now let's check the config.",
+    "To do this, let's read the config file.",
+    "OK, I'll first check the logs.",
 ]
 
 FINAL = [
@@ -69,6 +75,24 @@ FINAL = [
     "Let me be clear: this is unsafe.",
     "The job ran in 3.2 s and produced 14 files.",
     "Next time, run it with --verbose.",
+    # plans, commitments and sign-offs that end a reply (a review's findings)
+    "Let's go with option B.",
+    "I'll add it to the list.",
+    "I'll open a PR with these changes.",
+    "Thanks, I'll update the README next time.",
+    "OK, I'll try harder next time.",
+    "Let's review the results together.",
+    "I'll use the default settings, which are fine for this case.",
+    "The answer is 7...",
+    "Options include A, B, C, etc...",
+    "Regards,",
+    "Best,",
+    "Thanks,",
+    "Cheers,",
+    "Thanks for the report.\n\nBest regards,",
+    "Let's continue tomorrow.",
+    "I'll check the logs later.",
+    "I'll look into it soon.",
 ]
 
 

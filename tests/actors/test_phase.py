@@ -1880,6 +1880,44 @@ async def test_tool_ended_carries_the_duration_and_previews(
     assert len(shouted.arguments_preview) == len(shouted.output_preview) == 200
 
 
+async def test_tool_ended_previews_hide_the_agents_env_values(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    @agentrio.tool
+    async def say(text: str) -> str:
+        await trio.lowlevel.checkpoint()
+        return f"said {text}"
+
+    model = ScriptedModel([calling(call("say", text="key s3cr3t-t0ken here")), answer("done")])
+    spec = make_spec(model, say, env={"API_KEY": "s3cr3t-t0ken", "N": "1"})
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+        await trio.testing.wait_all_tasks_blocked()
+    (ended,) = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    assert ended.arguments_preview == '{"text":"key [redacted] here"}'
+    assert ended.output_preview == "said key [redacted] here"
+    # (the model sees the result as it is)
+    assert result.tool_calls[0].content == "said key s3cr3t-t0ken here"
+
+
+async def test_on_step_tool_arguments_are_read_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def change(step: agentrio.StepInfo) -> None:
+        if step.tool_arguments is not None:
+            step.tool_arguments["x"] = 99  # type: ignore[index]
+
+    model = ScriptedModel([calling(call("echo", x=1)), answer("done")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, echo, on_step=change))
+        result = await agent.run("go")
+    # the hook raised TypeError: the phase ended with "error", the call's arguments as they were
+    assert result.stop_reason == "error"
+    assert result.tool_calls[0].arguments == {"x": 1}
+
+
 async def test_tool_ended_duration_of_a_call_that_waited_for_a_slot(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents
 ) -> None:

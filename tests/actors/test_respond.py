@@ -91,7 +91,7 @@ async def test_respond_routes_runs_and_says_why(
         agent = await rt.spawn_agent(worker(model))
         response = await agent.respond("Do both steps.")
         await trio.testing.wait_all_tasks_blocked()
-    reason = "14 characters (short_request_chars: 80)"
+    reason = "5 estimated tokens (short_request_tokens: 20)"
     assert response.route == Route("inline", None, reason)
     assert response.mode == Mode.inline()
     assert (response.tier, response.escalated, response.can_continue) == (None, False, False)
@@ -162,7 +162,7 @@ async def test_the_runtimes_router_and_the_configurations(
         # a router given to respond() wins
         mine = await agent.respond("hi", router=lambda r: Route("inline", None, "mine"))
         assert mine.route.reason == "mine"
-    config = Config(router=RuleRouter(short_request_chars=1))
+    config = Config(router=RuleRouter(short_request_tokens=1))
     async with agentrio.open_runtime(config=config) as rt:
         agent = await rt.spawn_agent(worker(Steps(1)))
         assert (await agent.respond("hi")).route.reason == "no rule matched"
@@ -265,6 +265,21 @@ async def test_an_inline_run_at_its_cap_goes_on_in_the_background(
     runner = [e for e in events if e.path == bg.path]
     assert [type(e).__name__ for e in runner] == ["ActorStarted", "ActorExited"]
     assert bg.path == "worker.background-" + bg.path.rsplit("-", 1)[1]
+
+
+async def test_an_inline_run_at_its_timeout_goes_on_in_the_background(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    model = Steps(8, seconds=12)  # the inline mode's 30 s cap comes before its 5 turns
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(worker(model))
+        response = await agent.respond("Do the eight steps.", context_label="chat")
+        assert response.mode.name == "inline"
+        assert (response.result.stop_reason, response.can_continue) == ("timeout", True)
+        bg = await agent.continue_in_background(response)
+        result = await bg.wait()
+    assert (result.stop_reason, result.final_text) == ("done", "all 8 steps done")
+    assert ChatMessage("user", BACKGROUND_PROMPT) in model.seen[-1]
 
 
 async def test_a_message_of_ones_own_and_the_tier_carries_over(

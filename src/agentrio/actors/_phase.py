@@ -18,6 +18,7 @@ import time
 from array import array
 from collections.abc import Coroutine, Sequence
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -54,7 +55,7 @@ from ..supervisors.lanes import ToolLanes, lane_index
 from ..tools.tool import ToolContext, ToolSchema
 from .context import _arguments_text, fit_window, message_text
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
-from .tool_call import ToolCallActor, ToolLane, refuse, start_batch, tool_result
+from .tool_call import ToolCallActor, ToolLane, hide_env, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
     from ..providers.base import Model, Prices
@@ -741,7 +742,7 @@ class Phase:
             _summary(summary),
             iteration=self.iterations,
             max_iterations=self.cmd.max_iterations,
-            tool_arguments=arguments,
+            tool_arguments=None if arguments is None else MappingProxyType(arguments),
             tokens=tokens,
         )
         try:
@@ -957,10 +958,15 @@ class Phase:
                     call_id=result.id,
                     status=result.status,
                     duration=0.0 if started is None else trio.current_time() - started,
-                    arguments_preview=_preview(_arguments_text(result.arguments)),
-                    output_preview=_preview(result.content),
+                    arguments_preview=self._shown(_arguments_text(result.arguments)),
+                    output_preview=self._shown(result.content),
                 )
             )
+
+    def _shown(self, text: str) -> str:
+        """*text* as a ``ToolEnded`` preview: the agent's env values hidden, then cut."""
+        env = self.st.spec.env
+        return _preview(hide_env(text, env) if env else text)
 
     def _settle_batch(self, interrupted: str) -> list[ToolResult]:
         """Record the batch's results in call order (interrupted calls as timeouts)."""

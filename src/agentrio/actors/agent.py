@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -79,7 +80,8 @@ class StepInfo:
         max_iterations: the phase's step limit: the model calls it may make
             (``run(max_iterations=...)``, by default ``Limits.max_iterations``).
         tool_arguments: for a tool step, the arguments the tool was called
-            with (not to be changed); ``None`` for a model turn.
+            with, a read-only view (``types.MappingProxyType``); ``None`` for
+            a model turn.
         tokens: the running token estimate: the estimated size of the
             conversation up to this step (the history the phase continued,
             its new turns so far, this step's included), as the spec's
@@ -609,22 +611,44 @@ class _AgentState:
                 "cache_write_tokens": written,
                 "reasoning_tokens": reasoning,
             }
-        try:
-            await trio.to_thread.run_sync(self.workspace.write_summary, summary)
-        except Exception as exc:
-            # The phase is over and its calls were spent: a summary that could
-            # not be written (the disk full, a file where its folder should
-            # be) is said, and the result stands.
-            if self.sup.bus.active:
-                file = str(self.workspace.root / "run_summary.json")
-                self.sup.bus.publish(
-                    WorkspaceWriteFailed(
-                        path=self.cell.path,
-                        file=file,
-                        error_type=type(exc).__name__,
-                        error=str(exc),
-                    )
+        # The write runs shielded (the phase has ended): a deadline keeps a
+        # write that hangs (a stuck network disk) from holding a cancelled
+        # caller of run() for ever; its thread is then abandoned. The deadline
+        # is in real time: a MockClock's autojump would end every write at once.
+        seconds = self.sup.shutdown_timeout
+        with trio.CancelScope() as scope:
+            timer = threading.Timer(
+                seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
+            )
+            timer.start()
+            try:
+                await trio.to_thread.run_sync(
+                    self.workspace.write_summary, summary, abandon_on_cancel=True
                 )
+            except Exception as exc:
+                # The phase is over and its calls were spent: a summary that could
+                # not be written (the disk full, a file where its folder should
+                # be) is said, and the result stands.
+                self._write_failed(type(exc).__name__, str(exc))
+            finally:
+                timer.cancel()
+        if scope.cancelled_caught:
+            self._write_failed(
+                "TimeoutError",
+                f"the write took longer than {seconds:g} s (the supervisor's "
+                "shutdown_timeout); it was abandoned",
+            )
+
+    def _write_failed(self, error_type: str, error: str) -> None:
+        """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
+        if self.sup.bus.active:
+            assert self.workspace is not None and self.cell is not None
+            file = str(self.workspace.root / "run_summary.json")
+            self.sup.bus.publish(
+                WorkspaceWriteFailed(
+                    path=self.cell.path, file=file, error_type=error_type, error=error
+                )
+            )
 
 
 class AgentActor(Actor[RunPhase]):
@@ -773,7 +797,9 @@ def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
         model = sup.shared.models().resolve(model)
     if model is None:  # the agent's own model, whichever it is when the summary is made
         return Summariser(compaction, None, False, None)
-    return Summariser(compaction, model, _takes(model, "meter"), model_pricing(model))
+    return Summariser(
+        compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
+    )
 
 
 def _fast_tier(sup: _Supervisor) -> Model | None:
@@ -1082,8 +1108,9 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Returns:
             A :class:`agentrio.Response`: the route, the mode, the tier, the
-            :class:`PhaseResult`, and ``can_continue`` (the run hit its cap
-            outside the background mode: see :meth:`continue_in_background`).
+            :class:`PhaseResult`, and ``can_continue`` (the run hit a cap,
+            ``"max_iterations"`` or ``"timeout"``, outside the background
+            mode: see :meth:`continue_in_background`).
 
         Raises:
             InvalidArgument: a bad argument; the router returned something

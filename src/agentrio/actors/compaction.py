@@ -2,8 +2,9 @@
 
 When a phase is about to call its model and the history's estimate has passed
 ``Compaction.threshold`` of the model's context window, the turns between the
-first user message and the recent ones are sent to the summary model, and
-replaced by its answer: in the phase's copy at once, and in the context actor
+first user message and the recent ones (but not the phase's own user message)
+are sent to the summary model, and replaced by its answer: in the phase's copy
+at once, and in the context actor
 by one ``ContextCompact`` message (for the turns it already holds). A failed
 summary changes nothing: the call goes on with the view cut to fit the window
 (``fit_window``), as without compaction.
@@ -88,7 +89,8 @@ class Compaction:
         keep_recent: the newest turns kept as they are (at least the newest
             one; fewer if they would fill more than half the threshold). A
             turn is a user message, an assistant message without tool calls,
-            or one with tool calls together with their results.
+            or one with tool calls together with their results. The first
+            user message and the current phase's own are always kept.
         prompt: the summary model's system prompt.
     """
 
@@ -120,9 +122,11 @@ class Summariser:
         model: the summary model, or None for the agent's own (current) model.
         metered: whether ``model.complete`` takes ``meter``.
         pricing: ``model``'s pricing, or None.
+        laned: whether ``model.complete`` takes ``lane`` (the summary call is
+            then made in the phase's lane, like the agent's own calls).
     """
 
-    __slots__ = ("metered", "model", "pricing", "settings")
+    __slots__ = ("laned", "metered", "model", "pricing", "settings")
 
     def __init__(
         self,
@@ -130,27 +134,36 @@ class Summariser:
         model: Model | None,
         metered: bool,
         pricing: Prices | None,
+        laned: bool = False,
     ) -> None:
         self.settings = settings
         self.model = model
         self.metered = metered
         self.pricing = pricing
+        self.laned = laned
 
 
 # -- what is replaced -------------------------------------------------------------------
 
 
 def plan(
-    messages: Sequence[ChatMessage], sizes: Sequence[int], keep_recent: int, tail_room: int
+    messages: Sequence[ChatMessage],
+    sizes: Sequence[int],
+    keep_recent: int,
+    tail_room: int,
+    keep: int | None = None,
 ) -> tuple[int, int] | None:
     """The span ``(start, end)`` of *messages* to replace with a summary, or None.
 
     Kept: everything up to the first user message (the system prompt and
-    that message), and the newest turns: at most *keep_recent* of them, no
-    more than fit in *tail_room* tokens, and always the newest. A turn with
-    tool calls is kept or replaced whole, with its results. None when fewer
-    than two messages are left between them (one message summarised is no
-    gain, and a summary alone would be summarised again at every call).
+    that message), ``messages[keep]`` (the current phase's user message: the
+    request being worked on), and the newest turns: at most *keep_recent*
+    of them, no more than fit in *tail_room* tokens, and always the newest.
+    A turn with tool calls is kept or replaced whole, with its results.
+    When ``messages[keep]`` lies between, the span is the part before it or
+    the part after it, whichever holds more tokens. None when fewer than two
+    messages are left to replace (one message summarised is no gain, and a
+    summary alone would be summarised again at every call).
     """
     head = next((i + 1 for i, m in enumerate(messages) if m.role == "user"), None)
     if head is None:
@@ -164,6 +177,9 @@ def plan(
         if kept and tokens + size > tail_room:
             break
         tail, kept, tokens = start, kept + 1, tokens + size
+    if keep is not None and head <= keep < tail:
+        spans = [s for s in ((head, keep), (keep + 1, tail)) if s[1] - s[0] >= 2]
+        return max(spans, key=lambda s: sum(sizes[s[0] : s[1]]), default=None)
     if tail - head < 2:
         return None
     return head, tail
@@ -217,7 +233,11 @@ async def compact(phase: Phase) -> None:
     summariser = st.summariser
     limit = st.compact_at
     assert summariser is not None and limit is not None
-    span = plan(phase.history, phase.sizes, summariser.settings.keep_recent, limit // 2)
+    history = phase.history
+    # (the phase's own user message: the first at or after base, which a
+    # compaction, never replacing it, keeps pointing at)
+    own = next((i for i in range(phase.base, len(history)) if history[i].role == "user"), None)
+    span = plan(history, phase.sizes, summariser.settings.keep_recent, limit // 2, own)
     if span is None:
         return
     reply = await _summarise(phase, summariser, *span)
@@ -253,12 +273,16 @@ async def _summarise(
         return None
     meter = _Meter(st, lease, estimate, max_out, cost, model, pricing) if metered else None
     try:
-        if meter is None:
-            reply = await model.complete(request, (), max_output_tokens=max_out)
+        options: dict[str, object] = {}
+        if meter is not None:
+            options["meter"] = meter
+        if summariser.laned if summariser.model is not None else st.laned:
+            # (the phase's lane: the summary call is part of this run's work)
+            options["lane"] = phase.cmd.lane or st.spec.lane
+        if options:
+            reply = await model.complete(request, (), max_output_tokens=max_out, **options)
         else:
-            reply = await model.complete(  # type: ignore[call-arg]
-                request, (), max_output_tokens=max_out, meter=meter
-            )
+            reply = await model.complete(request, (), max_output_tokens=max_out)
         if not isinstance(reply, ModelReply):
             raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
     except BaseException as exc:

@@ -36,20 +36,56 @@ _ACTIONS = "|".join(
 # A last sentence that announces what the model is about to do, after an
 # optional lead-in ("OK, ", "Now ", "To do this, "). Narrow on purpose: a false
 # positive costs a model call, and final answers end with "Let me know if ...",
-# "I'll be here ...", "Let's hope ..." and the like, which must not match.
+# "I'll be here ...", "Let's hope ...", "I'll open a PR with these changes." and
+# the like, which must not match. "Let me ...", "I need to ..." and "I'm going
+# to <action>" announce the next step whatever the lead-in:
 _ANNOUNCES = re.compile(
     r"""
     ^(?:[\w' ]{1,30},\s*)?(?:(?:now|next|first|then|so)\s+)?
     (?:
         let\ me\s+(?!know\b|be\b|say\b|hear\b)
-      | let's\s+(?!hope\b|keep\b)
-      | i(?:'ll|\ will|\ am\ going\ to|'m\ going\ to|\ am\ about\ to|'m\ about\ to)\s+
+      | i(?:\ am\ going\ to|'m\ going\ to|\ am\ about\ to|'m\ about\ to)\s+
         (?:now|next|first|then|ACTIONS)\b
       | i\ (?:still\ )?need\ to\s+(?!know\b|ask\b|hear\b|clarify\b|confirm\b)
     )
     """.replace("ACTIONS", _ACTIONS),
     re.IGNORECASE | re.VERBOSE,
 )
+# "Let's ..." and "I'll ..." also state plans and commitments ("Let's go with
+# option B.", "I'll add it to the list."): they announce a step of this reply
+# only with a word of sequence ("Next, I'll ...", "To do this, let's ...",
+# "I'll now ...") or a verb of going on ("I'll continue with ...", "Let's start").
+_PLANS = re.compile(
+    r"""
+    ^(?:
+        (?:first|next|now|then|after\ that|to\ (?!be\b)[\w' ]{1,25}),?\s+
+        (?:let's|i'll|i\ will)\s+(?:(?:now|next|first|then)\s+)?(?:ACTIONS)\b
+      | (?:[\w' ]{1,30},\s*)?(?:let's|i'll|i\ will)\s+
+        (?:(?:now|next|first|then)\s+\w|(?:start|begin|continue|proceed|go\ ahead|get\ started)\b)
+    )
+    """.replace("ACTIONS", _ACTIONS),
+    re.IGNORECASE | re.VERBOSE,
+)
+# A step put off to another time is not this reply's next step.
+_LATER = re.compile(
+    r"\b(?:next\ (?:time|week|month|year)|later|tomorrow|soon|some\ other\ time)\b",
+    re.IGNORECASE | re.VERBOSE,
+)
+# A letter's sign-off ends with a comma but ends the reply.
+_SIGN_OFF = re.compile(
+    r"^(?:(?:best|kind|warm|warmest)\ (?:regards|wishes)|regards|best|thanks|thank\ you"
+    r"|many\ thanks|cheers|sincerely|yours(?:\ (?:truly|sincerely))?|all\ the\ best"
+    r"|take\ care),$",
+    re.IGNORECASE | re.VERBOSE,
+)
+# Before a trailing "...": a sentence cut off ("... and then...") or a progress
+# note ("Working on it...", "Searching..."), not a complete sentence ("The answer
+# is 7...").
+_CUT_OFF = re.compile(
+    r"\b(?:and|or|but|the|a|an|to|of|with|then|so|because|which|that|for|in|on|at|by)$",
+    re.IGNORECASE,
+)
+_PROGRESS = re.compile(r"^(?!(?:no|some|any|every)thing\b|during\b)\w+ing\b", re.IGNORECASE)
 # An offer or a condition is said to the user, not announced: "If you want, I'll ...".
 _TO_THE_USER = re.compile(r"^if\b|\bif you\b", re.IGNORECASE)
 # Where the last sentence starts: after the last ., ! or ? followed by a space.
@@ -72,14 +108,18 @@ def looks_unfinished(text: str) -> bool:
     only ends the phase as it would have ended anyway):
 
     - it is empty;
-    - it ends with ``:``, ``,``, ``...`` or ``…`` (a list or a step that
-      never came: "Here are the steps:", "Step 2:");
+    - it ends with ``:`` or ``,`` (a list or a step that never came: "Here
+      are the steps:", "Step 2:"), but not a sign-off line ("Regards,");
+    - it ends with ``...`` or ``…`` cut off mid-sentence or after a progress
+      note ("Working on it..."), not after a complete sentence;
     - it leaves a code block (```` ``` ````) open;
-    - its last sentence announces the next action: "Let me check the logs.",
-      "I'll now run the tests.", "Next, I will update the README.", "I'm going
-      to read the file.", "I need to check the config first." (but not "Let
-      me know if ...", "I'll be here ...", "Let's hope ...", "I need to know
-      ...", nor a question).
+    - its last sentence announces the next step: "Let me check the logs.",
+      "I'm going to read the file.", "I need to check the config first.",
+      and "Let's ..." / "I'll ..." with a word of sequence or of going on
+      ("I'll now run the tests.", "Next, I will update the README.", "I'll
+      continue with ..."); but not "Let me know if ...", "I'll be here ...",
+      "Let's go with option B.", "I'll add it to the list.", a step put off
+      ("next time", "later", "tomorrow", "soon"), nor a question.
 
     Args:
         text: the reply's text.
@@ -90,14 +130,31 @@ def looks_unfinished(text: str) -> bool:
     end = text.rstrip()
     if not end:
         return True
-    if end.endswith((":", ",", "...", "\u2026")):
-        return True
     if end.count("```") % 2:
         return True
+    if end.endswith(","):
+        return _SIGN_OFF.match(end.rsplit("\n", 1)[-1].strip()) is None
+    if end.endswith(":"):
+        return True
+    if end.endswith(("...", "\u2026")):
+        return _trails_off(end)
     if end.endswith("?"):
         return False
     last = _last_sentence(end)
-    if ":" in last or _TO_THE_USER.search(last):
+    if ":" in last or _TO_THE_USER.search(last) or _LATER.search(last):
         # (a colon inside it: the announced part came, "Let me sum up: ...")
         return False
-    return _ANNOUNCES.match(last) is not None
+    return _ANNOUNCES.match(last) is not None or _PLANS.match(last) is not None
+
+
+def _trails_off(end: str) -> bool:
+    """Does *end*, ending with an ellipsis, stop mid-way (not after a complete sentence)?"""
+    last = _last_sentence(end.rstrip(".\u2026").rstrip())
+    if not last:
+        return True
+    return bool(
+        _CUT_OFF.search(last)
+        or _PROGRESS.match(last)
+        or _ANNOUNCES.match(last)
+        or _PLANS.match(last)
+    )

@@ -134,6 +134,10 @@ def _next_tier(shared: _RuntimeShared, tier: str) -> str | None:
 # -- respond -----------------------------------------------------------------------------
 
 
+# The stop reasons of a run cut short by a cap of its mode: it can go on in the background.
+_CONTINUABLE = frozenset(("max_iterations", "timeout"))
+
+
 @attrs.frozen
 class Response:
     """What :meth:`AgentRef.respond` produced.
@@ -146,9 +150,9 @@ class Response:
             after a stall (None: the agent's own model).
         escalated: the route's tier stalled and the request ran again on ``tier``.
         result: the phase's :class:`~agentrio.PhaseResult`.
-        can_continue: the run ended at its cap (``"max_iterations"``) in a
-            mode other than ``background``: :meth:`AgentRef.continue_in_background`
-            can go on with it.
+        can_continue: the run ended at one of its caps (``"max_iterations"``
+            or ``"timeout"``) in a mode other than ``background``:
+            :meth:`AgentRef.continue_in_background` can go on with it.
         context_label: the conversation it ran in (None: the primary one).
     """
 
@@ -207,7 +211,7 @@ async def respond(
         tier=tier,
         escalated=escalated,
         result=result,
-        can_continue=result.stop_reason == "max_iterations" and mode.name != "background",
+        can_continue=result.stop_reason in _CONTINUABLE and mode.name != "background",
         context_label=context_label,
     )
 
@@ -387,7 +391,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
         raise InvalidArgument(
             f"response cannot be continued: its run ended with "
             f"{response.result.stop_reason!r} in mode {response.mode.name!r} (only a run that "
-            "hit its cap, max_iterations, outside the background mode can)"
+            "hit a cap, max_iterations or timeout, outside the background mode can)"
         )
     return response
 

@@ -17,6 +17,7 @@ import attrs
 
 from .._checks import check_int
 from ..errors import InvalidArgument
+from .context import estimate_tokens
 
 __all__ = ["Route", "Router", "RuleRouter", "choose_route"]
 
@@ -106,11 +107,13 @@ def _pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(parts)) if parts else None
 
 
-# A list item at the start of a line: "1. ", "2) ", a full-width digit with a
-# full-width stop or parenthesis or an ideographic comma, a circled number
-# (U+2460-2473), "- ", "* ", "+ ", a bullet (U+2022) or a katakana middle dot (U+30FB).
+# A list item at the start of a line: "1. ", "2) ", a digit (ASCII or full-width)
+# with a full-width stop or parenthesis or an ideographic comma, a Chinese
+# numeral with an ideographic comma ("一、"), a circled number (U+2460-2473),
+# "- ", "* ", "+ ", a bullet (U+2022) or a katakana middle dot (U+30FB).
 _LIST_ITEM = re.compile(
     r"^[ \t\u3000]*(?:\d{1,3}(?:[.)][ \t]|[\uff0e\uff09\u3001\u3002])"
+    r"|[\u4e00\u4e8c\u4e09\u56db\u4e94\u516d\u4e03\u516b\u4e5d\u5341]{1,3}\u3001"
     r"|[\u2460-\u2473]|[-*+\u2022][ \t]|\u30fb)",
     re.M,
 )
@@ -176,22 +179,28 @@ class RuleRouter:
     4. more than ``max_inline_lines`` non-empty lines → ``background``;
     5. at least ``min_references`` links or file paths → ``background``;
     6. at least ``min_tool_hints`` different tool hints → ``background``;
-    7. more than ``long_request_chars`` characters → ``background``;
+    7. more than ``long_request_tokens`` estimated tokens → ``background``;
     8. an inline keyword → ``inline``, on ``simple_tier``;
-    9. fewer than ``short_request_chars`` characters → ``inline``, on ``simple_tier``;
+    9. fewer than ``short_request_tokens`` estimated tokens → ``inline``, on ``simple_tier``;
     10. otherwise ``inline``, on ``default_tier``.
 
     A ``background`` route is on ``complex_tier``. The tiers are None by
-    default: the agent's own model. Rules 2 to 5 and 7 read the text's
-    shape and length, so they work in any language and script; the word
+    default: the agent's own model. Rules 2 to 5, 7 and 9 read the text's
+    shape and length, so they work in any language and script: the length
+    is :func:`agentrio.estimate_tokens` of the stripped request (ASCII
+    characters / 3.5, each other character one token, plus one), so a
+    Chinese or Japanese request, which says in one character what English
+    says in three or four, is not taken for a short one; the word
     lists (English by default) are matched ignoring case, a word made of
     ASCII letters as a whole word only. Empty lists turn rules 1, 6 and 8
     off. The same fields are the keys of the ``[router]`` table of
     agentrio.toml.
 
     Attributes:
-        long_request_chars: longer than this (in characters) is background.
-        short_request_chars: shorter than this is a simple inline request.
+        long_request_tokens: longer than this (in estimated tokens) is
+            background (50: about 175 English characters, 50 Chinese ones).
+        short_request_tokens: shorter than this (in estimated tokens) is a
+            simple inline request (20: about 70 English characters).
         max_inline_lines: more non-empty lines than this is background.
         min_list_items: this many list items or more is background.
         min_references: this many links (``scheme://...``) or file paths
@@ -206,8 +215,8 @@ class RuleRouter:
         complex_tier: the tier of background requests.
     """
 
-    long_request_chars: int = 300
-    short_request_chars: int = 80
+    long_request_tokens: int = 50
+    short_request_tokens: int = 20
     max_inline_lines: int = 3
     min_list_items: int = 2
     min_references: int = 2
@@ -228,8 +237,8 @@ class RuleRouter:
 
     def __attrs_post_init__(self) -> None:
         for name, minimum in (
-            ("long_request_chars", 1),
-            ("short_request_chars", 0),
+            ("long_request_tokens", 1),
+            ("short_request_tokens", 0),
             ("max_inline_lines", 1),
             ("min_list_items", 1),
             ("min_references", 1),
@@ -270,11 +279,12 @@ class RuleRouter:
         found = inline.search(folded) if inline is not None else None
         if found is not None:
             return Route("inline", self.simple_tier, f"inline keyword {found.group()!r}")
-        if len(text) < self.short_request_chars:
+        tokens = estimate_tokens(text)
+        if tokens < self.short_request_tokens:
             return Route(
                 "inline",
                 self.simple_tier,
-                f"{len(text)} characters (short_request_chars: {self.short_request_chars})",
+                f"{tokens} estimated tokens (short_request_tokens: {self.short_request_tokens})",
             )
         return Route("inline", self.default_tier, "no rule matched")
 
@@ -299,6 +309,7 @@ class RuleRouter:
             named = sorted({m.group() for m in hints.finditer(folded)})
             if len(named) >= self.min_tool_hints:
                 return "tool hints " + ", ".join(repr(n) for n in named)
-        if len(text) > self.long_request_chars:
-            return f"{len(text)} characters (long_request_chars: {self.long_request_chars})"
+        tokens = estimate_tokens(text)
+        if tokens > self.long_request_tokens:
+            return f"{tokens} estimated tokens (long_request_tokens: {self.long_request_tokens})"
         return ""

@@ -170,6 +170,20 @@ class ToolGate:
         return rewritten if isinstance(rewritten, ToolResult) else result
 
 
+def hide_env(text: str, env: Mapping[str, str]) -> str:
+    """*text* with the values of *env* (an agent's ``AgentSpec.env``) replaced by
+    ``[redacted]``, as events show tool errors and previews.
+
+    Longest first: one value may hold another. Values shorter than 4
+    characters are left: hiding every "1" would garble the text and hide
+    nothing.
+    """
+    for value in sorted(env.values(), key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
 class ToolLane:
     """The lane of one turn's tool calls: the runtime's slots, the lane's retry
     policy, and where retries and dead letters are reported.
@@ -193,13 +207,7 @@ class ToolLane:
 
     def shown(self, exc: Exception) -> str:
         """*exc*'s message as events show it: the agent's env values hidden, 300 characters."""
-        text = str(exc)
-        # Longest first: one value may hold another. (Very short values are
-        # left: hiding every "1" would garble the message and hide nothing.)
-        for value in sorted(self.env.values(), key=len, reverse=True):
-            if len(value) >= 4:
-                text = text.replace(value, "[redacted]")
-        return text[:300]
+        return hide_env(str(exc), self.env)[:300]
 
     def retrying(self, req: ToolCallRequest, attempt: int, delay: float, exc: Exception) -> None:
         if self.bus.active:

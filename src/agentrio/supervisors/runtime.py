@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..tools.tool import Tool
 
-from ..errors import InvalidArgument
+from ..errors import ConfigError, InvalidArgument
 from .budget import Budget, UsageTotals
 from .bus import EventBus, EventStream
 from .lanes import Lanes, ToolLanes
@@ -139,7 +139,11 @@ async def open_runtime(
         tools: tools to register by name (see ``Runtime.register_tool``).
         lanes: how the lanes' tool calls are limited and retried (see
             :class:`~agentrio.Lanes`); default: the ``[lanes]`` of *config*
-            when it is given, else ``Lanes()``, which limits and retries nothing.
+            when it is given, else of the agentrio.toml found as
+            :func:`~agentrio.find_config` finds one (read when the runtime
+            opens; a file that cannot be read or is wrong is an error only
+            where a tier or mode first needs it), else ``Lanes()``, which
+            limits and retries nothing.
         modes: :class:`~agentrio.Mode` objects, each the runtime's mode of
             its name (``run(mode="inline")``, ``respond()``), over the
             presets and the configuration's ``[modes.NAME]`` tables.
@@ -180,6 +184,8 @@ async def open_runtime(
         models = root.shared.models()  # a bad config is an error here, not at first use
         if lanes is None:
             lanes = models.config.lanes
+    elif lanes is None:
+        lanes = _found_lanes(root)
     if lanes is not None and lanes.active:
         root.shared.tool_lanes = ToolLanes(lanes)
     async with trio.open_nursery() as nursery:
@@ -191,6 +197,24 @@ async def open_runtime(
             raise
         else:
             root.request_stop()
+
+
+def _found_lanes(root: _Supervisor) -> Lanes | None:
+    """The ``[lanes]`` of an agentrio.toml found as :func:`~agentrio.find_config` finds
+    one (read now: the lanes are set up when the runtime opens), or None.
+
+    No file found, nothing is read. A file that cannot be used is not an
+    error here but where the runtime first needs it (a tier, a mode), as
+    before: its lanes are then the defaults.
+    """
+    from ..config import find_config
+
+    if find_config() is None:
+        return None
+    try:
+        return root.shared.models().config.lanes
+    except ConfigError:
+        return None
 
 
 async def _run_root(root: _Supervisor, task_status: trio.TaskStatus[None]) -> None:
