@@ -628,6 +628,31 @@ async def test_history_gives_each_turn_the_time_it_was_made(
     assert turns[2].message.tool_calls[0].id == result.tool_calls[0].id
 
 
+async def test_the_tool_results_of_one_turn_share_its_time(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A clock that moves at each reading: results added together read it once.
+    ticks = itertools.count(1)
+    monkeypatch.setattr("agentrio.actors._phase.time.time", lambda: float(next(ticks)))
+    calls = (ToolCallRequest("nap", {"seconds": 1}), ToolCallRequest("nap", {"seconds": 3}))
+    model = ScriptedModel([calling(*calls), answer("rested")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model, nap))
+        await agent.run("rest")
+        turns = await agent.history()
+    assert [t.message.role for t in turns] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    times = [t.timestamp for t in turns]
+    assert times[3] == times[4]  # the turn's results, added together
+    assert times[2] < times[3] < times[5]
+
+
 async def test_history_of_each_label(
     autojump_clock: trio.testing.MockClock, wall_clock: None
 ) -> None:

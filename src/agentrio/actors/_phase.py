@@ -15,7 +15,6 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from array import array
 from collections.abc import Coroutine, Sequence
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -267,9 +266,10 @@ class Phase:
         self.history: list[ChatMessage] = []
         self.sizes: list[int] = []
         # When each message of history[base:] was made: the phase's new turns
-        # go to the context with their times (see AgentRef.history). (An
-        # array: no float object per turn, nothing for the cyclic GC.)
-        self.timestamps = array("d")
+        # go to the context with their times (see AgentRef.history). (A list
+        # while the phase runs: an array's append parses each float, several
+        # times the cost; the context actor keeps them in an array.)
+        self.timestamps: list[float] = []
         self.total = 0  # sum(self.sizes), kept as messages are added
         self.base = 0
         self.calls: list[ToolResult] = []
@@ -459,9 +459,10 @@ class Phase:
         # A context actor is inline: the write is done when this returns.
         ctx.send_nowait(ContextAppend(new, tuple(self.timestamps)))
 
-    def _append(self, msg: ChatMessage) -> None:
+    def _append(self, msg: ChatMessage, now: float | None = None) -> None:
+        """Add *msg* to the history, made at *now* (default: the clock's time now)."""
         self.history.append(msg)
-        self.timestamps.append(time.time())
+        self.timestamps.append(time.time() if now is None else now)
         size = self.st.info.estimator(message_text(msg))
         self.sizes.append(size)
         self.total += size
@@ -637,7 +638,10 @@ class Phase:
                 self._error(exc)
             return None
         attempts = 0 if meter is None else 1  # the answered attempt
-        charged = settle_reply(lease, reply, pricing, attempts)
+        if pricing is None and type(reply.usage) is Usage:  # (settle_reply's common case)
+            charged = reply if lease.settle(reply.usage, attempts=attempts) else None
+        else:
+            charged = settle_reply(lease, reply, pricing, attempts)
         if charged is None:
             # Not a Usage, or negative, NaN or infinite: the reservation was charged.
             st.count(Usage(estimate, max_out, cost), 1, attempts)
@@ -980,6 +984,9 @@ class Phase:
         else:
             watched = len(self.batch)
         results = []
+        # The turn's results are added together, all made when its last call
+        # ended: one reading of the clock for all of them (see "Reading a history").
+        now = time.time()
         for n, item in enumerate(self.batch):
             # A ready "failed" result is a call whose arguments could not be read:
             # not watched for stalls (its {} makes any two such calls look the
@@ -1003,7 +1010,8 @@ class Phase:
                     tool_call_id=item.id,
                     name=item.name,
                     is_error=item.status != "ok",
-                )
+                ),
+                now,
             )
             if not unread:
                 self._watch(item)

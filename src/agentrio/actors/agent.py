@@ -748,7 +748,8 @@ def check_spec(spec: object) -> None:
 
 def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
     """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
-    check_spec(spec)
+    if type(spec) is not AgentSpec:  # (the common case needs no call)
+        check_spec(spec)
     root: Budget = sup.shared.budget
     if budget is None:
         budget = root
@@ -855,7 +856,8 @@ def _check_run(
                 f"got {direct_tool_calls!r}"
             )
         direct = tuple(direct_tool_calls)
-    check_mode_timeout("timeout", timeout)
+    if timeout is not None:
+        check_mode_timeout("timeout", timeout)
     if model is not None and (not isinstance(model, str) or not model):
         raise InvalidArgument(
             f"model must be a tier name or an 'instance:model' string, got {model!r}"

@@ -96,7 +96,12 @@ class ContextActor(InlineActor[Message]):
         if type(msg) is ContextRead:
             return tuple(self.history)
         if type(msg) is ContextAppend:
-            self._append(msg)
+            # (Inline, once a phase: a phase's turns come with their times.)
+            self.history.extend(msg.messages)
+            if len(msg.timestamps) == len(msg.messages):
+                self.timestamps.extend(msg.timestamps)
+            else:  # (a hand-made ContextAppend: its turns are made now)
+                self._stamp_now(len(msg.messages))
             return None
         if type(msg) is ContextReset:
             self.history.clear()
@@ -108,12 +113,9 @@ class ContextActor(InlineActor[Message]):
             return self._compact(msg)
         raise TypeError(f"ContextActor cannot handle {type(msg).__name__}")
 
-    def _append(self, msg: ContextAppend) -> None:
-        self.history.extend(msg.messages)
-        if len(msg.timestamps) == len(msg.messages):
-            self.timestamps.extend(msg.timestamps)
-        else:  # (a hand-made ContextAppend: its turns are made now)
-            self.timestamps.extend(array("d", [time.time()]) * len(msg.messages))
+    def _stamp_now(self, count: int) -> None:
+        """Give the *count* turns just appended the time of now."""
+        self.timestamps.extend(array("d", [time.time()]) * count)
 
     def turns(self) -> tuple[Turn, ...]:
         """The history, each message with the time it was made."""

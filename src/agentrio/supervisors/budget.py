@@ -607,14 +607,52 @@ class Lease:
         cost = 0.0
         ok = True
         if usage is not None:
-            if usage_problem(usage):
+            i = o = -1
+            c = 0.0
+            if type(usage) is Usage:
+                i, o, c = usage.input_tokens, usage.output_tokens, usage.cost_usd
+            # (The common case inline, as usage_problem's first test: exact
+            # types, no bool, no NaN, no detail counts; anything else asks it.)
+            if (
+                type(i) is int
+                and type(o) is int
+                and i >= 0
+                and o >= 0
+                and (type(c) is float or type(c) is int)
+                and 0.0 <= c < _INF
+                and not (
+                    usage.cached_input_tokens or usage.cache_write_tokens or usage.reasoning_tokens
+                )
+            ):
+                used_in, used_out, cost = i, o, c
+            elif usage_problem(usage):
                 ok = False
                 used_in, used_out, cost = self._spent_room()
             else:
                 used_in, used_out, cost = usage.input_tokens, usage.output_tokens, usage.cost_usd
                 if usage.cached_input_tokens or usage.cache_write_tokens or usage.reasoning_tokens:
                     self._budget._count_details(usage)
-        root = self._release(used_in, used_out, cost, 1, attempts)
+        if not self._held:
+            root = self._release(used_in, used_out, cost, 1, attempts)
+        else:  # (_release's common case inline: one call less for each model call)
+            self._held = False
+            tin, tout, tcost = self._in, self._out, self._cost
+            overrun = int(used_in + used_out > tin + tout)
+            root = self._budget
+            while True:
+                root._r_in -= tin
+                root._r_out -= tout
+                root._r_cost -= tcost
+                root._r_requests -= 1
+                root._in += used_in
+                root._out += used_out
+                root._requests += 1
+                root._cost += cost
+                root._attempts += attempts
+                root._overruns += overrun
+                if root.parent is None:
+                    break
+                root = root.parent
         if root._waiters:
             root._admit()
         return ok
