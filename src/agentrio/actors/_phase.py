@@ -351,7 +351,8 @@ class Phase:
             # raises its tasks' Cancelled as a group.)
             st.cut = self
             raise
-        summary = self._finish()
+        self._persist()  # (as _finish does: one call less on the common path)
+        summary = st.phase_done(self.reason)
         if summary is not None:
             await _shielded(summary)
         return self._ended()
@@ -667,7 +668,7 @@ class Phase:
                 )
             )
         self.step += 1
-        if self.st.spec.on_step is not None:
+        if st.spec.on_step is not None:
             summary = reply.text or f"{len(calls)} tool call(s)"
             if not await self._on_step(None, summary, None, self.total):
                 return None
@@ -705,7 +706,10 @@ class Phase:
             self.bus.publish(TextDelta(path=self.path, text=piece))
 
     def _number(self, calls: tuple[ToolCallRequest, ...]) -> tuple[ToolCallRequest, ...]:
-        if all(c.id for c in calls):
+        for c in calls:  # (a loop, not all() of a generator: this runs every turn)
+            if not c.id:
+                break
+        else:
             return calls
         # Ids are unique in the whole conversation, not just this phase: a
         # provider pairs results with calls by id (Anthropic refuses repeats).
@@ -791,7 +795,10 @@ class Phase:
 
     def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:
         """Count turns in a row with unparseable arguments; True when the phase must end."""
-        if not any(c.error for c in calls):
+        for c in calls:  # (a loop, not any() of a generator: this runs every turn)
+            if c.error:
+                break
+        else:
             self.parse_failures = 0
             return False
         self.parse_failures += 1
@@ -988,11 +995,8 @@ class Phase:
         # ended: one reading of the clock for all of them (see "Reading a history").
         now = time.time()
         for n, item in enumerate(self.batch):
-            # A ready "failed" result is a call whose arguments could not be read:
-            # not watched for stalls (its {} makes any two such calls look the
-            # same); Limits.max_parse_retries bounds those turns instead.
-            unread = n >= watched or (isinstance(item, ToolResult) and item.status == "failed")
             if isinstance(item, ToolCallActor):
+                unread = n >= watched
                 if item.result is None or (interrupted and item.started is not None):
                     # Cut short by the phase's end (in the tool, or in a hook
                     # after it): it ends here, as every call that started does.
@@ -1001,6 +1005,11 @@ class Phase:
                     item = result
                 else:
                     item = item.result
+            else:
+                # A ready "failed" result is a call whose arguments could not be read:
+                # not watched for stalls (its {} makes any two such calls look the
+                # same); Limits.max_parse_retries bounds those turns instead.
+                unread = n >= watched or item.status == "failed"
             results.append(item)
             self.calls.append(item)
             self._append(
