@@ -23,6 +23,7 @@ import msgspec.inspect as mi
 import pytest
 
 import agentrio
+from agentrio.testing import ScriptedModel
 
 CORE_MESSAGES = {
     agentrio.Message,
@@ -338,13 +339,46 @@ def test_user_messages_subclass_message_and_round_trip() -> None:
         ({"options": {"num_predict": 5}}, "options must not set num_predict"),
         ({"keep_alive": [5]}, "keep_alive must be a duration"),
         ({"cache_control": "ephemeral"}, "cache_control must be a table"),
-        ({"extra_headers": {"x": 1}}, "extra_headers must be a table of str values"),
+        ({"extra_headers": {"x": 1}}, r"extra_headers\['x'\] must be a str, got an int"),
         ({"extra_body": ["x"]}, "extra_body must be a table"),
     ],
 )
 def test_model_settings_are_checked(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(agentrio.InvalidArgument, match="ModelSettings." + message):
         agentrio.ModelSettings(**fields)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"extra_headers": {"X-Token": "sk-SECRET", "Authorization": 5}},
+        {"extra_headers": {"Authorization": ["Bearer sk-SECRET"]}},
+        {"extra_headers": {"Authorization": "Bearer sk-SECRET\r\nX: y"}},
+        {"extra_headers": "Bearer sk-SECRET"},
+        {"extra_body": ["sk-SECRET"]},
+    ],
+)
+def test_bad_model_settings_tables_never_show_their_values(fields: dict[str, Any]) -> None:
+    # (extra_headers and extra_body may hold keys: a bad one is described, not shown)
+    with pytest.raises(agentrio.InvalidArgument) as info:
+        agentrio.ModelSettings(**fields)
+    assert "sk-SECRET" not in str(info.value)
+
+
+def test_model_settings_repr_shows_table_keys_not_values() -> None:
+    settings = agentrio.ModelSettings(
+        temperature=0.5,
+        extra_headers={"Authorization": "Bearer sk-SECRET"},
+        extra_body={"token": "sk-SECRET"},
+    )
+    shown = repr(settings)
+    assert "sk-SECRET" not in shown
+    assert shown == (
+        "ModelSettings(temperature=0.5, extra_headers={'Authorization': ...}, "
+        "extra_body={'token': ...})"
+    )
+    spec = agentrio.AgentSpec("a", model=ScriptedModel([]), settings=settings)
+    assert "sk-SECRET" not in repr(spec)
 
 
 def test_model_settings_lay_over_each_other() -> None:

@@ -341,13 +341,46 @@ def _check_number(name: str, value: object, most: float | None = None) -> None:
         raise _bad_setting(name, span, value)
 
 
-def _check_table(name: str, value: object, strings: bool = False) -> None:
+def _check_table(name: str, value: object, strings: bool = False, secret: bool = False) -> None:
+    # (*secret*: the table may hold keys, as extra_headers and extra_body may:
+    # a bad one is described, never shown)
     if value is None:
         return
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise _bad_setting(name, "a table (dict) with str keys", value)
-    if strings and not all(isinstance(v, str) for v in value.values()):
-        raise _bad_setting(name, "a table of str values", value)
+        shown = _described(value) if secret else value
+        raise _bad_setting(name, "a table (dict) with str keys", shown)
+    if strings:
+        for key, item in value.items():
+            if not isinstance(item, str):
+                got = _described(item) if secret else item
+                raise _bad_setting(f"{name}[{key!r}]", "a str", got)
+            if secret and ("\r" in item or "\n" in item or "\0" in item):
+                raise InvalidArgument(
+                    f"ModelSettings.{name}[{key!r}] holds a line break or NUL "
+                    "(its value is not shown)"
+                )
+
+
+class _Described(str):
+    """What a value is, in words, shown in place of it (its repr is the words)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _described(value: object) -> _Described:
+    kinds: tuple[tuple[type, str], ...] = (
+        (bool, "a bool"),
+        (str, "a str"),
+        (int, "an int"),
+        (float, "a number"),
+        (list, "a list"),
+        (dict, "a table"),
+    )
+    for kind, words in kinds:
+        if isinstance(value, kind):
+            return _Described(f"{words} (not shown)")
+    return _Described(f"a {type(value).__name__} (not shown)")
 
 
 class ModelSettings(
@@ -436,8 +469,19 @@ class ModelSettings(
         ):
             raise _bad_setting("keep_alive", 'a duration ("5m") or a number of seconds', alive)
         _check_table("cache_control", self.cache_control)
-        _check_table("extra_headers", self.extra_headers, strings=True)
-        _check_table("extra_body", self.extra_body)
+        _check_table("extra_headers", self.extra_headers, strings=True, secret=True)
+        _check_table("extra_body", self.extra_body, secret=True)
+
+    def __repr__(self) -> str:
+        # The fields that are set; extra_headers and extra_body by their keys
+        # only: their values may be keys (an Authorization header, say).
+        parts = []
+        for name in self.fields_set():
+            value = getattr(self, name)
+            if name in ("extra_headers", "extra_body"):
+                value = _Described("{" + ", ".join(f"{k!r}: ..." for k in value) + "}")
+            parts.append(f"{name}={value!r}")
+        return f"ModelSettings({', '.join(parts)})"
 
     def fields_set(self) -> list[str]:
         """The names of the fields that are set (not None), in declaration order."""
