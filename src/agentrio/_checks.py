@@ -6,7 +6,14 @@ import math
 
 from .errors import InvalidArgument
 
-__all__ = ["check_int", "check_name", "check_seconds", "check_timeout", "is_reserved"]
+__all__ = [
+    "check_int",
+    "check_name",
+    "check_seconds",
+    "check_timeout",
+    "is_reserved",
+    "short_repr",
+]
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
@@ -60,3 +67,13 @@ def check_seconds(name: str, value: object, *, optional: bool = False) -> None:
         raise InvalidArgument(f"{name} must be a number of seconds{alternative}, got {value!r}")
     if math.isnan(value) or value < 0:
         raise InvalidArgument(f"{name} must be >= 0 seconds, got {value!r}")
+
+
+def short_repr(value: object, most: int = 100) -> str:
+    """``repr(value)`` cut to *most* characters, for a message about a value from
+    outside (a broken ``__repr__`` gives ``<type object>``, never an error)."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} object>"
+    return text if len(text) <= most else text[: most - 3] + "..."

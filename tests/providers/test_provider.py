@@ -363,6 +363,26 @@ async def test_an_auth_error_says_what_the_server_said_without_the_key(
     assert "WRONG" not in str(info.value)
 
 
+async def test_an_extra_header_key_echoed_by_the_server_is_redacted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A settings' extra header may be a key of its own ("api-key"): a server that
+    # echoes it in an error body must not put it in the error.
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, text=f"bad api-key {request.headers['api-key']}")
+
+    settings = agentrio.ModelSettings(extra_headers={"api-key": "azure-SECRET-0123"})
+    c = ProviderConfig(name="p", kind="openai", base_url="http://127.0.0.1:9/v1", settings=settings)
+    async with (
+        httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as client,
+        Provider(c, client=client, api_key="sk-main-key") as p,
+    ):
+        with pytest.raises(agentrio.ProviderError) as info:
+            await ask(p)
+    assert "bad api-key [redacted]" in str(info.value)
+    assert "azure-SECRET" not in str(info.value)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_the_key_is_sent_as_each_api_wants_it(
     autojump_clock: trio.testing.MockClock, kind: Kind

@@ -484,6 +484,14 @@ async def test_a_head_without_end_is_bounded() -> None:
             await fetch(pool, server.url)
 
 
+async def test_interim_answers_without_end_are_refused() -> None:
+    # (a server must not keep a call waiting with 1xx answers for ever)
+    answer = b"HTTP/1.1 100 Continue\r\n\r\n" * 11 + response(b"ok")
+    async with raw_server(answer) as server, ConnectionPool() as pool:
+        with pytest.raises(httpx.RemoteProtocolError, match="over 10 interim"):
+            await fetch(pool, server.url)
+
+
 async def test_nobody_listening_is_a_connect_error() -> None:
     async with raw_server() as server:
         url = server.url

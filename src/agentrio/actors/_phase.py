@@ -351,7 +351,7 @@ class Phase:
             # raises its tasks' Cancelled as a group.)
             st.cut = self
             raise
-        self._persist()  # (as _finish does: one call less on the common path)
+        self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:
             await _shielded(summary)
@@ -368,15 +368,11 @@ class Phase:
         self.cut = None  # (a lone call whose timer fired too is cut short all the same)
         if self.batch is not None:
             self._settle_batch("the phase was cancelled while the tool ran")
-        summary = self._finish()
+        self._persist()
+        summary = self.st.phase_done(self.reason)
         if summary is not None:
             await _shielded(summary)
         return self._ended()
-
-    def _finish(self) -> Coroutine[object, None, None] | None:
-        """Write the new turns back and count the phase; the summary write to await, if any."""
-        self._persist()
-        return self.st.phase_done(self.reason)
 
     def _ended(self) -> PhaseResult:
         """Say that the phase ended; its result."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._checks import check_int, check_name, check_timeout
+from .._checks import check_int, check_name, check_timeout, short_repr
 from ..config import find_config, split_model
 from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
 from ..messages import (
@@ -738,11 +738,8 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
 def check_spec(spec: object) -> None:
     """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
     if not isinstance(spec, AgentSpec):
-        shown = repr(spec)
-        if len(shown) > 100:
-            shown = shown[:97] + "..."
         raise InvalidArgument(
-            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {shown}"
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {short_repr(spec)}"
         )
 
 

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_HEAD", "Connection", "Response", "TCPConnection", "TLSConnection", "seconds"]
 
+# Interim (1xx) answers skipped before one is refused: a server must not
+# keep a call waiting with them for ever.
+_MAX_INTERIM = 10
 MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers
 _MAX_CHUNK_LINE = 4096  # bytes of a chunk-size line or a trailer line
 _RECEIVE = 65536
@@ -206,13 +209,17 @@ class Response:
         """Read the head (skipping 1xx responses) and work out how the body ends."""
         conn = self._conn
         assert conn is not None
-        while True:
+        for _ in range(_MAX_INTERIM + 1):
             head = await self._read_head(conn, scope)
             self._parse_head(head)
             if self.status_code >= 200:
                 break
             if self.status_code == 101:
                 raise httpx.RemoteProtocolError("the server switched protocols (101)")
+        else:
+            raise httpx.RemoteProtocolError(
+                f"the server sent over {_MAX_INTERIM} interim (1xx) answers"
+            )
         self._frame()
         if decode:
             self._decoder = _decoder_for(self.header(b"content-encoding"))

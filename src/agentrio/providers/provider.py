@@ -492,7 +492,13 @@ class Provider:
         # base URL may hold (which httpx itself logs, as part of the URL).
         hidden = url_secrets(config.base_url)
         hide_in_httpx_log(hidden)
-        self._secrets = sorted({*hidden, *([api_key] if api_key else [])}, key=len, reverse=True)
+        # (and the values of the configured extra headers: one may be a key of
+        # its own, an "api-key" header say, which a server may echo)
+        extra = config.settings.extra_headers if config.settings is not None else None
+        shown_extra = [v for v in (extra or {}).values() if len(v) >= _SECRET_CHARS]
+        self._secrets = sorted(
+            {*hidden, *([api_key] if api_key else []), *shown_extra}, key=len, reverse=True
+        )
         self._shown_url = redact_url(config.base_url)
         self._wire = _WIRES[config.kind](config)
         self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
@@ -1062,14 +1068,25 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
+_PLAIN_HEADERS = frozenset(
+    ("host", "accept", "accept-encoding", "connection", "content-type", "content-length")
+)
+# Extra header values at least this long are redacted from what is shown (a
+# shorter one, "1" or "json", would only garble messages and hides nothing).
+_SECRET_CHARS = 6
+
+
 def _scrub(exc: BaseException) -> None:
     """Take the credentials out of the request an httpx error holds (it stays in the
-    cause chain for debugging; httpx hides Authorization in reprs, not x-api-key)."""
+    cause chain for debugging; httpx hides Authorization in reprs, not x-api-key
+    nor an extra header)."""
     try:
         request = exc.request  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):
         return
-    for header in ("authorization", "x-api-key"):
+    # Every header but those that cannot hold a credential: an extra header of
+    # the settings may be a key too.
+    for header in [h for h in request.headers if h.lower() not in _PLAIN_HEADERS]:
         request.headers.pop(header, None)
 
 

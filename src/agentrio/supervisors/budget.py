@@ -25,6 +25,7 @@ import msgspec
 import outcome
 import trio
 
+from .._checks import short_repr
 from ..errors import InvalidArgument
 from ..messages import Usage
 
@@ -92,7 +93,7 @@ def usage_problem(usage: object) -> str:
     token count that is not an int >= 0, details larger than the totals they
     are part of, or a cost that is not a finite number >= 0."""
     if not isinstance(usage, Usage):
-        return f"usage={_short_repr(usage)} (expected a Usage)"
+        return f"usage={short_repr(usage)} (expected a Usage)"
     i, o, c = usage.input_tokens, usage.output_tokens, usage.cost_usd
     r, w, t = usage.cached_input_tokens, usage.cache_write_tokens, usage.reasoning_tokens
     # (The common case in one expression: exact types, no bool, no NaN.)
@@ -109,9 +110,9 @@ def usage_problem(usage: object) -> str:
     for name in _COUNTS:
         value = getattr(usage, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return f"{name}={_short_repr(value)} (expected an int >= 0)"
+            return f"{name}={short_repr(value)} (expected an int >= 0)"
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c < _INF:
-        return f"cost_usd={_short_repr(c)} (expected a finite number >= 0)"
+        return f"cost_usd={short_repr(c)} (expected a finite number >= 0)"
     if r + w > i:
         return (
             f"cached_input_tokens + cache_write_tokens = {r + w} is more than "
@@ -133,12 +134,6 @@ def _details_fit(usage: Usage) -> bool:
         and r + w <= usage.input_tokens
         and t <= usage.output_tokens
     )
-
-
-def _short_repr(value: object) -> str:
-    """``repr(value)``, at most 100 characters (it goes into an error message)."""
-    text = repr(value)
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _check_limit(name: str, value: object) -> None:

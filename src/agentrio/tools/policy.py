@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import trio
 
+from .._checks import short_repr
 from ..errors import InvalidArgument
 from ..messages import ConfirmationRequired, ToolCallRequest, ToolResult
 
@@ -125,23 +126,14 @@ class PermissionPolicy:
         return self.default
 
 
-_SHOWN_CHARS = 100  # of a value's repr in a message (the model may see it)
-
-
 def _shown(value: object) -> str:
     """*value* and its type, for a message: ``'no' (a str)``, ``1 (an int)``.
 
-    The repr is cut to ``_SHOWN_CHARS``: an approver's answer may be anything,
+    The repr is cut to 100 characters: an approver's answer may be anything,
     as big as it likes, and the model sees the message.
     """
     kind = type(value).__name__
-    try:
-        text = repr(value)
-    except Exception:  # (a broken __repr__ must not break the refusal)
-        text = f"<{kind} object>"
-    if len(text) > _SHOWN_CHARS:
-        text = text[: _SHOWN_CHARS - 3] + "..."
-    return f"{text} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
+    return f"{short_repr(value)} ({'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind})"
 
 
 @attrs.frozen
