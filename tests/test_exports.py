@@ -153,9 +153,7 @@ CORE = [
     "_checks.py",
     "errors.py",
     "messages.py",
-    "actors/_core.py",
-    "actors/_mailbox.py",
-    "supervisors/",
+    "core/",
 ]
 
 
@@ -244,8 +242,8 @@ def _core_files() -> list[pathlib.Path]:
 
 
 def _in_core(target: str) -> bool:
-    return target in ("_checks", "errors", "messages", "actors/_core", "actors/_mailbox") or (
-        target.startswith("supervisors/") or target == "supervisors"
+    return target in ("_checks", "errors", "messages") or (
+        target.startswith("core/") or target == "core"
     )
 
 
@@ -257,7 +255,7 @@ def test_core_imports_nothing_outside_the_core(path: pathlib.Path) -> None:
 
 def test_import_scanner_sees_relative_imports() -> None:
     # Guards the test above against passing because it found nothing.
-    assert "actors/_core" in _agentrio_imports(SRC / "supervisors" / "supervisor.py")
-    assert "errors" in _agentrio_imports(SRC / "actors" / "_core.py")
-    assert not _in_core("actors/agent")
+    assert "core/actor" in _agentrio_imports(SRC / "core" / "supervisor.py")
+    assert "errors" in _agentrio_imports(SRC / "core" / "actor.py")
+    assert not _in_core("agents/agent")
     assert not _in_core("config")

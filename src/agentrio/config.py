@@ -63,15 +63,15 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-from .actors.modes import PRESETS, Mode
-from .actors.router import RuleRouter
+from .agents.lanes import LANES, Lanes
+from .agents.limits import Limits
+from .agents.modes import PRESETS, Mode
+from .agents.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
 from .providers.base import Model
 from .providers.provider import Provider, ProviderConfig
 from .providers.redact import redact_url
-from .supervisors.lanes import LANES, Lanes
-from .supervisors.limits import Limits
 
 __all__ = [
     "Config",

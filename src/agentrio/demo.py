@@ -21,17 +21,17 @@ from typing import Literal
 import attrs
 import trio
 
-from .actors.agent import AgentRef, AgentSpec
+from .agents.agent import AgentRef, AgentSpec
+from .agents.budget import Budget, UsageTotals
+from .agents.limits import Limits
+from .agents.tool import ToolSchema, tool
 from .messages import ChatMessage, ModelReply, PhaseResult, ToolCallRequest, Usage
 from .providers.base import Model
 from .providers.provider import Kind, Provider, ProviderConfig
 from .providers.redact import redact_url
-from .supervisors.budget import Budget, UsageTotals
-from .supervisors.limits import Limits
-from .supervisors.runtime import open_runtime
+from .runtime import open_runtime
 from .testing.fake_server import open_fake_llm
 from .testing.models import FunctionModel
-from .tools.tool import ToolSchema, tool
 
 __all__ = ["DemoProgress", "DemoReport", "demo_spec", "run_demo", "watch_progress"]
 

@@ -49,7 +49,7 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.actors.context import message_text
+from agentrio.agents.context import message_text
 from agentrio.providers.provider import DEFAULT_POOL, Kind
 from agentrio.testing import FakeLLMServer, FakeRequest, Faults, ReplyHandler, open_fake_llm
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from ..agents.tool import ToolSchema
 from ..messages import (
     ChatMessage,
     FinishReason,
@@ -14,7 +15,6 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
-from ..tools.tool import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,

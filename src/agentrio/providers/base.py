@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .._checks import check_int
+from ..agents.tool import ToolSchema
 from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply, Usage
-from ..tools.tool import ToolSchema
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",

@@ -28,7 +28,9 @@ import attrs
 import msgspec
 import trio
 
-from ..actors.context import estimate_tokens
+from ..agents.context import estimate_tokens
+from ..agents.lanes import DEFAULT_LANE, LaneLimiter, lane_caps, lane_index
+from ..agents.tool import ToolSchema
 from ..errors import (
     AuthError,
     BadResponse,
@@ -39,8 +41,6 @@ from ..errors import (
     RateLimited,
 )
 from ..messages import ChatMessage, Lane, ModelReply, ModelSettings
-from ..supervisors.lanes import DEFAULT_LANE, LaneLimiter, lane_caps, lane_index
-from ..tools.tool import ToolSchema
 from .anthropic import API_VERSION, AnthropicWire
 from .base import AttemptMeter
 from .bounded import (

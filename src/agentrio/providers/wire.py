@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, TypeVar
 
+from ..agents.tool import ToolSchema
 from ..errors import BadResponse, InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -16,7 +17,6 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
-from ..tools.tool import ToolSchema
 from .bounded import MAX_REPLY_CHARS, TooLarge
 from .guard import parse_arguments, tool_calls_in_text
 

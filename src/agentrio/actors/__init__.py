@@ -1,1 +1,0 @@
-"""The actor kinds: the core (actors, refs, mailboxes) and, built on it, agents."""

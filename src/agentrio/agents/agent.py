@@ -1,0 +1,1331 @@
+"""AgentActor: an LLM agent as a supervised actor; one phase is one ``RunPhase`` message.
+
+An agent is one actor (its phases run one at a time, in order) plus one
+ContextActor per context label it has used, owned by it: they stop after it.
+What must survive a restart of the agent actor (its contexts, its usage, a
+pending stop request) lives in an ``_AgentState`` shared by its incarnations.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from .._checks import check_int, check_name, check_timeout, short_repr
+from ..config import find_config, split_model
+from ..core.actor import (
+    Actor,
+    ActorRef,
+    ActorStatistics,
+    NoPublicConstructor,
+    _ask,
+    _Cell,
+)
+from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
+from ..messages import (
+    ChatMessage,
+    ContextReadTurns,
+    Lane,
+    ModelSettings,
+    PhaseResult,
+    RunPhase,
+    ToolCallRequest,
+    Turn,
+    Usage,
+    WorkspaceWriteFailed,
+)
+from ..providers.base import Model, Prices, check_model, context_window, model_pricing
+from ..workspace import Workspace, agent_workspace
+from .budget import Budget, UsageTotals
+from .compaction import Compaction, Summariser
+from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
+from .continuation import ContinuationDetector
+from .lanes import DEFAULT_LANE, check_lane
+from .limits import Limits
+from .modes import Mode, check_mode_timeout
+from .phase import Phase
+from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
+from .tool import NO_ENV, Tool, ToolSchema, check_env
+from .tool_call import ToolGate
+
+if TYPE_CHECKING:
+    from ..core.bus import EventBus
+    from ..core.supervisor import _Supervisor
+    from .helper import Helper
+    from .respond import BackgroundRun, Response
+    from .router import Router
+
+__all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
+
+
+@attrs.frozen
+class StepInfo:
+    """What ``AgentSpec.on_step`` is told after each model turn and each tool call.
+
+    Attributes:
+        agent: the agent's path.
+        step: 1 for the phase's first step, then 2, 3...
+        tool_name: the tool, or ``None`` for a model turn.
+        summary: a short account: the reply's start, or the tool's status and output.
+        iteration: the model call this step belongs to (1 for the phase's
+            first; a tool call's is the call that asked for it); 0 in a
+            phase of direct tool calls.
+        max_iterations: the phase's step limit: the model calls it may make
+            (``run(max_iterations=...)``, by default ``Limits.max_iterations``).
+        tool_arguments: for a tool step, the arguments the tool was called
+            with, a read-only view (``types.MappingProxyType``); ``None`` for
+            a model turn.
+        tokens: the running token estimate: the estimated size of the
+            conversation up to this step (the history the phase continued,
+            its new turns so far, this step's included), as the spec's
+            token estimator counts it.
+    """
+
+    agent: str
+    step: int
+    tool_name: str | None
+    summary: str
+    iteration: int = 0
+    max_iterations: int = 0
+    tool_arguments: Mapping[str, object] | None = None
+    tokens: int = 0
+
+
+def _to_tools(value: object) -> tuple[Tool, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidArgument(f"AgentSpec.tools must be a list of tools, got {value!r}")
+    return tuple(v if isinstance(v, Tool) else Tool(v) for v in value)
+
+
+def _to_env(value: object) -> Mapping[str, str]:
+    return check_env("AgentSpec.env", value)
+
+
+def _to_lane(value: object) -> Lane:
+    return check_lane(value, "AgentSpec.lane")
+
+
+@attrs.frozen
+class AgentSpec:
+    """Everything that defines an agent; one spec can be spawned many times.
+
+    Example::
+
+        spec = agentrio.AgentSpec(
+            name="researcher",
+            model=agentrio.testing.ScriptedModel([...]),
+            instructions="You answer in one sentence.",
+            tools=[lookup],
+            limits=agentrio.Limits(max_iterations=5, timeout=60),
+        )
+        agent = await rt.spawn_agent(spec)
+
+    Attributes:
+        name: the agent's default name (``spawn_agent(name=...)`` overrides it):
+            an actor's name (no ``/``, not ending with ``.context`` nor
+            containing ``.context.``) that does not start with ``context.``.
+        model: a model object (see :class:`agentrio.Model`), a tier name from
+            agentrio.toml (``"fast"``), or an ``"instance:model"`` string
+            (``"local:qwen2.5:0.5b"``), resolved when the agent is spawned.
+        instructions: the system prompt, put first in each new context.
+        tools: the agent's allowlist: :class:`agentrio.Tool` objects (plain
+            functions are wrapped with :func:`agentrio.tool`).
+        limits: the bounds of each phase.
+        workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
+            ``run_summary.json``; an agent spawned under another name than
+            the spec's gets a subfolder of that name, which must not be one
+            of those entries.
+        on_step: called (sync or async) with a :class:`StepInfo` after every
+            model turn and tool call; if it raises, the phase ends with ``error``.
+        token_estimator: tokens of a text, for the context window and the
+            budget's reservations (default: characters / 3.5).
+        escalate_on_stall: when a phase stalls and ``model`` is a tier in the
+            configuration's ``escalation`` list, run the phase once more on
+            the next tier.
+        permissions: the :class:`agentrio.PermissionPolicy` for its tool
+            calls (None: every allowlisted call is allowed).
+        approver: who answers ``ask`` decisions: an async or sync callable
+            taking a :class:`agentrio.ConfirmationRequired` and returning a
+            bool or :class:`agentrio.Approval`, or an actor that does the same
+            (any other answer denies the call).
+        approval_timeout: seconds to wait for the approver; then the call is
+            denied (None: wait as long as the phase may).
+        pre_tool_use: ``async (call) -> call | Deny | None``: may refuse a
+            call or rewrite its arguments.
+        post_tool_use: ``async (call, result) -> result | None``: may rewrite
+            a result before the model sees it.
+        env: environment variables for its tools (``None``: none), kept as a
+            read-only copy and handed to each tool that declares a
+            :class:`agentrio.ToolContext`; agentrio sets no process
+            environment from it. Its repr shows the names only.
+        continuation_detector: ``(text) -> bool`` (sync or async): does a
+            reply without tool calls read as an intermediate step? Asked only
+            while ``limits.max_continuation_turns`` allows another
+            continuation (None: :func:`agentrio.looks_unfinished`); if it
+            raises, the phase ends with ``error``.
+        compaction: a :class:`agentrio.Compaction` to replace a context's
+            older turns with a summary once it passes a share of the model's
+            window (``None``, the default: no compaction; old turns are only
+            left out of each call's view).
+        lane: the priority lane of its phases' model calls and tool calls,
+            unless ``run(lane=...)`` says otherwise: ``"interactive"``
+            (also called ``"control"``), ``"query"`` (the default),
+            ``"execute"`` or ``"background"``. While a provider's or the
+            runtime's limit is full, the higher lanes' calls go first.
+        settings: request settings for its model calls
+            (:class:`agentrio.ModelSettings`), laid over its provider's; a
+            run's ``settings`` are laid over them. A named ``tool_choice``
+            must be one of its tools; the model must take settings (a
+            provider's models do) and be able to send each one, else
+            ``spawn_agent`` raises ``InvalidArgument``. Summary calls
+            (compaction) go without them.
+
+    The agent's children (subagents, agent tools' agents, ``map``'s agents,
+    session helpers) run its hooks before their own, and its policy and
+    approver apply to them too.
+    """
+
+    name: str
+    model: Model | str
+    instructions: str = ""
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
+    limits: Limits = attrs.field(factory=Limits)
+    workspace: str | os.PathLike[str] | None = None
+    on_step: Callable[[StepInfo], object] | None = None
+    token_estimator: TokenEstimator | None = None
+    escalate_on_stall: bool = False
+    _info: _SpecInfo | None = attrs.field(
+        init=False, default=None, eq=False, hash=False, repr=False
+    )
+    permissions: PermissionPolicy | None = None
+    approver: Approver | ActorRef | None = None
+    approval_timeout: float | None = None
+    pre_tool_use: PreToolUse | None = None
+    post_tool_use: PostToolUse | None = None
+    env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
+    continuation_detector: ContinuationDetector | None = None
+    compaction: Compaction | None = None
+    lane: Lane = attrs.field(default=DEFAULT_LANE, converter=_to_lane)
+    settings: ModelSettings | None = None
+
+    def __attrs_post_init__(self) -> None:
+        check_name("AgentSpec.name", self.name)
+        if self.name.startswith("context."):
+            # A subagent's default name, "<agent>.<spec.name>-<n>", would be of
+            # the form reserved for context actors, and refused at its spawn.
+            raise InvalidArgument(
+                f"AgentSpec.name must not start with 'context.' (a subagent's default name "
+                f"'<agent>.{self.name}-<n>' would be a context actor's), got {self.name!r}"
+            )
+        if isinstance(self.model, str):
+            if ":" in self.model:
+                split_model(self.model)
+            elif not self.model:
+                raise InvalidArgument("AgentSpec.model must not be empty")
+        else:
+            check_model(self.model, "AgentSpec.model")
+        if not isinstance(self.escalate_on_stall, bool):
+            raise InvalidArgument(
+                f"AgentSpec.escalate_on_stall must be a bool, got {self.escalate_on_stall!r}"
+            )
+        if not isinstance(self.instructions, str):
+            raise InvalidArgument(
+                f"AgentSpec.instructions must be a str, got {self.instructions!r}"
+            )
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InvalidArgument(f"AgentSpec.tools has duplicate names: {dupes}")
+        if not isinstance(self.limits, Limits):
+            raise InvalidArgument(
+                f"AgentSpec.limits must be an agentrio.Limits, got {self.limits!r}"
+            )
+        if self.workspace is not None:
+            Workspace(self.workspace)
+        if self.permissions is not None and not isinstance(self.permissions, PermissionPolicy):
+            raise InvalidArgument(
+                f"AgentSpec.permissions must be an agentrio.PermissionPolicy or None, "
+                f"got {self.permissions!r}"
+            )
+        if self.approver is not None and not (
+            callable(self.approver) or isinstance(self.approver, ActorRef)
+        ):
+            raise InvalidArgument(
+                f"AgentSpec.approver must be a callable or an ActorRef, got {self.approver!r}"
+            )
+        check_timeout("AgentSpec.approval_timeout", self.approval_timeout)
+        if self.compaction is not None and not isinstance(self.compaction, Compaction):
+            raise InvalidArgument(
+                f"AgentSpec.compaction must be an agentrio.Compaction or None, "
+                f"got {self.compaction!r}"
+            )
+        if self.settings is not None:
+            _check_settings("AgentSpec.settings", self.settings, names)
+        for hook in (
+            "on_step",
+            "token_estimator",
+            "pre_tool_use",
+            "post_tool_use",
+            "continuation_detector",
+        ):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")
+
+
+class _SpecInfo:
+    """What is derived from a spec once, shared by every agent spawned from it."""
+
+    __slots__ = (
+        "estimator",
+        "model_facts",
+        "needs_caller",
+        "schemas",
+        "system",
+        "tool_set",
+        "tools",
+    )
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.tools = {t.name: t for t in spec.tools}
+        self.tool_set = frozenset(self.tools)
+        self.schemas = tuple(t.schema for t in spec.tools)
+        self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
+        self.needs_caller = any(t.needs_caller for t in spec.tools)
+        # The system prompt as the first message of a new context, and its size.
+        self.system: tuple[ChatMessage, int] | None = None
+        if spec.instructions:
+            message = ChatMessage("system", spec.instructions)
+            self.system = (message, self.estimator(message_text(message)))
+        # (model, window, streams, metered, laned, pricing) of the last model an
+        # agent of this spec was given: 10k agents of one spec work these out
+        # once. The model is held weakly: a spec may outlive the runtime that
+        # resolved it.
+        self.model_facts: tuple[weakref.ref[Model], int, bool, bool, bool, Prices | None] | None = (
+            None
+        )
+
+    def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
+        if names == self.tool_set:
+            return self.schemas
+        return tuple(s for s in self.schemas if s.name in names)
+
+
+def _spec_info(spec: AgentSpec) -> _SpecInfo:
+    # Cached on the spec itself (not in a dict keyed by it): a spec need not be
+    # hashable, since the model object it holds may not be.
+    info = spec._info
+    if info is None:
+        info = _SpecInfo(spec)
+        object.__setattr__(spec, "_info", info)
+    return info
+
+
+def _check_settings(argument: str, settings: object, tools: Sequence[str]) -> None:
+    """*settings* must be ModelSettings whose named ``tool_choice`` is one of *tools*."""
+    if not isinstance(settings, ModelSettings):
+        raise InvalidArgument(
+            f"{argument} must be an agentrio.ModelSettings or None, got {settings!r}"
+        )
+    choice = settings.tool_choice
+    if choice is not None and choice not in ("auto", "none", "required") and choice not in tools:
+        raise InvalidArgument(
+            f"{argument}.tool_choice names tool {choice!r}, which the agent does not have "
+            f'(its tools: {sorted(tools)}); expected "auto", "none", "required" '
+            f"or one of them"
+        )
+
+
+def check_model_settings(model: Model, settings: ModelSettings, argument: str) -> None:
+    """Raise InvalidArgument unless *model* takes ``settings`` and can send each of them."""
+    if not _takes(model, "settings"):
+        raise InvalidArgument(
+            f"{argument}: the model {model!r} takes no settings (its complete() has no "
+            f"settings keyword); they would be dropped"
+        )
+    check = getattr(model, "check_settings", None)
+    if check is not None:
+        try:
+            check(settings)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{argument}: {exc}") from None
+
+
+_TAKES: dict[tuple[type, str], bool] = {}
+
+
+def _takes(model: Model, keyword: str) -> bool:
+    """Does *model*'s ``complete`` take *keyword* (``on_text``, ``meter``, ``lane``)?
+
+    Cached per class: inspect is slow.
+    """
+    cls = type(model)
+    if "complete" in getattr(model, "__dict__", {}):  # set on the instance: look at it
+        return keyword in inspect.signature(model.complete).parameters
+    known = _TAKES.get((cls, keyword))
+    if known is None:
+        known = keyword in inspect.signature(model.complete).parameters
+        _TAKES[cls, keyword] = known
+    return known
+
+
+def context_name(agent: str, label: str | None) -> str:
+    """The name of *agent*'s context actor for *label*, distinct for each label.
+
+    ``<agent>.context`` for the primary context, ``<agent>.context.<label>``
+    for the others, with ``%`` in the label written ``%25`` and then ``/``
+    written ``%2F`` (a name has no ``/``): an encoding with one name per
+    label, so ``"a/b"`` and ``"a%2Fb"`` get two actors.
+    """
+    if label is None:
+        return agent + ".context"
+    return f"{agent}.context.{label.replace('%', '%25').replace('/', '%2F')}"
+
+
+class _AgentState:
+    """An agent's state that outlives the incarnations of its actor."""
+
+    __slots__ = (
+        "attempts",
+        "budget",
+        "ceiling",
+        "cell",
+        "compact_at",
+        "contexts",
+        "cut",
+        "details",
+        "escalation",
+        "gate",
+        "info",
+        "input_tokens",
+        "laned",
+        "metered",
+        "model",
+        "narrowed",
+        "output_tokens",
+        "phases",
+        "pricing",
+        "primary",
+        "requests",
+        "spec",
+        "stop_reasons",
+        "stop_requested",
+        "streams",
+        "summariser",
+        "sup",
+        "tool_calls",
+        "usage_parent",
+        "window",
+        "workspace",
+    )
+
+    def __init__(
+        self,
+        spec: AgentSpec,
+        sup: _Supervisor,
+        budget: Budget,
+        name: str,
+        model: Model,
+        escalation: Model | None,
+        summariser: Summariser | None = None,
+    ) -> None:
+        self.spec = spec
+        self.info = _spec_info(spec)
+        self.summariser = summariser
+        self.use_model(model)
+        self.escalation = escalation
+        self.gate: ToolGate | None = None
+        # A session helper's spending is its parent agent's too.
+        self.usage_parent: _AgentState | None = None
+        self.sup = sup
+        self.budget = budget
+        self.cell: _Cell | None = None
+        # The context actors' cells: the primary one's, and the named labels'
+        # (a dict made on first use: most agents never name one, and one
+        # object fewer on each of 10k agents is work saved for the cyclic GC).
+        self.primary: _Cell | None = None
+        self.contexts: dict[str, _Cell] | None = None
+        self.cut: Phase | None = None  # a phase cut short by a tool's timer, to resume
+        # The most its phases may use, when its parent started it during a
+        # phase narrowed by tool_names (None: its spec's tools); and the
+        # allowlist of its own phase under way, when narrower than its spec's.
+        # Children take the second if set, else the first (compose.spawn_child).
+        self.ceiling: frozenset[str] | None = None
+        self.narrowed: frozenset[str] | None = None
+        self.stop_requested = False
+        self.phases = 0
+        self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
+        self.attempts = 0
+        # Cached input, cache writes, reasoning: made once a call reports one.
+        self.details: list[int] | None = None
+        self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
+        self.workspace: Workspace | None = None
+        if spec.workspace is not None:
+            self.workspace = agent_workspace(spec.workspace, spec.name, name)
+
+    def use_model(self, model: Model) -> None:
+        """Call *model* from now on (a resolved one, or the next tier's)."""
+        self.model = model
+        # The estimate past which a phase compacts the history (None: never).
+        compaction = self.spec.compaction
+        self.compact_at = (
+            None
+            if compaction is None
+            else max(1, int(context_window(model) * compaction.threshold))
+        )
+        facts = self.info.model_facts
+        if facts is not None and facts[0]() is model:
+            self.window, self.streams, self.metered, self.laned, self.pricing = facts[1:]
+            return
+        self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
+        self.streams = _takes(model, "on_text")
+        self.metered = _takes(model, "meter")
+        self.laned = _takes(model, "lane")
+        self.pricing = model_pricing(model)
+        try:
+            held = weakref.ref(model)
+        except TypeError:  # a model without weak references is not cached
+            return
+        self.info.model_facts = (
+            held,
+            self.window,
+            self.streams,
+            self.metered,
+            self.laned,
+            self.pricing,
+        )
+
+    def context(self, label: str | None) -> ActorRef | None:
+        """The live ContextActor of *label*, or None if there is none yet."""
+        if label is None:
+            cell = self.primary
+        else:
+            cell = self.contexts.get(label) if self.contexts is not None else None
+        if cell is None or cell.state == "exited":
+            return None
+        return cell.ref
+
+    def new_context(self, label: str | None) -> ActorRef:
+        """Spawn the ContextActor of *label*, owned by the agent (it stops after it)."""
+        assert self.cell is not None
+        # Allowed while the supervisor stops: the agent may be draining its
+        # queued phases, which the graceful stop promises to run. The name is
+        # of the reserved form no other child can take (see check_name).
+        cell = self.sup.spawn_actor(
+            ContextActor,
+            (),
+            context_name(self.cell.name, label),
+            64,
+            "transient",
+            stopping_ok=True,
+            reserved_ok=True,
+        )
+        self.cell.own(cell)
+        if label is None:
+            self.primary = cell
+        else:
+            if self.contexts is None:
+                self.contexts = {}
+            self.contexts[label] = cell
+        return cell.ref
+
+    def count(self, usage: Usage | None, requests: int = 1, attempts: int = 0) -> None:
+        """Count a model call (None: it failed; *requests* 0: a failed attempt of
+        one) and its HTTP *attempts* here and in the agents above."""
+        state: _AgentState | None = self
+        while state is not None:
+            if usage is not None:
+                state.input_tokens += usage.input_tokens
+                state.output_tokens += usage.output_tokens
+                if usage.cached_input_tokens or usage.cache_write_tokens or usage.reasoning_tokens:
+                    state.count_details(usage)
+            state.requests += requests
+            state.attempts += attempts
+            state = state.usage_parent
+
+    def count_details(self, usage: Usage) -> None:
+        """Add *usage*'s cached input, cache writes and reasoning here."""
+        details = self.details
+        if details is None:
+            details = self.details = [0, 0, 0]
+        details[0] += usage.cached_input_tokens
+        details[1] += usage.cache_write_tokens
+        details[2] += usage.reasoning_tokens
+
+    def count_tool_call(self) -> None:
+        """Count one model-driven tool call here and in the agents above."""
+        state: _AgentState | None = self
+        while state is not None:
+            state.tool_calls += 1
+            state = state.usage_parent
+
+    def usage(self) -> UsageTotals:
+        cached, written, reasoning = self.details or (0, 0, 0)
+        return UsageTotals(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=self.input_tokens + self.output_tokens,
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+            attempts=self.attempts,
+            cached_input_tokens=cached,
+            cache_write_tokens=written,
+            reasoning_tokens=reasoning,
+        )
+
+    def phase_done(self, reason: str) -> Coroutine[object, None, None] | None:
+        """Count a finished phase; with a workspace, the summary write to await."""
+        self.phases += 1
+        if self.workspace is None or self.usage_parent is not None:
+            # (A session helper's spending is in its parent's summary.)
+            return None
+        return self._write_summary(reason)
+
+    async def _write_summary(self, reason: str) -> None:
+        assert self.workspace is not None
+        if self.stop_reasons is None:
+            self.stop_reasons = {}
+        self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
+        assert self.cell is not None
+        summary: dict[str, object] = {
+            "agent": self.cell.path,
+            "phases": self.phases,
+            "stop_reasons": dict(self.stop_reasons),
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.input_tokens + self.output_tokens,
+            "requests": self.requests,
+            "tool_calls": self.tool_calls,
+        }
+        if self.details is not None:
+            cached, written, reasoning = self.details
+            summary |= {
+                "cached_input_tokens": cached,
+                "cache_write_tokens": written,
+                "reasoning_tokens": reasoning,
+            }
+        # The write runs shielded (the phase has ended): a deadline keeps a
+        # write that hangs (a stuck network disk) from holding a cancelled
+        # caller of run() for ever; its thread is then abandoned. The deadline
+        # is in real time: a MockClock's autojump would end every write at once.
+        seconds = self.sup.shutdown_timeout
+        with trio.CancelScope() as scope:
+            timer = threading.Timer(
+                seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
+            )
+            timer.start()
+            try:
+                await trio.to_thread.run_sync(
+                    self.workspace.write_summary, summary, abandon_on_cancel=True
+                )
+            except Exception as exc:
+                # The phase is over and its calls were spent: a summary that could
+                # not be written (the disk full, a file where its folder should
+                # be) is said, and the result stands.
+                self._write_failed(type(exc).__name__, str(exc))
+            finally:
+                timer.cancel()
+        if scope.cancelled_caught:
+            self._write_failed(
+                "TimeoutError",
+                f"the write took longer than {seconds:g} s (the supervisor's "
+                "shutdown_timeout); it was abandoned",
+            )
+
+    def _write_failed(self, error_type: str, error: str) -> None:
+        """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
+        if self.sup.bus.active:
+            assert self.workspace is not None and self.cell is not None
+            file = str(self.workspace.root / "run_summary.json")
+            self.sup.bus.publish(
+                WorkspaceWriteFailed(
+                    path=self.cell.path, file=file, error_type=error_type, error=error
+                )
+            )
+
+
+class AgentActor(Actor[RunPhase]):
+    """The actor behind an :class:`AgentRef`: runs one phase per ``RunPhase``."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: _AgentState) -> None:
+        self.state = state
+
+    def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
+        # Returns the phase's coroutine rather than awaiting it: one frame less
+        # on each of 10k live agents' stacks (and for the cyclic GC to walk).
+        state = self.state
+        state.cut = None  # (left over from a cut that ended in a cancel or restart)
+        if msg.model is not None:
+            return self._on_model(msg, Phase(state, msg))
+        if state.escalation is not None:
+            return self._escalating(msg, Phase(state, msg))
+        return Phase(state, msg).run()
+
+    def _resume(self, msg: RunPhase, *, abandoned: bool) -> Coroutine[object, None, PhaseResult]:
+        """Go on with the phase that was cut short: by a tool call's timer
+        (``Phase.cut_short``), it goes on; *abandoned* by the cancelled caller
+        of its ``run()``, it ends with ``"cancelled"``."""
+        phase, self.state.cut = self.state.cut, None
+        assert phase is not None and phase.cmd is msg
+        if abandoned:
+            return phase.cancelled()
+        if msg.model is not None:
+            return self._on_model(msg, phase)
+        if phase.escalating:
+            return self._escalating(msg, phase)
+        return phase.run()
+
+    async def _on_model(self, msg: RunPhase, phase: Phase) -> PhaseResult:
+        """Run *phase* on ``msg.model`` (``run(model=...)``), then go back to the
+        agent's own model. (Not escalated by ``escalate_on_stall``, which is
+        about the agent's own model; ``respond()`` escalates its runs itself.)"""
+        state = self.state
+        own = state.model
+        assert msg.model is not None
+        try:
+            model = state.sup.shared.models().resolve(msg.model)
+        except AgentrioError as exc:  # (a RunPhase sent without run()'s checks)
+            phase._error(exc)
+            return phase._ended()
+        state.use_model(model)
+        try:
+            return await phase.run()
+        finally:
+            # Also when the phase is cut short: its resumption comes back here.
+            state.use_model(own)
+
+    async def _escalating(self, msg: RunPhase, phase: Phase) -> PhaseResult:
+        phase.escalating = True
+        result = await phase.run()
+        state = self.state
+        if result.stop_reason == "stalled" and state.escalation is not None:
+            # Once: the agent keeps the stronger model for later phases too.
+            state.use_model(state.escalation)
+            state.escalation = None
+            result = await Phase(state, msg).run()
+        return result
+
+
+def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
+    """The agent's tool gate, or None when its spec sets no policy, approver or hook."""
+    if (
+        spec.permissions is None
+        and spec.approver is None
+        and spec.pre_tool_use is None
+        and spec.post_tool_use is None
+    ):
+        return None
+    return ToolGate(
+        path=path,
+        bus=bus,
+        policy=spec.permissions,
+        approver=spec.approver,
+        approval_timeout=spec.approval_timeout,
+        pre=spec.pre_tool_use,
+        post=spec.post_tool_use,
+    )
+
+
+def check_spec(spec: object) -> None:
+    """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
+    if not isinstance(spec, AgentSpec):
+        raise InvalidArgument(
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {short_repr(spec)}"
+        )
+
+
+def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
+    """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
+    if type(spec) is not AgentSpec:  # (the common case needs no call)
+        check_spec(spec)
+    root: Budget = sup.shared.budget
+    if budget is None:
+        budget = root
+    else:
+        if not isinstance(budget, Budget):
+            raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
+        top = budget._root()
+        if top is not root:
+            # A free-standing budget (or a chain of them) is carved out of the
+            # runtime's: nothing an agent spends escapes the runtime's limits.
+            top._attach(root)
+    agent_name = spec.name if name is None else name
+    model: Model
+    escalation: Model | None = None
+    if isinstance(spec.model, str):
+        models = sup.shared.models()
+        model = models.resolve(spec.model)
+        if spec.escalate_on_stall:
+            escalation = models.next_tier(spec.model)
+    else:
+        model = spec.model
+    if spec.settings is not None:
+        check_model_settings(model, spec.settings, "AgentSpec.settings")
+    summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
+    state = _AgentState(
+        spec,
+        sup,
+        budget,
+        agent_name if isinstance(agent_name, str) else "",
+        model,
+        escalation,
+        summariser,
+    )
+    cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
+    state.cell = cell
+    state.gate = make_gate(spec, cell.path, sup.bus)
+    return AgentRef._create(state)
+
+
+def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
+    """*compaction* with its summary model resolved (ConfigError for a bad name)."""
+    model = compaction.model
+    if model is None:
+        model = _fast_tier(sup)
+    elif isinstance(model, str):
+        model = sup.shared.models().resolve(model)
+    if model is None:  # the agent's own model, whichever it is when the summary is made
+        return Summariser(compaction, None, False, None)
+    return Summariser(
+        compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
+    )
+
+
+def _fast_tier(sup: _Supervisor) -> Model | None:
+    """The model of the configuration's ``fast`` tier, or None if there is none."""
+    shared = sup.shared
+    if shared.config is None and find_config() is None:
+        return None  # no configuration given, and none to be found
+    models = shared.models()
+    if "fast" not in models.config.tiers:
+        return None
+    return models.resolve("fast")
+
+
+def _check_run(
+    info: _SpecInfo,
+    user_message: object,
+    tool_names: object,
+    max_iterations: object,
+    continue_context: object,
+    context_label: object,
+    direct_tool_calls: object,
+    timeout: object = None,
+    continuation: int | None = None,
+    model: object = None,
+    lane: object = None,
+    settings: object = None,
+) -> RunPhase:
+    if not isinstance(user_message, str):
+        raise InvalidArgument(f"user_message must be a str, got {user_message!r}")
+    names: tuple[str, ...] | None = None
+    if tool_names is not None:
+        if isinstance(tool_names, str) or not isinstance(tool_names, Sequence):
+            raise InvalidArgument(f"tool_names must be a list of tool names, got {tool_names!r}")
+        unknown = [n for n in tool_names if n not in info.tools]
+        if unknown:
+            raise InvalidArgument(
+                f"tool_names has tools this agent does not have: {unknown}; "
+                f"its tools are {sorted(info.tools)}"
+            )
+        names = tuple(tool_names)
+    iterations = check_int("max_iterations", max_iterations, 1)
+    if not isinstance(continue_context, bool):
+        raise InvalidArgument(f"continue_context must be a bool, got {continue_context!r}")
+    if context_label is not None and not isinstance(context_label, str):
+        raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
+    direct: tuple[ToolCallRequest, ...] | None = None
+    if direct_tool_calls is not None:
+        if not isinstance(direct_tool_calls, Sequence) or not all(
+            isinstance(c, ToolCallRequest) for c in direct_tool_calls
+        ):
+            raise InvalidArgument(
+                f"direct_tool_calls must be a list of agentrio.ToolCallRequest, "
+                f"got {direct_tool_calls!r}"
+            )
+        direct = tuple(direct_tool_calls)
+    if timeout is not None:
+        check_mode_timeout("timeout", timeout)
+    if model is not None and (not isinstance(model, str) or not model):
+        raise InvalidArgument(
+            f"model must be a tier name or an 'instance:model' string, got {model!r}"
+        )
+    if settings is not None:
+        _check_settings("settings", settings, tuple(info.tools))
+        assert isinstance(settings, ModelSettings)
+    return RunPhase(
+        user_message=user_message,
+        tool_names=names,
+        max_iterations=iterations,
+        continue_context=continue_context,
+        context_label=context_label,
+        direct_tool_calls=direct,
+        timeout=timeout,  # type: ignore[arg-type]
+        max_continuation_turns=continuation,
+        model=model,
+        lane=None if lane is None else check_lane(lane),
+        settings=settings,
+    )
+
+
+def _phase_command(
+    state: _AgentState,
+    user_message: object,
+    tool_names: object,
+    max_iterations: object,
+    continue_context: object,
+    context_label: object,
+    direct_tool_calls: object,
+    timeout: object,
+    mode: object,
+    model: object,
+    lane: object = None,
+    settings: object = None,
+) -> tuple[RunPhase, Mode | None]:
+    """The checked ``RunPhase`` of ``run()``'s arguments, and the mode, if any.
+
+    ``run()``'s own *max_iterations* and *timeout* win over the mode's, and
+    the mode's over the spec's (a field of the mode left None is the spec's).
+    """
+    chosen: Mode | None = None
+    continuation = None
+    if mode is not None:
+        from .respond import mode_of
+
+        chosen = mode_of(state.sup.shared, mode)
+        if max_iterations is None:
+            max_iterations = chosen.max_iterations
+        if timeout is None:
+            timeout = chosen.timeout
+        continuation = chosen.max_continuation_turns
+        if lane is None:
+            lane = chosen.lane  # (the run's own lane= wins over the mode's)
+    if max_iterations is None:
+        max_iterations = state.spec.limits.max_iterations
+    cmd = _check_run(
+        state.info,
+        user_message,
+        tool_names,
+        max_iterations,
+        continue_context,
+        context_label,
+        direct_tool_calls,
+        timeout,
+        continuation,
+        model,
+        lane,
+        settings,
+    )
+    if model is not None:
+        assert cmd.model is not None
+        state.sup.shared.models().resolve(cmd.model)  # a ConfigError now, not in the phase
+    return cmd, chosen
+
+
+def _request_stop_tree(state: _AgentState) -> None:
+    """Flag *state*'s agent, and the live agents it owns (subagents, helpers), to stop."""
+    state.stop_requested = True
+    cell = state.cell
+    for dep in (cell.dependents or ()) if cell is not None else ():
+        if dep.factory is AgentActor and dep.state != "exited":
+            child = dep.args[0]
+            assert isinstance(child, _AgentState)
+            _request_stop_tree(child)
+
+
+class AgentRef(metaclass=NoPublicConstructor):
+    """The handle to an agent, from ``spawn_agent``."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: _AgentState) -> None:
+        self._state = state
+
+    @property
+    def _cell(self) -> _Cell:
+        cell = self._state.cell
+        assert cell is not None
+        return cell
+
+    @property
+    def name(self) -> str:
+        """The agent's name, unique within its supervisor."""
+        return self._cell.name
+
+    @property
+    def path(self) -> str:
+        """The agent's path from the root."""
+        return self._cell.path
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec it was spawned from."""
+        return self._state.spec
+
+    @property
+    def ref(self) -> ActorRef:
+        """The :class:`ActorRef` of the agent's actor (it accepts ``RunPhase``)."""
+        return self._cell.ref
+
+    @property
+    def workspace(self) -> Workspace | None:
+        """The agent's workspace, if its spec has one."""
+        return self._state.workspace
+
+    def __repr__(self) -> str:
+        return f"<AgentRef {self._cell.path!r} {self._cell.state}>"
+
+    async def run(
+        self,
+        user_message: str,
+        *,
+        tool_names: Sequence[str] | None = None,
+        max_iterations: int | None = None,
+        continue_context: bool = True,
+        context_label: str | None = None,
+        direct_tool_calls: Sequence[ToolCallRequest] | None = None,
+        timeout: float | None = None,
+        mode: str | Mode | None = None,
+        model: str | None = None,
+        lane: Lane | None = None,
+        settings: ModelSettings | None = None,
+    ) -> PhaseResult:
+        """Run one phase: model calls and tool calls until done or a limit is hit.
+
+        Phases of one agent run one at a time, in the order they were asked for.
+        This phase's limits are, for each: the argument given here, else the
+        mode's (if one is given and sets it), else the spec's ``limits``.
+
+        Args:
+            user_message: the user's turn that starts the phase.
+            tool_names: restrict this phase to these of the agent's tools
+                (``[]``: the model runs but every tool call is denied;
+                ``None``: all of them). A child started while the phase runs
+                may use only those of its own tools named here.
+            max_iterations: model calls allowed (default: the mode's, else
+                ``spec.limits.max_iterations``).
+            continue_context: False starts this context label afresh.
+            context_label: the conversation to continue; ``None`` is the
+                primary one. Any str is a label, with a history of its own
+                that no other label sees.
+            direct_tool_calls: run these tool calls and no model: not gated
+                by the budget, but by the stop request and the allowlist.
+            timeout: seconds this phase may take (default: the mode's, else
+                ``spec.limits.timeout``); ``math.inf``: no deadline.
+            mode: a :class:`agentrio.Mode`, or the name of one of the
+                runtime's modes (``"inline"``, ``"background"``): its
+                ``max_iterations``, ``timeout`` and ``max_continuation_turns``.
+            model: this phase's model, a tier name or an ``"instance:model"``
+                string, resolved as the spec's is (default: the agent's own);
+                the agent goes back to its own model after the phase.
+            lane: the priority lane of this phase's model calls and tool
+                calls (default ``spec.lane``): ``"interactive"`` (or
+                ``"control"``), ``"query"``, ``"execute"``, ``"background"``.
+            settings: request settings for this phase's model calls
+                (:class:`agentrio.ModelSettings`), laid over the spec's.
+
+        Returns:
+            The :class:`PhaseResult`.
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message (an unknown
+                mode name too).
+            ConfigError: *model* is not a tier or model of the runtime's
+                configuration, or (for a mode's name) that configuration is wrong.
+            ActorStopped: the agent has stopped (or was cancelled mid-phase).
+            ActorCrashed: the agent crashed (a bug; tool and model failures
+                are results, not crashes).
+        """
+        state = self._state
+        if mode is None and model is None:
+            cmd = _check_run(
+                state.info,
+                user_message,
+                tool_names,
+                state.spec.limits.max_iterations if max_iterations is None else max_iterations,
+                continue_context,
+                context_label,
+                direct_tool_calls,
+                timeout,
+                lane=lane,
+                settings=settings,
+            )
+        else:
+            cmd, _ = _phase_command(
+                state,
+                user_message,
+                tool_names,
+                max_iterations,
+                continue_context,
+                context_label,
+                direct_tool_calls,
+                timeout,
+                mode,
+                model,
+                lane,
+                settings,
+            )
+        if settings is not None:
+            check_model_settings(state.model, settings, "settings")
+        task = trio.lowlevel.current_task()
+        if self._cell.task is task:
+            raise SelfAsk(
+                f"agent {self._cell.path!r} was asked to run a phase from inside its own "
+                "phase (a tool running its own agent): it would deadlock"
+            )
+        # Linked: the phase is this caller's work, and ends with it (see _Ask).
+        result = await _ask(self._cell, cmd, task, linked=True)
+        assert isinstance(result, PhaseResult)
+        return result
+
+    async def respond(
+        self,
+        request: str,
+        *,
+        router: Router | None = None,
+        context_label: str | None = None,
+        escalate: bool = True,
+    ) -> Response:
+        """Route a user's *request*, run it in the chosen mode on the chosen tier.
+
+        The router (*router*, else the runtime's: ``open_runtime(router=...)``,
+        else the ``[router]`` of agentrio.toml, else ``RuleRouter()``) picks a
+        mode and a tier; a ``Routed`` event says which and why; the request
+        then runs as ``run(request, mode=..., model=tier)`` in the context
+        *context_label*. If that run stalls on the route's tier and the
+        configuration's ``escalation`` lists a tier after it, the request runs
+        once more on that tier (unless *escalate* is False).
+
+        Returns:
+            A :class:`agentrio.Response`: the route, the mode, the tier, the
+            :class:`PhaseResult`, and ``can_continue`` (the run hit a cap,
+            ``"max_iterations"`` or ``"timeout"``, outside the background
+            mode: see :meth:`continue_in_background`).
+
+        Raises:
+            InvalidArgument: a bad argument; the router returned something
+                that is not a :class:`agentrio.Route`, or a mode the runtime
+                does not have.
+            ConfigError: the route's tier is not in the configuration.
+            ActorStopped, ActorCrashed: as for :meth:`run`.
+        """
+        from .respond import respond
+
+        return await respond(
+            self, request, router=router, context_label=context_label, escalate=escalate
+        )
+
+    async def continue_in_background(
+        self, response: Response, *, message: str | None = None
+    ) -> BackgroundRun:
+        """Go on, in the background mode, with a run of :meth:`respond` that hit its cap.
+
+        The new phase continues the same context (the response's label), on
+        the same tier, in the runtime's ``background`` mode, starting with
+        *message* (default: ``"Continue working on my request from where you
+        stopped, then give your final answer."``). It is queued on the agent
+        now; this returns at once.
+
+        Returns:
+            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+
+        Raises:
+            InvalidArgument: *response* is not this agent's, or cannot be
+                continued (``response.can_continue`` is False).
+            RuntimeClosed: the agent's supervisor has stopped.
+        """
+        from .respond import continue_in_background
+
+        return await continue_in_background(self, response, message)
+
+    async def start_background(
+        self,
+        user_message: str,
+        *,
+        mode: str | Mode | None = "background",
+        tool_names: Sequence[str] | None = None,
+        max_iterations: int | None = None,
+        timeout: float | None = None,
+        continue_context: bool = True,
+        context_label: str | None = None,
+        model: str | None = None,
+    ) -> BackgroundRun:
+        """Start a phase in the background (by default in the ``background`` mode).
+
+        The arguments are :meth:`run`'s. The phase is queued on the agent now
+        (after the phases queued before it) and this returns at once; it is
+        run for a small actor, ``<agent>.background-<n>``, under the agent's
+        supervisor, which keeps its result and then stops. It stops with
+        that supervisor (the phase gets what is left of its
+        ``shutdown_timeout``, then ends with ``"cancelled"``), so it never
+        outlives the runtime.
+
+        Returns:
+            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+
+        Raises:
+            InvalidArgument, ConfigError: as for :meth:`run`.
+            RuntimeClosed: the agent's supervisor has stopped.
+        """
+        from .respond import start_background
+
+        cmd, chosen = _phase_command(
+            self._state,
+            user_message,
+            tool_names,
+            max_iterations,
+            continue_context,
+            context_label,
+            None,
+            timeout,
+            mode,
+            model,
+        )
+        return await start_background(self, cmd, chosen)
+
+    async def request_stop(self) -> None:
+        """Ask the agent to stop at the start of its next iteration (``stop_requested``).
+
+        If no phase is running, the next phase ends at once with ``stop_requested``.
+        The request reaches its live subagents and helpers too.
+        """
+        _request_stop_tree(self._state)
+        await trio.lowlevel.checkpoint()
+
+    def cancel(self) -> None:
+        """Cancel the agent now: a running phase is abandoned and its ``run()`` fails."""
+        self._cell.ref.cancel()
+
+    async def stop(self) -> None:
+        """Stop gracefully after the queued phases, with its contexts."""
+        await self._cell.ref.stop()
+
+    def statistics(self) -> ActorStatistics:
+        """The agent actor's mailbox and counters."""
+        return self._cell.ref.statistics()
+
+    def usage(self) -> UsageTotals:
+        """Tokens and requests this agent (with its session helpers) has used, over all phases."""
+        return self._state.usage()
+
+    async def history(self, context_label: str | None = None) -> tuple[Turn, ...]:
+        """The conversation of *context_label*, each turn with the time it was made.
+
+        A phase writes its turns to its context when it ends: during a phase,
+        this is the history as it stood before it.
+
+        Args:
+            context_label: the conversation (``None``: the primary one).
+
+        Returns:
+            Its turns, oldest first (the system prompt, if any, first): each a
+            :class:`Turn` with its ``message`` and ``timestamp`` (``time.time()``
+            when it was made); ``()`` if no phase has written to it yet.
+
+        Raises:
+            InvalidArgument: *context_label* is not a str or None.
+            ActorStopped: the agent has exited (its contexts stopped with it).
+        """
+        if context_label is not None and not isinstance(context_label, str):
+            raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
+        ctx = self._state.context(context_label)
+        if ctx is None:
+            await trio.lowlevel.checkpoint()
+            cell = self._cell
+            if cell.state == "exited":
+                raise ActorStopped(
+                    f"agent {cell.path!r} has {cell.stop_reason}: its history is gone with it",
+                    path=cell.path,
+                    reason=cell.stop_reason,
+                )
+            return ()
+        turns = await ctx.ask(ContextReadTurns())
+        assert isinstance(turns, tuple)
+        return turns
+
+    def helper(
+        self,
+        model: Model | str | None = None,
+        *,
+        instructions: str = "",
+        max_turns: int = 10,
+        final_answer: bool = False,
+        name: str | None = None,
+    ) -> Helper:
+        """A session helper: this agent's tools, rules, approver, hooks, workspace, env and budget.
+
+        It asks the approver about any call that no rule of this agent's (or
+        of its parents') matches, even when this agent's default is allow.
+
+        Args:
+            model: the helper's model (default: this agent's).
+            instructions: its system prompt (default: this agent's).
+            max_turns: model calls per execute; past them :class:`HelperTurnsExceeded`...
+            final_answer: ...unless True: then one last call without tools answers.
+            name: its name (default ``<agent>.helper-<n>``); its agent is
+                named ``<agent>.<the last .-part of name>``, so ``"context"``
+                (the agent's context actor's name) is refused.
+        """
+        from .helper import session_helper
+
+        return session_helper(
+            self._state,
+            model,
+            instructions=instructions,
+            max_turns=max_turns,
+            final_answer=final_answer,
+            name=name,
+        )
+
+    async def spawn_subagent(
+        self, spec: AgentSpec, *, budget: Budget | None = None, name: str | None = None
+    ) -> AgentRef:
+        """Spawn *spec* as this agent's subagent, under the same supervisor.
+
+        Its allowlist must be a subset of this agent's (and, spawned during a
+        phase with ``tool_names``, it may use only the tools that phase names);
+        this agent's permission rules, approver and hooks apply to it as well
+        as its own (its hooks first); it draws from
+        *budget* (a Budget with no parent is carved out of this agent's) or
+        this agent's budget; stopping or cancelling this agent reaches it.
+
+        Raises:
+            PermissionEscalation: *spec* has tools this agent does not.
+            InvalidArgument: *spec* is not an AgentSpec; *budget* is not this
+                agent's, below it, or free-standing; a bad *name*.
+            ActorStopped: this agent has exited.
+        """
+        from .compose import spawn_child
+
+        check_spec(spec)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return spawn_child(self._state, spec, name=name, budget=budget)
+
+    async def map(
+        self,
+        spec: AgentSpec,
+        inputs: Sequence[str],
+        *,
+        concurrency: int = 10,
+        budget: Budget | None = None,
+    ) -> list[PhaseResult | ActorError]:
+        """One phase per input, each on a fresh subagent of this agent (see rt.map)."""
+        from .compose import map_phases
+
+        return await map_phases(
+            self._state.sup,
+            spec,
+            inputs,
+            concurrency=concurrency,
+            budget=budget,
+            parent=self._state,
+        )

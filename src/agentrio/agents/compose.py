@@ -1,0 +1,481 @@
+"""Composing agents: subagents, agents as tools, and fan-out.
+
+No composition escapes its parent's limits: a child's allowlist is at most
+its parent's (and, for a child started during a phase narrowed by
+``tool_names``, at most that phase's), the parent's permission rules,
+approver and tool-use hooks still apply to it, its budget is carved out of
+the parent's, and stopping or cancelling the parent reaches it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+import attrs
+import trio
+
+from .._checks import check_int
+from ..core.actor import request_cancel, request_stop
+from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
+from ..messages import (
+    ConfirmationRequired,
+    PhaseResult,
+    SubagentEnded,
+    SubagentStarted,
+    ToolCallRequest,
+    ToolResult,
+)
+from .agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
+from .budget import Budget
+from .phase import CALLER
+from .policy import (
+    Approval,
+    Approver,
+    Decision,
+    Deny,
+    PermissionPolicy,
+    PostToolUse,
+    PreToolUse,
+    ask_approver,
+)
+from .tool import Tool
+
+if TYPE_CHECKING:
+    from ..core.actor import ActorRef, _Cell
+    from ..core.supervisor import _Supervisor
+
+__all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
+
+_STRICTNESS: dict[Decision, int] = {"allow": 0, "ask": 1, "deny": 2}
+_names = itertools.count(1)
+_H = TypeVar("_H", PreToolUse, PostToolUse)
+
+
+@attrs.frozen
+class _Nested(PermissionPolicy):
+    """A child's policy: its parent's and its own both apply, the stricter decision wins.
+
+    Merging the two rule lists would not do: deny, allow and ask are checked
+    in that order across all rules, so a child's ``allow("*")`` would beat its
+    parent's ``ask`` rules and default. (``rules`` and ``default`` hold both
+    sets, for display.)
+
+    Attributes:
+        outer: the parent's policy.
+        inner: the child's own.
+        outer_asks: False when the parent has no approver: what its rules
+            would ask about, it could never do, and neither may the child.
+    """
+
+    outer: PermissionPolicy = attrs.field(factory=PermissionPolicy)
+    inner: PermissionPolicy = attrs.field(factory=PermissionPolicy)
+    outer_asks: bool = True
+
+    def decide(self, name: str, arguments: Mapping[str, object]) -> Decision:
+        first = self.outer.decide(name, arguments)
+        if first == "ask" and not self.outer_asks:
+            first = "deny"
+        if first == "deny":
+            return first
+        return max(first, self.inner.decide(name, arguments), key=_STRICTNESS.__getitem__)
+
+
+def combine_policies(
+    parent: PermissionPolicy | None,
+    child: PermissionPolicy | None,
+    *,
+    parent_asks: bool = True,
+) -> PermissionPolicy | None:
+    """The policy a child runs under: each call gets the stricter of both decisions."""
+    if parent is None or parent is child:
+        return child
+    inner = child if child is not None else PermissionPolicy()
+    default = max(parent.default, inner.default, key=_STRICTNESS.__getitem__)
+    return _Nested(
+        rules=(*parent.rules, *inner.rules),
+        default=default,
+        outer=parent,
+        inner=inner,
+        outer_asks=parent_asks,
+    )
+
+
+def _combine_approvers(parent: AgentSpec, child: AgentSpec) -> Approver | ActorRef | None:
+    """Who answers a child's ``ask``: its parent's approver for the parent's rules, its own
+    (or, without one, its parent's) for its own; both when both rule sets ask."""
+    outer, inner = parent.approver, child.approver
+    if inner is None or outer is None or inner is outer:
+        return inner if inner is not None else outer
+    levels = ((parent.permissions, outer), (child.permissions, inner))
+
+    async def both(request: ConfirmationRequired) -> Approval:
+        call = request.tool_call
+        for policy, approver in levels:
+            if policy is not None and policy.decide(call.name, call.arguments) == "ask":
+                answer = await ask_approver(approver, request)
+                if not answer.approved:
+                    return answer
+        return Approval(True)
+
+    return both
+
+
+class _PreChain:
+    """The ``pre_tool_use`` hooks of an agent's ancestors and its own, outermost first.
+
+    Each hook sees the call as the hooks before it left it; the first
+    ``Deny`` ends the chain. A rewrite by an inner hook must still pass the
+    outer ones (a child's hook must not undo its parent's sandbox): the
+    hooks before the last one that rewrote the call run again on the final
+    call, once. A ``Deny`` there refuses it; a rewrite there is final (the
+    outer word is last; the inner hooks do not run again). The gate judges
+    the final call again, as it does a single hook's rewrite.
+    """
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: tuple[PreToolUse, ...]) -> None:
+        self.hooks = hooks
+
+    async def __call__(self, call: ToolCallRequest) -> ToolCallRequest | Deny | None:
+        current = call
+        rewrote = 0  # how many hooks lie before the last one that rewrote the call
+        for n, hook in enumerate(self.hooks):
+            verdict = await hook(current)
+            if isinstance(verdict, Deny):
+                return verdict
+            if isinstance(verdict, ToolCallRequest) and verdict is not current:
+                if verdict.name != call.name:
+                    return verdict  # (the gate refuses a change of tool)
+                if verdict != current:
+                    rewrote = n
+                current = verdict
+        # (Only when an inner hook rewrote: a chain that left the call alone,
+        # or whose outermost hook alone rewrote it, costs nothing more.)
+        for hook in self.hooks[:rewrote]:
+            verdict = await hook(current)
+            if isinstance(verdict, Deny):
+                return verdict
+            if isinstance(verdict, ToolCallRequest):
+                if verdict.name != call.name:
+                    return verdict
+                current = verdict
+        return None if current is call else current
+
+
+class _PostChain:
+    """The ``post_tool_use`` hooks of an agent's ancestors and its own, outermost first.
+
+    Each hook sees the result as the hooks before it left it; the model sees
+    what the last one leaves.
+    """
+
+    __slots__ = ("hooks",)
+
+    def __init__(self, hooks: tuple[PostToolUse, ...]) -> None:
+        self.hooks = hooks
+
+    async def __call__(self, call: ToolCallRequest, result: ToolResult) -> ToolResult | None:
+        current = result
+        for hook in self.hooks:
+            rewritten = await hook(call, current)
+            if isinstance(rewritten, ToolResult):
+                current = rewritten
+        return None if current is result else current
+
+
+def _chain_pre(outer: PreToolUse | None, inner: PreToolUse | None) -> PreToolUse | None:
+    """The parent's ``pre_tool_use`` hooks, then the child's (each hook once)."""
+    hooks = _hook_list(outer, inner)
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+    return _PreChain(hooks)
+
+
+def _chain_post(outer: PostToolUse | None, inner: PostToolUse | None) -> PostToolUse | None:
+    """The parent's ``post_tool_use`` hooks, then the child's (each hook once)."""
+    hooks = _hook_list(outer, inner)
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else None
+    return _PostChain(hooks)
+
+
+def _hook_list(outer: _H | None, inner: _H | None) -> tuple[_H, ...]:
+    """The hooks of *outer* then *inner*, chains flattened, a hook already there skipped.
+
+    The same function on parent and child (a session helper's, copied from
+    its agent; a sandbox hook set on both) runs once, in its outermost place:
+    a rewriting hook run twice would rewrite twice.
+    """
+    out: list[_H] = []
+    for hook in (outer, inner):
+        if hook is None:
+            continue
+        members = hook.hooks if isinstance(hook, (_PreChain, _PostChain)) else (hook,)
+        for member in members:
+            if not any(member is seen for seen in out):
+                out.append(member)
+    return tuple(out)
+
+
+def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
+    """*spec* (checked by the caller: an AgentSpec) as the child of *parent* may
+    run it, or PermissionEscalation."""
+    mine = parent.info.tools
+    # The same name is not enough: a child's own tool called "read" may do anything.
+    extra = sorted(t.name for t in spec.tools if t.name not in mine or mine[t.name].fn is not t.fn)
+    if extra:
+        raise PermissionEscalation(
+            f"subagent {spec.name!r} asks for tools its parent {parent.spec.name!r} "
+            f"does not have (or has as another function): {extra}"
+        )
+    up = parent.spec
+    if (
+        up.permissions is None
+        and up.approver is None
+        and up.approval_timeout is None
+        and up.pre_tool_use is None
+        and up.post_tool_use is None
+    ):
+        # Nothing of the parent's to add: the spec as it is (and what is
+        # derived from it once, shared by every child of a map). A parent
+        # without a gate costs its children nothing.
+        return spec
+    return attrs.evolve(
+        spec,
+        permissions=combine_policies(
+            up.permissions, spec.permissions, parent_asks=up.approver is not None
+        ),
+        approver=_combine_approvers(up, spec),
+        approval_timeout=(
+            spec.approval_timeout if spec.approval_timeout is not None else up.approval_timeout
+        ),
+        # (The parent's spec holds its own ancestors' hooks already: a
+        # grandchild runs them all, outermost first.)
+        pre_tool_use=_chain_pre(up.pre_tool_use, spec.pre_tool_use),
+        post_tool_use=_chain_post(up.post_tool_use, spec.post_tool_use),
+    )
+
+
+def _chain(budget: Budget | None) -> list[Budget]:
+    out = []
+    while budget is not None:
+        out.append(budget)
+        budget = budget.parent
+    return out
+
+
+def _carve(budget: Budget, parent: Budget) -> None:
+    """Make *budget* draw from *parent*'s, or refuse it: a budget elsewhere in the tree
+    (or above the parent's) would let the child spend past its parent's limits."""
+    if any(b is parent for b in _chain(budget)):
+        return
+    if budget.parent is None and not any(b is budget for b in _chain(parent)):
+        budget._attach(parent)  # a free-standing budget is carved out of the parent's
+        return
+    raise InvalidArgument(
+        f"a subagent's budget must be its parent's, one below it, or one with no parent "
+        f"(then carved out of the parent's); {budget!r} is not"
+    )
+
+
+def spawn_child(
+    parent: _AgentState,
+    spec: AgentSpec,
+    *,
+    name: str | None = None,
+    budget: Budget | None = None,
+    checked: AgentSpec | None = None,
+) -> AgentRef:
+    """Spawn *spec* as a subagent of *parent*: same supervisor, owned by the parent.
+
+    *checked* is ``_child_spec(parent, spec)`` when the caller has it already
+    (a fan-out makes it once for all its children).
+
+    Raises:
+        PermissionEscalation: the spec has tools the parent does not.
+        InvalidArgument: *budget* is not the parent's, below it, or free-standing.
+        ActorStopped: the parent has exited (no one would stop the child).
+    """
+    assert parent.cell is not None
+    if parent.cell.state == "exited":
+        raise ActorStopped(
+            f"agent {parent.cell.path!r} has {parent.cell.stop_reason}: it cannot have subagents",
+            path=parent.cell.path,
+            reason=parent.cell.stop_reason,
+        )
+    if checked is None:
+        checked = _child_spec(parent, spec)
+    if budget is None:
+        budget = parent.budget
+    elif not isinstance(budget, Budget):
+        raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
+    else:
+        _carve(budget, parent.budget)
+    if name is None:
+        name = f"{parent.cell.name}.{spec.name}-{next(_names)}"
+    child = spawn_agent(parent.sup, checked, name, budget)
+    # A child started while its parent runs a phase narrowed by tool_names
+    # may use at most that phase's tools (its own tools intersected with
+    # them), and so may its own children: the narrowing binds the subtree.
+    ceiling = parent.narrowed if parent.narrowed is not None else parent.ceiling
+    if ceiling is not None:
+        child._state.ceiling = ceiling
+    child_cell = child._cell
+    parent.cell.own(child_cell)
+    if parent.sup.bus.active:
+        parent.sup.bus.publish(SubagentStarted(path=parent.cell.path, child=child_cell.path))
+    return child
+
+
+def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
+    """Publish that *parent*'s subagent *child* ended its phase."""
+    if parent.sup.bus.active and parent.cell is not None:
+        parent.sup.bus.publish(
+            SubagentEnded(path=parent.cell.path, child=child.path, stop_reason=result.stop_reason)
+        )
+
+
+def _release(agent: AgentRef, *, finished: bool) -> None:
+    """Stop a child that answered; cancel one whose ``run()`` was abandoned.
+
+    (By then an abandoned child's phase, if it had begun, has ended with
+    ``"cancelled"``: ``run()`` raises only once it has.)
+    """
+    if finished:
+        request_stop(agent._cell)
+    else:
+        request_cancel(agent._cell)
+
+
+def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | None = None) -> Tool:
+    """Make *spec* into a tool: each call runs a fresh child phase and returns its text.
+
+    The child is spawned as a subagent of the calling agent (so its tools must
+    be a subset of the caller's, and the caller's rules and approver apply),
+    runs one phase on the ``task`` argument in its own context, and stops.
+    When the phase does not end with ``done``, its stop reason follows the text.
+
+    Example::
+
+        researcher = agent_tool(research_spec, description="Research one subtopic.")
+        lead = AgentSpec("lead", model, tools=[researcher, lookup])
+    """
+    check_spec(spec)
+
+    async def run_agent(task: str) -> str:
+        caller = CALLER.get()
+        if caller is None:
+            raise RuntimeError(f"agent tool {spec.name!r} can only run inside an agent's phase")
+        child = spawn_child(caller, spec)
+        result = None
+        try:
+            result = await child.run(task, continue_context=False)
+        finally:
+            # A child whose caller gave up (a timeout, a cancel) has ended its
+            # phase "cancelled" with it, and is cancelled; one that answered
+            # just stops.
+            _release(child, finished=result is not None)
+        _ended(caller, child, result)
+        if result.stop_reason == "done":
+            return result.final_text
+        return f"{result.final_text}\n(stop_reason: {result.stop_reason})"
+
+    tool = Tool(
+        run_agent,
+        name=name or spec.name,
+        description=description or f"Give the {spec.name} agent a task; it answers in text.",
+    )
+    tool.needs_caller = True
+    return tool
+
+
+async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
+    """Wait until *agents* and what they own have exited: shielded (the caller is
+    most likely cancelled), and at most *timeout* seconds (one deadline for all)."""
+    with trio.CancelScope(deadline=trio.current_time() + timeout, shield=True):
+        for agent in agents:
+            await _gone(agent._cell)
+
+
+async def _gone(cell: _Cell) -> None:
+    await cell.wait_exited()
+    for dependent in cell.dependents or ():
+        await _gone(dependent)
+
+
+async def map_phases(
+    sup: _Supervisor,
+    spec: AgentSpec,
+    inputs: Sequence[str],
+    *,
+    concurrency: int,
+    budget: Budget | None,
+    parent: _AgentState | None,
+) -> list[PhaseResult | ActorError]:
+    """One fresh agent per input, at most *concurrency* at once; results in input order."""
+    check_spec(spec)
+    if isinstance(inputs, str) or not isinstance(inputs, Sequence):
+        raise InvalidArgument(f"inputs must be a list of user messages, got {inputs!r}")
+    if not all(isinstance(i, str) for i in inputs):
+        raise InvalidArgument("inputs must all be str (one user message per phase)")
+    check_int("concurrency", concurrency, 1)
+    # The spec as the parent's children run it, made once: with a gated parent
+    # each child's would be a new spec, and what is derived from a spec made
+    # again for each (PermissionEscalation is raised here, before any spawn).
+    checked = _child_spec(parent, spec) if parent is not None else spec
+    results: list[PhaseResult | ActorError | None] = [None] * len(inputs)
+    batch = next(_names)
+    slots = trio.Semaphore(concurrency)
+    abandoned: list[AgentRef] = []  # cancelled before they answered
+
+    async def one(i: int, agent: AgentRef) -> None:
+        try:
+            result = results[i] = await agent.run(inputs[i], continue_context=False)
+            if parent is not None:
+                _ended(parent, agent, result)
+        except ActorError as exc:
+            results[i] = exc
+        finally:
+            finished = results[i] is not None
+            _release(agent, finished=finished)
+            if not finished:
+                abandoned.append(agent)
+            slots.release()
+
+    # A spawn that fails (PermissionEscalation, a bad budget, RuntimeClosed)
+    # cancels the phases under way and is raised as itself, not in a group.
+    failure: Exception | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            for i in range(len(inputs)):
+                # A schedule point only when all slots are taken: a checkpoint per
+                # spawn would run the scheduler once per input.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    slots.acquire_nowait()
+                except trio.WouldBlock:
+                    await slots.acquire()
+                name = f"{spec.name}.map{batch}-{i}"
+                try:
+                    if parent is not None:
+                        agent = spawn_child(parent, spec, name=name, budget=budget, checked=checked)
+                    else:
+                        agent = spawn_agent(sup, spec, name, budget)
+                except Exception as exc:
+                    failure = exc
+                    nursery.cancel_scope.cancel()
+                    break
+                nursery.start_soon(one, i, agent)
+    finally:
+        if abandoned:
+            # Work started for a caller ends with the caller: a map that is
+            # cancelled (or fails) returns once the agents it cancelled are gone.
+            await _wait_exited(abandoned, sup.shutdown_timeout)
+    if failure is not None:
+        raise failure
+    done = [r for r in results if r is not None]
+    assert len(done) == len(inputs)
+    return done

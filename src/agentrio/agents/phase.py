@@ -1,0 +1,1065 @@
+"""One phase of the agent loop: bounded model turns and tool calls.
+
+Each iteration: check the stop request and the budget -> fit the history to
+the context window -> reserve, call the model, settle -> run the allowed tool
+calls in parallel, each a ToolCallActor -> check for a stall -> loop. The
+phase's new messages go back to the ContextActor once, at the end.
+
+A model that retries on its own (a provider's) gets a ``_Meter``: each failed
+attempt is charged as it fails, and a retry is made only if the budget has
+room for it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from collections.abc import Coroutine, Sequence
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import msgspec
+import trio
+
+from ..errors import InvalidArgument, UsageInvalid
+from ..messages import (
+    BudgetExhausted,
+    ChatMessage,
+    ContextAppend,
+    ContextRead,
+    ContextReset,
+    ContextTruncated,
+    ContinuationInjected,
+    ModelReply,
+    PhaseEnded,
+    PhaseError,
+    PhaseResult,
+    PhaseStarted,
+    RunPhase,
+    Stalled,
+    StopReason,
+    TextDelta,
+    ToolCallRequest,
+    ToolEnded,
+    ToolResult,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+    Usage,
+)
+from .budget import Lease, usage_problem
+from .context import _arguments_text, fit_window, message_text
+from .continuation import CONTINUATION_PROMPT, looks_unfinished
+from .lanes import ToolLanes, lane_index
+from .tool import ToolContext, ToolSchema
+from .tool_call import ToolCallActor, ToolLane, hide_env, refuse, start_batch, tool_result
+
+if TYPE_CHECKING:
+    from ..core.actor import ActorRef
+    from ..providers.base import Model, Prices
+    from .agent import _AgentState
+
+__all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
+
+# The agent whose phase is running tools now; set only for agents that hold an
+# agent tool, which spawns its child under the caller.
+CALLER: ContextVar[_AgentState | None] = ContextVar("agentrio_calling_agent", default=None)
+
+FINAL_ANSWER_PROMPT = (
+    "You are repeating yourself. Give your best final answer now, without calling any tools."
+)
+
+# The calls a phase has seen are a list up to this many, then a set (see _watch).
+_SEEN_AS_LIST = 8
+
+_NUMBERS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def _spelled(n: int) -> str:
+    return _NUMBERS[n - 2] if n - 2 < len(_NUMBERS) else str(n)
+
+
+# The most characters of a ToolEnded event's previews of arguments and output.
+PREVIEW_CHARS = 200
+
+# How a phase ends on a reply without tool calls that the model did not end
+# by itself (a "pause_turn" reply is not one: the phase calls again).
+_CUT: dict[str, StopReason] = {
+    "length": "max_output_tokens",
+    "content_filter": "content_filter",
+    "refusal": "refusal",
+}
+
+
+def _numbered(history: Sequence[ChatMessage]) -> int:
+    """How many calls *history* holds, or more if an id ``call_<n>`` is higher.
+
+    The highest ``n`` matters after a compaction, which left out calls: a new
+    ``call_<count + 1>`` could then repeat an id the history still holds.
+    """
+    n = 0
+    for m in history:
+        for c in m.tool_calls:
+            n += 1
+            number = c.id[5:]
+            # (isdecimal: what int() reads; 18 digits at most: int() of a huge
+            # one is slow, or refused)
+            if c.id.startswith("call_") and number.isdecimal() and len(number) <= 18:
+                n = max(n, int(number))
+    return n
+
+
+def _summary(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+async def _shielded(write: Coroutine[object, None, None]) -> None:
+    # Once a phase has ended, a cancel must not cut it short (it would end twice).
+    with trio.CancelScope(shield=True):
+        await write
+
+
+def _priced(reply: ModelReply, pricing: Prices) -> ModelReply:
+    """*reply* with its cost from the model's pricing (the provider did not price it)."""
+    usage = reply.usage
+    try:
+        priced = pricing.cost(usage)
+    except TypeError:  # counts that are not numbers: the settle refuses them
+        return reply
+    return msgspec.structs.replace(reply, usage=msgspec.structs.replace(usage, cost_usd=priced))
+
+
+def settle_reply(
+    lease: Lease, reply: ModelReply, pricing: Prices | None, attempts: int
+) -> ModelReply | None:
+    """Settle *lease* with what *reply* used (priced from *pricing* if the model
+    has one and the reply has no cost); the reply as charged.
+
+    None if its usage cannot be charged (not a ``Usage``, or negative, NaN or
+    infinite numbers): the call's room was charged instead.
+    """
+    usage = reply.usage
+    if not isinstance(usage, Usage):  # (None, a tuple, a dict: from a model object)
+        lease.settle_unusable(attempts=attempts)
+        return None
+    if pricing and not usage.cost_usd:
+        reply = _priced(reply, pricing)
+    if not lease.settle(reply.usage, attempts=attempts):
+        return None
+    return reply
+
+
+def _usage_invalid(model: object, usage: object) -> UsageInvalid:
+    provider = getattr(model, "provider", None)
+    name = getattr(provider, "name", None) or type(model).__name__
+    return UsageInvalid(
+        f"model {name!r} reported usage that cannot be charged: {usage_problem(usage)}; "
+        "the call's reservation was charged instead",
+        provider=name,
+    )
+
+
+class _Meter:
+    """Charges each failed attempt of one model call, and allows a retry only
+    when the budget has room for it (an ``AttemptMeter``: see providers/base.py).
+
+    A failed attempt that did not report its usage is charged the call's input
+    estimate (what was reserved for it) plus the estimate of what it received,
+    at most ``max_out``: never more than the room the call held.
+    """
+
+    __slots__ = ("cost", "estimate", "lease", "max_out", "model", "pricing", "refused", "st")
+
+    def __init__(
+        self,
+        st: _AgentState,
+        lease: Lease,
+        estimate: int,
+        max_out: int,
+        cost: float,
+        model: Model | None = None,
+        pricing: Prices | None = None,
+    ) -> None:
+        self.st = st
+        self.lease = lease
+        self.estimate = estimate
+        self.max_out = max_out
+        self.cost = cost
+        # The model called, if not the agent's (a summary model): its pricing too.
+        self.model, self.pricing = (st.model, st.pricing) if model is None else (model, pricing)
+        self.refused = ""  # the limit that left no room for a retry
+
+    def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
+        st = self.st
+        if input_tokens is None:
+            input_tokens = self.estimate
+        if output_tokens is None:
+            output_tokens = min(st.info.estimator(received), self.max_out) if received else 0
+        pricing = self.pricing
+        # (How the attempt's input split between cache reads, writes and the
+        # rest is not known: it is priced as the reservation was.)
+        cost = pricing.reserve(input_tokens, output_tokens) if pricing else 0.0
+        spent = Usage(input_tokens, output_tokens, cost)
+        if not self.lease.charge(spent):
+            st.count(Usage(self.estimate, self.max_out, self.cost), 0, 1)
+            raise _usage_invalid(self.model, spent)
+        st.count(spent, 0, 1)
+
+    async def retry(self) -> bool:
+        if await self.lease.renew():
+            return True
+        self.refused = self.st.budget.exhausted(self.estimate, self.max_out, self.cost) or "budget"
+        return False
+
+
+class Phase:
+    """The working state of one phase; :meth:`run` returns its result."""
+
+    __slots__ = (
+        "allowed",
+        "base",
+        "batch",
+        "bus",
+        "calls",
+        "cmd",
+        "compaction_off",
+        "continued",
+        "ctx",
+        "cut",
+        "deadline",
+        "error",
+        "escalating",
+        "final_text",
+        "history",
+        "id_base",
+        "iterations",
+        "last_result",
+        "parse_failures",
+        "path",
+        "pending",
+        "reason",
+        "repeats",
+        "same_results",
+        "seen",
+        "settings",
+        "sizes",
+        "st",
+        "stall",
+        "step",
+        "timers",
+        "timestamps",
+        "total",
+    )
+
+    def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
+        self.st = st
+        self.cmd = cmd
+        self.bus = st.sup.bus
+        assert st.cell is not None
+        self.path = st.cell.path
+        self.history: list[ChatMessage] = []
+        self.sizes: list[int] = []
+        # When each message of history[base:] was made: the phase's new turns
+        # go to the context with their times (see AgentRef.history). (A list
+        # while the phase runs: an array's append parses each float, several
+        # times the cost; the context actor keeps them in an array.)
+        self.timestamps: list[float] = []
+        self.total = 0  # sum(self.sizes), kept as messages are added
+        self.base = 0
+        self.calls: list[ToolResult] = []
+        self.final_text = ""
+        self.reason: StopReason = "done"
+        self.error: tuple[str, str] | None = None  # (type, message) of an "error" end
+        self.iterations = 0
+        self.step = 0
+        self.batch: list[ToolCallActor | ToolResult] | None = None
+        # (A list while it is short, not a set: a phase makes a handful of
+        # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
+        self.seen: list[tuple[str, bytes]] | set[tuple[str, bytes]] = []
+        # How often each repeated call was made, once one is (only with
+        # Limits.max_identical_calls > 2: at 2 the first repeat is the stall).
+        self.repeats: dict[tuple[str, bytes], int] | None = None
+        self.last_result: tuple[str, str] | None = None  # (tool, content)
+        self.same_results = 0  # results in a row equal to last_result, it included
+        self.stall = ""
+        self.continued = 0  # continuation messages added (Limits.max_continuation_turns)
+        self.parse_failures = 0
+        names = cmd.tool_names
+        allowed = st.info.tool_set if names is None else frozenset(names)
+        if st.ceiling is not None:  # started during a narrowed phase of its parent
+            allowed = allowed & st.ceiling
+        self.allowed = allowed
+        self.ctx: ActorRef | None = None
+        self.timers = st.sup.shared.timers
+        # A lone tool call whose timer expired, cutting the agent's task short;
+        # the runtime then calls run() again, which goes on from there.
+        self.cut: ToolCallActor | None = None
+        self.pending: Sequence[ToolCallRequest] = ()  # the calls of the turn in progress
+        self.deadline: float | None = None  # of the whole phase, once it has begun
+        self.escalating = False  # the first phase of an escalating pair
+        # A summary failed, or one left the history still over the threshold:
+        # not tried again in this phase (each try is a model call).
+        self.compaction_off = False
+        self.id_base: int | None = None  # see fix_call_numbers
+        # The request settings of this phase's model calls: the run's over the spec's.
+        settings = st.spec.settings
+        if cmd.settings is not None:
+            settings = cmd.settings.over(settings)
+        self.settings = settings
+
+    # -- the phase ---------------------------------------------------------------------
+
+    async def run(self) -> PhaseResult:
+        """Run the phase; called again to go on after :meth:`cut_short`."""
+        cmd, st = self.cmd, self.st
+        try:
+            if self.cut is None:
+                if self.bus.active:
+                    self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
+                ctx = self.ctx = st.context(cmd.context_label)
+                # One read per phase, and none when the history is known to be
+                # empty: a context this agent has not made yet, or one it is told
+                # to reset. (The read is here, not in _load: no coroutine for it.)
+                if ctx is not None and cmd.continue_context:
+                    history = await ctx.ask(ContextRead())
+                    assert isinstance(history, tuple)
+                    self.history = list(history)
+                self._load()
+            token = CALLER.set(st) if st.info.needs_caller else None
+            # A child started during this phase gets no more than this phase's tools.
+            narrowed = self.allowed is not st.info.tool_set
+            if narrowed:
+                st.narrowed = self.allowed
+            try:
+                await self._bounded()
+            finally:
+                if token is not None:
+                    CALLER.reset(token)
+                if narrowed:
+                    st.narrowed = None
+        except BaseException:
+            # Cut short (a tool's timer, the caller of run() cancelled), or
+            # cancelled for good, or a crash: the agent's task unwinds, and if
+            # the runtime resumes the message, AgentActor._resume finds this
+            # phase here. (Not just trio.Cancelled: a parallel batch's nursery
+            # raises its tasks' Cancelled as a group.)
+            st.cut = self
+            raise
+        self._persist()
+        summary = st.phase_done(self.reason)
+        if summary is not None:
+            await _shielded(summary)
+        return self._ended()
+
+    async def cancelled(self) -> PhaseResult:
+        """End the phase that its caller's cancellation cut short, with ``"cancelled"``.
+
+        What it did so far stays: the turns it completed go to its context, the
+        model call in flight was settled as it unwound, and the tool calls it
+        cut short are recorded as such (status ``"timeout"``).
+        """
+        self.reason = "cancelled"
+        self.cut = None  # (a lone call whose timer fired too is cut short all the same)
+        if self.batch is not None:
+            self._settle_batch("the phase was cancelled while the tool ran")
+        self._persist()
+        summary = self.st.phase_done(self.reason)
+        if summary is not None:
+            await _shielded(summary)
+        return self._ended()
+
+    def _ended(self) -> PhaseResult:
+        """Say that the phase ended; its result."""
+        if self.bus.active:
+            self.bus.publish(
+                PhaseEnded(
+                    path=self.path,
+                    context_label=self.cmd.context_label,
+                    stop_reason=self.reason,
+                    iterations=self.iterations,
+                )
+            )
+        error = self.error
+        if self.reason == "error" and error is not None:
+            return PhaseResult(self.final_text, tuple(self.calls), "error", error[0], error[1])
+        return PhaseResult(self.final_text, tuple(self.calls), self.reason)
+
+    def _bounded(self) -> Coroutine[object, None, None]:
+        """The phase's turns within its deadline (the turns' coroutine itself if none)."""
+        timeout = self.cmd.timeout  # this run's (run(timeout=...), a mode's), else the spec's
+        if timeout is None:
+            timeout = self.st.spec.limits.timeout
+        if timeout is None or timeout == math.inf:
+            return self._body()
+        return self._timed(timeout)
+
+    async def _timed(self, timeout: float) -> None:
+        if self.deadline is None:
+            self.deadline = trio.current_time() + timeout
+        with trio.CancelScope(deadline=self.deadline) as scope:
+            await self._body()
+        if scope.cancelled_caught:
+            self.reason = "timeout"
+            if self.batch is not None:
+                self._settle_batch("the phase timed out while the tool ran")
+
+    def _body(self) -> Coroutine[object, None, None]:
+        # The coroutine itself, not a wrapper around it: one frame less per agent.
+        if self.cmd.lane is not None:
+            try:
+                lane_index(self.cmd.lane, "RunPhase.lane")
+            except InvalidArgument as exc:  # (run() checks it; a RunPhase sent as is may not)
+                return self._refused(exc)
+        calls = self.cmd.direct_tool_calls
+        if calls is not None:
+            return self._direct(calls)
+        return self._loop()
+
+    async def _refused(self, exc: InvalidArgument) -> None:
+        self._error(exc)
+
+    def _load(self) -> None:
+        """Size the history read (if any) or start one, then add the user's turn."""
+        self.base = len(self.history)
+        info = self.st.info
+        if self.history:
+            estimate = info.estimator
+            self.sizes = [estimate(message_text(m)) for m in self.history]
+            self.total = sum(self.sizes)
+        elif info.system is not None:  # a new context starts with the system prompt
+            self.history.append(info.system[0])
+            self.sizes.append(info.system[1])
+            self.timestamps.append(time.time())
+            self.total = info.system[1]
+        self._append(ChatMessage("user", self.cmd.user_message))
+
+    def _persist(self) -> None:
+        ctx = self.ctx
+        new = tuple(self.history[self.base :])
+        if not new or (self.iterations == 0 and not self.calls):
+            # Nothing happened (stopped, or no budget, before the first call):
+            # the context is left as it was.
+            return
+        if ctx is None:
+            # The context's actor is made when it has a first history to hold.
+            ctx = self.st.new_context(self.cmd.context_label)
+        elif not self.cmd.continue_context:
+            # The reset goes with the new history: a phase that did nothing
+            # (returned above) leaves the old one as it was.
+            ctx.send_nowait(ContextReset())
+        # A context actor is inline: the write is done when this returns.
+        ctx.send_nowait(ContextAppend(new, tuple(self.timestamps)))
+
+    def _append(self, msg: ChatMessage, now: float | None = None) -> None:
+        """Add *msg* to the history, made at *now* (default: the clock's time now)."""
+        self.history.append(msg)
+        self.timestamps.append(time.time() if now is None else now)
+        size = self.st.info.estimator(message_text(msg))
+        self.sizes.append(size)
+        self.total += size
+
+    # -- model turns -------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        schemas = self.st.info.schemas_for(self.allowed)
+        if self.cut is not None:  # going on after a lone tool call's timeout
+            await self._resume_tools()
+            if self._tools_end_phase(self.pending):
+                return
+            if self.stall:
+                await self._stalled()
+                return
+        # (Each pass makes one model call or returns.)
+        while self.iterations < self.cmd.max_iterations:
+            reply = await self._turn(schemas)
+            if reply is None:
+                return
+            if not reply.tool_calls:
+                finish = reply.finish_reason
+                if finish != "stop":
+                    if finish == "pause_turn":
+                        continue  # the server paused a long turn: the next call goes on
+                    self.reason = _CUT[finish]  # an answer the model did not end itself
+                    return
+                limit = self.cmd.max_continuation_turns  # (a mode's, else the spec's)
+                if limit is None:
+                    limit = self.st.spec.limits.max_continuation_turns
+                if self.continued < limit and await self._continued(reply.text):
+                    continue
+                if self.reason != "error":  # (the continuation detector may have raised)
+                    self.reason = "done"
+                return
+            self.pending = reply.tool_calls
+            await self._run_tools(reply.tool_calls, model_driven=True)
+            if self._tools_end_phase(reply.tool_calls):
+                return
+            if self.stall:
+                await self._stalled()
+                return
+        self.reason = "max_iterations"
+        if self.st.spec.limits.final_answer:
+            await self._final_turn()
+
+    async def _continued(self, text: str) -> bool:
+        """Go on after a reply without tool calls? If its *text* reads as
+        unfinished, add the continuation message and say so (True).
+
+        Only while the phase has a model call left: the continued turn is one
+        of its ``max_iterations``.
+        """
+        if self.iterations >= self.cmd.max_iterations:
+            return False
+        detector = self.st.spec.continuation_detector or looks_unfinished
+        try:
+            unfinished = detector(text)
+            if inspect.isawaitable(unfinished):
+                unfinished = await unfinished
+        except Exception as exc:
+            self._error(exc)
+            return False
+        if unfinished is not True:
+            return False
+        self.continued += 1
+        self._append(ChatMessage("user", CONTINUATION_PROMPT))
+        if self.bus.active:
+            self.bus.publish(
+                ContinuationInjected(
+                    path=self.path, iteration=self.iterations, count=self.continued, text=text
+                )
+            )
+        return True
+
+    async def _final_turn(self) -> None:
+        # An answered last call leaves the reason (max_iterations, stalled) as
+        # it is, unless its answer was cut (max_output_tokens, content_filter,
+        # refusal); one that could not be made or failed says why:
+        # stop_requested, budget_exhausted or error.
+        reply = await self._turn((), final=True)
+        if reply is not None and reply.finish_reason in _CUT:
+            self.reason = _CUT[reply.finish_reason]
+
+    async def _stalled(self) -> None:
+        if self.bus.active:
+            self.bus.publish(Stalled(path=self.path, why=self.stall))
+        self._append(ChatMessage("user", FINAL_ANSWER_PROMPT))
+        self.reason = "stalled"
+        await self._final_turn()
+
+    async def _compact(self) -> None:
+        if self.compaction_off:
+            return
+        from .compaction import compact  # (here: it imports this module)
+
+        await compact(self)
+
+    def fix_call_numbers(self) -> None:
+        """Number the calls still to come from what the history holds now, before a
+        compaction takes calls out of it: ids must not repeat ones it keeps."""
+        if self.id_base is None:
+            self.id_base = _numbered(self.history[: self.base])
+
+    def _window(self) -> tuple[list[ChatMessage], int]:
+        limit = self.st.window
+        total = self.total
+        if total <= limit:
+            return self.history, total
+        kept, dropped, after = fit_window(self.history, self.sizes, limit)
+        if dropped and self.bus.active:
+            self.bus.publish(
+                ContextTruncated(
+                    path=self.path,
+                    context_label=self.cmd.context_label,
+                    dropped=dropped,
+                    tokens_before=total,
+                    tokens_after=after,
+                )
+            )
+        return kept, after
+
+    async def _turn(
+        self, schemas: Sequence[ToolSchema], *, final: bool = False
+    ) -> ModelReply | None:
+        st = self.st
+        if self._stop_requested():
+            return None
+        if st.compact_at is not None and self.total > st.compact_at:
+            await self._compact()
+        view, estimate = self._window()
+        max_out = st.spec.limits.max_output_tokens
+        # Never a bare reserve(): it would let this call take room that an
+        # earlier call is queued for, and a stream of small calls could starve a
+        # big one (reserve_now and acquire both respect the queue).
+        pricing = st.pricing
+        cost = pricing.reserve(estimate, max_out) if pricing else 0.0
+        # (reserve_now first: the common case, room and no queue, needs no
+        # acquire() coroutine. A cancelled phase must not reserve, nor count a
+        # request it never made: hence the check before.)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lease = st.budget.reserve_now(estimate, max_out, cost)
+        if lease is None:
+            lease = await st.budget.acquire(estimate, max_out, cost)
+        if lease is None:
+            self._no_budget(st.budget.exhausted(estimate, max_out, cost))
+            return None
+        self.iterations += 1
+        if self.bus.active:
+            self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
+        meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
+        try:
+            if (
+                meter is None
+                and not st.laned
+                and self.settings is None
+                and not (st.streams and self.bus.active)
+            ):
+                reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
+            else:
+                reply = await self._complete(view, schemas, max_out, meter)
+            if not isinstance(reply, ModelReply):
+                raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
+        except BaseException as exc:
+            lease.settle(None)
+            st.count(None)
+            if not isinstance(exc, Exception):
+                raise
+            if meter is not None and meter.refused:
+                # The retry did not fit: the provider gave up with the attempt's error.
+                self._no_budget(meter.refused)
+            else:
+                self._error(exc)
+            return None
+        attempts = 0 if meter is None else 1  # the answered attempt
+        if pricing is None and type(reply.usage) is Usage:  # (settle_reply's common case)
+            charged = reply if lease.settle(reply.usage, attempts=attempts) else None
+        else:
+            charged = settle_reply(lease, reply, pricing, attempts)
+        if charged is None:
+            # Not a Usage, or negative, NaN or infinite: the reservation was charged.
+            st.count(Usage(estimate, max_out, cost), 1, attempts)
+            self._error(_usage_invalid(st.model, reply.usage))
+            return None
+        reply = charged
+        st.count(reply.usage, 1, attempts)
+        calls = () if final else self._number(reply.tool_calls)
+        # (A refusal sent apart from the text is what the model said.)
+        text = reply.text or reply.refusal
+        if reply.thinking:  # kept, to be sent back with the tool results
+            self._append(ChatMessage("assistant", text, tool_calls=calls, thinking=reply.thinking))
+        else:
+            self._append(ChatMessage("assistant", text, tool_calls=calls))
+        self.final_text = text
+        if self.bus.active:
+            self.bus.publish(
+                TurnEnded(
+                    path=self.path,
+                    iteration=self.iterations,
+                    usage=reply.usage,
+                    tool_calls=len(calls),
+                )
+            )
+        self.step += 1
+        if st.spec.on_step is not None:
+            summary = reply.text or f"{len(calls)} tool call(s)"
+            if not await self._on_step(None, summary, None, self.total):
+                return None
+        if calls is not reply.tool_calls:
+            reply = msgspec.structs.replace(reply, tool_calls=calls)
+        return reply
+
+    async def _complete(
+        self,
+        view: list[ChatMessage],
+        schemas: Sequence[ToolSchema],
+        max_out: int,
+        meter: _Meter | None,
+    ) -> ModelReply:
+        """The model call with the keywords the model takes: ``on_text``, ``meter``,
+        ``lane``, ``settings`` (checked at spawn and run to be taken)."""
+        options: dict[str, object] = {}
+        if self.st.streams and self.bus.active:
+            options["on_text"] = self._text
+        if meter is not None:
+            options["meter"] = meter
+        if self.st.laned:
+            options["lane"] = self.cmd.lane or self.st.spec.lane
+        if self.settings is not None:
+            options["settings"] = self.settings
+        return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+
+    def _no_budget(self, limit: str) -> None:
+        self.reason = "budget_exhausted"
+        if self.bus.active:
+            self.bus.publish(BudgetExhausted(path=self.path, limit=limit or "budget"))
+
+    def _text(self, piece: str) -> None:
+        if self.bus.active:
+            self.bus.publish(TextDelta(path=self.path, text=piece))
+
+    def _number(self, calls: tuple[ToolCallRequest, ...]) -> tuple[ToolCallRequest, ...]:
+        for c in calls:  # (a loop, not all() of a generator: this runs every turn)
+            if not c.id:
+                break
+        else:
+            return calls
+        # Ids are unique in the whole conversation, not just this phase: a
+        # provider pairs results with calls by id (Anthropic refuses repeats).
+        n = self.id_base if self.id_base is not None else _numbered(self.history[: self.base])
+        n += len(self.calls) + (len(self.batch) if self.batch else 0)
+        out = []
+        for i, c in enumerate(calls):
+            out.append(c if c.id else msgspec.structs.replace(c, id=f"call_{n + i + 1}"))
+        return tuple(out)
+
+    def _error(self, exc: BaseException) -> None:
+        self.reason = "error"
+        # (The same strings in the result as in the event: a provider's error
+        # is already redacted when it is raised.)
+        error_type, error = self.error = (type(exc).__name__, str(exc))
+        if self.bus.active:
+            self.bus.publish(PhaseError(path=self.path, error_type=error_type, error=error))
+
+    async def _on_step(
+        self,
+        tool_name: str | None,
+        summary: str,
+        arguments: dict[str, object] | None,
+        tokens: int,
+    ) -> bool:
+        """Tell the spec's on_step hook (set) of step ``self.step``; False if it raised.
+
+        *tokens* is the history's estimated size up to this step.
+        """
+        hook = self.st.spec.on_step
+        assert hook is not None
+        from .agent import StepInfo
+
+        info = StepInfo(
+            self.path,
+            self.step,
+            tool_name,
+            _summary(summary),
+            iteration=self.iterations,
+            max_iterations=self.cmd.max_iterations,
+            tool_arguments=None if arguments is None else MappingProxyType(arguments),
+            tokens=tokens,
+        )
+        try:
+            result = hook(info)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            self._error(exc)
+            return False
+        return True
+
+    # -- tool calls --------------------------------------------------------------------
+
+    async def _direct(self, calls: tuple[ToolCallRequest, ...]) -> None:
+        if self.cut is not None:  # going on after the lone call's timeout
+            await self._resume_tools()
+        else:
+            if self._stop_requested():
+                return
+            numbered = self._number(calls)
+            self._append(ChatMessage("assistant", "", tool_calls=numbered))
+            await self._run_tools(numbered, model_driven=False)
+        if self.reason != "error":
+            self.reason = "done"
+
+    def _stop_requested(self) -> bool:
+        """Take a pending stop request; True (the phase ends ``stop_requested``) if one was."""
+        st = self.st
+        if not st.stop_requested:
+            return False
+        st.stop_requested = False
+        self.reason = "stop_requested"
+        return True
+
+    def _tools_end_phase(self, calls: Sequence[ToolCallRequest]) -> bool:
+        """After a model's turn of *calls*: must the phase end (an on_step hook
+        raised after a tool call, or too many turns of unreadable arguments)?"""
+        cap = self.st.spec.limits.max_tool_calls_per_turn
+        if len(calls) > cap:
+            calls = calls[:cap]  # (the calls past the cap were not run: not read either)
+        return self.reason == "error" or self._parse_failed(calls)
+
+    def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:
+        """Count turns in a row with unparseable arguments; True when the phase must end."""
+        for c in calls:  # (a loop, not any() of a generator: this runs every turn)
+            if c.error:
+                break
+        else:
+            self.parse_failures = 0
+            return False
+        self.parse_failures += 1
+        if self.parse_failures < self.st.spec.limits.max_parse_retries:
+            return False
+        self._error(
+            ValueError(
+                f"the model's tool-call arguments could not be parsed "
+                f"{self.parse_failures} turns in a row"
+            )
+        )
+        return True
+
+    async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
+        st, limits = self.st, self.st.spec.limits
+        batch: list[ToolCallActor | ToolResult] = []
+        actors: list[ToolCallActor] = []
+        not_run: list[ToolResult] = []
+        if model_driven and len(calls) > limits.max_tool_calls_per_turn:
+            calls, not_run = self._over_cap(calls, limits.max_tool_calls_per_turn)
+        for req in calls:
+            if req.error:
+                why = f"tool {req.name!r} was not run: {req.error}"
+                batch.append(tool_result(req, "failed", why))
+                continue
+            tool = st.info.tools.get(req.name)
+            if tool is None or req.name not in self.allowed:
+                # (an allowlist refusal is audited like a policy one)
+                why = f"tool {req.name!r} is not allowed here"
+                batch.append(refuse(self.bus, self.path, req, why))
+                continue
+            if model_driven:
+                if not st.budget.take_tool_call():
+                    if self.bus.active:
+                        self.bus.publish(BudgetExhausted(path=self.path, limit="max_tool_calls"))
+                    batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
+                    continue
+                st.count_tool_call()
+            actor = ToolCallActor(tool, req, limits.tool_timeout, st.gate)
+            if tool.context_param is not None:
+                actor.context = self._tool_context(req, len(batch))
+            batch.append(actor)
+            actors.append(actor)
+            if self.bus.active:
+                actor.started = trio.current_time()  # (for its ToolEnded's duration)
+                self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
+        lanes = st.sup.shared.tool_lanes
+        if lanes is not None and actors:
+            self._in_lane(actors, lanes)
+        batch += not_run  # (the tail: the batch stays in call order)
+        self.batch = batch
+        if len(actors) == 1:
+            # A batch of one needs no parallelism: the one-shot actor runs in
+            # the agent's task, which saves a task, a nursery and two wake-ups
+            # per tool call; and its timeout is a runtime timer rather than a
+            # cancel scope (see core/timers.py and cut_short).
+            actor = actors[0]
+            actor.timers = self.timers
+            actor.owner = self
+            self._tool_done(actor, await actor.run())
+        elif actors:
+            async with trio.open_nursery() as nursery:
+                start_batch(nursery, actors, limits.max_parallel_tools, self._tool_done)
+        steps = self._tools_ran()
+        if steps is not None:
+            await steps
+
+    def _in_lane(self, actors: list[ToolCallActor], lanes: ToolLanes) -> None:
+        """Put the turn's calls in the phase's lane (the runtime's lanes limit or retry them).
+
+        Not an agent tool's: its child's own calls take the slots, and one
+        held by the parent while its child waits for another could deadlock.
+        """
+        st = self.st
+        lane = ToolLane(lanes, self.cmd.lane or st.spec.lane, self.bus, self.path, st.spec.env)
+        for actor in actors:
+            if not actor.tool.needs_caller:
+                actor.lane = lane
+
+    def _tool_context(self, req: ToolCallRequest, index: int) -> ToolContext:
+        """The context of the call *req*, at *index* in the turn's batch.
+
+        Its step is the one ``on_step`` gives its result: the batch's results
+        are numbered in call order after the model's turn.
+        """
+        st = self.st
+        workspace = st.workspace
+        return ToolContext(
+            agent=self.path,
+            context_label=self.cmd.context_label,
+            call_id=req.id,
+            step=self.step + index + 1,
+            workspace=workspace.root if workspace is not None else None,
+            env=st.spec.env,
+        )
+
+    @staticmethod
+    def _over_cap(
+        calls: Sequence[ToolCallRequest], cap: int
+    ) -> tuple[Sequence[ToolCallRequest], list[ToolResult]]:
+        """The first *cap* calls of a model's reply, and denied results for the rest.
+
+        The calls past the cap are not run (nor counted against the budget's
+        ``max_tool_calls``), but each has its result: the model sees why, and
+        a provider refuses a call without one.
+        """
+        why = (
+            f"was not run: this reply asked for {len(calls)} tool calls, and at most {cap} "
+            f"are run per turn (Limits.max_tool_calls_per_turn); ask for it again in a later "
+            f"turn if it is still needed"
+        )
+        return calls[:cap], [
+            tool_result(req, "denied", f"tool {req.name!r} {why}") for req in calls[cap:]
+        ]
+
+    def _tools_ran(self) -> Coroutine[object, None, None] | None:
+        """Record the batch; the on_step hook's calls to await, if the spec has one."""
+        results = self._settle_batch("")
+        if self.st.spec.on_step is None:
+            self.step += len(results)
+            return None
+        return self._steps(results)
+
+    async def _steps(self, results: list[ToolResult]) -> None:
+        # The results are the history's last messages: each step's estimate
+        # counts the results up to its own.
+        sizes = self.sizes
+        tokens = self.total - sum(sizes[len(sizes) - len(results) :])
+        for n, result in enumerate(results, len(sizes) - len(results)):
+            self.step += 1
+            tokens += sizes[n]
+            summary = f"{result.status}: {result.content}"
+            if not await self._on_step(result.name, summary, result.arguments, tokens):
+                return
+
+    def cut_short(self, actor: ToolCallActor) -> None:
+        """The timer of *actor*, the turn's lone tool call, expired while it ran.
+
+        The agent's task is cancelled (its cell scope), which unwinds the tool
+        and this phase's coroutines; the runtime then hands the same message
+        back to the agent, whose ``resume`` calls :meth:`run` again: it goes
+        on from the timed-out call, with everything else as it was.
+        """
+        cell = self.st.cell
+        if cell is None or cell.scope is None:  # (cannot be: it is in the tool; never raise here)
+            return
+        self.cut = actor
+        self.st.cut = self
+        cell.interrupted = True
+        cell.scope.cancel()
+
+    async def _resume_tools(self) -> None:
+        actor, self.cut = self.cut, None
+        assert actor is not None
+        self._tool_done(actor, await actor.timed_out())
+        steps = self._tools_ran()
+        if steps is not None:
+            await steps
+
+    def _tool_done(self, actor: ToolCallActor, result: ToolResult) -> None:
+        if self.bus.active:
+            started = actor.started
+            actor.started = None  # (its ToolEnded is published: see _settle_batch)
+            self.bus.publish(
+                ToolEnded(
+                    path=self.path,
+                    tool=result.name,
+                    call_id=result.id,
+                    status=result.status,
+                    duration=0.0 if started is None else trio.current_time() - started,
+                    arguments_preview=self._shown(_arguments_text(result.arguments)),
+                    output_preview=self._shown(result.content),
+                )
+            )
+
+    def _shown(self, text: str) -> str:
+        """*text* as a ``ToolEnded`` preview: the agent's env values hidden, then cut."""
+        env = self.st.spec.env
+        return _preview(hide_env(text, env) if env else text)
+
+    def _settle_batch(self, interrupted: str) -> list[ToolResult]:
+        """Record the batch's results in call order (interrupted calls as timeouts)."""
+        assert self.batch is not None
+        # The calls of a model's reply past Limits.max_tool_calls_per_turn (the
+        # batch's tail) were not run: not watched for stalls either, or a model
+        # asking again for them would look like one repeating itself (and
+        # their refusals alike, like three identical results).
+        if self.cmd.direct_tool_calls is None:
+            watched = self.st.spec.limits.max_tool_calls_per_turn
+        else:
+            watched = len(self.batch)
+        results = []
+        # The turn's results are added together, all made when its last call
+        # ended: one reading of the clock for all of them (see "Reading a history").
+        now = time.time()
+        for n, item in enumerate(self.batch):
+            if isinstance(item, ToolCallActor):
+                unread = n >= watched
+                if item.result is None or (interrupted and item.started is not None):
+                    # Cut short by the phase's end (in the tool, or in a hook
+                    # after it): it ends here, as every call that started does.
+                    result = item.interrupted(interrupted)
+                    self._tool_done(item, result)
+                    item = result
+                else:
+                    item = item.result
+            else:
+                # A ready "failed" result is a call whose arguments could not be read:
+                # not watched for stalls (its {} makes any two such calls look the
+                # same); Limits.max_parse_retries bounds those turns instead.
+                unread = n >= watched or item.status == "failed"
+            results.append(item)
+            self.calls.append(item)
+            self._append(
+                ChatMessage(
+                    "tool",
+                    item.content,
+                    tool_call_id=item.id,
+                    name=item.name,
+                    is_error=item.status != "ok",
+                ),
+                now,
+            )
+            if not unread:
+                self._watch(item)
+        self.batch = None
+        return results
+
+    def _watch(self, result: ToolResult) -> None:
+        """Stall detection: ``Limits.max_identical_calls`` (the same call made
+        that many times in the phase) and ``max_identical_results`` (that many
+        identical results in a row); each may be off (None)."""
+        limits = self.st.spec.limits
+        most = limits.max_identical_calls
+        if most is not None:
+            key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
+            seen = self.seen
+            if key in seen:
+                if not self.stall and self._repeated(key, most):
+                    times = "" if most == 2 else f" {_spelled(most)} times"
+                    self.stall = f"repeated call {result.name}({key[1].decode()}){times}"
+            elif isinstance(seen, set):
+                seen.add(key)
+            elif len(seen) < _SEEN_AS_LIST:
+                seen.append(key)
+            else:
+                # Past a handful of calls, a set: each check is then O(1), and a
+                # phase's calls cost time linear in their number, not quadratic.
+                self.seen = {*seen, key}
+        most = limits.max_identical_results
+        if most is not None:
+            now = (result.name, result.content)
+            if now == self.last_result:
+                self.same_results += 1
+            else:
+                self.last_result, self.same_results = now, 1
+            if self.same_results >= most and not self.stall:
+                self.stall = f"{_spelled(most)} identical results from {result.name}"
+
+    def _repeated(self, key: tuple[str, bytes], most: int) -> bool:
+        """*key*, a call made before, is made again: is that the ``most``-th time?"""
+        if most == 2:
+            return True
+        repeats = self.repeats
+        if repeats is None:
+            repeats = self.repeats = {}
+        made = repeats[key] = repeats.get(key, 1) + 1
+        return made >= most

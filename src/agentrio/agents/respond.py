@@ -1,0 +1,411 @@
+"""One entry point for a user's request: route it, run it, offer to go on in the background.
+
+``AgentRef.respond(request)`` asks the router (the runtime's, by default a
+:class:`~agentrio.RuleRouter`) for a mode and a tier, publishes a ``Routed``
+event, runs the request in that mode on that tier, and escalates a stall once
+to the next tier. An ``inline`` run that ends at its cap says so
+(``Response.can_continue``); ``AgentRef.continue_in_background(response)``
+then goes on in the same context in the ``background`` mode, as a
+:class:`BackgroundRun` that can be awaited later and watched through events.
+
+A background phase is queued on the agent at once, and waited for by a small
+actor (``<agent>.background-<n>``) spawned under the agent's supervisor,
+which keeps the result for :meth:`BackgroundRun.wait` and stops. So it is part
+of the supervision tree like everything else: a graceful stop lets the phase
+finish within the supervisor's ``shutdown_timeout`` and then cancels it with
+the agent; it is cancelled with the tree; it never outlives the runtime.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from ..core.actor import Actor, NoPublicConstructor, _Ask, _Cell
+from ..errors import ActorError, ActorStopped, InvalidArgument
+from ..messages import PhaseResult, Routed, RunPhase
+from .modes import PRESETS, Mode
+from .router import Route, Router, RuleRouter, choose_route
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..core.supervisor import _RuntimeShared
+    from .agent import AgentRef
+
+__all__ = [
+    "BACKGROUND_PROMPT",
+    "BackgroundRun",
+    "Response",
+    "check_runtime_routing",
+    "continue_in_background",
+    "mode_of",
+    "respond",
+    "start_background",
+]
+
+BACKGROUND_PROMPT = (
+    "Continue working on my request from where you stopped, then give your final answer."
+)
+
+_numbers = itertools.count(1)
+
+
+# -- the runtime's modes and router ------------------------------------------------------
+
+
+def check_runtime_routing(modes: object, router: object) -> None:
+    """``open_runtime``'s *modes* (a list of Mode, one per name) and *router*."""
+    if isinstance(modes, (str, bytes)) or not isinstance(modes, Sequence):
+        raise InvalidArgument(f"modes must be a list of agentrio.Mode, got {modes!r}")
+    names = []
+    for mode in modes:
+        if not isinstance(mode, Mode):
+            raise InvalidArgument(f"modes must be a list of agentrio.Mode, got {mode!r} in it")
+        names.append(mode.name)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InvalidArgument(f"modes has two modes named {dupes}")
+    if router is not None and not callable(router):
+        raise InvalidArgument(
+            f"router must be a callable (request) -> agentrio.Route, or None, got {router!r}"
+        )
+
+
+def _config(shared: _RuntimeShared) -> Config | None:
+    """The runtime's configuration if it has one: given, or found as for tiers
+    (None when no agentrio.toml is found: then the defaults hold)."""
+    from ..config import find_config
+
+    if shared.config is None and find_config() is None:
+        return None
+    return shared.models().config
+
+
+def _modes(shared: _RuntimeShared) -> dict[str, Mode]:
+    modes = shared.modes
+    if isinstance(modes, dict):  # made on first use
+        return modes
+    assert isinstance(modes, tuple)
+    config = _config(shared)
+    table = {**PRESETS, **(config.modes if config is not None else {})}
+    table.update((m.name, m) for m in modes)
+    shared.modes = table
+    return table
+
+
+def mode_of(shared: _RuntimeShared, mode: object, *, arg: str = "mode") -> Mode:
+    """*mode* itself if a Mode, else the runtime's mode of that name.
+
+    Raises:
+        InvalidArgument: neither a Mode nor the name of one of the runtime's modes.
+        ConfigError: the runtime's agentrio.toml is wrong.
+    """
+    if isinstance(mode, Mode):
+        return mode
+    if not isinstance(mode, str):
+        raise InvalidArgument(f"{arg} must be a mode's name or an agentrio.Mode, got {mode!r}")
+    found = _modes(shared).get(mode)
+    if found is None:
+        raise InvalidArgument(
+            f"{arg} {mode!r} is not a mode of this runtime; its modes are {sorted(_modes(shared))}"
+        )
+    return found
+
+
+def _router(shared: _RuntimeShared) -> Router:
+    router = shared.router
+    if router is None:
+        config = _config(shared)
+        router = shared.router = config.router if config is not None else RuleRouter()
+    return router  # type: ignore[return-value]
+
+
+def _next_tier(shared: _RuntimeShared, tier: str) -> str | None:
+    order = shared.models().config.escalation
+    if tier in order and order.index(tier) + 1 < len(order):
+        return order[order.index(tier) + 1]
+    return None
+
+
+# -- respond -----------------------------------------------------------------------------
+
+
+# The stop reasons of a run cut short by a cap of its mode: it can go on in the background.
+_CONTINUABLE = frozenset(("max_iterations", "timeout"))
+
+
+@attrs.frozen
+class Response:
+    """What :meth:`AgentRef.respond` produced.
+
+    Attributes:
+        agent: the path of the agent that ran it.
+        route: the router's decision.
+        mode: the mode it ran in.
+        tier: the tier the result came from: the route's, or the next one
+            after a stall (None: the agent's own model).
+        escalated: the route's tier stalled and the request ran again on ``tier``.
+        result: the phase's :class:`~agentrio.PhaseResult`.
+        can_continue: the run ended at one of its caps (``"max_iterations"``
+            or ``"timeout"``) in a mode other than ``background``:
+            :meth:`AgentRef.continue_in_background` can go on with it.
+        context_label: the conversation it ran in (None: the primary one).
+    """
+
+    agent: str
+    route: Route
+    mode: Mode
+    tier: str | None
+    escalated: bool
+    result: PhaseResult
+    can_continue: bool
+    context_label: str | None = None
+
+
+async def respond(
+    agent: AgentRef,
+    request: object,
+    *,
+    router: object,
+    context_label: object,
+    escalate: object,
+) -> Response:
+    """The body of :meth:`AgentRef.respond`."""
+    if not isinstance(request, str):
+        raise InvalidArgument(f"request must be a str, got {request!r}")
+    if router is not None and not callable(router):
+        raise InvalidArgument(
+            f"router must be a callable (request) -> agentrio.Route, or None, got {router!r}"
+        )
+    if not isinstance(escalate, bool):
+        raise InvalidArgument(f"escalate must be a bool, got {escalate!r}")
+    if context_label is not None and not isinstance(context_label, str):
+        raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
+    state = agent._state
+    shared = state.sup.shared
+    route = await choose_route(_router(shared) if router is None else router, request)
+    mode = mode_of(shared, route.mode, arg="the route's mode")
+    if route.tier is not None:
+        shared.models().resolve(route.tier)  # a ConfigError now, before the event
+    bus = state.sup.bus
+    if bus.active:
+        bus.publish(Routed(path=agent.path, mode=route.mode, tier=route.tier, reason=route.reason))
+    tier = route.tier
+    result = await agent.run(request, mode=mode, model=tier, context_label=context_label)
+    escalated = False
+    if escalate and tier is not None and result.stop_reason == "stalled":
+        # Once, as escalate_on_stall does: the same request again, on the next
+        # tier, in the same context (which holds the stalled attempt).
+        stronger = _next_tier(shared, tier)
+        if stronger is not None:
+            tier, escalated = stronger, True
+            result = await agent.run(request, mode=mode, model=tier, context_label=context_label)
+    return Response(
+        agent=agent.path,
+        route=route,
+        mode=mode,
+        tier=tier,
+        escalated=escalated,
+        result=result,
+        can_continue=result.stop_reason in _CONTINUABLE and mode.name != "background",
+        context_label=context_label,
+    )
+
+
+# -- background runs ---------------------------------------------------------------------
+
+
+class BackgroundRun(metaclass=NoPublicConstructor):
+    """A phase running in the background, from :meth:`AgentRef.continue_in_background`
+    or :meth:`AgentRef.start_background`.
+
+    Await it later with :meth:`wait`; watch it through the runtime's events,
+    which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
+    ``ToolStarted``... ``PhaseEnded``). It runs in the agent like any phase
+    (after the phases queued before it), for a small actor under the
+    agent's supervisor (:attr:`path`), and ends with the runtime.
+    """
+
+    __slots__ = ("_agent", "_context_label", "_error", "_mode", "_result", "_runner")
+
+    def __init__(self, agent: AgentRef, mode: Mode | None, context_label: str | None) -> None:
+        self._agent = agent
+        self._mode = mode
+        self._context_label = context_label
+        self._runner: _Cell | None = None  # the actor's, once spawned
+        self._result: PhaseResult | None = None
+        self._error: ActorError | None = None
+
+    @property
+    def agent(self) -> AgentRef:
+        """The agent that runs it."""
+        return self._agent
+
+    @property
+    def mode(self) -> Mode | None:
+        """The mode it runs in (None: the spec's limits)."""
+        return self._mode
+
+    @property
+    def context_label(self) -> str | None:
+        """The conversation it continues (None: the primary one)."""
+        return self._context_label
+
+    @property
+    def path(self) -> str:
+        """The path of the actor that waits for it (``<agent>.background-<n>``)."""
+        assert self._runner is not None
+        return self._runner.path
+
+    @property
+    def done(self) -> bool:
+        """True once it has ended (with a result or an error)."""
+        assert self._runner is not None
+        ended = self._result is not None or self._error is not None
+        return ended or self._runner.state == "exited"
+
+    @property
+    def result(self) -> PhaseResult | None:
+        """Its result, once it has one (None until then, or if it failed)."""
+        return self._result
+
+    def __repr__(self) -> str:
+        state = "running" if not self.done else "done" if self._result else "failed"
+        return f"<BackgroundRun {self.path!r} {state}>"
+
+    async def wait(self) -> PhaseResult:
+        """Wait until the phase has ended; its result.
+
+        Cancelling the wait does not cancel the phase: it belongs to the
+        runtime (``agent.request_stop()`` ends it early, with a result).
+
+        Raises:
+            ActorStopped: the agent stopped or was cancelled before the phase
+                ended, or the runtime (or the agent's supervisor) stopped
+                and cancelled it.
+            ActorCrashed: the agent crashed.
+        """
+        assert self._runner is not None
+        if self._result is None:
+            # The actor keeps the outcome before it exits; an actor cancelled
+            # (with its supervisor) before it could has none.
+            await self._runner.wait_exited()
+        else:
+            await trio.lowlevel.checkpoint()
+        if self._result is not None:
+            return self._result
+        if self._error is not None:
+            raise self._error
+        agent = self._agent.path
+        raise ActorStopped(
+            f"the background phase of agent {agent!r} was cancelled before it ended "
+            f"(its supervisor or the runtime stopped)",
+            path=agent,
+            reason="cancelled",
+        )
+
+
+class _Background(Actor[RunPhase]):
+    """Waits for the agent's answer to one queued phase, keeps it, stops."""
+
+    __slots__ = ("ask", "run")
+
+    def __init__(self, run: BackgroundRun, ask: _Ask) -> None:
+        self.run = run
+        self.ask = ask
+
+    async def handle(self, msg: RunPhase) -> None:
+        ask, run = self.ask, self.run
+        try:
+            # Take over the ask that start_background queued: it is linked, as
+            # run()'s, so if this actor is cancelled (its supervisor, the
+            # runtime) while the phase runs, the phase is cut short with it.
+            ask.task = trio.lowlevel.current_task()
+            if ask.outcome is not None:  # (answered, or refused, already)
+                result = ask.outcome.unwrap()
+            else:
+                ask.waiting = True
+                result = await trio.lowlevel.wait_task_rescheduled(ask)
+            assert isinstance(result, PhaseResult)
+            run._result = result
+        except ActorError as exc:
+            run._error = exc
+        await self.ref.stop()  # its one phase is done
+
+
+async def _queue(cell: _Cell, msg: RunPhase) -> _Ask:
+    """Put a linked ask of *msg* in agent *cell*'s mailbox now, for an actor to wait on.
+
+    As ``_ask`` does, but the waiting is left to the actor, so the phase takes
+    its place among the agent's phases now, in the order the caller asked.
+    """
+    # (Its task is the caller's until the actor takes it over; nothing wakes a
+    # task while ``waiting`` is False.)
+    ask = _Ask(msg, trio.lowlevel.current_task(), cell)
+    mailbox = cell.mailbox
+    assert mailbox is not None
+    try:
+        try:
+            mailbox.send_nowait(ask)
+        except trio.WouldBlock:
+            await mailbox.send(ask)
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        raise cell.stopped_error(msg) from None
+    return ask
+
+
+async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) -> BackgroundRun:
+    """Queue *cmd* on *agent* and spawn the actor that waits for it."""
+    state = agent._state
+    await trio.lowlevel.checkpoint_if_cancelled()
+    sup = state.sup
+    sup._check_open()  # (RuntimeClosed) before the phase is queued
+    run = BackgroundRun._create(agent, mode, cmd.context_label)
+    ask = await _queue(agent._cell, cmd)
+    name = f"{agent.name}.background-{next(_numbers)}"
+    try:
+        run._runner = sup.spawn_actor(_Background, (run, ask), name, 1, "temporary")
+    except BaseException:
+        ask.abandoned = True  # (its supervisor stopped meanwhile: the phase is not run)
+        raise
+    run._runner.ref.send_nowait(cmd)
+    return run
+
+
+def check_response(agent: AgentRef, response: object) -> Response:
+    """*response*, if *agent* can go on with it in the background."""
+    if not isinstance(response, Response):
+        raise InvalidArgument(
+            f"response must be the agentrio.Response of respond(), got {response!r}"
+        )
+    if response.agent != agent.path:
+        raise InvalidArgument(
+            f"response is agent {response.agent!r}'s, not {agent.path!r}'s: "
+            "continue it on the agent that ran it"
+        )
+    if not response.can_continue:
+        raise InvalidArgument(
+            f"response cannot be continued: its run ended with "
+            f"{response.result.stop_reason!r} in mode {response.mode.name!r} (only a run that "
+            "hit a cap, max_iterations or timeout, outside the background mode can)"
+        )
+    return response
+
+
+async def continue_in_background(
+    agent: AgentRef, response: object, message: object
+) -> BackgroundRun:
+    """The body of :meth:`AgentRef.continue_in_background`."""
+    checked = check_response(agent, response)
+    if message is not None and not isinstance(message, str):
+        raise InvalidArgument(f"message must be a str or None, got {message!r}")
+    return await agent.start_background(
+        BACKGROUND_PROMPT if message is None else message,
+        mode="background",
+        model=checked.tier,
+        context_label=checked.context_label,
+    )

@@ -1,0 +1,142 @@
+"""The runtime's event bus: bounded subscribers that never slow the actors.
+
+Publishing is synchronous and O(subscribers): each subscriber has a bounded
+buffer; when it is full the event is dropped for that subscriber only and
+counted, and the subscriber later receives one :class:`EventsLost` with the
+count, in the place where the events went missing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from types import TracebackType
+
+import trio
+
+from .._checks import check_int
+from ..messages import Event, EventsLost
+from .actor import NoPublicConstructor
+
+__all__ = ["EventBus", "EventStream"]
+
+
+class EventStream(metaclass=NoPublicConstructor):
+    """An async iterator over the runtime's events, from ``rt.events()``.
+
+    Iteration ends when the runtime stops (after what was buffered) or the
+    ``async with`` block is left.
+    """
+
+    __slots__ = ("_buffer", "_bus", "_capacity", "_closed", "_lost", "_lot")
+
+    def __init__(self, bus: EventBus, capacity: int) -> None:
+        self._bus = bus
+        self._capacity = capacity
+        self._buffer: deque[Event] = deque()
+        self._lost = 0
+        self._closed = False
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def _offer(self, event: Event) -> None:
+        buffer = self._buffer
+        if self._lost and len(buffer) < self._capacity:
+            buffer.append(EventsLost(path="", count=self._lost))
+            self._lost = 0
+        if len(buffer) < self._capacity:
+            buffer.append(event)
+            if self._lot:
+                self._lot.unpark_all()
+        else:
+            self._lost += 1
+
+    def _close(self) -> None:
+        self._closed = True
+        self._lot.unpark_all()
+
+    @property
+    def lost(self) -> int:
+        """Events dropped for this subscriber and not yet reported by an ``EventsLost``."""
+        return self._lost
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._buffer:
+            if self._lost:
+                lost, self._lost = self._lost, 0
+                await trio.lowlevel.checkpoint()
+                return EventsLost(path="", count=lost)
+            if self._closed:
+                raise StopAsyncIteration
+            await self._lot.park()
+        await trio.lowlevel.checkpoint()
+        if not self._buffer:  # taken while we were at the checkpoint: look again
+            return await self.__anext__()
+        return self._buffer.popleft()
+
+    async def receive(self) -> Event:
+        """Return the next event, waiting for one.
+
+        Raises:
+            trio.EndOfChannel: the stream has ended.
+        """
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise trio.EndOfChannel from None
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._bus.unsubscribe(self)
+
+
+class EventBus:
+    """Fans events out to subscribers; owned by the runtime."""
+
+    __slots__ = ("_closed", "_subscribers", "active")
+
+    def __init__(self) -> None:
+        self._subscribers: list[EventStream] = []
+        self._closed = False
+        # True while anyone listens: publishers test it before they build an
+        # event, so an unobserved runtime pays one attribute load per event.
+        self.active = False
+
+    def subscribe(self, capacity: int = 1000) -> EventStream:
+        """Add a subscriber with a buffer of *capacity* events."""
+        check_int("capacity", capacity, 1)
+        stream = EventStream._create(self, capacity)
+        if self._closed:
+            stream._close()
+        else:
+            self._subscribers.append(stream)
+            self.active = True
+        return stream
+
+    def unsubscribe(self, stream: EventStream) -> None:
+        """Remove *stream*; it ends after what it has buffered."""
+        if stream in self._subscribers:
+            self._subscribers.remove(stream)
+        self.active = bool(self._subscribers)
+        stream._close()
+
+    def publish(self, event: Event) -> None:
+        """Offer *event* to every subscriber; never blocks."""
+        for stream in self._subscribers:
+            stream._offer(event)
+
+    def close(self) -> None:
+        """End every subscription (the runtime has stopped)."""
+        self._closed = True
+        for stream in self._subscribers:
+            stream._close()
+        self._subscribers.clear()
+        self.active = False

@@ -1,1 +1,0 @@
-"""Supervision: strategies and restart intensity, the runtime, budgets and limits."""

@@ -1,1 +1,0 @@
-"""Tools: @tool, schemas from signatures."""
