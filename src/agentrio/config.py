@@ -1,7 +1,7 @@
 """agentrio.toml: provider instances and model tiers, structured by cattrs into attrs classes.
 
 Example (top-level keys such as ``escalation`` go before the first table:
-after ``[tiers]`` they would belong to it)::
+after ``[tiers]`` they would belong to it):
 
     escalation = ["fast", "smart"]
 
@@ -110,14 +110,14 @@ class Config:
         escalation: tiers in order: a stalled phase on one is retried once on
             the next (with ``AgentSpec(escalate_on_stall=True)``).
         path: the file it came from (None when built in code).
-        limits: the ``[limits]`` table, as :class:`agentrio.Limits` (the
+        limits: the ``[limits]`` table, as [`agentrio.Limits`][agentrio.Limits] (the
             fields it leaves out keep their defaults); for the specs that
             want it: ``AgentSpec(..., limits=config.limits)``.
         modes: the modes by name: the presets (``inline``, ``background``)
             with the ``[modes.NAME]`` tables laid over them (a new name is
             laid over ``Mode(NAME)``). A runtime with this configuration
             runs ``run(mode="NAME")`` and ``respond()`` in them.
-        router: the ``[router]`` table, as the :class:`agentrio.RuleRouter`
+        router: the ``[router]`` table, as the [`agentrio.RuleRouter`][agentrio.RuleRouter]
             that ``respond()`` uses by default.
         lanes: the ``[lanes]`` table: how each lane's tool calls are limited
             and retried (used by ``open_runtime(config=...)``).
@@ -525,7 +525,8 @@ def structure_modes(table: object, *, where: str) -> dict[str, Mode]:
 
 
 def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
-    """Structure the contents of an agentrio.toml (already parsed) into a :class:`Config`.
+    """Structure the contents of an agentrio.toml (already parsed) into a
+    [`Config`][agentrio.Config].
 
     Raises:
         ConfigError: naming *path*, the key and what was expected.
@@ -608,7 +609,7 @@ def find_config() -> Path | None:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Read and structure an agentrio.toml (*path*, else :func:`find_config`'s).
+    """Read and structure an agentrio.toml (*path*, else `find_config`'s).
 
     Raises:
         ConfigError: no file, unreadable TOML, or a bad value (file, key and why).
@@ -631,8 +632,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
 class Models:
     """Turns tier names and ``"instance:model"`` strings into model objects.
 
-    One :class:`Provider` (one connection pool) is made per instance, on first
-    use, and shared by every model of that instance; :meth:`aclose` closes them.
+    One [`Provider`][agentrio.Provider] (one connection pool) is made per instance, on first
+    use, and shared by every model of that instance; `aclose` closes them.
     """
 
     def __init__(self, config: Config) -> None:

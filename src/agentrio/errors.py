@@ -2,7 +2,7 @@
 
 Misuse of the API (a bug in the calling code) and failures at run time (an
 actor crashed, a reply did not come) are separate branches, so that code can
-catch the second without hiding the first::
+catch the second without hiding the first:
 
     AgentrioError
     ├── UsageError                  the caller did something wrong
@@ -80,7 +80,7 @@ class InvalidArgument(UsageError, TypeError, ValueError):
 
 
 class NotAMessage(UsageError, TypeError):
-    """Something that is not an :class:`agentrio.Message` was sent to an actor."""
+    """Something that is not an [`agentrio.Message`][agentrio.Message] was sent to an actor."""
 
 
 class DuplicateName(UsageError):
@@ -114,7 +114,7 @@ class HelperTurnsExceeded(AgentrioError):
     """A helper reached its ``max_turns`` without a final answer.
 
     Attributes:
-        result: what it did get done (a :class:`agentrio.HelperResult`).
+        result: what it did get done (a [`agentrio.HelperResult`][agentrio.HelperResult]).
     """
 
     def __init__(self, message: str, *, result: object) -> None:

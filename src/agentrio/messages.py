@@ -1,6 +1,6 @@
 """Every message and event type of agentrio.
 
-Messages are frozen, tagged :class:`msgspec.Struct` subclasses: together they
+Messages are frozen, tagged `msgspec.Struct` subclasses: together they
 form one tagged union that encodes to msgpack and JSON, so the same messages
 can later cross a process boundary. They hold data only: no callables, locks
 or handles. New fields get defaults (msgspec's schema-evolution rules).
@@ -78,7 +78,7 @@ class Message(msgspec.Struct, frozen=True, tag=True, gc=False):
     not tracked by CPython's cyclic GC (``gc=False``, inherited): they are
     immutable data and cannot be part of a reference cycle, and at 10k live
     agents the collector walking every message in every history costs more
-    than any hop::
+    than any hop:
 
         class Greet(agentrio.Message):
             who: str
@@ -223,7 +223,7 @@ class ToolCallRequest(Message, frozen=True, tag=True):
     Attributes:
         name: the tool's name.
         arguments: the arguments, a JSON object.
-        id: the call's id, echoed in its :class:`ToolResult` (made up when empty).
+        id: the call's id, echoed in its [`ToolResult`][agentrio.ToolResult] (made up when empty).
         error: set by a provider when the model's arguments could not be
             parsed: the call is not run, the model is told why.
     """
@@ -238,7 +238,7 @@ class ToolResult(Message, frozen=True, tag=True):
     """What came of one tool call; the model sees ``content``.
 
     Attributes:
-        id: the id of the :class:`ToolCallRequest`.
+        id: the id of the [`ToolCallRequest`][agentrio.ToolCallRequest].
         name: the tool's name.
         arguments: the arguments it was called with.
         status: ``"ok"``, ``"failed"`` (raised, bad arguments, unusable result),
@@ -692,7 +692,7 @@ class ConfirmationRequired(Event, frozen=True, tag=True):
     """A tool call waits for its approver (a permission rule said ``ask``).
 
     The same message is what an approver actor receives; it answers with a
-    bool or an :class:`agentrio.Approval`.
+    bool or an [`agentrio.Approval`][agentrio.Approval].
 
     Attributes:
         tool_call: the call waiting for approval.

@@ -28,9 +28,9 @@ __all__ = ["Runtime", "open_runtime"]
 
 
 class Runtime(SupervisorRef):
-    """The root of a supervision tree, from :func:`open_runtime`.
+    """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
 
-    It is a :class:`SupervisorRef` (``spawn``, ``spawn_supervisor``,
+    It is a [`SupervisorRef`][agentrio.SupervisorRef] (``spawn``, ``spawn_supervisor``,
     ``lookup``...) with the runtime-wide services on top: events and
     statistics.
     """
@@ -51,7 +51,7 @@ class Runtime(SupervisorRef):
         Use as ``async with rt.events() as stream: async for event in stream``.
         The subscription starts at once (before the ``async with``), holds at
         most *capacity* unread events, and never slows the actors: when it is
-        full, events are dropped for it and an :class:`~agentrio.EventsLost`
+        full, events are dropped for it and an [`EventsLost`][agentrio.EventsLost]
         with their count takes their place.
 
         Raises:
@@ -113,10 +113,10 @@ async def open_runtime(
     with an exception cancels everything. Nothing
     outlives the block. If the root supervisor exceeds its restart intensity,
     the block is cancelled and an exception group holding a
-    :class:`~agentrio.RestartIntensityExceeded` (naming the actor and its
+    [`RestartIntensityExceeded`][agentrio.RestartIntensityExceeded] (naming the actor and its
     error) is raised.
 
-    Example::
+    Example:
 
         async with agentrio.open_runtime() as rt:
             ref = await rt.spawn(Echo, name="echo")
@@ -126,30 +126,30 @@ async def open_runtime(
         strategy: the root's strategy, ``"one_for_one"`` or ``"one_for_all"``.
         max_restarts: restarts the root allows within *period* seconds.
         period: the restart-intensity window, in seconds.
-        backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
+        backoff: delay root-level restarts (see [`Backoff`][agentrio.Backoff]).
         shutdown_timeout: one deadline, in seconds, for the whole graceful
             stop (not one per child); then what still runs is cancelled.
-        budget: the root :class:`~agentrio.Budget` every agent draws from
+        budget: the root [`Budget`][agentrio.Budget] every agent draws from
             (default: no limits, usage still counted).
         config: for agents whose model is a tier or an ``"instance:model"``
-            string: a :class:`~agentrio.Config`, or the path of an
-            agentrio.toml (default: found as :func:`~agentrio.load_config`
+            string: a [`Config`][agentrio.Config], or the path of an
+            agentrio.toml (default: found as [`load_config`][agentrio.load_config]
             does, when first needed). The providers it makes are closed
             when the block ends.
         tools: tools to register by name (see ``Runtime.register_tool``).
         lanes: how the lanes' tool calls are limited and retried (see
-            :class:`~agentrio.Lanes`); default: the ``[lanes]`` of *config*
+            [`Lanes`][agentrio.Lanes]); default: the ``[lanes]`` of *config*
             when it is given, else of the agentrio.toml found as
-            :func:`~agentrio.find_config` finds one (read when the runtime
+            `find_config` finds one (read when the runtime
             opens; a file that cannot be read or is wrong is an error only
             where a tier or mode first needs it), else ``Lanes()``, which
             limits and retries nothing.
-        modes: :class:`~agentrio.Mode` objects, each the runtime's mode of
+        modes: [`Mode`][agentrio.Mode] objects, each the runtime's mode of
             its name (``run(mode="inline")``, ``respond()``), over the
             presets and the configuration's ``[modes.NAME]`` tables.
         router: the default router of ``AgentRef.respond``: any callable
             ``(request) -> Route`` (or async); default: the configuration's
-            ``[router]`` (a :class:`~agentrio.RuleRouter`).
+            ``[router]`` (a [`RuleRouter`][agentrio.RuleRouter]).
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
@@ -200,7 +200,7 @@ async def open_runtime(
 
 
 def _found_lanes(root: _Supervisor) -> Lanes | None:
-    """The ``[lanes]`` of an agentrio.toml found as :func:`~agentrio.find_config` finds
+    """The ``[lanes]`` of an agentrio.toml found as `find_config` finds
     one (read now: the lanes are set up when the runtime opens), or None.
 
     No file found, nothing is read. A file that cannot be used is not an

@@ -42,7 +42,7 @@ def write_atomic(path: Path, data: bytes) -> None:
 class Workspace:
     """An agent's folder: ``artifacts/``, ``logs/`` and ``memory/``, made on first use.
 
-    Example::
+    Example:
 
         ws = Workspace("runs/agent-1")
         (ws.artifacts / ws.filename("report: final?.md")).write_text("...")

@@ -116,7 +116,7 @@ def _to_lane(value: object) -> Lane:
 class AgentSpec:
     """Everything that defines an agent; one spec can be spawned many times.
 
-    Example::
+    Example:
 
         spec = agentrio.AgentSpec(
             name="researcher",
@@ -131,29 +131,29 @@ class AgentSpec:
         name: the agent's default name (``spawn_agent(name=...)`` overrides it):
             an actor's name (no ``/``, not ending with ``.context`` nor
             containing ``.context.``) that does not start with ``context.``.
-        model: a model object (see :class:`agentrio.Model`), a tier name from
+        model: a model object (see [`agentrio.Model`][agentrio.Model]), a tier name from
             agentrio.toml (``"fast"``), or an ``"instance:model"`` string
             (``"local:qwen2.5:0.5b"``), resolved when the agent is spawned.
         instructions: the system prompt, put first in each new context.
-        tools: the agent's allowlist: :class:`agentrio.Tool` objects (plain
-            functions are wrapped with :func:`agentrio.tool`).
+        tools: the agent's allowlist: [`agentrio.Tool`][agentrio.Tool] objects (plain
+            functions are wrapped with [`agentrio.tool`][agentrio.tool]).
         limits: the bounds of each phase.
         workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
             ``run_summary.json``; an agent spawned under another name than
             the spec's gets a subfolder of that name, which must not be one
             of those entries.
-        on_step: called (sync or async) with a :class:`StepInfo` after every
+        on_step: called (sync or async) with a [`StepInfo`][agentrio.StepInfo] after every
             model turn and tool call; if it raises, the phase ends with ``error``.
         token_estimator: tokens of a text, for the context window and the
             budget's reservations (default: characters / 3.5).
         escalate_on_stall: when a phase stalls and ``model`` is a tier in the
             configuration's ``escalation`` list, run the phase once more on
             the next tier.
-        permissions: the :class:`agentrio.PermissionPolicy` for its tool
+        permissions: the [`agentrio.PermissionPolicy`][agentrio.PermissionPolicy] for its tool
             calls (None: every allowlisted call is allowed).
         approver: who answers ``ask`` decisions: an async or sync callable
-            taking a :class:`agentrio.ConfirmationRequired` and returning a
-            bool or :class:`agentrio.Approval`, or an actor that does the same
+            taking a [`agentrio.ConfirmationRequired`][agentrio.ConfirmationRequired] and returning
+            a bool or [`agentrio.Approval`][agentrio.Approval], or an actor that does the same
             (any other answer denies the call).
         approval_timeout: seconds to wait for the approver; then the call is
             denied (None: wait as long as the phase may).
@@ -163,14 +163,14 @@ class AgentSpec:
             a result before the model sees it.
         env: environment variables for its tools (``None``: none), kept as a
             read-only copy and handed to each tool that declares a
-            :class:`agentrio.ToolContext`; agentrio sets no process
+            [`agentrio.ToolContext`][agentrio.ToolContext]; agentrio sets no process
             environment from it. Its repr shows the names only.
         continuation_detector: ``(text) -> bool`` (sync or async): does a
             reply without tool calls read as an intermediate step? Asked only
             while ``limits.max_continuation_turns`` allows another
-            continuation (None: :func:`agentrio.looks_unfinished`); if it
+            continuation (None: [`agentrio.looks_unfinished`][agentrio.looks_unfinished]); if it
             raises, the phase ends with ``error``.
-        compaction: a :class:`agentrio.Compaction` to replace a context's
+        compaction: a [`agentrio.Compaction`][agentrio.Compaction] to replace a context's
             older turns with a summary once it passes a share of the model's
             window (``None``, the default: no compaction; old turns are only
             left out of each call's view).
@@ -180,7 +180,7 @@ class AgentSpec:
             ``"execute"`` or ``"background"``. While a provider's or the
             runtime's limit is full, the higher lanes' calls go first.
         settings: request settings for its model calls
-            (:class:`agentrio.ModelSettings`), laid over its provider's; a
+            ([`agentrio.ModelSettings`][agentrio.ModelSettings]), laid over its provider's; a
             run's ``settings`` are laid over them. A named ``tool_choice``
             must be one of its tools; the model must take settings (a
             provider's models do) and be able to send each one, else
@@ -652,7 +652,7 @@ class _AgentState:
 
 
 class AgentActor(Actor[RunPhase]):
-    """The actor behind an :class:`AgentRef`: runs one phase per ``RunPhase``."""
+    """The actor behind an [`AgentRef`][agentrio.AgentRef]: runs one phase per ``RunPhase``."""
 
     __slots__ = ("state",)
 
@@ -736,7 +736,8 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
 
 
 def check_spec(spec: object) -> None:
-    """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
+    """Raise [`InvalidArgument`][agentrio.InvalidArgument] unless *spec* is an
+    [`AgentSpec`][agentrio.AgentSpec]."""
     if not isinstance(spec, AgentSpec):
         raise InvalidArgument(
             f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {short_repr(spec)}"
@@ -973,7 +974,7 @@ class AgentRef(metaclass=NoPublicConstructor):
 
     @property
     def ref(self) -> ActorRef:
-        """The :class:`ActorRef` of the agent's actor (it accepts ``RunPhase``)."""
+        """The [`ActorRef`][agentrio.ActorRef] of the agent's actor (it accepts ``RunPhase``)."""
         return self._cell.ref
 
     @property
@@ -1021,7 +1022,7 @@ class AgentRef(metaclass=NoPublicConstructor):
                 by the budget, but by the stop request and the allowlist.
             timeout: seconds this phase may take (default: the mode's, else
                 ``spec.limits.timeout``); ``math.inf``: no deadline.
-            mode: a :class:`agentrio.Mode`, or the name of one of the
+            mode: a [`agentrio.Mode`][agentrio.Mode], or the name of one of the
                 runtime's modes (``"inline"``, ``"background"``): its
                 ``max_iterations``, ``timeout`` and ``max_continuation_turns``.
             model: this phase's model, a tier name or an ``"instance:model"``
@@ -1031,10 +1032,10 @@ class AgentRef(metaclass=NoPublicConstructor):
                 calls (default ``spec.lane``): ``"interactive"`` (or
                 ``"control"``), ``"query"``, ``"execute"``, ``"background"``.
             settings: request settings for this phase's model calls
-                (:class:`agentrio.ModelSettings`), laid over the spec's.
+                ([`agentrio.ModelSettings`][agentrio.ModelSettings]), laid over the spec's.
 
         Returns:
-            The :class:`PhaseResult`.
+            The [`PhaseResult`][agentrio.PhaseResult].
 
         Raises:
             InvalidArgument: a bad argument, named in the message (an unknown
@@ -1106,17 +1107,17 @@ class AgentRef(metaclass=NoPublicConstructor):
         once more on that tier (unless *escalate* is False).
 
         Returns:
-            A :class:`agentrio.Response`: the route, the mode, the tier, the
-            :class:`PhaseResult`, and ``can_continue`` (the run hit a cap,
+            A [`agentrio.Response`][agentrio.Response]: the route, the mode, the tier, the
+            [`PhaseResult`][agentrio.PhaseResult], and ``can_continue`` (the run hit a cap,
             ``"max_iterations"`` or ``"timeout"``, outside the background
-            mode: see :meth:`continue_in_background`).
+            mode: see [`continue_in_background`][agentrio.AgentRef.continue_in_background]).
 
         Raises:
             InvalidArgument: a bad argument; the router returned something
-                that is not a :class:`agentrio.Route`, or a mode the runtime
+                that is not a [`agentrio.Route`][agentrio.Route], or a mode the runtime
                 does not have.
             ConfigError: the route's tier is not in the configuration.
-            ActorStopped, ActorCrashed: as for :meth:`run`.
+            ActorStopped, ActorCrashed: as for [`run`][agentrio.AgentRef.run].
         """
         from .respond import respond
 
@@ -1127,7 +1128,8 @@ class AgentRef(metaclass=NoPublicConstructor):
     async def continue_in_background(
         self, response: Response, *, message: str | None = None
     ) -> BackgroundRun:
-        """Go on, in the background mode, with a run of :meth:`respond` that hit its cap.
+        """Go on, in the background mode, with a run of [`respond`][agentrio.AgentRef.respond] that
+        hit its cap.
 
         The new phase continues the same context (the response's label), on
         the same tier, in the runtime's ``background`` mode, starting with
@@ -1136,7 +1138,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         now; this returns at once.
 
         Returns:
-            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+            A [`agentrio.BackgroundRun`][agentrio.BackgroundRun]: ``await bg.wait()`` for its
+            result.
 
         Raises:
             InvalidArgument: *response* is not this agent's, or cannot be
@@ -1161,7 +1164,7 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> BackgroundRun:
         """Start a phase in the background (by default in the ``background`` mode).
 
-        The arguments are :meth:`run`'s. The phase is queued on the agent now
+        The arguments are [`run`][agentrio.AgentRef.run]'s. The phase is queued on the agent now
         (after the phases queued before it) and this returns at once; it is
         run for a small actor, ``<agent>.background-<n>``, under the agent's
         supervisor, which keeps its result and then stops. It stops with
@@ -1170,10 +1173,11 @@ class AgentRef(metaclass=NoPublicConstructor):
         outlives the runtime.
 
         Returns:
-            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+            A [`agentrio.BackgroundRun`][agentrio.BackgroundRun]: ``await bg.wait()`` for its
+            result.
 
         Raises:
-            InvalidArgument, ConfigError: as for :meth:`run`.
+            InvalidArgument, ConfigError: as for [`run`][agentrio.AgentRef.run].
             RuntimeClosed: the agent's supervisor has stopped.
         """
         from .respond import start_background
@@ -1228,7 +1232,7 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Returns:
             Its turns, oldest first (the system prompt, if any, first): each a
-            :class:`Turn` with its ``message`` and ``timestamp`` (``time.time()``
+            [`Turn`][agentrio.Turn] with its ``message`` and ``timestamp`` (``time.time()``
             when it was made); ``()`` if no phase has written to it yet.
 
         Raises:
@@ -1269,7 +1273,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         Args:
             model: the helper's model (default: this agent's).
             instructions: its system prompt (default: this agent's).
-            max_turns: model calls per execute; past them :class:`HelperTurnsExceeded`...
+            max_turns: model calls per execute; past them
+                [`HelperTurnsExceeded`][agentrio.HelperTurnsExceeded]...
             final_answer: ...unless True: then one last call without tools answers.
             name: its name (default ``<agent>.helper-<n>``); its agent is
                 named ``<agent>.<the last .-part of name>``, so ``"context"``

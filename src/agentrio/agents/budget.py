@@ -11,8 +11,8 @@ but not used is released. A reservation that does not fit means the budget is
 exhausted: the call is not made.
 
 A call retried by its provider is charged for every attempt: each failed
-attempt is charged at once (:meth:`Lease.charge`) and the call's room is
-reserved again before the next one (:meth:`Lease.renew`), so the attempts
+attempt is charged at once ([`Lease.charge`][agentrio.Lease.charge]) and the call's room is
+reserved again before the next one ([`Lease.renew`][agentrio.Lease.renew]), so the attempts
 together never take more than the budget holds.
 """
 
@@ -149,10 +149,10 @@ class Budget:
     """Limits on tokens, requests, tool calls and cost, shared by a subtree of agents.
 
     A runtime has one root budget (``open_runtime(budget=...)``); a
-    :meth:`child` budget draws from its parent, so exhausting any level stops
+    [`child`][agentrio.Budget.child] budget draws from its parent, so exhausting any level stops
     the agents under it. ``None`` means no limit on that counter.
 
-    Example::
+    Example:
 
         budget = agentrio.Budget(max_total_tokens=100_000, max_requests=500)
         async with agentrio.open_runtime(budget=budget) as rt:
@@ -330,7 +330,7 @@ class Budget:
     ) -> Lease | None:
         """Reserve at once if no call is queued and this one fits; else None.
 
-        What :meth:`acquire` does first, without its checkpoint: a caller
+        What [`acquire`][agentrio.Budget.acquire] does first, without its checkpoint: a caller
         that gets None goes on to ``acquire`` (which queues it, or says the
         budget is exhausted). Never jumps the queue.
         """
@@ -348,7 +348,7 @@ class Budget:
         waited for: the budget is exhausted for it.
 
         Returns:
-            The :class:`Lease`, or ``None`` when the budget is exhausted.
+            The [`Lease`][agentrio.Lease], or ``None`` when the budget is exhausted.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         root = self._root()
@@ -380,7 +380,7 @@ class Budget:
         """Reserve one model call of this size on this budget and its ancestors.
 
         Returns:
-            A :class:`Lease` to settle with the reported usage, or ``None``
+            A [`Lease`][agentrio.Lease] to settle with the reported usage, or ``None``
             when some level cannot fit it (the call must not be made).
         """
         if self.blocked(input_tokens, output_tokens, cost_usd):
@@ -443,11 +443,12 @@ class Budget:
 
 
 class Lease:
-    """A reservation for one model call, from :meth:`Budget.reserve`.
+    """A reservation for one model call, from [`Budget.reserve`][agentrio.Budget.reserve].
 
     A call that its provider retries is charged attempt by attempt: each
-    failed attempt with :meth:`charge`, the room for the next one taken with
-    :meth:`renew`, and the answer (or the failure) with :meth:`settle`.
+    failed attempt with [`charge`][agentrio.Lease.charge], the room for the next one taken with
+    [`renew`][agentrio.Lease.renew], and the answer (or the failure) with
+    [`settle`][agentrio.Lease.settle].
     """
 
     __slots__ = ("_budget", "_cost", "_held", "_in", "_out", "settled")
@@ -508,7 +509,7 @@ class Lease:
         estimate); it counts one attempt, not a request. The call's room is
         freed, the spend charged, and the room reserved again at once when
         it still fits, so a retry is made only inside the limits; otherwise
-        :meth:`renew` waits for it. Usage that is negative, NaN or infinite is
+        [`renew`][agentrio.Lease.renew] waits for it. Usage that is negative, NaN or infinite is
         not charged: the room the call held is charged instead.
 
         Returns:
@@ -571,7 +572,7 @@ class Lease:
 
     def settle_unusable(self, *, attempts: int = 0) -> None:
         """Settle a call that was answered with usage that cannot be charged (not
-        a ``Usage`` at all): the room the call held is charged, as :meth:`settle`
+        a ``Usage`` at all): the room the call held is charged, as [`settle`][agentrio.Lease.settle]
         does for a ``Usage`` with bad numbers."""
         if self.settled:
             return
@@ -590,7 +591,8 @@ class Lease:
         Args:
             usage: what the answered attempt used, as reported.
             attempts: HTTP attempts to count with it (1 for the answer of a
-                provider's model; the failed ones were counted by :meth:`charge`).
+                provider's model; the failed ones were counted by
+                [`charge`][agentrio.Lease.charge]).
 
         Returns:
             False if *usage* could not be charged as it is (see above).

@@ -70,7 +70,7 @@ def _check_threshold(value: object) -> None:
 class Compaction:
     """When and how an agent's contexts are compacted (``AgentSpec.compaction``).
 
-    Example::
+    Example:
 
         spec = agentrio.AgentSpec(
             name="reader",
@@ -118,7 +118,7 @@ class Summariser:
     """An agent's compaction settings with its summary model resolved (at spawn).
 
     Attributes:
-        settings: the spec's :class:`Compaction`.
+        settings: the spec's [`Compaction`][agentrio.Compaction].
         model: the summary model, or None for the agent's own (current) model.
         metered: whether ``model.complete`` takes ``meter``.
         pricing: ``model``'s pricing, or None.

@@ -358,7 +358,7 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
     runs one phase on the ``task`` argument in its own context, and stops.
     When the phase does not end with ``done``, its stop reason follows the text.
 
-    Example::
+    Example:
 
         researcher = agent_tool(research_spec, description="Research one subtopic.")
         lead = AgentSpec("lead", model, tools=[researcher, lookup])

@@ -2,9 +2,9 @@
 
 A model sometimes ends a turn without a tool call while it is still working
 ("Let me check the logs."). With ``Limits.max_continuation_turns`` set, the
-phase then adds :data:`CONTINUATION_PROMPT` as a user turn and goes on,
+phase then adds `CONTINUATION_PROMPT` as a user turn and goes on,
 instead of ending ``done`` on a reply that answers nothing. Whether a reply
-reads so is the spec's ``continuation_detector``; :func:`looks_unfinished` is
+reads so is the spec's ``continuation_detector``; [`looks_unfinished`][agentrio.looks_unfinished] is
 the default.
 """
 

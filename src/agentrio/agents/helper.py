@@ -11,7 +11,7 @@ an agent's default of ``deny`` still denies.
 
 Either way the helper is an agent actor under the caller's supervisor: each
 ``execute`` is one phase in a fresh context, and the helper is stopped with
-its caller (or by :meth:`Helper.stop`).
+its caller (or by [`Helper.stop`][agentrio.Helper.stop]).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _numbers = itertools.count(1)
 
 @attrs.frozen
 class HelperResult:
-    """What one :meth:`Helper.execute` produced.
+    """What one [`Helper.execute`][agentrio.Helper.execute] produced.
 
     Attributes:
         content: the model's final text.

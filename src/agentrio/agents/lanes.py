@@ -15,7 +15,7 @@ lanes, highest priority first (the order of a3s-code's session lanes):
 Lanes order only the *waiters* of a full limit: a call that finds room goes
 at once, whatever its lane, and nothing is preempted. Where the limit is
 full, the next free slot goes to the oldest waiter of the highest lane that
-may take it (:class:`LaneLimiter`). A provider's ``max_concurrent`` is such
+may take it (`LaneLimiter`). A provider's ``max_concurrent`` is such
 a limit for model calls; ``Lanes.tool_concurrency`` and each lane's
 ``max_concurrency`` are the limits for tool calls.
 """
@@ -114,11 +114,11 @@ class LaneLimiter:
     it can, so a newcomer who finds room jumps no one who could have used it.)
 
     The uncontended path is a comparison, two increments and one checkpoint,
-    less than :class:`trio.CapacityLimiter`'s.
+    less than `trio.CapacityLimiter`'s.
 
     Args:
         total: slots in all (None: no limit but the lanes' own).
-        caps: each lane's cap, by lane index (see :func:`lane_caps`).
+        caps: each lane's cap, by lane index (see `lane_caps`).
     """
 
     __slots__ = ("_caps", "_held", "_lane_held", "_queues", "_total", "_waiting")

@@ -1,8 +1,8 @@
 """Permissions: which tool calls an agent may make, who approves the rest, and hooks.
 
-A :class:`PermissionPolicy` holds ordered rules. ``deny`` rules are checked
+A [`PermissionPolicy`][agentrio.PermissionPolicy] holds ordered rules. ``deny`` rules are checked
 first, then ``allow``, then ``ask``; a call no rule matches gets the policy's
-``default``. ``ask`` publishes :class:`~agentrio.ConfirmationRequired` and waits
+``default``. ``ask`` publishes [`ConfirmationRequired`][agentrio.ConfirmationRequired] and waits
 for the agent's approver; nothing but an approver ever approves, and an
 ``approval_timeout`` only ever denies.
 """
@@ -98,7 +98,7 @@ def _to_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 class PermissionPolicy:
     """Ordered rules (deny, then allow, then ask) and a default for the rest.
 
-    Example::
+    Example:
 
         policy = PermissionPolicy(
             rules=[deny("shell"), allow("read_*"), ask("write_file")],
@@ -174,7 +174,7 @@ PostToolUse = Callable[[ToolCallRequest, ToolResult], "Awaitable[ToolResult | No
 async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequired) -> Approval:
     """Ask *approver* (a callable, sync or async, or an actor) about *request*.
 
-    ``True``, ``False`` and an :class:`Approval` are answers; anything else
+    ``True``, ``False`` and an [`Approval`][agentrio.Approval] are answers; anything else
     (``"no"``, ``1``, ``None``) is a refusal whose reason names what came back,
     so a sloppy approver can never approve by accident.
     """

@@ -1,7 +1,7 @@
 """The router: which mode and tier a request should run on.
 
 A router is any callable ``(request) -> Route`` (or an async one).
-:class:`RuleRouter`, the default, decides by rules that need no model call:
+[`RuleRouter`][agentrio.RuleRouter], the default, decides by rules that need no model call:
 the request's shape first (a code block, a list, many lines, several links
 or paths), which works in any language and script, then configurable lists
 of keywords and tool hints, then its length.
@@ -48,7 +48,8 @@ class Route:
 
 
 Router = Callable[[str], Route | Awaitable[Route]]
-"""Any callable that takes the request's text and returns a :class:`Route` (or awaits one)."""
+"""Any callable that takes the request's text and returns a [`Route`][agentrio.Route] (or awaits
+one)."""
 
 
 async def choose_route(router: Router, request: str) -> Route:
@@ -187,7 +188,7 @@ class RuleRouter:
     A ``background`` route is on ``complex_tier``. The tiers are None by
     default: the agent's own model. Rules 2 to 5, 7 and 9 read the text's
     shape and length, so they work in any language and script: the length
-    is :func:`agentrio.estimate_tokens` of the stripped request (ASCII
+    is [`agentrio.estimate_tokens`][agentrio.estimate_tokens] of the stripped request (ASCII
     characters / 3.5, each other character one token, plus one), so a
     Chinese or Japanese request, which says in one character what English
     says in three or four, is not taken for a short one; the word

@@ -4,7 +4,7 @@ The arguments a model sends are validated by msgspec against a Struct built
 from the signature; the JSON schema the model sees is msgspec's schema of that
 same Struct, so what is advertised and what is checked cannot drift apart.
 
-A parameter annotated :class:`ToolContext` is not the model's to fill: it is
+A parameter annotated [`ToolContext`][agentrio.ToolContext] is not the model's to fill: it is
 left out of that Struct (so out of the schema and of validation), found once
 when the tool is made, and given the call's context when the agent calls it.
 """
@@ -39,7 +39,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
 class _Env(Mapping[str, str]):
-    """Environment variables, read-only: a copy made (and checked) once, by :func:`check_env`.
+    """Environment variables, read-only: a copy made (and checked) once, by `check_env`.
 
     Hashable, so a spec or context holding it is; its repr shows the names
     only, since values may be secrets.
@@ -105,7 +105,7 @@ def _context_env(value: object) -> Mapping[str, str]:
 class ToolContext:
     """Where a tool call runs: what a tool that declares a ``ToolContext`` parameter receives.
 
-    Example::
+    Example:
 
         @agentrio.tool
         async def save(ctx: agentrio.ToolContext, name: str, text: str) -> str:
@@ -119,9 +119,9 @@ class ToolContext:
         agent: the path of the agent making the call (a helper's calls: the
             helper's own agent, ``<agent>.helper-<n>`` for a session helper).
         context_label: the phase's context label (``None``: the primary context).
-        call_id: the call's id, as in its :class:`ToolResult`.
+        call_id: the call's id, as in its [`ToolResult`][agentrio.ToolResult].
         step: the call's step number in its phase, as ``on_step`` numbers it
-            in :class:`StepInfo` (the model's turn is a step, then each call).
+            in [`StepInfo`][agentrio.StepInfo] (the model's turn is a step, then each call).
         workspace: the agent's workspace folder (``AgentSpec.workspace``, the
             agent's subfolder of it when spawned under another name, a
             helper's ``workspace=``, a session helper's agent's), or ``None``.
@@ -200,14 +200,14 @@ def _args_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Str
 
 
 class Tool:
-    """A function a model may call, made by :func:`tool`.
+    """A function a model may call, made by [`tool`][agentrio.tool].
 
     Attributes:
         name: the name models call it by.
         description: what models are told it does.
-        schema: the :class:`ToolSchema` advertised to models.
+        schema: the [`ToolSchema`][agentrio.ToolSchema] advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
-        context_param: the name of the parameter annotated :class:`ToolContext`
+        context_param: the name of the parameter annotated [`ToolContext`][agentrio.ToolContext]
             (it receives the call's context, and is not in the schema), or
             ``None`` if the function declares none.
     """
@@ -275,7 +275,7 @@ class Tool:
 
         Args:
             arguments: the model's arguments.
-            context: what a tool that declares a :class:`ToolContext`
+            context: what a tool that declares a [`ToolContext`][agentrio.ToolContext]
                 parameter receives (required for one; ignored by others).
 
         Raises:
@@ -298,7 +298,7 @@ class Tool:
         """Start the function with validated *kwargs*: an awaitable of its result.
 
         For a tool that declares a ToolContext, *kwargs* holds it too, under
-        :attr:`context_param`.
+        `context_param`.
 
         An async function's coroutine is returned as it is (no wrapper frame);
         a sync function runs in a worker thread. A thread cannot be stopped, so
@@ -345,13 +345,13 @@ def tool(
     name: str | None = None,
     description: str | None = None,
 ) -> Tool | Callable[[Callable[..., object]], Tool]:
-    """Make a function into a :class:`Tool` that agents can be given.
+    """Make a function into a [`Tool`][agentrio.Tool] that agents can be given.
 
     Works on ``async def`` and plain functions (run in a worker thread via
     ``trio.to_thread``). The parameters' annotations give the JSON schema;
     the docstring gives the description.
 
-    Example::
+    Example:
 
         @agentrio.tool
         async def lookup(key: str) -> str:

@@ -1,11 +1,11 @@
 """The actor base class, actor references and the serve loop (the mailbox is mailbox.py).
 
-The hot path is ``ActorRef.send`` -> :class:`~.mailbox.Mailbox` -> ``_serve`` ->
+The hot path is ``ActorRef.send`` -> `Mailbox` -> ``_serve`` ->
 ``handle``. A tell puts the message itself in the mailbox (no envelope); an ask
-puts a small :class:`_Ask` slot that the serve loop settles by rescheduling the
+puts a small `_Ask` slot that the serve loop settles by rescheduling the
 waiting task directly, so a reply needs no second channel. Statistics are
 counted with one attribute increment per message and read on demand. An
-:class:`InlineActor` has no mailbox or task: ``deliver`` runs its ``handle`` in
+[`InlineActor`][agentrio.InlineActor] has no mailbox or task: ``deliver`` runs its ``handle`` in
 the sender's task, at send time.
 """
 
@@ -59,13 +59,13 @@ _T = TypeVar("_T")
 
 
 class Actor(Generic[MsgT]):
-    """Base class for actors: subclass it and implement :meth:`handle`.
+    """Base class for actors: subclass it and implement [`handle`][agentrio.Actor.handle].
 
     The runtime creates the instance (``ActorClass(*args)``) in the actor's own
-    Trio task, sets :attr:`ref`, awaits :meth:`on_start`, then hands it one
+    Trio task, sets `ref`, awaits [`on_start`][agentrio.Actor.on_start], then hands it one
     message at a time. A restart makes a fresh instance; the mailbox survives.
 
-    Example::
+    Example:
 
         class Counter(agentrio.Actor[Add]):
             def __init__(self) -> None:
@@ -76,7 +76,8 @@ class Actor(Generic[MsgT]):
                 return self.total
 
     Attributes:
-        ref: this actor's own :class:`ActorRef`, set before :meth:`on_start`.
+        ref: this actor's own [`ActorRef`][agentrio.ActorRef], set before
+            [`on_start`][agentrio.Actor.on_start].
     """
 
     # Subclasses without __slots__ get a __dict__ as usual; the runtime's own
@@ -92,7 +93,7 @@ class Actor(Generic[MsgT]):
         """Handle one message; the return value is the reply to an ``ask``.
 
         Raising here crashes the actor: the ask of this message, if any, fails
-        with :class:`~agentrio.ActorCrashed`, the message becomes a dead letter
+        with [`ActorCrashed`][agentrio.ActorCrashed], the message becomes a dead letter
         and the supervisor applies its restart policy. Messages still in the
         mailbox are kept for the next incarnation.
         """
@@ -112,25 +113,25 @@ class Actor(Generic[MsgT]):
 class InlineActor(Generic[MsgT]):
     """Base class for actors that never wait: no task of their own, handled at send time.
 
-    An inline actor's :meth:`handle` is a plain function. The runtime runs
+    An inline actor's [`handle`][agentrio.InlineActor.handle] is a plain function. The runtime runs
     it in the sender's task when the message is sent, so the actor costs no
     Trio task, cancel scope or mailbox, and a message to it no trip through
     the scheduler. It is still an actor: its state is reached only through
-    its :class:`ActorRef`, it handles one message at a time, it is
+    its [`ActorRef`][agentrio.ActorRef], it handles one message at a time, it is
     supervised (a raise is a crash: the ask fails with
-    :class:`~agentrio.ActorCrashed` and the restart policy applies) and it
+    [`ActorCrashed`][agentrio.ActorCrashed] and the restart policy applies) and it
     stops with its supervisor. Use it for state holders: agentrio's own
     context actors (one conversation history each) are inline actors.
 
-    Unlike :class:`Actor`: ``send``, ``ask`` and ``send_nowait`` return once
+    Unlike [`Actor`][agentrio.Actor]: ``send``, ``ask`` and ``send_nowait`` return once
     the message is handled; the mailbox is never used (``mailbox`` only
     sets the capacity reported by statistics); a restart happens at once
-    (a :class:`~agentrio.Backoff` cannot delay it: there is no task to wait
+    (a [`Backoff`][agentrio.Backoff] cannot delay it: there is no task to wait
     in); a tell sent to it from inside its own ``handle`` (directly or
     through other inline actors) is handled right after the current
-    message, and such an ask raises :class:`~agentrio.SelfAsk`.
+    message, and such an ask raises [`SelfAsk`][agentrio.SelfAsk].
 
-    Example::
+    Example:
 
         class Tally(agentrio.InlineActor[Add]):
             def __init__(self) -> None:
@@ -141,7 +142,8 @@ class InlineActor(Generic[MsgT]):
                 return self.total
 
     Attributes:
-        ref: this actor's own :class:`ActorRef`, set before :meth:`on_start`.
+        ref: this actor's own [`ActorRef`][agentrio.ActorRef], set before
+            [`on_start`][agentrio.InlineActor.on_start].
     """
 
     __slots__ = ("ref",)
@@ -160,7 +162,7 @@ class InlineActor(Generic[MsgT]):
 
 
 class ActorStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of one actor, from :meth:`ActorRef.statistics`.
+    """A snapshot of one actor, from [`ActorRef.statistics`][agentrio.ActorRef.statistics].
 
     Attributes:
         path: the actor's path in the supervision tree.
@@ -236,8 +238,8 @@ class _Ask:
 class _Cell:
     """Everything the runtime holds for one child slot (an actor or a supervisor).
 
-    The cell outlives incarnations: restarts swap :attr:`instance` but keep the
-    mailbox, so every :class:`ActorRef` stays valid.
+    The cell outlives incarnations: restarts swap `instance` but keep the
+    mailbox, so every [`ActorRef`][agentrio.ActorRef] stays valid.
     """
 
     __slots__ = (
@@ -478,10 +480,10 @@ class ActorRef(metaclass=NoPublicConstructor):
     async def send(self, msg: Message) -> None:
         """Put *msg* in the actor's mailbox, waiting while it is full (backpressure).
 
-        For an :class:`InlineActor`, the message is handled before this returns.
+        For an [`InlineActor`][agentrio.InlineActor], the message is handled before this returns.
 
         Raises:
-            NotAMessage: *msg* is not an :class:`agentrio.Message`.
+            NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
             ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
         """
         if not isinstance(msg, Message):
@@ -501,7 +503,7 @@ class ActorRef(metaclass=NoPublicConstructor):
         """Put *msg* in the mailbox now, or raise.
 
         Raises:
-            NotAMessage: *msg* is not an :class:`agentrio.Message`.
+            NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
             MailboxFull: the mailbox is at its capacity.
             ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
         """
@@ -532,7 +534,7 @@ class ActorRef(metaclass=NoPublicConstructor):
                 the caller's own cancel scopes allow.
 
         Raises:
-            NotAMessage: *msg* is not an :class:`agentrio.Message`.
+            NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
             SelfAsk: called from inside this actor's own ``handle``.
             AskTimeout: no reply within *timeout*.
             ActorCrashed: the actor raised while handling *msg*.
@@ -596,7 +598,8 @@ class ActorRef(metaclass=NoPublicConstructor):
 async def _ask(
     cell: _Cell, msg: Message, task: trio.lowlevel.Task, *, linked: bool = False
 ) -> object:
-    """Ask *cell* (see :meth:`ActorRef.ask`); *linked*: cancelled with the asker (see _Ask)."""
+    """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask]); *linked*: cancelled with the asker
+    (see _Ask)."""
     await trio.lowlevel.checkpoint_if_cancelled()
     if cell.inline:
         reply = deliver(cell, msg, asked=True)
@@ -623,7 +626,7 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
     A crash is handed to the supervisor; the asker (not a teller) is told.
     A tell that arrives while the actor is handling a message (sent from
     inside that handle, directly or through other inline actors) waits and
-    is handled right after it; an ask then raises :class:`SelfAsk`.
+    is handled right after it; an ask then raises [`SelfAsk`][agentrio.SelfAsk].
     """
     if cell.instance is None:
         _refuse(cell, msg)

@@ -65,7 +65,8 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 class SupervisorRef(metaclass=NoPublicConstructor):
     """The handle to a supervisor: spawn children under it, look them up, stop it.
 
-    Made by :meth:`spawn_supervisor`; the runtime itself is the root supervisor.
+    Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor]; the runtime itself is the
+    root supervisor.
     """
 
     __slots__ = ("_cell", "_sup")
@@ -98,8 +99,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Start ``actor_class(*args)`` as a child of this supervisor.
 
         Args:
-            actor_class: an :class:`agentrio.Actor` subclass, or an
-                :class:`agentrio.InlineActor` one (no task; handled at send time).
+            actor_class: an [`agentrio.Actor`][agentrio.Actor] subclass, or an
+                [`agentrio.InlineActor`][agentrio.InlineActor] one (no task; handled at send time).
             *args: passed to its constructor at every (re)start.
             name: unique among this supervisor's children, without ``/``,
                 not ending with ``.context`` nor containing ``.context.``
@@ -141,7 +142,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         Args:
             name: unique among this supervisor's children (the rules of
-                :meth:`spawn`).
+                [`spawn`][agentrio.SupervisorRef.spawn]).
             strategy: ``"one_for_one"`` restarts only the crashed child;
                 ``"one_for_all"`` restarts every child (temporary ones are
                 cancelled, not restarted).
@@ -149,7 +150,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 and the supervisor fails, cancelling its children, and its
                 parent applies its own policy to it.
             period: the window of the restart intensity, in seconds.
-            backoff: delay restarts exponentially (see :class:`Backoff`).
+            backoff: delay restarts exponentially (see [`Backoff`][agentrio.Backoff]).
             shutdown_timeout: one deadline, in seconds, for the whole of a
                 graceful stop (children stop one at a time, last spawned
                 first): when it passes, every child still running is
@@ -179,10 +180,10 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Start an agent from *spec* as a child of this supervisor.
 
         Args:
-            spec: the :class:`agentrio.AgentSpec`.
+            spec: the [`agentrio.AgentSpec`][agentrio.AgentSpec].
             name: the agent's name (default ``spec.name``), unique here (the
-                rules of :meth:`spawn`). With a workspace, another name than
-                ``spec.name`` is the agent's subfolder of it, which must not
+                rules of [`spawn`][agentrio.SupervisorRef.spawn]). With a workspace, another name
+                than ``spec.name`` is the agent's subfolder of it, which must not
                 be one of its own entries (``artifacts``, ``logs``,
                 ``memory``, ``run_summary.json``, ignoring case).
             budget: the budget its model and tool calls draw from (default:
@@ -190,7 +191,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 the runtime's, so the runtime's totals include it.
 
         Returns:
-            An :class:`agentrio.AgentRef`.
+            An [`agentrio.AgentRef`][agentrio.AgentRef].
 
         Raises:
             InvalidArgument: a bad argument, named in the message.
@@ -224,14 +225,15 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         model sees) and no approval is asked. The helper is an agent actor
         under this supervisor.
 
-        Example::
+        Example:
 
             h = rt.helper("fast", tools=["read_file"])
             res = await h.execute("Summarise README.md")
 
         Args:
             model: a model object, a tier name or an ``"instance:model"`` string.
-            tools: Tool objects, or names registered with :meth:`register_tool`.
+            tools: Tool objects, or names registered with
+                [`register_tool`][agentrio.SupervisorRef.register_tool].
             instructions: the system prompt.
             workspace: a folder for its artifacts, and the working folder its
                 tools are told of (``ToolContext.workspace``).

@@ -28,7 +28,7 @@ class Model(Protocol):
     """What an agent needs of a model: one async call and a context window.
 
     ``complete`` may also take, as keywords, ``on_text`` (a callable for the
-    pieces of a streamed answer), ``meter`` (an :class:`AttemptMeter`) and
+    pieces of a streamed answer), ``meter`` (an [`AttemptMeter`][agentrio.AttemptMeter]) and
     ``lane`` (the phase's lane, a str such as ``"interactive"``: the
     priority of the call while a limit is full); an agent passes each only
     to a model whose ``complete`` names it.
@@ -95,7 +95,7 @@ class AttemptMeter(Protocol):
 
 
 def check_model(model: object, argument: str = "model") -> Model:
-    """Return *model* if it satisfies :class:`Model`, else raise naming *argument*."""
+    """Return *model* if it satisfies [`Model`][agentrio.Model], else raise naming *argument*."""
     complete = getattr(model, "complete", None)
     # A class is not a model object: its complete() is unbound and every call would fail.
     if isinstance(model, type) or complete is None or not inspect.iscoroutinefunction(complete):
@@ -168,7 +168,7 @@ class Prices:
 
 
 def model_pricing(model: object) -> Prices | None:
-    """The model's ``pricing`` as :class:`Prices`, or None (no pricing, or all zero).
+    """The model's ``pricing`` as `Prices`, or None (no pricing, or all zero).
 
     Raises:
         InvalidArgument: ``pricing`` is set but not two or four numbers >= 0.

@@ -92,7 +92,7 @@ class CircuitBreaker:
 
 
 class _RateWaiter:
-    """A taker waiting for room in a :class:`RateWindow`; ordered by (priority, arrival)."""
+    """A taker waiting for room in a `RateWindow`; ordered by (priority, arrival)."""
 
     __slots__ = ("amount", "entry", "event", "priority", "seq")
 
@@ -148,7 +148,7 @@ class RateWindow:
         return entry
 
     async def take(self, amount: float, priority: int = 1) -> list[float]:
-        """Wait until *amount* fits, record it, and return its entry (for :meth:`adjust`).
+        """Wait until *amount* fits, record it, and return its entry (for `adjust`).
 
         Args:
             amount: the units to take (more than ``limit`` waits for a clear window).

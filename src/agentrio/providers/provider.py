@@ -1,12 +1,12 @@
 """Provider: one model endpoint (one key, one connection pool) shared by every agent using it.
 
-A provider has one request method, :meth:`Provider.complete`. Around each
+A provider has one request method, [`Provider.complete`][agentrio.Provider.complete]. Around each
 attempt it applies, in order: the circuit breaker, the shared 429 pause, the
 concurrency and per-minute limits, the whole-request timeout. Connection
 errors, timeouts, 429, 5xx, unreadable bodies and cut streams are retried with
 exponential backoff and jitter (``Retry-After`` wins when the server sends
 it, up to ``max_retry_wait``: beyond it the call fails at once); every
-failure reaching the caller is a :class:`~agentrio.ProviderError`. Answers are
+failure reaching the caller is a [`ProviderError`][agentrio.ProviderError]. Answers are
 read within limits (``max_response_bytes``, ``max_line_bytes``,
 ``max_reply_chars``), so a server that never stops sending costs bounded
 memory. The API key is only ever put in request headers: it is in no
@@ -306,7 +306,7 @@ class ProviderConfig:
         anthropic_version: ``kind="anthropic"`` only: the ``anthropic-version``
             header (default ``"2023-06-01"``).
         settings: request settings for every call of this instance
-            (:class:`~agentrio.ModelSettings`; a spec's and a run's are laid
+            ([`ModelSettings`][agentrio.ModelSettings]; a spec's and a run's are laid
             over them); one its wire format cannot send is a ``ConfigError``.
     """
 
@@ -359,7 +359,8 @@ class ProviderConfig:
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of a provider instance, from :meth:`Provider.statistics`."""
+    """A snapshot of a provider instance, from
+    [`Provider.statistics`][agentrio.Provider.statistics]."""
 
     requests: int
     retries: int
@@ -454,7 +455,7 @@ class _Received:
 class Provider:
     """A model endpoint: a connection pool, its limits and guards; use it as an async context.
 
-    Example::
+    Example:
 
         config = ProviderConfig(name="local", kind="ollama", base_url="http://127.0.0.1:11434")
         async with Provider(config) as local:
@@ -577,7 +578,7 @@ class Provider:
         return self.config.name
 
     def model(self, name: str, *, context_window: int | None = None) -> ProviderModel:
-        """A model object for :class:`~agentrio.AgentSpec` that calls *name* here."""
+        """A model object for [`AgentSpec`][agentrio.AgentSpec] that calls *name* here."""
         if not isinstance(name, str) or not name:
             raise ConfigError(f"model name must be a non-empty str, got {name!r}")
         return ProviderModel(self, name, context_window or self.config.context_window)
@@ -1091,7 +1092,8 @@ def _scrub(exc: BaseException) -> None:
 
 
 class ProviderModel:
-    """A model behind a :class:`Provider`: what :class:`~agentrio.AgentSpec` takes as ``model``.
+    """A model behind a [`Provider`][agentrio.Provider]: what [`AgentSpec`][agentrio.AgentSpec]
+    takes as ``model``.
 
     Attributes:
         provider: the instance it calls.
@@ -1124,7 +1126,8 @@ class ProviderModel:
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
     ) -> ModelReply:
-        """One model call through the provider (see :meth:`Provider.complete`)."""
+        """One model call through the provider (see
+        [`Provider.complete`][agentrio.Provider.complete])."""
         return await self.provider.complete(
             self.name,
             messages,

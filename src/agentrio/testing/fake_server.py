@@ -2,7 +2,7 @@
 
 It answers ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
 (Anthropic) and ``POST /api/chat`` (Ollama), streamed or not, on a real
-socket, from a script of :class:`~agentrio.ModelReply` or a function of the
+socket, from a script of [`ModelReply`][agentrio.ModelReply] or a function of the
 request, and it injects the faults real providers have (rate limits, 5xx,
 resets, cut-short streams, broken tool JSON, garbage bodies, slow answers)
 at chosen rates, drawn from one seeded random generator.
@@ -235,7 +235,8 @@ _NO_FAULTS = _Plan(frozenset())
 
 @final
 class FakeLLMServer:
-    """A running fake LLM server; made by :func:`open_fake_llm` or :func:`serve_fake_llm`.
+    """A running fake LLM server; made by [`open_fake_llm`][agentrio.testing.open_fake_llm] or
+    [`serve_fake_llm`][agentrio.testing.serve_fake_llm].
 
     Attributes:
         base_url: ``"http://127.0.0.1:<port>"``.
@@ -562,8 +563,8 @@ async def serve_fake_llm(
 ) -> None:
     """Run a fake LLM server until cancelled (for ``nursery.start`` and the CLI).
 
-    Arguments are those of :func:`open_fake_llm`; ``nursery.start`` returns the
-    :class:`FakeLLMServer` once it listens.
+    Arguments are those of [`open_fake_llm`][agentrio.testing.open_fake_llm]; ``nursery.start``
+    returns the [`FakeLLMServer`][agentrio.testing.FakeLLMServer] once it listens.
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
@@ -590,7 +591,7 @@ async def open_fake_llm(
     Leaving the block closes the listener and every connection; no task
     outlives it.
 
-    Example::
+    Example:
 
         replies = [Reply(text="hello", usage=Usage(10, 2))]
         async with open_fake_llm(replies) as server:
@@ -601,8 +602,8 @@ async def open_fake_llm(
     Args:
         replies: a script (each request, from any API, takes the next reply;
             once it runs out the server answers 500), a function of a
-            :class:`FakeRequest` returning a ModelReply (plain or async), or
-            None for the demo's scripted model (look up, count words, answer).
+            [`FakeRequest`][agentrio.testing.FakeRequest] returning a ModelReply (plain or async),
+            or None for the demo's scripted model (look up, count words, answer).
         faults: the faults to inject (default none).
         port: the port to listen on; 0 picks a free one.
         api_key: if set, requests must carry it (OpenAI and Ollama:

@@ -19,7 +19,8 @@ Reply = ModelReply
 
 
 class ScriptExhausted(AgentrioError):
-    """A :class:`ScriptedModel` was called more times than it has replies."""
+    """A [`ScriptedModel`][agentrio.testing.ScriptedModel] was called more times than it has
+    replies."""
 
 
 def _check_window(context_window: object) -> int:
@@ -36,7 +37,7 @@ class ScriptedModel:
     One script may be shared by many agents: each call takes the next reply.
     Each call awaits one scheduler checkpoint, as a network call would.
 
-    Example::
+    Example:
 
         model = ScriptedModel([
             Reply(tool_calls=[ToolCallRequest("lookup", {"key": "a"})],
@@ -49,7 +50,7 @@ class ScriptedModel:
         call_settings: every call's ``settings`` (None: none), in order.
         pricing: ``(usd_per_input_token, usd_per_output_token)``, with the
             cached-input and cache-write prices after them if wanted, or None
-            (see :class:`agentrio.Model`).
+            (see [`agentrio.Model`][agentrio.Model]).
     """
 
     def __init__(
@@ -112,7 +113,7 @@ class FunctionModel:
 
     Each call awaits one scheduler checkpoint, as a network call would.
 
-    Example::
+    Example:
 
         def answer(messages, tools):
             done = sum(m.role == "tool" for m in messages)
