@@ -1,0 +1,325 @@
+"""The docs are true: every Python block runs and prints what the page shows,
+the API reference documents every public name, and docstrings are Markdown.
+
+The conventions (CONTRIBUTING.md, "Writing the docs"):
+
+- A ```python block is a complete program. It is run in a fresh interpreter,
+  in an empty directory, with no network but 127.0.0.1, and what it prints
+  (stdout) must be the ```text block that follows it (only blank lines
+  between), exactly, but for trailing spaces. A block with no ```text block
+  after it must print nothing.
+- A block that is a test file says so on the line before its fence:
+  ``<!-- docs-test: pytest -->``. It is run with pytest (pytest-trio in trio
+  mode) and must pass; when a ```console block follows it, the summary pytest
+  prints ("2 passed", its time left out) must be the last line shown.
+- A block that cannot run alone (a fragment of a larger program, or one that
+  needs a real server or a package agentrio does not install) says so in an
+  HTML comment on the line before its fence: ``<!-- docs-test: skip (why) -->``.
+  Skipped blocks are counted below: a new one is a decision.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import re
+import subprocess
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import agentrio
+import agentrio.testing
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+REFERENCE = ROOT / "docs" / "reference"
+
+# Every skipped block, by page: raise a number only with a reason in the page.
+SKIPPED = {
+    "docs/agents.md": 1,
+    "docs/concepts.md": 1,
+    "docs/fake_server.md": 2,
+    "docs/providers.md": 3,
+}
+
+FENCE = re.compile(r"^```(\w*)\s*$")
+MARKER = re.compile(r"^<!-- docs-test: (?:(?P<pytest>pytest)|skip \((?P<why>[^)]+)\)) -->\s*$")
+
+
+@dataclass
+class Block:
+    page: str  # relative to the repository, as in the test ids
+    line: int  # of the opening fence
+    code: str
+    output: str | None  # the ```text (or, for a test file, ```console) block that follows
+    skip: str | None  # the reason given, if the block is skipped
+    pytest: bool = False  # a test file, run with pytest
+
+    def __str__(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def _fences(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(opening line, closing line, language) of every top-level fenced block."""
+    found = []
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if match is None:
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and lines[end].rstrip() != "```":
+            end += 1
+        assert end < len(lines), f"unclosed fence at line {i + 1}"
+        found.append((i, end, match.group(1)))
+        i = end + 1
+    return found
+
+
+def page_blocks(path: Path) -> list[Block]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    page = path.relative_to(ROOT).as_posix()
+    fences = _fences(lines)
+    blocks = []
+    for k, (start, end, lang) in enumerate(fences):
+        if lang != "python":
+            continue
+        marker = MARKER.match(lines[start - 1]) if start else None
+        is_test = bool(marker and marker.group("pytest"))
+        output = None
+        if k + 1 < len(fences):
+            n_start, n_end, n_lang = fences[k + 1]
+            between = lines[end + 1 : n_start]
+            if n_lang == ("console" if is_test else "text") and not any(
+                line.strip() for line in between
+            ):
+                output = "\n".join(lines[n_start + 1 : n_end])
+        blocks.append(
+            Block(
+                page,
+                start + 1,
+                "\n".join(lines[start + 1 : end]) + "\n",
+                output,
+                marker.group("why") if marker else None,
+                is_test,
+            )
+        )
+    return blocks
+
+
+BLOCKS = [block for path in PAGES for block in page_blocks(path)]
+
+# Run first in the child: refuse any connection but to loopback, then run the block.
+GUARD = """\
+import ipaddress, runpy, socket, sys
+
+def _loopback(host):
+    if host in ("localhost", "", None):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+def _check(address):
+    if isinstance(address, tuple) and not _loopback(address[0]):
+        raise OSError(f"docs blocks may not reach the network: {address!r}")
+
+_connect, _connect_ex, _getaddrinfo = (
+    socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo)
+
+def connect(self, address):
+    _check(address)
+    return _connect(self, address)
+
+def connect_ex(self, address):
+    _check(address)
+    return _connect_ex(self, address)
+
+def getaddrinfo(host, *args, **kwargs):
+    name = host.decode() if isinstance(host, bytes) else host
+    if not _loopback(name):
+        raise OSError(f"docs blocks may not reach the network: {name!r}")
+    return _getaddrinfo(host, *args, **kwargs)
+
+socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo = (
+    connect, connect_ex, getaddrinfo)
+if sys.argv[1] == "pytest":
+    import pytest
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-o", "trio_mode=true", sys.argv[2]]))
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _run(block: Block, cwd: Path) -> subprocess.CompletedProcess[str]:
+    script = cwd / ("test_block.py" if block.pytest else "block.py")
+    script.write_text(block.code, encoding="utf-8")
+    args = ["pytest", str(script)] if block.pytest else [str(script)]
+    env = {**os.environ, "PYTHONHASHSEED": "0", "NO_COLOR": "1"}
+    src = str(ROOT / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-c", GUARD, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _tidy(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.skip is None], ids=str)
+def test_block_prints_what_the_page_shows(block: Block, tmp_path: Path) -> None:
+    result = _run(block, tmp_path)
+    assert result.returncode == 0, f"{block} failed:\n{result.stdout}{result.stderr}"
+    if block.pytest:
+        if block.output is not None:
+            summary = re.sub(r" in [\d.]+s$", "", _tidy(result.stdout).splitlines()[-1])
+            assert summary == _tidy(block.output).splitlines()[-1], result.stdout
+        return
+    assert _tidy(result.stdout) == _tidy(block.output or ""), (
+        f"{block} printed something else than the page shows"
+    )
+
+
+def test_skipped_blocks_are_counted() -> None:
+    counted: dict[str, int] = {}
+    for block in BLOCKS:
+        if block.skip is not None:
+            counted[block.page] = counted.get(block.page, 0) + 1
+    assert counted == SKIPPED
+
+
+def test_blocks_are_found() -> None:
+    # Guards the tests above against passing because they found nothing.
+    pages = {block.page for block in BLOCKS}
+    assert {"README.md", "docs/tutorial.md", "docs/agents.md"} <= pages
+    assert len(BLOCKS) > 50
+    assert all(block.output for block in BLOCKS if block.page == "docs/tutorial.md")
+
+
+def test_a_wrong_output_is_caught(tmp_path: Path) -> None:
+    block = Block("x.md", 1, "print('hello')\n", "hullo", None)
+    result = _run(block, tmp_path)
+    assert result.returncode == 0
+    assert _tidy(result.stdout) != _tidy(block.output or "")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "socket.create_connection(('example.com', 80), timeout=1)",
+        "socket.socket().connect(('192.0.2.1', 80))",
+        "trio.run(trio.open_tcp_stream, '192.0.2.1', 80)",
+    ],
+)
+def test_blocks_cannot_reach_the_network(code: str, tmp_path: Path) -> None:
+    program = f"import socket\nimport trio\n{code}\n"
+    result = _run(Block("x.md", 1, program, None, None), tmp_path)
+    assert result.returncode != 0
+    assert "may not reach the network" in result.stderr
+
+
+def test_blocks_can_reach_loopback(tmp_path: Path) -> None:
+    program = (
+        "import socket\n"
+        "with socket.create_server(('127.0.0.1', 0)) as server:\n"
+        "    socket.create_connection(server.getsockname()).close()\n"
+        "print('ok')\n"
+    )
+    result = _run(Block("x.md", 1, program, "ok", None), tmp_path)
+    assert result.stdout == "ok\n", result.stderr
+
+
+# -- The API reference --------------------------------------------------------
+
+DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)
+
+
+def public_names() -> dict[str, object]:
+    """agentrio's public names and their objects, as tests/test_exports.py finds them."""
+    return {
+        name: value
+        for name, value in vars(agentrio).items()
+        if not name.startswith("_")
+        and not isinstance(value, types.ModuleType)
+        and name != "__version__"
+    }
+
+
+def _resolve(path: str) -> object:
+    """The object a ``::: path`` directive names: a module, or a name in one."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part)
+        return obj
+    raise AssertionError(f"no module in {path!r}")
+
+
+@functools.cache
+def documented_objects() -> tuple[tuple[str, object], ...]:
+    """What the reference pages document: each ``::: path`` and, for a
+    module, every name of its ``__all__``."""
+    found: list[tuple[str, object]] = []
+    for page in sorted(REFERENCE.glob("*.md")):
+        for path in DIRECTIVE.findall(page.read_text(encoding="utf-8")):
+            obj = _resolve(path)
+            found.append((path, obj))
+            if isinstance(obj, types.ModuleType):
+                found.extend((f"{path}.{name}", getattr(obj, name)) for name in obj.__all__)
+    return tuple(found)
+
+
+def test_reference_directives_resolve() -> None:
+    documented = documented_objects()
+    assert len(documented) > 100
+    paths = [path for path, _ in documented]
+    assert len(paths) == len(set(paths)), "a name is documented twice"
+
+
+@pytest.mark.parametrize("name", sorted(public_names()))
+def test_public_name_is_in_the_reference(name: str) -> None:
+    value = public_names()[name]
+    documented = documented_objects()
+    assert any(obj is value for _, obj in documented), (
+        f"agentrio.{name} is in no docs/reference page (add '::: agentrio.{name}')"
+    )
+
+
+@pytest.mark.parametrize("name", agentrio.testing.__all__)
+def test_testing_name_is_in_the_reference(name: str) -> None:
+    value = getattr(agentrio.testing, name)
+    assert any(obj is value for _, obj in documented_objects()), f"agentrio.testing.{name}"
+
+
+# -- Docstrings ---------------------------------------------------------------
+
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|exc|mod|data|obj):`")
+
+
+def test_docstrings_have_no_sphinx_roles() -> None:
+    # The reference renders docstrings as Markdown: link a public name as
+    # [`Name`][agentrio.Name], write anything else as `code`.
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "src").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if ROLE.search(line)
+    ]
+    assert not found, found
