@@ -30,9 +30,14 @@ __all__ = ["Runtime", "open_runtime"]
 class Runtime(SupervisorRef):
     """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
 
-    It is a [`SupervisorRef`][agentrio.SupervisorRef] (``spawn``, ``spawn_supervisor``,
-    ``lookup``...) with the runtime-wide services on top: events and
-    statistics.
+    It is a [`SupervisorRef`][agentrio.SupervisorRef] with path and name ``""``:
+    ``spawn``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor`` and
+    ``children`` work as documented there. On top of that it has the
+    runtime-wide services: events, the budget, usage and statistics. Two
+    inherited methods behave differently on the root: [`stop`][agentrio.Runtime.stop]
+    only starts the stop, and [`cancel`][agentrio.Runtime.cancel] leaves the
+    body of the ``async with`` block running. After either, `closed` is true
+    and spawning raises ``RuntimeClosed``. No public constructor.
     """
 
     __slots__ = ()
@@ -52,7 +57,14 @@ class Runtime(SupervisorRef):
         The subscription starts at once (before the ``async with``), holds at
         most *capacity* unread events, and never slows the actors: when it is
         full, events are dropped for it and an [`EventsLost`][agentrio.EventsLost]
-        with their count takes their place.
+        with their count takes their place. The stream ends when the runtime
+        stops, after what it has buffered.
+
+        Args:
+            capacity: the subscriber's buffer, in events.
+
+        Returns:
+            A new [`EventStream`][agentrio.EventStream].
 
         Raises:
             InvalidArgument: *capacity* is not an int >= 1.
@@ -61,30 +73,39 @@ class Runtime(SupervisorRef):
 
     @property
     def budget(self) -> Budget:
-        """The runtime's root budget (limits and what has been spent)."""
+        """The runtime's root budget: its limits, and what has been spent and reserved."""
         budget: Budget = self._sup.shared.budget
         return budget
 
     def usage(self) -> UsageTotals:
-        """Tokens, requests, tool calls and cost spent by every agent of the runtime."""
+        """What every agent of the runtime has spent: tokens, model calls, tool calls,
+        cost and overruns; the same as ``rt.budget.usage()``."""
         return self.budget.usage()
 
     async def stop(self) -> None:
-        """Begin a graceful stop of everything and return at once.
+        """Begin a graceful stop of the whole tree and return at once.
 
-        The ``open_runtime()`` block's end waits for it.
+        The stop completes while the block goes on; the ``open_runtime()``
+        block's end waits for it.
         """
         self._sup.request_stop()
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
-        """Cancel everything in the runtime now."""
+        """Cancel every actor and supervisor in the tree now.
+
+        The body of the ``async with`` block is not cancelled.
+        """
         self._sup.request_stop()
         if self._sup.nursery is not None:
             self._sup.nursery.cancel_scope.cancel()
 
     def statistics(self) -> SupervisorStatistics:
-        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
+        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters.
+
+        Its ``state`` is ``"running"``, ``"stopping"`` once a stop has begun,
+        or ``"exited"`` once the root has stopped.
+        """
         sup = self._sup
         state = "exited" if sup.closed else "stopping" if sup.stopping else "running"
         return sup.statistics(state)
@@ -128,7 +149,9 @@ async def open_runtime(
         period: the restart-intensity window, in seconds.
         backoff: delay root-level restarts (see [`Backoff`][agentrio.Backoff]).
         shutdown_timeout: one deadline, in seconds, for the whole graceful
-            stop (not one per child); then what still runs is cancelled.
+            stop (not one per child); then what still runs is cancelled. It
+            bounds how long leaving the block takes, however many children
+            there are (see [`SupervisorRef.stop`][agentrio.SupervisorRef.stop]).
         budget: the root [`Budget`][agentrio.Budget] every agent draws from
             (default: no limits, usage still counted).
         config: for agents whose model is a tier or an ``"instance:model"``
@@ -146,13 +169,21 @@ async def open_runtime(
             limits and retries nothing.
         modes: [`Mode`][agentrio.Mode] objects, each the runtime's mode of
             its name (``run(mode="inline")``, ``respond()``), over the
-            presets and the configuration's ``[modes.NAME]`` tables.
+            configuration's ``[modes.NAME]`` tables, which are over the
+            presets ``inline`` and ``background``.
         router: the default router of ``AgentRef.respond``: any callable
             ``(request) -> Route`` (or async); default: the configuration's
-            ``[router]`` (a [`RuleRouter`][agentrio.RuleRouter]).
+            ``[router]`` (a [`RuleRouter`][agentrio.RuleRouter]), else
+            ``RuleRouter()``. For modes and the router, the configuration
+            is *config*, or the agentrio.toml found as by ``load_config()``
+            when a mode or the router is first needed; without one, the
+            defaults hold (no error).
 
     Raises:
-        InvalidArgument: a bad argument, named in the message.
+        InvalidArgument: a bad argument, named in the message: *lanes* that
+            is not a ``Lanes``, a *tools* entry that is not a ``Tool``
+            (raised on entering the block), *modes* that is not a list of
+            ``Mode`` or has two of one name, a *router* that is not callable.
     """
     from .agents.respond import check_runtime_routing
 

@@ -39,6 +39,10 @@ __all__ = ["Actor", "ActorRef", "ActorStatistics", "InlineActor", "RestartPolicy
 
 MsgT = TypeVar("MsgT", bound=Message)
 RestartPolicy = Literal["permanent", "transient", "temporary"]
+"""The ``restart`` option of ``spawn`` and ``spawn_supervisor``: ``"permanent"``
+(restarted after a crash, and after it stops itself), ``"transient"`` (restarted
+after a crash only) or ``"temporary"`` (never restarted). A child stopped or
+cancelled from outside is never restarted."""
 RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "temporary"))
 
 
@@ -61,7 +65,9 @@ _T = TypeVar("_T")
 class Actor(Generic[MsgT]):
     """Base class for actors: subclass it and implement [`handle`][agentrio.Actor.handle].
 
-    The runtime creates the instance (``ActorClass(*args)``) in the actor's own
+    ``MsgT`` is the type of message the actor handles (a subclass of
+    [`Message`][agentrio.Message]). The runtime creates the instance
+    (``ActorClass(*args)``, with the *args* given to ``spawn``) in the actor's own
     Trio task, sets `ref`, awaits [`on_start`][agentrio.Actor.on_start], then hands it one
     message at a time. A restart makes a fresh instance; the mailbox survives.
 
@@ -87,15 +93,18 @@ class Actor(Generic[MsgT]):
     ref: ActorRef
 
     async def on_start(self) -> None:
-        """Called once per incarnation, before the first message."""
+        """Called once per incarnation, before the first message; raising here is a crash."""
 
     async def handle(self, msg: MsgT) -> object:
         """Handle one message; the return value is the reply to an ``ask``.
 
         Raising here crashes the actor: the ask of this message, if any, fails
-        with [`ActorCrashed`][agentrio.ActorCrashed], the message becomes a dead letter
-        and the supervisor applies its restart policy. Messages still in the
-        mailbox are kept for the next incarnation.
+        with [`ActorCrashed`][agentrio.ActorCrashed], the message becomes a
+        ``DeadLetter`` with reason ``"crashed_on"`` and the supervisor applies
+        its restart policy. Messages still in the mailbox are kept for the
+        next incarnation (or, if there is none, become dead letters whose
+        askers get ``ActorStopped``). The default implementation raises
+        ``NotImplementedError``.
         """
         raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
 
@@ -123,13 +132,31 @@ class InlineActor(Generic[MsgT]):
     stops with its supervisor. Use it for state holders: agentrio's own
     context actors (one conversation history each) are inline actors.
 
-    Unlike [`Actor`][agentrio.Actor]: ``send``, ``ask`` and ``send_nowait`` return once
-    the message is handled; the mailbox is never used (``mailbox`` only
-    sets the capacity reported by statistics); a restart happens at once
-    (a [`Backoff`][agentrio.Backoff] cannot delay it: there is no task to wait
-    in); a tell sent to it from inside its own ``handle`` (directly or
-    through other inline actors) is handled right after the current
-    message, and such an ask raises [`SelfAsk`][agentrio.SelfAsk].
+    Unlike an [`Actor`][agentrio.Actor]:
+
+    - ``spawn`` creates the instance, sets ``ref`` and calls ``on_start``
+      before it returns.
+    - ``send``, ``ask`` and ``send_nowait`` return once the message is
+      handled (``send`` and ``ask`` are still checkpoints: if the caller is
+      already cancelled, the message is not delivered); ``send_nowait``
+      never raises ``MailboxFull``.
+    - The mailbox is never used: ``mailbox`` only sets the capacity that
+      ``statistics()`` reports, and ``mailbox_size`` is always 0.
+    - A restart happens at once, in the task that saw the crash (a
+      [`Backoff`][agentrio.Backoff] cannot delay it: there is no task to
+      wait in).
+    - A tell sent to it from inside its own ``handle`` (directly or through
+      other inline actors that send back) is handled right after the
+      current message, in order; such an ask raises
+      [`SelfAsk`][agentrio.SelfAsk].
+    - After a crash that makes its supervisor fail (restart intensity
+      exceeded), messages to it raise ``ActorStopped`` with reason
+      ``"crashed"`` until the supervisor's restart remakes it; its inline
+      siblings go on answering from their old state until then (task
+      siblings are suspended instead, their messages kept).
+    - Its methods must be plain functions: an ``async def`` ``handle``,
+      ``on_start`` or ``on_stop`` is refused at ``spawn`` with
+      ``InvalidArgument``.
 
     Example:
 
@@ -151,14 +178,25 @@ class InlineActor(Generic[MsgT]):
     ref: ActorRef
 
     def on_start(self) -> None:
-        """Called once per incarnation, before the first message."""
+        """Called once per incarnation, before the first message, in the task that
+        spawned (or restarted) the actor; raising here is a crash."""
 
     def handle(self, msg: MsgT) -> object:
-        """Handle one message, without waiting; the return value is the reply to an ``ask``."""
+        """Handle one message, without waiting; the return value is the reply to an ``ask``.
+
+        Raising here crashes the actor, as for an ``Actor``: the asker of this
+        message, if any, gets ``ActorCrashed`` (a ``send`` or ``send_nowait``
+        does not raise); the message becomes a ``DeadLetter`` with reason
+        ``"crashed_on"``; the supervisor applies the restart policy before
+        the send returns. The default implementation raises
+        ``NotImplementedError``.
+        """
         raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
 
     def on_stop(self) -> None:
-        """Called on a graceful stop (not on cancel or crash)."""
+        """Called on a graceful stop: ``await ref.stop()``, or its supervisor or the
+        runtime stopping (not on cancel or crash). Raising here publishes
+        ``ActorFailed`` and ends the actor with reason ``"crashed"``."""
 
 
 class ActorStatistics(msgspec.Struct, frozen=True):
@@ -166,12 +204,13 @@ class ActorStatistics(msgspec.Struct, frozen=True):
 
     Attributes:
         path: the actor's path in the supervision tree.
-        state: ``"starting"``, ``"running"``, ``"stopping"``, ``"suspended"``
-            or ``"exited"``.
+        state: ``"starting"`` (spawned, not yet running), ``"running"``,
+            ``"stopping"``, ``"suspended"`` or ``"exited"``.
         mailbox_size: messages waiting in the mailbox.
         mailbox_capacity: the mailbox's bound.
         messages_handled: messages handled without crashing, over all incarnations.
-        restarts: how many times the actor has been restarted.
+        restarts: how many times the actor has been restarted (resumes after
+            a supervisor restart included).
     """
 
     path: str
@@ -455,8 +494,9 @@ def _check_message(msg: object) -> None:
 class ActorRef(metaclass=NoPublicConstructor):
     """The handle to an actor: the only way code talks to it.
 
-    Refs are made by ``spawn``; they stay valid across restarts and compare
-    equal when they point at the same actor.
+    Refs are made by ``spawn`` and returned by ``lookup``; no public
+    constructor. A ref stays valid across restarts, and each actor has one
+    ref object, so refs to the same actor are the same object.
     """
 
     __slots__ = ("_cell",)
@@ -484,7 +524,8 @@ class ActorRef(metaclass=NoPublicConstructor):
 
         Raises:
             NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
-            ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
+            ActorStopped: the actor has stopped or is stopping; a ``DeadLetter``
+                event is published.
         """
         if not isinstance(msg, Message):
             _check_message(msg)
@@ -502,10 +543,13 @@ class ActorRef(metaclass=NoPublicConstructor):
     def send_nowait(self, msg: Message) -> None:
         """Put *msg* in the mailbox now, or raise.
 
+        For an [`InlineActor`][agentrio.InlineActor], the message is handled before this returns.
+
         Raises:
             NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
-            MailboxFull: the mailbox is at its capacity.
-            ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
+            MailboxFull: the mailbox is at its capacity (never for an inline actor).
+            ActorStopped: the actor has stopped or is stopping; a ``DeadLetter``
+                event is published.
         """
         if not isinstance(msg, Message):
             _check_message(msg)
@@ -527,18 +571,25 @@ class ActorRef(metaclass=NoPublicConstructor):
 
         If the ask is cancelled or times out after the message was delivered,
         the actor still handles it; the reply is dropped.
+        ([`AgentRef.run`][agentrio.AgentRef.run] is different: its phase ends
+        with its caller.)
 
         Args:
             msg: the request.
             timeout: seconds to wait for the reply; ``None`` waits as long as
                 the caller's own cancel scopes allow.
 
+        Returns:
+            The value ``handle`` returned.
+
         Raises:
             NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
-            SelfAsk: called from inside this actor's own ``handle``.
+            InvalidArgument: *timeout* is not ``None`` or a number >= 0.
+            SelfAsk: called from the actor's own task (inside its ``handle``).
             AskTimeout: no reply within *timeout*.
             ActorCrashed: the actor raised while handling *msg*.
-            ActorStopped: the actor stopped before it handled *msg*.
+            ActorStopped: the actor stopped, or was cancelled, before it
+                finished *msg*.
         """
         if not isinstance(msg, Message):
             _check_message(msg)
@@ -575,8 +626,13 @@ class ActorRef(metaclass=NoPublicConstructor):
         await cell.wait_exited()
 
     def cancel(self) -> None:
-        """Stop now: cancel the actor's task (an inline actor just ends); ``on_stop``
-        does not run, pending asks fail."""
+        """Stop now: cancel the actor's task (an inline actor just ends).
+
+        ``on_stop`` does not run. The message being handled and those queued
+        become dead letters; their askers get ``ActorStopped`` with reason
+        ``"cancelled"``. The actor is not restarted. Does not wait;
+        ``await ref.stop()`` afterwards waits for the exit.
+        """
         request_cancel(self._cell)
 
     def statistics(self) -> ActorStatistics:

@@ -24,7 +24,8 @@ class EventStream(metaclass=NoPublicConstructor):
     """An async iterator over the runtime's events, from ``rt.events()``.
 
     Iteration ends when the runtime stops (after what was buffered) or the
-    ``async with`` block is left.
+    ``async with`` block is left; leaving the block unsubscribes. No public
+    constructor.
     """
 
     __slots__ = ("_buffer", "_bus", "_capacity", "_closed", "_lost", "_lot")

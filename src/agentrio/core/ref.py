@@ -36,7 +36,7 @@ __all__ = ["SupervisorRef", "SupervisorStatistics"]
 
 
 class SupervisorStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of a supervisor's subtree, from ``statistics()``.
+    """A snapshot of a supervisor's subtree, from ``statistics()``; only live children count.
 
     Attributes:
         path: the supervisor's path (``""`` for the runtime's root).
@@ -65,8 +65,9 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 class SupervisorRef(metaclass=NoPublicConstructor):
     """The handle to a supervisor: spawn children under it, look them up, stop it.
 
-    Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor]; the runtime itself is the
-    root supervisor.
+    Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor], and returned by
+    ``lookup_supervisor`` and ``children``; the runtime itself is the root
+    supervisor. No public constructor.
     """
 
     __slots__ = ("_cell", "_sup")
@@ -77,12 +78,12 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     @property
     def name(self) -> str:
-        """The supervisor's name (``""`` for the root)."""
+        """The supervisor's name, unique among its parent's children (``""`` for the root)."""
         return self._cell.name if self._cell is not None else ""
 
     @property
     def path(self) -> str:
-        """The supervisor's path from the root (``""`` for the root)."""
+        """The supervisor's path from the root, ``"/"``-separated (``""`` for the root)."""
         return self._sup.path
 
     def __repr__(self) -> str:
@@ -98,14 +99,19 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     ) -> ActorRef:
         """Start ``actor_class(*args)`` as a child of this supervisor.
 
+        An [`Actor`][agentrio.Actor] is created in its own task; messages sent
+        before it has started wait in its mailbox. An
+        [`InlineActor`][agentrio.InlineActor] has no task: ``spawn`` itself
+        creates it and calls its ``on_start``.
+
         Args:
             actor_class: an [`agentrio.Actor`][agentrio.Actor] subclass, or an
                 [`agentrio.InlineActor`][agentrio.InlineActor] one (no task; handled at send time).
             *args: passed to its constructor at every (re)start.
-            name: unique among this supervisor's children, without ``/``,
-                not ending with ``.context`` nor containing ``.context.``
-                (reserved for agents' context actors); default
-                ``"<ClassName>-<n>"``.
+            name: unique among this supervisor's live children, without
+                ``/``, not ending with ``.context`` nor containing
+                ``.context.`` (the form reserved for agents' context actors);
+                default ``"<ClassName>-<n>"``.
             mailbox: the mailbox's capacity (0 means every send waits for
                 the actor to take the message).
             restart: ``"permanent"`` (restarted after a crash, and after it
@@ -119,7 +125,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Raises:
             InvalidArgument: a bad argument, named in the message.
             DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped.
+            RuntimeClosed: this supervisor has stopped or is stopping.
         """
         # A cancellation point but not a schedule point: spawning 100k actors
         # in a loop would otherwise run the scheduler 100k times.
@@ -142,7 +148,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         Args:
             name: unique among this supervisor's children (the rules of
-                [`spawn`][agentrio.SupervisorRef.spawn]).
+                [`spawn`][agentrio.SupervisorRef.spawn]); default ``"supervisor-<n>"``.
             strategy: ``"one_for_one"`` restarts only the crashed child;
                 ``"one_for_all"`` restarts every child (temporary ones are
                 cancelled, not restarted).
@@ -150,17 +156,21 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 and the supervisor fails, cancelling its children, and its
                 parent applies its own policy to it.
             period: the window of the restart intensity, in seconds.
-            backoff: delay restarts exponentially (see [`Backoff`][agentrio.Backoff]).
+            backoff: delay restarts exponentially (see [`Backoff`][agentrio.Backoff]);
+                ``None`` restarts at once.
             shutdown_timeout: one deadline, in seconds, for the whole of a
                 graceful stop (children stop one at a time, last spawned
                 first): when it passes, every child still running is
-                cancelled.
+                cancelled. See [`stop`][agentrio.SupervisorRef.stop].
             restart: this supervisor's own policy under its parent.
+
+        Returns:
+            The new supervisor's ref.
 
         Raises:
             InvalidArgument: a bad argument, named in the message.
             DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped.
+            RuntimeClosed: this supervisor has stopped or is stopping.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         sup = self._sup.spawn_supervisor(
@@ -177,7 +187,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     async def spawn_agent(
         self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
     ) -> AgentRef:
-        """Start an agent from *spec* as a child of this supervisor.
+        """Start an agent from *spec* as a child of this supervisor (a transient one).
+
+        Its context actors are spawned beside it, here, when first used.
 
         Args:
             spec: the [`agentrio.AgentSpec`][agentrio.AgentSpec].
@@ -185,7 +197,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 rules of [`spawn`][agentrio.SupervisorRef.spawn]). With a workspace, another name
                 than ``spec.name`` is the agent's subfolder of it, which must not
                 be one of its own entries (``artifacts``, ``logs``,
-                ``memory``, ``run_summary.json``, ignoring case).
+                ``memory``, ``run_summary.json``, ignoring case). The agent's
+                folder (the workspace, or that subfolder) must be a folder
+                or not exist yet.
             budget: the budget its model and tool calls draw from (default:
                 the runtime's). A budget with no parent is made a child of
                 the runtime's, so the runtime's totals include it.
@@ -194,9 +208,18 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             An [`agentrio.AgentRef`][agentrio.AgentRef].
 
         Raises:
-            InvalidArgument: a bad argument, named in the message.
+            InvalidArgument: *spec* is not an AgentSpec; a bad argument,
+                named in the message (a name of the reserved form, a
+                workspace subfolder of those names, a file where the agent's
+                folder would be).
             DuplicateName: the name is taken.
-            RuntimeClosed: this supervisor has stopped.
+            RuntimeClosed: this supervisor has stopped or is stopping.
+            ConfigError: ``spec.model`` is a string, and no configuration is
+                found, or it names no tier or provider instance there; or the
+                provider's ``api_key_env`` is not set. The same for a
+                ``spec.compaction.model`` string (and for the configuration
+                found when ``spec.compaction.model`` is ``None``, if it cannot
+                be read or its ``fast`` tier cannot be resolved).
         """
         # Imported here (the core does not depend on the agent layer), and
         # absolutely: a relative import in a function resolves its package on
@@ -223,7 +246,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         Only *tools* can run (a call to any other is a ``denied`` result the
         model sees) and no approval is asked. The helper is an agent actor
-        under this supervisor.
+        under this supervisor; see [`Helper`][agentrio.Helper].
 
         Example:
 
@@ -236,12 +259,22 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 [`register_tool`][agentrio.SupervisorRef.register_tool].
             instructions: the system prompt.
             workspace: a folder for its artifacts, and the working folder its
-                tools are told of (``ToolContext.workspace``).
+                tools are told of (``ToolContext.workspace``): Lace's
+                ``workingDirectory``.
             max_turns: model calls per execute; past them HelperTurnsExceeded...
             final_answer: ...unless True: then a last call without tools answers.
             budget: what it draws from (default: the runtime's).
-            name: its name (default ``helper-<n>``).
-            env: environment variables its tools are told of (``ToolContext.env``).
+            name: its name (default ``helper-<n>``; the rules of
+                ``AgentSpec.name``).
+            env: environment variables its tools are told of
+                (``ToolContext.env``), as ``AgentSpec.env``: Lace's
+                ``processEnv``.
+
+        Raises:
+            InvalidArgument: a tool name nobody registered; *max_turns* is not
+                an int >= 1; an *env* that is not a mapping of str to str;
+                any other bad argument.
+            ConfigError: *model* is a string that cannot be resolved.
         """
         from ..agents.helper import infrastructure_helper
 
@@ -278,14 +311,33 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     ) -> list[PhaseResult | ActorError]:
         """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
 
-        Results come back in input order. An input whose agent fails (crashes,
-        is cancelled) has its error in its place; the others' results are kept.
-        Each agent stops after its phase.
+        The agents are spawned under this supervisor, named
+        ``"<spec.name>.map<n>-<i>"``, and each stops after its phase.
+
+        If the caller gives up (it is cancelled or times out), every phase
+        under way ends with ``"cancelled"`` (as for
+        [`AgentRef.run`][agentrio.AgentRef.run]: its turns kept, its reservation
+        settled, a ``PhaseEnded`` published), the inputs not started yet
+        never start, the agents are cancelled, and ``map`` raises
+        ``trio.Cancelled`` once those phases have ended and those agents
+        (and what they own: their contexts, their subagents) have exited, so
+        ``statistics().actors`` no longer counts them. That wait is shielded
+        and lasts at most the supervisor's ``shutdown_timeout`` (an agent
+        still in shielded cleanup then is left to finish on its own). The
+        same holds when a spawn fails.
+
+        Returns:
+            The results in input order. An input whose agent failed
+            (crashed, was cancelled) has its ``ActorError`` in its place; the
+            others' results are kept.
 
         Raises:
             InvalidArgument: *spec* is not an AgentSpec (checked first, even
-                for no inputs), *inputs* is not a list of str, or
-                *concurrency* < 1.
+                for no inputs; the message names the type given), *inputs* is
+                not a list of str, or *concurrency* is not an int >= 1.
+            Exception: whatever a spawn raises (``RuntimeClosed``,
+                ``PermissionEscalation``...), after cancelling the phases
+                under way.
         """
         from ..agents.compose import map_phases
 
@@ -296,8 +348,12 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).
 
+        For example ``"pool/worker-1"``.
+
         Raises:
-            UnknownName: no live actor has that name or path.
+            UnknownName: no live actor has that name or path (or it names a
+                supervisor, or the path goes through an actor).
+            InvalidArgument: *name* is not a non-empty string.
         """
         cell = self._sup.find(name)
         if cell.sup is not None:
@@ -308,7 +364,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Return the live supervisor called *name* (a path below this one).
 
         Raises:
-            UnknownName: no live supervisor has that name or path.
+            UnknownName: no live supervisor has that name or path (or it
+                names an actor).
+            InvalidArgument: *name* is not a non-empty string.
         """
         cell = self._sup.find(name)
         if cell.sup is None:
@@ -316,7 +374,10 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         return cell.sup.ref
 
     def children(self) -> list[ActorRef | SupervisorRef]:
-        """The live direct children, in the order they were spawned."""
+        """The live direct children, in the order they were spawned.
+
+        Suspended children are included; children that have ended are not.
+        """
         return [
             c.sup.ref if c.sup is not None else c.ref
             for c in self._sup.children.values()
@@ -326,15 +387,28 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     async def stop(self) -> None:
         """Stop gracefully: stop every child (last spawned first), then exit; waits for it.
 
-        ``shutdown_timeout`` after the call, whatever is still running is
-        cancelled.
+        The children are asked to stop one at a time, each once the one
+        before it has exited (an owned child, such as an agent's context
+        actor or subagent, stops after its owner). ``shutdown_timeout`` is
+        one deadline for all of it, counted from the call: when it passes,
+        the child being waited for and every child not yet stopped are
+        cancelled at once (reason ``"cancelled"``, no ``on_stop``; an owner
+        still ends before what it owns). A child supervisor stops within its
+        own ``shutdown_timeout``, and is cancelled with its subtree if this
+        one's deadline passes first. So the stop takes at most about
+        ``shutdown_timeout`` seconds, however many children are stuck.
+        Stopping a stopped supervisor does nothing. On the
+        [`Runtime`][agentrio.Runtime] it only starts the stop.
         """
         assert self._cell is not None  # (the runtime, the only root, has its own)
         request_stop(self._cell)
         await self._cell.wait_exited()
 
     def cancel(self) -> None:
-        """Cancel this supervisor and its whole subtree now."""
+        """Cancel this supervisor and its whole subtree now, without waiting.
+
+        Its children end with reason ``"cancelled"``; it is not restarted.
+        """
         assert self._cell is not None
         request_cancel(self._cell)
 
