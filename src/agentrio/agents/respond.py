@@ -230,6 +230,7 @@ class BackgroundRun(metaclass=NoPublicConstructor):
     ``ToolStarted``... ``PhaseEnded``). It runs in the agent like any phase
     (after the phases queued before it), for a small actor under the
     agent's supervisor ([`path`][agentrio.BackgroundRun.path]), and ends with the runtime.
+    No public constructor.
     """
 
     __slots__ = ("_agent", "_context_label", "_error", "_mode", "_result", "_runner")
@@ -259,7 +260,9 @@ class BackgroundRun(metaclass=NoPublicConstructor):
 
     @property
     def path(self) -> str:
-        """The path of the actor that waits for it (``<agent>.background-<n>``)."""
+        """The path of the actor that waits for the phase,
+        ``"<agent's supervisor>/<agent>.background-<n>"`` (``ActorStarted`` and
+        ``ActorExited`` events carry it)."""
         assert self._runner is not None
         return self._runner.path
 
@@ -282,13 +285,14 @@ class BackgroundRun(metaclass=NoPublicConstructor):
     async def wait(self) -> PhaseResult:
         """Wait until the phase has ended; its result.
 
+        Returns at once if it has ended; call it as often as you like.
         Cancelling the wait does not cancel the phase: it belongs to the
         runtime (``agent.request_stop()`` ends it early, with a result).
 
         Raises:
-            ActorStopped: the agent stopped or was cancelled before the phase
-                ended, or the runtime (or the agent's supervisor) stopped
-                and cancelled it.
+            ActorStopped: (reason ``"cancelled"``, ``path`` the agent's) the
+                agent stopped or was cancelled before the phase ended, or the
+                runtime (or the agent's supervisor) stopped and cancelled it.
             ActorCrashed: the agent crashed.
         """
         assert self._runner is not None
