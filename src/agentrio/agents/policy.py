@@ -47,13 +47,21 @@ ArgumentPredicate = Callable[[Mapping[str, object]], bool]
 
 @attrs.frozen
 class Rule:
-    """One permission rule.
+    """One permission rule, usually made with ``allow``, ``ask`` or ``deny``.
+
+    It matches a call when *tool* matches the tool's name and *when*, if
+    given, returns True for the call's arguments.
 
     Attributes:
         action: ``"deny"``, ``"allow"`` or ``"ask"``.
-        tool: a glob over tool names (``"read_*"``, ``"*"``).
+        tool: a glob over tool names, matched with ``fnmatch.fnmatchcase``
+            (``"read_*"``, ``"*"``).
         when: an optional predicate over the call's arguments; the rule
             matches only when it returns True.
+
+    Raises:
+        InvalidArgument: a bad *action*, an empty *tool*, a *when* that is
+            not callable.
     """
 
     action: Decision
@@ -98,12 +106,22 @@ def _to_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 class PermissionPolicy:
     """Ordered rules (deny, then allow, then ask) and a default for the rest.
 
+    Which tool calls an agent may make: set as ``AgentSpec(permissions=...)``.
+    For each call, every ``deny`` rule is checked first, then every
+    ``allow``, then every ``ask``; the first that matches decides, and a call
+    that no rule matches gets *default*. *rules* may be given as any iterable
+    of [`Rule`][agentrio.Rule]. How they apply: [Permissions, approval and
+    hooks][permissions-approval-and-hooks].
+
     Example:
 
         policy = PermissionPolicy(
             rules=[deny("shell"), allow("read_*"), ask("write_file")],
             default="ask",
         )
+
+    Raises:
+        InvalidArgument: a rule that is not a ``Rule``; a bad *default*.
     """
 
     rules: tuple[Rule, ...] = attrs.field(default=(), converter=_to_rules)
@@ -139,6 +157,12 @@ def _shown(value: object) -> str:
 @attrs.frozen
 class Approval:
     """An approver's answer.
+
+    An approver may also answer a plain ``True`` or ``False``. Any other
+    answer (``"yes"``, ``1``, ``None``, a ``Deny``) is a refusal, and the model
+    sees what came back: ``the approver refused 'pay': the approver answered
+    'yes' (a str), not True, False or an Approval`` (the answer's ``repr``,
+    cut to 100 characters).
 
     Attributes:
         approved: True lets the call run, False refuses it. Only a real
@@ -197,9 +221,11 @@ async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequi
 
 
 async def terminal_approver(request: ConfirmationRequired) -> Approval:
-    """Ask the person at the terminal (stdin/stderr) about each call: ``[y/N]``.
+    """Ask the person at the terminal about each call: ``Allow? [y/N]`` on stderr,
+    the answer read from stdin.
 
     The prompt runs in a worker thread, so the other agents go on meanwhile.
+    Use as ``AgentSpec(approver=agentrio.terminal_approver)``.
     """
     call = request.tool_call
 
