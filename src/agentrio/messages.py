@@ -510,14 +510,27 @@ class ModelSettings(
     in agentrio.toml), per spec (``AgentSpec.settings``) and per run
     (``run(settings=...)``): each level's fields that are set win over the
     level before, and the three tables (``options``, ``extra_headers``,
-    ``extra_body``) are merged key by key. A setting the provider's wire
-    format has no place for is an error naming it, never dropped.
+    ``extra_body``) are merged key by key (see ``over``). ``None`` sends
+    nothing: the server's default. How each wire format sends each field is
+    tabled in [Request settings][request-settings].
+
+    A setting the provider's wire format has no place for is an error naming
+    it, never dropped (``ModelSettings.seed is not a setting of the anthropic
+    wire format (its settings: ...)``): ``ConfigError`` in a provider's
+    config, ``InvalidArgument`` elsewhere. ``extra_headers`` and
+    ``extra_body`` may hold keys, so they are never shown: the repr gives
+    their keys only (``ModelSettings(temperature=0.5,
+    extra_headers={'Authorization': ...})``), and an error about one
+    describes the bad value (``ModelSettings.extra_headers['X'] must be a
+    str, got an int (not shown)``) instead of quoting it. Encoded (msgspec),
+    only the fields set are written; decoding refuses unknown fields.
 
     Attributes:
         temperature: sampling temperature (a number >= 0).
         top_p: nucleus sampling (0 to 1).
-        stop: stop sequences (OpenAI ``stop``, Anthropic ``stop_sequences``,
-            Ollama ``options.stop``).
+        stop: stop sequences, a list of non-empty str stored as a tuple
+            (OpenAI ``stop``, Anthropic ``stop_sequences``, Ollama
+            ``options.stop``).
         seed: a sampling seed (OpenAI, Ollama).
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` (a tool call is
             due), or the name of one tool the model must call (OpenAI,
@@ -532,11 +545,17 @@ class ModelSettings(
         cache_control: Anthropic's cache marker, e.g. ``{"type": "ephemeral"}``
             (or with ``"ttl": "1h"``), put on the system prompt and on the
             last tool so that both are cached as a prefix.
-        extra_headers: more HTTP headers for the request.
-        extra_body: more top-level fields for the request's JSON body (they
-            win over the ones settings make; the fields that define the call,
-            such as ``model``, ``messages``, ``tools``, ``stream`` and the
-            output limit, are refused).
+        extra_headers: more HTTP headers for the request (str to str; a
+            value with a line break or NUL is refused).
+        extra_body: more top-level fields for the request's JSON body, added
+            last (they win over the ones settings make; the fields that
+            define the call, such as ``model``, ``messages``, ``tools``,
+            ``stream``, the output limit and each wire's own, are refused).
+
+    Raises:
+        InvalidArgument: a field of the wrong type or out of range, named in
+            the message (``ModelSettings.top_p must be a number from 0 to 1,
+            got 1.5``).
     """
 
     # (The bounds are checked in __post_init__; msgspec.Meta states them for
