@@ -322,11 +322,18 @@ class HTTPTransport(httpx.AsyncBaseTransport):
     For an ``httpx.AsyncClient`` of your own that should use the same
     connection code as a [`Provider`][agentrio.Provider] making its own:
 
-        client = httpx.AsyncClient(transport=agentrio.HTTPTransport())
+        from agentrio.providers.transport import HTTPTransport
 
-    It speaks HTTP/1.1 only, without proxies (httpx ignores the proxy
+        client = httpx.AsyncClient(transport=HTTPTransport())
+
+    It is not re-exported from ``agentrio`` (importing it loads httpx). It
+    speaks HTTP/1.1 only, without proxies (httpx ignores the proxy
     environment variables for a client given a transport). Timeouts come from
-    the client (``connect``; ``read`` also bounds each write).
+    the client (``connect``; ``read`` also bounds each write). Failures are
+    the ``httpx.TransportError`` subclasses httpx raises; the request's body
+    is read whole before it is sent (sent with chunked encoding when httpx
+    set no ``Content-Length``); the answer's body streams from the
+    connection, and content codings are left to httpx.
 
     Args:
         verify: an ``ssl.SSLContext``, True (``httpx.create_ssl_context()``:
