@@ -108,11 +108,14 @@ class Faults:
 
     Each rate is the share of requests (0 to 1) that get the fault. For every
     API request the server draws all seven faults, in a fixed order, from one
-    ``random.Random(seed)``: the same requests in the same order always get
-    the same faults. Precedence: ``reset``, then ``rate_limit``, then
-    ``server_error``, then ``garbage``; ``delay`` adds to any of them;
-    ``truncate`` (streams only) and ``malformed_tool_json`` (replies with tool
-    calls only) alter a reply. Requests rejected as 404, 400 or 401 draw none.
+    ``random.Random(seed)``, in the order ``reset``, ``rate_limit``,
+    ``server_error``, ``garbage``, ``delay``, ``truncate``,
+    ``malformed_tool_json``, and in arrival order: the same requests in the
+    same order always get the same faults. The first of ``reset``,
+    ``rate_limit``, ``server_error`` and ``garbage`` drawn wins; ``delay``
+    adds to any outcome; ``truncate`` (streamed answers only) and
+    ``malformed_tool_json`` (answers with tool calls only) alter a reply.
+    Requests rejected as 400, 401, 404 or 405 draw none.
 
     Attributes:
         seed: the seed of the random generator.
@@ -128,6 +131,9 @@ class Faults:
             arguments are JSON objects, that text replaces the object).
         garbage: answered 200 with a body that is not JSON.
         reset: the connection is reset (RST) without any response.
+
+    Raises:
+        InvalidArgument: a rate outside 0..1, or negative seconds.
     """
 
     seed: int = 0
@@ -236,7 +242,7 @@ _NO_FAULTS = _Plan(frozenset())
 @final
 class FakeLLMServer:
     """A running fake LLM server; made by [`open_fake_llm`][agentrio.testing.open_fake_llm] or
-    [`serve_fake_llm`][agentrio.testing.serve_fake_llm].
+    [`serve_fake_llm`][agentrio.testing.serve_fake_llm] (not meant to be constructed by you).
 
     Attributes:
         base_url: ``"http://127.0.0.1:<port>"``.
@@ -244,7 +250,8 @@ class FakeLLMServer:
         port: the port it listens on (the real one when 0 was asked for).
         faults: the faults it injects.
         requests: every request that reached the script or handler, in order
-            (none if it was opened with ``keep_requests=False``).
+            (not those rejected or answered by a fault; none if it was opened
+            with ``keep_requests=False``).
     """
 
     def __init__(
@@ -281,7 +288,11 @@ class FakeLLMServer:
         return f"<FakeLLMServer {self.base_url}>"
 
     def statistics(self) -> FakeServerStatistics:
-        """Counts of connections, requests per API, faults per kind, and rejections."""
+        """Counts of connections, requests per API, faults per kind, and rejections.
+
+        ``truncate`` and ``malformed_tool_json`` count only when they changed
+        an answer.
+        """
         return FakeServerStatistics(
             connections=self._connections,
             http_requests=self._http_requests,
