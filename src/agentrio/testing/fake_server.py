@@ -614,7 +614,9 @@ async def open_fake_llm(
         replies: a script (each request, from any API, takes the next reply;
             once it runs out the server answers 500), a function of a
             [`FakeRequest`][agentrio.testing.FakeRequest] returning a ModelReply (plain or async),
-            or None for the demo's scripted model (look up, count words, answer).
+            called per request (if it raises, the request gets a 500 naming
+            the error), or None for the demo's scripted model (look up,
+            count words, answer).
         faults: the faults to inject (default none).
         port: the port to listen on; 0 picks a free one.
         api_key: if set, requests must carry it (OpenAI and Ollama:
@@ -627,7 +629,8 @@ async def open_fake_llm(
             request it was sent).
 
     Raises:
-        InvalidArgument: a bad argument, named in the message.
+        InvalidArgument: a bad argument, named in the message (on entering
+            the block).
         OSError: the address could not be bound.
     """
     server, listeners = await _bind(replies, faults, port, api_key, host, keep_requests)
