@@ -379,7 +379,11 @@ DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)
 
 
 def public_names() -> dict[str, object]:
-    """agentrio's public names and their objects, as tests/test_exports.py finds them."""
+    """agentrio's public names and their objects: its ``__all__`` if it has one, else
+    the names tests/test_exports.py finds."""
+    names = getattr(agentrio, "__all__", None)
+    if names is not None:
+        return {name: getattr(agentrio, name) for name in names if name != "__version__"}
     return {
         name: value
         for name, value in vars(agentrio).items()
@@ -418,6 +422,7 @@ def documented_objects() -> tuple[tuple[str, object], ...]:
 
 
 def test_reference_directives_resolve() -> None:
+    assert {"open_runtime", "Budget"} <= set(public_names())
     documented = documented_objects()
     assert len(documented) > 100
     paths = [path for path, _ in documented]
