@@ -3,6 +3,7 @@
 Everything public is re-exported here; the modules behind it are private.
 """
 
+from ._version import __version__ as __version__
 from .agents.agent import AgentRef as AgentRef
 from .agents.agent import AgentSpec as AgentSpec
 from .agents.agent import StepInfo as StepInfo
@@ -11,7 +12,6 @@ from .agents.budget import Lease as Lease
 from .agents.budget import UsageTotals as UsageTotals
 from .agents.compaction import Compaction as Compaction
 from .agents.compose import agent_tool as agent_tool
-from .agents.context import estimate_tokens as estimate_tokens
 from .agents.continuation import looks_unfinished as looks_unfinished
 from .agents.helper import Helper as Helper
 from .agents.helper import HelperResult as HelperResult
@@ -33,7 +33,6 @@ from .agents.router import Route as Route
 from .agents.router import RuleRouter as RuleRouter
 from .agents.tool import Tool as Tool
 from .agents.tool import ToolContext as ToolContext
-from .agents.tool import ToolSchema as ToolSchema
 from .agents.tool import tool as tool
 from .config import Config as Config
 from .config import load_config as load_config
@@ -128,12 +127,12 @@ from .messages import Usage as Usage
 from .messages import WorkspaceWriteFailed as WorkspaceWriteFailed
 from .providers.base import AttemptMeter as AttemptMeter
 from .providers.base import Model as Model
+from .providers.base import ToolSchema as ToolSchema
 from .providers.provider import Provider as Provider
 from .providers.provider import ProviderConfig as ProviderConfig
 from .providers.provider import ProviderModel as ProviderModel
 from .providers.provider import ProviderStatistics as ProviderStatistics
+from .providers.tokens import estimate_tokens as estimate_tokens
 from .runtime import Runtime as Runtime
 from .runtime import open_runtime as open_runtime
 from .workspace import Workspace as Workspace
-
-__version__ = "0.1.0"

@@ -63,13 +63,14 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-from .agents.lanes import LANES, Lanes
+from .agents.lanes import Lanes
 from .agents.limits import Limits
 from .agents.modes import PRESETS, Mode
 from .agents.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
 from .providers.base import Model
+from .providers.limiter import LANES
 from .providers.provider import Provider, ProviderConfig
 from .providers.redact import redact_url
 

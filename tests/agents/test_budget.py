@@ -27,7 +27,7 @@ from agentrio import (
     UsageTotals,
 )
 from agentrio.agents.budget import usage_problem
-from agentrio.agents.context import message_text
+from agentrio.providers.tokens import message_text
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 
 LIMIT_NAMES = [

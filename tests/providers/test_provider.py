@@ -49,8 +49,8 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.agents.context import message_text
 from agentrio.providers.provider import DEFAULT_POOL, Kind
+from agentrio.providers.tokens import message_text
 from agentrio.testing import FakeLLMServer, FakeRequest, Faults, ReplyHandler, open_fake_llm
 
 BASE = {"openai": "/v1", "anthropic": "/v1", "ollama": ""}

@@ -41,18 +41,27 @@ from ..messages import (
     Usage,
     WorkspaceWriteFailed,
 )
-from ..providers.base import Model, Prices, check_model, context_window, model_pricing
+from ..providers.base import (
+    Model,
+    Prices,
+    ToolSchema,
+    check_model,
+    context_window,
+    model_pricing,
+)
+from ..providers.limiter import DEFAULT_LANE
+from ..providers.tokens import TokenEstimator, estimate_tokens, message_text
 from ..workspace import Workspace, agent_workspace
 from .budget import Budget, UsageTotals
 from .compaction import Compaction, Summariser
-from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
+from .context import ContextActor
 from .continuation import ContinuationDetector
-from .lanes import DEFAULT_LANE, check_lane
+from .lanes import check_lane
 from .limits import Limits
 from .modes import Mode, check_mode_timeout
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
-from .tool import NO_ENV, Tool, ToolSchema, check_env
+from .tool import NO_ENV, Tool, check_env
 from .tool_call import ToolGate
 
 if TYPE_CHECKING:

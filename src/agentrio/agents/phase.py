@@ -49,16 +49,18 @@ from ..messages import (
     TurnStarted,
     Usage,
 )
+from ..providers.limiter import lane_index
+from ..providers.tokens import arguments_text, message_text
 from .budget import Lease, usage_problem
-from .context import _arguments_text, fit_window, message_text
+from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
-from .lanes import ToolLanes, lane_index
-from .tool import ToolContext, ToolSchema
+from .lanes import ToolLanes
+from .tool import ToolContext
 from .tool_call import ToolCallActor, ToolLane, hide_env, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
     from ..core.actor import ActorRef
-    from ..providers.base import Model, Prices
+    from ..providers.base import Model, Prices, ToolSchema
     from .agent import _AgentState
 
 __all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
@@ -965,7 +967,7 @@ class Phase:
                     call_id=result.id,
                     status=result.status,
                     duration=0.0 if started is None else trio.current_time() - started,
-                    arguments_preview=self._shown(_arguments_text(result.arguments)),
+                    arguments_preview=self._shown(arguments_text(result.arguments)),
                     output_preview=self._shown(result.content),
                 )
             )

@@ -24,12 +24,12 @@ import msgspec
 import trio
 
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
+from ..providers.base import ToolSchema
 
 __all__ = [
     "Tool",
     "ToolArgumentsInvalid",
     "ToolContext",
-    "ToolSchema",
     "ToolResultInvalid",
     "check_env",
     "tool",
@@ -137,20 +137,6 @@ class ToolContext:
     step: int
     workspace: Path | None = None
     env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_context_env)
-
-
-class ToolSchema(msgspec.Struct, frozen=True):
-    """What a model is told about a tool.
-
-    Attributes:
-        name: the tool's name.
-        description: what it does (the function's docstring by default).
-        parameters: a JSON schema of its arguments object.
-    """
-
-    name: str
-    description: str
-    parameters: dict[str, object]
 
 
 def _inline_schema(args_type: type[msgspec.Struct]) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""The protocol every model object satisfies."""
+"""The protocol every model object satisfies, and the tool schemas a model is told of."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import msgspec
+
 from .._checks import check_int
-from ..agents.tool import ToolSchema
 from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply, Usage
 
@@ -16,11 +17,26 @@ __all__ = [
     "AttemptMeter",
     "Model",
     "Prices",
+    "ToolSchema",
     "check_model",
     "model_pricing",
 ]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
+
+
+class ToolSchema(msgspec.Struct, frozen=True):
+    """What a model is told about a tool.
+
+    Attributes:
+        name: the tool's name.
+        description: what it does (the function's docstring by default).
+        parameters: a JSON schema of its arguments object.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, object]
 
 
 @runtime_checkable
