@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 import pytest
 import trio
 import trio.testing
-from agentrio.agents import compose
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +41,7 @@ from agentrio import (
     ask,
     deny,
 )
+from agentrio.agents import compose
 from agentrio.agents.compose import combine_policies
 from agentrio.agents.policy import PostToolUse, PreToolUse
 from agentrio.core.actor import request_cancel
