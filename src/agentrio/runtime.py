@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .messages import PhaseResult
     from .providers.base import Model
 
-from .agents.agent import spawn_agent
+from .agents.agent import check_spec, spawn_agent
 from .agents.budget import Budget, UsageTotals
 from .agents.compose import map_phases
 from .agents.helper import infrastructure_helper
@@ -88,12 +88,11 @@ class Runtime(SupervisorRef):
     given as ``under=``), registered tools, the budget, events and statistics.
     """
 
-    __slots__ = ("_configured", "_services")
+    __slots__ = ("_services",)
 
-    def __init__(self, sup: _Supervisor, services: Services, configured: _Configured) -> None:
+    def __init__(self, sup: _Supervisor, services: Services) -> None:
         super().__init__(sup, None)
         self._services = services
-        self._configured = configured
 
     def _under(self, under: object) -> _Supervisor:
         """The supervisor of *under* (None: the root), a supervisor of this runtime."""
@@ -244,6 +243,7 @@ class Runtime(SupervisorRef):
                 *concurrency* < 1, or *under* is not a SupervisorRef of this
                 runtime.
         """
+        check_spec(spec)  # (first, whatever else is wrong)
         sup = self._under(under)
         return await map_phases(
             self._services, sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
@@ -391,7 +391,7 @@ async def open_runtime(
         modes=modes,
         router=router,
     )
-    rt = Runtime._create(root, services, configured)
+    rt = Runtime._create(root, services)
     root.ref = rt
     rt.register_tool(*tools)
     if config is not None:
