@@ -220,7 +220,7 @@ async def test_spawn_under_the_root_and_under_a_supervisor(
     async with agentrio.open_runtime() as rt:
         top = await rt.spawn_agent(spec)
         team = await rt.spawn_supervisor(name="team")
-        member = await team.spawn_agent(spec, name="b")
+        member = await rt.spawn_agent(spec, under=team, name="b")
         assert (top.name, top.path) == ("a", "a")
         assert (member.name, member.path) == ("b", "team/b")
         assert member.spec is spec and member.workspace is None

@@ -112,7 +112,7 @@ async def test_a_subagent_lives_under_the_parent_supervisor(
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         team = await rt.spawn_supervisor(name="team")
-        lead = await team.spawn_agent(lead_spec())
+        lead = await rt.spawn_agent(lead_spec(), under=team)
         child = await lead.spawn_subagent(AgentSpec("worker", echo_model(), tools=[lookup]))
         named = await lead.spawn_subagent(AgentSpec("worker", echo_model()), name="w2")
         assert child.path.startswith("team/lead.worker-")
@@ -1036,8 +1036,8 @@ async def test_map_on_a_supervisor_and_on_an_agent(
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         team = await rt.spawn_supervisor(name="team")
-        on_sup = await team.map(spec, ["x", "y"])
-        lead = await team.spawn_agent(lead_spec())
+        on_sup = await rt.map(spec, ["x", "y"], under=team)
+        lead = await rt.spawn_agent(lead_spec(), under=team)
         on_agent = await lead.map(spec, ["z"], budget=Budget(max_requests=5))
         assert await rt.map(spec, []) == []
         await trio.testing.wait_all_tasks_blocked()
@@ -1110,15 +1110,18 @@ async def test_map_of_a_non_spec_is_invalid_argument_before_anything_else(
 ) -> None:
     model = ScriptedModel([])
     async with agentrio.open_runtime() as rt:
-        mapper: agentrio.SupervisorRef | agentrio.AgentRef = rt
-        if on == "supervisor":
-            mapper = await rt.spawn_supervisor(name="team")
-        elif on == "agent":
-            mapper = await rt.spawn_agent(lead_spec(model))
+        made: agentrio.SupervisorRef | agentrio.AgentRef | None = None
         # Raised as itself (not in an exception group), whatever the inputs.
         with pytest.raises(InvalidArgument, match=r"spec must be an agentrio\.AgentSpec, got str"):
-            await mapper.map("not a spec", inputs)  # type: ignore[arg-type]
-        assert [c.path for c in rt.children()] == ([] if on == "runtime" else [mapper.path])
+            if on == "runtime":
+                await rt.map("not a spec", inputs)  # type: ignore[arg-type]
+            elif on == "supervisor":
+                made = await rt.spawn_supervisor(name="team")
+                await rt.map("not a spec", inputs, under=made)  # type: ignore[arg-type]
+            else:
+                made = lead = await rt.spawn_agent(lead_spec(model))
+                await lead.map("not a spec", inputs)  # type: ignore[arg-type]
+        assert [c.path for c in rt.children()] == ([] if made is None else [made.path])
     assert model.calls == []
 
 
@@ -1657,7 +1660,7 @@ async def test_a_graceful_stop_lets_an_agent_finish_its_first_phase(
 
     async with agentrio.open_runtime() as rt:
         sup = await rt.spawn_supervisor(name="s")
-        agent = await sup.spawn_agent(AgentSpec("a", FunctionModel(slow)))
+        agent = await rt.spawn_agent(AgentSpec("a", FunctionModel(slow)), under=sup)
         results: list[agentrio.PhaseResult] = []
 
         async def run() -> None:

@@ -582,7 +582,7 @@ async def test_an_infrastructure_helper_is_cancelled_with_its_supervisor(
 ) -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
-        h = team.helper(slow_model(), tools=[slow], name="h")
+        h = rt.helper(slow_model(), tools=[slow], name="h", under=team)
         assert h.agent.path == "team/h"
         assert rt.lookup("team/h") is h.agent.ref
         failures: list[BaseException] = []
@@ -609,8 +609,8 @@ async def test_a_session_helper_is_cancelled_with_its_agent(
 ) -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
-        lead = await team.spawn_agent(
-            AgentSpec("lead", slow_model(), tools=[slow], approver=lambda r: True)
+        lead = await rt.spawn_agent(
+            AgentSpec("lead", slow_model(), tools=[slow], approver=lambda r: True), under=team
         )
         h = lead.helper()
         assert h.agent.path.startswith("team/lead.helper-")

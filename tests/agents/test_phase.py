@@ -1367,7 +1367,7 @@ async def test_the_context_holds_the_agents_path_workspace_and_env(
     async with agentrio.open_runtime() as rt:
         agent = await rt.spawn_agent(spec)
         team = await rt.spawn_supervisor(name="team")
-        other = await team.spawn_agent(spec, name="b")
+        other = await rt.spawn_agent(spec, under=team, name="b")
         await agent.run("go")
         await other.run("go")
     assert seen[0] == Ctx(

@@ -369,7 +369,7 @@ async def test_no_background_run_under_a_stopped_supervisor(
 ) -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
-        agent = await team.spawn_agent(worker(Steps(1)))
+        agent = await rt.spawn_agent(worker(Steps(1)), under=team)
         response = await agent.respond("Do it.", router=lambda r: Route("inline"))
         await team.stop()
         with pytest.raises(agentrio.RuntimeClosed):

@@ -101,6 +101,16 @@ class NotAnActor:
         pass
 
 
+async def test_a_supervisor_ref_spawns_no_agents_the_runtime_does() -> None:
+    """Agents, helpers and maps are the runtime's: ``rt.spawn_agent(spec, under=team)``."""
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        for name in ("spawn_agent", "helper", "map", "register_tool"):
+            assert not hasattr(team, name)
+            assert not hasattr(agentrio.SupervisorRef, name)
+            assert callable(getattr(rt, name))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [

@@ -19,7 +19,6 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name, check_timeout, short_repr
-from ..config import find_config, split_model
 from ..core.actor import (
     Actor,
     ActorRef,
@@ -48,6 +47,7 @@ from ..providers.base import (
     check_model,
     context_window,
     model_pricing,
+    split_model,
 )
 from ..providers.limiter import DEFAULT_LANE
 from ..providers.tokens import TokenEstimator, estimate_tokens, message_text
@@ -61,6 +61,7 @@ from .limits import Limits
 from .modes import Mode, check_mode_timeout
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
+from .services import Services
 from .tool import NO_ENV, Tool, check_env
 from .tool_call import ToolGate
 
@@ -423,12 +424,12 @@ class _AgentState:
         "pricing",
         "primary",
         "requests",
+        "services",
         "spec",
         "stop_reasons",
         "stop_requested",
         "streams",
         "summariser",
-        "sup",
         "tool_calls",
         "usage_parent",
         "window",
@@ -438,7 +439,7 @@ class _AgentState:
     def __init__(
         self,
         spec: AgentSpec,
-        sup: _Supervisor,
+        services: Services,
         budget: Budget,
         name: str,
         model: Model,
@@ -453,7 +454,9 @@ class _AgentState:
         self.gate: ToolGate | None = None
         # A session helper's spending is its parent agent's too.
         self.usage_parent: _AgentState | None = None
-        self.sup = sup
+        # The runtime's services (one object for all its agents); the agent's
+        # supervisor is its cell's parent.
+        self.services = services
         self.budget = budget
         self.cell: _Cell | None = None
         # The context actors' cells: the primary one's, and the named labels'
@@ -527,7 +530,7 @@ class _AgentState:
         # Allowed while the supervisor stops: the agent may be draining its
         # queued phases, which the graceful stop promises to run. The name is
         # of the reserved form no other child can take (see check_name).
-        cell = self.sup.spawn_actor(
+        cell = self.cell.parent.spawn_actor(
             ContextActor,
             (),
             context_name(self.cell.name, label),
@@ -624,7 +627,7 @@ class _AgentState:
         # write that hangs (a stuck network disk) from holding a cancelled
         # caller of run() for ever; its thread is then abandoned. The deadline
         # is in real time: a MockClock's autojump would end every write at once.
-        seconds = self.sup.shutdown_timeout
+        seconds = self.cell.parent.shutdown_timeout
         with trio.CancelScope() as scope:
             timer = threading.Timer(
                 seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
@@ -650,10 +653,11 @@ class _AgentState:
 
     def _write_failed(self, error_type: str, error: str) -> None:
         """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
-        if self.sup.bus.active:
+        bus = self.services.bus
+        if bus.active:
             assert self.workspace is not None and self.cell is not None
             file = str(self.workspace.root / "run_summary.json")
-            self.sup.bus.publish(
+            bus.publish(
                 WorkspaceWriteFailed(
                     path=self.cell.path, file=file, error_type=error_type, error=error
                 )
@@ -701,7 +705,7 @@ class AgentActor(Actor[RunPhase]):
         own = state.model
         assert msg.model is not None
         try:
-            model = state.sup.shared.models().resolve(msg.model)
+            model = state.services.resolve(msg.model)
         except AgentrioError as exc:  # (a RunPhase sent without run()'s checks)
             phase._error(exc)
             return phase._ended()
@@ -752,11 +756,13 @@ def check_spec(spec: object) -> None:
         )
 
 
-def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
-    """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
+def spawn_agent(
+    services: Services, sup: _Supervisor, spec: AgentSpec, name: object, budget: object
+) -> AgentRef:
+    """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
     if type(spec) is not AgentSpec:  # (the common case needs no call)
         check_spec(spec)
-    root: Budget = sup.shared.budget
+    root = services.budget
     if budget is None:
         budget = root
     else:
@@ -771,18 +777,19 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     model: Model
     escalation: Model | None = None
     if isinstance(spec.model, str):
-        models = sup.shared.models()
-        model = models.resolve(spec.model)
+        model = services.resolve(spec.model)
         if spec.escalate_on_stall:
-            escalation = models.next_tier(spec.model)
+            stronger = services.next_tier(spec.model)
+            if stronger is not None:
+                escalation = services.resolve(stronger)
     else:
         model = spec.model
     if spec.settings is not None:
         check_model_settings(model, spec.settings, "AgentSpec.settings")
-    summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
+    summariser = None if spec.compaction is None else _summariser(services, spec.compaction)
     state = _AgentState(
         spec,
-        sup,
+        services,
         budget,
         agent_name if isinstance(agent_name, str) else "",
         model,
@@ -791,33 +798,22 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
     state.cell = cell
-    state.gate = make_gate(spec, cell.path, sup.bus)
+    state.gate = make_gate(spec, cell.path, services.bus)
     return AgentRef._create(state)
 
 
-def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
+def _summariser(services: Services, compaction: Compaction) -> Summariser:
     """*compaction* with its summary model resolved (ConfigError for a bad name)."""
     model = compaction.model
     if model is None:
-        model = _fast_tier(sup)
+        model = services.fast_model()
     elif isinstance(model, str):
-        model = sup.shared.models().resolve(model)
+        model = services.resolve(model)
     if model is None:  # the agent's own model, whichever it is when the summary is made
         return Summariser(compaction, None, False, None)
     return Summariser(
         compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
     )
-
-
-def _fast_tier(sup: _Supervisor) -> Model | None:
-    """The model of the configuration's ``fast`` tier, or None if there is none."""
-    shared = sup.shared
-    if shared.config is None and find_config() is None:
-        return None  # no configuration given, and none to be found
-    models = shared.models()
-    if "fast" not in models.config.tiers:
-        return None
-    return models.resolve("fast")
 
 
 def _check_run(
@@ -908,9 +904,7 @@ def _phase_command(
     chosen: Mode | None = None
     continuation = None
     if mode is not None:
-        from .respond import mode_of
-
-        chosen = mode_of(state.sup.shared, mode)
+        chosen = state.services.mode(mode)
         if max_iterations is None:
             max_iterations = chosen.max_iterations
         if timeout is None:
@@ -936,7 +930,7 @@ def _phase_command(
     )
     if model is not None:
         assert cmd.model is not None
-        state.sup.shared.models().resolve(cmd.model)  # a ConfigError now, not in the phase
+        state.services.resolve(cmd.model)  # a ConfigError now, not in the phase
     return cmd, chosen
 
 
@@ -1331,7 +1325,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         from .compose import map_phases
 
         return await map_phases(
-            self._state.sup,
+            self._state.services,
+            self._cell.parent,
             spec,
             inputs,
             concurrency=concurrency,

@@ -22,7 +22,6 @@ import attrs
 import trio
 
 from .._checks import check_int
-from ..config import split_model
 from ..errors import ActorError, InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -32,7 +31,7 @@ from ..messages import (
     ModelReply,
     Usage,
 )
-from ..providers.base import Model, Prices, check_model, context_window
+from ..providers.base import Model, Prices, check_model, context_window, split_model
 from ..providers.tokens import TokenEstimator, arguments_text, message_text
 from .context import turn_units
 from .phase import _Meter, _usage_invalid, settle_reply

@@ -262,7 +262,7 @@ class Phase:
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
         self.st = st
         self.cmd = cmd
-        self.bus = st.sup.bus
+        self.bus = st.services.bus
         assert st.cell is not None
         self.path = st.cell.path
         self.history: list[ChatMessage] = []
@@ -298,7 +298,7 @@ class Phase:
             allowed = allowed & st.ceiling
         self.allowed = allowed
         self.ctx: ActorRef | None = None
-        self.timers = st.sup.shared.timers
+        self.timers = st.services.timers
         # A lone tool call whose timer expired, cutting the agent's task short;
         # the runtime then calls run() again, which goes on from there.
         self.cut: ToolCallActor | None = None
@@ -843,7 +843,7 @@ class Phase:
             if self.bus.active:
                 actor.started = trio.current_time()  # (for its ToolEnded's duration)
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
-        lanes = st.sup.shared.tool_lanes
+        lanes = st.services.tool_lanes
         if lanes is not None and actors:
             self._in_lane(actors, lanes)
         batch += not_run  # (the tail: the batch stays in call order)

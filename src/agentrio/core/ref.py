@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -23,13 +21,6 @@ from .actor import (
 from .restart import Backoff, Strategy
 
 if TYPE_CHECKING:
-    from ..agents.agent import AgentRef, AgentSpec
-    from ..agents.budget import Budget
-    from ..agents.helper import Helper
-    from ..agents.tool import Tool
-    from ..errors import ActorError
-    from ..messages import PhaseResult
-    from ..providers.base import Model
     from .supervisor import _Supervisor
 
 __all__ = ["SupervisorRef", "SupervisorStatistics"]
@@ -66,6 +57,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     """The handle to a supervisor: spawn children under it, look them up, stop it.
 
     Made by :meth:`spawn_supervisor`; the runtime itself is the root supervisor.
+    Agents, helpers and maps are spawned through the runtime, under a
+    supervisor of choice: ``rt.spawn_agent(spec, under=team)``.
     """
 
     __slots__ = ("_cell", "_sup")
@@ -172,124 +165,6 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             shutdown_timeout=shutdown_timeout,
         )
         return sup.ref
-
-    async def spawn_agent(
-        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
-    ) -> AgentRef:
-        """Start an agent from *spec* as a child of this supervisor.
-
-        Args:
-            spec: the :class:`agentrio.AgentSpec`.
-            name: the agent's name (default ``spec.name``), unique here (the
-                rules of :meth:`spawn`). With a workspace, another name than
-                ``spec.name`` is the agent's subfolder of it, which must not
-                be one of its own entries (``artifacts``, ``logs``,
-                ``memory``, ``run_summary.json``, ignoring case).
-            budget: the budget its model and tool calls draw from (default:
-                the runtime's). A budget with no parent is made a child of
-                the runtime's, so the runtime's totals include it.
-
-        Returns:
-            An :class:`agentrio.AgentRef`.
-
-        Raises:
-            InvalidArgument: a bad argument, named in the message.
-            DuplicateName: the name is taken.
-            RuntimeClosed: this supervisor has stopped.
-        """
-        # Imported here (the core does not depend on the agent layer), and
-        # absolutely: a relative import in a function resolves its package on
-        # every call, a cost paid per agent when spawning 10k of them.
-        import agentrio.agents.agent
-
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return agentrio.agents.agent.spawn_agent(self._sup, spec, name, budget)
-
-    def helper(
-        self,
-        model: Model | str,
-        tools: Sequence[Tool | str] = (),
-        *,
-        instructions: str = "",
-        workspace: str | os.PathLike[str] | None = None,
-        max_turns: int = 10,
-        final_answer: bool = False,
-        budget: Budget | None = None,
-        name: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Helper:
-        """An infrastructure helper: call an LLM like a function, with a tool whitelist.
-
-        Only *tools* can run (a call to any other is a ``denied`` result the
-        model sees) and no approval is asked. The helper is an agent actor
-        under this supervisor.
-
-        Example::
-
-            h = rt.helper("fast", tools=["read_file"])
-            res = await h.execute("Summarise README.md")
-
-        Args:
-            model: a model object, a tier name or an ``"instance:model"`` string.
-            tools: Tool objects, or names registered with :meth:`register_tool`.
-            instructions: the system prompt.
-            workspace: a folder for its artifacts, and the working folder its
-                tools are told of (``ToolContext.workspace``).
-            max_turns: model calls per execute; past them HelperTurnsExceeded...
-            final_answer: ...unless True: then a last call without tools answers.
-            budget: what it draws from (default: the runtime's).
-            name: its name (default ``helper-<n>``).
-            env: environment variables its tools are told of (``ToolContext.env``).
-        """
-        from ..agents.helper import infrastructure_helper
-
-        resolved = [self._sup.shared.tool(t) for t in tools]
-        return infrastructure_helper(
-            self._sup,
-            model,
-            resolved,
-            instructions=instructions,
-            workspace=workspace,
-            max_turns=max_turns,
-            final_answer=final_answer,
-            budget=budget,
-            name=name,
-            env=env,
-        )
-
-    def register_tool(self, *tools: Tool) -> None:
-        """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
-
-        Raises:
-            InvalidArgument: not a Tool, or a name already registered for another tool.
-        """
-        for t in tools:
-            self._sup.shared.register_tool(t)
-
-    async def map(
-        self,
-        spec: AgentSpec,
-        inputs: Sequence[str],
-        *,
-        concurrency: int = 10,
-        budget: Budget | None = None,
-    ) -> list[PhaseResult | ActorError]:
-        """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
-
-        Results come back in input order. An input whose agent fails (crashes,
-        is cancelled) has its error in its place; the others' results are kept.
-        Each agent stops after its phase.
-
-        Raises:
-            InvalidArgument: *spec* is not an AgentSpec (checked first, even
-                for no inputs), *inputs* is not a list of str, or
-                *concurrency* < 1.
-        """
-        from ..agents.compose import map_phases
-
-        return await map_phases(
-            self._sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
-        )
 
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).

@@ -9,17 +9,19 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from .._checks import check_int
-from ..errors import InvalidArgument
+from ..errors import ConfigError, InvalidArgument
 from ..messages import ChatMessage, ModelReply, Usage
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
+    "MODEL_FORMAT",
     "AttemptMeter",
     "Model",
     "Prices",
     "ToolSchema",
     "check_model",
     "model_pricing",
+    "split_model",
 ]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -207,3 +209,19 @@ def model_pricing(model: object) -> Prices | None:
     if not any(pricing):
         return None
     return Prices(*(float(p) for p in pricing))
+
+
+MODEL_FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
+"""How a model string is written, for messages."""
+
+
+def split_model(text: str) -> tuple[str, str]:
+    """Split ``"instance:model"`` at the first colon.
+
+    Raises:
+        ConfigError: no colon, or an empty part; the message spells out the format.
+    """
+    instance, colon, model = text.partition(":")
+    if not colon or not instance or not model:
+        raise ConfigError(f"model strings are {MODEL_FORMAT}, got {text!r}")
+    return instance, model
