@@ -20,7 +20,6 @@ from agentrio import (
     Limits,
     ModelReply,
     ProviderConfig,
-    ProviderModel,
     ToolCallRequest,
     Usage,
     load_config,
@@ -29,6 +28,7 @@ from agentrio import (
 from agentrio.config import Models, find_config, structure_limits
 from agentrio.providers.base import split_model
 from agentrio.testing import FakeLLMServer, FakeRequest, ScriptedModel, open_fake_llm
+from agentrio.types import ProviderModel
 
 GOOD = """\
 escalation = ["fast", "smart"]

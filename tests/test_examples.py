@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 import agentrio
+import agentrio.errors
+import agentrio.events
+import agentrio.types
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -74,13 +77,15 @@ def test_supervised_pool_main(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def _public_names() -> list[str]:
-    return sorted(
+    top = {
         name
         for name in dir(agentrio)
         if not name.startswith("_")
         and name != "__version__"
         and not isinstance(getattr(agentrio, name), types.ModuleType)
-    )
+    }
+    homes = (agentrio.events, agentrio.errors, agentrio.types)
+    return sorted(top.union(*(home.__all__ for home in homes)))
 
 
 def _documented_names(text: str) -> set[str]:

@@ -16,18 +16,16 @@ from agentrio import (
     ActorStopped,
     InvalidArgument,
     PhaseResult,
-    RestartIntensityExceeded,
-    RuntimeClosed,
-    UnknownName,
 )
 from agentrio.agents.compose import agent_tool
 from agentrio.agents.phase import CALLER
+from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, UnknownName
 from agentrio.testing import FunctionModel, Reply
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
 
-RecordEvents = Callable[..., list[agentrio.Event]]
+RecordEvents = Callable[..., list[agentrio.events.Event]]
 
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
@@ -292,7 +290,7 @@ async def test_a_failing_subtree_escalates_up_to_the_root(record_events: RecordE
     assert "'team'" in str(err)
     assert "'team/w'" in str(err)
     await trio.testing.wait_all_tasks_blocked()  # let the recorder read the last events
-    escalated = [e for e in events if isinstance(e, agentrio.SupervisorEscalated)]
+    escalated = [e for e in events if isinstance(e, agentrio.events.SupervisorEscalated)]
     assert [(e.path, e.child) for e in escalated] == [
         ("team", "team/w"),
         ("team", "team/w"),
@@ -406,7 +404,7 @@ async def test_runtime_statistics() -> None:
             top.send_nowait(Put(n=2))
         await trio.testing.wait_all_tasks_blocked()
         stats = rt.statistics()
-        assert stats == agentrio.SupervisorStatistics(
+        assert stats == agentrio.types.SupervisorStatistics(
             path="",
             state="running",
             children=1,  # top has exited

@@ -260,7 +260,7 @@ class Runtime(SupervisorRef):
         Use as ``async with rt.events() as stream: async for event in stream``.
         The subscription starts at once (before the ``async with``), holds at
         most *capacity* unread events, and never slows the actors: when it is
-        full, events are dropped for it and an :class:`~agentrio.EventsLost`
+        full, events are dropped for it and an :class:`~agentrio.events.EventsLost`
         with their count takes their place.
 
         Raises:
@@ -321,7 +321,7 @@ async def open_runtime(
     with an exception cancels everything. Nothing
     outlives the block. If the root supervisor exceeds its restart intensity,
     the block is cancelled and an exception group holding a
-    :class:`~agentrio.RestartIntensityExceeded` (naming the actor and its
+    :class:`~agentrio.errors.RestartIntensityExceeded` (naming the actor and its
     error) is raised.
 
     Example::

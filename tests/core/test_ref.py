@@ -12,7 +12,8 @@ import trio.testing
 from test_supervisor import Block, Gen, Put, Worker, _crash
 
 import agentrio
-from agentrio import DuplicateName, InvalidArgument, UnknownName
+from agentrio import InvalidArgument
+from agentrio.errors import DuplicateName, UnknownName
 
 # -- names, lookups, arguments ----------------------------------------------------------------
 
@@ -191,7 +192,7 @@ async def test_supervisor_statistics() -> None:
         b.send_nowait(Put(n=2))
         await trio.testing.wait_all_tasks_blocked()
         stats = team.statistics()
-        assert stats == agentrio.SupervisorStatistics(
+        assert stats == agentrio.types.SupervisorStatistics(
             path="team",
             state="running",
             children=2,

@@ -162,7 +162,7 @@ class AgentSpec:
         permissions: the :class:`agentrio.PermissionPolicy` for its tool
             calls (None: every allowlisted call is allowed).
         approver: who answers ``ask`` decisions: an async or sync callable
-            taking a :class:`agentrio.ConfirmationRequired` and returning a
+            taking a :class:`agentrio.events.ConfirmationRequired` and returning a
             bool or :class:`agentrio.Approval`, or an actor that does the same
             (any other answer denies the call).
         approval_timeout: seconds to wait for the approver; then the call is
@@ -1109,7 +1109,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         once more on that tier (unless *escalate* is False).
 
         Returns:
-            A :class:`agentrio.Response`: the route, the mode, the tier, the
+            A :class:`agentrio.types.Response`: the route, the mode, the tier, the
             :class:`PhaseResult`, and ``can_continue`` (the run hit a cap,
             ``"max_iterations"`` or ``"timeout"``, outside the background
             mode: see :meth:`continue_in_background`).
@@ -1139,7 +1139,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         now; this returns at once.
 
         Returns:
-            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+            A :class:`agentrio.types.BackgroundRun`: ``await bg.wait()`` for its result.
 
         Raises:
             InvalidArgument: *response* is not this agent's, or cannot be
@@ -1173,7 +1173,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         outlives the runtime.
 
         Returns:
-            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+            A :class:`agentrio.types.BackgroundRun`: ``await bg.wait()`` for its result.
 
         Raises:
             InvalidArgument, ConfigError: as for :meth:`run`.

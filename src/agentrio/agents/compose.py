@@ -59,7 +59,7 @@ class _Nested(PermissionPolicy):
     """A child's policy: its parent's and its own both apply, the stricter decision wins.
 
     Merging the two rule lists would not do: deny, allow and ask are checked
-    in that order across all rules, so a child's ``allow("*")`` would beat its
+    in that order across all rules, so a child's ``allow_rule("*")`` would beat its
     parent's ``ask`` rules and default. (``rules`` and ``default`` hold both
     sets, for display.)
 

@@ -2,7 +2,7 @@
 
 A :class:`PermissionPolicy` holds ordered rules. ``deny`` rules are checked
 first, then ``allow``, then ``ask``; a call no rule matches gets the policy's
-``default``. ``ask`` publishes :class:`~agentrio.ConfirmationRequired` and waits
+``default``. ``ask`` publishes :class:`~agentrio.events.ConfirmationRequired` and waits
 for the agent's approver; nothing but an approver ever approves, and an
 ``approval_timeout`` only ever denies.
 """
@@ -34,9 +34,9 @@ __all__ = [
     "PostToolUse",
     "PreToolUse",
     "Rule",
-    "allow",
-    "ask",
-    "deny",
+    "allow_rule",
+    "ask_rule",
+    "deny_rule",
     "terminal_approver",
 ]
 
@@ -75,17 +75,17 @@ class Rule:
         return self.when is None or bool(self.when(arguments))
 
 
-def deny(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def deny_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that denies calls to tools matching *tool* (and *when*)."""
     return Rule("deny", tool, when)
 
 
-def allow(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def allow_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that allows calls to tools matching *tool* (and *when*)."""
     return Rule("allow", tool, when)
 
 
-def ask(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def ask_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that asks the approver about calls to tools matching *tool* (and *when*)."""
     return Rule("ask", tool, when)
 
@@ -101,7 +101,7 @@ class PermissionPolicy:
     Example::
 
         policy = PermissionPolicy(
-            rules=[deny("shell"), allow("read_*"), ask("write_file")],
+            rules=[deny_rule("shell"), allow_rule("read_*"), ask_rule("write_file")],
             default="ask",
         )
     """
@@ -111,7 +111,10 @@ class PermissionPolicy:
 
     def __attrs_post_init__(self) -> None:
         if not all(isinstance(r, Rule) for r in self.rules):
-            raise InvalidArgument("PermissionPolicy.rules must be agentrio.Rule objects")
+            raise InvalidArgument(
+                "PermissionPolicy.rules must be Rule objects "
+                "(from agentrio.allow_rule, ask_rule or deny_rule)"
+            )
         if self.default not in _ORDER:
             raise InvalidArgument(
                 f"PermissionPolicy.default must be deny, allow or ask, got {self.default!r}"
@@ -166,9 +169,9 @@ class Deny:
     reason: str
 
 
-Approver = Callable[[ConfirmationRequired], "Awaitable[bool | Approval] | bool | Approval"]
-PreToolUse = Callable[[ToolCallRequest], "Awaitable[ToolCallRequest | Deny | None]"]
-PostToolUse = Callable[[ToolCallRequest, ToolResult], "Awaitable[ToolResult | None]"]
+Approver = Callable[[ConfirmationRequired], Awaitable[bool | Approval] | bool | Approval]
+PreToolUse = Callable[[ToolCallRequest], Awaitable[ToolCallRequest | Deny | None]]
+PostToolUse = Callable[[ToolCallRequest, ToolResult], Awaitable[ToolResult | None]]
 
 
 async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequired) -> Approval:

@@ -319,7 +319,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
     """*response*, if *agent* can go on with it in the background."""
     if not isinstance(response, Response):
         raise InvalidArgument(
-            f"response must be the agentrio.Response of respond(), got {response!r}"
+            f"response must be the agentrio.types.Response of respond(), got {response!r}"
         )
     if response.agent != agent.path:
         raise InvalidArgument(
