@@ -17,7 +17,8 @@ __all__ = [
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
-    """*value* if it is an int >= *minimum*, else [`InvalidArgument`][agentrio.InvalidArgument]
+    """*value* if it is an int >= *minimum*, else
+    [`InvalidArgument`][agentrio.errors.InvalidArgument]
     naming *name*."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
@@ -54,13 +55,13 @@ def is_reserved(name: str) -> bool:
 
 
 def check_timeout(name: str, value: float | None) -> None:
-    """Raise [`InvalidArgument`][agentrio.InvalidArgument] unless *value* is ``None`` or a
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *value* is ``None`` or a
     number >= 0."""
     check_seconds(name, value, optional=True)
 
 
 def check_seconds(name: str, value: object, *, optional: bool = False) -> None:
-    """Raise [`InvalidArgument`][agentrio.InvalidArgument] unless *value* is a number of
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *value* is a number of
     seconds >= 0 (or, if *optional*, ``None``)."""
     if value is None and optional:
         return

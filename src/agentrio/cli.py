@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import trio
 
-from . import __version__
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .demo import DemoProgress

@@ -63,13 +63,14 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-from .agents.lanes import LANES, Lanes
+from .agents.lanes import Lanes
 from .agents.limits import Limits
 from .agents.modes import PRESETS, Mode
 from .agents.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
-from .providers.base import Model
+from .providers.base import MODEL_FORMAT, Model, split_model
+from .providers.limiter import LANES
 from .providers.provider import Provider, ProviderConfig
 from .providers.redact import redact_url
 
@@ -79,25 +80,11 @@ __all__ = [
     "find_config",
     "load_config",
     "parse_config",
-    "split_model",
     "structure_limits",
     "structure_modes",
 ]
 
 _TOP_LEVEL = ("providers", "tiers", "escalation", "limits", "modes", "router", "lanes")
-_FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
-
-
-def split_model(text: str) -> tuple[str, str]:
-    """Split ``"instance:model"`` at the first colon.
-
-    Raises:
-        ConfigError: no colon, or an empty part; the message spells out the format.
-    """
-    instance, colon, model = text.partition(":")
-    if not colon or not instance or not model:
-        raise ConfigError(f"model strings are {_FORMAT}, got {text!r}")
-    return instance, model
 
 
 @attrs.frozen
@@ -741,7 +728,7 @@ class Models:
             if target is None:
                 raise ConfigError(
                     f"{model!r} is neither a tier ({sorted(self.config.tiers) or 'none'}) "
-                    f"nor a model string {_FORMAT}"
+                    f"nor a model string {MODEL_FORMAT}"
                 )
             model = target
         instance, name = split_model(model)

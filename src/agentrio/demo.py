@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Literal
@@ -24,13 +24,13 @@ import trio
 from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
 from .agents.limits import Limits
-from .agents.tool import ToolSchema, tool
-from .messages import ChatMessage, ModelReply, PhaseResult, ToolCallRequest, Usage
+from .agents.tool import tool
+from .messages import PhaseResult
 from .providers.base import Model
 from .providers.provider import Kind, Provider, ProviderConfig
 from .providers.redact import redact_url
 from .runtime import open_runtime
-from .testing.fake_server import open_fake_llm
+from .testing.fake_server import demo_reply, open_fake_llm
 from .testing.models import FunctionModel
 
 __all__ = ["DemoProgress", "DemoReport", "demo_spec", "run_demo", "watch_progress"]
@@ -50,26 +50,11 @@ async def word_count(text: str) -> int:
     return len(text.split())
 
 
-def _script(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> ModelReply:
-    """The scripted model: decides by what the conversation holds so far."""
-    results = [m for m in messages if m.role == "tool"]
-    prompt = len(messages) * 12
-    if not results:
-        topic = messages[-1].content.rsplit(" ", 1)[-1]
-        call = ToolCallRequest("lookup", {"key": topic})
-        return ModelReply(tool_calls=(call,), usage=Usage(prompt, 12))
-    if len(results) == 1:
-        call = ToolCallRequest("word_count", {"text": results[0].content})
-        return ModelReply(tool_calls=(call,), usage=Usage(prompt, 14))
-    answer = f"{results[0].content} ({results[1].content} words)"
-    return ModelReply(text=answer, usage=Usage(prompt, 20))
-
-
 def demo_spec(model: Model | None = None) -> AgentSpec:
     """The spec every demo agent is spawned from (default model: the script, in process)."""
     return AgentSpec(
         name="demo",
-        model=model if model is not None else FunctionModel(_script),
+        model=model if model is not None else FunctionModel(demo_reply),
         instructions="Look the topic up, count the words of what you found, then answer.",
         tools=[lookup, word_count],
         limits=Limits(max_iterations=5),

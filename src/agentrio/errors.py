@@ -1,4 +1,10 @@
-"""The one exception tree of agentrio.
+"""The one exception tree of agentrio: ``agentrio.errors``, the public home of every exception.
+
+The exceptions code usually catches are at the top level too
+(``agentrio.ActorCrashed`` is ``agentrio.errors.ActorCrashed``): ``AgentrioError``,
+``InvalidArgument``, ``ConfigError``, ``ActorError``, ``ActorCrashed``,
+``ActorStopped``, ``AskTimeout`` and ``ProviderError``. The rest are spelled
+``agentrio.errors.MailboxFull``.
 
 Misuse of the API (a bug in the calling code) and failures at run time (an
 actor crashed, a reply did not come) are separate branches, so that code can
@@ -116,7 +122,8 @@ class HelperTurnsExceeded(AgentrioError):
     """A helper reached its ``max_turns`` without a final answer.
 
     Attributes:
-        result: what it did get done (a [`agentrio.HelperResult`][agentrio.HelperResult]).
+        result: what it did get done (a
+            [`agentrio.types.HelperResult`][agentrio.types.HelperResult]).
     """
 
     def __init__(self, message: str, *, result: object) -> None:

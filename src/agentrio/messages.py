@@ -282,10 +282,10 @@ class Usage(Message, frozen=True, tag=True):
     """What one model call consumed, as the provider reported it.
 
     For a call its provider retried, this is the answered attempt; the failed
-    ones were charged as they failed (see [`AttemptMeter`][agentrio.AttemptMeter]).
+    ones were charged as they failed (see [`AttemptMeter`][agentrio.types.AttemptMeter]).
     The budget charges exactly this. Token counts must be ints >= 0 and the
     cost a finite number >= 0: anything else is a
-    [`UsageInvalid`][agentrio.UsageInvalid] error for the call, and its
+    [`UsageInvalid`][agentrio.errors.UsageInvalid] error for the call, and its
     reservation is charged instead; so is ``cached_input_tokens +
     cache_write_tokens`` more than ``input_tokens``, or ``reasoning_tokens``
     more than ``output_tokens``.
@@ -918,7 +918,7 @@ class SubagentStarted(Event, frozen=True, tag=True):
     """The agent at ``path`` spawned the subagent at ``child``.
 
     With ``AgentRef.spawn_subagent``, ``AgentRef.map``, ``AgentRef.helper`` or
-    an agent tool. (``SupervisorRef.map`` and ``SupervisorRef.helper`` spawn
+    an agent tool. (``Runtime.map`` and ``Runtime.helper`` spawn
     agents with no parent, and publish none.)
     """
 

@@ -1,4 +1,5 @@
-"""ContextActor (one history per label), the token estimate, and fit_window."""
+"""ContextActor (one history per label) and fit_window. (The token estimate:
+tests/providers/test_tokens.py.)"""
 
 from __future__ import annotations
 
@@ -10,55 +11,17 @@ import agentrio
 from agentrio import (
     ActorCrashed,
     ChatMessage,
+    ToolCallRequest,
+)
+from agentrio.agents.context import ContextActor, fit_window, turn_units
+from agentrio.types import (
     ContextAppend,
     ContextCompact,
     ContextRead,
     ContextReadTurns,
     ContextReset,
-    ToolCallRequest,
     Turn,
 )
-from agentrio.agents.context import (
-    ContextActor,
-    estimate_tokens,
-    fit_window,
-    message_text,
-    turn_units,
-)
-
-
-def test_estimate_tokens_is_chars_over_3_5_rounded_up() -> None:
-    assert agentrio.estimate_tokens is estimate_tokens
-    assert estimate_tokens("") == 1
-    assert estimate_tokens("abc") == 1
-    assert estimate_tokens("x" * 7) == 3
-    assert estimate_tokens("x" * 35) == 11
-    assert estimate_tokens("x" * 3500) == 1001
-
-
-@pytest.mark.parametrize(
-    ("text", "tokens"),
-    [
-        ("漢字" * 50, 101),  # one token for each character that is not ASCII
-        ("日本語のテキスト", 9),
-        ("naïve café", 2 + int(8 / 3.5) + 1),
-        ("emoji 🙂 and Ελληνικά", 9 + int(11 / 3.5) + 1),
-    ],
-)
-def test_estimate_tokens_counts_each_non_ascii_character_as_a_token(text: str, tokens: int) -> None:
-    # CJK text ran 2.1x over the characters / 3.5 estimate: reservations under-counted it.
-    assert estimate_tokens(text) == tokens
-
-
-def test_message_text_counts_tool_calls() -> None:
-    plain = ChatMessage("user", "hello")
-    assert message_text(plain) == "hello"
-    calls = ChatMessage(
-        "assistant", "so", tool_calls=(ToolCallRequest("f", {"a": 1}), ToolCallRequest("g"))
-    )
-    assert message_text(calls) == 'sof{"a":1}g{}'  # the arguments as JSON
-    odd = ChatMessage("assistant", "", tool_calls=(ToolCallRequest("h", {"x": 1 + 2j}),))
-    assert message_text(odd) == "h{'x': (1+2j)}"  # not JSON: their repr
 
 
 async def test_context_actor_reads_appends_and_resets() -> None:

@@ -111,7 +111,7 @@ async def test_bad_http_is_answered_400_and_the_connection_closed(request_bytes:
 
 
 async def test_a_body_too_large_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fake_server_module, "_MAX_BODY", 100)
+    monkeypatch.setattr(fake_server_module, "MAX_BODY", 100)
     async with open_fake_llm() as server:
         received = await exchange(server, post(b"x" * 101))
         stats = server.statistics()

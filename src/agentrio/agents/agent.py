@@ -19,7 +19,6 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name, check_timeout, short_repr
-from ..config import find_config, split_model
 from ..core.actor import (
     Actor,
     ActorRef,
@@ -41,18 +40,29 @@ from ..messages import (
     Usage,
     WorkspaceWriteFailed,
 )
-from ..providers.base import Model, Prices, check_model, context_window, model_pricing
+from ..providers.base import (
+    Model,
+    Prices,
+    ToolSchema,
+    check_model,
+    context_window,
+    model_pricing,
+    split_model,
+)
+from ..providers.limiter import DEFAULT_LANE
+from ..providers.tokens import TokenEstimator, estimate_tokens, message_text
 from ..workspace import Workspace, agent_workspace
 from .budget import Budget, UsageTotals
 from .compaction import Compaction, Summariser
-from .context import ContextActor, TokenEstimator, estimate_tokens, message_text
+from .context import ContextActor
 from .continuation import ContinuationDetector
-from .lanes import DEFAULT_LANE, check_lane
+from .lanes import check_lane
 from .limits import Limits
 from .modes import Mode, check_mode_timeout
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
-from .tool import NO_ENV, Tool, ToolSchema, check_env
+from .services import Services
+from .tool import NO_ENV, Tool, check_env
 from .tool_call import ToolGate
 
 if TYPE_CHECKING:
@@ -119,7 +129,7 @@ def _to_lane(value: object) -> Lane:
 class AgentSpec:
     """Everything that defines an agent; one spec can be spawned many times.
 
-    Spawn it with [`SupervisorRef.spawn_agent`][agentrio.SupervisorRef.spawn_agent].
+    Spawn it with [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent].
 
     Example:
 
@@ -151,7 +161,7 @@ class AgentSpec:
             ``run_summary.json`` (see [`Workspace`][agentrio.Workspace]); an
             agent spawned under another name than the spec's gets a
             subfolder of that name, which must not be one of those entries.
-        on_step: called (sync or async) with a [`StepInfo`][agentrio.StepInfo] after every
+        on_step: called (sync or async) with a [`StepInfo`][agentrio.types.StepInfo] after every
             model turn and tool call; if it raises, the phase ends with ``error``.
         token_estimator: ``fn(text) -> tokens``, for the context window and
             the budget's reservations (default:
@@ -164,8 +174,8 @@ class AgentSpec:
             calls (None: every allowlisted call is allowed).
         approver: who answers the policy's ``ask`` decisions: a callable
             (plain or async) taking a
-            [`agentrio.ConfirmationRequired`][agentrio.ConfirmationRequired] and returning
-            a bool or an [`agentrio.Approval`][agentrio.Approval], or an
+            [`agentrio.events.ConfirmationRequired`][agentrio.events.ConfirmationRequired] and
+            returning a bool or an [`agentrio.Approval`][agentrio.Approval], or an
             [`ActorRef`][agentrio.ActorRef] that is asked with the
             ``ConfirmationRequired`` and replies the same. Without one,
             ``ask`` means deny. Any other answer (``"yes"``, ``1``, ``None``)
@@ -470,12 +480,12 @@ class _AgentState:
         "pricing",
         "primary",
         "requests",
+        "services",
         "spec",
         "stop_reasons",
         "stop_requested",
         "streams",
         "summariser",
-        "sup",
         "tool_calls",
         "usage_parent",
         "window",
@@ -485,7 +495,7 @@ class _AgentState:
     def __init__(
         self,
         spec: AgentSpec,
-        sup: _Supervisor,
+        services: Services,
         budget: Budget,
         name: str,
         model: Model,
@@ -500,7 +510,9 @@ class _AgentState:
         self.gate: ToolGate | None = None
         # A session helper's spending is its parent agent's too.
         self.usage_parent: _AgentState | None = None
-        self.sup = sup
+        # The runtime's services (one object for all its agents); the agent's
+        # supervisor is its cell's parent.
+        self.services = services
         self.budget = budget
         self.cell: _Cell | None = None
         # The context actors' cells: the primary one's, and the named labels'
@@ -574,7 +586,7 @@ class _AgentState:
         # Allowed while the supervisor stops: the agent may be draining its
         # queued phases, which the graceful stop promises to run. The name is
         # of the reserved form no other child can take (see check_name).
-        cell = self.sup.spawn_actor(
+        cell = self.cell.parent.spawn_actor(
             ContextActor,
             (),
             context_name(self.cell.name, label),
@@ -671,7 +683,7 @@ class _AgentState:
         # write that hangs (a stuck network disk) from holding a cancelled
         # caller of run() for ever; its thread is then abandoned. The deadline
         # is in real time: a MockClock's autojump would end every write at once.
-        seconds = self.sup.shutdown_timeout
+        seconds = self.cell.parent.shutdown_timeout
         with trio.CancelScope() as scope:
             timer = threading.Timer(
                 seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
@@ -697,10 +709,11 @@ class _AgentState:
 
     def _write_failed(self, error_type: str, error: str) -> None:
         """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
-        if self.sup.bus.active:
+        bus = self.services.bus
+        if bus.active:
             assert self.workspace is not None and self.cell is not None
             file = str(self.workspace.root / "run_summary.json")
-            self.sup.bus.publish(
+            bus.publish(
                 WorkspaceWriteFailed(
                     path=self.cell.path, file=file, error_type=error_type, error=error
                 )
@@ -748,7 +761,7 @@ class AgentActor(Actor[RunPhase]):
         own = state.model
         assert msg.model is not None
         try:
-            model = state.sup.shared.models().resolve(msg.model)
+            model = state.services.resolve(msg.model)
         except AgentrioError as exc:  # (a RunPhase sent without run()'s checks)
             phase._error(exc)
             return phase._ended()
@@ -792,7 +805,7 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
 
 
 def check_spec(spec: object) -> None:
-    """Raise [`InvalidArgument`][agentrio.InvalidArgument] unless *spec* is an
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *spec* is an
     [`AgentSpec`][agentrio.AgentSpec]."""
     if not isinstance(spec, AgentSpec):
         raise InvalidArgument(
@@ -800,11 +813,13 @@ def check_spec(spec: object) -> None:
         )
 
 
-def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
-    """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
+def spawn_agent(
+    services: Services, sup: _Supervisor, spec: AgentSpec, name: object, budget: object
+) -> AgentRef:
+    """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
     if type(spec) is not AgentSpec:  # (the common case needs no call)
         check_spec(spec)
-    root: Budget = sup.shared.budget
+    root = services.budget
     if budget is None:
         budget = root
     else:
@@ -819,18 +834,19 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     model: Model
     escalation: Model | None = None
     if isinstance(spec.model, str):
-        models = sup.shared.models()
-        model = models.resolve(spec.model)
+        model = services.resolve(spec.model)
         if spec.escalate_on_stall:
-            escalation = models.next_tier(spec.model)
+            stronger = services.next_tier(spec.model)
+            if stronger is not None:
+                escalation = services.resolve(stronger)
     else:
         model = spec.model
     if spec.settings is not None:
         check_model_settings(model, spec.settings, "AgentSpec.settings")
-    summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
+    summariser = None if spec.compaction is None else _summariser(services, spec.compaction)
     state = _AgentState(
         spec,
-        sup,
+        services,
         budget,
         agent_name if isinstance(agent_name, str) else "",
         model,
@@ -839,33 +855,22 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
     state.cell = cell
-    state.gate = make_gate(spec, cell.path, sup.bus)
+    state.gate = make_gate(spec, cell.path, services.bus)
     return AgentRef._create(state)
 
 
-def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
+def _summariser(services: Services, compaction: Compaction) -> Summariser:
     """*compaction* with its summary model resolved (ConfigError for a bad name)."""
     model = compaction.model
     if model is None:
-        model = _fast_tier(sup)
+        model = services.fast_model()
     elif isinstance(model, str):
-        model = sup.shared.models().resolve(model)
+        model = services.resolve(model)
     if model is None:  # the agent's own model, whichever it is when the summary is made
         return Summariser(compaction, None, False, None)
     return Summariser(
         compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
     )
-
-
-def _fast_tier(sup: _Supervisor) -> Model | None:
-    """The model of the configuration's ``fast`` tier, or None if there is none."""
-    shared = sup.shared
-    if shared.config is None and find_config() is None:
-        return None  # no configuration given, and none to be found
-    models = shared.models()
-    if "fast" not in models.config.tiers:
-        return None
-    return models.resolve("fast")
 
 
 def _check_run(
@@ -956,9 +961,7 @@ def _phase_command(
     chosen: Mode | None = None
     continuation = None
     if mode is not None:
-        from .respond import mode_of
-
-        chosen = mode_of(state.sup.shared, mode)
+        chosen = state.services.mode(mode)
         if max_iterations is None:
             max_iterations = chosen.max_iterations
         if timeout is None:
@@ -984,7 +987,7 @@ def _phase_command(
     )
     if model is not None:
         assert cmd.model is not None
-        state.sup.shared.models().resolve(cmd.model)  # a ConfigError now, not in the phase
+        state.services.resolve(cmd.model)  # a ConfigError now, not in the phase
     return cmd, chosen
 
 
@@ -1209,8 +1212,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         for ``run()``.
 
         Returns:
-            A [`agentrio.Response`][agentrio.Response]: the route, the mode, the tier, the
-            [`PhaseResult`][agentrio.PhaseResult], and ``can_continue`` (the run hit a cap,
+            A [`agentrio.types.Response`][agentrio.types.Response]: the route, the mode, the tier,
+            the [`PhaseResult`][agentrio.PhaseResult], and ``can_continue`` (the run hit a cap,
             ``"max_iterations"`` or ``"timeout"``, outside the background
             mode: see [`continue_in_background`][agentrio.AgentRef.continue_in_background]).
 
@@ -1244,8 +1247,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         now, after the phases queued before it; this returns at once.
 
         Returns:
-            A [`agentrio.BackgroundRun`][agentrio.BackgroundRun]: ``await bg.wait()`` for its
-            result.
+            A [`agentrio.types.BackgroundRun`][agentrio.types.BackgroundRun]: ``await bg.wait()``
+            for its result.
 
         Raises:
             InvalidArgument: *response* is not a ``Response``, is another
@@ -1278,14 +1281,14 @@ class AgentRef(metaclass=NoPublicConstructor):
         is full) and this returns at once; it is run for a small actor,
         ``<agent>.background-<n>``, a temporary child of the agent's
         supervisor, which keeps its result for
-        [`BackgroundRun.wait`][agentrio.BackgroundRun.wait] and then stops. It stops with
+        [`BackgroundRun.wait`][agentrio.types.BackgroundRun.wait] and then stops. It stops with
         that supervisor (the phase gets what is left of its
         ``shutdown_timeout``, then ends with ``"cancelled"``), so it never
         outlives the runtime.
 
         Returns:
-            A [`agentrio.BackgroundRun`][agentrio.BackgroundRun]: ``await bg.wait()`` for its
-            result.
+            A [`agentrio.types.BackgroundRun`][agentrio.types.BackgroundRun]: ``await bg.wait()``
+            for its result.
 
         Raises:
             InvalidArgument, ConfigError: as for [`run`][agentrio.AgentRef.run].
@@ -1347,7 +1350,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         call of its turn ended. A phase writes its turns to its context when
         it ends: during a phase, this is the history as it stood before it.
         It asks the label's context actor with
-        [`ContextReadTurns`][agentrio.ContextReadTurns]; see [Reading a
+        [`ContextReadTurns`][agentrio.types.ContextReadTurns]; see [Reading a
         history][reading-a-history].
 
         Args:
@@ -1355,7 +1358,7 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Returns:
             Its turns, oldest first (the system prompt, if any, first): each a
-            [`Turn`][agentrio.Turn] with its ``message`` and ``timestamp`` (``time.time()``
+            [`Turn`][agentrio.types.Turn] with its ``message`` and ``timestamp`` (``time.time()``
             when it was made); ``()`` if no phase has written to it yet.
 
         Raises:
@@ -1402,7 +1405,7 @@ class AgentRef(metaclass=NoPublicConstructor):
             model: the helper's model (default: this agent's).
             instructions: its system prompt (default: this agent's).
             max_turns: model calls per execute; past them
-                [`HelperTurnsExceeded`][agentrio.HelperTurnsExceeded]...
+                [`HelperTurnsExceeded`][agentrio.errors.HelperTurnsExceeded]...
             final_answer: ...unless True: then one last call without tools answers.
             name: its name (default ``<agent>.helper-<n>``); its agent is
                 named ``<agent>.<the last .-part of name>``, which must not be
@@ -1468,7 +1471,7 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> list[PhaseResult | ActorError]:
         """One phase per input, each on a fresh subagent of this agent.
 
-        As [`SupervisorRef.map`][agentrio.SupervisorRef.map], with each agent a subagent
+        As [`Runtime.map`][agentrio.Runtime.map], with each agent a subagent
         of this one (the rules of [`spawn_subagent`][agentrio.AgentRef.spawn_subagent]
         apply). Cancelling its caller ends the phases under way with
         ``"cancelled"``, as there.
@@ -1476,7 +1479,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         from .compose import map_phases
 
         return await map_phases(
-            self._state.sup,
+            self._state.services,
+            self._cell.parent,
             spec,
             inputs,
             concurrency=concurrency,

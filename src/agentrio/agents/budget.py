@@ -11,8 +11,8 @@ but not used is released. A reservation that does not fit means the budget is
 exhausted: the call is not made.
 
 A call retried by its provider is charged for every attempt: each failed
-attempt is charged at once ([`Lease.charge`][agentrio.Lease.charge]) and the call's room is
-reserved again before the next one ([`Lease.renew`][agentrio.Lease.renew]), so the attempts
+attempt is charged at once ([`Lease.charge`][agentrio.types.Lease.charge]) and the call's room is
+reserved again before the next one ([`Lease.renew`][agentrio.types.Lease.renew]), so the attempts
 together never take more than the budget holds.
 """
 
@@ -364,7 +364,7 @@ class Budget:
         it. Cancellable.
 
         Returns:
-            The [`Lease`][agentrio.Lease], or ``None`` when the budget is exhausted
+            The [`Lease`][agentrio.types.Lease], or ``None`` when the budget is exhausted
             for a call of this size, at once or when it becomes so while the
             call waits.
         """
@@ -399,7 +399,7 @@ class Budget:
         ancestors, now.
 
         Returns:
-            A [`Lease`][agentrio.Lease] to settle with the reported usage, or ``None``
+            A [`Lease`][agentrio.types.Lease] to settle with the reported usage, or ``None``
             when some level cannot fit it, counting what calls in flight have
             reserved (the call must not be made).
         """
@@ -472,9 +472,9 @@ class Lease:
     [`Budget.acquire`][agentrio.Budget.acquire]; not meant to be constructed by you.
 
     A call that its provider retries is charged attempt by attempt: each
-    failed attempt with [`charge`][agentrio.Lease.charge], the room for the next one taken with
-    [`renew`][agentrio.Lease.renew], and the answer (or the failure) with
-    [`settle`][agentrio.Lease.settle].
+    failed attempt with [`charge`][agentrio.types.Lease.charge], the room for the next one taken
+    with [`renew`][agentrio.types.Lease.renew], and the answer (or the failure) with
+    [`settle`][agentrio.types.Lease.settle].
     """
 
     __slots__ = ("_budget", "_cost", "_held", "_in", "_out", "settled")
@@ -535,7 +535,7 @@ class Lease:
         estimate); it counts one attempt, not a request. The call's room is
         freed, the spend charged, and the room reserved again at once when
         it still fits, so a retry is made only inside the limits; otherwise
-        [`renew`][agentrio.Lease.renew] waits for it. A provider calls it for an attempt
+        [`renew`][agentrio.types.Lease.renew] waits for it. A provider calls it for an attempt
         it will retry, or when it has given up. An attempt that used more than
         the room is counted in ``overruns``. Usage that is negative, NaN or
         infinite is not charged: the room the call held is charged instead.
@@ -604,7 +604,7 @@ class Lease:
         """Settle a call that was answered with usage that cannot be charged (not
         a ``Usage`` at all: ``None``, a tuple, a dict; ``None`` given to ``settle``
         means a failed call): the room the call held is charged, as
-        [`settle`][agentrio.Lease.settle] does for a ``Usage`` with bad numbers, and
+        [`settle`][agentrio.types.Lease.settle] does for a ``Usage`` with bad numbers, and
         the request and *attempts* are counted. A second settle does nothing."""
         if self.settled:
             return
@@ -628,7 +628,7 @@ class Lease:
             usage: what the answered attempt used, as reported.
             attempts: HTTP attempts to count with it (1 for the answer of a
                 provider's model; the failed ones were counted by
-                [`charge`][agentrio.Lease.charge]).
+                [`charge`][agentrio.types.Lease.charge]).
 
         Returns:
             False if *usage* could not be charged as it is (see above), else

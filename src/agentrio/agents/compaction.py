@@ -22,7 +22,6 @@ import attrs
 import trio
 
 from .._checks import check_int
-from ..config import split_model
 from ..errors import ActorError, InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -32,8 +31,9 @@ from ..messages import (
     ModelReply,
     Usage,
 )
-from ..providers.base import Model, Prices, check_model, context_window
-from .context import TokenEstimator, _arguments_text, message_text, turn_units
+from ..providers.base import Model, Prices, check_model, context_window, split_model
+from ..providers.tokens import TokenEstimator, arguments_text, message_text
+from .context import turn_units
 from .phase import _Meter, _usage_invalid, settle_reply
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ def _line(msg: ChatMessage) -> str:
         return f"[tool result of {msg.name or 'a tool'}] {msg.content}"
     text = f"[{msg.role}] {msg.content}"
     for c in msg.tool_calls:
-        text += f"\n[{msg.role} called {c.name}({_arguments_text(c.arguments)})]"
+        text += f"\n[{msg.role} called {c.name}({arguments_text(c.arguments)})]"
     return text
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Sequence
-
-import msgspec
+from collections.abc import Sequence
 
 from ..core.actor import InlineActor
 from ..messages import (
@@ -26,59 +24,12 @@ from ..messages import (
     Turn,
 )
 
-__all__ = ["ContextActor", "TokenEstimator", "estimate_tokens", "fit_window", "turn_units"]
-
-TokenEstimator = Callable[[str], int]
-
-_encode = msgspec.json.encode
-
-
-def estimate_tokens(text: str) -> int:
-    """The default token estimate: ASCII characters / 3.5, plus one token for
-    each other character, plus one.
-
-    Reservations rest on it, so it leans high for English (about 4
-    characters a token) and CJK text (usually 1 to 2 characters a token),
-    which characters / 3.5 under-counted about 2x. It counts each non-ASCII
-    character as one token, which is not always enough: a byte-fallback
-    tokenizer may spend 2 or 3 tokens on a rare character, and an emoji may
-    take several. A call whose reported usage then passes its reservation
-    is an overrun: charged in full, and counted in ``UsageTotals.overruns``.
-
-    That is ``int(len(text) / 3.5) + 1`` for ASCII text, else
-    ``int(ascii_characters / 3.5) + other_characters + 1``. Used for the
-    context window and for budget reservations unless the spec has a
-    ``token_estimator``.
-    """
-    # (n * 2 // 7 is int(n / 3.5), exactly, without the int() call.)
-    if text.isascii():  # (a C scan: the common case costs what it did)
-        return len(text) * 2 // 7 + 1
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return ascii_chars * 2 // 7 + (len(text) - ascii_chars) + 1
-
-
-def message_text(msg: ChatMessage) -> str:
-    """The text of *msg* that a model reads, tool calls included, for estimating.
-
-    A tool call counts as its name and its arguments as JSON (their ``repr``
-    if they are not JSON, as in a direct call with arbitrary objects).
-    """
-    calls = msg.tool_calls
-    if not calls:
-        return msg.content
-    return msg.content + "".join(c.name + _arguments_text(c.arguments) for c in calls)
-
-
-def _arguments_text(arguments: object) -> str:
-    try:
-        return _encode(arguments).decode()
-    except (TypeError, ValueError):  # (msgspec.EncodeError is a ValueError)
-        return repr(arguments)
+__all__ = ["ContextActor", "fit_window", "turn_units"]
 
 
 class ContextActor(InlineActor[Message]):
     """Holds one conversation history; answers ``ContextRead`` with a tuple of it,
-    and ``ContextReadTurns`` with a tuple of [`Turn`][agentrio.Turn] (each with its time).
+    and ``ContextReadTurns`` with a tuple of [`Turn`][agentrio.types.Turn] (each with its time).
 
     ``ContextAppend`` and ``ContextReset`` change it; ``ContextCompact``
     replaces a span of it with a summary, and answers whether it could.

@@ -9,9 +9,10 @@ its parent's usage. It asks the approver about any call its agent's rules do not
 settle (no rule matches it), even when the agent's own default is ``allow``;
 an agent's default of ``deny`` still denies.
 
-Either way the helper is an agent actor under the caller's supervisor: each
-``execute`` is one phase in a fresh context, and the helper is stopped with
-its caller (or by [`Helper.stop`][agentrio.Helper.stop]).
+Either way the helper is an agent actor: an infrastructure helper under the
+runtime's root or the supervisor given as ``under``, a session helper beside
+its agent. Each ``execute`` is one phase in a fresh context, and the helper
+is stopped with its supervisor or agent (or by [`Helper.stop`][agentrio.Helper.stop]).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .tool import Tool, check_env
 if TYPE_CHECKING:
     from ..core.supervisor import _Supervisor
     from .budget import Budget
+    from .services import Services
 
 __all__ = ["Helper", "HelperResult", "infrastructure_helper", "session_helper"]
 
@@ -79,7 +81,7 @@ def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
 
 
 class Helper(metaclass=NoPublicConstructor):
-    """An LLM called like a function, from [`SupervisorRef.helper`][agentrio.SupervisorRef.helper]
+    """An LLM called like a function, from [`Runtime.helper`][agentrio.Runtime.helper]
     (infrastructure) or [`AgentRef.helper`][agentrio.AgentRef.helper] (session).
 
     Behind it is an agent actor. No public constructor.
@@ -111,7 +113,7 @@ class Helper(metaclass=NoPublicConstructor):
         helper takes its next ``execute()`` as usual.
 
         Returns:
-            A [`HelperResult`][agentrio.HelperResult].
+            A [`HelperResult`][agentrio.types.HelperResult].
 
         Raises:
             HelperTurnsExceeded: ``max_turns`` was reached without a final
@@ -159,6 +161,7 @@ def _check_turns(max_turns: object) -> int:
 
 
 def infrastructure_helper(
+    services: Services,
     sup: _Supervisor,
     model: Model | str,
     tools: Sequence[Tool],
@@ -171,7 +174,7 @@ def infrastructure_helper(
     name: str | None,
     env: Mapping[str, str] | None = None,
 ) -> Helper:
-    """The body of ``SupervisorRef.helper``."""
+    """The body of ``Runtime.helper``: a helper agent under *sup*, drawing on *services*."""
     check_name("name", name, optional=True)
     turns = _check_turns(max_turns)
     variables = check_env("env", env)
@@ -185,7 +188,7 @@ def infrastructure_helper(
         permissions=PermissionPolicy(default="allow"),
         env=variables,
     )
-    agent = spawn_agent(sup, spec, spec.name, budget)
+    agent = spawn_agent(services, sup, spec, spec.name, budget)
     return Helper._create(agent, turns, final_answer)
 
 

@@ -15,54 +15,25 @@ lanes, highest priority first (the order of a3s-code's session lanes):
 Lanes order only the *waiters* of a full limit: a call that finds room goes
 at once, whatever its lane, and nothing is preempted. Where the limit is
 full, the next free slot goes to the oldest waiter of the highest lane that
-may take it (`LaneLimiter`). A provider's ``max_concurrent`` is such
-a limit for model calls; ``Lanes.tool_concurrency`` and each lane's
-``max_concurrency`` are the limits for tool calls.
+may take it (`LaneLimiter`). A
+provider's ``max_concurrent`` is such a limit for model calls;
+``Lanes.tool_concurrency`` and each lane's ``max_concurrency`` are the limits
+for tool calls. The lanes' order and the limiter live below, in
+``providers/limiter.py``, where the providers use them too; this module holds
+the tool calls' side: [`Lanes`][agentrio.Lanes], [`LanePolicy`][agentrio.LanePolicy], `ToolLanes`.
 """
 
 from __future__ import annotations
 
-import sys
-from collections import deque
-from collections.abc import Mapping
 from typing import cast
 
 import attrs
-import trio
 
-from ..errors import ConfigError, InvalidArgument
+from ..errors import ConfigError
 from ..messages import Lane
+from ..providers.limiter import LANES, LaneLimiter, lane_caps, lane_index
 
-__all__ = [
-    "DEFAULT_LANE",
-    "LANES",
-    "LaneLimiter",
-    "LanePolicy",
-    "Lanes",
-    "ToolLanes",
-    "check_lane",
-    "lane_caps",
-    "lane_index",
-]
-
-# The lanes, highest priority first; a lane's index is its priority (0 first).
-LANES: tuple[str, ...] = ("interactive", "query", "execute", "background")
-DEFAULT_LANE = "query"
-_INDEX: dict[str, int] = {name: i for i, name in enumerate(LANES)}
-_INDEX["control"] = 0  # a3s-code's name for the lane that is served first
-_UNLIMITED = sys.maxsize
-
-
-def lane_index(lane: object, argument: str = "lane") -> int:
-    """The priority of *lane* (0 is served first).
-
-    Raises:
-        InvalidArgument: *lane* is not one of the lanes' names.
-    """
-    index = _INDEX.get(lane) if isinstance(lane, str) else None
-    if index is None:
-        raise InvalidArgument(f"{argument} must be one of {sorted(_INDEX)}, got {lane!r}")
-    return index
+__all__ = ["LanePolicy", "Lanes", "ToolLanes", "check_lane"]
 
 
 def check_lane(lane: object, argument: str = "lane") -> Lane:
@@ -72,121 +43,6 @@ def check_lane(lane: object, argument: str = "lane") -> Lane:
         InvalidArgument: *lane* is not one of the lanes' names.
     """
     return cast(Lane, LANES[lane_index(lane, argument)])
-
-
-def lane_caps(caps: Mapping[str, int | None] | None) -> list[int]:
-    """Per-lane caps by lane index, from a mapping of lane names (absent: no cap)."""
-    out = [_UNLIMITED] * len(LANES)
-    for name, cap in (caps or {}).items():
-        if cap is not None:
-            out[_INDEX[name]] = cap
-    return out
-
-
-# -- the limiter ------------------------------------------------------------------------
-
-
-class _Waiter:
-    """A task waiting for a slot; its own abort function (a cancelled wait leaves the queue)."""
-
-    __slots__ = ("limiter", "task")
-
-    def __init__(self, limiter: LaneLimiter, task: trio.lowlevel.Task) -> None:
-        self.limiter = limiter
-        self.task: trio.lowlevel.Task | None = task
-
-    def __call__(self, _: object) -> trio.lowlevel.Abort:
-        # Left in its deque, marked: the limiter skips it when it comes to it.
-        self.task = None
-        self.limiter._waiting -= 1
-        return trio.lowlevel.Abort.SUCCEEDED
-
-
-class LaneLimiter:
-    """At most *total* holders at once, and at most ``caps[lane]`` of one lane.
-
-    A task that finds room takes a slot at once. The others wait in one FIFO
-    queue per lane; a freed slot is handed straight to the first waiter of
-    the highest-priority lane whose cap allows it. So while the limit is
-    full, an ``interactive`` waiter goes before every ``background`` one,
-    however long those have waited. (Waiters only ever wait because the
-    total or their own lane's cap is full: each release serves every waiter
-    it can, so a newcomer who finds room jumps no one who could have used it.)
-
-    The uncontended path is a comparison, two increments and one checkpoint,
-    less than `trio.CapacityLimiter`'s.
-
-    Args:
-        total: slots in all (None: no limit but the lanes' own).
-        caps: each lane's cap, by lane index (see `lane_caps`).
-    """
-
-    __slots__ = ("_caps", "_held", "_lane_held", "_queues", "_total", "_waiting")
-
-    def __init__(self, total: int | None, caps: list[int] | None = None) -> None:
-        self._total = _UNLIMITED if total is None else total
-        self._caps = caps if caps is not None else [_UNLIMITED] * len(LANES)
-        self._held = 0
-        self._lane_held = [0] * len(LANES)
-        self._queues: list[deque[_Waiter]] = [deque() for _ in LANES]
-        self._waiting = 0
-
-    @property
-    def held(self) -> int:
-        """Slots taken now."""
-        return self._held
-
-    @property
-    def waiting(self) -> int:
-        """Tasks waiting for a slot."""
-        return self._waiting
-
-    def lane_held(self, lane: int) -> int:
-        """Slots taken now by the lane of index *lane*."""
-        return self._lane_held[lane]
-
-    async def acquire(self, lane: int) -> None:
-        """Take a slot for the lane of index *lane*, waiting in its queue while there is none.
-
-        A checkpoint either way; cancelled while waiting, the task leaves the
-        queue and holds nothing.
-        """
-        if self._held < self._total and self._lane_held[lane] < self._caps[lane]:
-            self._held += 1
-            self._lane_held[lane] += 1
-            try:
-                await trio.lowlevel.checkpoint()
-            except BaseException:
-                self.release(lane)
-                raise
-            return
-        waiter = _Waiter(self, trio.lowlevel.current_task())
-        self._queues[lane].append(waiter)
-        self._waiting += 1
-        # Woken by release() with the slot already counted as ours.
-        await trio.lowlevel.wait_task_rescheduled(waiter)
-
-    def release(self, lane: int) -> None:
-        """Give back a slot of the lane of index *lane*; hand it on to the next waiter."""
-        self._held -= 1
-        self._lane_held[lane] -= 1
-        if self._waiting:
-            self._wake()
-
-    def _wake(self) -> None:
-        for lane, queue in enumerate(self._queues):
-            while queue and self._held < self._total and self._lane_held[lane] < self._caps[lane]:
-                waiter = queue.popleft()
-                task = waiter.task
-                if task is None:  # its wait was cancelled
-                    continue
-                waiter.task = None
-                self._held += 1
-                self._lane_held[lane] += 1
-                self._waiting -= 1
-                trio.lowlevel.reschedule(task)
-            if self._held >= self._total:
-                return
 
 
 # -- the configuration ------------------------------------------------------------------
@@ -323,9 +179,7 @@ class ToolLanes:
     __slots__ = ("limiter", "policies")
 
     def __init__(self, lanes: Lanes) -> None:
-        self.policies = lanes._policies()
-        caps = [
-            _UNLIMITED if p.max_concurrency is None else p.max_concurrency for p in self.policies
-        ]
-        limited = lanes.tool_concurrency is not None or any(c != _UNLIMITED for c in caps)
-        self.limiter = LaneLimiter(lanes.tool_concurrency, caps) if limited else None
+        self.policies = lanes._policies()  # (in the order of LANES)
+        caps = {lane: p.max_concurrency for lane, p in zip(LANES, self.policies, strict=True)}
+        limited = lanes.tool_concurrency is not None or any(c is not None for c in caps.values())
+        self.limiter = LaneLimiter(lanes.tool_concurrency, lane_caps(caps)) if limited else None

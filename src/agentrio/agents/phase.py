@@ -49,16 +49,18 @@ from ..messages import (
     TurnStarted,
     Usage,
 )
+from ..providers.limiter import lane_index
+from ..providers.tokens import arguments_text, message_text
 from .budget import Lease, usage_problem
-from .context import _arguments_text, fit_window, message_text
+from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
-from .lanes import ToolLanes, lane_index
-from .tool import ToolContext, ToolSchema
+from .lanes import ToolLanes
+from .tool import ToolContext
 from .tool_call import ToolCallActor, ToolLane, hide_env, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
     from ..core.actor import ActorRef
-    from ..providers.base import Model, Prices
+    from ..providers.base import Model, Prices, ToolSchema
     from .agent import _AgentState
 
 __all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
@@ -260,7 +262,7 @@ class Phase:
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
         self.st = st
         self.cmd = cmd
-        self.bus = st.sup.bus
+        self.bus = st.services.bus
         assert st.cell is not None
         self.path = st.cell.path
         self.history: list[ChatMessage] = []
@@ -296,7 +298,7 @@ class Phase:
             allowed = allowed & st.ceiling
         self.allowed = allowed
         self.ctx: ActorRef | None = None
-        self.timers = st.sup.shared.timers
+        self.timers = st.services.timers
         # A lone tool call whose timer expired, cutting the agent's task short;
         # the runtime then calls run() again, which goes on from there.
         self.cut: ToolCallActor | None = None
@@ -841,7 +843,7 @@ class Phase:
             if self.bus.active:
                 actor.started = trio.current_time()  # (for its ToolEnded's duration)
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
-        lanes = st.sup.shared.tool_lanes
+        lanes = st.services.tool_lanes
         if lanes is not None and actors:
             self._in_lane(actors, lanes)
         batch += not_run  # (the tail: the batch stays in call order)
@@ -965,7 +967,7 @@ class Phase:
                     call_id=result.id,
                     status=result.status,
                     duration=0.0 if started is None else trio.current_time() - started,
-                    arguments_preview=self._shown(_arguments_text(result.arguments)),
+                    arguments_preview=self._shown(arguments_text(result.arguments)),
                     output_preview=self._shown(result.content),
                 )
             )

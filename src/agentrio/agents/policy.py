@@ -2,8 +2,8 @@
 
 A [`PermissionPolicy`][agentrio.PermissionPolicy] holds ordered rules. ``deny`` rules are checked
 first, then ``allow``, then ``ask``; a call no rule matches gets the policy's
-``default``. ``ask`` publishes [`ConfirmationRequired`][agentrio.ConfirmationRequired] and waits
-for the agent's approver; nothing but an approver ever approves, and an
+``default``. ``ask`` publishes [`ConfirmationRequired`][agentrio.events.ConfirmationRequired] and
+waits for the agent's approver; nothing but an approver ever approves, and an
 ``approval_timeout`` only ever denies.
 """
 
@@ -34,9 +34,9 @@ __all__ = [
     "PostToolUse",
     "PreToolUse",
     "Rule",
-    "allow",
-    "ask",
-    "deny",
+    "allow_rule",
+    "ask_rule",
+    "deny_rule",
     "terminal_approver",
 ]
 
@@ -83,18 +83,22 @@ class Rule:
         return self.when is None or bool(self.when(arguments))
 
 
-def deny(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def deny_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that denies calls to tools matching *tool* (and *when*)."""
     return Rule("deny", tool, when)
 
 
-def allow(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def allow_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that allows calls to tools matching *tool* (and *when*)."""
     return Rule("allow", tool, when)
 
 
-def ask(tool: str, when: ArgumentPredicate | None = None) -> Rule:
-    """A rule that asks the approver about calls to tools matching *tool* (and *when*)."""
+def ask_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+    """A rule that asks the approver about calls to tools matching *tool* (and *when*).
+
+    (Named so as not to be read as [`ActorRef.ask`][agentrio.ActorRef.ask], the
+    request-reply call.)
+    """
     return Rule("ask", tool, when)
 
 
@@ -110,13 +114,13 @@ class PermissionPolicy:
     For each call, every ``deny`` rule is checked first, then every
     ``allow``, then every ``ask``; the first that matches decides, and a call
     that no rule matches gets *default*. *rules* may be given as any iterable
-    of [`Rule`][agentrio.Rule]. How they apply: [Permissions, approval and
+    of [`Rule`][agentrio.types.Rule]. How they apply: [Permissions, approval and
     hooks][permissions-approval-and-hooks].
 
     Example:
 
         policy = PermissionPolicy(
-            rules=[deny("shell"), allow("read_*"), ask("write_file")],
+            rules=[deny_rule("shell"), allow_rule("read_*"), ask_rule("write_file")],
             default="ask",
         )
 
@@ -129,7 +133,10 @@ class PermissionPolicy:
 
     def __attrs_post_init__(self) -> None:
         if not all(isinstance(r, Rule) for r in self.rules):
-            raise InvalidArgument("PermissionPolicy.rules must be agentrio.Rule objects")
+            raise InvalidArgument(
+                "PermissionPolicy.rules must be Rule objects "
+                "(from agentrio.allow_rule, ask_rule or deny_rule)"
+            )
         if self.default not in _ORDER:
             raise InvalidArgument(
                 f"PermissionPolicy.default must be deny, allow or ask, got {self.default!r}"
@@ -190,9 +197,9 @@ class Deny:
     reason: str
 
 
-Approver = Callable[[ConfirmationRequired], "Awaitable[bool | Approval] | bool | Approval"]
-PreToolUse = Callable[[ToolCallRequest], "Awaitable[ToolCallRequest | Deny | None]"]
-PostToolUse = Callable[[ToolCallRequest, ToolResult], "Awaitable[ToolResult | None]"]
+Approver = Callable[[ConfirmationRequired], Awaitable[bool | Approval] | bool | Approval]
+PreToolUse = Callable[[ToolCallRequest], Awaitable[ToolCallRequest | Deny | None]]
+PostToolUse = Callable[[ToolCallRequest, ToolResult], Awaitable[ToolResult | None]]
 
 
 async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequired) -> Approval:

@@ -6,12 +6,13 @@ event, runs the request in that mode on that tier, and escalates a stall once
 to the next tier. An ``inline`` run that ends at its cap says so
 (``Response.can_continue``); ``AgentRef.continue_in_background(response)``
 then goes on in the same context in the ``background`` mode, as a
-[`BackgroundRun`][agentrio.BackgroundRun] that can be awaited later and watched through events.
+[`BackgroundRun`][agentrio.types.BackgroundRun] that can be awaited later and watched through
+events.
 
 A background phase is queued on the agent at once, and waited for by a small
 actor (``<agent>.background-<n>``) spawned under the agent's supervisor,
-which keeps the result for [`BackgroundRun.wait`][agentrio.BackgroundRun.wait] and stops. So it is
-part of the supervision tree like everything else: a graceful stop lets the phase
+which keeps the result for [`BackgroundRun.wait`][agentrio.types.BackgroundRun.wait] and stops. So
+it is part of the supervision tree like everything else: a graceful stop lets the phase
 finish within the supervisor's ``shutdown_timeout`` and then cancels it with
 the agent; it is cancelled with the tree; it never outlives the runtime.
 """
@@ -28,12 +29,10 @@ import trio
 from ..core.actor import Actor, NoPublicConstructor, _Ask, _Cell
 from ..errors import ActorError, ActorStopped, InvalidArgument
 from ..messages import PhaseResult, Routed, RunPhase
-from .modes import PRESETS, Mode
-from .router import Route, Router, RuleRouter, choose_route
+from .modes import Mode
+from .router import Route, choose_route
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..core.supervisor import _RuntimeShared
     from .agent import AgentRef
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "Response",
     "check_runtime_routing",
     "continue_in_background",
-    "mode_of",
     "respond",
     "start_background",
 ]
@@ -73,62 +71,6 @@ def check_runtime_routing(modes: object, router: object) -> None:
         raise InvalidArgument(
             f"router must be a callable (request) -> agentrio.Route, or None, got {router!r}"
         )
-
-
-def _config(shared: _RuntimeShared) -> Config | None:
-    """The runtime's configuration if it has one: given, or found as for tiers
-    (None when no agentrio.toml is found: then the defaults hold)."""
-    from ..config import find_config
-
-    if shared.config is None and find_config() is None:
-        return None
-    return shared.models().config
-
-
-def _modes(shared: _RuntimeShared) -> dict[str, Mode]:
-    modes = shared.modes
-    if isinstance(modes, dict):  # made on first use
-        return modes
-    assert isinstance(modes, tuple)
-    config = _config(shared)
-    table = {**PRESETS, **(config.modes if config is not None else {})}
-    table.update((m.name, m) for m in modes)
-    shared.modes = table
-    return table
-
-
-def mode_of(shared: _RuntimeShared, mode: object, *, arg: str = "mode") -> Mode:
-    """*mode* itself if a Mode, else the runtime's mode of that name.
-
-    Raises:
-        InvalidArgument: neither a Mode nor the name of one of the runtime's modes.
-        ConfigError: the runtime's agentrio.toml is wrong.
-    """
-    if isinstance(mode, Mode):
-        return mode
-    if not isinstance(mode, str):
-        raise InvalidArgument(f"{arg} must be a mode's name or an agentrio.Mode, got {mode!r}")
-    found = _modes(shared).get(mode)
-    if found is None:
-        raise InvalidArgument(
-            f"{arg} {mode!r} is not a mode of this runtime; its modes are {sorted(_modes(shared))}"
-        )
-    return found
-
-
-def _router(shared: _RuntimeShared) -> Router:
-    router = shared.router
-    if router is None:
-        config = _config(shared)
-        router = shared.router = config.router if config is not None else RuleRouter()
-    return router  # type: ignore[return-value]
-
-
-def _next_tier(shared: _RuntimeShared, tier: str) -> str | None:
-    order = shared.models().config.escalation
-    if tier in order and order.index(tier) + 1 < len(order):
-        return order[order.index(tier) + 1]
-    return None
 
 
 # -- respond -----------------------------------------------------------------------------
@@ -186,13 +128,12 @@ async def respond(
         raise InvalidArgument(f"escalate must be a bool, got {escalate!r}")
     if context_label is not None and not isinstance(context_label, str):
         raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
-    state = agent._state
-    shared = state.sup.shared
-    route = await choose_route(_router(shared) if router is None else router, request)
-    mode = mode_of(shared, route.mode, arg="the route's mode")
+    services = agent._state.services
+    route = await choose_route(services.router() if router is None else router, request)
+    mode = services.mode(route.mode, arg="the route's mode")
     if route.tier is not None:
-        shared.models().resolve(route.tier)  # a ConfigError now, before the event
-    bus = state.sup.bus
+        services.resolve(route.tier)  # a ConfigError now, before the event
+    bus = services.bus
     if bus.active:
         bus.publish(Routed(path=agent.path, mode=route.mode, tier=route.tier, reason=route.reason))
     tier = route.tier
@@ -201,7 +142,7 @@ async def respond(
     if escalate and tier is not None and result.stop_reason == "stalled":
         # Once, as escalate_on_stall does: the same request again, on the next
         # tier, in the same context (which holds the stalled attempt).
-        stronger = _next_tier(shared, tier)
+        stronger = services.next_tier(tier)
         if stronger is not None:
             tier, escalated = stronger, True
             result = await agent.run(request, mode=mode, model=tier, context_label=context_label)
@@ -225,11 +166,11 @@ class BackgroundRun(metaclass=NoPublicConstructor):
     [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] or
     [`AgentRef.start_background`][agentrio.AgentRef.start_background].
 
-    Await it later with [`wait`][agentrio.BackgroundRun.wait]; watch it through the runtime's
+    Await it later with [`wait`][agentrio.types.BackgroundRun.wait]; watch it through the runtime's
     events, which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
     ``ToolStarted``... ``PhaseEnded``). It runs in the agent like any phase
     (after the phases queued before it), for a small actor under the
-    agent's supervisor ([`path`][agentrio.BackgroundRun.path]), and ends with the runtime.
+    agent's supervisor ([`path`][agentrio.types.BackgroundRun.path]), and ends with the runtime.
     No public constructor.
     """
 
@@ -366,9 +307,8 @@ async def _queue(cell: _Cell, msg: RunPhase) -> _Ask:
 
 async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) -> BackgroundRun:
     """Queue *cmd* on *agent* and spawn the actor that waits for it."""
-    state = agent._state
     await trio.lowlevel.checkpoint_if_cancelled()
-    sup = state.sup
+    sup = agent._cell.parent
     sup._check_open()  # (RuntimeClosed) before the phase is queued
     run = BackgroundRun._create(agent, mode, cmd.context_label)
     ask = await _queue(agent._cell, cmd)
@@ -386,7 +326,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
     """*response*, if *agent* can go on with it in the background."""
     if not isinstance(response, Response):
         raise InvalidArgument(
-            f"response must be the agentrio.Response of respond(), got {response!r}"
+            f"response must be the agentrio.types.Response of respond(), got {response!r}"
         )
     if response.agent != agent.path:
         raise InvalidArgument(

@@ -17,7 +17,7 @@ import attrs
 
 from .._checks import check_int
 from ..errors import InvalidArgument
-from .context import estimate_tokens
+from ..providers.tokens import estimate_tokens
 
 __all__ = ["Route", "Router", "RuleRouter", "choose_route"]
 

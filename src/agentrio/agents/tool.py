@@ -24,12 +24,12 @@ import msgspec
 import trio
 
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
+from ..providers.base import ToolSchema
 
 __all__ = [
     "Tool",
     "ToolArgumentsInvalid",
     "ToolContext",
-    "ToolSchema",
     "ToolResultInvalid",
     "check_env",
     "tool",
@@ -131,7 +131,7 @@ class ToolContext:
         call_id: the call's id, as in its [`ToolResult`][agentrio.ToolResult] (kept
             when ``pre_tool_use`` rewrites the call).
         step: the call's step number in its phase, as ``on_step`` numbers it
-            in [`StepInfo`][agentrio.StepInfo]: the model's turn is a step, then each
+            in [`StepInfo`][agentrio.types.StepInfo]: the model's turn is a step, then each
             call of that turn in the order the model asked for them (denied
             and failed calls included), from 1 at the start of each phase;
             in a direct-tool-call phase the calls are steps 1, 2, ...
@@ -156,20 +156,6 @@ class ToolContext:
     step: int
     workspace: Path | None = None
     env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_context_env)
-
-
-class ToolSchema(msgspec.Struct, frozen=True):
-    """What a model is told about a tool.
-
-    Attributes:
-        name: the tool's name.
-        description: what it does (the function's docstring by default).
-        parameters: a JSON schema of its arguments object.
-    """
-
-    name: str
-    description: str
-    parameters: dict[str, object]
 
 
 def _inline_schema(args_type: type[msgspec.Struct]) -> dict[str, object]:
@@ -229,7 +215,7 @@ class Tool:
         name: the name models call it by (default ``fn.__name__``); it must
             match ``^[A-Za-z_][A-Za-z0-9_.-]{0,63}$``.
         description: what models are told it does (default: the docstring).
-        schema: the [`ToolSchema`][agentrio.ToolSchema] advertised to models.
+        schema: the [`ToolSchema`][agentrio.types.ToolSchema] advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
         context_param: the name of the parameter annotated [`ToolContext`][agentrio.ToolContext]
             (it receives the call's context), or ``None`` if the function

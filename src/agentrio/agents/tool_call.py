@@ -29,7 +29,8 @@ from ..messages import (
     ToolRetry,
     ToolStatus,
 )
-from .lanes import LANES, LanePolicy, ToolLanes, lane_index
+from ..providers.limiter import LANES, lane_index
+from .lanes import LanePolicy, ToolLanes
 from .policy import (
     Approver,
     Deny,

@@ -99,7 +99,7 @@ class Actor(Generic[MsgT]):
         """Handle one message; the return value is the reply to an ``ask``.
 
         Raising here crashes the actor: the ask of this message, if any, fails
-        with [`ActorCrashed`][agentrio.ActorCrashed], the message becomes a
+        with [`ActorCrashed`][agentrio.errors.ActorCrashed], the message becomes a
         ``DeadLetter`` with reason ``"crashed_on"`` and the supervisor applies
         its restart policy. Messages still in the mailbox are kept for the
         next incarnation (or, if there is none, become dead letters whose
@@ -128,7 +128,7 @@ class InlineActor(Generic[MsgT]):
     the scheduler. It is still an actor: its state is reached only through
     its [`ActorRef`][agentrio.ActorRef], it handles one message at a time, it is
     supervised (a raise is a crash: the ask fails with
-    [`ActorCrashed`][agentrio.ActorCrashed] and the restart policy applies) and it
+    [`ActorCrashed`][agentrio.errors.ActorCrashed] and the restart policy applies) and it
     stops with its supervisor. Use it for state holders: agentrio's own
     context actors (one conversation history each) are inline actors.
 
@@ -148,7 +148,7 @@ class InlineActor(Generic[MsgT]):
     - A tell sent to it from inside its own ``handle`` (directly or through
       other inline actors that send back) is handled right after the
       current message, in order; such an ask raises
-      [`SelfAsk`][agentrio.SelfAsk].
+      [`SelfAsk`][agentrio.errors.SelfAsk].
     - After a crash that makes its supervisor fail (restart intensity
       exceeded), messages to it raise ``ActorStopped`` with reason
       ``"crashed"`` until the supervisor's restart remakes it; its inline
@@ -682,7 +682,7 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
     A crash is handed to the supervisor; the asker (not a teller) is told.
     A tell that arrives while the actor is handling a message (sent from
     inside that handle, directly or through other inline actors) waits and
-    is handled right after it; an ask then raises [`SelfAsk`][agentrio.SelfAsk].
+    is handled right after it; an ask then raises [`SelfAsk`][agentrio.errors.SelfAsk].
     """
     if cell.instance is None:
         _refuse(cell, msg)

@@ -2,7 +2,7 @@
 
 Publishing is synchronous and O(subscribers): each subscriber has a bounded
 buffer; when it is full the event is dropped for that subscriber only and
-counted, and the subscriber later receives one [`EventsLost`][agentrio.EventsLost] with the
+counted, and the subscriber later receives one [`EventsLost`][agentrio.events.EventsLost] with the
 count, in the place where the events went missing.
 """
 

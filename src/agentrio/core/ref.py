@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -23,13 +21,6 @@ from .actor import (
 from .restart import Backoff, Strategy
 
 if TYPE_CHECKING:
-    from ..agents.agent import AgentRef, AgentSpec
-    from ..agents.budget import Budget
-    from ..agents.helper import Helper
-    from ..agents.tool import Tool
-    from ..errors import ActorError
-    from ..messages import PhaseResult
-    from ..providers.base import Model
     from .supervisor import _Supervisor
 
 __all__ = ["SupervisorRef", "SupervisorStatistics"]
@@ -67,7 +58,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor], and returned by
     ``lookup_supervisor`` and ``children``; the runtime itself is the root
-    supervisor. No public constructor.
+    supervisor. Agents, helpers and maps are spawned through the runtime,
+    under a supervisor of choice: ``rt.spawn_agent(spec, under=team)``. No
+    public constructor.
     """
 
     __slots__ = ("_cell", "_sup")
@@ -183,167 +176,6 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             shutdown_timeout=shutdown_timeout,
         )
         return sup.ref
-
-    async def spawn_agent(
-        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
-    ) -> AgentRef:
-        """Start an agent from *spec* as a child of this supervisor (a transient one).
-
-        Its context actors are spawned beside it, here, when first used.
-
-        Args:
-            spec: the [`agentrio.AgentSpec`][agentrio.AgentSpec].
-            name: the agent's name (default ``spec.name``), unique here (the
-                rules of [`spawn`][agentrio.SupervisorRef.spawn]). With a workspace, another name
-                than ``spec.name`` is the agent's subfolder of it, which must not
-                be one of its own entries (``artifacts``, ``logs``,
-                ``memory``, ``run_summary.json``, ignoring case). The agent's
-                folder (the workspace, or that subfolder) must be a folder
-                or not exist yet.
-            budget: the budget its model and tool calls draw from (default:
-                the runtime's). A budget with no parent is made a child of
-                the runtime's, so the runtime's totals include it.
-
-        Returns:
-            An [`agentrio.AgentRef`][agentrio.AgentRef].
-
-        Raises:
-            InvalidArgument: *spec* is not an AgentSpec; a bad argument,
-                named in the message (a name of the reserved form, a
-                workspace subfolder of those names, a file where the agent's
-                folder would be).
-            DuplicateName: the name is taken.
-            RuntimeClosed: this supervisor has stopped or is stopping.
-            ConfigError: ``spec.model`` is a string, and no configuration is
-                found, or it names no tier or provider instance there; or the
-                provider's ``api_key_env`` is not set. The same for a
-                ``spec.compaction.model`` string (and for the configuration
-                found when ``spec.compaction.model`` is ``None``, if it cannot
-                be read or its ``fast`` tier cannot be resolved).
-        """
-        # Imported here (the core does not depend on the agent layer), and
-        # absolutely: a relative import in a function resolves its package on
-        # every call, a cost paid per agent when spawning 10k of them.
-        import agentrio.agents.agent
-
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return agentrio.agents.agent.spawn_agent(self._sup, spec, name, budget)
-
-    def helper(
-        self,
-        model: Model | str,
-        tools: Sequence[Tool | str] = (),
-        *,
-        instructions: str = "",
-        workspace: str | os.PathLike[str] | None = None,
-        max_turns: int = 10,
-        final_answer: bool = False,
-        budget: Budget | None = None,
-        name: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Helper:
-        """An infrastructure helper: call an LLM like a function, with a tool whitelist.
-
-        Only *tools* can run (a call to any other is a ``denied`` result the
-        model sees) and no approval is asked. The helper is an agent actor
-        under this supervisor; see [`Helper`][agentrio.Helper].
-
-        Example:
-
-            h = rt.helper("fast", tools=["read_file"])
-            res = await h.execute("Summarise README.md")
-
-        Args:
-            model: a model object, a tier name or an ``"instance:model"`` string.
-            tools: Tool objects, or names registered with
-                [`register_tool`][agentrio.SupervisorRef.register_tool].
-            instructions: the system prompt.
-            workspace: a folder for its artifacts, and the working folder its
-                tools are told of (``ToolContext.workspace``): Lace's
-                ``workingDirectory``.
-            max_turns: model calls per execute; past them HelperTurnsExceeded...
-            final_answer: ...unless True: then a last call without tools answers.
-            budget: what it draws from (default: the runtime's).
-            name: its name (default ``helper-<n>``; the rules of
-                ``AgentSpec.name``).
-            env: environment variables its tools are told of
-                (``ToolContext.env``), as ``AgentSpec.env``: Lace's
-                ``processEnv``.
-
-        Raises:
-            InvalidArgument: a tool name nobody registered; *max_turns* is not
-                an int >= 1; an *env* that is not a mapping of str to str;
-                any other bad argument.
-            ConfigError: *model* is a string that cannot be resolved.
-        """
-        from ..agents.helper import infrastructure_helper
-
-        resolved = [self._sup.shared.tool(t) for t in tools]
-        return infrastructure_helper(
-            self._sup,
-            model,
-            resolved,
-            instructions=instructions,
-            workspace=workspace,
-            max_turns=max_turns,
-            final_answer=final_answer,
-            budget=budget,
-            name=name,
-            env=env,
-        )
-
-    def register_tool(self, *tools: Tool) -> None:
-        """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
-
-        Raises:
-            InvalidArgument: not a Tool, or a name already registered for another tool.
-        """
-        for t in tools:
-            self._sup.shared.register_tool(t)
-
-    async def map(
-        self,
-        spec: AgentSpec,
-        inputs: Sequence[str],
-        *,
-        concurrency: int = 10,
-        budget: Budget | None = None,
-    ) -> list[PhaseResult | ActorError]:
-        """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
-
-        The agents are spawned under this supervisor, named
-        ``"<spec.name>.map<n>-<i>"``, and each stops after its phase.
-
-        If the caller gives up (it is cancelled or times out), every phase
-        under way ends with ``"cancelled"`` (as for
-        [`AgentRef.run`][agentrio.AgentRef.run]: its turns kept, its reservation
-        settled, a ``PhaseEnded`` published), the inputs not started yet
-        never start, the agents are cancelled, and ``map`` raises
-        ``trio.Cancelled`` once those phases have ended and those agents
-        (and what they own: their contexts, their subagents) have exited, so
-        ``statistics().actors`` no longer counts them. That wait is shielded
-        and lasts at most the supervisor's ``shutdown_timeout`` (an agent
-        still in shielded cleanup then is left to finish on its own). The
-        same holds when a spawn fails.
-
-        Returns:
-            The results in input order. An input whose agent failed
-            (crashed, was cancelled) has its ``ActorError`` in its place; the
-            others' results are kept.
-
-        Raises:
-            InvalidArgument: *spec* is not an AgentSpec (checked first, even
-                for no inputs; the message names the type given), *inputs* is
-                not a list of str, or *concurrency* is not an int >= 1.
-            Exception: whatever a spawn raises (``RuntimeClosed``,
-                ``PermissionEscalation``...), after cancelling the phases
-                under way.
-        """
-        from ..agents.compose import map_phases
-
-        return await map_phases(
-            self._sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
-        )
 
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).

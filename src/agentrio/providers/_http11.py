@@ -1,6 +1,6 @@
 """HTTP/1.1 on one connection, read by hand: what agentrio's connection pool is made of.
 
-A [`Response`][agentrio.Response] reads an answer's head (the status line, the header
+A [`Response`][agentrio.types.Response] reads an answer's head (the status line, the header
 lines; interim ``1xx`` answers skipped) and then its body, framed by
 ``Content-Length``, by chunked transfer-encoding, or by the end of the
 connection, from the bytes its connection has received; ``gzip`` and

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..agents.tool import ToolSchema
 from ..messages import (
     ChatMessage,
     FinishReason,
@@ -15,6 +14,7 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
+from .base import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,

@@ -1,4 +1,4 @@
-"""The protocol every model object satisfies."""
+"""The protocol every model object satisfies, and the tool schemas a model is told of."""
 
 from __future__ import annotations
 
@@ -6,21 +6,39 @@ import inspect
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import msgspec
+
 from .._checks import check_int
-from ..agents.tool import ToolSchema
-from ..errors import InvalidArgument
+from ..errors import ConfigError, InvalidArgument
 from ..messages import ChatMessage, ModelReply, Usage
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
+    "MODEL_FORMAT",
     "AttemptMeter",
     "Model",
     "Prices",
+    "ToolSchema",
     "check_model",
     "model_pricing",
+    "split_model",
 ]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
+
+
+class ToolSchema(msgspec.Struct, frozen=True):
+    """What a model is told about a tool.
+
+    Attributes:
+        name: the tool's name.
+        description: what it does (the function's docstring by default).
+        parameters: a JSON schema of its arguments object.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, object]
 
 
 @runtime_checkable
@@ -31,7 +49,7 @@ class Model(Protocol):
     to *tools*, in at most *max_output_tokens* tokens, and reports the usage.
     Whatever it raises ends the phase with ``"error"``; so does usage that is
     not a ``Usage`` (``None``, a tuple, a dict), or negative, NaN or infinite
-    (tokens or cost): a [`UsageInvalid`][agentrio.UsageInvalid], and the
+    (tokens or cost): a [`UsageInvalid`][agentrio.errors.UsageInvalid], and the
     call's reservation is charged.
 
     ``complete`` may also take, as keywords (an agent passes each only to a
@@ -42,7 +60,7 @@ class Model(Protocol):
       the agent passes a callback that publishes each piece of text as a
       ``TextDelta`` event.
     - ``meter``: the model retries on its own (a provider's models do); the
-      agent passes an [`AttemptMeter`][agentrio.AttemptMeter] that charges each
+      agent passes an [`AttemptMeter`][agentrio.types.AttemptMeter] that charges each
       failed attempt to the budget and allows each retry only if the budget
       has room for it.
     - ``lane``: the model queues by lane (a provider's models do); the agent
@@ -55,9 +73,9 @@ class Model(Protocol):
       ``spawn_agent`` or ``run()``). A model may also have a
       ``check_settings(settings)`` method that raises ``InvalidArgument``
       naming a setting it cannot send; the agent calls it at the same
-      moments ([`ProviderModel`][agentrio.ProviderModel] has one).
+      moments ([`ProviderModel`][agentrio.types.ProviderModel] has one).
 
-    Implementations: [`ProviderModel`][agentrio.ProviderModel],
+    Implementations: [`ProviderModel`][agentrio.types.ProviderModel],
     [`ScriptedModel`][agentrio.testing.ScriptedModel],
     [`FunctionModel`][agentrio.testing.FunctionModel].
 
@@ -231,3 +249,19 @@ def model_pricing(model: object) -> Prices | None:
     if not any(pricing):
         return None
     return Prices(*(float(p) for p in pricing))
+
+
+MODEL_FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
+"""How a model string is written, for messages."""
+
+
+def split_model(text: str) -> tuple[str, str]:
+    """Split ``"instance:model"`` at the first colon.
+
+    Raises:
+        ConfigError: no colon, or an empty part; the message spells out the format.
+    """
+    instance, colon, model = text.partition(":")
+    if not colon or not instance or not model:
+        raise ConfigError(f"model strings are {MODEL_FORMAT}, got {text!r}")
+    return instance, model

@@ -3,7 +3,7 @@
 A server that never stops sending (an endless body, a line with no end, a
 stream of valid pieces without end) must cost a bounded amount of memory: each
 reader here raises `TooLarge` as soon as a limit is passed, and the
-provider turns that into a [`BadResponse`][agentrio.BadResponse] naming the limit and
+provider turns that into a [`BadResponse`][agentrio.errors.BadResponse] naming the limit and
 drops the connection.
 """
 

@@ -1,4 +1,10 @@
-"""The shared guards of a provider instance: circuit breaker, rate windows, 429 pause."""
+"""The shared guards of a provider: the lanes' limiter, circuit breaker, rate windows, 429 pause.
+
+The lanes (see ``agents/lanes.py``) are ordered here, highest priority first:
+``interactive`` (also called ``"control"``), ``query`` (the default),
+``execute``, ``background``; a lane's index is its priority. The tool calls'
+lanes use the same order and the same `LaneLimiter`.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,162 @@ import email.utils
 import heapq
 import itertools
 import math
+import sys
 import time
 from collections import deque
+from collections.abc import Mapping
 
 import trio
 
-__all__ = ["CircuitBreaker", "RateWindow", "parse_retry_after"]
+from ..errors import InvalidArgument
+
+__all__ = [
+    "DEFAULT_LANE",
+    "LANES",
+    "CircuitBreaker",
+    "LaneLimiter",
+    "RateWindow",
+    "lane_caps",
+    "lane_index",
+    "parse_retry_after",
+]
+
+# The lanes, highest priority first; a lane's index is its priority (0 first).
+LANES: tuple[str, ...] = ("interactive", "query", "execute", "background")
+DEFAULT_LANE = "query"
+_INDEX: dict[str, int] = {name: i for i, name in enumerate(LANES)}
+_INDEX["control"] = 0  # a3s-code's name for the lane that is served first
+_UNLIMITED = sys.maxsize
+
+
+def lane_index(lane: object, argument: str = "lane") -> int:
+    """The priority of *lane* (0 is served first).
+
+    Raises:
+        InvalidArgument: *lane* is not one of the lanes' names.
+    """
+    index = _INDEX.get(lane) if isinstance(lane, str) else None
+    if index is None:
+        raise InvalidArgument(f"{argument} must be one of {sorted(_INDEX)}, got {lane!r}")
+    return index
+
+
+def lane_caps(caps: Mapping[str, int | None] | None) -> list[int]:
+    """Per-lane caps by lane index, from a mapping of lane names (absent: no cap)."""
+    out = [_UNLIMITED] * len(LANES)
+    for name, cap in (caps or {}).items():
+        if cap is not None:
+            out[_INDEX[name]] = cap
+    return out
+
+
+# -- the limiter ------------------------------------------------------------------------
+
+
+class _Waiter:
+    """A task waiting for a slot; its own abort function (a cancelled wait leaves the queue)."""
+
+    __slots__ = ("limiter", "task")
+
+    def __init__(self, limiter: LaneLimiter, task: trio.lowlevel.Task) -> None:
+        self.limiter = limiter
+        self.task: trio.lowlevel.Task | None = task
+
+    def __call__(self, _: object) -> trio.lowlevel.Abort:
+        # Left in its deque, marked: the limiter skips it when it comes to it.
+        self.task = None
+        self.limiter._waiting -= 1
+        return trio.lowlevel.Abort.SUCCEEDED
+
+
+class LaneLimiter:
+    """At most *total* holders at once, and at most ``caps[lane]`` of one lane.
+
+    A task that finds room takes a slot at once. The others wait in one FIFO
+    queue per lane; a freed slot is handed straight to the first waiter of
+    the highest-priority lane whose cap allows it. So while the limit is
+    full, an ``interactive`` waiter goes before every ``background`` one,
+    however long those have waited. (Waiters only ever wait because the
+    total or their own lane's cap is full: each release serves every waiter
+    it can, so a newcomer who finds room jumps no one who could have used it.)
+
+    The uncontended path is a comparison, two increments and one checkpoint,
+    less than `trio.CapacityLimiter`'s.
+
+    Args:
+        total: slots in all (None: no limit but the lanes' own).
+        caps: each lane's cap, by lane index (see `lane_caps`).
+    """
+
+    __slots__ = ("_caps", "_held", "_lane_held", "_queues", "_total", "_waiting")
+
+    def __init__(self, total: int | None, caps: list[int] | None = None) -> None:
+        self._total = _UNLIMITED if total is None else total
+        self._caps = caps if caps is not None else [_UNLIMITED] * len(LANES)
+        self._held = 0
+        self._lane_held = [0] * len(LANES)
+        self._queues: list[deque[_Waiter]] = [deque() for _ in LANES]
+        self._waiting = 0
+
+    @property
+    def held(self) -> int:
+        """Slots taken now."""
+        return self._held
+
+    @property
+    def waiting(self) -> int:
+        """Tasks waiting for a slot."""
+        return self._waiting
+
+    def lane_held(self, lane: int) -> int:
+        """Slots taken now by the lane of index *lane*."""
+        return self._lane_held[lane]
+
+    async def acquire(self, lane: int) -> None:
+        """Take a slot for the lane of index *lane*, waiting in its queue while there is none.
+
+        A checkpoint either way; cancelled while waiting, the task leaves the
+        queue and holds nothing.
+        """
+        if self._held < self._total and self._lane_held[lane] < self._caps[lane]:
+            self._held += 1
+            self._lane_held[lane] += 1
+            try:
+                await trio.lowlevel.checkpoint()
+            except BaseException:
+                self.release(lane)
+                raise
+            return
+        waiter = _Waiter(self, trio.lowlevel.current_task())
+        self._queues[lane].append(waiter)
+        self._waiting += 1
+        # Woken by release() with the slot already counted as ours.
+        await trio.lowlevel.wait_task_rescheduled(waiter)
+
+    def release(self, lane: int) -> None:
+        """Give back a slot of the lane of index *lane*; hand it on to the next waiter."""
+        self._held -= 1
+        self._lane_held[lane] -= 1
+        if self._waiting:
+            self._wake()
+
+    def _wake(self) -> None:
+        for lane, queue in enumerate(self._queues):
+            while queue and self._held < self._total and self._lane_held[lane] < self._caps[lane]:
+                waiter = queue.popleft()
+                task = waiter.task
+                if task is None:  # its wait was cancelled
+                    continue
+                waiter.task = None
+                self._held += 1
+                self._lane_held[lane] += 1
+                self._waiting -= 1
+                trio.lowlevel.reschedule(task)
+            if self._held >= self._total:
+                return
+
+
+# -- the other guards -------------------------------------------------------------------
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:

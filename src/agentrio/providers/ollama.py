@@ -6,8 +6,8 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from ..agents.tool import ToolSchema
 from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
+from .base import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,

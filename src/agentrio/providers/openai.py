@@ -6,9 +6,9 @@ import json
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ..agents.tool import ToolSchema
 from ..errors import InvalidArgument
 from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
+from .base import ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,

@@ -6,7 +6,7 @@ concurrency and per-minute limits, the whole-request timeout. Connection
 errors, timeouts, 429, 5xx, unreadable bodies and cut streams are retried with
 exponential backoff and jitter (``Retry-After`` wins when the server sends
 it, up to ``max_retry_wait``: beyond it the call fails at once); every
-failure reaching the caller is a [`ProviderError`][agentrio.ProviderError]. Answers are
+failure reaching the caller is a [`ProviderError`][agentrio.errors.ProviderError]. Answers are
 read within limits (``max_response_bytes``, ``max_line_bytes``,
 ``max_reply_chars``), so a server that never stops sending costs bounded
 memory. The API key is only ever put in request headers: it is in no
@@ -28,9 +28,7 @@ import attrs
 import msgspec
 import trio
 
-from ..agents.context import estimate_tokens
-from ..agents.lanes import DEFAULT_LANE, LaneLimiter, lane_caps, lane_index
-from ..agents.tool import ToolSchema
+from .._version import __version__
 from ..errors import (
     AuthError,
     BadResponse,
@@ -42,7 +40,7 @@ from ..errors import (
 )
 from ..messages import ChatMessage, Lane, ModelReply, ModelSettings
 from .anthropic import API_VERSION, AnthropicWire
-from .base import AttemptMeter
+from .base import AttemptMeter, ToolSchema
 from .bounded import (
     MAX_LINE_BYTES,
     MAX_REPLY_CHARS,
@@ -54,7 +52,15 @@ from .bounded import (
     read_body,
     sse_data,
 )
-from .limiter import CircuitBreaker, RateWindow, parse_retry_after
+from .limiter import (
+    DEFAULT_LANE,
+    CircuitBreaker,
+    LaneLimiter,
+    RateWindow,
+    lane_caps,
+    lane_index,
+    parse_retry_after,
+)
 from .ollama import OllamaWire
 from .openai import MAX_TOKENS_FIELDS, OpenAIWire
 from .redact import (
@@ -64,6 +70,7 @@ from .redact import (
     shown_env_name,
     url_secrets,
 )
+from .tokens import estimate_tokens
 from .wire import StreamParser, WireFormat
 
 if TYPE_CHECKING:
@@ -609,7 +616,7 @@ class Provider:
         headers = {
             "accept": "*/*",
             "accept-encoding": ACCEPT_ENCODING,
-            "user-agent": f"agentrio/{_version()}",
+            "user-agent": f"agentrio/{__version__}",
             **self._headers,
         }
         if url.userinfo:  # as httpx does: credentials in the URL are sent as Basic auth
@@ -638,7 +645,7 @@ class Provider:
         """A model object for [`AgentSpec`][agentrio.AgentSpec] that calls *name* here.
 
         Returns:
-            A [`ProviderModel`][agentrio.ProviderModel]; its *context_window*
+            A [`ProviderModel`][agentrio.types.ProviderModel]; its *context_window*
             defaults to the config's.
 
         Raises:
@@ -1141,12 +1148,6 @@ class Provider:
             provider=self.name,
             status=status,
         )
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _endpoint(base_url: str, path: str) -> str:

@@ -9,7 +9,7 @@ CPU on each, ten times what this module does (see ``docs/design.md``):
   port), checks an idle one is still open before reusing it, and opens TCP
   (and TLS, with the context ``httpx.create_ssl_context()`` makes: certifi's
   roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) with Trio.
-- [`Response`][agentrio.Response] (``_http11``) reads an answer's head and body by hand.
+- [`Response`][agentrio.types.Response] (``_http11``) reads an answer's head and body by hand.
 - `HTTPTransport` puts that pool behind ``httpx.AsyncBaseTransport``,
   for an ``httpx.AsyncClient`` of one's own.
 - `env_proxy` tells whether the environment names a proxy for a URL,

@@ -6,7 +6,6 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ..agents.tool import ToolSchema
 from ..errors import BadResponse, InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -17,6 +16,7 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
+from .base import ToolSchema
 from .bounded import MAX_REPLY_CHARS, TooLarge
 from .guard import parse_arguments, tool_calls_in_text
 

@@ -15,9 +15,25 @@ import msgspec
 
 from ..messages import ChatMessage, ModelReply, ToolCallRequest
 
+__all__ = [
+    "FRAMES",
+    "MAX_BODY",
+    "REPLY",
+    "ROUTES",
+    "STREAM_TYPES",
+    "Answer",
+    "ApiName",
+    "BadRequest",
+    "FakeRequest",
+    "authorized",
+    "error_body",
+    "json_bytes",
+    "parse_request",
+]
+
 ApiName = Literal["openai", "anthropic", "ollama"]
 
-_MAX_BODY = 32 * 1024 * 1024
+MAX_BODY = 32 * 1024 * 1024  # bytes: the largest request body read
 
 
 class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,7 +68,7 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
 # -- the wire formats: requests ------------------------------------------------------
 
 
-class _BadRequest(Exception):
+class BadRequest(Exception):
     """The body is not a valid request; the message says why (answered 400)."""
 
 
@@ -238,11 +254,11 @@ def _ollama_max_tokens(request: _OlRequest) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _parse(api: ApiName, body: dict[str, object]) -> FakeRequest:
+def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
     """Validate *body* as a request of *api* and normalise it.
 
     Raises:
-        _BadRequest: a required field is missing or has the wrong type.
+        BadRequest: a required field is missing or has the wrong type.
     """
     try:
         if api == "openai":
@@ -261,7 +277,7 @@ def _parse(api: ApiName, body: dict[str, object]) -> FakeRequest:
             tools = [t.function.name for t in ol.tools or ()]
             stream, limit, model = ol.stream, _ollama_max_tokens(ol), ol.model
     except msgspec.ValidationError as exc:
-        raise _BadRequest(str(exc)) from exc
+        raise BadRequest(str(exc)) from exc
     return FakeRequest(
         api=api,
         model=model,
@@ -277,7 +293,7 @@ def _parse(api: ApiName, body: dict[str, object]) -> FakeRequest:
 
 
 @attrs.frozen
-class _Answer:
+class Answer:
     """One reply about to go out, with what the wire needs besides it."""
 
     reply: ModelReply
@@ -311,11 +327,12 @@ def _pieces(text: str, parts: int = 3) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
-def _json(value: object) -> bytes:
+def json_bytes(value: object) -> bytes:
+    """*value* encoded as JSON."""
     return msgspec.json.encode(value)
 
 
-def _openai_calls(answer: _Answer) -> list[dict[str, object]]:
+def _openai_calls(answer: Answer) -> list[dict[str, object]]:
     return [
         {
             "id": answer.call_id(i, "call_"),
@@ -346,7 +363,7 @@ def _openai_finish(reply: ModelReply) -> str:
     return "tool_calls" if reply.tool_calls else "stop"
 
 
-def _openai_reply(answer: _Answer) -> dict[str, object]:
+def _openai_reply(answer: Answer) -> dict[str, object]:
     reply = answer.reply
     message: dict[str, object] = {
         "role": "assistant",
@@ -371,7 +388,7 @@ def _openai_reply(answer: _Answer) -> dict[str, object]:
     }
 
 
-def _openai_frames(answer: _Answer) -> list[bytes]:
+def _openai_frames(answer: Answer) -> list[bytes]:
     head = {
         "id": f"chatcmpl-{answer.number:06d}",
         "object": "chat.completion.chunk",
@@ -381,7 +398,7 @@ def _openai_frames(answer: _Answer) -> list[bytes]:
 
     def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return b"data: " + _json({**head, "choices": [choice]}) + b"\n\n"
+        return b"data: " + json_bytes({**head, "choices": [choice]}) + b"\n\n"
 
     reply = answer.reply
     frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
@@ -397,10 +414,10 @@ def _openai_frames(answer: _Answer) -> list[bytes]:
         ]
     frames.append(chunk({}, _openai_finish(reply)))
     usage = {**head, "choices": [], "usage": _openai_usage(reply)}
-    return [*frames, b"data: " + _json(usage) + b"\n\n", b"data: [DONE]\n\n"]
+    return [*frames, b"data: " + json_bytes(usage) + b"\n\n", b"data: [DONE]\n\n"]
 
 
-def _anthropic_content(answer: _Answer) -> list[dict[str, object]]:
+def _anthropic_content(answer: Answer) -> list[dict[str, object]]:
     reply = answer.reply
     content: list[dict[str, object]] = [
         {"type": "redacted_thinking", "data": b.redacted}
@@ -438,7 +455,7 @@ def _anthropic_usage(reply: ModelReply) -> dict[str, object]:
     }
 
 
-def _anthropic_reply(answer: _Answer) -> dict[str, object]:
+def _anthropic_reply(answer: Answer) -> dict[str, object]:
     reply = answer.reply
     stop = _ANTHROPIC_STOPS.get(reply.finish_reason)
     return {
@@ -454,7 +471,7 @@ def _anthropic_reply(answer: _Answer) -> dict[str, object]:
 
 
 def _sse(data: Mapping[str, object]) -> bytes:
-    return b"event: " + str(data["type"]).encode() + b"\ndata: " + _json(data) + b"\n\n"
+    return b"event: " + str(data["type"]).encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
 
 
 def _anthropic_block(index: int, block: dict[str, object]) -> list[bytes]:
@@ -472,7 +489,7 @@ def _anthropic_block(index: int, block: dict[str, object]) -> list[bytes]:
     else:
         start = {**block, "input": {}}
         value = block["input"]
-        text = value if isinstance(value, str) else _json(value).decode()
+        text = value if isinstance(value, str) else json_bytes(value).decode()
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in _pieces(text)]
     return [
         _sse({"type": "content_block_start", "index": index, "content_block": start}),
@@ -481,7 +498,7 @@ def _anthropic_block(index: int, block: dict[str, object]) -> list[bytes]:
     ]
 
 
-def _anthropic_frames(answer: _Answer) -> list[bytes]:
+def _anthropic_frames(answer: Answer) -> list[bytes]:
     full = _anthropic_reply(answer)
     # output_tokens is 0 at the start (the real API sends a small placeholder):
     # the total comes in message_delta, and clients must take that one.
@@ -498,7 +515,7 @@ def _anthropic_frames(answer: _Answer) -> list[bytes]:
     return [*frames, _sse(delta), _sse({"type": "message_stop"})]
 
 
-def _ollama_line(answer: _Answer, message: Mapping[str, object], done: bool) -> dict[str, object]:
+def _ollama_line(answer: Answer, message: Mapping[str, object], done: bool) -> dict[str, object]:
     line: dict[str, object] = {
         "model": answer.model,
         "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
@@ -518,38 +535,40 @@ def _ollama_line(answer: _Answer, message: Mapping[str, object], done: bool) -> 
     return line
 
 
-def _ollama_calls(answer: _Answer) -> list[dict[str, object]]:
+def _ollama_calls(answer: Answer) -> list[dict[str, object]]:
     return [
         {"function": {"name": c.name, "arguments": answer.arguments_value(c)}}
         for c in answer.reply.tool_calls
     ]
 
 
-def _ollama_reply(answer: _Answer) -> dict[str, object]:
+def _ollama_reply(answer: Answer) -> dict[str, object]:
     message: dict[str, object] = {"content": answer.reply.text}
     if answer.reply.tool_calls:
         message["tool_calls"] = _ollama_calls(answer)
     return _ollama_line(answer, message, done=True)
 
 
-def _ollama_frames(answer: _Answer) -> list[bytes]:
+def _ollama_frames(answer: Answer) -> list[bytes]:
     lines = [_ollama_line(answer, {"content": p}, False) for p in _pieces(answer.reply.text)]
     if answer.reply.tool_calls:
         # Ollama sends each tool call whole, in a line of its own.
         calls = {"content": "", "tool_calls": _ollama_calls(answer)}
         lines.append(_ollama_line(answer, calls, False))
     lines.append(_ollama_line(answer, {"content": ""}, True))
-    return [_json(line) + b"\n" for line in lines]
+    return [json_bytes(line) + b"\n" for line in lines]
 
 
-_REPLY = {"openai": _openai_reply, "anthropic": _anthropic_reply, "ollama": _ollama_reply}
-_FRAMES = {"openai": _openai_frames, "anthropic": _anthropic_frames, "ollama": _ollama_frames}
-_STREAM_TYPES = {
+# By API: the reply as one JSON object, the reply as stream frames, the streams'
+# content type, and the API of each path served.
+REPLY = {"openai": _openai_reply, "anthropic": _anthropic_reply, "ollama": _ollama_reply}
+FRAMES = {"openai": _openai_frames, "anthropic": _anthropic_frames, "ollama": _ollama_frames}
+STREAM_TYPES = {
     "openai": b"text/event-stream; charset=utf-8",
     "anthropic": b"text/event-stream; charset=utf-8",
     "ollama": b"application/x-ndjson",
 }
-_ROUTES: dict[str, ApiName] = {
+ROUTES: dict[str, ApiName] = {
     "/v1/chat/completions": "openai",
     "/v1/messages": "anthropic",
     "/api/chat": "ollama",
@@ -571,7 +590,8 @@ _ANTHROPIC_ERRORS = {
 }
 
 
-def _error_body(api: ApiName | None, status: int, message: str) -> dict[str, object]:
+def error_body(api: ApiName | None, status: int, message: str) -> dict[str, object]:
+    """The JSON error *api* answers with *status* (None: OpenAI's shape)."""
     if api == "ollama":
         return {"error": message}
     if api == "anthropic":
@@ -581,7 +601,8 @@ def _error_body(api: ApiName | None, status: int, message: str) -> dict[str, obj
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def _authorized(api: ApiName, headers: dict[bytes, bytes], key: str | None) -> bool:
+def authorized(api: ApiName, headers: dict[bytes, bytes], key: str | None) -> bool:
+    """Do *headers* carry *key* as *api* expects it (None: every request may go)?"""
     if key is None:
         return True
     bearer = headers.get(b"authorization") == b"Bearer " + key.encode()

@@ -28,7 +28,7 @@ import contextlib
 import inspect
 import math
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Literal, final
 
@@ -38,22 +38,23 @@ import trio
 
 from .._net import RawSocket
 from ..errors import InvalidArgument
-from ..messages import ModelReply
+from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
+from ..providers.base import ToolSchema
 from ._fake_http import BadHTTP, HTTPRequest, RequestReader, response_head
 from ._fake_wire import (
-    _FRAMES,
-    _MAX_BODY,
-    _REPLY,
-    _ROUTES,
-    _STREAM_TYPES,
+    FRAMES,
+    MAX_BODY,
+    REPLY,
+    ROUTES,
+    STREAM_TYPES,
+    Answer,
     ApiName,
+    BadRequest,
     FakeRequest,
-    _Answer,
-    _authorized,
-    _BadRequest,
-    _error_body,
-    _json,
-    _parse,
+    authorized,
+    error_body,
+    json_bytes,
+    parse_request,
 )
 
 __all__ = [
@@ -207,10 +208,29 @@ class _Script:
         return self._replies[self._next - 1]
 
 
-def _demo(request: FakeRequest) -> ModelReply:
-    from ..demo import _script  # imported late: the demo imports agentrio.testing
+def demo_reply(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] = ()) -> ModelReply:
+    """The demo's scripted model: decides by what the conversation holds so far.
 
-    return _script(request.messages, ())
+    No tool result yet: it calls ``lookup`` with the last word of the last
+    message; one: it calls ``word_count`` on that result; two: it answers
+    with both. (The demo's agents hold these two tools; the fake server
+    answers with this script when it is given none.)
+    """
+    results = [m for m in messages if m.role == "tool"]
+    prompt = len(messages) * 12
+    if not results:
+        topic = messages[-1].content.rsplit(" ", 1)[-1]
+        call = ToolCallRequest("lookup", {"key": topic})
+        return ModelReply(tool_calls=(call,), usage=Usage(prompt, 12))
+    if len(results) == 1:
+        call = ToolCallRequest("word_count", {"text": results[0].content})
+        return ModelReply(tool_calls=(call,), usage=Usage(prompt, 14))
+    answer = f"{results[0].content} ({results[1].content} words)"
+    return ModelReply(text=answer, usage=Usage(prompt, 20))
+
+
+def _demo(request: FakeRequest) -> ModelReply:
+    return demo_reply(request.messages)
 
 
 def _handler(replies: Iterable[ModelReply] | ReplyHandler | None) -> ReplyHandler:
@@ -280,7 +300,7 @@ class FakeLLMServer:
         self._http_requests = 0
         self._replies = 0
         self._handler_errors = 0
-        self._by_api: dict[str, int] = dict.fromkeys(_ROUTES.values(), 0)
+        self._by_api: dict[str, int] = dict.fromkeys(ROUTES.values(), 0)
         self._faults: dict[str, int] = dict.fromkeys(_FAULT_KINDS, 0)
         self._rejected: dict[int, int] = {}
 
@@ -308,7 +328,7 @@ class FakeLLMServer:
     async def _serve_connection(self, tcp: trio.SocketStream) -> None:
         self._connections += 1
         stream = RawSocket.from_stream(tcp)
-        reader = RequestReader(stream, _MAX_BODY)
+        reader = RequestReader(stream, MAX_BODY)
         try:
             while (request := await reader.next()) is not None:
                 self._http_requests += 1
@@ -325,7 +345,7 @@ class FakeLLMServer:
         # (Only ever raised while a request is read: no response has begun.)
         self._http_requests += 1
         self._rejected[400] = self._rejected.get(400, 0) + 1
-        body = _json(_error_body(None, 400, f"bad HTTP: {exc}"))
+        body = json_bytes(error_body(None, 400, f"bad HTTP: {exc}"))
         head = response_head(400, _json_headers(len(body), [(b"connection", b"close")]))
         # If even that fails, nothing more can be said on this connection.
         with contextlib.suppress(OSError):
@@ -334,7 +354,7 @@ class FakeLLMServer:
     async def _route(self, stream: RawSocket, request: HTTPRequest) -> bool:
         """Answer *request*; return whether the connection may be reused."""
         path = request.target.decode("latin-1").split("?", 1)[0]
-        api = _ROUTES.get(path)
+        api = ROUTES.get(path)
         if api is None:
             return await self._reject(stream, request, None, 404, f"no route for {path}")
         if request.method != b"POST":
@@ -344,11 +364,11 @@ class FakeLLMServer:
             # Its body was not read: the connection cannot carry another request.
             await self._reject(stream, request, api, 413, "request body too large")
             return False
-        if not _authorized(api, request.headers, self._api_key):
+        if not authorized(api, request.headers, self._api_key):
             return await self._reject(stream, request, api, 401, "invalid or missing API key")
         try:
-            fake = _parse(api, _decode_object(request.body))
-        except _BadRequest as exc:
+            fake = parse_request(api, _decode_object(request.body))
+        except BadRequest as exc:
             return await self._reject(stream, request, api, 400, str(exc))
         return await self._answer(stream, request, fake)
 
@@ -362,7 +382,7 @@ class FakeLLMServer:
         extra: list[tuple[bytes, bytes]] | None = None,
     ) -> bool:
         self._rejected[status] = self._rejected.get(status, 0) + 1
-        body = _json(_error_body(api, status, message))
+        body = json_bytes(error_body(api, status, message))
         await self._send_json(stream, request, status, body, extra)
         return True
 
@@ -398,14 +418,14 @@ class FakeLLMServer:
         malformed = "malformed_tool_json" in plan.drawn and bool(reply.tool_calls)
         if malformed:
             self._count("malformed_tool_json")
-        answer = _Answer(reply, fake.model, number, malformed)
+        answer = Answer(reply, fake.model, number, malformed)
         if not fake.stream:
-            await self._send_json(stream, request, 200, _json(_REPLY[fake.api](answer)))
+            await self._send_json(stream, request, 200, json_bytes(REPLY[fake.api](answer)))
             return True
         truncate = "truncate" in plan.drawn
         if truncate:
             self._count("truncate")
-        frames = _FRAMES[fake.api](answer)
+        frames = FRAMES[fake.api](answer)
         await self._send_stream(stream, request, fake.api, frames, truncate)
         return not truncate and not request.http10
 
@@ -420,10 +440,10 @@ class FakeLLMServer:
             return False
         if kind == "rate_limit":
             seconds = str(math.ceil(self.faults.retry_after)).encode()
-            body = _json(_error_body(api, 429, "rate limit reached (fake LLM fault)"))
+            body = json_bytes(error_body(api, 429, "rate limit reached (fake LLM fault)"))
             await self._send_json(stream, request, 429, body, [(b"retry-after", seconds)])
         elif kind == "server_error":
-            body = _json(_error_body(api, 500, "internal server error (fake LLM fault)"))
+            body = json_bytes(error_body(api, 500, "internal server error (fake LLM fault)"))
             await self._send_json(stream, request, 500, body)
         else:
             await self._send_body(stream, request, 200, b"text/html", _GARBAGE)
@@ -441,7 +461,7 @@ class FakeLLMServer:
         except Exception as exc:
             self._handler_errors += 1
             message = str(exc) if isinstance(exc, _ScriptExhausted) else f"{exc!r}"
-            body = _json(_error_body(fake.api, 500, f"fake LLM: {message}"))
+            body = json_bytes(error_body(fake.api, 500, f"fake LLM: {message}"))
             await self._send_json(stream, request, 500, body)
             return None
         self._replies += 1
@@ -489,7 +509,7 @@ class FakeLLMServer:
     ) -> None:
         headers = [
             *_HEADERS,
-            (b"content-type", _STREAM_TYPES[api]),
+            (b"content-type", STREAM_TYPES[api]),
             (b"cache-control", b"no-cache"),
         ]
         # Truncation keeps fewer than all frames, so the terminator never goes out.
@@ -526,9 +546,9 @@ def _decode_object(body: bytes) -> dict[str, object]:
     try:
         value = msgspec.json.decode(body)
     except msgspec.DecodeError as exc:
-        raise _BadRequest(f"the body is not valid JSON: {exc}") from exc
+        raise BadRequest(f"the body is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise _BadRequest("the body must be a JSON object")
+        raise BadRequest("the body must be a JSON object")
     return value
 
 

@@ -7,10 +7,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import trio
 
-from ..agents.tool import ToolSchema
 from ..errors import AgentrioError, InvalidArgument
 from ..messages import ChatMessage, ModelReply, ModelSettings
-from ..providers.base import DEFAULT_CONTEXT_WINDOW
+from ..providers.base import DEFAULT_CONTEXT_WINDOW, ToolSchema
 
 __all__ = ["FunctionModel", "Reply", "ScriptExhausted", "ScriptedModel"]
 
