@@ -3,12 +3,12 @@
 The top level holds what you type: what you construct, call, subclass or
 catch. The rest has one documented home each:
 
-- :mod:`agentrio.events`: the events ``rt.events()`` publishes, ``Event``
+- `agentrio.events`: the events ``rt.events()`` publishes, ``Event``
   and ``EventStream``;
-- :mod:`agentrio.errors`: every exception (the common ones are here too);
-- :mod:`agentrio.types`: the types of what agentrio hands you (results,
+- `agentrio.errors`: every exception (the common ones are here too);
+- `agentrio.types`: the types of what agentrio hands you (results,
   statistics, hook arguments, literal aliases, the context actor's messages);
-- :mod:`agentrio.testing`: scripted models and a fake LLM server.
+- `agentrio.testing`: scripted models and a fake LLM server.
 
 The modules behind them (``agentrio.core``, ``agentrio.agents``, ...) are
 private: their layout may change.

@@ -1,8 +1,8 @@
 """The events the runtime publishes, and the stream that delivers them.
 
-Every event is a frozen :class:`Event` (a :class:`~agentrio.Message`) whose
+Every event is a frozen [`Event`][agentrio.events.Event] (a [`Message`][agentrio.Message]) whose
 ``path`` names the actor, supervisor or agent it is about; ``rt.events()``
-gives an :class:`EventStream` of them::
+gives an [`EventStream`][agentrio.events.EventStream] of them:
 
     import agentrio
     from agentrio.events import PhaseEnded, ToolEnded

@@ -3,7 +3,7 @@
 The runtime joins the layers: the kernel's root supervisor (``core``), and
 what the agents of the runtime draw on (``agents.services.Services``: its
 budget, tools, tool lanes, modes and router, and its configuration's models,
-from ``config``). :class:`Runtime` spawns agents, helpers and maps, under the
+from ``config``). [`Runtime`][agentrio.Runtime] spawns agents, helpers and maps, under the
 root or under any supervisor of the runtime (``under=``).
 """
 
@@ -80,12 +80,18 @@ class _Configured:
 
 
 class Runtime(SupervisorRef):
-    """The root of a supervision tree, from :func:`open_runtime`.
+    """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
 
-    It is a :class:`SupervisorRef` (``spawn``, ``spawn_supervisor``,
-    ``lookup``...) with the runtime-wide services on top: agents, helpers
-    and maps (spawned under the root, or under any supervisor of the runtime
-    given as ``under=``), registered tools, the budget, events and statistics.
+    It is a [`SupervisorRef`][agentrio.SupervisorRef] with path and name ``""``
+    (``spawn``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor`` and
+    ``children`` work as documented there) with the runtime-wide services on
+    top: agents, helpers and maps (spawned under the root, or under any
+    supervisor of the runtime given as ``under=``), registered tools, the
+    budget, events and statistics. Two inherited methods behave differently
+    on the root: [`stop`][agentrio.Runtime.stop] only starts the stop, and
+    [`cancel`][agentrio.Runtime.cancel] leaves the body of the ``async with``
+    block running. After either, `closed` is true and spawning raises
+    ``RuntimeClosed``. No public constructor.
     """
 
     __slots__ = ("_services",)
@@ -121,33 +127,50 @@ class Runtime(SupervisorRef):
     ) -> AgentRef:
         """Start an agent from *spec*, as a child of the root or of *under*.
 
-        Example::
+        It is a transient child; its context actors are spawned beside it,
+        in the same supervisor, when first used.
+
+        Example:
 
             team = await rt.spawn_supervisor(name="team")
             agent = await rt.spawn_agent(spec, under=team, name="r1")
 
         Args:
-            spec: the :class:`agentrio.AgentSpec`.
-            under: the supervisor to start it under, one of this runtime's
-                (default: the root; ``team`` puts it at ``team/<name>``,
-                and it stops with ``team``).
+            spec: the [`agentrio.AgentSpec`][agentrio.AgentSpec].
+            under: the supervisor to start it under: a ``SupervisorRef`` of
+                this runtime (from ``spawn_supervisor``, ``lookup_supervisor``
+                or ``children``), or the runtime itself (default: the root;
+                ``team`` puts it at ``team/<name>``). The agent stops, or is
+                cancelled, with that supervisor.
             name: the agent's name (default ``spec.name``), unique in that
-                supervisor (the rules of :meth:`spawn`). With a workspace,
+                supervisor (the rules of `spawn`). With a workspace,
                 another name than ``spec.name`` is the agent's subfolder of
                 it, which must not be one of its own entries (``artifacts``,
-                ``logs``, ``memory``, ``run_summary.json``, ignoring case).
+                ``logs``, ``memory``, ``run_summary.json``, ignoring case). The
+                agent's folder (the workspace, or that subfolder) must be a
+                folder or not exist yet.
             budget: the budget its model and tool calls draw from (default:
                 the runtime's). A budget with no parent is made a child of
                 the runtime's, so the runtime's totals include it.
 
         Returns:
-            An :class:`agentrio.AgentRef`.
+            An [`agentrio.AgentRef`][agentrio.AgentRef].
 
         Raises:
-            InvalidArgument: a bad argument, named in the message (*under*
-                not a SupervisorRef of this runtime too).
+            InvalidArgument: *spec* is not an AgentSpec; a bad argument, named
+                in the message (a name of the reserved form, a workspace
+                subfolder of those names, a file where the agent's folder
+                would be); *under* is not a ``SupervisorRef`` of this runtime
+                (an ``AgentRef``, an ``ActorRef``, a supervisor of another
+                runtime: the message shows it).
             DuplicateName: the name is taken.
-            RuntimeClosed: the supervisor has stopped.
+            RuntimeClosed: the supervisor has stopped or is stopping.
+            ConfigError: ``spec.model`` is a string, and no configuration is
+                found, or it names no tier or provider instance there; or the
+                provider's ``api_key_env`` is not set. The same for a
+                ``spec.compaction.model`` string (and for the configuration
+                found when ``spec.compaction.model`` is ``None``, if it cannot
+                be read or its ``fast`` tier cannot be resolved).
         """
         sup = self._sup if under is None else self._under(under)
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -171,29 +194,37 @@ class Runtime(SupervisorRef):
 
         Only *tools* can run (a call to any other is a ``denied`` result the
         model sees) and no approval is asked. The helper is an agent actor
-        under the root, or under *under*.
+        under the root, or under *under*; see [`Helper`][agentrio.Helper].
 
-        Example::
+        Example:
 
             h = rt.helper("fast", tools=["read_file"])
             res = await h.execute("Summarise README.md")
 
         Args:
             model: a model object, a tier name or an ``"instance:model"`` string.
-            tools: Tool objects, or names registered with :meth:`register_tool`.
+            tools: Tool objects, or names registered with
+                [`register_tool`][agentrio.Runtime.register_tool].
             instructions: the system prompt.
             workspace: a folder for its artifacts, and the working folder its
-                tools are told of (``ToolContext.workspace``).
+                tools are told of (``ToolContext.workspace``): Lace's
+                ``workingDirectory``.
             max_turns: model calls per execute; past them HelperTurnsExceeded...
             final_answer: ...unless True: then a last call without tools answers.
             budget: what it draws from (default: the runtime's).
-            name: its name (default ``helper-<n>``).
-            env: environment variables its tools are told of (``ToolContext.env``).
+            name: its name (default ``helper-<n>``; the rules of
+                ``AgentSpec.name``).
+            env: environment variables its tools are told of
+                (``ToolContext.env``), as ``AgentSpec.env``: Lace's
+                ``processEnv``.
             under: the supervisor to start it under, one of this runtime's
                 (default: the root).
 
         Raises:
-            InvalidArgument: a bad argument, named in the message.
+            InvalidArgument: a bad argument, named in the message: a tool name
+                nobody registered; *max_turns* is not an int >= 1; an *env*
+                that is not a mapping of str to str.
+            ConfigError: *model* is a string that cannot be resolved.
             RuntimeClosed: the supervisor has stopped.
         """
         sup = self._under(under)
@@ -232,16 +263,34 @@ class Runtime(SupervisorRef):
     ) -> list[PhaseResult | ActorError]:
         """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
 
-        The agents are spawned under the root, or under *under*. Results come
-        back in input order. An input whose agent fails (crashes, is
-        cancelled) has its error in its place; the others' results are kept.
-        Each agent stops after its phase.
+        The agents are spawned under the root, or under *under*, named
+        ``"<spec.name>.map<n>-<i>"``; each stops after its phase.
+
+        If the caller gives up (it is cancelled or times out), every phase
+        under way ends with ``"cancelled"`` (as for
+        [`AgentRef.run`][agentrio.AgentRef.run]: its turns kept, its reservation
+        settled, a ``PhaseEnded`` published), the inputs not started yet
+        never start, the agents are cancelled, and ``map`` raises
+        ``trio.Cancelled`` once those phases have ended and those agents
+        (and what they own: their contexts, their subagents) have exited, so
+        ``statistics().actors`` no longer counts them. That wait is shielded
+        and lasts at most the supervisor's ``shutdown_timeout`` (an agent
+        still in shielded cleanup then is left to finish on its own). The
+        same holds when a spawn fails.
+
+        Returns:
+            The results in input order. An input whose agent failed
+            (crashed, was cancelled) has its ``ActorError`` in its place; the
+            others' results are kept.
 
         Raises:
             InvalidArgument: *spec* is not an AgentSpec (checked first, even
-                for no inputs), *inputs* is not a list of str,
-                *concurrency* < 1, or *under* is not a SupervisorRef of this
-                runtime.
+                for no inputs; the message names the type given), *inputs* is
+                not a list of str, *concurrency* is not an int >= 1, or
+                *under* is not a SupervisorRef of this runtime.
+            Exception: whatever a spawn raises (``RuntimeClosed``,
+                ``PermissionEscalation``...), after cancelling the phases
+                under way.
         """
         check_spec(spec)  # (first, whatever else is wrong)
         sup = self._under(under)
@@ -260,8 +309,15 @@ class Runtime(SupervisorRef):
         Use as ``async with rt.events() as stream: async for event in stream``.
         The subscription starts at once (before the ``async with``), holds at
         most *capacity* unread events, and never slows the actors: when it is
-        full, events are dropped for it and an :class:`~agentrio.events.EventsLost`
-        with their count takes their place.
+        full, events are dropped for it and an [`EventsLost`][agentrio.events.EventsLost]
+        with their count takes their place. The stream ends when the runtime
+        stops, after what it has buffered.
+
+        Args:
+            capacity: the subscriber's buffer, in events.
+
+        Returns:
+            A new [`EventStream`][agentrio.events.EventStream].
 
         Raises:
             InvalidArgument: *capacity* is not an int >= 1.
@@ -270,29 +326,38 @@ class Runtime(SupervisorRef):
 
     @property
     def budget(self) -> Budget:
-        """The runtime's root budget (limits and what has been spent)."""
+        """The runtime's root budget: its limits, and what has been spent and reserved."""
         return self._services.budget
 
     def usage(self) -> UsageTotals:
-        """Tokens, requests, tool calls and cost spent by every agent of the runtime."""
+        """What every agent of the runtime has spent: tokens, model calls, tool calls,
+        cost and overruns; the same as ``rt.budget.usage()``."""
         return self.budget.usage()
 
     async def stop(self) -> None:
-        """Begin a graceful stop of everything and return at once.
+        """Begin a graceful stop of the whole tree and return at once.
 
-        The ``open_runtime()`` block's end waits for it.
+        The stop completes while the block goes on; the ``open_runtime()``
+        block's end waits for it.
         """
         self._sup.request_stop()
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
-        """Cancel everything in the runtime now."""
+        """Cancel every actor and supervisor in the tree now.
+
+        The body of the ``async with`` block is not cancelled.
+        """
         self._sup.request_stop()
         if self._sup.nursery is not None:
             self._sup.nursery.cancel_scope.cancel()
 
     def statistics(self) -> SupervisorStatistics:
-        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
+        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters.
+
+        Its ``state`` is ``"running"``, ``"stopping"`` once a stop has begun,
+        or ``"exited"`` once the root has stopped.
+        """
         sup = self._sup
         state = "exited" if sup.closed else "stopping" if sup.stopping else "running"
         return sup.statistics(state)
@@ -321,10 +386,10 @@ async def open_runtime(
     with an exception cancels everything. Nothing
     outlives the block. If the root supervisor exceeds its restart intensity,
     the block is cancelled and an exception group holding a
-    :class:`~agentrio.errors.RestartIntensityExceeded` (naming the actor and its
+    [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded] (naming the actor and its
     error) is raised.
 
-    Example::
+    Example:
 
         async with agentrio.open_runtime() as rt:
             ref = await rt.spawn(Echo, name="echo")
@@ -334,33 +399,43 @@ async def open_runtime(
         strategy: the root's strategy, ``"one_for_one"`` or ``"one_for_all"``.
         max_restarts: restarts the root allows within *period* seconds.
         period: the restart-intensity window, in seconds.
-        backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
+        backoff: delay root-level restarts (see [`Backoff`][agentrio.Backoff]).
         shutdown_timeout: one deadline, in seconds, for the whole graceful
-            stop (not one per child); then what still runs is cancelled.
-        budget: the root :class:`~agentrio.Budget` every agent draws from
+            stop (not one per child); then what still runs is cancelled. It
+            bounds how long leaving the block takes, however many children
+            there are (see [`SupervisorRef.stop`][agentrio.SupervisorRef.stop]).
+        budget: the root [`Budget`][agentrio.Budget] every agent draws from
             (default: no limits, usage still counted).
         config: for agents whose model is a tier or an ``"instance:model"``
-            string: a :class:`~agentrio.Config`, or the path of an
-            agentrio.toml (default: found as :func:`~agentrio.load_config`
+            string: a [`Config`][agentrio.Config], or the path of an
+            agentrio.toml (default: found as [`load_config`][agentrio.load_config]
             does, when first needed). The providers it makes are closed
             when the block ends.
         tools: tools to register by name (see ``Runtime.register_tool``).
         lanes: how the lanes' tool calls are limited and retried (see
-            :class:`~agentrio.Lanes`); default: the ``[lanes]`` of *config*
+            [`Lanes`][agentrio.Lanes]); default: the ``[lanes]`` of *config*
             when it is given, else of the agentrio.toml found as
-            :func:`~agentrio.find_config` finds one (read when the runtime
+            `find_config` finds one (read when the runtime
             opens; a file that cannot be read or is wrong is an error only
             where a tier or mode first needs it), else ``Lanes()``, which
             limits and retries nothing.
-        modes: :class:`~agentrio.Mode` objects, each the runtime's mode of
+        modes: [`Mode`][agentrio.Mode] objects, each the runtime's mode of
             its name (``run(mode="inline")``, ``respond()``), over the
-            presets and the configuration's ``[modes.NAME]`` tables.
+            configuration's ``[modes.NAME]`` tables, which are over the
+            presets ``inline`` and ``background``.
         router: the default router of ``AgentRef.respond``: any callable
             ``(request) -> Route`` (or async); default: the configuration's
-            ``[router]`` (a :class:`~agentrio.RuleRouter`).
+            ``[router]`` (a [`RuleRouter`][agentrio.RuleRouter]), else
+            ``RuleRouter()``. For modes and the router, the configuration
+            is *config*, or the agentrio.toml found as by ``load_config()``
+            when a mode or the router is first needed; without one, the
+            defaults hold (no error).
 
     Raises:
-        InvalidArgument: a bad argument, named in the message.
+        InvalidArgument: a bad argument, named in the message: *lanes* that
+            is not a ``Lanes``, a *tools* entry that is not a ``Tool``
+            (raised on entering the block), *modes* that is not a list of
+            ``Mode`` or has two of one name, a *router* that is not callable.
     """
     check_runtime_routing(modes, router)
     if budget is None:
@@ -414,7 +489,7 @@ async def open_runtime(
 
 
 def _found_lanes(configured: _Configured) -> Lanes | None:
-    """The ``[lanes]`` of an agentrio.toml found as :func:`~agentrio.find_config` finds
+    """The ``[lanes]`` of an agentrio.toml found as `find_config` finds
     one (read now: the lanes are set up when the runtime opens), or None.
 
     No file found, nothing is read. A file that cannot be used is not an

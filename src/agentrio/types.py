@@ -3,7 +3,7 @@
 You meet these as return values, as the arguments of your hooks and models,
 inside messages, or as the allowed strings of a field; agentrio makes them,
 and you name them in annotations, ``isinstance`` checks and ``match``
-statements::
+statements:
 
     from agentrio.types import HelperResult, StopReason
 
@@ -13,7 +13,7 @@ statements::
 This module is their one public home (``agentrio.types.Turn``, not
 ``agentrio.Turn``). What you construct, call, subclass or catch is at the
 top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
-:mod:`agentrio.events` and every exception in :mod:`agentrio.errors`.
+`agentrio.events` and every exception in `agentrio.errors`.
 """
 
 from .agents.agent import StepInfo

@@ -356,15 +356,34 @@ def _release(agent: AgentRef, *, finished: bool) -> None:
 def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | None = None) -> Tool:
     """Make *spec* into a tool: each call runs a fresh child phase and returns its text.
 
-    The child is spawned as a subagent of the calling agent (so its tools must
-    be a subset of the caller's, and the caller's rules and approver apply),
-    runs one phase on the ``task`` argument in its own context, and stops.
-    When the phase does not end with ``done``, its stop reason follows the text.
+    The tool has one argument, ``task: str``. Each call spawns a fresh
+    subagent of the calling agent (so its tools must be a subset of the
+    caller's, the caller's rules, approver and hooks apply, and in a phase
+    narrowed by ``tool_names`` it may use only the tools that phase names),
+    runs one phase on ``task`` in a new context, stops it, and returns its
+    final text; when the phase does not end with ``done``,
+    ``"(stop_reason: ...)"`` follows the text. A ``SubagentEnded`` event is
+    published after each call that gets the child's result. If the call is
+    abandoned (the tool timed out, the calling phase was cancelled or
+    ended), the child's phase ends at once with ``"cancelled"`` (its model
+    call and tool calls cancelled, a ``PhaseEnded`` published), and the child
+    is cancelled, so it cannot go on spending. Called outside an agent's
+    phase, the tool raises ``RuntimeError``. See [Composing
+    agents][composing-agents].
 
-    Example::
+    Example:
 
         researcher = agent_tool(research_spec, description="Research one subtopic.")
         lead = AgentSpec("lead", model, tools=[researcher, lookup])
+
+    Args:
+        spec: the child's spec.
+        name: the tool's name (default ``spec.name``).
+        description: default ``"Give the <name> agent a task; it answers in
+            text."``.
+
+    Raises:
+        InvalidArgument: *spec* is not an ``AgentSpec``.
     """
     check_spec(spec)
 

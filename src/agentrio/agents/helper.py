@@ -12,7 +12,7 @@ an agent's default of ``deny`` still denies.
 Either way the helper is an agent actor: an infrastructure helper under the
 runtime's root or the supervisor given as ``under``, a session helper beside
 its agent. Each ``execute`` is one phase in a fresh context, and the helper
-is stopped with its supervisor or agent (or by :meth:`Helper.stop`).
+is stopped with its supervisor or agent (or by [`Helper.stop`][agentrio.Helper.stop]).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ _numbers = itertools.count(1)
 
 @attrs.frozen
 class HelperResult:
-    """What one :meth:`Helper.execute` produced.
+    """What one [`Helper.execute`][agentrio.Helper.execute] produced.
 
     Attributes:
         content: the model's final text.
@@ -81,7 +81,11 @@ def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
 
 
 class Helper(metaclass=NoPublicConstructor):
-    """An LLM called like a function, from ``rt.helper`` or ``agent.helper``."""
+    """An LLM called like a function, from [`Runtime.helper`][agentrio.Runtime.helper]
+    (infrastructure) or [`AgentRef.helper`][agentrio.AgentRef.helper] (session).
+
+    Behind it is an agent actor. No public constructor.
+    """
 
     __slots__ = ("_agent", "_final_answer", "_lock", "_max_turns")
 
@@ -104,11 +108,19 @@ class Helper(metaclass=NoPublicConstructor):
     async def execute(self, prompt: str) -> HelperResult:
         """Run *prompt* to a final answer (up to ``max_turns`` model calls) in a fresh context.
 
+        If the task awaiting ``execute()`` is cancelled, its phase ends with
+        ``"cancelled"``, as for [`AgentRef.run`][agentrio.AgentRef.run], and the
+        helper takes its next ``execute()`` as usual.
+
+        Returns:
+            A [`HelperResult`][agentrio.types.HelperResult].
+
         Raises:
             HelperTurnsExceeded: ``max_turns`` was reached without a final
                 answer (unless the helper was made with ``final_answer=True``).
             InvalidArgument: *prompt* is not a str.
             ActorStopped: the helper (or its caller) has stopped.
+            trio.Cancelled: the caller was cancelled (once the phase has ended).
         """
         if not isinstance(prompt, str):
             raise InvalidArgument(f"prompt must be a str, got {prompt!r}")
@@ -136,7 +148,11 @@ class Helper(metaclass=NoPublicConstructor):
         return result
 
     async def stop(self) -> None:
-        """Stop the helper's agent (it is also stopped with its caller)."""
+        """Stop the helper's agent.
+
+        It is also stopped with its caller: a session helper with its agent,
+        an infrastructure helper with its supervisor.
+        """
         await self._agent.stop()
 
 

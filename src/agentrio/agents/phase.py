@@ -221,7 +221,7 @@ class _Meter:
 
 
 class Phase:
-    """The working state of one phase; :meth:`run` returns its result."""
+    """The working state of one phase; `run` returns its result."""
 
     __slots__ = (
         "allowed",
@@ -318,7 +318,7 @@ class Phase:
     # -- the phase ---------------------------------------------------------------------
 
     async def run(self) -> PhaseResult:
-        """Run the phase; called again to go on after :meth:`cut_short`."""
+        """Run the phase; called again to go on after `cut_short`."""
         cmd, st = self.cmd, self.st
         try:
             if self.cut is None:
@@ -937,7 +937,7 @@ class Phase:
 
         The agent's task is cancelled (its cell scope), which unwinds the tool
         and this phase's coroutines; the runtime then hands the same message
-        back to the agent, whose ``resume`` calls :meth:`run` again: it goes
+        back to the agent, whose ``resume`` calls `run` again: it goes
         on from the timed-out call, with everything else as it was.
         """
         cell = self.st.cell

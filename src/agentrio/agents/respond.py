@@ -1,17 +1,18 @@
 """One entry point for a user's request: route it, run it, offer to go on in the background.
 
 ``AgentRef.respond(request)`` asks the router (the runtime's, by default a
-:class:`~agentrio.RuleRouter`) for a mode and a tier, publishes a ``Routed``
+[`RuleRouter`][agentrio.RuleRouter]) for a mode and a tier, publishes a ``Routed``
 event, runs the request in that mode on that tier, and escalates a stall once
 to the next tier. An ``inline`` run that ends at its cap says so
 (``Response.can_continue``); ``AgentRef.continue_in_background(response)``
 then goes on in the same context in the ``background`` mode, as a
-:class:`BackgroundRun` that can be awaited later and watched through events.
+[`BackgroundRun`][agentrio.types.BackgroundRun] that can be awaited later and watched through
+events.
 
 A background phase is queued on the agent at once, and waited for by a small
 actor (``<agent>.background-<n>``) spawned under the agent's supervisor,
-which keeps the result for :meth:`BackgroundRun.wait` and stops. So it is part
-of the supervision tree like everything else: a graceful stop lets the phase
+which keeps the result for [`BackgroundRun.wait`][agentrio.types.BackgroundRun.wait] and stops. So
+it is part of the supervision tree like everything else: a graceful stop lets the phase
 finish within the supervisor's ``shutdown_timeout`` and then cancels it with
 the agent; it is cancelled with the tree; it never outlives the runtime.
 """
@@ -81,7 +82,7 @@ _CONTINUABLE = frozenset(("max_iterations", "timeout"))
 
 @attrs.frozen
 class Response:
-    """What :meth:`AgentRef.respond` produced.
+    """What [`AgentRef.respond`][agentrio.AgentRef.respond] produced.
 
     Attributes:
         agent: the path of the agent that ran it.
@@ -90,10 +91,11 @@ class Response:
         tier: the tier the result came from: the route's, or the next one
             after a stall (None: the agent's own model).
         escalated: the route's tier stalled and the request ran again on ``tier``.
-        result: the phase's :class:`~agentrio.PhaseResult`.
+        result: the phase's [`PhaseResult`][agentrio.PhaseResult].
         can_continue: the run ended at one of its caps (``"max_iterations"``
             or ``"timeout"``) in a mode other than ``background``:
-            :meth:`AgentRef.continue_in_background` can go on with it.
+            [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] can go on
+            with it.
         context_label: the conversation it ran in (None: the primary one).
     """
 
@@ -115,7 +117,7 @@ async def respond(
     context_label: object,
     escalate: object,
 ) -> Response:
-    """The body of :meth:`AgentRef.respond`."""
+    """The body of [`AgentRef.respond`][agentrio.AgentRef.respond]."""
     if not isinstance(request, str):
         raise InvalidArgument(f"request must be a str, got {request!r}")
     if router is not None and not callable(router):
@@ -160,14 +162,16 @@ async def respond(
 
 
 class BackgroundRun(metaclass=NoPublicConstructor):
-    """A phase running in the background, from :meth:`AgentRef.continue_in_background`
-    or :meth:`AgentRef.start_background`.
+    """A phase running in the background, from
+    [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] or
+    [`AgentRef.start_background`][agentrio.AgentRef.start_background].
 
-    Await it later with :meth:`wait`; watch it through the runtime's events,
-    which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
+    Await it later with [`wait`][agentrio.types.BackgroundRun.wait]; watch it through the runtime's
+    events, which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
     ``ToolStarted``... ``PhaseEnded``). It runs in the agent like any phase
     (after the phases queued before it), for a small actor under the
-    agent's supervisor (:attr:`path`), and ends with the runtime.
+    agent's supervisor ([`path`][agentrio.types.BackgroundRun.path]), and ends with the runtime.
+    No public constructor.
     """
 
     __slots__ = ("_agent", "_context_label", "_error", "_mode", "_result", "_runner")
@@ -197,7 +201,9 @@ class BackgroundRun(metaclass=NoPublicConstructor):
 
     @property
     def path(self) -> str:
-        """The path of the actor that waits for it (``<agent>.background-<n>``)."""
+        """The path of the actor that waits for the phase,
+        ``"<agent's supervisor>/<agent>.background-<n>"`` (``ActorStarted`` and
+        ``ActorExited`` events carry it)."""
         assert self._runner is not None
         return self._runner.path
 
@@ -220,13 +226,14 @@ class BackgroundRun(metaclass=NoPublicConstructor):
     async def wait(self) -> PhaseResult:
         """Wait until the phase has ended; its result.
 
+        Returns at once if it has ended; call it as often as you like.
         Cancelling the wait does not cancel the phase: it belongs to the
         runtime (``agent.request_stop()`` ends it early, with a result).
 
         Raises:
-            ActorStopped: the agent stopped or was cancelled before the phase
-                ended, or the runtime (or the agent's supervisor) stopped
-                and cancelled it.
+            ActorStopped: (reason ``"cancelled"``, ``path`` the agent's) the
+                agent stopped or was cancelled before the phase ended, or the
+                runtime (or the agent's supervisor) stopped and cancelled it.
             ActorCrashed: the agent crashed.
         """
         assert self._runner is not None
@@ -338,7 +345,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
 async def continue_in_background(
     agent: AgentRef, response: object, message: object
 ) -> BackgroundRun:
-    """The body of :meth:`AgentRef.continue_in_background`."""
+    """The body of [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background]."""
     checked = check_response(agent, response)
     if message is not None and not isinstance(message, str):
         raise InvalidArgument(f"message must be a str or None, got {message!r}")

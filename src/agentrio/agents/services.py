@@ -2,7 +2,7 @@
 
 The agent layer does not know where a tier's model, the runtime's modes or its
 default router come from. The runtime (``agentrio.runtime``) makes one
-:class:`Services` for itself, with its root budget, its event bus and timers,
+`Services` for itself, with its root budget, its event bus and timers,
 its tool registry and tool lanes, its modes and router, and two callables over
 its configuration; it passes that object to every agent it spawns. An agent
 keeps it (``_AgentState.services``: one reference, shared by all the agents of
@@ -63,7 +63,7 @@ class Services:
         timers: the runtime's timers (a tool call's timeout).
         tool_lanes: how the lanes' tool calls are limited and retried (None:
             nothing is).
-        tools: the tools registered by name (see :meth:`register_tool`).
+        tools: the tools registered by name (see `register_tool`).
         resolve: turns a tier name or an ``"instance:model"`` string into a
             model object, through the runtime's configuration (loaded on first
             use). Raises ``ConfigError`` for a name it does not know, or when

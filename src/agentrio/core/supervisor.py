@@ -109,7 +109,7 @@ def _cut_short(cell: _Cell, scope: trio.CancelScope) -> bool:
 
 
 class _Supervisor:
-    """The state of one supervisor; its task runs :meth:`serve`."""
+    """The state of one supervisor; its task runs `serve`."""
 
     def __init__(
         self,
@@ -382,7 +382,7 @@ class _Supervisor:
     # -- inline actors (no task: everything happens in the caller's) ---------------
 
     def _resume_inline(self, cell: _Cell) -> None:
-        """Start an inline child as :meth:`serve` begins: remake it only on a restart.
+        """Start an inline child as `serve` begins: remake it only on a restart.
 
         An inline child is made at spawn; a restart of this supervisor (or a
         crash it waited on) remakes it, as it would start a task child again,
