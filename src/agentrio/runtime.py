@@ -74,12 +74,12 @@ class Runtime(SupervisorRef):
 
         The ``open_runtime()`` block's end waits for it.
         """
-        self._sup.request_stop()
+        self._sup.begin_stop()
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
         """Cancel everything in the runtime now."""
-        self._sup.request_stop()
+        self._sup.begin_stop()
         if self._sup.nursery is not None:
             self._sup.nursery.cancel_scope.cancel()
 
@@ -196,7 +196,7 @@ async def open_runtime(
             rt.cancel()
             raise
         else:
-            root.request_stop()
+            root.begin_stop()
 
 
 def _found_lanes(root: _Supervisor) -> Lanes | None:

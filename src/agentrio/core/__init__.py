@@ -1,0 +1,75 @@
+"""The kernel: actors, mailboxes, supervisors, the event bus, timers.
+
+It imports nothing above it (only ``agentrio.errors``, ``agentrio.messages``
+and the shared checks). The layers above (the agent layer first) build on
+these public operations and nothing private:
+
+Asking:
+    ``ActorRef.ask(msg, *, timeout=None, linked=False)``: request/reply. A
+    *linked* ask ends with its asker: dropped unhandled if still queued when
+    the asker is cancelled, interrupted and delivered again (see
+    :func:`withdrawn`) if it is being handled; the asker waits for that
+    handling to end before it sees its ``trio.Cancelled``.
+    ``ActorRef.ask_later(msg, *, linked=False)`` puts the ask in the mailbox
+    now and returns a :class:`PendingAsk`, whose ``reply()`` any one task
+    awaits later.
+
+:func:`link` ``(owned, owner)``
+    The owned actor ends after its owner: stopped when the owner exits,
+    cancelled when it is cancelled, ended if it is suspended; a supervisor's
+    shutdown leaves it to its owner.
+
+:func:`interrupt` ``(ref) -> bool``
+    Cut the message the actor is handling short and hand it to the same
+    incarnation's ``handle()`` again (one cancel of the actor's scope).
+
+:func:`interrupt_after` ``(ref, seconds) -> Alarm | None``
+    :func:`interrupt` at a deadline, kept on the runtime's timer heap rather
+    than in a cancel scope; :meth:`Alarm.disarm` when the wait ends in time.
+
+:func:`withdrawn` ``(ref) -> bool``
+    In ``handle()`` of a message delivered again: has its asker withdrawn
+    the (linked) ask?
+
+:func:`begin_stop` ``(ref)``, :func:`exit_reason` ``(ref)``, :func:`wait_exited` ``(ref)``
+    Stop gracefully without waiting; how the actor ended (None while it
+    lives); wait until it, and what is linked to it, have exited.
+
+Example: a worker that gives each job five seconds, in its own task::
+
+    class Worker(agentrio.Actor[Job]):
+        async def handle(self, job: Job) -> str:
+            if self.alarm is not None and self.alarm.rang:  # delivered again
+                return "timed out"
+            self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+            try:
+                return await job.run()
+            finally:
+                if self.alarm is not None:
+                    self.alarm.disarm()
+"""
+
+from __future__ import annotations
+
+from .actor import (
+    PendingAsk,
+    begin_stop,
+    exit_reason,
+    interrupt,
+    link,
+    wait_exited,
+    withdrawn,
+)
+from .timers import Alarm, interrupt_after
+
+__all__ = [
+    "Alarm",
+    "PendingAsk",
+    "begin_stop",
+    "exit_reason",
+    "interrupt",
+    "interrupt_after",
+    "link",
+    "wait_exited",
+    "withdrawn",
+]

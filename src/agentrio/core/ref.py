@@ -17,8 +17,8 @@ from .actor import (
     NoPublicConstructor,
     RestartPolicy,
     _Cell,
-    request_cancel,
-    request_stop,
+    cancel_cell,
+    stop_cell,
 )
 from .restart import Backoff, Strategy
 
@@ -328,13 +328,13 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         cancelled.
         """
         assert self._cell is not None  # (the runtime, the only root, has its own)
-        request_stop(self._cell)
+        stop_cell(self._cell)
         await self._cell.wait_exited()
 
     def cancel(self) -> None:
         """Cancel this supervisor and its whole subtree now."""
         assert self._cell is not None
-        request_cancel(self._cell)
+        cancel_cell(self._cell)
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of this supervisor's subtree."""
