@@ -35,18 +35,27 @@ Asking:
     Stop gracefully without waiting; how the actor ended (None while it
     lives); wait until it, and what is linked to it, have exited.
 
-Example: a worker that gives each job five seconds, in its own task::
+Example: a worker that gives each job five seconds, in its own task (a job
+still running then is interrupted and handed to ``handle`` again)::
 
     class Worker(agentrio.Actor[Job]):
+        def __init__(self) -> None:
+            self.alarm: agentrio.core.Alarm | None = None  # the job in hand's
+
         async def handle(self, job: Job) -> str:
-            if self.alarm is not None and self.alarm.rang:  # delivered again
+            alarm, self.alarm = self.alarm, None
+            if alarm is not None and alarm.rang:  # delivered again: time is up
                 return "timed out"
-            self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+            alarm = self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+            assert alarm is not None  # (None only outside a running runtime)
             try:
-                return await job.run()
+                await job.run()
             finally:
-                if self.alarm is not None:
-                    self.alarm.disarm()
+                alarm.disarm()
+            self.alarm = None
+            return "done"
+
+See docs/concepts.md, "The kernel's primitives".
 """
 
 from __future__ import annotations
