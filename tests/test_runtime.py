@@ -518,8 +518,8 @@ async def test_what_an_agent_spawns_draws_on_the_runtime_services(
     async def probe() -> str:
         """Say who calls."""
         caller = CALLER.get()
-        assert caller is not None and caller.cell is not None
-        seen[caller.cell.path] = caller.services
+        assert caller is not None and caller.ref is not None
+        seen[caller.ref.path] = caller.services
         return "ok"
 
     tool = agentrio.Tool(probe)

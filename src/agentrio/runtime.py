@@ -340,7 +340,7 @@ class Runtime(SupervisorRef):
         The stop completes while the block goes on; the ``open_runtime()``
         block's end waits for it.
         """
-        self._sup.request_stop()
+        self._sup.begin_stop()
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
@@ -348,7 +348,7 @@ class Runtime(SupervisorRef):
 
         The body of the ``async with`` block is not cancelled.
         """
-        self._sup.request_stop()
+        self._sup.begin_stop()
         if self._sup.nursery is not None:
             self._sup.nursery.cancel_scope.cancel()
 
@@ -485,7 +485,7 @@ async def open_runtime(
             rt.cancel()
             raise
         else:
-            root.request_stop()
+            root.begin_stop()
 
 
 def _found_lanes(configured: _Configured) -> Lanes | None:

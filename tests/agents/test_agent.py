@@ -1119,6 +1119,39 @@ async def test_a_ref_ask_of_a_phase_is_not_cancelled_with_its_asker(
         assert ended(events) == [("a", "done", 1)]
 
 
+async def test_an_interrupt_from_outside_ends_the_phase_cancelled(
+    autojump_clock: trio.testing.MockClock, record_events: Recorder
+) -> None:
+    # agentrio.core.interrupt on the agent's actor: its phase is handed back to
+    # it, neither timed out nor withdrawn; it ends "cancelled" and its caller
+    # gets that result (what it did stays), and the agent goes on.
+    model = ScriptedModel([calling(ToolCallRequest("forever")), answer("after")])
+    spec = make_spec(model, forever, limits=Limits(tool_timeout=30))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        async with trio.open_nursery() as nursery:
+            results: list[PhaseResult] = []
+
+            async def run() -> None:
+                results.append(await agent.run("go"))
+
+            nursery.start_soon(run)
+            await trio.sleep(5)
+            assert agentrio.core.interrupt(agent.ref) is True
+        (result,) = results
+        assert trio.current_time() == 5
+        assert result.stop_reason == "cancelled"
+        assert [(r.status, r.content) for r in result.tool_calls] == [
+            ("timeout", "the phase was cancelled while the tool ran")
+        ]
+        await trio.sleep(60)  # the call's alarm was disarmed: nothing rings
+        assert (await agent.run("again")).final_text == "after"
+        stats = agent.statistics()
+    assert ended(events) == [("a", "cancelled", 1), ("a", "done", 1)]
+    assert (stats.state, stats.restarts, stats.messages_handled) == ("running", 0, 2)
+
+
 # -- workspace -------------------------------------------------------------------------
 
 

@@ -19,14 +19,8 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name, check_timeout, short_repr
-from ..core.actor import (
-    Actor,
-    ActorRef,
-    ActorStatistics,
-    NoPublicConstructor,
-    _ask,
-    _Cell,
-)
+from ..core import exit_reason, link, withdrawn
+from ..core.actor import Actor, ActorRef, ActorStatistics, NoPublicConstructor
 from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
@@ -462,10 +456,9 @@ class _AgentState:
         "attempts",
         "budget",
         "ceiling",
-        "cell",
+        "children",
         "compact_at",
         "contexts",
-        "cut",
         "details",
         "escalation",
         "gate",
@@ -474,11 +467,12 @@ class _AgentState:
         "laned",
         "metered",
         "model",
-        "narrowed",
         "output_tokens",
+        "phase",
         "phases",
         "pricing",
         "primary",
+        "ref",
         "requests",
         "services",
         "spec",
@@ -486,6 +480,7 @@ class _AgentState:
         "stop_requested",
         "streams",
         "summariser",
+        "sup",
         "tool_calls",
         "usage_parent",
         "window",
@@ -496,6 +491,7 @@ class _AgentState:
         self,
         spec: AgentSpec,
         services: Services,
+        sup: _Supervisor,
         budget: Budget,
         name: str,
         model: Model,
@@ -510,23 +506,28 @@ class _AgentState:
         self.gate: ToolGate | None = None
         # A session helper's spending is its parent agent's too.
         self.usage_parent: _AgentState | None = None
-        # The runtime's services (one object for all its agents); the agent's
-        # supervisor is its cell's parent.
+        # The runtime's services (one object for all its agents), and the
+        # supervisor the agent (and what it spawns) lives under.
         self.services = services
+        self.sup = sup
         self.budget = budget
-        self.cell: _Cell | None = None
-        # The context actors' cells: the primary one's, and the named labels'
-        # (a dict made on first use: most agents never name one, and one
-        # object fewer on each of 10k agents is work saved for the cyclic GC).
-        self.primary: _Cell | None = None
-        self.contexts: dict[str, _Cell] | None = None
-        self.cut: Phase | None = None  # a phase cut short by a tool's timer, to resume
+        self.ref: ActorRef | None = None  # the agent actor's
+        # The context actors: the primary one, and the named labels' (a dict
+        # made on first use: most agents never name one, and one object
+        # fewer on each of 10k agents is work saved for the cyclic GC).
+        self.primary: ActorRef | None = None
+        self.contexts: dict[str, ActorRef] | None = None
+        # The phase under way (Phase.run sets it, Phase._ended clears it): an
+        # interrupted one is found here when its message is delivered again,
+        # and its allowlist, when narrower than the spec's, binds the children
+        # it starts (compose.spawn_child).
+        self.phase: Phase | None = None
         # The most its phases may use, when its parent started it during a
-        # phase narrowed by tool_names (None: its spec's tools); and the
-        # allowlist of its own phase under way, when narrower than its spec's.
-        # Children take the second if set, else the first (compose.spawn_child).
+        # phase narrowed by tool_names (None: its spec's tools).
         self.ceiling: frozenset[str] | None = None
-        self.narrowed: frozenset[str] | None = None
+        # The agents it started (subagents, helpers), for request_stop (made
+        # on first use; see compose.spawn_child).
+        self.children: list[_AgentState] | None = None
         self.stop_requested = False
         self.phases = 0
         self.input_tokens = self.output_tokens = self.requests = self.tool_calls = 0
@@ -573,36 +574,36 @@ class _AgentState:
     def context(self, label: str | None) -> ActorRef | None:
         """The live ContextActor of *label*, or None if there is none yet."""
         if label is None:
-            cell = self.primary
+            ref = self.primary
         else:
-            cell = self.contexts.get(label) if self.contexts is not None else None
-        if cell is None or cell.state == "exited":
+            ref = self.contexts.get(label) if self.contexts is not None else None
+        if ref is None or exit_reason(ref) is not None:
             return None
-        return cell.ref
+        return ref
 
     def new_context(self, label: str | None) -> ActorRef:
-        """Spawn the ContextActor of *label*, owned by the agent (it stops after it)."""
-        assert self.cell is not None
+        """Spawn the ContextActor of *label*, linked to the agent (it stops after it)."""
+        assert self.ref is not None
         # Allowed while the supervisor stops: the agent may be draining its
         # queued phases, which the graceful stop promises to run. The name is
         # of the reserved form no other child can take (see check_name).
-        cell = self.cell.parent.spawn_actor(
+        ref = self.sup.spawn_actor(
             ContextActor,
             (),
-            context_name(self.cell.name, label),
+            context_name(self.ref.name, label),
             64,
             "transient",
             stopping_ok=True,
             reserved_ok=True,
-        )
-        self.cell.own(cell)
+        ).ref
+        link(ref, self.ref)
         if label is None:
-            self.primary = cell
+            self.primary = ref
         else:
             if self.contexts is None:
                 self.contexts = {}
-            self.contexts[label] = cell
-        return cell.ref
+            self.contexts[label] = ref
+        return ref
 
     def count(self, usage: Usage | None, requests: int = 1, attempts: int = 0) -> None:
         """Count a model call (None: it failed; *requests* 0: a failed attempt of
@@ -661,9 +662,9 @@ class _AgentState:
         if self.stop_reasons is None:
             self.stop_reasons = {}
         self.stop_reasons[reason] = self.stop_reasons.get(reason, 0) + 1
-        assert self.cell is not None
+        assert self.ref is not None
         summary: dict[str, object] = {
-            "agent": self.cell.path,
+            "agent": self.ref.path,
             "phases": self.phases,
             "stop_reasons": dict(self.stop_reasons),
             "input_tokens": self.input_tokens,
@@ -683,7 +684,7 @@ class _AgentState:
         # write that hangs (a stuck network disk) from holding a cancelled
         # caller of run() for ever; its thread is then abandoned. The deadline
         # is in real time: a MockClock's autojump would end every write at once.
-        seconds = self.cell.parent.shutdown_timeout
+        seconds = self.sup.shutdown_timeout
         with trio.CancelScope() as scope:
             timer = threading.Timer(
                 seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
@@ -711,11 +712,11 @@ class _AgentState:
         """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
         bus = self.services.bus
         if bus.active:
-            assert self.workspace is not None and self.cell is not None
+            assert self.workspace is not None and self.ref is not None
             file = str(self.workspace.root / "run_summary.json")
             bus.publish(
                 WorkspaceWriteFailed(
-                    path=self.cell.path, file=file, error_type=error_type, error=error
+                    path=self.ref.path, file=file, error_type=error_type, error=error
                 )
             )
 
@@ -727,25 +728,28 @@ class AgentActor(Actor[RunPhase]):
 
     def __init__(self, state: _AgentState) -> None:
         self.state = state
+        state.phase = None  # (left over from a phase that ended in a crash)
 
     def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
         # Returns the phase's coroutine rather than awaiting it: one frame less
         # on each of 10k live agents' stacks (and for the cyclic GC to walk).
         state = self.state
-        state.cut = None  # (left over from a cut that ended in a cancel or restart)
+        phase = state.phase
+        if phase is not None and phase.cmd is msg:
+            # Delivered again: its phase was interrupted (agentrio.core.interrupt).
+            return self._again(msg, phase)
         if msg.model is not None:
             return self._on_model(msg, Phase(state, msg))
         if state.escalation is not None:
             return self._escalating(msg, Phase(state, msg))
         return Phase(state, msg).run()
 
-    def _resume(self, msg: RunPhase, *, abandoned: bool) -> Coroutine[object, None, PhaseResult]:
-        """Go on with the phase that was cut short: by a tool call's timer
-        (``Phase.cut_short``), it goes on; *abandoned* by the cancelled caller
-        of its ``run()``, it ends with ``"cancelled"``."""
-        phase, self.state.cut = self.state.cut, None
-        assert phase is not None and phase.cmd is msg
-        if abandoned:
+    def _again(self, msg: RunPhase, phase: Phase) -> Coroutine[object, None, PhaseResult]:
+        """Go on with the interrupted *phase*: interrupted by its lone tool call's
+        alarm, it goes on from that call, a timeout; by the cancelled caller of
+        its ``run()`` (a linked ask: ``withdrawn``), or by anything else, it ends
+        with ``"cancelled"``."""
+        if withdrawn(self.ref) or not phase.lone_expired():
             return phase.cancelled()
         if msg.model is not None:
             return self._on_model(msg, phase)
@@ -769,7 +773,7 @@ class AgentActor(Actor[RunPhase]):
         try:
             return await phase.run()
         finally:
-            # Also when the phase is cut short: its resumption comes back here.
+            # Also when the phase is interrupted: delivered again, it comes back here.
             state.use_model(own)
 
     async def _escalating(self, msg: RunPhase, phase: Phase) -> PhaseResult:
@@ -847,6 +851,7 @@ def spawn_agent(
     state = _AgentState(
         spec,
         services,
+        sup,
         budget,
         agent_name if isinstance(agent_name, str) else "",
         model,
@@ -854,7 +859,7 @@ def spawn_agent(
         summariser,
     )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
-    state.cell = cell
+    state.ref = cell.ref
     state.gate = make_gate(spec, cell.path, services.bus)
     return AgentRef._create(state)
 
@@ -992,13 +997,10 @@ def _phase_command(
 
 
 def _request_stop_tree(state: _AgentState) -> None:
-    """Flag *state*'s agent, and the live agents it owns (subagents, helpers), to stop."""
+    """Flag *state*'s agent, and the live agents it started (subagents, helpers), to stop."""
     state.stop_requested = True
-    cell = state.cell
-    for dep in (cell.dependents or ()) if cell is not None else ():
-        if dep.factory is AgentActor and dep.state != "exited":
-            child = dep.args[0]
-            assert isinstance(child, _AgentState)
+    for child in state.children or ():
+        if child.ref is not None and exit_reason(child.ref) is None:
             _request_stop_tree(child)
 
 
@@ -1011,20 +1013,14 @@ class AgentRef(metaclass=NoPublicConstructor):
         self._state = state
 
     @property
-    def _cell(self) -> _Cell:
-        cell = self._state.cell
-        assert cell is not None
-        return cell
-
-    @property
     def name(self) -> str:
         """The agent's name, unique within its supervisor."""
-        return self._cell.name
+        return self.ref.name
 
     @property
     def path(self) -> str:
         """The agent's path from the root."""
-        return self._cell.path
+        return self.ref.path
 
     @property
     def spec(self) -> AgentSpec:
@@ -1036,7 +1032,9 @@ class AgentRef(metaclass=NoPublicConstructor):
         """The [`ActorRef`][agentrio.ActorRef] of the agent's actor (the one ``lookup``
         returns): it accepts [`RunPhase`][agentrio.RunPhase] messages and replies with a
         [`PhaseResult`][agentrio.PhaseResult]."""
-        return self._cell.ref
+        ref = self._state.ref
+        assert ref is not None
+        return ref
 
     @property
     def workspace(self) -> Workspace | None:
@@ -1044,7 +1042,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         return self._state.workspace
 
     def __repr__(self) -> str:
-        return f"<AgentRef {self._cell.path!r} {self._cell.state}>"
+        ref = self.ref
+        return f"<AgentRef {ref.path!r} {ref.statistics().state}>"
 
     async def run(
         self,
@@ -1178,14 +1177,18 @@ class AgentRef(metaclass=NoPublicConstructor):
             )
         if settings is not None:
             check_model_settings(state.model, settings, "settings")
-        task = trio.lowlevel.current_task()
-        if self._cell.task is task:
+        ref = state.ref
+        assert ref is not None
+        try:
+            # Linked: the phase is this caller's work, and ends with it (see
+            # ActorRef.ask, and AgentActor._again for how the phase ends).
+            asked = ref.ask(cmd, linked=True)
+        except SelfAsk:
             raise SelfAsk(
-                f"agent {self._cell.path!r} was asked to run a phase from inside its own "
+                f"agent {ref.path!r} was asked to run a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
-            )
-        # Linked: the phase is this caller's work, and ends with it (see _Ask).
-        result = await _ask(self._cell, cmd, task, linked=True)
+            ) from None
+        result = await asked
         assert isinstance(result, PhaseResult)
         return result
 
@@ -1325,16 +1328,16 @@ class AgentRef(metaclass=NoPublicConstructor):
     def cancel(self) -> None:
         """Cancel the agent now: a running phase is abandoned (its turns are not saved)
         and its ``run()`` raises ``ActorStopped``; the agent is not restarted."""
-        self._cell.ref.cancel()
+        self.ref.cancel()
 
     async def stop(self) -> None:
         """Stop gracefully: the queued phases run, then the agent and its context actors
         stop; waits until the agent has exited."""
-        await self._cell.ref.stop()
+        await self.ref.stop()
 
     def statistics(self) -> ActorStatistics:
         """The agent actor's mailbox and counters (``messages_handled`` counts phases)."""
-        return self._cell.ref.statistics()
+        return self.ref.statistics()
 
     def usage(self) -> UsageTotals:
         """Tokens, model calls and model-driven tool calls of this agent and its session
@@ -1370,12 +1373,13 @@ class AgentRef(metaclass=NoPublicConstructor):
         ctx = self._state.context(context_label)
         if ctx is None:
             await trio.lowlevel.checkpoint()
-            cell = self._cell
-            if cell.state == "exited":
+            ref = self.ref
+            reason = exit_reason(ref)
+            if reason is not None:
                 raise ActorStopped(
-                    f"agent {cell.path!r} has {cell.stop_reason}: its history is gone with it",
-                    path=cell.path,
-                    reason=cell.stop_reason,
+                    f"agent {ref.path!r} has {reason}: its history is gone with it",
+                    path=ref.path,
+                    reason=reason,
                 )
             return ()
         turns = await ctx.ask(ContextReadTurns())
@@ -1480,7 +1484,7 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         return await map_phases(
             self._state.services,
-            self._cell.parent,
+            self._state.sup,
             spec,
             inputs,
             concurrency=concurrency,

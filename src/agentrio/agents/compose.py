@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from .._checks import check_int
-from ..core.actor import request_cancel, request_stop
+from ..core import begin_stop, exit_reason, link, wait_exited
 from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
 from ..messages import (
     ConfirmationRequired,
@@ -43,7 +43,7 @@ from .policy import (
 from .tool import Tool
 
 if TYPE_CHECKING:
-    from ..core.actor import ActorRef, _Cell
+    from ..core.actor import ActorRef
     from ..core.supervisor import _Supervisor
     from .services import Services
 
@@ -300,12 +300,14 @@ def spawn_child(
         InvalidArgument: *budget* is not the parent's, below it, or free-standing.
         ActorStopped: the parent has exited (no one would stop the child).
     """
-    assert parent.cell is not None
-    if parent.cell.state == "exited":
+    owner = parent.ref
+    assert owner is not None
+    ended = exit_reason(owner)
+    if ended is not None:
         raise ActorStopped(
-            f"agent {parent.cell.path!r} has {parent.cell.stop_reason}: it cannot have subagents",
-            path=parent.cell.path,
-            reason=parent.cell.stop_reason,
+            f"agent {owner.path!r} has {ended}: it cannot have subagents",
+            path=owner.path,
+            reason=ended,
         )
     if checked is None:
         checked = _child_spec(parent, spec)
@@ -316,28 +318,44 @@ def spawn_child(
     else:
         _carve(budget, parent.budget)
     if name is None:
-        name = f"{parent.cell.name}.{spec.name}-{next(_names)}"
-    child = spawn_agent(parent.services, parent.cell.parent, checked, name, budget)
+        name = f"{owner.name}.{spec.name}-{next(_names)}"
+    child = spawn_agent(parent.services, parent.sup, checked, name, budget)
     # A child started while its parent runs a phase narrowed by tool_names
     # may use at most that phase's tools (its own tools intersected with
     # them), and so may its own children: the narrowing binds the subtree.
-    ceiling = parent.narrowed if parent.narrowed is not None else parent.ceiling
+    phase = parent.phase
+    if phase is not None and phase.allowed is not parent.info.tool_set:
+        ceiling: frozenset[str] | None = phase.allowed
+    else:
+        ceiling = parent.ceiling
     if ceiling is not None:
         child._state.ceiling = ceiling
-    child_cell = child._cell
-    parent.cell.own(child_cell)
+    link(child.ref, owner)  # it ends after its parent
+    _adopt(parent, child._state)
     bus = parent.services.bus
     if bus.active:
-        bus.publish(SubagentStarted(path=parent.cell.path, child=child_cell.path))
+        bus.publish(SubagentStarted(path=owner.path, child=child.path))
     return child
+
+
+def _adopt(parent: _AgentState, child: _AgentState) -> None:
+    """Keep *child* among *parent*'s children (whom its request_stop reaches)."""
+    children = parent.children
+    if children is None:
+        children = parent.children = []
+    elif len(children) >= 64 and not len(children) & (len(children) - 1):
+        # Drop the children that have exited now and then (at each power of
+        # two): a long-lived parent must not keep every child it ever had.
+        children[:] = [c for c in children if c.ref is None or exit_reason(c.ref) is None]
+    children.append(child)
 
 
 def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
     """Publish that *parent*'s subagent *child* ended its phase."""
     bus = parent.services.bus
-    if bus.active and parent.cell is not None:
+    if bus.active and parent.ref is not None:
         bus.publish(
-            SubagentEnded(path=parent.cell.path, child=child.path, stop_reason=result.stop_reason)
+            SubagentEnded(path=parent.ref.path, child=child.path, stop_reason=result.stop_reason)
         )
 
 
@@ -348,9 +366,9 @@ def _release(agent: AgentRef, *, finished: bool) -> None:
     ``"cancelled"``: ``run()`` raises only once it has.)
     """
     if finished:
-        request_stop(agent._cell)
+        begin_stop(agent.ref)
     else:
-        request_cancel(agent._cell)
+        agent.ref.cancel()
 
 
 def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | None = None) -> Tool:
@@ -419,13 +437,7 @@ async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
     most likely cancelled), and at most *timeout* seconds (one deadline for all)."""
     with trio.CancelScope(deadline=trio.current_time() + timeout, shield=True):
         for agent in agents:
-            await _gone(agent._cell)
-
-
-async def _gone(cell: _Cell) -> None:
-    await cell.wait_exited()
-    for dependent in cell.dependents or ():
-        await _gone(dependent)
+            await wait_exited(agent.ref)  # (and what it owns: its contexts, its children)
 
 
 async def map_phases(

@@ -229,8 +229,8 @@ def session_helper(
         on_step=None,
         escalate_on_stall=False,
     )
-    assert parent.cell is not None
-    agent = spawn_child(parent, spec, name=f"{parent.cell.name}.{spec.name.rsplit('.', 1)[-1]}")
+    assert parent.ref is not None
+    agent = spawn_child(parent, spec, name=f"{parent.ref.name}.{spec.name.rsplit('.', 1)[-1]}")
     agent._state.usage_parent = parent
     if parent.workspace is not None:
         agent._state.workspace = parent.workspace

@@ -2,7 +2,7 @@
 
 Each iteration: check the stop request and the budget -> fit the history to
 the context window -> reserve, call the model, settle -> run the allowed tool
-calls in parallel, each a ToolCallActor -> check for a stall -> loop. The
+calls in parallel, each a ToolRunner -> check for a stall -> loop. The
 phase's new messages go back to the ContextActor once, at the end.
 
 A model that retries on its own (a provider's) gets a ``_Meter``: each failed
@@ -56,7 +56,7 @@ from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .lanes import ToolLanes
 from .tool import ToolContext
-from .tool_call import ToolCallActor, ToolLane, hide_env, refuse, start_batch, tool_result
+from .tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
     from ..core.actor import ActorRef
@@ -233,7 +233,6 @@ class Phase:
         "compaction_off",
         "continued",
         "ctx",
-        "cut",
         "deadline",
         "error",
         "escalating",
@@ -242,6 +241,7 @@ class Phase:
         "id_base",
         "iterations",
         "last_result",
+        "lone",
         "parse_failures",
         "path",
         "pending",
@@ -254,7 +254,6 @@ class Phase:
         "st",
         "stall",
         "step",
-        "timers",
         "timestamps",
         "total",
     )
@@ -263,8 +262,8 @@ class Phase:
         self.st = st
         self.cmd = cmd
         self.bus = st.services.bus
-        assert st.cell is not None
-        self.path = st.cell.path
+        assert st.ref is not None
+        self.path = st.ref.path
         self.history: list[ChatMessage] = []
         self.sizes: list[int] = []
         # When each message of history[base:] was made: the phase's new turns
@@ -280,7 +279,7 @@ class Phase:
         self.error: tuple[str, str] | None = None  # (type, message) of an "error" end
         self.iterations = 0
         self.step = 0
-        self.batch: list[ToolCallActor | ToolResult] | None = None
+        self.batch: list[ToolRunner | ToolResult] | None = None
         # (A list while it is short, not a set: a phase makes a handful of
         # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
         self.seen: list[tuple[str, bytes]] | set[tuple[str, bytes]] = []
@@ -298,10 +297,10 @@ class Phase:
             allowed = allowed & st.ceiling
         self.allowed = allowed
         self.ctx: ActorRef | None = None
-        self.timers = st.services.timers
-        # A lone tool call whose timer expired, cutting the agent's task short;
-        # the runtime then calls run() again, which goes on from there.
-        self.cut: ToolCallActor | None = None
+        # The turn's lone tool call while it runs in the agent's task, timed
+        # by an alarm; if the alarm goes off, the phase is interrupted and
+        # delivered again, and run() goes on from that call (see AgentActor).
+        self.lone: ToolRunner | None = None
         self.pending: Sequence[ToolCallRequest] = ()  # the calls of the turn in progress
         self.deadline: float | None = None  # of the whole phase, once it has begun
         self.escalating = False  # the first phase of an escalating pair
@@ -318,41 +317,32 @@ class Phase:
     # -- the phase ---------------------------------------------------------------------
 
     async def run(self) -> PhaseResult:
-        """Run the phase; called again to go on after `cut_short`."""
+        """Run the phase; called again to go on from a lone tool call whose alarm went off."""
         cmd, st = self.cmd, self.st
-        try:
-            if self.cut is None:
-                if self.bus.active:
-                    self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
-                ctx = self.ctx = st.context(cmd.context_label)
-                # One read per phase, and none when the history is known to be
-                # empty: a context this agent has not made yet, or one it is told
-                # to reset. (The read is here, not in _load: no coroutine for it.)
-                if ctx is not None and cmd.continue_context:
-                    history = await ctx.ask(ContextRead())
-                    assert isinstance(history, tuple)
-                    self.history = list(history)
-                self._load()
-            token = CALLER.set(st) if st.info.needs_caller else None
-            # A child started during this phase gets no more than this phase's tools.
-            narrowed = self.allowed is not st.info.tool_set
-            if narrowed:
-                st.narrowed = self.allowed
+        # The phase under way: a child it starts gets no more than its tools
+        # (compose.spawn_child), and if it is interrupted, the message
+        # delivered again finds it here (AgentActor.handle).
+        st.phase = self
+        if self.lone is None:
+            if self.bus.active:
+                self.bus.publish(PhaseStarted(path=self.path, context_label=cmd.context_label))
+            ctx = self.ctx = st.context(cmd.context_label)
+            # One read per phase, and none when the history is known to be
+            # empty: a context this agent has not made yet, or one it is told
+            # to reset. (The read is here, not in _load: no coroutine for it.)
+            if ctx is not None and cmd.continue_context:
+                history = await ctx.ask(ContextRead())
+                assert isinstance(history, tuple)
+                self.history = list(history)
+            self._load()
+        if st.info.needs_caller:
+            token = CALLER.set(st)
             try:
                 await self._bounded()
             finally:
-                if token is not None:
-                    CALLER.reset(token)
-                if narrowed:
-                    st.narrowed = None
-        except BaseException:
-            # Cut short (a tool's timer, the caller of run() cancelled), or
-            # cancelled for good, or a crash: the agent's task unwinds, and if
-            # the runtime resumes the message, AgentActor._resume finds this
-            # phase here. (Not just trio.Cancelled: a parallel batch's nursery
-            # raises its tasks' Cancelled as a group.)
-            st.cut = self
-            raise
+                CALLER.reset(token)
+        else:
+            await self._bounded()
         self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:
@@ -360,14 +350,15 @@ class Phase:
         return self._ended()
 
     async def cancelled(self) -> PhaseResult:
-        """End the phase that its caller's cancellation cut short, with ``"cancelled"``.
+        """End the phase, interrupted, with ``"cancelled"``: its caller was cancelled
+        (``agentrio.core.withdrawn``), or something else interrupted it.
 
         What it did so far stays: the turns it completed go to its context, the
         model call in flight was settled as it unwound, and the tool calls it
         cut short are recorded as such (status ``"timeout"``).
         """
         self.reason = "cancelled"
-        self.cut = None  # (a lone call whose timer fired too is cut short all the same)
+        self.lone = None  # (a lone call whose alarm went off too is cut short all the same)
         if self.batch is not None:
             self._settle_batch("the phase was cancelled while the tool ran")
         self._persist()
@@ -376,8 +367,14 @@ class Phase:
             await _shielded(summary)
         return self._ended()
 
+    def lone_expired(self) -> bool:
+        """Was the phase interrupted by its lone tool call's alarm (the call's timeout)?"""
+        lone = self.lone
+        return lone is not None and lone.expired
+
     def _ended(self) -> PhaseResult:
         """Say that the phase ended; its result."""
+        self.st.phase = None
         if self.bus.active:
             self.bus.publish(
                 PhaseEnded(
@@ -470,7 +467,7 @@ class Phase:
 
     async def _loop(self) -> None:
         schemas = self.st.info.schemas_for(self.allowed)
-        if self.cut is not None:  # going on after a lone tool call's timeout
+        if self.lone is not None:  # going on after a lone tool call's timeout
             await self._resume_tools()
             if self._tools_end_phase(self.pending):
                 return
@@ -763,7 +760,7 @@ class Phase:
     # -- tool calls --------------------------------------------------------------------
 
     async def _direct(self, calls: tuple[ToolCallRequest, ...]) -> None:
-        if self.cut is not None:  # going on after the lone call's timeout
+        if self.lone is not None:  # going on after the lone call's timeout
             await self._resume_tools()
         else:
             if self._stop_requested():
@@ -812,8 +809,8 @@ class Phase:
 
     async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
         st, limits = self.st, self.st.spec.limits
-        batch: list[ToolCallActor | ToolResult] = []
-        actors: list[ToolCallActor] = []
+        batch: list[ToolRunner | ToolResult] = []
+        runners: list[ToolRunner] = []
         not_run: list[ToolResult] = []
         if model_driven and len(calls) > limits.max_tool_calls_per_turn:
             calls, not_run = self._over_cap(calls, limits.max_tool_calls_per_turn)
@@ -835,36 +832,40 @@ class Phase:
                     batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
                     continue
                 st.count_tool_call()
-            actor = ToolCallActor(tool, req, limits.tool_timeout, st.gate)
+            runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
             if tool.context_param is not None:
-                actor.context = self._tool_context(req, len(batch))
-            batch.append(actor)
-            actors.append(actor)
+                runner.context = self._tool_context(req, len(batch))
+            batch.append(runner)
+            runners.append(runner)
             if self.bus.active:
-                actor.started = trio.current_time()  # (for its ToolEnded's duration)
+                runner.started = trio.current_time()  # (for its ToolEnded's duration)
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
         lanes = st.services.tool_lanes
-        if lanes is not None and actors:
-            self._in_lane(actors, lanes)
+        if lanes is not None and runners:
+            self._in_lane(runners, lanes)
         batch += not_run  # (the tail: the batch stays in call order)
         self.batch = batch
-        if len(actors) == 1:
-            # A batch of one needs no parallelism: the one-shot actor runs in
-            # the agent's task, which saves a task, a nursery and two wake-ups
-            # per tool call; and its timeout is a runtime timer rather than a
-            # cancel scope (see core/timers.py and cut_short).
-            actor = actors[0]
-            actor.timers = self.timers
-            actor.owner = self
-            self._tool_done(actor, await actor.run())
-        elif actors:
+        if len(runners) == 1:
+            # A batch of one needs no parallelism: the call runs in the
+            # agent's task, which saves a task, a nursery and two wake-ups per
+            # tool call; and its timeout is a runtime alarm rather than a
+            # cancel scope (agentrio.core.interrupt_after): if it goes off, the
+            # agent's phase is interrupted and delivered again, and goes on
+            # from here (see lone_expired and _resume_tools).
+            runner = runners[0]
+            runner.agent = st.ref
+            self.lone = runner
+            result = await runner.run()
+            self.lone = None
+            self._tool_done(runner, result)
+        elif runners:
             async with trio.open_nursery() as nursery:
-                start_batch(nursery, actors, limits.max_parallel_tools, self._tool_done)
+                start_batch(nursery, runners, limits.max_parallel_tools, self._tool_done)
         steps = self._tools_ran()
         if steps is not None:
             await steps
 
-    def _in_lane(self, actors: list[ToolCallActor], lanes: ToolLanes) -> None:
+    def _in_lane(self, runners: list[ToolRunner], lanes: ToolLanes) -> None:
         """Put the turn's calls in the phase's lane (the runtime's lanes limit or retry them).
 
         Not an agent tool's: its child's own calls take the slots, and one
@@ -872,9 +873,9 @@ class Phase:
         """
         st = self.st
         lane = ToolLane(lanes, self.cmd.lane or st.spec.lane, self.bus, self.path, st.spec.env)
-        for actor in actors:
-            if not actor.tool.needs_caller:
-                actor.lane = lane
+        for runner in runners:
+            if not runner.tool.needs_caller:
+                runner.lane = lane
 
     def _tool_context(self, req: ToolCallRequest, index: int) -> ToolContext:
         """The context of the call *req*, at *index* in the turn's batch.
@@ -932,34 +933,19 @@ class Phase:
             if not await self._on_step(result.name, summary, result.arguments, tokens):
                 return
 
-    def cut_short(self, actor: ToolCallActor) -> None:
-        """The timer of *actor*, the turn's lone tool call, expired while it ran.
-
-        The agent's task is cancelled (its cell scope), which unwinds the tool
-        and this phase's coroutines; the runtime then hands the same message
-        back to the agent, whose ``resume`` calls `run` again: it goes
-        on from the timed-out call, with everything else as it was.
-        """
-        cell = self.st.cell
-        if cell is None or cell.scope is None:  # (cannot be: it is in the tool; never raise here)
-            return
-        self.cut = actor
-        self.st.cut = self
-        cell.interrupted = True
-        cell.scope.cancel()
-
     async def _resume_tools(self) -> None:
-        actor, self.cut = self.cut, None
-        assert actor is not None
-        self._tool_done(actor, await actor.timed_out())
+        """Go on after the lone call whose alarm went off: it is a timeout."""
+        runner, self.lone = self.lone, None
+        assert runner is not None
+        self._tool_done(runner, await runner.timed_out())
         steps = self._tools_ran()
         if steps is not None:
             await steps
 
-    def _tool_done(self, actor: ToolCallActor, result: ToolResult) -> None:
+    def _tool_done(self, runner: ToolRunner, result: ToolResult) -> None:
         if self.bus.active:
-            started = actor.started
-            actor.started = None  # (its ToolEnded is published: see _settle_batch)
+            started = runner.started
+            runner.started = None  # (its ToolEnded is published: see _settle_batch)
             self.bus.publish(
                 ToolEnded(
                     path=self.path,
@@ -993,7 +979,7 @@ class Phase:
         # ended: one reading of the clock for all of them (see "Reading a history").
         now = time.time()
         for n, item in enumerate(self.batch):
-            if isinstance(item, ToolCallActor):
+            if isinstance(item, ToolRunner):
                 unread = n >= watched
                 if item.result is None or (interrupted and item.started is not None):
                     # Cut short by the phase's end (in the tool, or in a hook

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from ..core.actor import Actor, NoPublicConstructor, _Ask, _Cell
+from ..core import PendingAsk, exit_reason, wait_exited
+from ..core.actor import Actor, ActorRef, NoPublicConstructor
 from ..errors import ActorError, ActorStopped, InvalidArgument
 from ..messages import PhaseResult, Routed, RunPhase
 from .modes import Mode
@@ -180,7 +181,7 @@ class BackgroundRun(metaclass=NoPublicConstructor):
         self._agent = agent
         self._mode = mode
         self._context_label = context_label
-        self._runner: _Cell | None = None  # the actor's, once spawned
+        self._runner: ActorRef | None = None  # the actor's, once spawned
         self._result: PhaseResult | None = None
         self._error: ActorError | None = None
 
@@ -212,7 +213,7 @@ class BackgroundRun(metaclass=NoPublicConstructor):
         """True once it has ended (with a result or an error)."""
         assert self._runner is not None
         ended = self._result is not None or self._error is not None
-        return ended or self._runner.state == "exited"
+        return ended or exit_reason(self._runner) is not None
 
     @property
     def result(self) -> PhaseResult | None:
@@ -240,7 +241,7 @@ class BackgroundRun(metaclass=NoPublicConstructor):
         if self._result is None:
             # The actor keeps the outcome before it exits; an actor cancelled
             # (with its supervisor) before it could has none.
-            await self._runner.wait_exited()
+            await wait_exited(self._runner)
         else:
             await trio.lowlevel.checkpoint()
         if self._result is not None:
@@ -259,24 +260,19 @@ class BackgroundRun(metaclass=NoPublicConstructor):
 class _Background(Actor[RunPhase]):
     """Waits for the agent's answer to one queued phase, keeps it, stops."""
 
-    __slots__ = ("ask", "run")
+    __slots__ = ("pending", "run")
 
-    def __init__(self, run: BackgroundRun, ask: _Ask) -> None:
+    def __init__(self, run: BackgroundRun, pending: PendingAsk) -> None:
         self.run = run
-        self.ask = ask
+        self.pending = pending
 
     async def handle(self, msg: RunPhase) -> None:
-        ask, run = self.ask, self.run
+        run = self.run
         try:
             # Take over the ask that start_background queued: it is linked, as
             # run()'s, so if this actor is cancelled (its supervisor, the
             # runtime) while the phase runs, the phase is cut short with it.
-            ask.task = trio.lowlevel.current_task()
-            if ask.outcome is not None:  # (answered, or refused, already)
-                result = ask.outcome.unwrap()
-            else:
-                ask.waiting = True
-                result = await trio.lowlevel.wait_task_rescheduled(ask)
+            result = await self.pending.reply()
             assert isinstance(result, PhaseResult)
             run._result = result
         except ActorError as exc:
@@ -284,41 +280,23 @@ class _Background(Actor[RunPhase]):
         await self.ref.stop()  # its one phase is done
 
 
-async def _queue(cell: _Cell, msg: RunPhase) -> _Ask:
-    """Put a linked ask of *msg* in agent *cell*'s mailbox now, for an actor to wait on.
-
-    As ``_ask`` does, but the waiting is left to the actor, so the phase takes
-    its place among the agent's phases now, in the order the caller asked.
-    """
-    # (Its task is the caller's until the actor takes it over; nothing wakes a
-    # task while ``waiting`` is False.)
-    ask = _Ask(msg, trio.lowlevel.current_task(), cell)
-    mailbox = cell.mailbox
-    assert mailbox is not None
-    try:
-        try:
-            mailbox.send_nowait(ask)
-        except trio.WouldBlock:
-            await mailbox.send(ask)
-    except (trio.ClosedResourceError, trio.BrokenResourceError):
-        raise cell.stopped_error(msg) from None
-    return ask
-
-
 async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) -> BackgroundRun:
     """Queue *cmd* on *agent* and spawn the actor that waits for it."""
     await trio.lowlevel.checkpoint_if_cancelled()
-    sup = agent._cell.parent
+    sup = agent._state.sup
     sup._check_open()  # (RuntimeClosed) before the phase is queued
     run = BackgroundRun._create(agent, mode, cmd.context_label)
-    ask = await _queue(agent._cell, cmd)
+    # Queued now, so the phase takes its place among the agent's phases in
+    # the order the caller asked; the actor awaits its reply.
+    pending = await agent.ref.ask_later(cmd, linked=True)
     name = f"{agent.name}.background-{next(_numbers)}"
     try:
-        run._runner = sup.spawn_actor(_Background, (run, ask), name, 1, "temporary")
+        runner = sup.spawn_actor(_Background, (run, pending), name, 1, "temporary").ref
     except BaseException:
-        ask.abandoned = True  # (its supervisor stopped meanwhile: the phase is not run)
+        pending.withdraw()  # (its supervisor stopped meanwhile: the phase is not run)
         raise
-    run._runner.ref.send_nowait(cmd)
+    run._runner = runner
+    runner.send_nowait(cmd)
     return run
 
 

@@ -1,11 +1,13 @@
-"""ToolCallActor: one tool invocation, with its timeout, turning every failure into a result.
+"""ToolRunner: one tool invocation, with its timeout, turning every failure into a result.
 
-A tool-call actor is a one-shot actor: it is born with its one message (the
-[`ToolCallRequest`][agentrio.ToolCallRequest]) and its reply is a
-[`ToolResult`][agentrio.ToolResult], so it needs no mailbox. A turn's only call runs in the agent's
-own task, timed by the runtime's timer (see core/timers.py); several run as tasks of a
-nursery the agent opens for the batch, each under a cancel scope of its own,
-and the agent is woken once, when the last of them finishes.
+A runner is a plain object, not an actor: it is made for one
+[`ToolCallRequest`][agentrio.ToolCallRequest] and ends with its
+[`ToolResult`][agentrio.ToolResult]. A turn's only call runs in the agent's
+own task, timed by a runtime alarm (``agentrio.core.interrupt_after``: at
+the deadline the agent's phase is interrupted and delivered again, and goes
+on with the call as a timeout); several run as tasks of a nursery the agent
+opens for the batch, each under a cancel scope of its own, and the agent is
+woken once, when the last of them finishes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
+from ..core import interrupt_after
 from ..errors import ToolError
 from ..messages import (
     ConfirmationReceived,
@@ -42,12 +45,11 @@ from .policy import (
 from .tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid
 
 if TYPE_CHECKING:
+    from ..core import Alarm
     from ..core.actor import ActorRef
     from ..core.bus import EventBus
-    from ..core.timers import Timers
-    from .phase import Phase
 
-__all__ = ["ToolCallActor", "ToolGate", "ToolLane", "start_batch"]
+__all__ = ["ToolGate", "ToolLane", "ToolRunner", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
 
@@ -246,7 +248,7 @@ class ToolLane:
         )
 
 
-class ToolCallActor:
+class ToolRunner:
     """Runs one tool call; whatever happens, `result` ends up set.
 
     Attributes:
@@ -255,19 +257,22 @@ class ToolCallActor:
         context: what the tool receives if it declares a ToolContext (else None).
         lane: the lane it runs in, when the runtime's lanes limit or retry
             tool calls (else None).
+        agent: set for a turn's lone call, which runs in its agent's task:
+            the agent's actor, which the call's alarm interrupts at its
+            timeout (else None: the call keeps a cancel scope of its own).
+        alarm: that alarm, once armed.
     """
 
     __slots__ = (
-        "armed",
+        "agent",
+        "alarm",
         "context",
         "gate",
         "lane",
-        "owner",
         "request",
         "result",
         "started",
         "timeout",
-        "timers",
         "tool",
     )
 
@@ -287,11 +292,8 @@ class ToolCallActor:
         # build nothing for it.
         self.context = context
         self.result: ToolResult | None = None
-        # A lone call in its agent's task: its timeout is a runtime timer, and
-        # *owner* (the phase) is told when it expires, instead of a cancel scope.
-        self.timers: Timers | None = None
-        self.owner: Phase | None = None
-        self.armed = False
+        self.agent: ActorRef | None = None
+        self.alarm: Alarm | None = None
         # When it started on Trio's clock, set only while the event bus has
         # subscribers (for its ToolEnded event's duration), and None again
         # once that event is published.
@@ -337,8 +339,14 @@ class ToolCallActor:
             self.result = result
         return result
 
+    @property
+    def expired(self) -> bool:
+        """Did its alarm go off (a lone call past its timeout, its agent interrupted)?"""
+        alarm = self.alarm
+        return alarm is not None and alarm.rang
+
     async def timed_out(self) -> ToolResult:
-        """The result of a lone call whose timer expired (its agent's task was cut short)."""
+        """The result of a lone call whose alarm went off (its agent's phase was interrupted)."""
         return await self._after(self._timeout())
 
     def _timeout(self) -> ToolResult:
@@ -346,17 +354,14 @@ class ToolCallActor:
             "timeout", f"tool {self.request.name!r} timed out after {self.timeout} s"
         )
 
-    def expire(self) -> None:
-        """Its timer expired while the tool ran: the phase cuts its agent's task short."""
-        assert self.owner is not None
-        self.owner.cut_short(self)
-
     async def _call(self) -> ToolResult:
         if self.lane is not None:
             return await self._laned(self.lane)
-        timers = self.timers
-        if timers is None or not timers.arm(self, self.timeout):
+        agent = self.agent
+        alarm = None if agent is None else interrupt_after(agent, self.timeout)
+        if alarm is None:
             return await self._scoped()
+        self.alarm = alarm
         # The tool runs in this frame (not in a helper coroutine): one frame
         # less for each of thousands of agents waiting on a tool.
         tool = self.tool
@@ -371,14 +376,13 @@ class ToolCallActor:
         else:
             result = self._finish("ok", content)
         finally:
-            timers.disarm(self)
-        owner, self.owner = self.owner, None  # (the heap keeps this entry, not the phase)
-        if owner is not None and owner.cut is self:
-            # The timer fired, but the tool still returned (it shielded its
-            # work, swallowed the cancel, or woke as the timer fired): the
-            # agent's task is already being cut short. Let that happen here
-            # (this raises trio.Cancelled), so the phase resumes the one way
-            # it knows, with this call a timeout, as its deadline says.
+            alarm.disarm()
+        if alarm.rang:
+            # The alarm went off, but the tool still returned (it shielded its
+            # work, swallowed the cancel, or woke as the alarm went off): the
+            # agent is already being interrupted. Let that happen here (this
+            # raises trio.Cancelled), so the phase goes on the one way it
+            # knows, with this call a timeout, as its deadline says.
             await trio.lowlevel.checkpoint_if_cancelled()
         return result
 
@@ -465,9 +469,9 @@ class ToolCallActor:
 
 def start_batch(
     nursery: trio.Nursery,
-    actors: Sequence[ToolCallActor],
+    runners: Sequence[ToolRunner],
     limit: int,
-    on_done: Callable[[ToolCallActor, ToolResult], None],
+    on_done: Callable[[ToolRunner, ToolResult], None],
 ) -> None:
     """Start the tool calls of one model turn in *nursery*, at most *limit* at once.
 
@@ -475,21 +479,21 @@ def start_batch(
     exit waits for the last call and wakes the agent once, whatever the
     batch's size.
     """
-    limiter = trio.Semaphore(limit) if len(actors) > limit else None
-    for actor in actors:
-        nursery.start_soon(_run_one, actor, limiter, on_done)
+    limiter = trio.Semaphore(limit) if len(runners) > limit else None
+    for runner in runners:
+        nursery.start_soon(_run_one, runner, limiter, on_done)
 
 
 async def _run_one(
-    actor: ToolCallActor,
+    runner: ToolRunner,
     limiter: trio.Semaphore | None,
-    on_done: Callable[[ToolCallActor, ToolResult], None],
+    on_done: Callable[[ToolRunner, ToolResult], None],
 ) -> None:
     if limiter is None:
-        result = await actor.run()
+        result = await runner.run()
     else:
         async with limiter:
-            if actor.started is not None:  # its duration starts when it gets a slot
-                actor.started = trio.current_time()
-            result = await actor.run()
-    on_done(actor, result)
+            if runner.started is not None:  # its duration starts when it gets a slot
+                runner.started = trio.current_time()
+            result = await runner.run()
+    on_done(runner, result)

@@ -7,6 +7,11 @@ waiting task directly, so a reply needs no second channel. Statistics are
 counted with one attribute increment per message and read on demand. An
 [`InlineActor`][agentrio.InlineActor] has no mailbox or task: ``deliver`` runs its ``handle`` in
 the sender's task, at send time.
+
+The kernel's primitives for the layers above (see ``agentrio.core``) live here
+too: ``link``, ``interrupt``, ``withdrawn``, ``begin_stop``, ``exit_reason``,
+``wait_exited``, ``ActorRef.ask(linked=True)`` and
+[`ActorRef.ask_later`][agentrio.ActorRef.ask_later]; ``timers.interrupt_after`` is in timers.py.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..errors import (
     ActorCrashed,
     ActorStopped,
     AskTimeout,
+    InvalidArgument,
     MailboxFull,
     NotAMessage,
     SelfAsk,
@@ -31,11 +37,24 @@ from ..messages import DeadLetter, ExitReason, Message
 from .mailbox import Mailbox
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from .supervisor import _Supervisor
 
-__all__ = ["Actor", "ActorRef", "ActorStatistics", "InlineActor", "RestartPolicy"]
+__all__ = [
+    "Actor",
+    "ActorRef",
+    "ActorStatistics",
+    "InlineActor",
+    "PendingAsk",
+    "RestartPolicy",
+    "begin_stop",
+    "exit_reason",
+    "interrupt",
+    "link",
+    "wait_exited",
+    "withdrawn",
+]
 
 MsgT = TypeVar("MsgT", bound=Message)
 RestartPolicy = Literal["permanent", "transient", "temporary"]
@@ -44,6 +63,11 @@ RestartPolicy = Literal["permanent", "transient", "temporary"]
 after a crash only) or ``"temporary"`` (never restarted). A child stopped or
 cancelled from outside is never restarted."""
 RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "temporary"))
+
+# _Cell.serving: where an actor's task is, for interrupt().
+_OUT = 0  # outside the serve loop: starting, in on_stop, no task (inline, a supervisor)
+_SERVING = 1  # in the serve loop
+_INTERRUPTED = 2  # in it, and interrupted: the message in hand is delivered again
 
 
 class NoPublicConstructor(type):
@@ -105,18 +129,16 @@ class Actor(Generic[MsgT]):
         next incarnation (or, if there is none, become dead letters whose
         askers get ``ActorStopped``). The default implementation raises
         ``NotImplementedError``.
+
+        If the handling is interrupted (``agentrio.core.interrupt``, an
+        alarm of ``agentrio.core.interrupt_after``, the cancelled asker of
+        a linked ask), it sees ``trio.Cancelled``, and this is called again
+        with the same message.
         """
         raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
 
     async def on_stop(self) -> None:
         """Called after a graceful stop has drained the mailbox (not on cancel or crash)."""
-
-    async def _resume(self, msg: MsgT, *, abandoned: bool) -> object:
-        # The runtime's: finish *msg*, whose handling was cut short: by a timer
-        # (Timers), or, *abandoned*, because the asker of a linked ask was
-        # cancelled. Only agents arm such timers and take linked asks; see
-        # AgentActor.
-        raise NotImplementedError(f"{type(self).__qualname__} cannot resume {msg!r}")
 
 
 class InlineActor(Generic[MsgT]):
@@ -227,11 +249,12 @@ class _Ask:
     It is also the abort function of the waiting task (``__call__``), so an
     ask allocates this one object and no closure.
 
-    A *linked* ask (``AgentRef.run``'s) is cancelled with its asker: if it is
-    still queued, the serve loop drops it unhandled; if the actor is handling
-    it, the actor's task is cut short (``_Cell.interrupted``) and resumes the
-    message with ``actor._resume(msg, abandoned=True)``, and the asker waits
-    for that to end before it sees its ``trio.Cancelled``.
+    A *linked* ask (``ask(linked=True)``) is withdrawn with its asker: if it
+    is still queued, the serve loop drops it unhandled; if the actor is
+    handling it, the handling is interrupted ([`interrupt`][agentrio.core.interrupt]) and the
+    message delivered again, with [`withdrawn`][agentrio.core.withdrawn] true, and a cancelled
+    asker waits for that handling to end before it sees its
+    ``trio.Cancelled``.
     """
 
     __slots__ = ("abandoned", "cancel", "handling", "linked", "msg", "outcome", "task", "waiting")
@@ -243,7 +266,7 @@ class _Ask:
         self.waiting = False
         self.linked = linked
         self.handling = False  # set by the serve loop when handle() takes it
-        self.abandoned = False  # a linked ask whose asker was cancelled
+        self.abandoned = False  # a linked ask withdrawn by its asker
         # The cancelled asker's raise_cancel, while it waits for the handling to end.
         self.cancel: Callable[[], NoReturn] | None = None
 
@@ -257,18 +280,25 @@ class _Ask:
                 result = outcome.capture(self.cancel)
             trio.lowlevel.reschedule(self.task, result)
 
+    def withdraw(self) -> None:
+        """The asker gives up: a linked ask is dropped, or its handling interrupted."""
+        cell = self.linked
+        if cell is None:
+            return
+        self.abandoned = True
+        if self.handling and self.outcome is None:
+            # Work started for an asker ends with the asker. (The interrupt is
+            # refused only for a cancel or a restart under way, which ends the
+            # handling all the same.)
+            _interrupt(cell)
+
     def __call__(self, raise_cancel: Callable[[], NoReturn]) -> trio.lowlevel.Abort:
         # The asker was cancelled (or timed out).
-        cell = self.linked
-        if cell is not None:
-            self.abandoned = True
-            if self.handling and cell.scope is not None:
-                # Its handling stops now, and the asker waits for it to end:
-                # work started for a caller ends with the caller.
-                self.cancel = raise_cancel
-                cell.interrupted = True
-                cell.scope.cancel()
-                return trio.lowlevel.Abort.FAILED
+        self.withdraw()
+        if self.handling and self.linked is not None:
+            # It waits for the interrupted handling to end, then sees its Cancelled.
+            self.cancel = raise_cancel
+            return trio.lowlevel.Abort.FAILED
         # It stops waiting; a reply that comes later is dropped.
         self.waiting = False
         return trio.lowlevel.Abort.SUCCEEDED
@@ -289,11 +319,10 @@ class _Cell:
         "dependents",
         "exited",
         "factory",
-        "failed_item",
         "handled",
+        "held",
         "inline",
         "instance",
-        "interrupted",
         "mailbox",
         "mark",
         "name",
@@ -306,6 +335,7 @@ class _Cell:
         "restarts",
         "scope",
         "self_stopped",
+        "serving",
         "state",
         "stop_reason",
         "streak",
@@ -349,15 +379,20 @@ class _Cell:
         self.state = "running"
         self.stop_reason: ExitReason = "stopped"
         self.cancel_requested = False
-        # Set when a timer (Timers) cancelled the task to cut its handler short:
-        # the same incarnation then resumes the message (``actor._resume``).
-        self.interrupted = False
+        # Where the task is, for interrupt(): outside the serve loop (_OUT:
+        # starting, stopping, or no task at all), in it (_SERVING), or in it and
+        # interrupted (_INTERRUPTED: the message in hand is delivered again).
+        self.serving = _OUT
         self.restart_pending = False
         self.self_stopped = False
-        self.failed_item: object = None
+        # The message whose handling was cut short: by an interrupt (it is
+        # kept here while it is delivered again), a crash or a cancel (the
+        # supervisor settles it: a dead letter, its asker told).
+        self.held: object = None
         self.exited: trio.Event | None = None
-        # An owned cell (an agent's context) is stopped by its owner's exit,
-        # not by its supervisor's shutdown, so it outlives its owner's last use.
+        # A linked cell (an agent's context, a subagent: see link()) is stopped
+        # by its owner's exit, not by its supervisor's shutdown, so it outlives
+        # its owner's last use.
         self.owner: _Cell | None = None
         self.dependents: list[_Cell] | None = None
         # The Trio task running this child: a self-ask (which could never be
@@ -369,7 +404,7 @@ class _Cell:
         self.ref._cell = self
 
     def own(self, child: _Cell) -> None:
-        """Make *child* (a context, a subagent) this cell's: it stops after this one."""
+        """Make *child* this cell's: it ends after this one (see [`link`][agentrio.core.link])."""
         child.owner = self
         deps = self.dependents
         if deps is None:
@@ -418,34 +453,32 @@ class _Cell:
         await self.exited.wait()
 
 
-async def _serve(cell: _Cell, actor: Actor[Any], *, resume: bool = False) -> None:
+async def _serve(cell: _Cell, actor: Actor[Any]) -> None:
     """The actor loop: one message at a time until the mailbox is closed and drained.
 
-    With *resume*, the message in ``cell.failed_item`` was cut short (by a
-    timer, or by its asker's cancellation): ``actor._resume`` finishes it
-    before the loop goes on. (None there: the cut came as the handling ended,
-    and there is nothing to finish.)
+    A message in ``cell.held`` was interrupted (see [`interrupt`][agentrio.core.interrupt]): it is
+    handed to ``handle`` again first, and kept there while it is (for
+    [`withdrawn`][agentrio.core.withdrawn]).
     """
     mailbox = cell.mailbox
     assert mailbox is not None
+    cell.serving = _SERVING
     # (No locals for mailbox.receive or actor.handle: a bound method kept on
     # each idle actor's frame is one more object for the cyclic GC to walk.)
-    item: object = None
+    item: object = cell.held
+    # The task's start was this actor's schedule point: a message already
+    # waiting is taken without another trip to the scheduler. Not so after an
+    # interrupt (this incarnation has handled messages, or has one in hand):
+    # it has run a while since.
+    first = item is None and cell.handled == cell.mark
     try:
-        if resume:
-            item, cell.failed_item = cell.failed_item, None
+        if item is not None:
             if type(item) is _Ask:
-                abandoned = item.cancel is not None
-                item.settle(outcome.Value(await actor._resume(item.msg, abandoned=abandoned)))
-                cell.handled += 1
-            elif item is not None:
-                await actor._resume(item, abandoned=False)
-                cell.handled += 1
-            item = None
-        # The task's start was this actor's schedule point: a message already
-        # waiting is taken without another trip to the scheduler (not so after
-        # a resume, which has run a while since).
-        first = not resume
+                item.settle(outcome.Value(await actor.handle(item.msg)))
+            else:
+                await actor.handle(item)
+            cell.handled += 1
+            cell.held = item = None
         while True:
             # Mailbox.receive, inlined: one coroutine frame less per idle actor.
             if not first:
@@ -474,13 +507,15 @@ async def _serve(cell: _Cell, actor: Actor[Any], *, resume: bool = False) -> Non
             item = None
     except trio.EndOfChannel:
         if item is None:  # from receive: closed and drained, a graceful stop
+            cell.serving = _OUT
             return
-        cell.failed_item = item
+        cell.held = item
         raise
     except BaseException:
-        # Kept for the supervisor: the message that was being handled becomes
-        # a dead letter, and if it was an ask, its asker is told.
-        cell.failed_item = item
+        # Kept: the message that was being handled is delivered again (an
+        # interrupt), or, for the supervisor, becomes a dead letter, and if it
+        # was an ask, its asker is told.
+        cell.held = item
         raise
 
 
@@ -566,18 +601,30 @@ class ActorRef(metaclass=NoPublicConstructor):
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise cell.stopped_error(msg) from None
 
-    async def ask(self, msg: Message, *, timeout: float | None = None) -> object:
-        """Send *msg* and wait for what ``handle`` returns.
+    def ask(
+        self, msg: Message, *, timeout: float | None = None, linked: bool = False
+    ) -> Coroutine[Any, Any, object]:
+        """Send *msg* and wait for what ``handle`` returns: ``await ref.ask(msg)``.
 
-        If the ask is cancelled or times out after the message was delivered,
-        the actor still handles it; the reply is dropped.
-        ([`AgentRef.run`][agentrio.AgentRef.run] is different: its phase ends
-        with its caller.)
+        An ask that is cancelled or times out after the message was delivered
+        is *withdrawn*: by default the actor still handles the message and
+        the reply is dropped. A *linked* ask is work done for its asker and
+        ends with it: withdrawn while queued, it is dropped unhandled (not a
+        dead letter); withdrawn while it is handled, the handling is
+        interrupted ([`interrupt`][agentrio.core.interrupt]) and the message handed
+        to ``handle`` again, where [`withdrawn`][agentrio.core.withdrawn] is true
+        (the actor winds it up, its reply is dropped), and the cancelled
+        asker waits for that handling to end before it sees its
+        ``trio.Cancelled``.
+
+        The argument checks are made when this is called; the ask itself is
+        the coroutine it returns (one frame on the waiting stack, not two).
 
         Args:
             msg: the request.
             timeout: seconds to wait for the reply; ``None`` waits as long as
                 the caller's own cancel scopes allow.
+            linked: withdrawn with its asker, as above.
 
         Returns:
             The value ``handle`` returned.
@@ -601,11 +648,45 @@ class ActorRef(metaclass=NoPublicConstructor):
                 "use send() to message yourself"
             )
         if timeout is None:
-            return await _ask(cell, msg, task)
+            return _ask(cell, msg, task, linked)
         check_timeout("timeout", timeout)
-        with trio.move_on_after(timeout):
-            return await _ask(cell, msg, task)
-        raise AskTimeout(f"no reply from {cell.path!r} within {timeout} s", path=cell.path)
+        return _ask_within(cell, msg, task, linked, timeout)
+
+    async def ask_later(self, msg: Message, *, linked: bool = False) -> PendingAsk:
+        """Put an ask of *msg* in the mailbox now; its reply is awaited later.
+
+        The message takes its place in the mailbox when this returns (it
+        waits for room as ``send`` does), ahead of anything asked after
+        it; [`PendingAsk.reply`][agentrio.core.PendingAsk.reply] then waits for the reply,
+        in whichever
+        task awaits it, as ``ask`` would (*linked* as there: the task
+        awaiting the reply is the asker).
+
+        Raises:
+            NotAMessage: *msg* is not an [`Message`][agentrio.Message].
+            InvalidArgument: the actor is an [`InlineActor`][agentrio.InlineActor] (use ``ask``).
+            SelfAsk: called from inside this actor's own ``handle``.
+            ActorStopped: the actor has stopped.
+        """
+        if not isinstance(msg, Message):
+            _check_message(msg)
+        cell = self._cell
+        if cell.inline:
+            raise InvalidArgument(
+                f"{cell.path!r} is an inline actor: it has no mailbox to hold an ask; ask() it"
+            )
+        task = trio.lowlevel.current_task()
+        if cell.task is task:
+            raise SelfAsk(
+                f"actor {cell.path!r} asked itself from inside handle(): it would deadlock; "
+                "use send() to message yourself"
+            )
+        await trio.lowlevel.checkpoint_if_cancelled()
+        # (Its task is this one until reply() takes it over; nothing wakes a
+        # task while the ask is not ``waiting``.)
+        ask = _Ask(msg, task, cell if linked else None)
+        await _put(cell, ask)
+        return PendingAsk._create(ask)
 
     async def stop(self) -> None:
         """Stop gracefully: no new messages; drain the mailbox, run ``on_stop``, exit.
@@ -613,7 +694,8 @@ class ActorRef(metaclass=NoPublicConstructor):
         Waits until the actor has exited. Called by the actor on itself, it
         returns at once; the actor handles what is already queued, then exits;
         a ``permanent`` actor that stops itself is restarted. Stopping a stopped
-        actor does nothing.
+        actor does nothing. ([`begin_stop`][agentrio.core.begin_stop] stops it without
+        waiting.)
         """
         cell = self._cell
         if cell.state != "exited":
@@ -622,7 +704,7 @@ class ActorRef(metaclass=NoPublicConstructor):
                 _close(cell)
                 await trio.lowlevel.checkpoint()
                 return
-            request_stop(cell)
+            stop_cell(cell)
         await cell.wait_exited()
 
     def cancel(self) -> None:
@@ -633,7 +715,7 @@ class ActorRef(metaclass=NoPublicConstructor):
         ``"cancelled"``. The actor is not restarted. Does not wait;
         ``await ref.stop()`` afterwards waits for the exit.
         """
-        request_cancel(self._cell)
+        cancel_cell(self._cell)
 
     def statistics(self) -> ActorStatistics:
         """Return a snapshot of this actor's mailbox and counters."""
@@ -651,11 +733,8 @@ class ActorRef(metaclass=NoPublicConstructor):
         )
 
 
-async def _ask(
-    cell: _Cell, msg: Message, task: trio.lowlevel.Task, *, linked: bool = False
-) -> object:
-    """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask]); *linked*: cancelled with the asker
-    (see _Ask)."""
+async def _ask(cell: _Cell, msg: Message, task: trio.lowlevel.Task, linked: bool) -> object:
+    """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask])."""
     await trio.lowlevel.checkpoint_if_cancelled()
     if cell.inline:
         reply = deliver(cell, msg, asked=True)
@@ -674,6 +753,76 @@ async def _ask(
         return ask.outcome.unwrap()
     ask.waiting = True
     return await trio.lowlevel.wait_task_rescheduled(ask)
+
+
+async def _ask_within(
+    cell: _Cell, msg: Message, task: trio.lowlevel.Task, linked: bool, timeout: float
+) -> object:
+    with trio.move_on_after(timeout):
+        return await _ask(cell, msg, task, linked)
+    raise AskTimeout(f"no reply from {cell.path!r} within {timeout} s", path=cell.path)
+
+
+async def _put(cell: _Cell, ask: _Ask) -> None:
+    """Put *ask* in *cell*'s mailbox, waiting for room."""
+    mailbox = cell.mailbox
+    assert mailbox is not None
+    try:
+        try:
+            mailbox.send_nowait(ask)
+        except trio.WouldBlock:
+            await mailbox.send(ask)
+    except (trio.ClosedResourceError, trio.BrokenResourceError):
+        raise cell.stopped_error(ask.msg) from None
+
+
+class PendingAsk(metaclass=NoPublicConstructor):
+    """An ask already in an actor's mailbox, from
+    [`ActorRef.ask_later`][agentrio.ActorRef.ask_later].
+
+    Await ``reply`` once, in any task: that task is then the asker (for
+    a linked ask, the one whose cancellation withdraws it).
+    """
+
+    __slots__ = ("_ask", "_taken")
+
+    def __init__(self, ask: _Ask) -> None:
+        self._ask = ask
+        self._taken = False
+
+    @property
+    def done(self) -> bool:
+        """True once the actor has replied (or failed to)."""
+        return self._ask.outcome is not None
+
+    async def reply(self) -> object:
+        """Wait for the reply, as [`ActorRef.ask`][agentrio.ActorRef.ask] does.
+
+        Raises:
+            ActorCrashed: the actor raised while handling the message.
+            ActorStopped: the actor stopped before it handled the message.
+            InvalidArgument: the reply was awaited already.
+        """
+        if self._taken:
+            raise InvalidArgument("a PendingAsk's reply can be awaited once")
+        self._taken = True
+        ask = self._ask
+        ask.task = trio.lowlevel.current_task()
+        if ask.outcome is not None:  # answered, or refused, already
+            return ask.outcome.unwrap()
+        ask.waiting = True
+        return await trio.lowlevel.wait_task_rescheduled(ask)
+
+    def withdraw(self) -> None:
+        """Give up on the reply without waiting for it.
+
+        A linked ask still queued is then dropped unhandled; one being
+        handled is interrupted and delivered again, with
+        [`withdrawn`][agentrio.core.withdrawn] true. A reply that comes later is
+        dropped. (Not linked, the message is handled all the same.)
+        """
+        self._taken = True
+        self._ask.withdraw()
 
 
 def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
@@ -762,20 +911,20 @@ def _close(cell: _Cell) -> None:
         cell.mailbox.close()
 
 
-def request_stop(cell: _Cell) -> None:
+def stop_cell(cell: _Cell) -> None:
     """Begin a graceful stop of *cell* (an actor or a supervisor)."""
     if cell.state in ("exited", "stopping"):
         return
     cell.state = "stopping"
     if cell.sup is not None:
-        cell.sup.request_stop()
+        cell.sup.begin_stop()
     elif cell.inline:
         cell.parent.stop_inline(cell)
     else:
         _close(cell)
 
 
-def request_cancel(cell: _Cell) -> None:
+def cancel_cell(cell: _Cell) -> None:
     """Cancel *cell* now (an actor or a supervisor); it is not restarted."""
     if cell.state == "exited":
         return
@@ -788,12 +937,153 @@ def request_cancel(cell: _Cell) -> None:
     _close(cell)
 
 
+# -- the kernel's primitives for the layers above (exported by agentrio.core) ----------
+
+
+def link(owned: ActorRef, owner: ActorRef) -> None:
+    """Link *owned* to *owner*: the owned actor ends after its owner.
+
+    When *owner* exits, *owned* is stopped gracefully (cancelled, if *owner*
+    was cancelled; ended at once, if it is suspended, waiting for its
+    supervisor's restart). A supervisor's shutdown leaves an owned child to
+    its owner, so the owner can still use it while it drains, and cancels
+    it only after its owner. An owner keeps what it owns in a list that
+    drops the exited ones now and then (at each power of two from 64
+    entries): a long-lived owner does not keep every actor it ever owned.
+
+    Example: an agent owns its context actors and its subagents::
+
+        ctx = await sup.spawn(ContextActor)
+        agentrio.core.link(ctx, agent_actor_ref)
+
+    Raises:
+        InvalidArgument: not two actor refs; the same actor; *owned* is
+            linked to another owner already; or *owner* is (through its
+            owners) owned by *owned*.
+        ActorStopped: *owner* has exited (nothing would end *owned*).
+    """
+    if not isinstance(owned, ActorRef) or not isinstance(owner, ActorRef):
+        raise InvalidArgument(f"link takes two ActorRefs, got {owned!r} and {owner!r}")
+    child, cell = owned._cell, owner._cell
+    if child.owner is cell:
+        return
+    if child.owner is not None:
+        raise InvalidArgument(f"{child.path!r} is linked to {child.owner.path!r} already")
+    above: _Cell | None = cell
+    while above is not None:
+        if above is child:
+            raise InvalidArgument(f"linking {child.path!r} to {cell.path!r} would make a cycle")
+        above = above.owner
+    if cell.state == "exited":
+        raise ActorStopped(
+            f"actor {cell.path!r} has {cell.stop_reason}: nothing would end {child.path!r}",
+            path=cell.path,
+            reason=cell.stop_reason,
+        )
+    cell.own(child)
+
+
+def interrupt(ref: ActorRef) -> bool:
+    """Cut the message *ref*'s actor is handling short, and hand it to ``handle`` again.
+
+    The actor's task is cancelled (one cancel of its scope, no new scope),
+    which unwinds the handler; the same incarnation then calls ``handle``
+    again with the same message, before any other (an ask's reply still
+    goes to its asker; the message counts as handled once). Nothing is
+    restarted and no event is published. As a Trio deadline calls
+    ``cancel()``, a timer calls this: see [`interrupt_after`][agentrio.core.interrupt_after].
+
+    The handler sees ``trio.Cancelled`` at its next checkpoint; one that
+    returns before reaching one is not handled again. A handler that
+    interrupts itself is handed its message again, and again.
+
+    Returns:
+        True if the message will be delivered again (or already is to be);
+        False if there is nothing to interrupt: the actor is idle (waiting
+        on an empty mailbox), starting, stopping (in ``on_stop``), being
+        cancelled or restarted, exited, or an [`InlineActor`][agentrio.InlineActor].
+    """
+    return _interrupt(ref._cell)
+
+
+def _interrupt(cell: _Cell) -> bool:
+    serving = cell.serving
+    if serving != _SERVING:
+        return serving == _INTERRUPTED
+    scope = cell.scope
+    mailbox = cell.mailbox
+    if (
+        scope is None
+        or mailbox is None
+        or mailbox.idle
+        or cell.cancel_requested
+        or cell.restart_pending
+    ):
+        return False
+    cell.serving = _INTERRUPTED
+    scope.cancel()
+    return True
+
+
+def withdrawn(ref: ActorRef) -> bool:
+    """Has the asker of the message *ref*'s actor is handling again withdrawn it?
+
+    True in ``handle`` of a linked ask delivered again because its asker
+    was cancelled (or withdrew it:
+    [`PendingAsk.withdraw`][agentrio.core.PendingAsk.withdraw]): no one
+    waits for the reply, and the actor should wind the work up. False for
+    everything else (a tell, an ask whose asker still waits, a first
+    delivery). See [`ActorRef.ask`][agentrio.ActorRef.ask].
+    """
+    item = ref._cell.held
+    return type(item) is _Ask and item.abandoned
+
+
+def begin_stop(ref: ActorRef) -> None:
+    """Begin a graceful stop of *ref*'s actor, as
+    [`ActorRef.stop`][agentrio.ActorRef.stop] does, without waiting.
+
+    Its mailbox takes nothing more; it handles what is queued, runs
+    ``on_stop`` and exits. ([`wait_exited`][agentrio.core.wait_exited] waits for that.)
+    """
+    cell = ref._cell
+    if cell.state == "exited":
+        return
+    if cell.task is not None and cell.task is trio.lowlevel.current_task():
+        cell.self_stopped = True
+        _close(cell)
+        return
+    stop_cell(cell)
+
+
+def exit_reason(ref: ActorRef) -> ExitReason | None:
+    """How *ref*'s actor ended (``"stopped"``, ``"cancelled"``, ``"crashed"``), or
+    None while it has not exited."""
+    cell = ref._cell
+    return cell.stop_reason if cell.state == "exited" else None
+
+
+async def wait_exited(ref: ActorRef) -> None:
+    """Wait until *ref*'s actor has exited, and every actor linked to it
+    ([`link`][agentrio.core.link]).
+
+    It is a checkpoint; cancelling it stops the waiting, not the actors.
+    """
+    await _gone(ref._cell)
+
+
+async def _gone(cell: _Cell) -> None:
+    await cell.wait_exited()
+    for dependent in cell.dependents or ():
+        await _gone(dependent)
+
+
 def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None) -> None:
     """Settle one undelivered or crashing mailbox item: dead letter, and fail its asker."""
     if item is None:
         return
     if type(item) is _Ask and item.abandoned and item.cancel is None:
-        return  # withdrawn by its asker, who has gone: not a dead letter
+        return  # withdrawn by its asker, who is not waiting: not a dead letter
     cell.dead_letter(item, reason)
     if type(item) is _Ask:
         if exc is not None:

@@ -15,8 +15,8 @@ from .actor import (
     NoPublicConstructor,
     RestartPolicy,
     _Cell,
-    request_cancel,
-    request_stop,
+    cancel_cell,
+    stop_cell,
 )
 from .restart import Backoff, Strategy
 
@@ -233,7 +233,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         [`Runtime`][agentrio.Runtime] it only starts the stop.
         """
         assert self._cell is not None  # (the runtime, the only root, has its own)
-        request_stop(self._cell)
+        stop_cell(self._cell)
         await self._cell.wait_exited()
 
     def cancel(self) -> None:
@@ -242,7 +242,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Its children end with reason ``"cancelled"``; it is not restarted.
         """
         assert self._cell is not None
-        request_cancel(self._cell)
+        cancel_cell(self._cell)
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of this supervisor's subtree."""

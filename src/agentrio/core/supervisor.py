@@ -39,16 +39,18 @@ from ..messages import (
     SupervisorEscalated,
 )
 from .actor import (
+    _INTERRUPTED,
+    _OUT,
     RESTART_POLICIES,
     Actor,
     InlineActor,
     _Cell,
     _serve,
+    cancel_cell,
     drain,
     fail_item,
     reopen,
-    request_cancel,
-    request_stop,
+    stop_cell,
 )
 from .ref import SupervisorRef, SupervisorStatistics
 from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy
@@ -88,24 +90,6 @@ def _check_inline(actor_class: type[InlineActor[Any]]) -> None:
 def _check_choice(arg: str, value: object, choices: frozenset[str]) -> None:
     if value not in choices:
         raise InvalidArgument(f"{arg} must be one of {sorted(choices)}, got {value!r}")
-
-
-def _cut_short(cell: _Cell, scope: trio.CancelScope) -> bool:
-    """Was *cell*'s task cancelled only to cut its handler short, for it to resume?
-
-    A timer does that, and so does the cancelled asker of a linked ask. Not
-    if the cancel was also a real one (``cancel()``, a one_for_all restart).
-    The message cut short is in ``cell.failed_item``; if the cut landed only
-    as the handler ended, there is none, and the actor just goes on. Clears
-    the mark either way.
-    """
-    interrupted, cell.interrupted = cell.interrupted, False
-    return (
-        interrupted
-        and scope.cancelled_caught
-        and not cell.cancel_requested
-        and not cell.restart_pending
-    )
 
 
 class _Supervisor:
@@ -198,11 +182,11 @@ class _Supervisor:
             if cell.owner is not None and cell.owner.state != "exited":
                 continue
             if not self._stop_idle(cell):
-                request_stop(cell)
+                stop_cell(cell)
                 await cell.wait_exited()
         for cell in reversed(list(self.children.values())):
             if not self._stop_idle(cell):
-                request_stop(cell)
+                stop_cell(cell)
                 await cell.wait_exited()
 
     async def _cancel_rest(self) -> None:
@@ -221,7 +205,7 @@ class _Supervisor:
             if not rest:
                 return
             for cell in rest:
-                request_cancel(cell)
+                cancel_cell(cell)
             for cell in rest:
                 if cell.state != "exited":
                     await cell.wait_exited()
@@ -243,7 +227,7 @@ class _Supervisor:
         if cell.state == "exited":
             return True
         if cell.inline:
-            request_stop(cell)
+            stop_cell(cell)
             return True
         mailbox = cell.mailbox
         if (
@@ -253,11 +237,12 @@ class _Supervisor:
             or type(cell.instance).on_stop is not Actor.on_stop  # type: ignore[union-attr]
         ):
             return False
-        request_stop(cell)
+        stop_cell(cell)
         self.finalize(cell, "stopped")
         return True
 
-    def request_stop(self) -> None:
+    def begin_stop(self) -> None:
+        """Begin a graceful stop: the children are stopped in turn (see serve)."""
         self.stopping = True
         if self.wake is not None:
             self.wake.set()
@@ -273,7 +258,7 @@ class _Supervisor:
             self._restarted(cell, 0.0)
         delay = 0.0
         actor: Actor[Any] | None = None
-        resume = False
+        again = False
         try:
             while True:
                 exc: Exception | None = None
@@ -286,12 +271,12 @@ class _Supervisor:
                         scope.cancel()
                         await trio.lowlevel.checkpoint_if_cancelled()
                     try:
-                        if resume:
-                            # Cut short: the same incarnation goes on with the
-                            # message it was handling (cell.failed_item).
+                        if again:
+                            # Interrupted: the same incarnation goes on, with
+                            # the message it was handling (cell.held) first.
                             assert actor is not None
-                            resume = False
-                            await _serve(cell, actor, resume=True)
+                            again = False
+                            await _serve(cell, actor)
                             await actor.on_stop()
                         else:
                             if delay:
@@ -310,15 +295,25 @@ class _Supervisor:
                     except Exception as e:
                         exc = e
                 cell.scope = None
-                if _cut_short(cell, scope) and exc is None:
-                    resume = True  # (the message stays in cell.failed_item)
+                serving, cell.serving = cell.serving, _OUT
+                if (
+                    serving == _INTERRUPTED
+                    and exc is None
+                    and scope.cancelled_caught
+                    and not cell.cancel_requested
+                    and not cell.restart_pending
+                ):
+                    # Cancelled only by interrupt() (not also by cancel() or a
+                    # one_for_all restart). If it landed only as the handling
+                    # ended, nothing is held, and the actor just goes on.
+                    again = True
                     continue
                 if exc is None and scope.cancelled_caught:
                     if cell.restart_pending and not cell.cancel_requested:
                         cell.restart_pending = False
                         # one_for_all cut short the message it was handling:
                         # settle it now, or its asker would wait forever.
-                        item, cell.failed_item = cell.failed_item, None
+                        item, cell.held = cell.held, None
                         fail_item(cell, item, "cancelled", None)
                         delay = 0.0
                         self._restarted(cell, delay)
@@ -357,10 +352,10 @@ class _Supervisor:
             # (tests/test_runtime.py checks the cancel gets through.)
             pass
         finally:
-            cell.interrupted = False
-            if cell.failed_item is not None:
-                fail_item(cell, cell.failed_item, "cancelled", None)
-                cell.failed_item = None
+            cell.serving = _OUT
+            if cell.held is not None:
+                fail_item(cell, cell.held, "cancelled", None)
+                cell.held = None
             if reason is None:
                 if cell.state != "exited":
                     cell.state = "suspended"
@@ -415,7 +410,7 @@ class _Supervisor:
 
     def inline_crashed(self, cell: _Cell, msg: object, exc: Exception) -> None:
         """Inline actor *cell* raised handling *msg*: apply its restart policy now."""
-        cell.failed_item = msg
+        cell.held = msg
         if self._inline_failed(cell, exc):
             self._incarnate_inline(cell)
 
@@ -460,7 +455,7 @@ class _Supervisor:
             self.bus.publish(ActorRestarted(path=cell.path, restarts=cell.restarts, delay=delay))
 
     def _on_crash(self, cell: _Cell, exc: Exception) -> float | Literal["exit", "suspend"]:
-        item, cell.failed_item = cell.failed_item, None
+        item, cell.held = cell.held, None
         fail_item(cell, item, "crashed_on", exc)
         self._failed(cell, exc)
         if cell.handled > cell.mark:
@@ -479,7 +474,7 @@ class _Supervisor:
                     continue
                 if other.inline:
                     if other.restart == "temporary":
-                        request_cancel(other)
+                        cancel_cell(other)
                     elif other.task is not None:
                         # It is handling a message (this crash came from inside
                         # that handle): remade when the handle returns.
@@ -490,7 +485,7 @@ class _Supervisor:
                 if other.scope is None:
                     continue
                 if other.restart == "temporary":
-                    request_cancel(other)
+                    cancel_cell(other)
                 else:
                     other.restart_pending = True
                     other.scope.cancel()
@@ -534,9 +529,9 @@ class _Supervisor:
                 if dependent.state == "suspended":
                     dependent.parent.finalize(dependent, "stopped")
                 elif reason == "cancelled":  # cancelling an agent reaches its subagents
-                    request_cancel(dependent)
+                    cancel_cell(dependent)
                 else:
-                    request_stop(dependent)
+                    stop_cell(dependent)
         if cell.exited is not None:
             cell.exited.set()
 

@@ -2,94 +2,159 @@
 
 A lone tool call runs in its agent's own task. Giving each call a Trio cancel
 scope with a deadline costs two scope entries per call, about a fifth of an
-agent's whole run at 1,000 agents. Instead the call arms a timer here (a push
-on a heap) and disarms it when it returns (one attribute). The timer task
-sleeps until the earliest armed deadline; when one passes while still armed,
-it calls the entry's ``expire()``, which cuts the agent's task short (see
-``_Cell.interrupted``) so the runtime can resume its phase. The task runs
-only while something is armed.
+agent's whole run at 1,000 agents. Instead the call arms an [`Alarm`][agentrio.core.Alarm]
+here (a push on a heap, [`interrupt_after`][agentrio.core.interrupt_after]) and disarms it when it
+returns (one attribute). The timer task sleeps until the earliest armed
+deadline; when one passes while its alarm is still armed, it interrupts the
+alarm's actor (``actor.interrupt``), as a Trio deadline cancels its
+scope: the message being handled is cut short and delivered again, and the
+actor works out why. The task runs only while something is armed.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import trio
 
+from .._checks import check_seconds
+from .actor import NoPublicConstructor, _Cell, _interrupt
+
 if TYPE_CHECKING:
+    from .actor import ActorRef
     from .supervisor import _Supervisor
 
-__all__ = ["Timers"]
+__all__ = ["Alarm", "Timers", "interrupt_after"]
 
 
-class Timed(Protocol):
-    """What can be armed: it says whether it still is, and what to do at its deadline."""
+class Alarm(metaclass=NoPublicConstructor):
+    """An armed deadline from [`interrupt_after`][agentrio.core.interrupt_after]: disarm it
+    when the wait ends in time.
 
-    armed: bool
+    Attributes:
+        deadline: when it goes off, on Trio's clock (``trio.current_time()``).
+        rang: True once it has gone off (it interrupted its actor, or found
+            nothing to interrupt).
+    """
 
-    def expire(self) -> None: ...
+    __slots__ = ("_cell", "_timers", "deadline", "rang")
+
+    def __init__(self, timers: Timers, cell: _Cell, deadline: float) -> None:
+        self._timers = timers
+        self._cell: _Cell | None = cell  # None once it has rung or been disarmed
+        self.deadline = deadline
+        self.rang = False
+
+    def disarm(self) -> bool:
+        """The wait ended in time: the deadline no longer matters.
+
+        Returns:
+            True if it was armed; False if it had rung already (its
+            interrupt is under way) or was disarmed before.
+        """
+        if self._cell is None:
+            return False
+        self._cell = None
+        timers = self._timers
+        timers._live -= 1
+        if timers._live == 0 and timers._sleep is not None:
+            timers._sleep.cancel()  # nothing left to time: the task ends
+        return True
+
+
+def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
+    """Interrupt *ref*'s actor in *seconds*, unless the returned alarm is disarmed first.
+
+    At the deadline the runtime's timer task calls
+    [`interrupt`][agentrio.core.interrupt] on the actor, as a Trio deadline calls
+    ``cancel()``: the message it is handling then is cut short and handed to
+    ``handle`` again, which can tell from ``Alarm.rang`` (or its own
+    record of the deadline) that its time ran out. Costs a push on the
+    runtime's timer heap instead of a cancel scope: made for a wait in an
+    actor's own task, armed and disarmed many times per second.
+
+    Example::
+
+        alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+        if alarm is None:  # no runtime timer: keep a cancel scope of your own
+            ...
+        try:
+            await slow_work()
+        finally:
+            alarm.disarm()
+
+    Returns:
+        The [`Alarm`][agentrio.core.Alarm]; None when the runtime's root supervisor is not
+        running (before ``open_runtime`` has started it, or after it has
+        closed): the caller then keeps a deadline of its own.
+
+    Raises:
+        InvalidArgument: *seconds* is not a number >= 0.
+    """
+    check_seconds("seconds", seconds)
+    cell = ref._cell
+    timers = cell.parent.shared.timers
+    if timers is None:
+        return None
+    return timers.arm(cell, seconds)
 
 
 class Timers:
-    """The runtime's timer task and its heap of ``(deadline, seq, entry)``."""
+    """The runtime's timer task and its heap of ``(deadline, seq, alarm)``."""
 
     __slots__ = ("_heap", "_live", "_root", "_running", "_seq", "_sleep")
 
     def __init__(self, root: _Supervisor) -> None:
         self._root = root
-        self._heap: list[tuple[float, int, Timed]] = []
+        self._heap: list[tuple[float, int, Alarm]] = []
         self._live = 0
         self._seq = itertools.count()
         self._running = False
         self._sleep: trio.CancelScope | None = None
 
-    def arm(self, entry: Timed, seconds: float) -> bool:
-        """Call ``entry.expire()`` in *seconds* unless it is disarmed first.
-
-        Returns False (nothing armed) when the runtime's root is not running:
-        the caller then keeps its own deadline.
-        """
+    def arm(self, cell: _Cell, seconds: float) -> Alarm | None:
+        """An alarm that interrupts *cell* in *seconds*; None when the root is not running."""
         if not self._running:
             nursery = self._root.nursery
             if nursery is None:
-                return False
+                return None
             nursery.start_soon(self._run, name="agentrio timers")
             self._running = True
         deadline = trio.current_time() + seconds
-        heapq.heappush(self._heap, (deadline, next(self._seq), entry))
-        entry.armed = True
+        # (Not Alarm._create: the metaclass's call path costs more than the
+        # steps it takes, and this is once per lone tool call.)
+        alarm = object.__new__(Alarm)
+        alarm._timers = self
+        alarm._cell = cell
+        alarm.deadline = deadline
+        alarm.rang = False
+        heapq.heappush(self._heap, (deadline, next(self._seq), alarm))
         self._live += 1
         sleep = self._sleep
         if sleep is not None and deadline < sleep.deadline:
             sleep.deadline = deadline  # a shorter wait than any armed: wake for it
         elif len(self._heap) > 2 * self._live + 256:
-            # Disarmed entries wait for their deadline to be popped; keep them
-            # from piling up when calls end long before it.
-            self._heap = [item for item in self._heap if item[2].armed]
+            # Disarmed alarms wait for their deadline to be popped; keep them
+            # from piling up when waits end long before it.
+            self._heap = [item for item in self._heap if item[2]._cell is not None]
             heapq.heapify(self._heap)
-        return True
-
-    def disarm(self, entry: Timed) -> None:
-        """The wait ended in time: its deadline no longer matters."""
-        if entry.armed:
-            entry.armed = False
-            self._live -= 1
-            if self._live == 0 and self._sleep is not None:
-                self._sleep.cancel()  # nothing left to time: the task ends
+        return alarm
 
     async def _run(self) -> None:
         try:
             while True:
                 now = trio.current_time()
                 heap = self._heap
-                while heap and (not heap[0][2].armed or heap[0][0] <= now):
-                    entry = heapq.heappop(heap)[2]
-                    if entry.armed:
-                        entry.armed = False
+                while heap and (heap[0][2]._cell is None or heap[0][0] <= now):
+                    alarm = heapq.heappop(heap)[2]
+                    cell = alarm._cell
+                    if cell is not None:
+                        alarm._cell = None
+                        alarm.rang = True
                         self._live -= 1
-                        entry.expire()
+                        _interrupt(cell)
                 if not self._live:
                     # No task is kept waiting for nothing: the next arm() starts one.
                     heap.clear()
