@@ -74,6 +74,11 @@ from .errors import ToolResultInvalid as ToolResultInvalid
 from .errors import UnknownName as UnknownName
 from .errors import UsageError as UsageError
 from .errors import UsageInvalid as UsageInvalid
+from .host import BlockingAgent as BlockingAgent
+from .host import BlockingRuntime as BlockingRuntime
+from .host import BlockingStream as BlockingStream
+from .host import open_runtime_sync as open_runtime_sync
+from .host import run_sync as run_sync
 from .messages import ActorExited as ActorExited
 from .messages import ActorFailed as ActorFailed
 from .messages import ActorRestarted as ActorRestarted
