@@ -43,7 +43,9 @@ from pydantic import BaseModel
 
 import agentrio
 from agentrio import ChatMessage, ToolCallRequest, Usage
+from agentrio.events import Event, EventsLost
 from agentrio.testing import FunctionModel, Reply
+from agentrio.types import BlockingAgent, BlockingRuntime, BlockingStream
 
 CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Peru": "Lima"}
 
@@ -88,8 +90,8 @@ app = FastAPI(lifespan=lifespan)
 _ids = itertools.count(1)
 
 
-def _runtime(request: Request) -> agentrio.BlockingRuntime:
-    rt: agentrio.BlockingRuntime = request.app.state.rt
+def _runtime(request: Request) -> BlockingRuntime:
+    rt: BlockingRuntime = request.app.state.rt
     return rt
 
 
@@ -118,7 +120,7 @@ def _frame(name: str, data: bytes) -> str:
 
 
 async def _sse(
-    agent: agentrio.BlockingAgent, events: agentrio.BlockingStream[agentrio.Event], prompt: str
+    agent: BlockingAgent, events: BlockingStream[Event], prompt: str
 ) -> AsyncIterator[str]:
     async def run_then_close() -> agentrio.PhaseResult:
         # The phase publishes its events before its result comes back, so when the
@@ -132,7 +134,7 @@ async def _sse(
     try:
         async with events:
             async for event in events:
-                if event.path == agent.path or isinstance(event, agentrio.EventsLost):
+                if event.path == agent.path or isinstance(event, EventsLost):
                     yield _frame(type(event).__name__, msgspec.json.encode(event))
         result = await running
         yield _frame("result", msgspec.json.encode(result))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import subprocess
 import sys
@@ -14,19 +15,12 @@ import pytest
 import trio
 
 import agentrio
-from agentrio import (
-    AgentSpec,
-    Budget,
-    ChatMessage,
-    InvalidArgument,
-    PhaseEnded,
-    PhaseStarted,
-    RuntimeClosed,
-    ToolCallRequest,
-    Usage,
-)
+from agentrio import AgentSpec, Budget, ChatMessage, InvalidArgument, ToolCallRequest, Usage
+from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, SelfAsk
+from agentrio.events import ActorExited, Event, PhaseEnded, PhaseStarted
 from agentrio.host import _RunOptions, _RuntimeOptions
 from agentrio.testing import FunctionModel, Reply
+from agentrio.types import BlockingAgent, BlockingRuntime, BlockingStream
 
 # A safety net, not a measure: a test that deadlocks fails after this instead of hanging.
 GUARD = 60.0
@@ -97,9 +91,9 @@ def _runtime_threads() -> list[threading.Thread]:
 
 def test_spawn_run_usage_and_stop_from_sync_code() -> None:
     with agentrio.open_runtime_sync() as rt:
-        assert isinstance(rt, agentrio.BlockingRuntime)
+        assert isinstance(rt, BlockingRuntime)
         agent = rt.spawn_agent(_echo_spec(), name="echo")
-        assert isinstance(agent, agentrio.BlockingAgent)
+        assert isinstance(agent, BlockingAgent)
         assert (agent.name, agent.path) == ("echo", "echo")
         result = agent.run("hello")
         assert (result.final_text, result.stop_reason) == ("echo: hello", "done")
@@ -109,6 +103,26 @@ def test_spawn_run_usage_and_stop_from_sync_code() -> None:
         assert rt.thread.is_alive() and rt.thread is not threading.current_thread()
     assert rt.closed
     assert not rt.thread.is_alive()
+
+
+def test_spawn_agent_under_a_supervisor() -> None:
+    with agentrio.open_runtime_sync() as rt:
+        team = rt.call(functools.partial(rt.runtime.spawn_supervisor, name="team"))
+        agent = rt.spawn_agent(_echo_spec(), under=team, name="r1")
+        assert agent.path == "team/r1"
+        assert agent.run("hi").final_text == "echo: hi"
+        assert rt.spawn_agent(_echo_spec(), under=rt.runtime, name="r1").path == "r1"
+
+        async def from_asyncio() -> str:
+            return (await rt.aspawn_agent(_echo_spec(), under=team, name="r2")).path
+
+        assert asyncio.run(from_asyncio()) == "team/r2"
+        with pytest.raises(InvalidArgument, match="under"):
+            rt.spawn_agent(_echo_spec(), under="team", name="r3")  # type: ignore[arg-type]
+        # Stopping the supervisor stops its agents with it.
+        rt.call(team.stop)
+        with pytest.raises(RuntimeClosed):
+            rt.spawn_agent(_echo_spec(), under=team, name="r4")
 
 
 def test_run_sync_is_one_call_and_routes_runtime_and_run_options() -> None:
@@ -125,7 +139,7 @@ def test_run_sync_is_one_call_and_routes_runtime_and_run_options() -> None:
 
 
 def test_handles_have_no_public_constructor() -> None:
-    for cls in (agentrio.BlockingRuntime, agentrio.BlockingAgent, agentrio.BlockingStream):
+    for cls in (BlockingRuntime, BlockingAgent, BlockingStream):
         with pytest.raises(TypeError, match="no public constructor"):
             cls()
 
@@ -166,7 +180,7 @@ def test_every_call_after_stop_raises_runtime_closed() -> None:
 
 def test_a_call_from_the_runtimes_own_thread_is_refused() -> None:
     with agentrio.open_runtime_sync() as rt:
-        with pytest.raises(agentrio.SelfAsk, match="own runtime's thread"):
+        with pytest.raises(SelfAsk, match="own runtime's thread"):
             rt.call(rt.usage)  # rt.usage() runs in the runtime's thread: it would wait for itself
         assert rt.call(lambda: threading.current_thread()) is rt.thread
         # The escape hatch reaches the Trio API: here, an actor of the runtime itself.
@@ -272,12 +286,12 @@ def test_events_are_read_with_for_and_end_when_the_runtime_stops() -> None:
         assert isinstance(mine[-1], PhaseEnded) and mine[-1].stop_reason == "done"
 
         reader_events = rt.events()
-        seen: list[agentrio.Event] = []
+        seen: list[Event] = []
         reader = threading.Thread(target=lambda: seen.extend(reader_events))
         reader.start()
     reader.join(GUARD)
     assert not reader.is_alive()  # the stream ended with the runtime
-    assert any(isinstance(e, agentrio.ActorExited) for e in seen)
+    assert any(isinstance(e, ActorExited) for e in seen)
 
 
 def test_the_runtimes_own_failure_is_raised_when_it_stops() -> None:
@@ -294,7 +308,7 @@ def test_the_runtimes_own_failure_is_raised_when_it_stops() -> None:
     ):
         ref = rt.call(rt.runtime.spawn, Crasher)
         rt.call(ref.send, Boom())
-    assert info.group_contains(agentrio.RestartIntensityExceeded)
+    assert info.group_contains(RestartIntensityExceeded)
     assert not rt.thread.is_alive()
 
 
@@ -384,6 +398,12 @@ def _keywords(fn: Callable[..., object]) -> set[str]:
 
 def test_run_options_are_agentref_runs_keywords() -> None:
     assert set(_RunOptions.__annotations__) == _keywords(agentrio.AgentRef.run)
+
+
+def test_spawn_agent_takes_runtime_spawn_agents_keywords() -> None:
+    expected = _keywords(agentrio.Runtime.spawn_agent)
+    assert _keywords(BlockingRuntime.spawn_agent) == expected
+    assert _keywords(BlockingRuntime.aspawn_agent) == expected
 
 
 def test_runtime_options_are_open_runtimes_keywords() -> None:

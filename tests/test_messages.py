@@ -27,14 +27,14 @@ from agentrio.testing import ScriptedModel
 
 CORE_MESSAGES = {
     agentrio.Message,
-    agentrio.Event,
-    agentrio.ActorStarted,
-    agentrio.ActorExited,
-    agentrio.ActorFailed,
-    agentrio.ActorRestarted,
-    agentrio.DeadLetter,
-    agentrio.SupervisorEscalated,
-    agentrio.EventsLost,
+    agentrio.events.Event,
+    agentrio.events.ActorStarted,
+    agentrio.events.ActorExited,
+    agentrio.events.ActorFailed,
+    agentrio.events.ActorRestarted,
+    agentrio.events.DeadLetter,
+    agentrio.events.SupervisorEscalated,
+    agentrio.events.EventsLost,
 }
 
 
@@ -256,7 +256,7 @@ def test_only_required_fields_decode_with_defaults(cls: type[agentrio.Message]) 
 
 
 def test_every_event_has_a_path() -> None:
-    events = [c for c in MESSAGES if issubclass(c, agentrio.Event)]
+    events = [c for c in MESSAGES if issubclass(c, agentrio.events.Event)]
     assert len(events) >= 7
     for cls in events:
         assert "path" in {f.name for f in msgspec.structs.fields(cls)}

@@ -1,23 +1,27 @@
 """Sync and asyncio hosts: a runtime in a thread of its own, reached through a portal.
 
-:func:`open_runtime_sync` starts a thread, runs Trio in it (anyio's blocking portal
-with the Trio backend) and opens a runtime there; the :class:`BlockingRuntime` it
-returns is called from any other thread. Its methods block the calling thread until
-the runtime's thread has done the work (``rt.spawn_agent(spec)``, ``agent.run(...)``);
+`open_runtime_sync` starts a thread, runs Trio in it (anyio's blocking portal with
+the Trio backend) and opens a runtime there; the `BlockingRuntime` it returns is
+called from any other thread. Its methods block the calling thread until the
+runtime's thread has done the work (``rt.spawn_agent(spec)``, ``agent.run(...)``);
 their ``a``-twins (``await rt.aspawn_agent(spec)``, ``await agent.arun(...)``) await it
 instead, from asyncio, without blocking the loop and without a worker thread
 (anyio's ``BlockingPortal.call_async``): cancelling the awaiting task cancels the
 work in the runtime and waits for it to end. Trio code has no use for this module:
 it opens its runtime with ``open_runtime()``.
 
-Leaving the ``with`` (or ``async with``) block, or :meth:`BlockingRuntime.stop`,
-stops the runtime as ``open_runtime()``'s block does (gracefully, within its
+Leaving the ``with`` (or ``async with``) block, or ``BlockingRuntime.stop()``, stops
+the runtime as ``open_runtime()``'s block does (gracefully, within its
 *shutdown_timeout*), then cancels whatever else still runs in the portal and joins
 the thread: nothing outlives it. Leaving the block with an exception cancels
-everything at once. Any call after that raises :class:`~agentrio.RuntimeClosed`.
+everything at once. Any call after that raises ``RuntimeClosed``.
 
 anyio is imported when the first runtime is opened, not with agentrio, so a program
 that does not use this module does not pay for it.
+
+The public homes: `open_runtime_sync` and `run_sync` at the top level
+(``agentrio.run_sync``), the handles in `agentrio.types`
+(``agentrio.types.BlockingRuntime``); this module is private.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import trio
 from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
 from .core.actor import NoPublicConstructor
+from .core.ref import SupervisorRef
 from .errors import RuntimeClosed, SelfAsk
 from .messages import Event, Lane, ModelSettings, PhaseResult, ToolCallRequest
 from .runtime import Runtime, open_runtime
@@ -95,7 +100,7 @@ class _RunOptions(TypedDict, total=False):
 
 
 class _RunSyncOptions(_RuntimeOptions, _RunOptions, total=False):
-    """:func:`run_sync`'s keyword arguments: the runtime's and the run's."""
+    """``run_sync()``'s keyword arguments: the runtime's and the run's."""
 
 
 _RUNTIME_KEYS = frozenset(_RuntimeOptions.__annotations__)
@@ -112,23 +117,29 @@ def _new(cls: type[T], *args: object) -> T:
 def open_runtime_sync(**options: Unpack[_RuntimeOptions]) -> BlockingRuntime:
     """Open a runtime in a thread of its own, for sync code and asyncio.
 
-    The runtime is open when this returns (it takes a thread's start and the
-    runtime's opening, a few milliseconds). Use the :class:`BlockingRuntime` as a
-    context manager, ``with`` or ``async with``, or call its :meth:`~BlockingRuntime.stop`.
+    Starts a thread, runs Trio in it (anyio's blocking portal, Trio backend)
+    and opens a runtime there, as [`open_runtime`][agentrio.open_runtime]
+    does. The runtime is open when this returns (a thread's start and the
+    runtime's opening: a few milliseconds). Use the
+    [`BlockingRuntime`][agentrio.types.BlockingRuntime] as a context manager,
+    ``with`` or ``async with``, or call its
+    [`stop`][agentrio.types.BlockingRuntime.stop]. See
+    [How to host agents in sync code and asyncio][how-to-host-agents-in-sync-code-and-asyncio].
 
-    Example::
+    Example:
 
         with agentrio.open_runtime_sync() as rt:
             agent = rt.spawn_agent(spec)
             print(agent.run("What is the capital of France?").final_text)
 
     Args:
-        options: :func:`~agentrio.open_runtime`'s keyword arguments (``strategy``,
-            ``max_restarts``, ``period``, ``backoff``, ``shutdown_timeout``,
-            ``budget``, ``config``, ``tools``, ``lanes``, ``modes``, ``router``).
+        options: [`open_runtime`][agentrio.open_runtime]'s keyword arguments
+            (``strategy``, ``max_restarts``, ``period``, ``backoff``,
+            ``shutdown_timeout``, ``budget``, ``config``, ``tools``, ``lanes``,
+            ``modes``, ``router``).
 
     Returns:
-        The :class:`BlockingRuntime`, open.
+        The [`BlockingRuntime`][agentrio.types.BlockingRuntime], open.
 
     Raises:
         InvalidArgument: a bad argument, as ``open_runtime()`` raises it (no thread
@@ -176,25 +187,29 @@ def run_sync(
 ) -> PhaseResult:
     """Run one phase of a new agent in a runtime of its own, and stop it: the simplest case.
 
-    Example::
+    Opens a runtime as [`open_runtime_sync`][agentrio.open_runtime_sync] does,
+    spawns an agent from *spec*, runs one phase of *user_message*, stops the
+    runtime and returns the phase's result. The errors are those of
+    ``open_runtime_sync()``,
+    [`BlockingRuntime.spawn_agent`][agentrio.types.BlockingRuntime.spawn_agent]
+    and [`BlockingAgent.run`][agentrio.types.BlockingAgent.run].
+
+    Example:
 
         result = agentrio.run_sync(spec, "What is the capital of France?")
         print(result.final_text)
 
     Args:
-        spec: the agent's :class:`~agentrio.AgentSpec`.
+        spec: the agent's [`AgentSpec`][agentrio.AgentSpec].
         user_message: the user's turn that starts the phase.
         name: the agent's name (default ``spec.name``).
-        options: :func:`~agentrio.open_runtime`'s keyword arguments (``budget``,
-            ``config``, ``shutdown_timeout``...) and :meth:`AgentRef.run`'s
-            (``timeout``, ``max_iterations``, ``mode``...), mixed.
+        options: [`open_runtime`][agentrio.open_runtime]'s keyword arguments
+            (``budget``, ``config``, ``shutdown_timeout``...) and
+            [`AgentRef.run`][agentrio.AgentRef.run]'s (``timeout``,
+            ``max_iterations``, ``mode``...), mixed.
 
     Returns:
-        The phase's :class:`~agentrio.PhaseResult`.
-
-    Raises:
-        the errors of :func:`open_runtime_sync`, :meth:`BlockingRuntime.spawn_agent`
-        and :meth:`BlockingAgent.run`.
+        The phase's [`PhaseResult`][agentrio.PhaseResult].
     """
     runtime_options: dict[str, Any] = {}
     run_options: dict[str, Any] = {}
@@ -205,17 +220,24 @@ def run_sync(
 
 
 class BlockingRuntime(metaclass=NoPublicConstructor):
-    """A runtime in a thread of its own, from :func:`open_runtime_sync`.
+    """A runtime in a thread of its own, from [`open_runtime_sync`][agentrio.open_runtime_sync].
 
-    Every method may be called from any thread, at once from many: each call is
-    handed to the runtime's thread and waited for (the plain methods block the
-    caller; the ``a``-methods are awaited from asyncio and do not block its loop).
-    From the runtime's own thread (a tool, a hook) a call raises
-    :class:`~agentrio.SelfAsk`: it would wait for itself. The agents' tools, hooks,
-    approvers and models run in the runtime's thread, under Trio.
+    No public constructor. Every method may be called from any thread, at once
+    from many: each call is handed to the runtime's thread and waited for (the
+    plain methods block the caller; their ``a``-twins are awaited from asyncio
+    and do not block its loop, and cancelling the awaiting task cancels the
+    work in the runtime and waits for it to end). From the runtime's own
+    thread (a tool, a hook) a call raises
+    [`SelfAsk`][agentrio.errors.SelfAsk]: it would wait for itself. The
+    agents' tools, hooks, approvers and models run in the runtime's thread,
+    under Trio. See [How to host agents in sync code and
+    asyncio][how-to-host-agents-in-sync-code-and-asyncio].
 
-    Leaving the ``with`` or ``async with`` block stops the runtime: see :meth:`stop`.
-    After that, every call raises :class:`~agentrio.RuntimeClosed`.
+    A context manager, ``with`` or ``async with``: leaving the block calls
+    [`stop`][agentrio.types.BlockingRuntime.stop] (or, with an exception,
+    [`cancel`][agentrio.types.BlockingRuntime.cancel], and the exception comes
+    out as it was). After that, every call raises
+    [`RuntimeClosed`][agentrio.errors.RuntimeClosed].
     """
 
     __slots__ = (
@@ -252,21 +274,21 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
 
     @property
     def thread(self) -> threading.Thread:
-        """The runtime's thread: it has ended once :meth:`stop` has returned."""
+        """The runtime's thread: it has ended once ``stop()`` has returned."""
         return self._thread
 
     @property
     def runtime(self) -> Runtime:
-        """The :class:`~agentrio.Runtime` itself: use it only in the runtime's thread.
+        """The [`Runtime`][agentrio.Runtime] itself: use it only in the runtime's thread.
 
-        That is, in a function given to :meth:`call`, or in the tools and hooks
+        That is, in a function given to ``call()``, or in the tools and hooks
         of its agents: ``rt.call(rt.runtime.spawn, Echo)``.
         """
         return self._runtime
 
     @property
     def closed(self) -> bool:
-        """True once :meth:`stop` (or :meth:`cancel`) has been called."""
+        """True once ``stop()`` (or ``cancel()``) has been called."""
         return self._closed
 
     # -- calls into the runtime's thread -----------------------------------------------
@@ -325,13 +347,15 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
         """Call ``fn(*args)`` in the runtime's thread (awaited if async); return its result.
 
         The way to anything of the Trio API this class does not carry:
-        ``rt.call(rt.runtime.spawn, Echo)``. Cancelled (as :meth:`cancel`
-        cancels it) if it still runs when the runtime has stopped.
+        ``rt.call(rt.runtime.spawn, Echo)`` (for keyword arguments, give a
+        ``functools.partial``; for many small operations, one function that
+        does them all: each call is one hop between threads). Still running
+        when the runtime has stopped, it is cancelled. Raises whatever *fn*
+        raises, and:
 
         Raises:
             RuntimeClosed: the runtime has been stopped (or was, while the call ran).
             SelfAsk: called from the runtime's own thread.
-            Whatever *fn* raises.
         """
         return self._call(fn, *args)
 
@@ -340,52 +364,100 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
     @overload
     async def acall(self, fn: Callable[..., R], *args: object) -> R: ...
     async def acall(self, fn: Callable[..., Any], *args: object) -> Any:
-        """:meth:`call`, awaited: cancelling the caller cancels *fn* and waits for it to end."""
+        """``call()``, awaited: cancelling the caller cancels *fn* and waits for it to end."""
         return await self._acall(fn, *args)
 
     # -- the runtime's API -------------------------------------------------------------
 
     def spawn_agent(
-        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
+        self,
+        spec: AgentSpec,
+        *,
+        under: SupervisorRef | None = None,
+        name: str | None = None,
+        budget: Budget | None = None,
     ) -> BlockingAgent:
-        """Start an agent from *spec* (see :meth:`agentrio.Runtime.spawn_agent`).
+        """Start an agent from *spec*, as a child of the root or of *under*.
+
+        As [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent] does, with
+        its arguments.
+
+        Example:
+
+            team = rt.call(functools.partial(rt.runtime.spawn_supervisor, name="team"))
+            agent = rt.spawn_agent(spec, under=team, name="r1")  # at "team/r1"
+
+        Args:
+            spec: the [`AgentSpec`][agentrio.AgentSpec].
+            under: the supervisor to start it under: a
+                [`SupervisorRef`][agentrio.SupervisorRef] of this runtime (from
+                ``rt.runtime``'s ``spawn_supervisor``, through ``call()``), or
+                ``rt.runtime`` itself (default: the root).
+            name: the agent's name (default ``spec.name``), unique in that
+                supervisor.
+            budget: the budget its model and tool calls draw from (default:
+                the runtime's).
 
         Returns:
-            A :class:`BlockingAgent`.
+            A [`BlockingAgent`][agentrio.types.BlockingAgent].
 
         Raises:
-            InvalidArgument, DuplicateName: as for ``Runtime.spawn_agent``.
-            RuntimeClosed: the runtime has been stopped.
+            InvalidArgument: as ``Runtime.spawn_agent`` raises it (*under* is
+                not a supervisor of this runtime, a bad *spec* or *budget*...).
+            DuplicateName: *name* is taken in that supervisor.
+            RuntimeClosed: the runtime (or *under*) has stopped.
+            SelfAsk: called from the runtime's own thread.
         """
         agent = self._call(
-            functools.partial(self._runtime.spawn_agent, spec, name=name, budget=budget)
+            functools.partial(
+                self._runtime.spawn_agent, spec, under=under, name=name, budget=budget
+            )
         )
         return _new(BlockingAgent, self, agent)
 
     async def aspawn_agent(
-        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
+        self,
+        spec: AgentSpec,
+        *,
+        under: SupervisorRef | None = None,
+        name: str | None = None,
+        budget: Budget | None = None,
     ) -> BlockingAgent:
-        """:meth:`spawn_agent`, awaited."""
+        """``spawn_agent()``, awaited."""
         agent = await self._acall(
-            functools.partial(self._runtime.spawn_agent, spec, name=name, budget=budget)
+            functools.partial(
+                self._runtime.spawn_agent, spec, under=under, name=name, budget=budget
+            )
         )
         return _new(BlockingAgent, self, agent)
 
     def usage(self) -> UsageTotals:
-        """Tokens, requests, tool calls and cost spent by every agent of the runtime."""
+        """What every agent of the runtime has spent.
+
+        As [`Runtime.usage`][agentrio.Runtime.usage] says it: tokens, model
+        calls, tool calls, cost and overruns.
+        """
         return self._call(self._runtime.usage)
 
     async def ausage(self) -> UsageTotals:
-        """:meth:`usage`, awaited."""
+        """``usage()``, awaited."""
         return await self._acall(self._runtime.usage)
 
     def events(self, *, capacity: int = 1000) -> BlockingStream[Event]:
-        """Subscribe to the runtime's events (see :meth:`agentrio.Runtime.events`).
+        """Subscribe to the runtime's events, as ``Runtime.events()`` does.
 
-        The subscription starts at once and is lossy as the bus is: when *capacity*
-        events are unread, new ones are dropped for it and an
-        :class:`~agentrio.EventsLost` takes their place. Read it with ``for`` (or
-        ``async for``), in a ``with`` (or ``async with``) block that ends it.
+        See [`Runtime.events`][agentrio.Runtime.events]. The subscription
+        starts at once and is lossy as the bus is: when *capacity* events are
+        unread, new ones are dropped for it and an
+        [`EventsLost`][agentrio.events.EventsLost] takes their place. Read it
+        with ``for`` (or ``async for``), in a ``with`` (or ``async with``) block
+        that ends it.
+
+        Args:
+            capacity: the subscriber's buffer, in events.
+
+        Returns:
+            A [`BlockingStream`][agentrio.types.BlockingStream] of events.
 
         Raises:
             InvalidArgument: *capacity* is not an int >= 1.
@@ -395,7 +467,7 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
         return _new(BlockingStream, self, stream, stream.__aexit__)
 
     async def aevents(self, *, capacity: int = 1000) -> BlockingStream[Event]:
-        """:meth:`events`, awaited (the subscription starts when it returns)."""
+        """``events()``, awaited (the subscription starts when it returns)."""
         stream = await self._acall(functools.partial(self._runtime.events, capacity=capacity))
         return _new(BlockingStream, self, stream, stream.__aexit__)
 
@@ -407,20 +479,20 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
         As at the end of an ``open_runtime()`` block: every actor drains its mailbox
         and runs ``on_stop`` (queued phases run), within the runtime's
         *shutdown_timeout*, after which what still runs is cancelled. Then anything
-        still running in the runtime's thread (a :meth:`call`, an event stream's
-        read) is cancelled, its caller gets :class:`~agentrio.RuntimeClosed`, and the
-        thread is joined. Calling it again does nothing.
+        still running in the runtime's thread (a ``call()``, an event stream's
+        read) is cancelled, its caller gets ``RuntimeClosed``, and the thread is
+        joined. Calling it again does nothing.
 
         Raises:
-            the runtime's own failure, if it failed (an exception group holding a
-            :class:`~agentrio.RestartIntensityExceeded`), as ``open_runtime()``
-            raises it.
+            ExceptionGroup: the runtime's own failure, if it failed (holding a
+                [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded]),
+                as ``open_runtime()`` raises it.
             SelfAsk: called from the runtime's own thread.
         """
         self._close(cancel=False)
 
     async def astop(self) -> None:
-        """:meth:`stop`, awaited: the waiting is done in a worker thread."""
+        """``stop()``, awaited: the waiting is done in a worker thread of the event loop."""
         import anyio.to_thread
 
         await anyio.to_thread.run_sync(self._close, False)
@@ -479,10 +551,16 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
 
 
 class BlockingAgent(metaclass=NoPublicConstructor):
-    """An agent of a :class:`BlockingRuntime`, from its ``spawn_agent``.
+    """An agent of a [`BlockingRuntime`][agentrio.types.BlockingRuntime], from its ``spawn_agent``.
 
-    Its methods are :class:`~agentrio.AgentRef`'s, called from other threads as the
-    runtime's are: ``run`` blocks, ``arun`` is awaited.
+    No public constructor. Its methods are
+    [`AgentRef`][agentrio.AgentRef]'s, called from other threads as the
+    runtime's are: ``run`` blocks, ``arun`` is awaited. Its ``name``, ``path``
+    and ``spec`` are the ``AgentRef``'s; ``agent`` is the ``AgentRef`` itself,
+    for use in the runtime's thread only.
+
+    A run's own stream (issue #13, part 2) is not hosted yet: for now, stream a
+    run's events from ``BlockingRuntime.events()``.
     """
 
     __slots__ = ("_agent", "_host")
@@ -493,7 +571,7 @@ class BlockingAgent(metaclass=NoPublicConstructor):
 
     @property
     def agent(self) -> AgentRef:
-        """The :class:`~agentrio.AgentRef` itself: use it only in the runtime's thread."""
+        """The [`AgentRef`][agentrio.AgentRef] itself: use it only in the runtime's thread."""
         return self._agent
 
     @property
@@ -515,10 +593,10 @@ class BlockingAgent(metaclass=NoPublicConstructor):
         return f"<BlockingAgent {self._agent.path!r}>"
 
     def run(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult:
-        """Run one phase and return its result (see :meth:`agentrio.AgentRef.run`).
+        """Run one phase and return its result, as [`AgentRef.run`][agentrio.AgentRef.run] does.
 
         Phases of one agent run one at a time, in the order they were asked for,
-        whatever thread asked.
+        whatever thread asked. Raises what ``AgentRef.run`` raises, and:
 
         Args:
             user_message: the user's turn that starts the phase.
@@ -527,14 +605,17 @@ class BlockingAgent(metaclass=NoPublicConstructor):
                 ``direct_tool_calls``, ``timeout``, ``mode``, ``model``, ``lane``,
                 ``settings``).
 
+        Returns:
+            The phase's [`PhaseResult`][agentrio.PhaseResult].
+
         Raises:
-            the errors of ``AgentRef.run``.
             RuntimeClosed: the runtime has been stopped (or was, while the phase ran).
+            SelfAsk: called from the runtime's own thread.
         """
         return self._host._call(functools.partial(self._agent.run, user_message, **options))
 
     async def arun(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult:
-        """:meth:`run`, awaited: cancelling the caller cancels the phase and waits for it."""
+        """``run()``, awaited: cancelling the caller cancels the phase and waits for it."""
         return await self._host._acall(functools.partial(self._agent.run, user_message, **options))
 
     # -- The streamed run: issue #13, part 2 -------------------------------------------
@@ -552,35 +633,45 @@ class BlockingAgent(metaclass=NoPublicConstructor):
     # host can stream: see examples/fastapi_app.py.
 
     def usage(self) -> UsageTotals:
-        """Tokens and requests this agent (with its session helpers) has used."""
+        """What this agent (with its session helpers) has spent.
+
+        As [`AgentRef.usage`][agentrio.AgentRef.usage] says it.
+        """
         return self._host._call(self._agent.usage)
 
     async def ausage(self) -> UsageTotals:
-        """:meth:`usage`, awaited."""
+        """``usage()``, awaited."""
         return await self._host._acall(self._agent.usage)
 
     def stop(self) -> None:
-        """Stop the agent gracefully after its queued phases, and wait for it."""
+        """Stop the agent gracefully after its queued phases, and wait for it.
+
+        As [`AgentRef.stop`][agentrio.AgentRef.stop] does.
+        """
         self._host._call(self._agent.stop)
 
     async def astop(self) -> None:
-        """:meth:`stop`, awaited."""
+        """``stop()``, awaited."""
         await self._host._acall(self._agent.stop)
 
     def cancel(self) -> None:
-        """Cancel the agent now: a running phase is abandoned and its ``run()`` fails."""
+        """Cancel the agent now, as [`AgentRef.cancel`][agentrio.AgentRef.cancel] does.
+
+        A running phase is abandoned and its ``run()`` fails.
+        """
         self._host._call(self._agent.cancel)
 
 
 class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
     """Items made in the runtime's thread, read from another: ``for`` or ``async for``.
 
-    From :meth:`BlockingRuntime.events`. Each item is one hop to the runtime's
-    thread. Iteration ends when the source ends: for events, when the stream is
-    closed (after the events it had buffered) or the runtime stops. Use it in a
-    ``with`` (or ``async with``) block, or call :meth:`close`. Read it from one
-    thread (or task) at a time; :meth:`close` may be called from another while
-    one reads.
+    From [`BlockingRuntime.events`][agentrio.types.BlockingRuntime.events]. No
+    public constructor. Each item is one hop to the runtime's thread. Iteration
+    ends when the source ends: for events, when the stream is closed (after the
+    events it had buffered) or the runtime stops. Use it in a ``with`` (or
+    ``async with``) block, which closes it, or call ``close()``. Read it from
+    one thread (or task) at a time; ``close()`` may be called from another
+    while one reads.
     """
 
     __slots__ = ("_close", "_closed", "_host", "_source")
@@ -622,7 +713,7 @@ class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
                 self._host._call(self._close, None, None, None)
 
     async def aclose(self) -> None:
-        """:meth:`close`, awaited."""
+        """``close()``, awaited."""
         if not self._closed:
             self._closed = True
             with contextlib.suppress(RuntimeClosed):
