@@ -78,6 +78,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.testing",
             "agentrio.demo",
             "agentrio.cli",
+            "agentrio.host",
         ),
     ),
 )

@@ -74,7 +74,9 @@ PUBLIC = [
     "load_config",
     "looks_unfinished",
     "open_runtime",
+    "open_runtime_sync",
     "parse_config",
+    "run_sync",
     "terminal_approver",
     "tool",
 ]
@@ -159,6 +161,9 @@ TYPES = [
     "ActorStatistics",
     "AttemptMeter",
     "BackgroundRun",
+    "BlockingAgent",
+    "BlockingRuntime",
+    "BlockingStream",
     "ContextAppend",
     "ContextCompact",
     "ContextRead",
@@ -332,6 +337,9 @@ def test_public_classes_and_functions_have_docstrings(home: str, name: str) -> N
         agentrio.events.EventStream,
         agentrio.Helper,
         agentrio.types.BackgroundRun,
+        agentrio.types.BlockingRuntime,
+        agentrio.types.BlockingAgent,
+        agentrio.types.BlockingStream,
     ],
 )
 def test_handles_have_no_public_constructor(cls: type) -> None:

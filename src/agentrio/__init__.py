@@ -6,7 +6,7 @@ catch. The rest has one documented home each:
 - `agentrio.events`: the events ``rt.events()`` publishes, ``Event``
   and ``EventStream``;
 - `agentrio.errors`: every exception (the common ones are here too);
-- `agentrio.types`: the types of what agentrio hands you (results,
+- `agentrio.types`: the types of what agentrio hands you (results, handles,
   statistics, hook arguments, literal aliases, the context actor's messages);
 - `agentrio.testing`: scripted models and a fake LLM server.
 
@@ -61,6 +61,8 @@ from .errors import AskTimeout as AskTimeout
 from .errors import ConfigError as ConfigError
 from .errors import InvalidArgument as InvalidArgument
 from .errors import ProviderError as ProviderError
+from .host import open_runtime_sync as open_runtime_sync
+from .host import run_sync as run_sync
 from .messages import ChatMessage as ChatMessage
 from .messages import Message as Message
 from .messages import ModelReply as ModelReply
@@ -82,6 +84,8 @@ __all__ = [
     # the runtime and its configuration
     "open_runtime",
     "Runtime",
+    "open_runtime_sync",
+    "run_sync",
     "Config",
     "load_config",
     "parse_config",

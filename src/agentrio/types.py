@@ -1,4 +1,4 @@
-"""The types of what agentrio hands you: results, snapshots, hook arguments and aliases.
+"""The types of what agentrio hands you: results, handles, snapshots, hook arguments, aliases.
 
 You meet these as return values, as the arguments of your hooks and models,
 inside messages, or as the allowed strings of a field; agentrio makes them,
@@ -24,6 +24,7 @@ from .agents.respond import BackgroundRun, Response
 from .core.actor import ActorStatistics, RestartPolicy
 from .core.ref import SupervisorStatistics
 from .core.restart import Strategy
+from .host import BlockingAgent, BlockingRuntime, BlockingStream
 from .messages import (
     ContextAppend,
     ContextCompact,
@@ -47,6 +48,9 @@ __all__ = [
     "BackgroundRun",
     "ProviderModel",
     "Lease",
+    "BlockingRuntime",
+    "BlockingAgent",
+    "BlockingStream",
     # statistics snapshots and usage totals
     "ActorStatistics",
     "SupervisorStatistics",

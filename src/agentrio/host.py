@@ -1,0 +1,742 @@
+"""Sync and asyncio hosts: a runtime in a thread of its own, reached through a portal.
+
+`open_runtime_sync` starts a thread, runs Trio in it (anyio's blocking portal with
+the Trio backend) and opens a runtime there; the `BlockingRuntime` it returns is
+called from any other thread. Its methods block the calling thread until the
+runtime's thread has done the work (``rt.spawn_agent(spec)``, ``agent.run(...)``);
+their ``a``-twins (``await rt.aspawn_agent(spec)``, ``await agent.arun(...)``) await it
+instead, from asyncio, without blocking the loop and without a worker thread
+(anyio's ``BlockingPortal.call_async``): cancelling the awaiting task cancels the
+work in the runtime and waits for it to end. Trio code has no use for this module:
+it opens its runtime with ``open_runtime()``.
+
+Leaving the ``with`` (or ``async with``) block, or ``BlockingRuntime.stop()``, stops
+the runtime as ``open_runtime()``'s block does (gracefully, within its
+*shutdown_timeout*), then cancels whatever else still runs in the portal and joins
+the thread: nothing outlives it. Leaving the block with an exception cancels
+everything at once. Any call after that raises ``RuntimeClosed``.
+
+anyio is imported when the first runtime is opened, not with agentrio, so a program
+that does not use this module does not pay for it.
+
+The public homes: `open_runtime_sync` and `run_sync` at the top level
+(``agentrio.run_sync``), the handles in `agentrio.types`
+(``agentrio.types.BlockingRuntime``); this module is private.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, overload
+
+import trio
+
+from .agents.agent import AgentRef, AgentSpec
+from .agents.budget import Budget, UsageTotals
+from .core.actor import NoPublicConstructor
+from .core.ref import SupervisorRef
+from .errors import RuntimeClosed, SelfAsk
+from .messages import Event, Lane, ModelSettings, PhaseResult, ToolCallRequest
+from .runtime import Runtime, open_runtime
+
+if TYPE_CHECKING:
+    from anyio.from_thread import BlockingPortal
+
+    from .agents.lanes import Lanes
+    from .agents.modes import Mode
+    from .agents.router import Router
+    from .agents.tool import Tool
+    from .config import Config
+    from .core.restart import Backoff, Strategy
+
+__all__ = [
+    "BlockingAgent",
+    "BlockingRuntime",
+    "BlockingStream",
+    "open_runtime_sync",
+    "run_sync",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _RuntimeOptions(TypedDict, total=False):
+    """``open_runtime()``'s keyword arguments (kept equal to it by tests/test_host.py)."""
+
+    strategy: Strategy
+    max_restarts: int
+    period: float
+    backoff: Backoff | None
+    shutdown_timeout: float
+    budget: Budget | None
+    config: Config | str | os.PathLike[str] | None
+    tools: Sequence[Tool]
+    lanes: Lanes | None
+    modes: Sequence[Mode]
+    router: Router | None
+
+
+class _RunOptions(TypedDict, total=False):
+    """``AgentRef.run()``'s keyword arguments (kept equal to it by tests/test_host.py)."""
+
+    tool_names: Sequence[str] | None
+    max_iterations: int | None
+    continue_context: bool
+    context_label: str | None
+    direct_tool_calls: Sequence[ToolCallRequest] | None
+    timeout: float | None
+    mode: str | Mode | None
+    model: str | None
+    lane: Lane | None
+    settings: ModelSettings | None
+
+
+class _RunSyncOptions(_RuntimeOptions, _RunOptions, total=False):
+    """``run_sync()``'s keyword arguments: the runtime's and the run's."""
+
+
+_RUNTIME_KEYS = frozenset(_RuntimeOptions.__annotations__)
+_STOPPED = "this BlockingRuntime was stopped while the call was waiting or running"
+
+
+def _new(cls: type[T], *args: object) -> T:
+    # The handles here have no public constructor (NoPublicConstructor); this
+    # module makes them by calling type's own __call__, past the metaclass's.
+    made: T = type.__call__(cls, *args)
+    return made
+
+
+def open_runtime_sync(**options: Unpack[_RuntimeOptions]) -> BlockingRuntime:
+    """Open a runtime in a thread of its own, for sync code and asyncio.
+
+    Starts a thread, runs Trio in it (anyio's blocking portal, Trio backend)
+    and opens a runtime there, as [`open_runtime`][agentrio.open_runtime]
+    does. The runtime is open when this returns (a thread's start and the
+    runtime's opening: a few milliseconds). Use the
+    [`BlockingRuntime`][agentrio.types.BlockingRuntime] as a context manager,
+    ``with`` or ``async with``, or call its
+    [`stop`][agentrio.types.BlockingRuntime.stop]. See
+    [How to host agents in sync code and asyncio][how-to-host-agents-in-sync-code-and-asyncio].
+
+    Example:
+
+        with agentrio.open_runtime_sync() as rt:
+            agent = rt.spawn_agent(spec)
+            print(agent.run("What is the capital of France?").final_text)
+
+    Args:
+        options: [`open_runtime`][agentrio.open_runtime]'s keyword arguments
+            (``strategy``, ``max_restarts``, ``period``, ``backoff``,
+            ``shutdown_timeout``, ``budget``, ``config``, ``tools``, ``lanes``,
+            ``modes``, ``router``).
+
+    Returns:
+        The [`BlockingRuntime`][agentrio.types.BlockingRuntime], open.
+
+    Raises:
+        InvalidArgument: a bad argument, as ``open_runtime()`` raises it (no thread
+            is left behind).
+        RuntimeError: called from Trio code (use ``open_runtime()`` there).
+    """
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        pass  # not in Trio: good
+    else:  # as Trio itself refuses a blocking call from its thread
+        raise RuntimeError(
+            "open_runtime_sync() blocks: call it from a thread that does not run Trio; "
+            "under Trio, use `async with agentrio.open_runtime()`"
+        )
+    # Imported here, once per runtime, not with agentrio: see the module's docstring.
+    import anyio.from_thread
+
+    portal_cm = anyio.from_thread.start_blocking_portal(backend="trio", name="agentrio-runtime")
+    portal = portal_cm.__enter__()
+    try:
+        thread = portal.call(threading.current_thread)
+        serving, (runtime, done) = portal.start_task(_serve, options, name="agentrio host")
+    except BaseException as exc:
+        portal_cm.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    return _new(BlockingRuntime, portal_cm, portal, thread, serving, runtime, done)
+
+
+async def _serve(options: _RuntimeOptions, *, task_status: Any) -> None:
+    # The runtime's block, as the portal's task: it hands the runtime out, then
+    # waits for BlockingRuntime._close() to end it. task_status is anyio's.
+    done = trio.Event()
+    async with open_runtime(**options) as runtime:
+        task_status.started((runtime, done))
+        await done.wait()
+
+
+def run_sync(
+    spec: AgentSpec,
+    user_message: str,
+    *,
+    name: str | None = None,
+    **options: Unpack[_RunSyncOptions],
+) -> PhaseResult:
+    """Run one phase of a new agent in a runtime of its own, and stop it: the simplest case.
+
+    Opens a runtime as [`open_runtime_sync`][agentrio.open_runtime_sync] does,
+    spawns an agent from *spec*, runs one phase of *user_message*, stops the
+    runtime and returns the phase's result. The errors are those of
+    ``open_runtime_sync()``,
+    [`BlockingRuntime.spawn_agent`][agentrio.types.BlockingRuntime.spawn_agent]
+    and [`BlockingAgent.run`][agentrio.types.BlockingAgent.run].
+
+    Example:
+
+        result = agentrio.run_sync(spec, "What is the capital of France?")
+        print(result.final_text)
+
+    Args:
+        spec: the agent's [`AgentSpec`][agentrio.AgentSpec].
+        user_message: the user's turn that starts the phase.
+        name: the agent's name (default ``spec.name``).
+        options: [`open_runtime`][agentrio.open_runtime]'s keyword arguments
+            (``budget``, ``config``, ``shutdown_timeout``...) and
+            [`AgentRef.run`][agentrio.AgentRef.run]'s (``timeout``,
+            ``max_iterations``, ``mode``...), mixed.
+
+    Returns:
+        The phase's [`PhaseResult`][agentrio.PhaseResult].
+    """
+    runtime_options: dict[str, Any] = {}
+    run_options: dict[str, Any] = {}
+    for key, value in options.items():
+        (runtime_options if key in _RUNTIME_KEYS else run_options)[key] = value
+    with open_runtime_sync(**runtime_options) as rt:
+        return rt.spawn_agent(spec, name=name).run(user_message, **run_options)
+
+
+class BlockingRuntime(metaclass=NoPublicConstructor):
+    """A runtime in a thread of its own, from [`open_runtime_sync`][agentrio.open_runtime_sync].
+
+    No public constructor. Every method may be called from any thread, at once
+    from many: each call is handed to the runtime's thread and waited for (the
+    plain methods block the caller; their ``a``-twins are awaited from asyncio
+    and do not block its loop, and cancelling the awaiting task cancels the
+    work in the runtime and waits for it to end). From the runtime's own
+    thread (a tool, a hook) a call raises
+    [`SelfAsk`][agentrio.errors.SelfAsk]: it would wait for itself. The
+    agents' tools, hooks, approvers and models run in the runtime's thread,
+    under Trio. See [How to host agents in sync code and
+    asyncio][how-to-host-agents-in-sync-code-and-asyncio].
+
+    A context manager, ``with`` or ``async with``: leaving the block calls
+    [`stop`][agentrio.types.BlockingRuntime.stop] (or, with an exception,
+    [`cancel`][agentrio.types.BlockingRuntime.cancel], and the exception comes
+    out as it was). After that, every call raises
+    [`RuntimeClosed`][agentrio.errors.RuntimeClosed].
+    """
+
+    __slots__ = (
+        "_closed",
+        "_done",
+        "_lock",
+        "_portal",
+        "_portal_cm",
+        "_runtime",
+        "_serving",
+        "_thread",
+    )
+
+    def __init__(
+        self,
+        portal_cm: AbstractContextManager[BlockingPortal],
+        portal: BlockingPortal,
+        thread: threading.Thread,
+        serving: concurrent.futures.Future[None],
+        runtime: Runtime,
+        done: trio.Event,
+    ) -> None:
+        self._portal_cm = portal_cm
+        self._portal = portal
+        self._thread = thread
+        self._serving = serving
+        self._runtime = runtime
+        self._done = done
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"<BlockingRuntime {'closed' if self._closed else 'open'} in {self.thread.name}>"
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The runtime's thread: it has ended once ``stop()`` has returned."""
+        return self._thread
+
+    @property
+    def runtime(self) -> Runtime:
+        """The [`Runtime`][agentrio.Runtime] itself: use it only in the runtime's thread.
+
+        That is, in a function given to ``call()``, or in the tools and hooks
+        of its agents: ``rt.call(rt.runtime.spawn, Echo)``.
+        """
+        return self._runtime
+
+    @property
+    def closed(self) -> bool:
+        """True once ``stop()`` (or ``cancel()``) has been called."""
+        return self._closed
+
+    # -- calls into the runtime's thread -----------------------------------------------
+
+    def _check(self) -> None:
+        if self._closed:
+            raise RuntimeClosed("this BlockingRuntime has been stopped")
+        if threading.current_thread() is self._thread:
+            raise SelfAsk(
+                "a BlockingRuntime was called from its own runtime's thread (a tool, a "
+                "hook or a function given to call()): it would wait for itself; there, "
+                "use the Trio objects (rt.runtime, agent.agent) and await them"
+            )
+
+    @overload
+    def _call(self, fn: Callable[..., Awaitable[R]], *args: object) -> R: ...
+    @overload
+    def _call(self, fn: Callable[..., R], *args: object) -> R: ...
+    def _call(self, fn: Callable[..., Any], *args: object) -> Any:
+        self._check()
+        try:
+            future: concurrent.futures.Future[Any] = self._portal.start_task_soon(fn, *args)
+        except RuntimeError as exc:
+            if self._closed:  # the portal stopped since _check()
+                raise RuntimeClosed(_STOPPED) from exc
+            raise  # Trio's: a blocking call from a thread that runs Trio
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise RuntimeClosed(_STOPPED) from None
+        except BaseException:
+            if not future.done():  # KeyboardInterrupt while waiting: the call ends too
+                future.cancel()
+            raise
+
+    @overload
+    async def _acall(self, fn: Callable[..., Awaitable[R]], *args: object) -> R: ...
+    @overload
+    async def _acall(self, fn: Callable[..., R], *args: object) -> R: ...
+    async def _acall(self, fn: Callable[..., Any], *args: object) -> Any:
+        self._check()
+        try:
+            return await self._portal.call_async(fn, *args)
+        except concurrent.futures.CancelledError:
+            raise RuntimeClosed(_STOPPED) from None
+        except RuntimeError as exc:
+            if self._closed:  # the portal stopped since _check()
+                raise RuntimeClosed(_STOPPED) from exc
+            raise
+
+    @overload
+    def call(self, fn: Callable[..., Awaitable[R]], *args: object) -> R: ...
+    @overload
+    def call(self, fn: Callable[..., R], *args: object) -> R: ...
+    def call(self, fn: Callable[..., Any], *args: object) -> Any:
+        """Call ``fn(*args)`` in the runtime's thread (awaited if async); return its result.
+
+        The way to anything of the Trio API this class does not carry:
+        ``rt.call(rt.runtime.spawn, Echo)`` (for keyword arguments, give a
+        ``functools.partial``; for many small operations, one function that
+        does them all: each call is one hop between threads). Still running
+        when the runtime has stopped, it is cancelled. Raises whatever *fn*
+        raises, and:
+
+        Raises:
+            RuntimeClosed: the runtime has been stopped (or was, while the call ran).
+            SelfAsk: called from the runtime's own thread.
+        """
+        return self._call(fn, *args)
+
+    @overload
+    async def acall(self, fn: Callable[..., Awaitable[R]], *args: object) -> R: ...
+    @overload
+    async def acall(self, fn: Callable[..., R], *args: object) -> R: ...
+    async def acall(self, fn: Callable[..., Any], *args: object) -> Any:
+        """``call()``, awaited: cancelling the caller cancels *fn* and waits for it to end."""
+        return await self._acall(fn, *args)
+
+    # -- the runtime's API -------------------------------------------------------------
+
+    def spawn_agent(
+        self,
+        spec: AgentSpec,
+        *,
+        under: SupervisorRef | None = None,
+        name: str | None = None,
+        budget: Budget | None = None,
+    ) -> BlockingAgent:
+        """Start an agent from *spec*, as a child of the root or of *under*.
+
+        As [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent] does, with
+        its arguments.
+
+        Example:
+
+            team = rt.call(functools.partial(rt.runtime.spawn_supervisor, name="team"))
+            agent = rt.spawn_agent(spec, under=team, name="r1")  # at "team/r1"
+
+        Args:
+            spec: the [`AgentSpec`][agentrio.AgentSpec].
+            under: the supervisor to start it under: a
+                [`SupervisorRef`][agentrio.SupervisorRef] of this runtime (from
+                ``rt.runtime``'s ``spawn_supervisor``, through ``call()``), or
+                ``rt.runtime`` itself (default: the root).
+            name: the agent's name (default ``spec.name``), unique in that
+                supervisor.
+            budget: the budget its model and tool calls draw from (default:
+                the runtime's).
+
+        Returns:
+            A [`BlockingAgent`][agentrio.types.BlockingAgent].
+
+        Raises:
+            InvalidArgument: as ``Runtime.spawn_agent`` raises it (*under* is
+                not a supervisor of this runtime, a bad *spec* or *budget*...).
+            DuplicateName: *name* is taken in that supervisor.
+            RuntimeClosed: the runtime (or *under*) has stopped.
+            SelfAsk: called from the runtime's own thread.
+        """
+        agent = self._call(
+            functools.partial(
+                self._runtime.spawn_agent, spec, under=under, name=name, budget=budget
+            )
+        )
+        return _new(BlockingAgent, self, agent)
+
+    async def aspawn_agent(
+        self,
+        spec: AgentSpec,
+        *,
+        under: SupervisorRef | None = None,
+        name: str | None = None,
+        budget: Budget | None = None,
+    ) -> BlockingAgent:
+        """``spawn_agent()``, awaited."""
+        agent = await self._acall(
+            functools.partial(
+                self._runtime.spawn_agent, spec, under=under, name=name, budget=budget
+            )
+        )
+        return _new(BlockingAgent, self, agent)
+
+    def usage(self) -> UsageTotals:
+        """What every agent of the runtime has spent.
+
+        As [`Runtime.usage`][agentrio.Runtime.usage] says it: tokens, model
+        calls, tool calls, cost and overruns.
+        """
+        return self._call(self._runtime.usage)
+
+    async def ausage(self) -> UsageTotals:
+        """``usage()``, awaited."""
+        return await self._acall(self._runtime.usage)
+
+    def events(self, *, capacity: int = 1000) -> BlockingStream[Event]:
+        """Subscribe to the runtime's events, as ``Runtime.events()`` does.
+
+        See [`Runtime.events`][agentrio.Runtime.events]. The subscription
+        starts at once and is lossy as the bus is: when *capacity* events are
+        unread, new ones are dropped for it and an
+        [`EventsLost`][agentrio.events.EventsLost] takes their place. Read it
+        with ``for`` (or ``async for``), in a ``with`` (or ``async with``) block
+        that ends it.
+
+        Args:
+            capacity: the subscriber's buffer, in events.
+
+        Returns:
+            A [`BlockingStream`][agentrio.types.BlockingStream] of events.
+
+        Raises:
+            InvalidArgument: *capacity* is not an int >= 1.
+            RuntimeClosed: the runtime has been stopped.
+        """
+        stream = self._call(functools.partial(self._runtime.events, capacity=capacity))
+        return _new(BlockingStream, self, stream, stream.__aexit__)
+
+    async def aevents(self, *, capacity: int = 1000) -> BlockingStream[Event]:
+        """``events()``, awaited (the subscription starts when it returns)."""
+        stream = await self._acall(functools.partial(self._runtime.events, capacity=capacity))
+        return _new(BlockingStream, self, stream, stream.__aexit__)
+
+    # -- stopping ----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the runtime gracefully, wait for it, and end its thread.
+
+        As at the end of an ``open_runtime()`` block: every actor drains its mailbox
+        and runs ``on_stop`` (queued phases run), within the runtime's
+        *shutdown_timeout*, after which what still runs is cancelled. Then anything
+        still running in the runtime's thread (a ``call()``, an event stream's
+        read) is cancelled, its caller gets ``RuntimeClosed``, and the thread is
+        joined. Calling it again does nothing.
+
+        Raises:
+            ExceptionGroup: the runtime's own failure, if it failed (holding a
+                [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded]),
+                as ``open_runtime()`` raises it.
+            SelfAsk: called from the runtime's own thread.
+        """
+        self._close(cancel=False)
+
+    async def astop(self) -> None:
+        """``stop()``, awaited: the waiting is done in a worker thread of the event loop."""
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self._close, False)
+
+    def cancel(self) -> None:
+        """Cancel everything in the runtime now, wait for it to end, and end its thread.
+
+        What leaving the ``with`` block with an exception does.
+        """
+        self._close(cancel=True)
+
+    def _close(self, cancel: bool) -> None:
+        if threading.current_thread() is self._thread:
+            raise SelfAsk(
+                "a BlockingRuntime was stopped from its own thread: it would wait for itself"
+            )
+        with self._lock:  # one closer; another waits for it, then returns
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if cancel:
+                    self._portal.call(self._runtime.cancel)
+                self._portal.call(self._done.set)
+                concurrent.futures.wait([self._serving])
+                self._portal.call(self._portal.stop, True)
+            finally:
+                self._portal_cm.__exit__(None, None, None)  # joins the thread
+            error = self._serving.exception()
+        if error is not None:
+            raise error
+
+    def __enter__(self) -> BlockingRuntime:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._close(cancel=exc is not None)
+
+    async def __aenter__(self) -> BlockingRuntime:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self._close, exc is not None)
+
+
+class BlockingAgent(metaclass=NoPublicConstructor):
+    """An agent of a [`BlockingRuntime`][agentrio.types.BlockingRuntime], from its ``spawn_agent``.
+
+    No public constructor. Its methods are
+    [`AgentRef`][agentrio.AgentRef]'s, called from other threads as the
+    runtime's are: ``run`` blocks, ``arun`` is awaited. Its ``name``, ``path``
+    and ``spec`` are the ``AgentRef``'s; ``agent`` is the ``AgentRef`` itself,
+    for use in the runtime's thread only.
+
+    A run's own stream (issue #13, part 2) is not hosted yet: for now, stream a
+    run's events from ``BlockingRuntime.events()``.
+    """
+
+    __slots__ = ("_agent", "_host")
+
+    def __init__(self, host: BlockingRuntime, agent: AgentRef) -> None:
+        self._host = host
+        self._agent = agent
+
+    @property
+    def agent(self) -> AgentRef:
+        """The [`AgentRef`][agentrio.AgentRef] itself: use it only in the runtime's thread."""
+        return self._agent
+
+    @property
+    def name(self) -> str:
+        """The agent's name, unique within its supervisor."""
+        return self._agent.name
+
+    @property
+    def path(self) -> str:
+        """The agent's path from the root (its events' ``path``)."""
+        return self._agent.path
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The spec it was spawned from."""
+        return self._agent.spec
+
+    def __repr__(self) -> str:
+        return f"<BlockingAgent {self._agent.path!r}>"
+
+    def run(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult:
+        """Run one phase and return its result, as [`AgentRef.run`][agentrio.AgentRef.run] does.
+
+        Phases of one agent run one at a time, in the order they were asked for,
+        whatever thread asked. Raises what ``AgentRef.run`` raises, and:
+
+        Args:
+            user_message: the user's turn that starts the phase.
+            options: ``AgentRef.run``'s keyword arguments (``tool_names``,
+                ``max_iterations``, ``continue_context``, ``context_label``,
+                ``direct_tool_calls``, ``timeout``, ``mode``, ``model``, ``lane``,
+                ``settings``).
+
+        Returns:
+            The phase's [`PhaseResult`][agentrio.PhaseResult].
+
+        Raises:
+            RuntimeClosed: the runtime has been stopped (or was, while the phase ran).
+            SelfAsk: called from the runtime's own thread.
+        """
+        return self._host._call(functools.partial(self._agent.run, user_message, **options))
+
+    async def arun(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult:
+        """``run()``, awaited: cancelling the caller cancels the phase and waits for it."""
+        return await self._host._acall(functools.partial(self._agent.run, user_message, **options))
+
+    # -- The streamed run: issue #13, part 2 -------------------------------------------
+    # Part 2 gives AgentRef a run's own stream (typed items: text deltas, tool calls,
+    # turns, the final result last; lossless, with backpressure). Its hosted form
+    # belongs here, made like BlockingRuntime.events() makes its stream:
+    #
+    #     def stream(self, user_message, **options) -> BlockingStream[RunItem]:
+    #         source = self._host._call(<open the run's stream in the runtime>)
+    #         return _new(BlockingStream, self._host, source, <its async close>)
+    #
+    # with an async twin `astream`. BlockingStream reads it with `for` or `async for`,
+    # one hop to the runtime's thread per item, so its backpressure reaches the run.
+    # Until then, the runtime's events (BlockingRuntime.events(), lossy) are what a
+    # host can stream: see examples/fastapi_app.py.
+
+    def usage(self) -> UsageTotals:
+        """What this agent (with its session helpers) has spent.
+
+        As [`AgentRef.usage`][agentrio.AgentRef.usage] says it.
+        """
+        return self._host._call(self._agent.usage)
+
+    async def ausage(self) -> UsageTotals:
+        """``usage()``, awaited."""
+        return await self._host._acall(self._agent.usage)
+
+    def stop(self) -> None:
+        """Stop the agent gracefully after its queued phases, and wait for it.
+
+        As [`AgentRef.stop`][agentrio.AgentRef.stop] does.
+        """
+        self._host._call(self._agent.stop)
+
+    async def astop(self) -> None:
+        """``stop()``, awaited."""
+        await self._host._acall(self._agent.stop)
+
+    def cancel(self) -> None:
+        """Cancel the agent now, as [`AgentRef.cancel`][agentrio.AgentRef.cancel] does.
+
+        A running phase is abandoned and its ``run()`` fails.
+        """
+        self._host._call(self._agent.cancel)
+
+
+class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
+    """Items made in the runtime's thread, read from another: ``for`` or ``async for``.
+
+    From [`BlockingRuntime.events`][agentrio.types.BlockingRuntime.events]. No
+    public constructor. Each item is one hop to the runtime's thread. Iteration
+    ends when the source ends: for events, when the stream is closed (after the
+    events it had buffered) or the runtime stops. Use it in a ``with`` (or
+    ``async with``) block, which closes it, or call ``close()``. Read it from
+    one thread (or task) at a time; ``close()`` may be called from another
+    while one reads.
+    """
+
+    __slots__ = ("_close", "_closed", "_host", "_source")
+
+    def __init__(
+        self,
+        host: BlockingRuntime,
+        source: AsyncIterator[T],
+        close: Callable[[None, None, None], Awaitable[object]],
+    ) -> None:
+        self._host = host
+        self._source = source
+        self._close = close
+        self._closed = False
+
+    def __iter__(self) -> BlockingStream[T]:
+        return self
+
+    def __next__(self) -> T:
+        try:
+            return self._host._call(self._source.__anext__)
+        except (StopAsyncIteration, RuntimeClosed):
+            raise StopIteration from None
+
+    def __aiter__(self) -> BlockingStream[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            return await self._host._acall(self._source.__anext__)
+        except RuntimeClosed:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        """End the stream (for events: unsubscribe). Calling it again does nothing."""
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(RuntimeClosed):  # the runtime's stop ended it
+                self._host._call(self._close, None, None, None)
+
+    async def aclose(self) -> None:
+        """``close()``, awaited."""
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(RuntimeClosed):
+                await self._host._acall(self._close, None, None, None)
+
+    def __enter__(self) -> BlockingStream[T]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> BlockingStream[T]:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
