@@ -70,7 +70,14 @@ LAYERS: tuple[Layer, ...] = (
     Layer("runtime", ("agentrio.runtime",)),
     Layer(
         "top",
-        ("agentrio", "agentrio.__main__", "agentrio.testing", "agentrio.demo", "agentrio.cli"),
+        (
+            "agentrio",
+            "agentrio.__main__",
+            "agentrio.testing",
+            "agentrio.demo",
+            "agentrio.cli",
+            "agentrio.mcp",
+        ),
     ),
 )
 

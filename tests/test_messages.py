@@ -38,9 +38,17 @@ CORE_MESSAGES = {
 }
 
 
+# Packages of agentrio's extras: a module that needs one not installed is left out.
+EXTRAS = frozenset({"mcp", "httpx2"})
+
+
 def _import_all_agentrio_modules() -> None:
     for info in pkgutil.walk_packages(agentrio.__path__, prefix="agentrio."):
-        importlib.import_module(info.name)
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] not in EXTRAS:
+                raise
 
 
 def message_classes() -> list[type[agentrio.Message]]:
