@@ -94,7 +94,7 @@ def waits(impl: str, background: int, interactive: int, service_ms: float) -> di
                 provider._concurrency = _Fifo(CONCURRENCY)  # type: ignore[assignment]
             spec = agentrio.AgentSpec("a", provider.model("m"))
 
-            async def one(name: str, lane: agentrio.Lane) -> None:
+            async def one(name: str, lane: agentrio.types.Lane) -> None:
                 agent = await rt.spawn_agent(spec, name=name)
                 asked[name] = time.perf_counter()
                 result = await agent.run(name, lane=lane)

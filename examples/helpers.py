@@ -57,7 +57,7 @@ def model(request: FakeRequest) -> ModelReply:
     return ModelReply(text=" | ".join(m.content for m in results), usage=usage)
 
 
-async def approver(request: agentrio.ConfirmationRequired) -> agentrio.Approval:
+async def approver(request: agentrio.events.ConfirmationRequired) -> agentrio.Approval:
     """A programmatic approver: deleting is fine under tmp/, and nowhere else."""
     path = str(request.tool_call.arguments.get("path", ""))
     ok = path.startswith("tmp/")
@@ -66,7 +66,7 @@ async def approver(request: agentrio.ConfirmationRequired) -> agentrio.Approval:
     return agentrio.Approval(ok, "" if ok else "only files under tmp/ may be deleted")
 
 
-def show(title: str, res: agentrio.HelperResult) -> None:
+def show(title: str, res: agentrio.types.HelperResult) -> None:
     print(f"{title}: {res.stop_reason}, {res.usage.requests} model calls")
     for call in res.tool_results:
         path = call.arguments.get("path")
@@ -92,7 +92,7 @@ async def run_helpers() -> None:
                     llm,
                     tools=[read_file, delete_file],
                     permissions=agentrio.PermissionPolicy(
-                        rules=[agentrio.allow("read_file")], default="ask"
+                        rules=[agentrio.allow_rule("read_file")], default="ask"
                     ),
                     approver=approver,
                 )

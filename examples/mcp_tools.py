@@ -20,7 +20,7 @@ import trio
 
 import agentrio
 import agentrio.mcp
-from agentrio import AgentSpec, PermissionPolicy, ToolCallRequest, deny
+from agentrio import AgentSpec, PermissionPolicy, ToolCallRequest, deny_rule
 from agentrio.testing import Reply, ScriptedModel
 
 
@@ -84,7 +84,7 @@ async def main() -> None:
                     name="clerk",
                     model=model,
                     tools=notes.tools,
-                    permissions=PermissionPolicy([deny("notes__delete_*")]),
+                    permissions=PermissionPolicy([deny_rule("notes__delete_*")]),
                 )
             )
             result = await agent.run("Take a note, then tidy up.")

@@ -73,6 +73,8 @@ LAYERS: tuple[Layer, ...] = (
         (
             "agentrio",
             "agentrio.__main__",
+            "agentrio.events",
+            "agentrio.types",
             "agentrio.testing",
             "agentrio.demo",
             "agentrio.cli",

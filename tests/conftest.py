@@ -29,15 +29,17 @@ import agentrio
 
 
 @pytest.fixture
-def record_events(nursery: trio.Nursery) -> Callable[[agentrio.Runtime], list[agentrio.Event]]:
+def record_events(
+    nursery: trio.Nursery,
+) -> Callable[[agentrio.Runtime], list[agentrio.events.Event]]:
     """Subscribe to a runtime's events; the returned list fills in the background.
 
     After ``await trio.testing.wait_all_tasks_blocked()`` it holds every event
     published so far. The collector ends when the runtime closes.
     """
 
-    def start(rt: agentrio.Runtime, capacity: int = 100_000) -> list[agentrio.Event]:
-        events: list[agentrio.Event] = []
+    def start(rt: agentrio.Runtime, capacity: int = 100_000) -> list[agentrio.events.Event]:
+        events: list[agentrio.events.Event] = []
         stream = rt.events(capacity=capacity)
 
         async def collect() -> None:

@@ -29,22 +29,21 @@ import agentrio
 from agentrio import (
     AgentSpec,
     ChatMessage,
-    ConfirmationRequired,
     Deny,
-    PermissionDenied,
-    PermissionEscalation,
     PermissionPolicy,
     PhaseResult,
     ToolCallRequest,
     ToolResult,
-    ToolSchema,
     Usage,
     agent_tool,
-    allow,
-    ask,
-    deny,
+    allow_rule,
+    ask_rule,
+    deny_rule,
 )
+from agentrio.errors import PermissionEscalation
+from agentrio.events import ConfirmationRequired, PermissionDenied
 from agentrio.testing import FunctionModel, Reply
+from agentrio.types import ToolSchema
 
 RAN: list[str] = []
 
@@ -115,7 +114,7 @@ RESTRICTIONS: dict[str, tuple[dict[str, object], str]] = {
     "allowlist": ({}, "tool 'secret' is not allowed here"),
     "policy": (
         {
-            "permissions": PermissionPolicy(rules=[deny("secret"), allow("*")]),
+            "permissions": PermissionPolicy(rules=[deny_rule("secret"), allow_rule("*")]),
             "approver": lambda request: True,
         },
         "tool 'secret' is denied by the permission policy",
@@ -123,19 +122,19 @@ RESTRICTIONS: dict[str, tuple[dict[str, object], str]] = {
     "policy_default": (
         {
             "permissions": PermissionPolicy(
-                rules=[allow("public"), allow("delegate")], default="deny"
+                rules=[allow_rule("public"), allow_rule("delegate")], default="deny"
             ),
             "approver": lambda request: True,
         },
         "tool 'secret' is denied by the permission policy",
     ),
     "approval": (
-        {"permissions": PermissionPolicy(rules=[ask("secret")]), "approver": refuse},
+        {"permissions": PermissionPolicy(rules=[ask_rule("secret")]), "approver": refuse},
         "the approver refused 'secret'",
     ),
     "approval_timeout": (
         {
-            "permissions": PermissionPolicy(rules=[ask("secret")]),
+            "permissions": PermissionPolicy(rules=[ask_rule("secret")]),
             "approver": never_answer,
             "approval_timeout": 5,
         },
@@ -160,7 +159,7 @@ EAGER = AgentSpec(
     "eager",
     calls("secret"),
     tools=[secret],
-    permissions=PermissionPolicy(rules=[allow("*")]),
+    permissions=PermissionPolicy(rules=[allow_rule("*")]),
     approver=lambda request: True,
 )
 DELEGATE = agent_tool(EAGER, name="delegate")
@@ -264,7 +263,7 @@ def cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("path", "restriction"), cases(), ids=lambda v: v)
 async def test_no_path_reaches_a_tool_the_caller_may_not_use(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
     path: str,
     restriction: str,
 ) -> None:

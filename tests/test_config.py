@@ -20,14 +20,15 @@ from agentrio import (
     Limits,
     ModelReply,
     ProviderConfig,
-    ProviderModel,
     ToolCallRequest,
     Usage,
     load_config,
     parse_config,
 )
-from agentrio.config import Models, find_config, split_model, structure_limits
+from agentrio.config import Models, find_config, structure_limits
+from agentrio.providers.base import split_model
 from agentrio.testing import FakeLLMServer, FakeRequest, ScriptedModel, open_fake_llm
+from agentrio.types import ProviderModel
 
 GOOD = """\
 escalation = ["fast", "smart"]
@@ -188,14 +189,14 @@ async def test_the_runtime_takes_its_lanes_from_its_config(
 ) -> None:
     path = write(tmp_path / "agentrio.toml", LANES)
     async with agentrio.open_runtime(config=path) as rt:
-        lanes = rt._sup.shared.tool_lanes
+        lanes = rt._services.tool_lanes
         assert lanes is not None and lanes.policies[3].attempts == 3
     mine = agentrio.Lanes(tool_concurrency=1)
     async with agentrio.open_runtime(config=path, lanes=mine) as rt:
-        lanes = rt._sup.shared.tool_lanes
+        lanes = rt._services.tool_lanes
         assert lanes is not None and lanes.policies[3].attempts == 1  # lanes= wins
     async with agentrio.open_runtime(config=path, lanes=agentrio.Lanes()) as rt:
-        assert rt._sup.shared.tool_lanes is None  # nothing limited or retried: no lanes at all
+        assert rt._services.tool_lanes is None  # nothing limited or retried: no lanes at all
     with pytest.raises(InvalidArgument, match=r"lanes must be an agentrio\.Lanes"):
         async with agentrio.open_runtime(lanes={"tool_concurrency": 1}):  # type: ignore[arg-type]
             pass
@@ -721,14 +722,14 @@ async def test_the_lanes_of_a_found_config_file(
 ) -> None:
     write(no_config / "work" / "agentrio.toml", LANES)
     async with agentrio.open_runtime() as rt:  # ./agentrio.toml, as for tiers and modes
-        lanes = rt._sup.shared.tool_lanes
+        lanes = rt._services.tool_lanes
         assert lanes is not None and lanes.policies[3].attempts == 3
     async with agentrio.open_runtime(lanes=agentrio.Lanes()) as rt:
-        assert rt._sup.shared.tool_lanes is None  # lanes= wins
+        assert rt._services.tool_lanes is None  # lanes= wins
     # a found file that cannot be used is an error where it is first needed, not here
     monkeypatch.setenv("AGENTRIO_CONFIG", str(no_config / "missing.toml"))
     async with agentrio.open_runtime() as rt:
-        assert rt._sup.shared.tool_lanes is None
+        assert rt._services.tool_lanes is None
         with pytest.raises(ConfigError, match="cannot read it"):
             await rt.spawn_agent(AgentSpec("a", model="fast"))
 

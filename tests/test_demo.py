@@ -7,9 +7,10 @@ import socket
 import trio
 import trio.testing
 
-from agentrio import Budget, UsageTotals
+from agentrio import Budget
 from agentrio.demo import DemoProgress, DemoReport, demo_spec, run_demo, watch_progress
 from agentrio.testing import open_fake_llm
+from agentrio.types import UsageTotals
 
 # Per agent: three model turns over 2, 4 and 6 messages (12 tokens each) with
 # 12, 14 and 20 output tokens, and two tool calls.

@@ -27,28 +27,20 @@ from agentrio.testing import ScriptedModel
 
 CORE_MESSAGES = {
     agentrio.Message,
-    agentrio.Event,
-    agentrio.ActorStarted,
-    agentrio.ActorExited,
-    agentrio.ActorFailed,
-    agentrio.ActorRestarted,
-    agentrio.DeadLetter,
-    agentrio.SupervisorEscalated,
-    agentrio.EventsLost,
+    agentrio.events.Event,
+    agentrio.events.ActorStarted,
+    agentrio.events.ActorExited,
+    agentrio.events.ActorFailed,
+    agentrio.events.ActorRestarted,
+    agentrio.events.DeadLetter,
+    agentrio.events.SupervisorEscalated,
+    agentrio.events.EventsLost,
 }
-
-
-# Packages of agentrio's extras: a module that needs one not installed is left out.
-EXTRAS = frozenset({"mcp", "httpx2"})
 
 
 def _import_all_agentrio_modules() -> None:
     for info in pkgutil.walk_packages(agentrio.__path__, prefix="agentrio."):
-        try:
-            importlib.import_module(info.name)
-        except ModuleNotFoundError as exc:
-            if (exc.name or "").split(".")[0] not in EXTRAS:
-                raise
+        importlib.import_module(info.name)
 
 
 def message_classes() -> list[type[agentrio.Message]]:
@@ -264,7 +256,7 @@ def test_only_required_fields_decode_with_defaults(cls: type[agentrio.Message]) 
 
 
 def test_every_event_has_a_path() -> None:
-    events = [c for c in MESSAGES if issubclass(c, agentrio.Event)]
+    events = [c for c in MESSAGES if issubclass(c, agentrio.events.Event)]
     assert len(events) >= 7
     for cls in events:
         assert "path" in {f.name for f in msgspec.structs.fields(cls)}

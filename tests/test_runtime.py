@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,16 +15,17 @@ from agentrio import (
     ActorCrashed,
     ActorStopped,
     InvalidArgument,
-    RestartIntensityExceeded,
-    RuntimeClosed,
-    UnknownName,
+    PhaseResult,
 )
+from agentrio.agents.compose import agent_tool
+from agentrio.agents.phase import CALLER
+from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, UnknownName
 from agentrio.testing import FunctionModel, Reply
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
 
-RecordEvents = Callable[..., list[agentrio.Event]]
+RecordEvents = Callable[..., list[agentrio.events.Event]]
 
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
@@ -289,7 +290,7 @@ async def test_a_failing_subtree_escalates_up_to_the_root(record_events: RecordE
     assert "'team'" in str(err)
     assert "'team/w'" in str(err)
     await trio.testing.wait_all_tasks_blocked()  # let the recorder read the last events
-    escalated = [e for e in events if isinstance(e, agentrio.SupervisorEscalated)]
+    escalated = [e for e in events if isinstance(e, agentrio.events.SupervisorEscalated)]
     assert [(e.path, e.child) for e in escalated] == [
         ("team", "team/w"),
         ("team", "team/w"),
@@ -403,7 +404,7 @@ async def test_runtime_statistics() -> None:
             top.send_nowait(Put(n=2))
         await trio.testing.wait_all_tasks_blocked()
         stats = rt.statistics()
-        assert stats == agentrio.SupervisorStatistics(
+        assert stats == agentrio.types.SupervisorStatistics(
             path="",
             state="running",
             children=1,  # top has exited
@@ -418,3 +419,142 @@ async def test_runtime_statistics() -> None:
         gate.set()
     assert rt.statistics().state == "exited"
     assert rt.statistics().actors == 0
+
+
+# -- agents, helpers and maps under a supervisor of choice ---------------------------------
+
+
+def _answer(messages: Sequence[agentrio.ChatMessage], tools: Sequence[object]) -> Reply:
+    return Reply(text="did: " + [m.content for m in messages if m.role == "user"][-1])
+
+
+async def test_spawn_agent_helper_and_map_under_a_supervisor(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    spec = agentrio.AgentSpec("a", FunctionModel(_answer))
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        inner = await team.spawn_supervisor(name="inner")
+        top = await rt.spawn_agent(spec)
+        member = await rt.spawn_agent(spec, under=team, name="b")
+        deep = await rt.spawn_agent(spec, under=inner)
+        helper = rt.helper(FunctionModel(_answer), name="h", under=team)
+        assert [top.path, member.path, deep.path] == ["a", "team/b", "team/inner/a"]
+        assert helper.agent.path == "team/h"
+        assert team.lookup("b") is member.ref and inner.lookup("a") is deep.ref
+        assert (await member.run("go")).final_text == "did: go"
+        assert (await helper.execute("x")).content == "did: x"
+        mapped = await rt.map(spec, ["m1", "m2"], under=inner, concurrency=1)
+        assert [r.final_text for r in mapped if isinstance(r, agentrio.PhaseResult)] == [
+            "did: m1",
+            "did: m2",
+        ]
+        await team.stop()  # what was spawned under it stops with it, and only that
+        for agent in (member, deep, helper.agent):
+            assert agent.statistics().state == "exited"
+        assert top.statistics().state == "running"
+        with pytest.raises(RuntimeClosed, match="'team' has stopped"):
+            await rt.spawn_agent(spec, under=team)
+        with pytest.raises(RuntimeClosed):
+            rt.helper(FunctionModel(_answer), under=team)
+
+
+async def test_a_cancelled_supervisor_cancels_the_agents_spawned_under_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def slow(messages: Sequence[agentrio.ChatMessage], tools: Sequence[object]) -> Reply:
+        await trio.sleep(100)
+        return Reply(text="late")
+
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        agent = await rt.spawn_agent(agentrio.AgentSpec("a", FunctionModel(slow)), under=team)
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                with pytest.raises(ActorStopped):
+                    await agent.run("go")
+
+            nursery.start_soon(run)
+            await trio.testing.wait_all_tasks_blocked()
+            team.cancel()
+        assert agent.statistics().state == "exited"
+        assert trio.current_time() < 100
+
+
+async def test_under_must_be_a_supervisor_of_this_runtime(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    spec = agentrio.AgentSpec("a", FunctionModel(_answer))
+    async with agentrio.open_runtime() as other, agentrio.open_runtime() as rt:
+        foreign = await other.spawn_supervisor(name="foreign")
+        agent = await rt.spawn_agent(spec)
+        actor = await rt.spawn(Worker, [], name="w")
+        for bad, why in [
+            (agent, r"under must be a SupervisorRef .* got AgentRef: <AgentRef 'a' \w+>"),
+            (actor, r"under must be a SupervisorRef .* got ActorRef: <ActorRef 'w' \w+>"),
+            ("team", r"under must be a SupervisorRef .* got str: 'team'"),
+            (foreign, r"under=<SupervisorRef 'foreign'> is a supervisor of another runtime"),
+            (other, r"under=<Runtime ''> is a supervisor of another runtime"),
+        ]:
+            with pytest.raises(InvalidArgument, match=why):
+                await rt.spawn_agent(spec, under=bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidArgument, match=why):
+                rt.helper(FunctionModel(_answer), under=bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidArgument, match=why):
+                await rt.map(spec, ["x"], under=bad)  # type: ignore[arg-type]
+        assert [c.path for c in rt.children()] == ["a", "w"]
+        assert other.children() == [foreign] and foreign.children() == []
+        assert (await rt.spawn_agent(spec, under=rt, name="b")).path == "b"
+
+
+async def test_what_an_agent_spawns_draws_on_the_runtime_services(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Subagents, session helpers, the agents of a map and of an agent tool, and
+    background runs: all under the agent's supervisor, with the runtime's services."""
+    seen: dict[str, object] = {}
+
+    async def probe() -> str:
+        """Say who calls."""
+        caller = CALLER.get()
+        assert caller is not None and caller.cell is not None
+        seen[caller.cell.path] = caller.services
+        return "ok"
+
+    tool = agentrio.Tool(probe)
+    tool.needs_caller = True
+
+    def once(messages: Sequence[agentrio.ChatMessage], tools: Sequence[object]) -> Reply:
+        """One tool call (the agent tool for "delegate", else probe), then "done"."""
+        if messages[-1].role == "tool":
+            return Reply(text="done")
+        if messages[-1].content == "delegate":
+            return Reply(tool_calls=(agentrio.ToolCallRequest("ask_w", {"task": "t"}),))
+        return Reply(tool_calls=(agentrio.ToolCallRequest("probe"),))
+
+    worker = agentrio.AgentSpec("w", FunctionModel(once), tools=[tool])
+    async with agentrio.open_runtime(modes=[agentrio.Mode("brief", max_iterations=2)]) as rt:
+        team = await rt.spawn_supervisor(name="team")
+        as_tool = agent_tool(worker, name="ask_w")
+        lead = await rt.spawn_agent(
+            agentrio.AgentSpec(
+                "lead", FunctionModel(once), tools=[tool, as_tool], approver=lambda r: True
+            ),
+            under=team,
+        )
+        child = await lead.spawn_subagent(worker, name="child")
+        # A mode only the runtime has: found through the subagent's services.
+        assert (await child.run("go", mode="brief")).stop_reason == "done"
+        assert (await lead.helper(name="h").execute("go")).content == "done"
+        (mapped,) = await lead.map(worker, ["a"])
+        assert isinstance(mapped, PhaseResult) and mapped.stop_reason == "done"
+        await (await lead.start_background("go", mode="brief")).wait()
+        assert (await lead.run("delegate")).final_text == "done"
+    services = rt._services
+    assert seen.pop("team/lead") is services
+    assert seen.pop("team/child") is services  # a subagent
+    assert seen.pop("team/lead.h") is services  # a session helper
+    (tooled, mapped_path) = sorted(seen)  # the agent of an agent tool, and of a map
+    assert mapped_path.startswith("team/w.map") and tooled.startswith("team/lead.w-")
+    assert seen[mapped_path] is services and seen[tooled] is services

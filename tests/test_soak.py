@@ -28,13 +28,13 @@ from agentrio import (
     Budget,
     Limits,
     ModelReply,
-    PhaseEnded,
     PhaseResult,
     Provider,
     ProviderConfig,
     ToolCallRequest,
     Usage,
 )
+from agentrio.events import PhaseEnded
 from agentrio.testing import FakeLLMServer, FakeRequest, Faults, open_fake_llm
 
 # An agent cancelled while httpx is sending its request body leaves httpx's
@@ -45,7 +45,7 @@ pytestmark = pytest.mark.filterwarnings(
     ":ResourceWarning"
 )
 
-STOP_REASONS = set(typing.get_args(agentrio.StopReason))
+STOP_REASONS = set(typing.get_args(agentrio.types.StopReason))
 
 
 class LiveTasks(trio.abc.Instrument):
@@ -154,7 +154,7 @@ def providers(server: FakeLLMServer) -> list[Provider]:
 async def soak(
     n: int,
     seed: int,
-    record_events: Callable[..., list[agentrio.Event]],
+    record_events: Callable[..., list[agentrio.events.Event]],
 ) -> Counter[str]:
     rng = random.Random(seed)
     faults = Faults(
@@ -235,7 +235,7 @@ async def soak(
     assert sum(counts.values()) == n
 
     # Every phase that returned was announced as ended, once.
-    lost = [e for e in events if isinstance(e, agentrio.EventsLost)]
+    lost = [e for e in events if isinstance(e, agentrio.events.EventsLost)]
     ended = Counter(e.path for e in events if isinstance(e, PhaseEnded))
     if not lost:
         assert sum(ended.values()) == n - counts["cancelled (ActorStopped)"]
@@ -266,7 +266,7 @@ async def soak(
 
 async def test_chaos_soak_small(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[..., list[agentrio.Event]],
+    record_events: Callable[..., list[agentrio.events.Event]],
 ) -> None:
     counts = await soak(300, seed=2024, record_events=record_events)
     assert counts["error"] + counts["cancelled (ActorStopped)"] < 300 // 3
@@ -275,6 +275,6 @@ async def test_chaos_soak_small(
 @pytest.mark.soak
 async def test_chaos_soak_10k(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[..., list[agentrio.Event]],
+    record_events: Callable[..., list[agentrio.events.Event]],
 ) -> None:
     await soak(10_000, seed=7, record_events=record_events)

@@ -1,20 +1,33 @@
 """agentrio: many concurrent LLM agents in one process, as supervised Trio actors.
 
-Everything public is re-exported here; the modules behind it are private.
+The top level holds what you type: what you construct, call, subclass or
+catch. The rest has one documented home each:
+
+- `agentrio.events`: the events ``rt.events()`` publishes, ``Event``
+  and ``EventStream``;
+- `agentrio.errors`: every exception (the common ones are here too);
+- `agentrio.types`: the types of what agentrio hands you (results,
+  statistics, hook arguments, literal aliases, the context actor's messages);
+- `agentrio.testing`: scripted models and a fake LLM server.
+
+The modules behind them (``agentrio.core``, ``agentrio.agents``, ...) are
+private: their layout may change.
 """
 
+import inspect as _inspect
+import sys as _sys
+import typing as _typing
+
+from . import events as _events
+from . import types as _types
 from ._version import __version__ as __version__
 from .agents.agent import AgentRef as AgentRef
 from .agents.agent import AgentSpec as AgentSpec
-from .agents.agent import StepInfo as StepInfo
 from .agents.budget import Budget as Budget
-from .agents.budget import Lease as Lease
-from .agents.budget import UsageTotals as UsageTotals
 from .agents.compaction import Compaction as Compaction
 from .agents.compose import agent_tool as agent_tool
 from .agents.continuation import looks_unfinished as looks_unfinished
 from .agents.helper import Helper as Helper
-from .agents.helper import HelperResult as HelperResult
 from .agents.lanes import LanePolicy as LanePolicy
 from .agents.lanes import Lanes as Lanes
 from .agents.limits import Limits as Limits
@@ -22,13 +35,10 @@ from .agents.modes import Mode as Mode
 from .agents.policy import Approval as Approval
 from .agents.policy import Deny as Deny
 from .agents.policy import PermissionPolicy as PermissionPolicy
-from .agents.policy import Rule as Rule
-from .agents.policy import allow as allow
-from .agents.policy import ask as ask
-from .agents.policy import deny as deny
+from .agents.policy import allow_rule as allow_rule
+from .agents.policy import ask_rule as ask_rule
+from .agents.policy import deny_rule as deny_rule
 from .agents.policy import terminal_approver as terminal_approver
-from .agents.respond import BackgroundRun as BackgroundRun
-from .agents.respond import Response as Response
 from .agents.router import Route as Route
 from .agents.router import RuleRouter as RuleRouter
 from .agents.tool import Tool as Tool
@@ -39,100 +49,147 @@ from .config import load_config as load_config
 from .config import parse_config as parse_config
 from .core.actor import Actor as Actor
 from .core.actor import ActorRef as ActorRef
-from .core.actor import ActorStatistics as ActorStatistics
 from .core.actor import InlineActor as InlineActor
-from .core.actor import RestartPolicy as RestartPolicy
-from .core.bus import EventStream as EventStream
 from .core.ref import SupervisorRef as SupervisorRef
-from .core.ref import SupervisorStatistics as SupervisorStatistics
 from .core.restart import Backoff as Backoff
 from .core.restart import RestartIntensity as RestartIntensity
-from .core.restart import Strategy as Strategy
 from .errors import ActorCrashed as ActorCrashed
 from .errors import ActorError as ActorError
 from .errors import ActorStopped as ActorStopped
 from .errors import AgentrioError as AgentrioError
 from .errors import AskTimeout as AskTimeout
-from .errors import AuthError as AuthError
-from .errors import BadResponse as BadResponse
 from .errors import ConfigError as ConfigError
-from .errors import DuplicateName as DuplicateName
-from .errors import HelperTurnsExceeded as HelperTurnsExceeded
 from .errors import InvalidArgument as InvalidArgument
-from .errors import MailboxFull as MailboxFull
-from .errors import NotAMessage as NotAMessage
-from .errors import PermissionEscalation as PermissionEscalation
 from .errors import ProviderError as ProviderError
-from .errors import ProviderUnavailable as ProviderUnavailable
-from .errors import RateLimited as RateLimited
-from .errors import RestartIntensityExceeded as RestartIntensityExceeded
-from .errors import RuntimeClosed as RuntimeClosed
-from .errors import SelfAsk as SelfAsk
-from .errors import ToolArgumentsInvalid as ToolArgumentsInvalid
-from .errors import ToolError as ToolError
-from .errors import ToolResultInvalid as ToolResultInvalid
-from .errors import UnknownName as UnknownName
-from .errors import UsageError as UsageError
-from .errors import UsageInvalid as UsageInvalid
-from .messages import ActorExited as ActorExited
-from .messages import ActorFailed as ActorFailed
-from .messages import ActorRestarted as ActorRestarted
-from .messages import ActorStarted as ActorStarted
-from .messages import BudgetExhausted as BudgetExhausted
 from .messages import ChatMessage as ChatMessage
-from .messages import CompactionFailed as CompactionFailed
-from .messages import ConfirmationReceived as ConfirmationReceived
-from .messages import ConfirmationRequired as ConfirmationRequired
-from .messages import ContextAppend as ContextAppend
-from .messages import ContextCompact as ContextCompact
-from .messages import ContextCompacted as ContextCompacted
-from .messages import ContextRead as ContextRead
-from .messages import ContextReadTurns as ContextReadTurns
-from .messages import ContextReset as ContextReset
-from .messages import ContextTruncated as ContextTruncated
-from .messages import ContinuationInjected as ContinuationInjected
-from .messages import DeadLetter as DeadLetter
-from .messages import Event as Event
-from .messages import EventsLost as EventsLost
-from .messages import FinishReason as FinishReason
-from .messages import Lane as Lane
 from .messages import Message as Message
 from .messages import ModelReply as ModelReply
 from .messages import ModelSettings as ModelSettings
-from .messages import PermissionDenied as PermissionDenied
-from .messages import PhaseEnded as PhaseEnded
-from .messages import PhaseError as PhaseError
 from .messages import PhaseResult as PhaseResult
-from .messages import PhaseStarted as PhaseStarted
-from .messages import Routed as Routed
 from .messages import RunPhase as RunPhase
-from .messages import Stalled as Stalled
-from .messages import StopReason as StopReason
-from .messages import SubagentEnded as SubagentEnded
-from .messages import SubagentStarted as SubagentStarted
-from .messages import SupervisorEscalated as SupervisorEscalated
-from .messages import TextDelta as TextDelta
-from .messages import ThinkingBlock as ThinkingBlock
 from .messages import ToolCallRequest as ToolCallRequest
-from .messages import ToolDeadLetter as ToolDeadLetter
-from .messages import ToolEnded as ToolEnded
 from .messages import ToolResult as ToolResult
-from .messages import ToolRetry as ToolRetry
-from .messages import ToolStarted as ToolStarted
-from .messages import ToolStatus as ToolStatus
-from .messages import Turn as Turn
-from .messages import TurnEnded as TurnEnded
-from .messages import TurnStarted as TurnStarted
 from .messages import Usage as Usage
-from .messages import WorkspaceWriteFailed as WorkspaceWriteFailed
-from .providers.base import AttemptMeter as AttemptMeter
 from .providers.base import Model as Model
-from .providers.base import ToolSchema as ToolSchema
 from .providers.provider import Provider as Provider
 from .providers.provider import ProviderConfig as ProviderConfig
-from .providers.provider import ProviderModel as ProviderModel
-from .providers.provider import ProviderStatistics as ProviderStatistics
 from .providers.tokens import estimate_tokens as estimate_tokens
 from .runtime import Runtime as Runtime
 from .runtime import open_runtime as open_runtime
 from .workspace import Workspace as Workspace
+
+__all__ = [
+    # the runtime and its configuration
+    "open_runtime",
+    "Runtime",
+    "Config",
+    "load_config",
+    "parse_config",
+    # agents
+    "AgentSpec",
+    "AgentRef",
+    "Limits",
+    "Budget",
+    "Compaction",
+    "Workspace",
+    "estimate_tokens",
+    "looks_unfinished",
+    # messages, and what a model reads and answers
+    "Message",
+    "RunPhase",
+    "PhaseResult",
+    "ChatMessage",
+    "ModelReply",
+    "ModelSettings",
+    "ToolCallRequest",
+    "ToolResult",
+    "Usage",
+    # models and providers
+    "Model",
+    "Provider",
+    "ProviderConfig",
+    # tools
+    "tool",
+    "Tool",
+    "ToolContext",
+    # permissions
+    "PermissionPolicy",
+    "allow_rule",
+    "ask_rule",
+    "deny_rule",
+    "Approval",
+    "Deny",
+    "terminal_approver",
+    # composition
+    "agent_tool",
+    "Helper",
+    # modes, routing and lanes
+    "Mode",
+    "Route",
+    "RuleRouter",
+    "Lanes",
+    "LanePolicy",
+    # actors and supervisors
+    "Actor",
+    "InlineActor",
+    "ActorRef",
+    "SupervisorRef",
+    "Backoff",
+    "RestartIntensity",
+    # the common exceptions (their home, with the rest, is agentrio.errors)
+    "AgentrioError",
+    "InvalidArgument",
+    "ConfigError",
+    "ActorError",
+    "ActorCrashed",
+    "ActorStopped",
+    "AskTimeout",
+    "ProviderError",
+]
+
+
+def _resolve_annotations(cls: type) -> None:
+    """Replace *cls*'s own string annotations by what they name, in the module
+    that defined it.
+
+    Annotations are strings here (``from __future__ import annotations``), and
+    ``typing.get_type_hints``, msgspec and cattrs read them in the module
+    ``cls.__module__`` names. Once that is the public home, they would be read
+    there, where the defining module's imports (``Usage``, ``Literal``...)
+    are missing.
+    """
+    own = _inspect.get_annotations(cls)
+    if not own or not any(isinstance(value, str) for value in own.values()):
+        return
+    hints = _typing.get_type_hints(cls, include_extras=True)
+    cls.__annotations__ = {name: hints[name] for name in own}
+
+
+def _fix_module_metadata() -> None:
+    """Set ``__module__`` of every public class and function to its public home.
+
+    So reprs, tracebacks and docs say ``agentrio.AgentSpec``,
+    ``agentrio.events.ToolEnded``, ``agentrio.errors.ActorCrashed`` (the
+    errors' home is ``agentrio.errors``, whose module they are defined in) and
+    pickles name them there. As trio does; typing aliases are left as they are.
+    """
+    homes = {name: __name__ for name in __all__}
+    for namespace in (_events, _types):
+        homes.update(dict.fromkeys(namespace.__all__, namespace.__name__))
+    public = {name: getattr(_sys.modules[home], name) for name, home in homes.items()}
+    fixed = {
+        name: value
+        for name, value in public.items()
+        if (_inspect.isclass(value) or _inspect.isfunction(value))
+        and value.__module__ != "agentrio.errors"
+    }
+    # First every annotation, while each class still names its own module...
+    for value in fixed.values():
+        if _inspect.isclass(value):
+            _resolve_annotations(value)
+    # ...then the new names.
+    for name, value in fixed.items():
+        value.__module__ = homes[name]
+
+
+_fix_module_metadata()

@@ -17,7 +17,9 @@ __all__ = [
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
-    """*value* if it is an int >= *minimum*, else :class:`InvalidArgument` naming *name*."""
+    """*value* if it is an int >= *minimum*, else
+    [`InvalidArgument`][agentrio.errors.InvalidArgument]
+    naming *name*."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InvalidArgument(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
@@ -53,13 +55,14 @@ def is_reserved(name: str) -> bool:
 
 
 def check_timeout(name: str, value: float | None) -> None:
-    """Raise :class:`InvalidArgument` unless *value* is ``None`` or a number >= 0."""
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *value* is ``None`` or a
+    number >= 0."""
     check_seconds(name, value, optional=True)
 
 
 def check_seconds(name: str, value: object, *, optional: bool = False) -> None:
-    """Raise :class:`InvalidArgument` unless *value* is a number of seconds >= 0
-    (or, if *optional*, ``None``)."""
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *value* is a number of
+    seconds >= 0 (or, if *optional*, ``None``)."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -8,7 +8,7 @@ way, 17 us with the calls below. They keep Trio's rules: each is a
 checkpoint (a cancellation point and a schedule point), and waits are
 ``trio.lowlevel.wait_readable`` / ``wait_writable``.
 
-Only one task may use a :class:`RawSocket` at a time (as for any Trio stream).
+Only one task may use a `RawSocket` at a time (as for any Trio stream).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """agentrio.toml: provider instances and model tiers, structured by cattrs into attrs classes.
 
 Example (top-level keys such as ``escalation`` go before the first table:
-after ``[tiers]`` they would belong to it)::
+after ``[tiers]`` they would belong to it):
 
     escalation = ["fast", "smart"]
 
@@ -69,7 +69,7 @@ from .agents.modes import PRESETS, Mode
 from .agents.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
-from .providers.base import Model
+from .providers.base import MODEL_FORMAT, Model, split_model
 from .providers.limiter import LANES
 from .providers.provider import Provider, ProviderConfig
 from .providers.redact import redact_url
@@ -80,48 +80,97 @@ __all__ = [
     "find_config",
     "load_config",
     "parse_config",
-    "split_model",
     "structure_limits",
     "structure_modes",
 ]
 
 _TOP_LEVEL = ("providers", "tiers", "escalation", "limits", "modes", "router", "lanes")
-_FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
-
-
-def split_model(text: str) -> tuple[str, str]:
-    """Split ``"instance:model"`` at the first colon.
-
-    Raises:
-        ConfigError: no colon, or an empty part; the message spells out the format.
-    """
-    instance, colon, model = text.partition(":")
-    if not colon or not instance or not model:
-        raise ConfigError(f"model strings are {_FORMAT}, got {text!r}")
-    return instance, model
 
 
 @attrs.frozen
 class Config:
     """The parsed agentrio.toml.
 
+    Pass it (or the path of a file) as ``open_runtime(config=...)``. Agents
+    whose ``model`` is a string resolve it through it when spawned; one
+    [`Provider`][agentrio.Provider] is made per instance, on first use, and closed
+    when the runtime ends. Without ``config=``, the runtime calls
+    [`load_config`][agentrio.load_config] the first time it needs one. The file
+    is described in [agentrio.toml][agentriotoml]; for example:
+
+        escalation = ["fast", "smart"]   # before the first [table]
+
+        [providers.local]
+        kind = "ollama"
+        base_url = "http://127.0.0.1:11434"
+
+        [providers.openai]
+        kind = "openai"
+        base_url = "https://api.openai.com/v1"
+        api_key_env = "OPENAI_API_KEY"
+
+        [tiers]
+        fast = "local:qwen2.5:0.5b"
+        smart = "openai:gpt-4o"
+
+        [limits]
+        max_iterations = 20
+        max_identical_results = 0   # 0 turns a stall rule off (TOML has no null)
+
+        [modes.inline]
+        max_iterations = 8
+
+        [router]
+        simple_tier = "fast"
+        complex_tier = "smart"
+
+        [lanes]
+        tool_concurrency = 8
+
+        [lanes.background]
+        max_concurrency = 2
+        attempts = 3
+
     Attributes:
-        providers: provider instances by name.
+        providers: provider instances by name (``[providers.NAME]`` tables).
         tiers: tier name -> ``"instance:model"``.
         escalation: tiers in order: a stalled phase on one is retried once on
             the next (with ``AgentSpec(escalate_on_stall=True)``).
         path: the file it came from (None when built in code).
-        limits: the ``[limits]`` table, as :class:`agentrio.Limits` (the
-            fields it leaves out keep their defaults); for the specs that
-            want it: ``AgentSpec(..., limits=config.limits)``.
+        limits: the ``[limits]`` table, as [`agentrio.Limits`][agentrio.Limits]: the
+            fields it sets, each checked as ``Limits`` checks it, and the
+            defaults for the rest (``Limits()`` without the table); ``0``
+            turns ``max_identical_calls`` or ``max_identical_results`` off.
+            The runtime does not apply it by itself: pass it to the specs
+            that should have it, ``AgentSpec(..., limits=config.limits)``
+            (or ``attrs.evolve(config.limits, ...)`` to change a field).
         modes: the modes by name: the presets (``inline``, ``background``)
             with the ``[modes.NAME]`` tables laid over them (a new name is
-            laid over ``Mode(NAME)``). A runtime with this configuration
-            runs ``run(mode="NAME")`` and ``respond()`` in them.
-        router: the ``[router]`` table, as the :class:`agentrio.RuleRouter`
-            that ``respond()`` uses by default.
-        lanes: the ``[lanes]`` table: how each lane's tool calls are limited
-            and retried (used by ``open_runtime(config=...)``).
+            laid over ``Mode(NAME)``; the fields a table leaves out keep
+            their values). A table takes ``max_iterations``, ``timeout``
+            (``inf``: no deadline), ``max_continuation_turns`` and ``lane``,
+            each checked as ``Mode`` checks it. A runtime with this
+            configuration runs ``run(mode="NAME")`` and ``respond()`` in them
+            (under ``open_runtime(modes=...)``).
+        router: the ``[router]`` table, as the [`agentrio.RuleRouter`][agentrio.RuleRouter]
+            (its fields; the ones it leaves out keep their defaults) that
+            ``respond()`` uses unless one is given to it or to
+            ``open_runtime``.
+        lanes: the ``[lanes]`` table, a [`Lanes`][agentrio.Lanes]:
+            ``tool_concurrency``, and a table per lane (``interactive``,
+            ``query``, ``execute``, ``background``; ``control`` for
+            ``interactive``) with the fields of ``LanePolicy``.
+            ``open_runtime(config=...)`` uses it unless given ``lanes=``; a
+            configuration the runtime finds only when an agent first needs
+            a model string comes too late for its lanes.
+
+    Raises:
+        ConfigError: a tier names a provider that is not configured, or is
+            not an ``"instance:model"`` string; ``escalation`` names an
+            unknown tier; ``limits`` is not a ``Limits``; a ``modes`` entry is
+            not a ``Mode`` of its key's name; ``router`` is not a
+            ``RuleRouter``, or names a tier that is not in ``tiers`` (an
+            ``"instance:model"`` string is taken as it is).
     """
 
     providers: dict[str, ProviderConfig] = attrs.field(factory=dict)
@@ -526,10 +575,20 @@ def structure_modes(table: object, *, where: str) -> dict[str, Mode]:
 
 
 def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
-    """Structure the contents of an agentrio.toml (already parsed) into a :class:`Config`.
+    """Structure the contents of an agentrio.toml (already parsed into a dict, with
+    ``tomllib``) into a [`Config`][agentrio.Config]; *path* is used in error messages.
 
     Raises:
-        ConfigError: naming *path*, the key and what was expected.
+        ConfigError: an unknown top-level key (only ``providers``, ``tiers``,
+            ``escalation``, ``limits``, ``modes``, ``router`` and ``lanes``
+            are known), an unknown key in a provider table, in ``[limits]``,
+            in a ``[modes.NAME]`` table, in ``[router]`` or in ``[lanes]``
+            (the message names the likeliest key meant and lists the
+            table's keys; for ``[lanes]``, a lane that does not exist, or
+            ``control`` and ``interactive`` both given), a missing key, or a
+            bad value; the message names *path*, the key and what was
+            expected, in English: ``agentrio.toml: providers.local.kind must
+            be one of "openai", "anthropic", "ollama", got "foo"``.
     """
     where = path or "the configuration"
     extra = set(data) - set(_TOP_LEVEL)
@@ -609,10 +668,16 @@ def find_config() -> Path | None:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Read and structure an agentrio.toml (*path*, else :func:`find_config`'s).
+    """Read and structure an agentrio.toml.
+
+    Without *path*, the file is ``$AGENTRIO_CONFIG`` if set, else
+    ``./agentrio.toml``, else ``agentrio/agentrio.toml`` in
+    ``$XDG_CONFIG_HOME`` (default ``~/.config``).
 
     Raises:
-        ConfigError: no file, unreadable TOML, or a bad value (file, key and why).
+        ConfigError: no file was found, it cannot be read, it is not TOML,
+            or a value is wrong; the message names the file, the key and what
+            was expected.
     """
     file = Path(path) if path is not None else find_config()
     if file is None:
@@ -632,8 +697,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
 class Models:
     """Turns tier names and ``"instance:model"`` strings into model objects.
 
-    One :class:`Provider` (one connection pool) is made per instance, on first
-    use, and shared by every model of that instance; :meth:`aclose` closes them.
+    One [`Provider`][agentrio.Provider] (one connection pool) is made per instance, on first
+    use, and shared by every model of that instance; `aclose` closes them.
     """
 
     def __init__(self, config: Config) -> None:
@@ -663,7 +728,7 @@ class Models:
             if target is None:
                 raise ConfigError(
                     f"{model!r} is neither a tier ({sorted(self.config.tiers) or 'none'}) "
-                    f"nor a model string {_FORMAT}"
+                    f"nor a model string {MODEL_FORMAT}"
                 )
             model = target
         instance, name = split_model(model)

@@ -72,7 +72,7 @@ _PATHS = {
 
 @attrs.frozen
 class DemoProgress:
-    """A snapshot of a running demo, for :func:`run_demo`'s *on_progress*.
+    """A snapshot of a running demo, for `run_demo`'s *on_progress*.
 
     Attributes:
         agents: how many agents the demo runs.
@@ -246,13 +246,13 @@ async def run_demo(
 
     By default the model is the built-in script served by the fake LLM server
     on 127.0.0.1, so every model call is a real HTTP request through a
-    :class:`~agentrio.Provider`. With *base_url* the same swarm talks to a real
+    [`Provider`][agentrio.Provider]. With *base_url* the same swarm talks to a real
     server (OpenAI-compatible by default: OpenAI, vLLM, LM Studio, Ollama's
     ``/v1``). With ``over_http=False`` the script runs in process.
 
     *on_progress*, if given, is called every *progress_every* seconds while
     the swarm runs, and once more at the end (``final=True``), with a
-    :class:`DemoProgress`; it must not block.
+    `DemoProgress`; it must not block.
     """
     swarm = partial(_swarm, agents, max_total_tokens, on_progress, progress_every)
     if base_url is not None:

@@ -1,8 +1,14 @@
-"""The one exception tree of agentrio.
+"""The one exception tree of agentrio: ``agentrio.errors``, the public home of every exception.
+
+The exceptions code usually catches are at the top level too
+(``agentrio.ActorCrashed`` is ``agentrio.errors.ActorCrashed``): ``AgentrioError``,
+``InvalidArgument``, ``ConfigError``, ``ActorError``, ``ActorCrashed``,
+``ActorStopped``, ``AskTimeout`` and ``ProviderError``. The rest are spelled
+``agentrio.errors.MailboxFull``.
 
 Misuse of the API (a bug in the calling code) and failures at run time (an
 actor crashed, a reply did not come) are separate branches, so that code can
-catch the second without hiding the first::
+catch the second without hiding the first:
 
     AgentrioError
     ├── UsageError                  the caller did something wrong
@@ -80,7 +86,7 @@ class InvalidArgument(UsageError, TypeError, ValueError):
 
 
 class NotAMessage(UsageError, TypeError):
-    """Something that is not an :class:`agentrio.Message` was sent to an actor."""
+    """Something that is not an [`agentrio.Message`][agentrio.Message] was sent to an actor."""
 
 
 class DuplicateName(UsageError):
@@ -100,21 +106,24 @@ class RuntimeClosed(UsageError):
 
 
 class ConfigError(UsageError, ValueError):
-    """The configuration (agentrio.toml, a tier or a model string) is wrong.
+    """The configuration (agentrio.toml, a tier, a model string or a ``ProviderConfig``)
+    is wrong.
 
     The message names the file, the key and what was expected.
     """
 
 
 class PermissionEscalation(UsageError):
-    """A subagent (or agent tool) was given tools its parent may not use."""
+    """A subagent (or an agent tool's, a ``map``'s or a session helper's agent) was
+    given tools its parent may not use."""
 
 
 class HelperTurnsExceeded(AgentrioError):
     """A helper reached its ``max_turns`` without a final answer.
 
     Attributes:
-        result: what it did get done (a :class:`agentrio.HelperResult`).
+        result: what it did get done (a
+            [`agentrio.types.HelperResult`][agentrio.types.HelperResult]).
     """
 
     def __init__(self, message: str, *, result: object) -> None:
@@ -123,7 +132,9 @@ class HelperTurnsExceeded(AgentrioError):
 
 
 class ToolError(AgentrioError):
-    """A tool call could not produce a result (inside a phase: a ``failed`` result)."""
+    """A tool call could not produce a result; raised by ``Tool.validate`` and
+    ``Tool.call``. Inside a phase it never escapes: the model sees a ``failed``
+    result instead."""
 
 
 class ToolArgumentsInvalid(ToolError, ValueError):
@@ -136,6 +147,8 @@ class ToolResultInvalid(ToolError, TypeError):
 
 class ProviderError(AgentrioError):
     """A model provider failed after its retries; the agent ends the phase with ``error``.
+
+    It reaches your code only when you call a provider yourself.
 
     Attributes:
         provider: the name of the provider instance.
@@ -153,7 +166,8 @@ class RateLimited(ProviderError):
     than the provider's ``max_retry_wait`` (then the call fails at once).
 
     Attributes:
-        retry_after: the seconds it asked to wait, if it said.
+        retry_after: the seconds it asked to wait, if it said (the server's
+            value, even beyond the ceiling).
     """
 
     def __init__(
@@ -164,22 +178,30 @@ class RateLimited(ProviderError):
 
 
 class ProviderUnavailable(ProviderError):
-    """Connections failed, 5xx answers kept coming, or the circuit breaker is open."""
+    """Connections failed, attempts timed out, 5xx answers kept coming, or the circuit
+    breaker is open."""
 
 
 class BadResponse(ProviderError):
     """The response could not be understood: not JSON, the wrong shape, or a cut stream;
     or it passed a size limit (``max_response_bytes``, ``max_line_bytes``,
-    ``max_reply_chars``), which the message names."""
+    ``max_reply_chars``), which the message names (``... larger than
+    max_response_bytes (67108864 bytes); the connection was dropped``): that
+    one at once, not retried."""
 
 
 class UsageInvalid(BadResponse):
-    """A model reported usage the budget cannot charge: a token count that is not
-    an int >= 0, or a cost that is negative, NaN or infinite.
+    """A model reported usage the budget cannot charge: a ``ModelReply.usage`` that
+    is not a ``Usage`` (``None``, a tuple, a dict), a token count that is not an
+    int >= 0, or a cost that is negative, NaN or infinite (from a
+    ``ModelReply``, or through an ``AttemptMeter``).
 
-    The phase ends with ``error`` and the call's reservation is charged as
-    spent, never refunded. (A provider's wire formats read such a count in an
-    HTTP answer as 0, so this comes from model objects.)
+    The phase ends with ``error`` (its ``PhaseError`` has
+    ``error_type="UsageInvalid"``) and the call's reservation is charged as
+    spent, never refunded. Its ``provider`` is the provider's name for a
+    ``ProviderModel``, else the model's class name. (A provider's wire formats
+    read a malformed count in an HTTP answer as 0, so this comes from model
+    objects.)
     """
 
 
@@ -236,6 +258,7 @@ class RestartIntensityExceeded(ActorError):
     """A supervisor saw more restarts within its period than it allows, and failed.
 
     Attributes:
+        path: the supervisor.
         child: the path of the child whose crash went over the limit.
         cause: that child's exception (also ``__cause__``).
     """

@@ -1,6 +1,6 @@
 """Every message and event type of agentrio.
 
-Messages are frozen, tagged :class:`msgspec.Struct` subclasses: together they
+Messages are frozen, tagged `msgspec.Struct` subclasses: together they
 form one tagged union that encodes to msgpack and JSON, so the same messages
 can later cross a process boundary. They hold data only: no callables, locks
 or handles. New fields get defaults (msgspec's schema-evolution rules).
@@ -73,15 +73,23 @@ __all__ = [
 class Message(msgspec.Struct, frozen=True, tag=True, gc=False):
     """Base class of everything an actor can be sent.
 
-    Subclasses are frozen and tagged with their class name, so any message
-    round-trips through ``msgspec.msgpack`` and ``msgspec.json``. Messages are
-    not tracked by CPython's cyclic GC (``gc=False``, inherited): they are
-    immutable data and cannot be part of a reference cycle, and at 10k live
-    agents the collector walking every message in every history costs more
-    than any hop::
+    Subclass it with typed fields:
 
-        class Greet(agentrio.Message):
+        class Greet(agentrio.Message, frozen=True):
             who: str
+
+    Subclasses are frozen and tagged with their class name, so any message
+    round-trips through ``msgspec.msgpack`` and ``msgspec.json``. Messages
+    hold data only: no callables, locks or handles. New fields of an
+    existing message get defaults. (``frozen=True`` is inherited; writing it
+    out keeps mypy content.)
+
+    Messages are not tracked by CPython's cyclic GC (``gc=False``,
+    inherited): they are immutable data and cannot be part of a reference
+    cycle, and at 10k live agents the collector walking every message in
+    every history costs more than any hop. So do not put a mutable
+    container that could end up referring back to the message into a
+    message field.
     """
 
 
@@ -99,19 +107,25 @@ ExitReason = Literal["stopped", "cancelled", "crashed"]
 
 
 class ActorStarted(Event, frozen=True, tag=True):
-    """An actor (or supervisor) started; ``restarts`` counts earlier incarnations."""
+    """An actor finished ``on_start``, or a supervisor started; ``restarts`` counts
+    earlier incarnations."""
 
     restarts: int = 0
 
 
 class ActorExited(Event, frozen=True, tag=True):
-    """An actor (or supervisor) ended for good and will not be restarted."""
+    """An actor (or supervisor) ended for good and will not be restarted.
+
+    Attributes:
+        reason: ``"stopped"`` (a graceful stop), ``"cancelled"`` or ``"crashed"``.
+    """
 
     reason: ExitReason = "stopped"
 
 
 class ActorFailed(Event, frozen=True, tag=True):
-    """An actor's ``handle`` or ``on_start`` raised; its supervisor decides what next.
+    """An actor's constructor, ``on_start``, ``handle`` or ``on_stop`` raised, or a child
+    supervisor failed; its supervisor decides what happens next.
 
     Attributes:
         error_type: the exception's class name.
@@ -123,20 +137,29 @@ class ActorFailed(Event, frozen=True, tag=True):
 
 
 class ActorRestarted(Event, frozen=True, tag=True):
-    """A supervisor restarted an actor after ``delay`` seconds of backoff."""
+    """A supervisor decided to restart (or resume) an actor or supervisor.
+
+    Attributes:
+        restarts: the new restart count.
+        delay: seconds of backoff before the new incarnation starts.
+    """
 
     restarts: int = 0
     delay: float = 0.0
 
 
 class DeadLetter(Event, frozen=True, tag=True):
-    """A message that was never handled: sent to a stopped actor, or the one that crashed it.
+    """A message that was never handled: sent to a stopped actor, left in its mailbox
+    when it ended, cut short by a cancel, or the one that crashed it.
+
+    Dead letters are counted in ``SupervisorStatistics.dead_letters`` even when
+    nobody subscribes to events.
 
     Attributes:
         reason: ``"stopped"``, ``"cancelled"``, ``"crashed"`` or ``"crashed_on"``
             (this message crashed the actor).
-        message_type: the tag of the message.
-        message: a short ``repr`` of the message, for logs.
+        message_type: the tag (class name) of the message.
+        message: a short ``repr`` of the message (at most 200 characters), for logs.
     """
 
     reason: str = "stopped"
@@ -148,6 +171,7 @@ class SupervisorEscalated(Event, frozen=True, tag=True):
     """A supervisor exceeded its restart intensity and failed to its parent.
 
     Attributes:
+        path: the supervisor (``""`` for the root).
         child: the child whose crash went over the limit.
         error: ``str()`` of that child's exception.
     """
@@ -157,7 +181,10 @@ class SupervisorEscalated(Event, frozen=True, tag=True):
 
 
 class EventsLost(Event, frozen=True, tag=True):
-    """This subscriber fell behind and ``count`` events were dropped for it."""
+    """This subscriber fell behind and ``count`` events were dropped for it.
+
+    It takes the place of the lost events in the stream; its ``path`` is ``""``.
+    """
 
     count: int = 0
 
@@ -177,14 +204,91 @@ StopReason = Literal[
     "content_filter",
     "refusal",
 ]
+"""Why a phase ended:
+
+- ``"done"``: the model answered without tool calls (or the direct tool calls
+  ran); with ``Limits.max_continuation_turns``, an answer that read as
+  unfinished was continued first, up to that many times.
+- ``"max_iterations"``: every allowed model call asked for tools.
+- ``"budget_exhausted"``: a model call would not fit the budget, even after
+  the calls in flight settle.
+- ``"stop_requested"``: ``AgentRef.request_stop`` was called.
+- ``"timeout"``: the phase ran past ``Limits.timeout``.
+- ``"stalled"``: the model repeated a tool call (``Limits.max_identical_calls``
+  times, 2 by default), or got identical results in a row
+  (``Limits.max_identical_results``, 3 by default).
+- ``"error"``: the model call raised or returned something that is not a
+  ``ModelReply``, ``on_step`` or the ``continuation_detector`` raised, or a
+  provider's tool-call arguments could not be parsed ``max_parse_retries``
+  turns in a row.
+- ``"cancelled"``: the task awaiting the phase's ``run()`` (or ``execute()``,
+  or the ``map`` or agent tool that ran it) was cancelled. Nobody receives the
+  ``PhaseResult``; the ``PhaseEnded`` event and the run summary carry the
+  reason.
+- ``"max_output_tokens"``: the model's last answer, without tool calls, was
+  cut at the output limit (``ModelReply.finish_reason == "length"``), also
+  when it was the final answer after ``max_iterations`` or a stall;
+  ``final_text`` is the cut text.
+- ``"content_filter"``: the provider's content filter cut that answer
+  (``finish_reason == "content_filter"``).
+- ``"refusal"``: the model refused (``finish_reason == "refusal"``);
+  ``final_text`` is the refusal's text.
+"""
 ToolStatus = Literal["ok", "failed", "timeout", "denied"]
+"""How a tool call ended:
+
+- ``"ok"``: the tool returned.
+- ``"failed"``: bad or unparseable arguments, the tool raised, its result is
+  not JSON-encodable, or the ``post_tool_use`` hook raised.
+- ``"timeout"``: the tool ran past ``Limits.tool_timeout``, or the phase ended
+  while it ran.
+- ``"denied"``: it did not run: the tool is not allowed in this phase, the
+  tool-call budget is spent, the permission policy, the approver or the
+  ``pre_tool_use`` hook refused it, or it is past
+  ``Limits.max_tool_calls_per_turn`` in its reply. Or it raised on every
+  attempt its lane allows (more than 1): a dead letter, given up (see
+  ``ToolDeadLetter``).
+"""
 # The priority lanes, highest first ("control" is another name for "interactive").
 Lane = Literal["interactive", "control", "query", "execute", "background"]
+"""The lanes, highest priority first: ``"interactive"`` (``"control"`` is another
+name for it, a3s-code's; it is stored and reported as ``"interactive"``),
+``"query"`` (the default lane), ``"execute"``, ``"background"``.
+
+Every phase runs in one (``run(lane=...)``, else ``AgentSpec.lane``), and so
+do its model calls and tool calls. While a provider's ``max_concurrent``,
+``requests_per_minute`` or ``tokens_per_minute`` is full, or the runtime's tool
+limit (``Lanes.tool_concurrency``), the next room goes to the oldest waiter of
+the highest lane; a call that finds room goes at once, whatever its lane, and
+none is preempted.
+"""
 FinishReason = Literal["stop", "length", "content_filter", "refusal", "pause_turn"]
+"""Why a model's answer ended (``ModelReply.finish_reason``):
+
+- ``"stop"``: the model ended its turn: an answer, tool calls, a stop sequence
+  (OpenAI ``stop``, ``tool_calls``; Anthropic ``end_turn``, ``tool_use``,
+  ``stop_sequence``; Ollama ``stop``; and any value not listed here).
+- ``"length"``: cut at ``max_output_tokens`` (OpenAI ``length``, Anthropic
+  ``max_tokens`` or ``model_context_window_exceeded``, Ollama ``length``).
+- ``"content_filter"``: cut by the provider's content filter (OpenAI).
+- ``"refusal"``: the model refused (an OpenAI ``message.refusal``, Anthropic
+  ``refusal``).
+- ``"pause_turn"``: the server paused a long turn; another call goes on from
+  it (Anthropic).
+"""
 
 
 class Usage(Message, frozen=True, tag=True):
     """What one model call consumed, as the provider reported it.
+
+    For a call its provider retried, this is the answered attempt; the failed
+    ones were charged as they failed (see [`AttemptMeter`][agentrio.types.AttemptMeter]).
+    The budget charges exactly this. Token counts must be ints >= 0 and the
+    cost a finite number >= 0: anything else is a
+    [`UsageInvalid`][agentrio.errors.UsageInvalid] error for the call, and its
+    reservation is charged instead; so is ``cached_input_tokens +
+    cache_write_tokens`` more than ``input_tokens``, or ``reasoning_tokens``
+    more than ``output_tokens``.
 
     The totals count every kind: ``input_tokens`` holds the cached input and
     the cache writes, ``output_tokens`` the reasoning tokens; the three
@@ -192,7 +296,9 @@ class Usage(Message, frozen=True, tag=True):
 
     Attributes:
         input_tokens: every input token: uncached, read from the prompt
-            cache and written to it.
+            cache and written to it (OpenAI ``prompt_tokens``; Anthropic
+            ``input_tokens + cache_read_input_tokens +
+            cache_creation_input_tokens``; Ollama ``prompt_eval_count``).
         output_tokens: every output token, reasoning included.
         cost_usd: the call's price, when the provider or model knows it.
         cached_input_tokens: of ``input_tokens``, those read from the
@@ -223,9 +329,11 @@ class ToolCallRequest(Message, frozen=True, tag=True):
     Attributes:
         name: the tool's name.
         arguments: the arguments, a JSON object.
-        id: the call's id, echoed in its :class:`ToolResult` (made up when empty).
+        id: the call's id, echoed in its [`ToolResult`][agentrio.ToolResult]; when
+            empty, the agent numbers the call (``"call_1"``, ...).
         error: set by a provider when the model's arguments could not be
-            parsed: the call is not run, the model is told why.
+            parsed: the call is not run; its result is ``"failed"`` and
+            tells the model why.
     """
 
     name: str
@@ -238,7 +346,7 @@ class ToolResult(Message, frozen=True, tag=True):
     """What came of one tool call; the model sees ``content``.
 
     Attributes:
-        id: the id of the :class:`ToolCallRequest`.
+        id: the id of the [`ToolCallRequest`][agentrio.ToolCallRequest].
         name: the tool's name.
         arguments: the arguments it was called with.
         status: ``"ok"``, ``"failed"`` (raised, bad arguments, unusable result),
@@ -257,6 +365,9 @@ class ToolResult(Message, frozen=True, tag=True):
 class ThinkingBlock(Message, frozen=True, tag=True):
     """A model's extended thinking, kept to be sent back as it came (Anthropic).
 
+    The API checks the signature when the block comes back, so it is never
+    changed.
+
     Attributes:
         thinking: the thinking text (``""`` for a redacted block).
         signature: the signature the API sent with it, which it checks
@@ -271,7 +382,7 @@ class ThinkingBlock(Message, frozen=True, tag=True):
 
 
 class ChatMessage(Message, frozen=True, tag=True):
-    """One entry of a conversation history.
+    """One entry of a conversation history, as models see it.
 
     Attributes:
         role: ``"system"``, ``"user"``, ``"assistant"`` or ``"tool"``.
@@ -298,6 +409,11 @@ class ChatMessage(Message, frozen=True, tag=True):
 class ModelReply(Message, frozen=True, tag=True):
     """One answer from a model: text, tool calls, or both, and the usage it reported.
 
+    ``agentrio.testing.Reply`` is this class. A reply without tool calls that
+    ended ``"length"``, ``"content_filter"`` or ``"refusal"`` ends its phase
+    with ``"max_output_tokens"``, ``"content_filter"`` or ``"refusal"``; a
+    ``"pause_turn"`` reply is followed by another call.
+
     Attributes:
         text: the answer's text.
         tool_calls: the tool calls it asks for.
@@ -308,8 +424,10 @@ class ModelReply(Message, frozen=True, tag=True):
             provider's filter), ``"refusal"`` (the model refused), or
             ``"pause_turn"`` (Anthropic paused a long turn: call again to go on).
         refusal: the refusal's text, when the provider sends it apart from
-            the answer (OpenAI's ``message.refusal``).
-        thinking: the model's thinking blocks (Anthropic extended thinking).
+            the answer (OpenAI's ``message.refusal``); the agent uses it as
+            the turn's text when *text* is empty.
+        thinking: the model's thinking blocks (Anthropic extended thinking),
+            kept with the assistant's turn in the history and sent back with it.
     """
 
     text: str = ""
@@ -392,14 +510,27 @@ class ModelSettings(
     in agentrio.toml), per spec (``AgentSpec.settings``) and per run
     (``run(settings=...)``): each level's fields that are set win over the
     level before, and the three tables (``options``, ``extra_headers``,
-    ``extra_body``) are merged key by key. A setting the provider's wire
-    format has no place for is an error naming it, never dropped.
+    ``extra_body``) are merged key by key (see ``over``). ``None`` sends
+    nothing: the server's default. How each wire format sends each field is
+    tabled in [Request settings][request-settings].
+
+    A setting the provider's wire format has no place for is an error naming
+    it, never dropped (``ModelSettings.seed is not a setting of the anthropic
+    wire format (its settings: ...)``): ``ConfigError`` in a provider's
+    config, ``InvalidArgument`` elsewhere. ``extra_headers`` and
+    ``extra_body`` may hold keys, so they are never shown: the repr gives
+    their keys only (``ModelSettings(temperature=0.5,
+    extra_headers={'Authorization': ...})``), and an error about one
+    describes the bad value (``ModelSettings.extra_headers['X'] must be a
+    str, got an int (not shown)``) instead of quoting it. Encoded (msgspec),
+    only the fields set are written; decoding refuses unknown fields.
 
     Attributes:
         temperature: sampling temperature (a number >= 0).
         top_p: nucleus sampling (0 to 1).
-        stop: stop sequences (OpenAI ``stop``, Anthropic ``stop_sequences``,
-            Ollama ``options.stop``).
+        stop: stop sequences, a list of non-empty str stored as a tuple
+            (OpenAI ``stop``, Anthropic ``stop_sequences``, Ollama
+            ``options.stop``).
         seed: a sampling seed (OpenAI, Ollama).
         tool_choice: ``"auto"``, ``"none"``, ``"required"`` (a tool call is
             due), or the name of one tool the model must call (OpenAI,
@@ -414,11 +545,17 @@ class ModelSettings(
         cache_control: Anthropic's cache marker, e.g. ``{"type": "ephemeral"}``
             (or with ``"ttl": "1h"``), put on the system prompt and on the
             last tool so that both are cached as a prefix.
-        extra_headers: more HTTP headers for the request.
-        extra_body: more top-level fields for the request's JSON body (they
-            win over the ones settings make; the fields that define the call,
-            such as ``model``, ``messages``, ``tools``, ``stream`` and the
-            output limit, are refused).
+        extra_headers: more HTTP headers for the request (str to str; a
+            value with a line break or NUL is refused).
+        extra_body: more top-level fields for the request's JSON body, added
+            last (they win over the ones settings make; the fields that
+            define the call, such as ``model``, ``messages``, ``tools``,
+            ``stream``, the output limit and each wire's own, are refused).
+
+    Raises:
+        InvalidArgument: a field of the wrong type or out of range, named in
+            the message (``ModelSettings.top_p must be a number from 0 to 1,
+            got 1.5``).
     """
 
     # (The bounds are checked in __post_init__; msgspec.Meta states them for
@@ -507,12 +644,19 @@ _TABLES = frozenset(("options", "extra_headers", "extra_body"))
 
 
 class RunPhase(Message, frozen=True, tag=True):
-    """Ask an agent to run one bounded phase (see ``AgentRef.run``).
+    """Ask an agent to run one bounded phase; the reply is a ``PhaseResult``.
+
+    [`AgentRef.run`][agentrio.AgentRef.run] checks its arguments and sends
+    one; ``await agent.ref.ask(RunPhase(...))`` sends one without those
+    checks (``max_iterations`` then defaults to 10, not to the spec's limit).
 
     The fields after ``direct_tool_calls`` are this phase's own lane, limits
     and model, each ``None`` for the agent's: ``lane``, ``timeout`` in seconds
     (``math.inf``: no deadline), ``max_continuation_turns``, and ``model``
-    (a tier name or an ``"instance:model"`` string).
+    (a tier name or an ``"instance:model"`` string). A *model* the runtime's
+    configuration cannot resolve ends such a phase with ``"error"`` and a
+    ``PhaseError`` (``error_type="ConfigError"``); an unknown *lane* ends it
+    with ``"error"`` and a ``PhaseError`` (``InvalidArgument``) before any call.
     """
 
     user_message: str
@@ -529,7 +673,8 @@ class RunPhase(Message, frozen=True, tag=True):
 
 
 class PhaseResult(Message, frozen=True, tag=True):
-    """What a phase produced. It carries no token, cost or budget data on purpose.
+    """What a phase produced. It carries no token, cost or budget data on purpose:
+    see ``AgentRef.usage`` and ``Runtime.usage``.
 
     Attributes:
         final_text: the model's last text ("" if it gave none).
@@ -558,7 +703,12 @@ class PhaseStarted(Event, frozen=True, tag=True):
 
 
 class PhaseEnded(Event, frozen=True, tag=True):
-    """An agent's phase ended; *iterations* counts its model calls."""
+    """An agent's phase ended.
+
+    ``iterations`` counts its model calls, a final-answer call included (and a
+    call cancelled in flight); ``stop_reason`` is ``"cancelled"`` when the
+    caller of its ``run()`` was cancelled.
+    """
 
     context_label: str | None = None
     stop_reason: StopReason = "done"
@@ -572,7 +722,8 @@ class TurnStarted(Event, frozen=True, tag=True):
 
 
 class TurnEnded(Event, frozen=True, tag=True):
-    """A model call returned; *usage* is what the provider reported."""
+    """A model call returned; *usage* is what the provider reported, *tool_calls*
+    how many calls the reply asked for."""
 
     iteration: int = 0
     usage: Usage = Usage()
@@ -580,14 +731,21 @@ class TurnEnded(Event, frozen=True, tag=True):
 
 
 class ToolStarted(Event, frozen=True, tag=True):
-    """A tool call started."""
+    """A tool call started; each call that starts ends with one ``ToolEnded``.
+
+    Calls outside the allowlist, over the tool-call budget or over
+    ``Limits.max_tool_calls_per_turn``, or with arguments that could not be
+    parsed, do not start; a call that the permission policy, the approver or
+    a hook refuses does start, and ends with status ``"denied"``.
+    """
 
     tool: str = ""
     call_id: str = ""
 
 
 class ToolEnded(Event, frozen=True, tag=True):
-    """A tool call ended with *status*.
+    """A tool call ended with *status* (a call cut short by the phase's timeout or
+    its cancelled caller ends with ``"timeout"``).
 
     Attributes:
         tool: the tool's name.
@@ -611,7 +769,11 @@ class ToolEnded(Event, frozen=True, tag=True):
 
 
 class ContextTruncated(Event, frozen=True, tag=True):
-    """Old turns were left out of a model call to fit the context window."""
+    """Old turns were left out of one model call to fit the context window.
+
+    ``dropped`` messages, and the estimated size before and after; a tool call
+    and its results are left out together.
+    """
 
     context_label: str | None = None
     dropped: int = 0
@@ -620,25 +782,41 @@ class ContextTruncated(Event, frozen=True, tag=True):
 
 
 class Stalled(Event, frozen=True, tag=True):
-    """The agent repeated itself; *why* says how. The phase ends with ``stalled``."""
+    """The agent repeated itself; *why* says how. The phase ends with ``stalled``
+    after one last call without tools.
+
+    *why* is ``"repeated call name({...})"`` (``Limits.max_identical_calls``
+    at 2, the default; ``"repeated call name({...}) three times"`` at 3, and so
+    on) or ``"three identical results from name"``
+    (``Limits.max_identical_results`` at 3, the default; ``"two identical
+    results from name"`` at 2, and so on; numbers past ten are digits).
+    """
 
     why: str = ""
 
 
 class BudgetExhausted(Event, frozen=True, tag=True):
-    """A budget limit stopped a model call or a tool call; *limit* names it."""
+    """A budget limit refused a model call (the phase ends) or a tool call (it is
+    denied); *limit* names it: ``"max_requests"``, ``"max_input_tokens"``,
+    ``"max_output_tokens"``, ``"max_total_tokens"``, ``"max_cost_usd"`` or
+    ``"max_tool_calls"``."""
 
     limit: str = ""
 
 
 class TextDelta(Event, frozen=True, tag=True):
-    """A piece of a model's answer as it streams in (streaming providers only)."""
+    """A piece of a model's answer as it streams in: only streaming models publish it
+    (a provider with ``stream = true``), and only while someone is subscribed."""
 
     text: str = ""
 
 
 class PhaseError(Event, frozen=True, tag=True):
-    """A phase ended with ``error``: the model call or a hook raised."""
+    """A phase ended with ``error``: the model call or a hook raised.
+
+    ``error_type`` is the exception's class name, ``error`` its ``str()``; the
+    phase's ``PhaseResult`` carries the same two strings.
+    """
 
     error_type: str = ""
     error: str = ""
@@ -648,15 +826,23 @@ class PhaseError(Event, frozen=True, tag=True):
 
 
 class ContextRead(Message, frozen=True, tag=True):
-    """Ask a ContextActor for its whole history (a tuple of ChatMessage)."""
+    """Ask a context actor for its whole history (a tuple of ``ChatMessage``).
+
+    Agents send it once at the start of a phase that continues an existing
+    context.
+    """
 
 
 class ContextReadTurns(Message, frozen=True, tag=True):
-    """Ask a ContextActor for its whole history with the time of each turn (a tuple of Turn)."""
+    """Ask a context actor for its whole history with the time of each turn (a tuple
+    of ``Turn``); ``AgentRef.history`` sends it."""
 
 
 class ContextAppend(Message, frozen=True, tag=True):
-    """Tell a ContextActor to append *messages* to its history.
+    """Tell a context actor to append *messages* to its history.
+
+    Agents send one at the end of each phase with the phase's new turns and
+    their times.
 
     Attributes:
         messages: the turns to append, oldest first.
@@ -669,7 +855,10 @@ class ContextAppend(Message, frozen=True, tag=True):
 
 
 class ContextReset(Message, frozen=True, tag=True):
-    """Tell a ContextActor to forget its history."""
+    """Tell a context actor to forget its history (and its times).
+
+    Sent by a phase with ``continue_context=False``.
+    """
 
 
 class Turn(Message, frozen=True, tag=True):
@@ -692,12 +881,13 @@ class ConfirmationRequired(Event, frozen=True, tag=True):
     """A tool call waits for its approver (a permission rule said ``ask``).
 
     The same message is what an approver actor receives; it answers with a
-    bool or an :class:`agentrio.Approval`.
+    bool or an [`agentrio.Approval`][agentrio.Approval].
 
     Attributes:
         tool_call: the call waiting for approval.
         agent: the path of the agent that wants to make it.
-        request_id: a number unique within the runtime.
+        request_id: a number unique within the runtime, repeated in the
+            ``ConfirmationReceived``.
     """
 
     tool_call: ToolCallRequest = ToolCallRequest("")
@@ -706,7 +896,7 @@ class ConfirmationRequired(Event, frozen=True, tag=True):
 
 
 class ConfirmationReceived(Event, frozen=True, tag=True):
-    """An approver answered (or the approval timed out, which always denies)."""
+    """An approver answered (or ``approval_timeout`` passed, which always denies)."""
 
     tool: str = ""
     request_id: int = 0
@@ -715,14 +905,22 @@ class ConfirmationReceived(Event, frozen=True, tag=True):
 
 
 class PermissionDenied(Event, frozen=True, tag=True):
-    """A tool call was refused: not allowed, a deny rule, an approver, or a hook."""
+    """A tool call was refused: outside the allowlist, or by the permission policy,
+    the approver (or its absence, failure or timeout) or the ``pre_tool_use``
+    hook. (A call over the tool-call budget publishes ``BudgetExhausted``
+    instead.)"""
 
     tool: str = ""
     reason: str = ""
 
 
 class SubagentStarted(Event, frozen=True, tag=True):
-    """An agent spawned a subagent (or an agent tool started its child)."""
+    """The agent at ``path`` spawned the subagent at ``child``.
+
+    With ``AgentRef.spawn_subagent``, ``AgentRef.map``, ``AgentRef.helper`` or
+    an agent tool. (``Runtime.map`` and ``Runtime.helper`` spawn
+    agents with no parent, and publish none.)
+    """
 
     child: str = ""
 
@@ -757,6 +955,9 @@ class ContinuationInjected(Event, frozen=True, tag=True):
 class ContextCompacted(Event, frozen=True, tag=True):
     """Old turns of a context were replaced by a summary (``AgentSpec.compaction``).
 
+    ``replaced`` messages gave way to one; the summary call's *usage* is
+    charged to the budget.
+
     Attributes:
         context_label: the context (None: the primary one).
         replaced: how many messages the summary replaced.
@@ -775,10 +976,16 @@ class ContextCompacted(Event, frozen=True, tag=True):
 class CompactionFailed(Event, frozen=True, tag=True):
     """A compaction was due but did not happen; the phase goes on with truncation.
 
+    It does not try again in that phase.
+
     Attributes:
         context_label: the context (None: the primary one).
-        error_type: the exception's class name (``"ContextChanged"`` when the
-            stored history changed while the summary was made).
+        error_type: the summary call's exception class name
+            (``"ProviderUnavailable"``, ...; ``"ValueError"`` for an answer
+            with no text, ``"UsageInvalid"`` for unusable usage),
+            ``"BudgetExhausted"`` (no room for the summary call) or
+            ``"ContextChanged"`` (the stored history changed while the
+            summary was made).
         error: what went wrong.
     """
 
@@ -791,9 +998,15 @@ class WorkspaceWriteFailed(Event, frozen=True, tag=True):
     """An agent's ``run_summary.json`` could not be written at the end of a phase;
     the phase's result stands (its ``run()`` returns it all the same).
 
+    The next phase's summary (if it can be written) counts this phase too.
+
     Attributes:
         file: the file that could not be written.
-        error_type: the exception's class name (``"PermissionError"``, ...).
+        error_type: the exception's class name (``"OSError"``,
+            ``"PermissionError"``, ``"IsADirectoryError"``, ...);
+            ``"TimeoutError"`` for a write that took longer than the agent's
+            supervisor's ``shutdown_timeout`` (in real time) and was
+            abandoned (its thread left to finish on its own).
         error: what went wrong.
     """
 
@@ -850,8 +1063,10 @@ class ToolRetry(Event, frozen=True, tag=True):
 class ToolDeadLetter(Event, frozen=True, tag=True):
     """A tool call raised on the last attempt its lane allows, and was given up.
 
-    Its result is ``"denied"``: the model is told the call was given up,
-    after how many attempts, and the last error.
+    Its result is ``"denied"``, with the content ``tool '<tool>' was given up
+    after <attempts> attempts (a dead letter of the '<lane>' lane); the last
+    raised <error_type>: <error>``, which the model sees. (Not to be confused
+    with ``DeadLetter``, a message no actor handled.)
 
     Attributes:
         tool: the tool's name.

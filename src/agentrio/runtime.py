@@ -1,22 +1,39 @@
-"""``open_runtime()``: the root supervisor, the name registry and the event bus."""
+"""``open_runtime()``: the root supervisor, the agents' services, the event bus.
+
+The runtime joins the layers: the kernel's root supervisor (``core``), and
+what the agents of the runtime draw on (``agents.services.Services``: its
+budget, tools, tool lanes, modes and router, and its configuration's models,
+from ``config``). [`Runtime`][agentrio.Runtime] spawns agents, helpers and maps, under the
+root or under any supervisor of the runtime (``under=``).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import trio
 
 if TYPE_CHECKING:
+    from .agents.agent import AgentRef, AgentSpec
+    from .agents.helper import Helper
     from .agents.modes import Mode
     from .agents.router import Router
     from .agents.tool import Tool
-    from .config import Config
+    from .errors import ActorError
+    from .messages import PhaseResult
+    from .providers.base import Model
 
+from .agents.agent import check_spec, spawn_agent
 from .agents.budget import Budget, UsageTotals
+from .agents.compose import map_phases
+from .agents.helper import infrastructure_helper
 from .agents.lanes import Lanes, ToolLanes
+from .agents.respond import check_runtime_routing
+from .agents.services import Services
+from .config import Config, Models, find_config, load_config
 from .core.bus import EventBus, EventStream
 from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
@@ -27,18 +44,259 @@ from .errors import ConfigError, InvalidArgument
 __all__ = ["Runtime", "open_runtime"]
 
 
-class Runtime(SupervisorRef):
-    """The root of a supervision tree, from :func:`open_runtime`.
+class _Configured:
+    """The runtime's configuration, loaded on first use, and the providers made from it."""
 
-    It is a :class:`SupervisorRef` (``spawn``, ``spawn_supervisor``,
-    ``lookup``...) with the runtime-wide services on top: events and
-    statistics.
+    __slots__ = ("_given", "_models")
+
+    def __init__(self, config: Config | str | os.PathLike[str] | None) -> None:
+        self._given = config  # a Config, a path to agentrio.toml, or None (search for one)
+        self._models: Models | None = None
+
+    def models(self) -> Models:
+        """The model resolver, made (and the configuration loaded) on first use."""
+        if self._models is None:
+            config = self._given
+            if not isinstance(config, Config):
+                config = load_config(config)
+            self._models = Models(config)
+        return self._models
+
+    def resolve(self, model: str) -> Model:
+        """The model of a tier name or an ``"instance:model"`` string."""
+        return self.models().resolve(model)
+
+    def configuration(self) -> Config | None:
+        """The configuration if the runtime has one: given, or found as for tiers
+        (None when none was given and no agentrio.toml is found: the defaults hold)."""
+        if self._models is None and self._given is None and find_config() is None:
+            return None
+        return self.models().config
+
+    async def aclose(self) -> None:
+        """Close the providers made here."""
+        if self._models is not None:
+            await self._models.aclose()
+
+
+class Runtime(SupervisorRef):
+    """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
+
+    It is a [`SupervisorRef`][agentrio.SupervisorRef] with path and name ``""``
+    (``spawn``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor`` and
+    ``children`` work as documented there) with the runtime-wide services on
+    top: agents, helpers and maps (spawned under the root, or under any
+    supervisor of the runtime given as ``under=``), registered tools, the
+    budget, events and statistics. Two inherited methods behave differently
+    on the root: [`stop`][agentrio.Runtime.stop] only starts the stop, and
+    [`cancel`][agentrio.Runtime.cancel] leaves the body of the ``async with``
+    block running. After either, `closed` is true and spawning raises
+    ``RuntimeClosed``. No public constructor.
     """
 
-    __slots__ = ()
+    __slots__ = ("_services",)
 
-    def __init__(self, sup: _Supervisor) -> None:
+    def __init__(self, sup: _Supervisor, services: Services) -> None:
         super().__init__(sup, None)
+        self._services = services
+
+    def _under(self, under: object) -> _Supervisor:
+        """The supervisor of *under* (None: the root), a supervisor of this runtime."""
+        if under is None:
+            return self._sup
+        if not isinstance(under, SupervisorRef):
+            raise InvalidArgument(
+                f"under must be a SupervisorRef (from spawn_supervisor or lookup_supervisor) "
+                f"or None, got {type(under).__name__}: {under!r}"
+            )
+        sup: _Supervisor = under._sup
+        if sup.shared is not self._sup.shared:
+            raise InvalidArgument(
+                f"under={under!r} is a supervisor of another runtime: spawn it with that "
+                "runtime, or under one of this runtime's supervisors"
+            )
+        return sup
+
+    async def spawn_agent(
+        self,
+        spec: AgentSpec,
+        *,
+        under: SupervisorRef | None = None,
+        name: str | None = None,
+        budget: Budget | None = None,
+    ) -> AgentRef:
+        """Start an agent from *spec*, as a child of the root or of *under*.
+
+        It is a transient child; its context actors are spawned beside it,
+        in the same supervisor, when first used.
+
+        Example:
+
+            team = await rt.spawn_supervisor(name="team")
+            agent = await rt.spawn_agent(spec, under=team, name="r1")
+
+        Args:
+            spec: the [`agentrio.AgentSpec`][agentrio.AgentSpec].
+            under: the supervisor to start it under: a ``SupervisorRef`` of
+                this runtime (from ``spawn_supervisor``, ``lookup_supervisor``
+                or ``children``), or the runtime itself (default: the root;
+                ``team`` puts it at ``team/<name>``). The agent stops, or is
+                cancelled, with that supervisor.
+            name: the agent's name (default ``spec.name``), unique in that
+                supervisor (the rules of `spawn`). With a workspace,
+                another name than ``spec.name`` is the agent's subfolder of
+                it, which must not be one of its own entries (``artifacts``,
+                ``logs``, ``memory``, ``run_summary.json``, ignoring case). The
+                agent's folder (the workspace, or that subfolder) must be a
+                folder or not exist yet.
+            budget: the budget its model and tool calls draw from (default:
+                the runtime's). A budget with no parent is made a child of
+                the runtime's, so the runtime's totals include it.
+
+        Returns:
+            An [`agentrio.AgentRef`][agentrio.AgentRef].
+
+        Raises:
+            InvalidArgument: *spec* is not an AgentSpec; a bad argument, named
+                in the message (a name of the reserved form, a workspace
+                subfolder of those names, a file where the agent's folder
+                would be); *under* is not a ``SupervisorRef`` of this runtime
+                (an ``AgentRef``, an ``ActorRef``, a supervisor of another
+                runtime: the message shows it).
+            DuplicateName: the name is taken.
+            RuntimeClosed: the supervisor has stopped or is stopping.
+            ConfigError: ``spec.model`` is a string, and no configuration is
+                found, or it names no tier or provider instance there; or the
+                provider's ``api_key_env`` is not set. The same for a
+                ``spec.compaction.model`` string (and for the configuration
+                found when ``spec.compaction.model`` is ``None``, if it cannot
+                be read or its ``fast`` tier cannot be resolved).
+        """
+        sup = self._sup if under is None else self._under(under)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return spawn_agent(self._services, sup, spec, name, budget)
+
+    def helper(
+        self,
+        model: Model | str,
+        tools: Sequence[Tool | str] = (),
+        *,
+        instructions: str = "",
+        workspace: str | os.PathLike[str] | None = None,
+        max_turns: int = 10,
+        final_answer: bool = False,
+        budget: Budget | None = None,
+        name: str | None = None,
+        env: Mapping[str, str] | None = None,
+        under: SupervisorRef | None = None,
+    ) -> Helper:
+        """An infrastructure helper: call an LLM like a function, with a tool whitelist.
+
+        Only *tools* can run (a call to any other is a ``denied`` result the
+        model sees) and no approval is asked. The helper is an agent actor
+        under the root, or under *under*; see [`Helper`][agentrio.Helper].
+
+        Example:
+
+            h = rt.helper("fast", tools=["read_file"])
+            res = await h.execute("Summarise README.md")
+
+        Args:
+            model: a model object, a tier name or an ``"instance:model"`` string.
+            tools: Tool objects, or names registered with
+                [`register_tool`][agentrio.Runtime.register_tool].
+            instructions: the system prompt.
+            workspace: a folder for its artifacts, and the working folder its
+                tools are told of (``ToolContext.workspace``): Lace's
+                ``workingDirectory``.
+            max_turns: model calls per execute; past them HelperTurnsExceeded...
+            final_answer: ...unless True: then a last call without tools answers.
+            budget: what it draws from (default: the runtime's).
+            name: its name (default ``helper-<n>``; the rules of
+                ``AgentSpec.name``).
+            env: environment variables its tools are told of
+                (``ToolContext.env``), as ``AgentSpec.env``: Lace's
+                ``processEnv``.
+            under: the supervisor to start it under, one of this runtime's
+                (default: the root).
+
+        Raises:
+            InvalidArgument: a bad argument, named in the message: a tool name
+                nobody registered; *max_turns* is not an int >= 1; an *env*
+                that is not a mapping of str to str.
+            ConfigError: *model* is a string that cannot be resolved.
+            RuntimeClosed: the supervisor has stopped.
+        """
+        sup = self._under(under)
+        resolved = [self._services.tool(t) for t in tools]
+        return infrastructure_helper(
+            self._services,
+            sup,
+            model,
+            resolved,
+            instructions=instructions,
+            workspace=workspace,
+            max_turns=max_turns,
+            final_answer=final_answer,
+            budget=budget,
+            name=name,
+            env=env,
+        )
+
+    def register_tool(self, *tools: Tool) -> None:
+        """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
+
+        Raises:
+            InvalidArgument: not a Tool, or a name already registered for another tool.
+        """
+        for t in tools:
+            self._services.register_tool(t)
+
+    async def map(
+        self,
+        spec: AgentSpec,
+        inputs: Sequence[str],
+        *,
+        under: SupervisorRef | None = None,
+        concurrency: int = 10,
+        budget: Budget | None = None,
+    ) -> list[PhaseResult | ActorError]:
+        """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
+
+        The agents are spawned under the root, or under *under*, named
+        ``"<spec.name>.map<n>-<i>"``; each stops after its phase.
+
+        If the caller gives up (it is cancelled or times out), every phase
+        under way ends with ``"cancelled"`` (as for
+        [`AgentRef.run`][agentrio.AgentRef.run]: its turns kept, its reservation
+        settled, a ``PhaseEnded`` published), the inputs not started yet
+        never start, the agents are cancelled, and ``map`` raises
+        ``trio.Cancelled`` once those phases have ended and those agents
+        (and what they own: their contexts, their subagents) have exited, so
+        ``statistics().actors`` no longer counts them. That wait is shielded
+        and lasts at most the supervisor's ``shutdown_timeout`` (an agent
+        still in shielded cleanup then is left to finish on its own). The
+        same holds when a spawn fails.
+
+        Returns:
+            The results in input order. An input whose agent failed
+            (crashed, was cancelled) has its ``ActorError`` in its place; the
+            others' results are kept.
+
+        Raises:
+            InvalidArgument: *spec* is not an AgentSpec (checked first, even
+                for no inputs; the message names the type given), *inputs* is
+                not a list of str, *concurrency* is not an int >= 1, or
+                *under* is not a SupervisorRef of this runtime.
+            Exception: whatever a spawn raises (``RuntimeClosed``,
+                ``PermissionEscalation``...), after cancelling the phases
+                under way.
+        """
+        check_spec(spec)  # (first, whatever else is wrong)
+        sup = self._under(under)
+        return await map_phases(
+            self._services, sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
+        )
 
     @property
     def closed(self) -> bool:
@@ -51,8 +309,15 @@ class Runtime(SupervisorRef):
         Use as ``async with rt.events() as stream: async for event in stream``.
         The subscription starts at once (before the ``async with``), holds at
         most *capacity* unread events, and never slows the actors: when it is
-        full, events are dropped for it and an :class:`~agentrio.EventsLost`
-        with their count takes their place.
+        full, events are dropped for it and an [`EventsLost`][agentrio.events.EventsLost]
+        with their count takes their place. The stream ends when the runtime
+        stops, after what it has buffered.
+
+        Args:
+            capacity: the subscriber's buffer, in events.
+
+        Returns:
+            A new [`EventStream`][agentrio.events.EventStream].
 
         Raises:
             InvalidArgument: *capacity* is not an int >= 1.
@@ -61,30 +326,38 @@ class Runtime(SupervisorRef):
 
     @property
     def budget(self) -> Budget:
-        """The runtime's root budget (limits and what has been spent)."""
-        budget: Budget = self._sup.shared.budget
-        return budget
+        """The runtime's root budget: its limits, and what has been spent and reserved."""
+        return self._services.budget
 
     def usage(self) -> UsageTotals:
-        """Tokens, requests, tool calls and cost spent by every agent of the runtime."""
+        """What every agent of the runtime has spent: tokens, model calls, tool calls,
+        cost and overruns; the same as ``rt.budget.usage()``."""
         return self.budget.usage()
 
     async def stop(self) -> None:
-        """Begin a graceful stop of everything and return at once.
+        """Begin a graceful stop of the whole tree and return at once.
 
-        The ``open_runtime()`` block's end waits for it.
+        The stop completes while the block goes on; the ``open_runtime()``
+        block's end waits for it.
         """
         self._sup.request_stop()
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
-        """Cancel everything in the runtime now."""
+        """Cancel every actor and supervisor in the tree now.
+
+        The body of the ``async with`` block is not cancelled.
+        """
         self._sup.request_stop()
         if self._sup.nursery is not None:
             self._sup.nursery.cancel_scope.cancel()
 
     def statistics(self) -> SupervisorStatistics:
-        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters."""
+        """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters.
+
+        Its ``state`` is ``"running"``, ``"stopping"`` once a stop has begun,
+        or ``"exited"`` once the root has stopped.
+        """
         sup = self._sup
         state = "exited" if sup.closed else "stopping" if sup.stopping else "running"
         return sup.statistics(state)
@@ -113,10 +386,10 @@ async def open_runtime(
     with an exception cancels everything. Nothing
     outlives the block. If the root supervisor exceeds its restart intensity,
     the block is cancelled and an exception group holding a
-    :class:`~agentrio.RestartIntensityExceeded` (naming the actor and its
+    [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded] (naming the actor and its
     error) is raised.
 
-    Example::
+    Example:
 
         async with agentrio.open_runtime() as rt:
             ref = await rt.spawn(Echo, name="echo")
@@ -126,36 +399,44 @@ async def open_runtime(
         strategy: the root's strategy, ``"one_for_one"`` or ``"one_for_all"``.
         max_restarts: restarts the root allows within *period* seconds.
         period: the restart-intensity window, in seconds.
-        backoff: delay root-level restarts (see :class:`~agentrio.Backoff`).
+        backoff: delay root-level restarts (see [`Backoff`][agentrio.Backoff]).
         shutdown_timeout: one deadline, in seconds, for the whole graceful
-            stop (not one per child); then what still runs is cancelled.
-        budget: the root :class:`~agentrio.Budget` every agent draws from
+            stop (not one per child); then what still runs is cancelled. It
+            bounds how long leaving the block takes, however many children
+            there are (see [`SupervisorRef.stop`][agentrio.SupervisorRef.stop]).
+        budget: the root [`Budget`][agentrio.Budget] every agent draws from
             (default: no limits, usage still counted).
         config: for agents whose model is a tier or an ``"instance:model"``
-            string: a :class:`~agentrio.Config`, or the path of an
-            agentrio.toml (default: found as :func:`~agentrio.load_config`
+            string: a [`Config`][agentrio.Config], or the path of an
+            agentrio.toml (default: found as [`load_config`][agentrio.load_config]
             does, when first needed). The providers it makes are closed
             when the block ends.
         tools: tools to register by name (see ``Runtime.register_tool``).
         lanes: how the lanes' tool calls are limited and retried (see
-            :class:`~agentrio.Lanes`); default: the ``[lanes]`` of *config*
+            [`Lanes`][agentrio.Lanes]); default: the ``[lanes]`` of *config*
             when it is given, else of the agentrio.toml found as
-            :func:`~agentrio.find_config` finds one (read when the runtime
+            `find_config` finds one (read when the runtime
             opens; a file that cannot be read or is wrong is an error only
             where a tier or mode first needs it), else ``Lanes()``, which
             limits and retries nothing.
-        modes: :class:`~agentrio.Mode` objects, each the runtime's mode of
+        modes: [`Mode`][agentrio.Mode] objects, each the runtime's mode of
             its name (``run(mode="inline")``, ``respond()``), over the
-            presets and the configuration's ``[modes.NAME]`` tables.
+            configuration's ``[modes.NAME]`` tables, which are over the
+            presets ``inline`` and ``background``.
         router: the default router of ``AgentRef.respond``: any callable
             ``(request) -> Route`` (or async); default: the configuration's
-            ``[router]`` (a :class:`~agentrio.RuleRouter`).
+            ``[router]`` (a [`RuleRouter`][agentrio.RuleRouter]), else
+            ``RuleRouter()``. For modes and the router, the configuration
+            is *config*, or the agentrio.toml found as by ``load_config()``
+            when a mode or the router is first needed; without one, the
+            defaults hold (no error).
 
     Raises:
-        InvalidArgument: a bad argument, named in the message.
+        InvalidArgument: a bad argument, named in the message: *lanes* that
+            is not a ``Lanes``, a *tools* entry that is not a ``Tool``
+            (raised on entering the block), *modes* that is not a list of
+            ``Mode`` or has two of one name, a *router* that is not callable.
     """
-    from .agents.respond import check_runtime_routing
-
     check_runtime_routing(modes, router)
     if budget is None:
         budget = Budget()
@@ -167,29 +448,37 @@ async def open_runtime(
     root = _Supervisor(
         "",
         bus=bus,
-        counters=_RuntimeShared(budget, config),
+        shared=_RuntimeShared(),
         strategy=strategy,
         max_restarts=max_restarts,
         period=period,
         backoff=backoff,
         shutdown_timeout=shutdown_timeout,
     )
-    root.shared.timers = Timers(root)
-    root.shared.modes = tuple(modes)
-    root.shared.router = router
-    rt = Runtime._create(root)
+    timers = root.shared.timers = Timers(root)
+    configured = _Configured(config)
+    services = Services(
+        budget=budget,
+        bus=bus,
+        timers=timers,
+        resolve=configured.resolve,
+        configuration=configured.configuration,
+        modes=modes,
+        router=router,
+    )
+    rt = Runtime._create(root, services)
     root.ref = rt
     rt.register_tool(*tools)
     if config is not None:
-        models = root.shared.models()  # a bad config is an error here, not at first use
+        models = configured.models()  # a bad config is an error here, not at first use
         if lanes is None:
             lanes = models.config.lanes
     elif lanes is None:
-        lanes = _found_lanes(root)
+        lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
-        root.shared.tool_lanes = ToolLanes(lanes)
+        services.tool_lanes = ToolLanes(lanes)
     async with trio.open_nursery() as nursery:
-        await nursery.start(_run_root, root, name="agentrio root supervisor")
+        await nursery.start(_run_root, root, configured, name="agentrio root supervisor")
         try:
             yield rt
         except BaseException:
@@ -199,25 +488,25 @@ async def open_runtime(
             root.request_stop()
 
 
-def _found_lanes(root: _Supervisor) -> Lanes | None:
-    """The ``[lanes]`` of an agentrio.toml found as :func:`~agentrio.find_config` finds
+def _found_lanes(configured: _Configured) -> Lanes | None:
+    """The ``[lanes]`` of an agentrio.toml found as `find_config` finds
     one (read now: the lanes are set up when the runtime opens), or None.
 
     No file found, nothing is read. A file that cannot be used is not an
     error here but where the runtime first needs it (a tier, a mode), as
     before: its lanes are then the defaults.
     """
-    from .config import find_config
-
     if find_config() is None:
         return None
     try:
-        return root.shared.models().config.lanes
+        return configured.models().config.lanes
     except ConfigError:
         return None
 
 
-async def _run_root(root: _Supervisor, task_status: trio.TaskStatus[None]) -> None:
+async def _run_root(
+    root: _Supervisor, configured: _Configured, task_status: trio.TaskStatus[None]
+) -> None:
     task_status.started()
     try:
         await root.serve()
@@ -225,4 +514,4 @@ async def _run_root(root: _Supervisor, task_status: trio.TaskStatus[None]) -> No
         root.finalize_all("stopped")
         root.bus.close()
         with trio.CancelScope(shield=True):
-            await root.shared.aclose()
+            await configured.aclose()

@@ -42,13 +42,27 @@ def write_atomic(path: Path, data: bytes) -> None:
 class Workspace:
     """An agent's folder: ``artifacts/``, ``logs/`` and ``memory/``, made on first use.
 
-    Example::
+    Example:
 
         ws = Workspace("runs/agent-1")
         (ws.artifacts / ws.filename("report: final?.md")).write_text("...")
 
+    A workspace holds ``artifacts/``, ``logs/``, ``memory/``,
+    ``run_summary.json``, and the subfolders of agents spawned from the same
+    spec under other names than ``spec.name``, each
+    ``root/<Workspace.filename(name)>``. An agent whose subfolder would be one
+    of the workspace's own entries (compared ignoring case) is refused with
+    ``InvalidArgument`` by ``spawn_agent``, and so is an agent whose folder
+    (or the workspace itself) exists and is not a folder. A
+    ``run_summary.json`` that cannot be written at a phase's end (the disk
+    full, the folder made unwritable later) leaves the phase's result as it
+    is: a ``WorkspaceWriteFailed`` event says why.
+
     Attributes:
-        root: the folder itself (made on first use too).
+        root: the folder itself, a ``pathlib.Path`` (made on first use too).
+
+    Raises:
+        InvalidArgument: *root* is not a non-empty path.
     """
 
     __slots__ = ("root",)
@@ -68,17 +82,17 @@ class Workspace:
 
     @property
     def artifacts(self) -> Path:
-        """The folder for what the agent produces."""
+        """``root/artifacts``, made if missing: for what the agent produces."""
         return self._sub("artifacts")
 
     @property
     def logs(self) -> Path:
-        """The folder for logs."""
+        """``root/logs``, made if missing."""
         return self._sub("logs")
 
     @property
     def memory(self) -> Path:
-        """The folder for what the agent keeps between runs."""
+        """``root/memory``, made if missing: for what the agent keeps between runs."""
         return self._sub("memory")
 
     @staticmethod
@@ -86,7 +100,9 @@ class Workspace:
         """Make *name* safe as a file name: no separators, no dots in front, bounded length.
 
         Runs of characters other than letters, digits, ``.``, ``_`` and ``-``
-        become one ``_``; an empty result becomes ``"unnamed"``.
+        become one ``_``; leading dots are removed; the result is cut to
+        *max_length* characters and stripped of ``_`` at either end; an empty
+        result becomes ``"unnamed"``.
 
         Raises:
             InvalidArgument: *name* is not a str.
@@ -99,7 +115,14 @@ class Workspace:
         return safe or "unnamed"
 
     def write_summary(self, summary: dict[str, object]) -> Path:
-        """Write ``run_summary.json`` atomically and return its path."""
+        """Write *summary* as ``root/run_summary.json`` (indented JSON), atomically, and
+        return its path.
+
+        Agents call it after each phase with ``agent``, ``phases``,
+        ``stop_reasons`` (phases per stop reason, ``"cancelled"`` included),
+        ``input_tokens``, ``output_tokens``, ``total_tokens``, ``requests`` and
+        ``tool_calls``.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "run_summary.json"
         write_atomic(path, msgspec.json.format(msgspec.json.encode(summary), indent=2) + b"\n")

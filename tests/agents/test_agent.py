@@ -21,23 +21,22 @@ from agentrio import (
     AgentSpec,
     Budget,
     ChatMessage,
-    ContextRead,
-    DuplicateName,
     InvalidArgument,
     Limits,
     PhaseResult,
     ToolCallRequest,
-    ToolSchema,
     Usage,
 )
 from agentrio._checks import check_name, is_reserved
 from agentrio.agents.agent import context_name
+from agentrio.errors import DuplicateName
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import ContextRead, ToolSchema
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
 
-Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
+Recorder = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
 DEADLINE = 10_000
@@ -220,7 +219,7 @@ async def test_spawn_under_the_root_and_under_a_supervisor(
     async with agentrio.open_runtime() as rt:
         top = await rt.spawn_agent(spec)
         team = await rt.spawn_supervisor(name="team")
-        member = await team.spawn_agent(spec, name="b")
+        member = await rt.spawn_agent(spec, under=team, name="b")
         assert (top.name, top.path) == ("a", "a")
         assert (member.name, member.path) == ("b", "team/b")
         assert member.spec is spec and member.workspace is None
@@ -393,7 +392,7 @@ async def test_a_run_phase_with_an_unknown_lane_ends_with_error(
         await trio.testing.wait_all_tasks_blocked()
     assert isinstance(result, PhaseResult) and result.stop_reason == "error"
     assert model.lanes == []
-    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert error.error_type == "InvalidArgument" and "RunPhase.lane" in error.error
 
 
@@ -612,7 +611,7 @@ async def test_history_gives_each_turn_the_time_it_was_made(
         await trio.sleep(100)
         await agent.run("again")
         turns = await agent.history()
-    assert all(isinstance(t, agentrio.Turn) for t in turns)
+    assert all(isinstance(t, agentrio.types.Turn) for t in turns)
     assert [(t.message.role, t.message.content, t.timestamp - EPOCH - t0) for t in turns] == [
         ("system", "sys", 0),  # the phase's start
         ("user", "rest", 0),
@@ -870,9 +869,11 @@ async def test_agent_usage_sums_its_phases(autojump_clock: trio.testing.MockCloc
 # -- a cancelled caller ends its phase ---------------------------------------------------
 
 
-def ended(events: Sequence[agentrio.Event]) -> list[tuple[str, str, int]]:
+def ended(events: Sequence[agentrio.events.Event]) -> list[tuple[str, str, int]]:
     return [
-        (e.path, e.stop_reason, e.iterations) for e in events if isinstance(e, agentrio.PhaseEnded)
+        (e.path, e.stop_reason, e.iterations)
+        for e in events
+        if isinstance(e, agentrio.events.PhaseEnded)
     ]
 
 
@@ -1060,9 +1061,9 @@ async def test_a_queued_phase_whose_caller_is_cancelled_never_starts(
         await trio.testing.wait_all_tasks_blocked()
     assert seen == ["first", "third"]
     assert results == ["re: first", "re: third"]
-    assert sum(isinstance(e, agentrio.PhaseStarted) for e in events) == 2
+    assert sum(isinstance(e, agentrio.events.PhaseStarted) for e in events) == 2
     assert ended(events) == [("a", "done", 1), ("a", "done", 1)]
-    assert not any(isinstance(e, agentrio.DeadLetter) for e in events)
+    assert not any(isinstance(e, agentrio.events.DeadLetter) for e in events)
 
 
 async def test_a_cancel_that_lands_as_the_phase_ends_leaves_the_agent_running(
@@ -1266,7 +1267,7 @@ async def test_a_summary_that_cannot_be_written_leaves_the_result(
         await trio.testing.wait_all_tasks_blocked()
     assert (result.stop_reason, result.final_text) == ("done", "a")
     assert second.final_text == "b"
-    (failed,) = [e for e in events if isinstance(e, agentrio.WorkspaceWriteFailed)]
+    (failed,) = [e for e in events if isinstance(e, agentrio.events.WorkspaceWriteFailed)]
     assert failed.path == "a" and failed.file == str(tmp_path / "run_summary.json")
     assert failed.error_type == "IsADirectoryError"
     # the next phase's summary counts both
@@ -1308,10 +1309,10 @@ async def test_a_summary_write_that_hangs_does_not_hold_a_cancelled_caller(
     finally:
         release.set()
         timer.cancel()
-    (failed,) = [e for e in events if isinstance(e, agentrio.WorkspaceWriteFailed)]
+    (failed,) = [e for e in events if isinstance(e, agentrio.events.WorkspaceWriteFailed)]
     assert (failed.path, failed.error_type) == ("a", "TimeoutError")
     assert "longer than 0.2 s" in failed.error
-    ended = [e.stop_reason for e in events if isinstance(e, agentrio.PhaseEnded)]
+    ended = [e.stop_reason for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert ended == ["cancelled"]
 
 
@@ -1334,7 +1335,10 @@ async def test_a_context_actor_starts_within_its_first_phase_and_exits_after_its
         await agent.run("hello")
     seen = []
     async for event in events:
-        if isinstance(event, (agentrio.ActorStarted, agentrio.ActorExited, agentrio.PhaseEnded)):
+        if isinstance(
+            event,
+            (agentrio.events.ActorStarted, agentrio.events.ActorExited, agentrio.events.PhaseEnded),
+        ):
             seen.append((type(event).__name__, event.path))
     assert seen == [
         ("ActorStarted", "a"),

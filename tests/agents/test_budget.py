@@ -19,16 +19,14 @@ from agentrio import (
     Budget,
     ChatMessage,
     InvalidArgument,
-    Lease,
     Limits,
     ToolCallRequest,
-    ToolSchema,
     Usage,
-    UsageTotals,
 )
 from agentrio.agents.budget import usage_problem
 from agentrio.providers.tokens import message_text
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import Lease, ToolSchema, UsageTotals
 
 LIMIT_NAMES = [
     "max_total_tokens",
@@ -534,7 +532,7 @@ async def test_a_cancelled_head_of_the_queue_lets_the_others_in(
         await trio.testing.wait_all_tasks_blocked()
         assert [name for name, _ in got] == ["small"]  # admitted at once, not at a settle
         lease = got[0][1]
-        assert isinstance(lease, agentrio.Lease)
+        assert isinstance(lease, agentrio.types.Lease)
         lease.settle(None)
         held.settle(None)
 
@@ -729,7 +727,7 @@ def test_usage_details_are_counted_here_and_above() -> None:
 @pytest.mark.parametrize("usage", BAD_USAGE[:5], ids=repr)
 async def test_a_model_reporting_bad_usage_ends_the_phase_with_error(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
     usage: Usage,
 ) -> None:
     # 200 agents on a 1,000-token budget: negative usage used to refund it, so
@@ -754,7 +752,7 @@ async def test_a_model_reporting_bad_usage_ends_the_phase_with_error(
     assert calls == 47  # 1,000 tokens / 21 reserved per call: each call's room stays spent
     assert spent.total_tokens == 47 * 21 <= 1000
     assert math.isfinite(spent.cost_usd) and spent.cost_usd >= 0
-    errors = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    errors = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert len(errors) == 47 and {e.error_type for e in errors} == {"UsageInvalid"}
     assert "cannot be charged" in errors[0].error and "FunctionModel" in errors[0].error
     assert agents[0].usage().total_tokens == 21  # the agent counts what was charged
@@ -764,7 +762,7 @@ async def test_a_model_reporting_bad_usage_ends_the_phase_with_error(
 @pytest.mark.parametrize("pricing", [None, (1e-6, 2e-6)], ids=["unpriced", "priced"])
 async def test_a_reply_whose_usage_is_not_a_usage_is_charged_its_reservation(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
     usage: object,
     pricing: tuple[float, float] | None,
 ) -> None:
@@ -785,7 +783,7 @@ async def test_a_reply_whose_usage_is_not_a_usage_is_charged_its_reservation(
     assert (spent.total_tokens, spent.requests) == (4 * 21, 4)
     assert agents[0].usage().total_tokens == 21
     assert rt.budget.reserved_tokens == 0
-    errors = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    errors = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert [e.error_type for e in errors] == ["UsageInvalid"] * 4
 
 
@@ -831,14 +829,14 @@ class Retrying:
         tools: Sequence[ToolSchema],
         *,
         max_output_tokens: int,
-        meter: agentrio.AttemptMeter | None = None,
+        meter: agentrio.types.AttemptMeter | None = None,
     ) -> agentrio.ModelReply:
         assert meter is not None  # the agent passes one to a model that takes it
         for failure in self.failures:
             await trio.sleep(1)
             meter.failed(*failure)
             if not await meter.retry():
-                raise agentrio.ProviderUnavailable("no retry", provider="r")
+                raise agentrio.errors.ProviderUnavailable("no retry", provider="r")
         return Reply(text="answer", usage=self.usage)
 
 
@@ -868,7 +866,7 @@ async def test_a_retrying_model_is_charged_for_every_attempt(
 
 async def test_a_retry_past_the_budget_is_not_made(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     # Each attempt's room is 21 (1 + 20); each failed attempt spends it all.
     model = Retrying([(None, None, "x" * 500)] * 5, Usage(1, 1))
@@ -882,15 +880,15 @@ async def test_a_retry_past_the_budget_is_not_made(
     usage = rt.usage()
     assert (usage.total_tokens, usage.requests, usage.attempts) == (42, 1, 2)
     assert rt.budget.reserved_tokens == 0
-    assert [e.limit for e in events if isinstance(e, agentrio.BudgetExhausted)] == [
+    assert [e.limit for e in events if isinstance(e, agentrio.events.BudgetExhausted)] == [
         "max_total_tokens"
     ]
-    assert not [e for e in events if isinstance(e, agentrio.PhaseError)]
+    assert not [e for e in events if isinstance(e, agentrio.events.PhaseError)]
 
 
 async def test_a_retrying_model_that_reports_negative_usage_is_an_error(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     model = Retrying([(-500, 0, "")], Usage(1, 1))
     spec = AgentSpec("a", model, limits=Limits(max_output_tokens=20))
@@ -899,7 +897,7 @@ async def test_a_retrying_model_that_reports_negative_usage_is_an_error(
         result = await (await rt.spawn_agent(spec)).run("hi")
         await trio.testing.wait_all_tasks_blocked()
     assert result.stop_reason == "error"
-    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert error.error_type == "UsageInvalid" and "input_tokens=-500" in error.error
     usage = rt.usage()
     assert (usage.total_tokens, usage.requests, usage.attempts) == (21, 1, 1)
@@ -979,7 +977,7 @@ def run_retrying_swarm(
             tools: Sequence[ToolSchema],
             *,
             max_output_tokens: int,
-            meter: agentrio.AttemptMeter | None = None,
+            meter: agentrio.types.AttemptMeter | None = None,
         ) -> agentrio.ModelReply:
             assert meter is not None
             estimate = prompt_estimate(messages)
@@ -989,7 +987,7 @@ def run_retrying_swarm(
                 meter.failed(reported, None, "x" * rng.randint(0, 200))
                 attempts["failed"] += 1
                 if not await meter.retry():
-                    raise agentrio.ProviderUnavailable("gave up", provider="flaky")
+                    raise agentrio.errors.ProviderUnavailable("gave up", provider="flaky")
             await trio.sleep(rng.choice([0, 1]))
             attempts["answered"] += 1
             usage = Usage(rng.randint(0, estimate), rng.randint(0, max_output))

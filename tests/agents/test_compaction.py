@@ -16,15 +16,9 @@ from agentrio import (
     Budget,
     ChatMessage,
     Compaction,
-    CompactionFailed,
-    ContextAppend,
-    ContextCompacted,
-    ContextRead,
-    ContextTruncated,
     InvalidArgument,
     Limits,
     ToolCallRequest,
-    ToolSchema,
     Usage,
 )
 from agentrio.agents.compaction import (
@@ -34,9 +28,11 @@ from agentrio.agents.compaction import (
     summary_request,
 )
 from agentrio.config import Config
+from agentrio.events import CompactionFailed, ContextCompacted, ContextTruncated
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
+from agentrio.types import ContextAppend, ContextRead, ToolSchema
 
-RecordEvents = Callable[..., list[agentrio.Event]]
+RecordEvents = Callable[..., list[agentrio.events.Event]]
 
 
 def chars(text: str) -> int:
@@ -314,7 +310,7 @@ async def test_a_phase_past_the_threshold_replaces_older_turns_with_a_summary(
     # the summary call is charged like any other, and is not an iteration
     assert (usage.requests, usage.input_tokens, usage.output_tokens) == (7, 110, 40)
     assert (budget.requests, budget.input_tokens, budget.output_tokens) == (7, 110, 40)
-    (ended,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    (ended,) = [e for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert ended.iterations == 6
     assert not [e for e in events if isinstance(e, ContextTruncated)]
 
@@ -412,7 +408,7 @@ async def test_a_failed_summary_leaves_the_history_and_the_phase_goes_on_truncat
     def broken(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
         nonlocal attempts
         attempts += 1
-        raise agentrio.ProviderUnavailable("the summary model is down", provider="fast")
+        raise agentrio.errors.ProviderUnavailable("the summary model is down", provider="fast")
 
     seen: list[list[ChatMessage]] = []
     async with agentrio.open_runtime() as rt:

@@ -22,32 +22,29 @@ from agentrio import (
     Approval,
     Budget,
     ChatMessage,
-    ConfirmationRequired,
     Deny,
     InvalidArgument,
     Limits,
-    PermissionEscalation,
     PermissionPolicy,
     PhaseResult,
-    SubagentEnded,
-    SubagentStarted,
     ToolCallRequest,
     ToolResult,
-    ToolSchema,
-    TurnEnded,
     Usage,
     agent_tool,
-    allow,
-    ask,
-    deny,
+    allow_rule,
+    ask_rule,
+    deny_rule,
 )
 from agentrio.agents import compose
 from agentrio.agents.compose import combine_policies
 from agentrio.agents.policy import PostToolUse, PreToolUse
 from agentrio.core.actor import request_cancel
+from agentrio.errors import PermissionEscalation
+from agentrio.events import ConfirmationRequired, SubagentEnded, SubagentStarted, TurnEnded
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import ToolSchema
 
-Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
+Recorder = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
 
 @agentrio.tool
@@ -112,7 +109,7 @@ async def test_a_subagent_lives_under_the_parent_supervisor(
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         team = await rt.spawn_supervisor(name="team")
-        lead = await team.spawn_agent(lead_spec())
+        lead = await rt.spawn_agent(lead_spec(), under=team)
         child = await lead.spawn_subagent(AgentSpec("worker", echo_model(), tools=[lookup]))
         named = await lead.spawn_subagent(AgentSpec("worker", echo_model()), name="w2")
         assert child.path.startswith("team/lead.worker-")
@@ -352,16 +349,16 @@ async def test_a_long_lived_parent_does_not_keep_every_child(
 
 
 def test_combined_policies_take_the_stricter_decision() -> None:
-    parent = PermissionPolicy(rules=[ask("write"), deny("shell")], default="deny")
-    child = PermissionPolicy(rules=[allow("*")], default="allow")
+    parent = PermissionPolicy(rules=[ask_rule("write"), deny_rule("shell")], default="deny")
+    child = PermissionPolicy(rules=[allow_rule("*")], default="allow")
     both = combine_policies(parent, child)
     assert both is not None
     assert both.decide("write", {}) == "ask"  # the child's allow does not beat the parent's ask
     assert both.decide("shell", {}) == "deny"
     assert both.decide("lookup", {}) == "deny"  # nor the parent's default
     assert both.default == "deny"
-    strict_child = PermissionPolicy(rules=[deny("lookup")], default="ask")
-    lenient_parent = PermissionPolicy(rules=[allow("*")])
+    strict_child = PermissionPolicy(rules=[deny_rule("lookup")], default="ask")
+    lenient_parent = PermissionPolicy(rules=[allow_rule("*")])
     both = combine_policies(lenient_parent, strict_child)
     assert both is not None
     assert both.decide("lookup", {}) == "deny"  # the child's own rules still apply
@@ -369,7 +366,7 @@ def test_combined_policies_take_the_stricter_decision() -> None:
 
 
 def test_a_parent_without_an_approver_makes_its_asks_denials() -> None:
-    parent = PermissionPolicy(rules=[ask("write")])
+    parent = PermissionPolicy(rules=[ask_rule("write")])
     both = combine_policies(parent, None, parent_asks=False)
     assert both is not None
     assert both.decide("write", {}) == "deny"
@@ -389,7 +386,7 @@ async def test_the_parent_approver_answers_for_a_subagent_without_one(
 
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(
-            lead_spec(permissions=PermissionPolicy(rules=[ask("write")]), approver=approver)
+            lead_spec(permissions=PermissionPolicy(rules=[ask_rule("write")]), approver=approver)
         )
         child = await lead.spawn_subagent(
             AgentSpec("w", one_call_model("write", key="a"), tools=[write])
@@ -414,7 +411,7 @@ async def test_each_approver_answers_for_its_own_rules(
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(
             lead_spec(
-                permissions=PermissionPolicy(rules=[ask("write")]),
+                permissions=PermissionPolicy(rules=[ask_rule("write")]),
                 approver=approver("parent", False),
             )
         )
@@ -432,7 +429,7 @@ async def test_each_approver_answers_for_its_own_rules(
                 ]
             ),
             tools=[write, lookup],
-            permissions=PermissionPolicy(rules=[allow("write"), ask("lookup")]),
+            permissions=PermissionPolicy(rules=[allow_rule("write"), ask_rule("lookup")]),
             approver=approver("child", True),
         )
         child = await lead.spawn_subagent(spec)
@@ -512,7 +509,7 @@ async def test_a_call_the_parent_hook_refuses_is_refused_to_every_child(
         "reader",
         one_call_model("read_file", path="../etc/passwd"),
         tools=[read_file],
-        permissions=PermissionPolicy(rules=[allow("*")]),
+        permissions=PermissionPolicy(rules=[allow_rule("*")]),
     )
     async with agentrio.open_runtime() as rt:
         told = await through(rt, path, lead_with(path, child, pre_tool_use=sandbox), child)
@@ -733,7 +730,7 @@ async def test_a_child_hook_cannot_launder_what_the_parent_policy_denies(
         lead = await rt.spawn_agent(
             lead_spec(
                 tools=[read_file],
-                permissions=PermissionPolicy(rules=[deny("read_file", when=absolute)]),
+                permissions=PermissionPolicy(rules=[deny_rule("read_file", when=absolute)]),
             )
         )
         child = await lead.spawn_subagent(
@@ -1036,8 +1033,8 @@ async def test_map_on_a_supervisor_and_on_an_agent(
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         team = await rt.spawn_supervisor(name="team")
-        on_sup = await team.map(spec, ["x", "y"])
-        lead = await team.spawn_agent(lead_spec())
+        on_sup = await rt.map(spec, ["x", "y"], under=team)
+        lead = await rt.spawn_agent(lead_spec(), under=team)
         on_agent = await lead.map(spec, ["z"], budget=Budget(max_requests=5))
         assert await rt.map(spec, []) == []
         await trio.testing.wait_all_tasks_blocked()
@@ -1046,7 +1043,7 @@ async def test_map_on_a_supervisor_and_on_an_agent(
         "did: y",
         "did: z",
     ]
-    phases = [e.path for e in events if isinstance(e, agentrio.PhaseStarted)]
+    phases = [e.path for e in events if isinstance(e, agentrio.events.PhaseStarted)]
     assert len(phases) == 3 and all(p.startswith("team/worker.map") for p in phases)
     assert [e.path for e in events if isinstance(e, SubagentStarted)] == ["team/lead"]
     # only the agent's map has a parent to tell, once its subagent's phase ends
@@ -1110,15 +1107,18 @@ async def test_map_of_a_non_spec_is_invalid_argument_before_anything_else(
 ) -> None:
     model = ScriptedModel([])
     async with agentrio.open_runtime() as rt:
-        mapper: agentrio.SupervisorRef | agentrio.AgentRef = rt
-        if on == "supervisor":
-            mapper = await rt.spawn_supervisor(name="team")
-        elif on == "agent":
-            mapper = await rt.spawn_agent(lead_spec(model))
+        made: agentrio.SupervisorRef | agentrio.AgentRef | None = None
         # Raised as itself (not in an exception group), whatever the inputs.
         with pytest.raises(InvalidArgument, match=r"spec must be an agentrio\.AgentSpec, got str"):
-            await mapper.map("not a spec", inputs)  # type: ignore[arg-type]
-        assert [c.path for c in rt.children()] == ([] if on == "runtime" else [mapper.path])
+            if on == "runtime":
+                await rt.map("not a spec", inputs)  # type: ignore[arg-type]
+            elif on == "supervisor":
+                made = await rt.spawn_supervisor(name="team")
+                await rt.map("not a spec", inputs, under=made)  # type: ignore[arg-type]
+            else:
+                made = lead = await rt.spawn_agent(lead_spec(model))
+                await lead.map("not a spec", inputs)  # type: ignore[arg-type]
+        assert [c.path for c in rt.children()] == ([] if made is None else [made.path])
     assert model.calls == []
 
 
@@ -1267,7 +1267,7 @@ def _within(budget: Budget) -> None:
         assert used.output_tokens <= budget.max_output_tokens
 
 
-def _totals(*usages: agentrio.UsageTotals) -> tuple[int, int, int]:
+def _totals(*usages: agentrio.types.UsageTotals) -> tuple[int, int, int]:
     return (
         sum(u.input_tokens for u in usages),
         sum(u.output_tokens for u in usages),
@@ -1334,13 +1334,15 @@ def test_budgets_are_exact_under_parallel_fan_out(
                 max_turns=3,
             )
             helpers = [parent.helper(_work_model(seed + 50 + i, max_out)) for i in range(3)]
-            helper_results: list[agentrio.HelperResult] = []
-            infra_results: list[agentrio.HelperResult] = []
+            helper_results: list[agentrio.types.HelperResult] = []
+            infra_results: list[agentrio.types.HelperResult] = []
 
-            async def run_helper(h: agentrio.Helper, into: list[agentrio.HelperResult]) -> None:
+            async def run_helper(
+                h: agentrio.Helper, into: list[agentrio.types.HelperResult]
+            ) -> None:
                 try:
                     into.append(await h.execute("help"))
-                except agentrio.HelperTurnsExceeded as exc:
+                except agentrio.errors.HelperTurnsExceeded as exc:
                     into.append(exc.result)  # type: ignore[arg-type]
 
             async def collect() -> None:
@@ -1471,8 +1473,8 @@ async def hang_model_call(messages: Sequence[ChatMessage], tools: Sequence[objec
     raise AssertionError("unreachable")
 
 
-def phases_ended(events: Sequence[agentrio.Event]) -> list[tuple[str, str]]:
-    return [(e.path, e.stop_reason) for e in events if isinstance(e, agentrio.PhaseEnded)]
+def phases_ended(events: Sequence[agentrio.events.Event]) -> list[tuple[str, str]]:
+    return [(e.path, e.stop_reason) for e in events if isinstance(e, agentrio.events.PhaseEnded)]
 
 
 @pytest.mark.parametrize("on", ["runtime", "agent"])
@@ -1657,7 +1659,7 @@ async def test_a_graceful_stop_lets_an_agent_finish_its_first_phase(
 
     async with agentrio.open_runtime() as rt:
         sup = await rt.spawn_supervisor(name="s")
-        agent = await sup.spawn_agent(AgentSpec("a", FunctionModel(slow)))
+        agent = await rt.spawn_agent(AgentSpec("a", FunctionModel(slow)), under=sup)
         results: list[agentrio.PhaseResult] = []
 
         async def run() -> None:

@@ -11,15 +11,17 @@ import agentrio
 from agentrio import (
     ActorCrashed,
     ChatMessage,
+    ToolCallRequest,
+)
+from agentrio.agents.context import ContextActor, fit_window, turn_units
+from agentrio.types import (
     ContextAppend,
     ContextCompact,
     ContextRead,
     ContextReadTurns,
     ContextReset,
-    ToolCallRequest,
     Turn,
 )
-from agentrio.agents.context import ContextActor, fit_window, turn_units
 
 
 async def test_context_actor_reads_appends_and_resets() -> None:

@@ -19,20 +19,19 @@ from agentrio import (
     Approval,
     Budget,
     ChatMessage,
-    ConfirmationRequired,
-    HelperResult,
-    HelperTurnsExceeded,
     InvalidArgument,
     PermissionPolicy,
     ToolCallRequest,
-    ToolSchema,
     Usage,
-    allow,
-    deny,
+    allow_rule,
+    deny_rule,
 )
+from agentrio.errors import HelperTurnsExceeded
+from agentrio.events import ConfirmationRequired
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import HelperResult, ToolSchema
 
-Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
+Recorder = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
 
 def make_tools() -> tuple[list[str], list[agentrio.Tool]]:
@@ -87,10 +86,10 @@ class RetriesOnce:
     async def complete(
         self,
         messages: Sequence[agentrio.ChatMessage],
-        tools: Sequence[agentrio.ToolSchema],
+        tools: Sequence[agentrio.types.ToolSchema],
         *,
         max_output_tokens: int,
-        meter: agentrio.AttemptMeter | None = None,
+        meter: agentrio.types.AttemptMeter | None = None,
     ) -> agentrio.ModelReply:
         assert meter is not None
         meter.failed(0, 0, "")  # a 429, say
@@ -151,7 +150,7 @@ async def test_only_whitelisted_tools_run_and_no_approval_is_asked(
     last = model.calls[-1]
     assert next(m.content for m in last if m.role == "tool") == "tool 'delete' is not allowed here"
     assert not any(isinstance(e, ConfirmationRequired) for e in events)
-    denied = [e for e in events if isinstance(e, agentrio.PermissionDenied)]
+    denied = [e for e in events if isinstance(e, agentrio.events.PermissionDenied)]
     assert sorted(e.tool for e in denied) == ["delete", "rm_rf"]  # audited all the same
 
 
@@ -310,7 +309,7 @@ async def test_session_helper_inherits_tools_model_and_instructions(
         model,
         instructions="lead's rules",
         tools=tools,
-        permissions=PermissionPolicy(rules=[allow("lookup")]),
+        permissions=PermissionPolicy(rules=[allow_rule("lookup")]),
     )
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(spec)
@@ -354,7 +353,7 @@ async def test_session_helper_follows_the_parent_rules(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     ran, tools = make_tools()
-    policy = PermissionPolicy(rules=[deny("delete"), allow("lookup")], default="ask")
+    policy = PermissionPolicy(rules=[deny_rule("delete"), allow_rule("lookup")], default="ask")
     model = ScriptedModel([calls("lookup", "delete"), text("ok")])
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(
@@ -378,7 +377,7 @@ async def test_session_helper_asks_about_what_the_rules_leave_even_with_a_defaul
         return False
 
     ran, tools = make_tools()
-    policy = PermissionPolicy(rules=[allow("lookup")], default="allow")
+    policy = PermissionPolicy(rules=[allow_rule("lookup")], default="allow")
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(
             AgentSpec(
@@ -411,7 +410,7 @@ async def test_session_helper_of_an_agent_with_a_default_of_deny_is_denied_witho
         return True
 
     ran, tools = make_tools()
-    policy = PermissionPolicy(rules=[allow("lookup")], default="deny")
+    policy = PermissionPolicy(rules=[allow_rule("lookup")], default="deny")
     async with agentrio.open_runtime() as rt:
         lead = await rt.spawn_agent(
             AgentSpec(
@@ -447,7 +446,7 @@ async def test_session_helper_of_a_subagent_asks_about_what_no_rule_settles(
                 "lead",
                 ScriptedModel([]),
                 tools=tools,
-                permissions=PermissionPolicy(rules=[allow("lookup")]),
+                permissions=PermissionPolicy(rules=[allow_rule("lookup")]),
                 approver=approver,
             )
         )
@@ -541,7 +540,7 @@ async def test_session_helper_tools_are_told_its_agents_workspace_and_env(
         "lead",
         ScriptedModel([]),
         tools=[where],
-        permissions=PermissionPolicy(rules=[allow("where")]),
+        permissions=PermissionPolicy(rules=[allow_rule("where")]),
         workspace=tmp_path,
         env={"HOME": "/home/lead"},
     )
@@ -582,7 +581,7 @@ async def test_an_infrastructure_helper_is_cancelled_with_its_supervisor(
 ) -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
-        h = team.helper(slow_model(), tools=[slow], name="h")
+        h = rt.helper(slow_model(), tools=[slow], name="h", under=team)
         assert h.agent.path == "team/h"
         assert rt.lookup("team/h") is h.agent.ref
         failures: list[BaseException] = []
@@ -609,8 +608,8 @@ async def test_a_session_helper_is_cancelled_with_its_agent(
 ) -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
-        lead = await team.spawn_agent(
-            AgentSpec("lead", slow_model(), tools=[slow], approver=lambda r: True)
+        lead = await rt.spawn_agent(
+            AgentSpec("lead", slow_model(), tools=[slow], approver=lambda r: True), under=team
         )
         h = lead.helper()
         assert h.agent.path.startswith("team/lead.helper-")
@@ -627,8 +626,8 @@ async def test_a_session_helper_is_cancelled_with_its_agent(
         assert team.children() == []
 
 
-def phases_ended(events: Sequence[agentrio.Event]) -> list[tuple[str, str]]:
-    return [(e.path, e.stop_reason) for e in events if isinstance(e, agentrio.PhaseEnded)]
+def phases_ended(events: Sequence[agentrio.events.Event]) -> list[tuple[str, str]]:
+    return [(e.path, e.stop_reason) for e in events if isinstance(e, agentrio.events.PhaseEnded)]
 
 
 async def test_a_cancelled_execute_ends_its_phase(
@@ -680,7 +679,9 @@ async def test_a_cancelled_execute_of_a_session_helper_cancels_its_tool_call(
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         lead = await rt.spawn_agent(
-            AgentSpec("lead", model, tools=[hang], permissions=PermissionPolicy([allow("hang")]))
+            AgentSpec(
+                "lead", model, tools=[hang], permissions=PermissionPolicy([allow_rule("hang")])
+            )
         )
         h = lead.helper(name="h")
         with trio.move_on_after(5):

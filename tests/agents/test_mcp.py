@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import socket
 import subprocess
 import sys
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
-
-pytest.importorskip("mcp")
 
 import agentrio
 import agentrio.mcp
@@ -32,16 +32,17 @@ from agentrio import (
     PermissionPolicy,
     ToolCallRequest,
     ToolResult,
-    ToolSchema,
-    deny,
+    deny_rule,
 )
 from agentrio.agents.mcp import render
+from agentrio.events import ActorFailed, ActorRestarted, Event, EventStream, PermissionDenied
 from agentrio.mcp import MCPConnectError, MCPConnection, MCPTool
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import ToolSchema
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 STDIO = [sys.executable, SERVER, "stdio"]
-Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
+Recorder = Callable[[agentrio.Runtime], list[Event]]
 
 SECRET_ENV = "env-value-hunter2"
 SECRET_HEADER = "Bearer header-value-s3cret"
@@ -110,9 +111,7 @@ def statuses(result: agentrio.PhaseResult) -> list[tuple[str, str]]:
     return [(r.status, r.content) for r in result.tool_calls]
 
 
-async def next_event(
-    events: agentrio.EventStream, kind: type[agentrio.Event], path: str
-) -> agentrio.Event:
+async def next_event(events: EventStream, kind: type[Event], path: str) -> Event:
     with trio.fail_after(30):  # (a failing test, not a wait: the event comes in a second)
         async for event in events:
             if isinstance(event, kind) and event.path == path:
@@ -273,7 +272,7 @@ async def test_the_allowlist_the_permission_policy_and_hooks_apply(
                 ("t__getenv", {"name": "HOME"}),  # denied by its policy
                 ("t__echo", {"text": "original"}),  # rewritten, then its result
             ),
-            permissions=PermissionPolicy([deny("t__getenv")]),
+            permissions=PermissionPolicy([deny_rule("t__getenv")]),
             pre_tool_use=pre,
             post_tool_use=post,
         )
@@ -282,7 +281,7 @@ async def test_the_allowlist_the_permission_policy_and_hooks_apply(
     assert "t__add" in result.tool_calls[0].content
     assert "denied by the permission policy" in result.tool_calls[1].content
     assert result.tool_calls[2].content == "REWRITTEN"
-    denied = [e for e in events if isinstance(e, agentrio.PermissionDenied)]
+    denied = [e for e in events if isinstance(e, PermissionDenied)]
     assert [e.tool for e in denied] == ["t__add", "t__getenv"]
 
 
@@ -333,10 +332,10 @@ async def test_the_server_dying_mid_call_fails_the_calls_and_the_connection_rest
     assert result.stop_reason == "done"
     (status, content) = statuses(result)[2]
     assert status == "ok" and int(content) != first_pid  # a new server process
-    failed = [e for e in events if isinstance(e, agentrio.ActorFailed)]
+    failed = [e for e in events if isinstance(e, ActorFailed)]
     assert [(e.path, e.error_type) for e in failed] == [("mcp.t", "MCPConnectError")]
     assert "the server closed the connection" in failed[0].error
-    restarted = [e for e in events if isinstance(e, agentrio.ActorRestarted)]
+    restarted = [e for e in events if isinstance(e, ActorRestarted)]
     assert [e.path for e in restarted] == ["mcp.t"]
 
 
@@ -345,7 +344,7 @@ async def test_the_server_killed_from_outside_is_restarted_before_the_next_call(
         (call,) = (await run(rt, server.tools, calls(("t__pid", {}))))[0].tool_calls
         os.kill(int(call.content), signal.SIGKILL)
         # No call in flight: the connection sees the process end by itself.
-        restarted = await next_event(events, agentrio.ActorRestarted, "mcp.t")
+        restarted = await next_event(events, ActorRestarted, "mcp.t")
         assert restarted.restarts == 1
         result, _ = await run(rt, server.tools, calls(("t__add", {"a": 1, "b": 2})))
     assert statuses(result) == [("ok", "3")]
@@ -376,7 +375,7 @@ async def test_past_the_restart_intensity_the_server_is_down_and_calls_fail_at_o
 
 
 async def test_under_the_runtime_itself_its_restart_intensity_is_the_runtimes() -> None:
-    with pytest.RaisesGroup(agentrio.RestartIntensityExceeded, flatten_subgroups=True):
+    with pytest.RaisesGroup(agentrio.errors.RestartIntensityExceeded, flatten_subgroups=True):
         async with agentrio.open_runtime(max_restarts=0) as rt, stdio(rt) as server:
             await run(rt, server.tools, calls(("t__die", {})))
             await trio.sleep_forever()  # the runtime fails: this is cancelled
@@ -550,3 +549,12 @@ def test_import_agentrio_does_not_import_the_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_agentrio_mcp_is_the_public_home_of_its_names() -> None:
+    for name in agentrio.mcp.__all__:
+        value = getattr(agentrio.mcp, name)
+        assert value.__module__ == "agentrio.mcp", name
+        assert pickle.loads(pickle.dumps(value)) is value
+    (line,) = traceback.format_exception_only(MCPConnectError("no server"))
+    assert line == "agentrio.mcp.MCPConnectError: no server\n"

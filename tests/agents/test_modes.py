@@ -249,7 +249,9 @@ async def test_continuation_is_on_in_the_background_preset_only(
         turned_on = await agent.run(
             "go", mode=Mode.inline(max_continuation_turns=1), continue_context=False
         )
-    injected = [e.count async for e in events if isinstance(e, agentrio.ContinuationInjected)]
+    injected = [
+        e.count async for e in events if isinstance(e, agentrio.events.ContinuationInjected)
+    ]
     assert plain.final_text == inline.final_text == "Let me check the next file."
     assert background.final_text == "All done."  # three continuations
     assert turned_on.final_text == "Let me check the next file."
@@ -384,7 +386,7 @@ class LaneModel:
     async def complete(
         self,
         messages: Sequence[ChatMessage],
-        tools: Sequence[agentrio.ToolSchema],
+        tools: Sequence[agentrio.types.ToolSchema],
         *,
         max_output_tokens: int,
         lane: str | None = None,

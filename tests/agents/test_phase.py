@@ -25,18 +25,18 @@ from agentrio import (
     PhaseResult,
     ToolCallRequest,
     ToolResult,
-    ToolSchema,
     Usage,
 )
 from agentrio.agents.continuation import CONTINUATION_PROMPT
 from agentrio.agents.phase import FINAL_ANSWER_PROMPT, Phase
 from agentrio.config import Config
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
+from agentrio.types import ToolSchema
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
 
-RecordEvents = Callable[..., list[agentrio.Event]]
+RecordEvents = Callable[..., list[agentrio.events.Event]]
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
 DEADLINE = 10_000
@@ -458,7 +458,7 @@ async def test_a_polling_tool_is_stalled_at_the_second_identical_call_by_default
         result = await agent.run("wait for the build")
         await trio.testing.wait_all_tasks_blocked()
     assert (result.stop_reason, result.final_text, len(polls)) == ("stalled", "gave up", 2)
-    (stalled,) = [e for e in events if isinstance(e, agentrio.Stalled)]
+    (stalled,) = [e for e in events if isinstance(e, agentrio.events.Stalled)]
     assert stalled.why == 'repeated call poll({"job":"build"})'  # (today's words)
 
 
@@ -479,10 +479,10 @@ async def test_max_identical_calls_lets_a_tool_poll(
         if stalled_after is None:
             assert (result.stop_reason, result.final_text) == ("done", "the job finished")
             assert len(polls) == 4
-            assert not [e for e in events if isinstance(e, agentrio.Stalled)]
+            assert not [e for e in events if isinstance(e, agentrio.events.Stalled)]
         else:
             assert (result.stop_reason, len(polls)) == ("stalled", stalled_after)
-            (stalled,) = [e for e in events if isinstance(e, agentrio.Stalled)]
+            (stalled,) = [e for e in events if isinstance(e, agentrio.events.Stalled)]
             assert stalled.why == (
                 f'repeated call poll({{"job":"build"}}) {["three", "four"][most - 3]} times'
             )
@@ -567,7 +567,7 @@ async def test_max_identical_results_sets_the_run_that_stalls(
             agent = await rt.spawn_agent(make_spec(model, same, limits=limits))
             result = await agent.run("go")
             await trio.testing.wait_all_tasks_blocked()
-        stalls = [e.why for e in events if isinstance(e, agentrio.Stalled)]
+        stalls = [e.why for e in events if isinstance(e, agentrio.events.Stalled)]
         if stalled_after is None:
             assert (result.stop_reason, len(result.tool_calls), stalls) == ("done", 5, [])
         else:
@@ -639,13 +639,13 @@ async def test_an_unfinished_reply_is_continued_up_to_the_cap(
         assert messages[-2].role == "assistant"
         assert len(tools) == 0  # (the agent has no tools; they are offered as usual)
         assert [m.content for m in messages].count(CONTINUATION_PROMPT) == n
-    injected = [e for e in events if isinstance(e, agentrio.ContinuationInjected)]
+    injected = [e for e in events if isinstance(e, agentrio.events.ContinuationInjected)]
     assert [(e.path, e.iteration, e.count, e.text) for e in injected] == [
         ("a", 1, 1, "Let me check the logs."),
         ("a", 2, 2, "Now I'll read the config."),
         ("a", 3, 3, "Next, I will look:"),
     ]
-    (ended,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    (ended,) = [e for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert (ended.stop_reason, ended.iterations) == ("done", 4)
 
 
@@ -702,7 +702,7 @@ async def test_a_final_answer_is_not_continued(
         result = await (await rt.spawn_agent(continuing()(model))).run("go")
         await trio.testing.wait_all_tasks_blocked()
     assert (result.stop_reason, result.final_text, len(model.calls)) == ("done", text, 1)
-    assert not [e for e in events if isinstance(e, agentrio.ContinuationInjected)]
+    assert not [e for e in events if isinstance(e, agentrio.events.ContinuationInjected)]
 
 
 async def test_continuation_is_off_by_default(
@@ -724,7 +724,7 @@ async def test_continuation_is_off_by_default(
     assert (result.stop_reason, result.final_text) == ("done", "Let me check the logs.")
     assert model.remaining == 1
     assert asked == []  # not even asked
-    assert not [e for e in events if isinstance(e, agentrio.ContinuationInjected)]
+    assert not [e for e in events if isinstance(e, agentrio.events.ContinuationInjected)]
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
@@ -775,7 +775,7 @@ async def test_a_detector_that_raises_ends_the_phase_with_error(
         result = await agent.run("go")
         await trio.testing.wait_all_tasks_blocked()
     assert (result.stop_reason, result.final_text) == ("error", "Let me check.")
-    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert (error.error_type, error.error) == ("RuntimeError", "detector broke")
 
 
@@ -841,7 +841,7 @@ async def test_model_error_ends_the_phase_with_error(
         # what came before the error is kept
         assert [r.content for r in result.tool_calls] == ["echo 1"]
         await trio.testing.wait_all_tasks_blocked()
-        (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+        (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
         assert error.error_type == "ScriptExhausted"
         assert "ran out of replies" in error.error
         # the agent did not crash: it runs the next phase
@@ -863,7 +863,7 @@ async def test_model_returning_a_non_reply_is_an_error(
         agent = await rt.spawn_agent(make_spec(Weird()))
         assert (await agent.run("go")).stop_reason == "error"
         await trio.testing.wait_all_tasks_blocked()
-        (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+        (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
         assert error.error_type == "TypeError"
         assert "ModelReply" in error.error
         assert rt.budget.reserved_tokens == 0
@@ -1027,7 +1027,7 @@ async def test_tool_call_budget_denies_calls_past_it(
         assert "budget" in result.tool_calls[1].content
         assert rt.usage().tool_calls == 1
         await trio.testing.wait_all_tasks_blocked()
-    (exhausted,) = [e for e in events if isinstance(e, agentrio.BudgetExhausted)]
+    (exhausted,) = [e for e in events if isinstance(e, agentrio.events.BudgetExhausted)]
     assert exhausted.limit == "max_tool_calls"
 
 
@@ -1074,8 +1074,8 @@ async def test_calls_past_the_per_turn_cap_are_denied_and_each_has_its_result(
     assert len(set(ids)) == 10_000
     assert [m.tool_call_id for m in tool_messages(messages)] == ids
     # Like other refused calls, those past the cap are never started.
-    assert sum(isinstance(e, agentrio.ToolStarted) for e in events) == 64
-    (turn, _) = [e for e in events if isinstance(e, agentrio.TurnEnded)]
+    assert sum(isinstance(e, agentrio.events.ToolStarted) for e in events) == 64
+    (turn, _) = [e for e in events if isinstance(e, agentrio.events.TurnEnded)]
     assert turn.tool_calls == 10_000
 
 
@@ -1311,7 +1311,7 @@ async def test_a_batch_gives_each_call_its_context_and_on_steps_step() -> None:
     seen, where, where_sync = context_tools()
     steps: dict[str, int] = {}
 
-    def on_step(info: agentrio.StepInfo) -> None:
+    def on_step(info: agentrio.types.StepInfo) -> None:
         if info.tool_name is not None:
             steps[info.summary.removeprefix("ok: ")] = info.step
 
@@ -1367,7 +1367,7 @@ async def test_the_context_holds_the_agents_path_workspace_and_env(
     async with agentrio.open_runtime() as rt:
         agent = await rt.spawn_agent(spec)
         team = await rt.spawn_supervisor(name="team")
-        other = await team.spawn_agent(spec, name="b")
+        other = await rt.spawn_agent(spec, under=team, name="b")
         await agent.run("go")
         await other.run("go")
     assert seen[0] == Ctx(
@@ -1504,7 +1504,7 @@ async def test_context_window_drops_old_tool_results_then_assistant_turns(
     # the newest tool result stays, the older ones went first
     assert tool_messages(last)[-1].content == "3" * 40
     assert "1" * 40 not in [m.content for m in last]
-    truncations = [e for e in events if isinstance(e, agentrio.ContextTruncated)]
+    truncations = [e for e in events if isinstance(e, agentrio.events.ContextTruncated)]
     assert truncations
     assert all(t.tokens_after <= 150 < t.tokens_before and t.dropped > 0 for t in truncations)
     assert all(t.context_label is None for t in truncations)
@@ -1594,9 +1594,9 @@ async def test_an_error_in_the_last_call_is_reported_as_error(
         await trio.testing.wait_all_tasks_blocked()
     assert result.stop_reason == "error"
     assert [r.content for r in result.tool_calls] == ["echo 1"]
-    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert error.error_type == "ScriptExhausted"
-    (ended,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    (ended,) = [e for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert ended.stop_reason == "error"
 
 
@@ -1638,10 +1638,10 @@ async def test_events_for_every_step(autojump_clock: trio.testing.MockClock) -> 
         async with rt.events() as stream:
             result = await agent.run("go", context_label="side")
             assert result.stop_reason == "done"
-            events: list[agentrio.Event] = []
-            while not events or not isinstance(events[-1], agentrio.PhaseEnded):
+            events: list[agentrio.events.Event] = []
+            while not events or not isinstance(events[-1], agentrio.events.PhaseEnded):
                 event = await stream.receive()
-                if not isinstance(event, agentrio.ActorStarted):
+                if not isinstance(event, agentrio.events.ActorStarted):
                     events.append(event)
     kinds = [type(e).__name__ for e in events]
     assert kinds[0] == "PhaseStarted"
@@ -1650,13 +1650,13 @@ async def test_events_for_every_step(autojump_clock: trio.testing.MockClock) -> 
     assert kinds.count("ToolStarted") == kinds.count("ToolEnded") == 2
     assert all(e.path == "a" for e in events)
     started = events[0]
-    assert isinstance(started, agentrio.PhaseStarted) and started.context_label == "side"
-    turns = [e for e in events if isinstance(e, agentrio.TurnEnded)]
+    assert isinstance(started, agentrio.events.PhaseStarted) and started.context_label == "side"
+    turns = [e for e in events if isinstance(e, agentrio.events.TurnEnded)]
     assert [(t.iteration, t.usage, t.tool_calls) for t in turns] == [
         (1, Usage(11, 3), 2),
         (2, Usage(20, 2), 0),
     ]
-    ended = {(e.tool, e.status) for e in events if isinstance(e, agentrio.ToolEnded)}
+    ended = {(e.tool, e.status) for e in events if isinstance(e, agentrio.events.ToolEnded)}
     assert ended == {("echo", "ok"), ("boom", "failed")}
     # each tool starts after the turn that asked for it and ends before the next turn
     first_turn_end = kinds.index("TurnEnded")
@@ -1664,7 +1664,7 @@ async def test_events_for_every_step(autojump_clock: trio.testing.MockClock) -> 
     tool_steps = [i for i, k in enumerate(kinds) if k in ("ToolStarted", "ToolEnded")]
     assert all(first_turn_end < i < second_turn for i in tool_steps)
     phase_end = events[-1]
-    assert isinstance(phase_end, agentrio.PhaseEnded)
+    assert isinstance(phase_end, agentrio.events.PhaseEnded)
     assert (phase_end.stop_reason, phase_end.iterations, phase_end.context_label) == (
         "done",
         2,
@@ -1683,11 +1683,11 @@ async def test_stalled_and_budget_events(
         assert (await agent.run("go")).stop_reason == "stalled"
         assert (await agent.run("go")).stop_reason == "budget_exhausted"
         await trio.testing.wait_all_tasks_blocked()
-    (stalled,) = [e for e in events if isinstance(e, agentrio.Stalled)]
+    (stalled,) = [e for e in events if isinstance(e, agentrio.events.Stalled)]
     assert "echo" in stalled.why
-    (exhausted,) = [e for e in events if isinstance(e, agentrio.BudgetExhausted)]
+    (exhausted,) = [e for e in events if isinstance(e, agentrio.events.BudgetExhausted)]
     assert exhausted.limit == "max_requests"
-    reasons = [e.stop_reason for e in events if isinstance(e, agentrio.PhaseEnded)]
+    reasons = [e.stop_reason for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert reasons == ["stalled", "budget_exhausted"]
 
 
@@ -1695,12 +1695,12 @@ async def test_stalled_and_budget_events(
 async def test_on_step_sees_every_turn_and_tool_call(
     autojump_clock: trio.testing.MockClock, is_async: bool
 ) -> None:
-    steps: list[agentrio.StepInfo] = []
+    steps: list[agentrio.types.StepInfo] = []
 
-    def sync_hook(info: agentrio.StepInfo) -> None:
+    def sync_hook(info: agentrio.types.StepInfo) -> None:
         steps.append(info)
 
-    async def async_hook(info: agentrio.StepInfo) -> None:
+    async def async_hook(info: agentrio.types.StepInfo) -> None:
         await trio.lowlevel.checkpoint()
         steps.append(info)
 
@@ -1728,11 +1728,11 @@ async def test_on_step_sees_every_turn_and_tool_call(
 async def test_on_step_that_raises_ends_the_phase_with_error(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents, is_async: bool
 ) -> None:
-    def sync_hook(info: agentrio.StepInfo) -> None:
+    def sync_hook(info: agentrio.types.StepInfo) -> None:
         if info.tool_name == "echo":
             raise RuntimeError("hook failed")
 
-    async def async_hook(info: agentrio.StepInfo) -> None:
+    async def async_hook(info: agentrio.types.StepInfo) -> None:
         await trio.lowlevel.checkpoint()
         sync_hook(info)
 
@@ -1746,7 +1746,7 @@ async def test_on_step_that_raises_ends_the_phase_with_error(
     assert result.stop_reason == "error"
     assert [r.content for r in result.tool_calls] == ["echo 1"]
     assert len(model.calls) == 1
-    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert (error.error_type, error.error) == ("RuntimeError", "hook failed")
 
 
@@ -1761,7 +1761,7 @@ async def test_on_step_raising_after_a_turn_stops_before_the_tools(
         await trio.lowlevel.checkpoint()
         return x
 
-    def hook(info: agentrio.StepInfo) -> None:
+    def hook(info: agentrio.types.StepInfo) -> None:
         raise RuntimeError("no")
 
     model = ScriptedModel([calling(call("mark", x=1))])
@@ -1820,7 +1820,7 @@ async def test_a_reset_phase_that_does_nothing_keeps_the_old_history(
 async def test_on_step_carries_the_iteration_the_limit_the_arguments_and_the_tokens(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    steps: list[agentrio.StepInfo] = []
+    steps: list[agentrio.types.StepInfo] = []
     model = ScriptedModel([calling(call("echo", x=1), call("boom", x=2)), answer("done")])
     # len as the estimator: each step's estimate can be counted by hand
     spec = make_spec(model, echo, boom, on_step=steps.append, token_estimator=len)
@@ -1862,7 +1862,7 @@ async def test_tool_ended_carries_the_duration_and_previews(
         agent = await rt.spawn_agent(make_spec(model, nap, shout))
         result = await agent.run("go")
         await trio.testing.wait_all_tasks_blocked()
-    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    ended = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert [(e.call_id, e.status, e.duration) for e in ended] == [
         ("call_1", "ok", 3),
         ("call_2", "ok", 7),
@@ -1895,7 +1895,7 @@ async def test_tool_ended_previews_hide_the_agents_env_values(
         agent = await rt.spawn_agent(spec)
         result = await agent.run("go")
         await trio.testing.wait_all_tasks_blocked()
-    (ended,) = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    (ended,) = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert ended.arguments_preview == '{"text":"key [redacted] here"}'
     assert ended.output_preview == "said key [redacted] here"
     # (the model sees the result as it is)
@@ -1905,7 +1905,7 @@ async def test_tool_ended_previews_hide_the_agents_env_values(
 async def test_on_step_tool_arguments_are_read_only(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    def change(step: agentrio.StepInfo) -> None:
+    def change(step: agentrio.types.StepInfo) -> None:
         if step.tool_arguments is not None:
             step.tool_arguments["x"] = 99  # type: ignore[index]
 
@@ -1932,7 +1932,7 @@ async def test_tool_ended_duration_of_a_call_that_waited_for_a_slot(
         await agent.run("go")
         assert trio.current_time() - t0 == 10
         await trio.testing.wait_all_tasks_blocked()
-    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    ended = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     # the one that ran second ran 3 or 7 s, after waiting for the one slot
     assert sorted((e.call_id, e.duration) for e in ended) == [("call_1", 3), ("call_2", 7)]
 
@@ -1940,7 +1940,7 @@ async def test_tool_ended_duration_of_a_call_that_waited_for_a_slot(
 async def test_tool_ended_of_a_denied_and_a_timed_out_call(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents
 ) -> None:
-    policy = agentrio.PermissionPolicy([agentrio.deny("echo")])
+    policy = agentrio.PermissionPolicy([agentrio.deny_rule("echo")])
     model = ScriptedModel(
         [calling(call("echo", x=1)), calling(call("nap", n=1, seconds=100)), answer("done")]
     )
@@ -1950,7 +1950,7 @@ async def test_tool_ended_of_a_denied_and_a_timed_out_call(
         agent = await rt.spawn_agent(spec)
         await agent.run("go")
         await trio.testing.wait_all_tasks_blocked()
-    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    ended = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert [(e.tool, e.status, e.duration, e.arguments_preview) for e in ended] == [
         ("echo", "denied", 0, '{"x":1}'),
         ("nap", "timeout", 5, '{"n":1,"seconds":100}'),
@@ -1975,8 +1975,8 @@ async def test_calls_cut_short_by_the_phase_end_have_their_tool_ended(
         await trio.testing.wait_all_tasks_blocked()
     assert result.stop_reason == "timeout"
     # every call that started ended, with the result the phase recorded for it
-    started = [e.call_id for e in events if isinstance(e, agentrio.ToolStarted)]
-    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    started = [e.call_id for e in events if isinstance(e, agentrio.events.ToolStarted)]
+    ended = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert sorted(e.call_id for e in ended) == sorted(started) and len(started) == 2 * calls
     assert [(e.status, e.duration, e.output_preview) for e in ended] == [
         ("timeout", 30, "the phase timed out while the tool ran")
@@ -1999,7 +1999,7 @@ async def test_a_call_cut_short_in_its_post_hook_has_one_tool_ended(
         result = await agent.run("go")
         await trio.testing.wait_all_tasks_blocked()
     assert result.stop_reason == "timeout"
-    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    ended = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     # the tool's own result, which the hook never got to rewrite
     assert sorted((e.call_id, e.status, e.duration, e.output_preview) for e in ended) == [
         (f"call_{n + 1}", "ok", 30, f"echo {n}") for n in range(calls)
@@ -2023,7 +2023,7 @@ async def test_an_error_ends_with_its_type_and_message_in_the_result(
     assert unparsed.error.startswith("the model's tool-call arguments could not be parsed")
     assert (exhausted.stop_reason, exhausted.error_type) == ("error", "ScriptExhausted")
     # the same strings as the phase's PhaseError event
-    errors = [(e.error_type, e.error) for e in events if isinstance(e, agentrio.PhaseError)]
+    errors = [(e.error_type, e.error) for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert errors == [(r.error_type, r.error) for r in (unparsed, exhausted)]
 
 
@@ -2058,7 +2058,9 @@ def timed_out(seconds: float, n: int = 1, *, id: str = "call_1", slept: float = 
     )
 
 
-def of_type(events: list[agentrio.Event], kind: type[agentrio.Event]) -> list[agentrio.Event]:
+def of_type(
+    events: list[agentrio.events.Event], kind: type[agentrio.events.Event]
+) -> list[agentrio.events.Event]:
     return [e for e in events if isinstance(e, kind)]
 
 
@@ -2082,21 +2084,23 @@ async def test_lone_call_timeout_is_a_result_and_the_phase_goes_on(
     assert (tool_msg.content, tool_msg.tool_call_id) == ("tool 'nap' timed out after 5 s", "call_1")
     # the same incarnation went on: not restarted, and the phase counted once
     assert (stats.restarts, stats.messages_handled, stats.state) == (0, 1, "running")
-    assert of_type(events, agentrio.ActorRestarted) == []
-    assert of_type(events, agentrio.ActorFailed) == []
-    assert [e.path for e in of_type(events, agentrio.ActorStarted)].count("a") == 1
+    assert of_type(events, agentrio.events.ActorRestarted) == []
+    assert of_type(events, agentrio.events.ActorFailed) == []
+    assert [e.path for e in of_type(events, agentrio.events.ActorStarted)].count("a") == 1
     # one phase in the events, with its one tool call and its two turns
-    assert len(of_type(events, agentrio.PhaseStarted)) == 1
-    (ended,) = of_type(events, agentrio.PhaseEnded)
-    assert isinstance(ended, agentrio.PhaseEnded)
+    assert len(of_type(events, agentrio.events.PhaseStarted)) == 1
+    (ended,) = of_type(events, agentrio.events.PhaseEnded)
+    assert isinstance(ended, agentrio.events.PhaseEnded)
     assert (ended.stop_reason, ended.iterations) == ("done", 2)
-    (started,) = of_type(events, agentrio.ToolStarted)
-    (tool_end,) = of_type(events, agentrio.ToolEnded)
-    assert isinstance(started, agentrio.ToolStarted) and isinstance(tool_end, agentrio.ToolEnded)
+    (started,) = of_type(events, agentrio.events.ToolStarted)
+    (tool_end,) = of_type(events, agentrio.events.ToolEnded)
+    assert isinstance(started, agentrio.events.ToolStarted) and isinstance(
+        tool_end, agentrio.events.ToolEnded
+    )
     assert (started.tool, started.call_id) == ("nap", "call_1")
     assert (tool_end.tool, tool_end.call_id, tool_end.status) == ("nap", "call_1", "timeout")
-    turns = of_type(events, agentrio.TurnStarted)
-    assert [t.iteration for t in turns if isinstance(t, agentrio.TurnStarted)] == [1, 2]
+    turns = of_type(events, agentrio.events.TurnStarted)
+    assert [t.iteration for t in turns if isinstance(t, agentrio.events.TurnStarted)] == [1, 2]
 
 
 async def test_two_lone_timeouts_in_a_row(
@@ -2126,13 +2130,13 @@ async def test_two_lone_timeouts_in_a_row(
     ]
     assert [m.tool_call_id for m in tool_messages(model.calls[2])] == ["call_1", "call_2"]
     assert (stats.restarts, stats.messages_handled) == (0, 1)
-    turns = [e for e in events if isinstance(e, agentrio.TurnEnded)]
+    turns = [e for e in events if isinstance(e, agentrio.events.TurnEnded)]
     assert [(t.iteration, t.tool_calls) for t in turns] == [(1, 1), (2, 1), (3, 0)]
-    ended = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    ended = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert [(e.call_id, e.status) for e in ended] == [("call_1", "timeout"), ("call_2", "timeout")]
-    (phase_end,) = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    (phase_end,) = [e for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert (phase_end.stop_reason, phase_end.iterations) == ("done", 3)
-    assert len(of_type(events, agentrio.PhaseStarted)) == 1
+    assert len(of_type(events, agentrio.events.PhaseStarted)) == 1
 
 
 async def test_the_phase_timeout_holds_across_cuts(autojump_clock: trio.testing.MockClock) -> None:
@@ -2209,7 +2213,7 @@ async def test_post_tool_use_and_on_step_see_a_lone_timeout(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     seen: list[ToolResult] = []
-    steps: list[agentrio.StepInfo] = []
+    steps: list[agentrio.types.StepInfo] = []
 
     async def post(req: ToolCallRequest, result: ToolResult) -> ToolResult:
         await trio.lowlevel.checkpoint()
@@ -2547,7 +2551,7 @@ async def test_a_tool_that_outlives_its_timer_in_a_model_turn(
         "timeout",
         f"tool {tool.name!r} timed out after 5 s",
     )
-    assert len(of_type(events, agentrio.ToolEnded)) == 1
+    assert len(of_type(events, agentrio.events.ToolEnded)) == 1
     assert (stats.restarts, stats.messages_handled) == (0, 2)
 
 
@@ -2670,7 +2674,7 @@ async def test_after_a_resume_the_next_queued_phase_is_a_checkpoint_as_usual(
     # The first phase's last turn had no checkpoint left after the cancel: it
     # finished. The queued one was never taken: cancelled, never started.
     assert sorted(outcomes) == ["first: done", "second: cancelled"]
-    started = [e for e in events if isinstance(e, agentrio.PhaseStarted)]
+    started = [e for e in events if isinstance(e, agentrio.events.PhaseStarted)]
     assert len(started) == 1  # the second phase never began
 
 
@@ -2754,7 +2758,10 @@ async def test_paused_turns_count_as_iterations(autojump_clock: trio.testing.Moc
 async def test_thinking_is_kept_with_its_turn_and_sent_back(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    thought = (agentrio.ThinkingBlock("let me look", "sig-1"), agentrio.ThinkingBlock(redacted="x"))
+    thought = (
+        agentrio.types.ThinkingBlock("let me look", "sig-1"),
+        agentrio.types.ThinkingBlock(redacted="x"),
+    )
     first = Reply(tool_calls=(call("echo", x=1),), thinking=thought)
     model = ScriptedModel([first, answer("done")])
     async with agentrio.open_runtime() as rt:

@@ -20,27 +20,24 @@ from agentrio import (
     AgentSpec,
     Approval,
     ChatMessage,
-    ConfirmationReceived,
-    ConfirmationRequired,
     Deny,
     InvalidArgument,
     Limits,
-    PermissionDenied,
     PermissionPolicy,
-    Rule,
     ToolCallRequest,
     ToolResult,
-    ToolSchema,
     Usage,
-    allow,
-    ask,
-    deny,
+    allow_rule,
+    ask_rule,
+    deny_rule,
 )
 from agentrio.agents.policy import ask_approver
+from agentrio.events import ConfirmationReceived, ConfirmationRequired, PermissionDenied
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import Rule, ToolSchema
 
 ROOT = Path(__file__).resolve().parents[2]
-Recorder = Callable[[agentrio.Runtime], list[agentrio.Event]]
+Recorder = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
 
 def make_tools() -> tuple[list[tuple[str, dict[str, object]]], list[agentrio.Tool]]:
@@ -102,9 +99,9 @@ def test_rule_constructors() -> None:
     def pred(a: Mapping[str, object]) -> bool:
         return True
 
-    assert deny("x") == Rule("deny", "x")
-    assert allow("x", pred) == Rule("allow", "x", pred)
-    assert ask("x").action == "ask"
+    assert deny_rule("x") == Rule("deny", "x")
+    assert allow_rule("x", pred) == Rule("allow", "x", pred)
+    assert ask_rule("x").action == "ask"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +135,8 @@ def test_bad_policies() -> None:
 
 def test_deny_then_allow_then_ask_whatever_the_order_of_the_rules() -> None:
     policy = PermissionPolicy(
-        rules=[ask("*"), allow("read_*"), deny("read_secret"), allow("shell")], default="deny"
+        rules=[ask_rule("*"), allow_rule("read_*"), deny_rule("read_secret"), allow_rule("shell")],
+        default="deny",
     )
     assert policy.decide("read_secret", {}) == "deny"  # deny beats an earlier allow
     assert policy.decide("read_file", {}) == "allow"  # allow beats an earlier ask
@@ -147,7 +145,7 @@ def test_deny_then_allow_then_ask_whatever_the_order_of_the_rules() -> None:
 
 
 def test_globs_match_whole_names_case_sensitively() -> None:
-    policy = PermissionPolicy(rules=[allow("read_*"), allow("db.?et")], default="deny")
+    policy = PermissionPolicy(rules=[allow_rule("read_*"), allow_rule("db.?et")], default="deny")
     assert policy.decide("read_file", {}) == "allow"
     assert policy.decide("read_", {}) == "allow"
     assert policy.decide("reader", {}) == "deny"
@@ -162,12 +160,12 @@ def test_argument_predicates() -> None:
         return str(arguments.get("path", "")).startswith("/etc")
 
     policy = PermissionPolicy(
-        rules=[deny("write_file", when=system_path), allow("write_file")], default="ask"
+        rules=[deny_rule("write_file", when=system_path), allow_rule("write_file")], default="ask"
     )
     assert policy.decide("write_file", {"path": "/etc/passwd"}) == "deny"
     assert policy.decide("write_file", {"path": "notes.txt"}) == "allow"
     # a predicate that does not match leaves the call to the next rules / the default
-    policy = PermissionPolicy(rules=[allow("shell", when=lambda a: a.get("cmd") == "ls")])
+    policy = PermissionPolicy(rules=[allow_rule("shell", when=lambda a: a.get("cmd") == "ls")])
     policy = PermissionPolicy(rules=policy.rules, default="deny")
     assert policy.decide("shell", {"cmd": "ls"}) == "allow"
     assert policy.decide("shell", {"cmd": "rm -rf /"}) == "deny"
@@ -175,7 +173,7 @@ def test_argument_predicates() -> None:
 
 @pytest.mark.parametrize("default", ["allow", "deny", "ask"])
 def test_the_default_is_for_unmatched_calls(default: str) -> None:
-    policy = PermissionPolicy(rules=[deny("shell")], default=default)  # type: ignore[arg-type]
+    policy = PermissionPolicy(rules=[deny_rule("shell")], default=default)  # type: ignore[arg-type]
     assert policy.decide("anything", {}) == default
     assert policy.decide("shell", {}) == "deny"
 
@@ -223,7 +221,7 @@ async def test_ask_publishes_confirmation_events_and_the_approver_decides(
         seen.append(request)
         return Approval(request.tool_call.arguments.get("path") == "ok.txt", "not that file")
 
-    policy = PermissionPolicy(rules=[ask("write_file")])
+    policy = PermissionPolicy(rules=[ask_rule("write_file")])
     async with agentrio.open_runtime() as rt:
         events = record_events(rt)
         yes, text = await run_one(
@@ -252,7 +250,7 @@ async def test_ask_publishes_confirmation_events_and_the_approver_decides(
 
 async def test_allowed_and_denied_calls_ask_no_one(autojump_clock: trio.testing.MockClock) -> None:
     asked: list[ConfirmationRequired] = []
-    policy = PermissionPolicy(rules=[allow("read_*"), deny("shell")], default="ask")
+    policy = PermissionPolicy(rules=[allow_rule("read_*"), deny_rule("shell")], default="ask")
     async with agentrio.open_runtime() as rt:
         ok, _ = await run_one(
             rt, "read_file", {"path": "x"}, permissions=policy, approver=asked.append
@@ -520,7 +518,7 @@ async def test_arguments_rewritten_by_pre_tool_use_are_judged_again(
         return False
 
     policy = PermissionPolicy(
-        [deny("write_file", when=lambda a: str(a.get("path", "")).startswith("/etc"))]
+        [deny_rule("write_file", when=lambda a: str(a.get("path", "")).startswith("/etc"))]
     )
     ran, tools = make_tools()
     async with agentrio.open_runtime() as rt:
@@ -534,7 +532,7 @@ async def test_arguments_rewritten_by_pre_tool_use_are_judged_again(
         )
         # allowed as asked, but the rewrite lands on an "ask" rule: the approver is asked
         ask_policy = PermissionPolicy(
-            [ask("read_file", when=lambda a: a.get("path") == "/etc/passwd")]
+            [ask_rule("read_file", when=lambda a: a.get("path") == "/etc/passwd")]
         )
         asked_no, _ = await run_one(
             rt,
@@ -632,7 +630,7 @@ async def test_hooks_and_policy_apply_to_direct_tool_calls(
                 "a",
                 ScriptedModel([]),
                 tools=tools,
-                permissions=PermissionPolicy(rules=[deny("shell")]),
+                permissions=PermissionPolicy(rules=[deny_rule("shell")]),
                 pre_tool_use=pre,
                 post_tool_use=post,
             )
@@ -676,7 +674,7 @@ PROGRAM = textwrap.dedent(
             "writer",
             model,
             tools=[write_file],
-            permissions=agentrio.PermissionPolicy(rules=[agentrio.ask("write_file")]),
+            permissions=agentrio.PermissionPolicy(rules=[agentrio.ask_rule("write_file")]),
             approver=agentrio.terminal_approver,
         )
         async with agentrio.open_runtime() as rt:

@@ -98,11 +98,13 @@ async def test_respond_routes_runs_and_says_why(
     assert (response.agent, response.context_label) == ("worker", None)
     assert response.result.final_text == "all 2 steps done"
     assert response.result.stop_reason == "done"
-    routed = [e for e in events if isinstance(e, agentrio.Routed)]
-    assert routed == [agentrio.Routed(path="worker", mode="inline", tier=None, reason=reason)]
+    routed = [e for e in events if isinstance(e, agentrio.events.Routed)]
+    assert routed == [
+        agentrio.events.Routed(path="worker", mode="inline", tier=None, reason=reason)
+    ]
     # the decision comes before the phase it decided
     kinds = [type(e) for e in events if e.path == "worker"]
-    assert kinds.index(agentrio.Routed) < kinds.index(agentrio.PhaseStarted)
+    assert kinds.index(agentrio.events.Routed) < kinds.index(agentrio.events.PhaseStarted)
 
 
 async def test_a_request_routed_to_background_runs_in_that_mode(
@@ -256,10 +258,11 @@ async def test_an_inline_run_at_its_cap_goes_on_in_the_background(
     phases = [
         (type(e).__name__, e.context_label)
         for e in events
-        if isinstance(e, (agentrio.PhaseStarted, agentrio.PhaseEnded)) and e.path == "worker"
+        if isinstance(e, (agentrio.events.PhaseStarted, agentrio.events.PhaseEnded))
+        and e.path == "worker"
     ]
     assert phases == [("PhaseStarted", "chat"), ("PhaseEnded", "chat")] * 2
-    ended = [e for e in events if isinstance(e, agentrio.PhaseEnded)]
+    ended = [e for e in events if isinstance(e, agentrio.events.PhaseEnded)]
     assert [e.stop_reason for e in ended] == ["max_iterations", "done"]
     # its actor started, and stopped once its phase was done
     runner = [e for e in events if e.path == bg.path]
@@ -306,7 +309,9 @@ async def test_only_a_capped_response_of_this_agent_continues(
             await agent.continue_in_background(done)
         with pytest.raises(agentrio.InvalidArgument, match="is agent 'other'"):
             await agent.continue_in_background(capped)
-        with pytest.raises(agentrio.InvalidArgument, match=r"must be the agentrio\.Response"):
+        with pytest.raises(
+            agentrio.InvalidArgument, match=r"must be the agentrio\.types\.Response"
+        ):
             await agent.continue_in_background(done.result)  # type: ignore[arg-type]
         with pytest.raises(agentrio.InvalidArgument, match="message must be a str or None"):
             await other.continue_in_background(capped, message=3)  # type: ignore[arg-type]
@@ -369,10 +374,10 @@ async def test_no_background_run_under_a_stopped_supervisor(
 ) -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
-        agent = await team.spawn_agent(worker(Steps(1)))
+        agent = await rt.spawn_agent(worker(Steps(1)), under=team)
         response = await agent.respond("Do it.", router=lambda r: Route("inline"))
         await team.stop()
-        with pytest.raises(agentrio.RuntimeClosed):
+        with pytest.raises(agentrio.errors.RuntimeClosed):
             await agent.start_background("again")
     assert response.result.stop_reason == "done"
 
@@ -385,7 +390,7 @@ async def test_a_bad_runtime_router() -> None:
 
 def test_background_run_has_no_public_constructor() -> None:
     with pytest.raises(TypeError, match="no public constructor"):
-        agentrio.BackgroundRun()
+        agentrio.types.BackgroundRun()
 
 
 # -- the runtime ends, the background run ends with it ---------------------------------------
@@ -411,7 +416,7 @@ async def test_no_background_run_outlives_the_runtime(
     assert ours and task_tracker.alive(ours) == []
     # the agent was cancelled at the deadline, its phase with it
     await trio.testing.wait_all_tasks_blocked()
-    exits = [(e.path, e.reason) for e in events if isinstance(e, agentrio.ActorExited)]
+    exits = [(e.path, e.reason) for e in events if isinstance(e, agentrio.events.ActorExited)]
     assert (bg.path, "cancelled") in exits
     assert ("worker", "cancelled") in exits
 
@@ -556,7 +561,9 @@ async def test_an_unknown_tier_is_a_config_error_before_anything_runs(
                 await agent.run("q", model="medium")
             await trio.testing.wait_all_tasks_blocked()
         assert server.requests == []
-    assert not [e for e in events if isinstance(e, (agentrio.Routed, agentrio.PhaseStarted))]
+    assert not [
+        e for e in events if isinstance(e, (agentrio.events.Routed, agentrio.events.PhaseStarted))
+    ]
 
 
 async def test_a_per_run_model(autojump_clock: trio.testing.MockClock) -> None:
@@ -585,7 +592,7 @@ async def test_a_raw_run_phase_with_a_bad_model_ends_with_error(
         assert "'nowhere' is neither a tier" in result.error
         assert (await agent.run("hi")).stop_reason == "done"  # the agent is fine
         await trio.testing.wait_all_tasks_blocked()
-    (error,) = [e for e in events if isinstance(e, agentrio.PhaseError)]
+    (error,) = [e for e in events if isinstance(e, agentrio.events.PhaseError)]
     assert error.error_type == "ConfigError"
 
 

@@ -11,8 +11,9 @@ import pytest
 import trio
 
 import agentrio
-from agentrio import InvalidArgument, Tool, ToolSchema
+from agentrio import InvalidArgument, Tool
 from agentrio.agents.tool import ToolArgumentsInvalid, ToolResultInvalid
+from agentrio.types import ToolSchema
 
 
 class Point(msgspec.Struct):

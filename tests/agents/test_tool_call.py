@@ -10,9 +10,10 @@ import trio
 import trio.testing
 
 import agentrio
-from agentrio import ChatMessage, ToolCallRequest, ToolResult, ToolSchema
+from agentrio import ChatMessage, ToolCallRequest, ToolResult
 from agentrio.agents.tool_call import ToolCallActor, start_batch
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.types import ToolSchema
 
 
 @agentrio.tool
@@ -369,7 +370,7 @@ async def test_a_parallel_batch_takes_the_runtimes_slots(
 
 async def test_a_failing_call_is_retried_with_backoff(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     work = Work(failures={"x": 2})
     policy = agentrio.LanePolicy(attempts=3, backoff_initial=2, backoff_max=3)
@@ -380,9 +381,9 @@ async def test_a_failing_call_is_retried_with_backoff(
     assert (done.status, done.content) == ("ok", "x done")
     # attempt 1 at 0 (fails at 1), wait 2; attempt 2 at 3 (fails at 4), wait 3; attempt 3 at 7.
     assert [t for _, t in work.calls] == [0, 3, 7]
-    retries = [e for e in events if isinstance(e, agentrio.ToolRetry)]
+    retries = [e for e in events if isinstance(e, agentrio.events.ToolRetry)]
     assert [(e.attempt, e.delay) for e in retries] == [(1, 2), (2, 3)]
-    assert retries[0] == agentrio.ToolRetry(
+    assert retries[0] == agentrio.events.ToolRetry(
         path="x",
         tool="work",
         call_id="c1",
@@ -392,12 +393,12 @@ async def test_a_failing_call_is_retried_with_backoff(
         error_type="ConnectionError",
         error="flaky (x)",
     )
-    assert not [e for e in events if isinstance(e, agentrio.ToolDeadLetter)]
+    assert not [e for e in events if isinstance(e, agentrio.events.ToolDeadLetter)]
 
 
 async def test_after_the_last_attempt_a_dead_letter_and_a_refusal(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     work = Work(failures={"x": 99}, error="cannot reach db with sk-secret-123")
     lanes = agentrio.Lanes(background=agentrio.LanePolicy(attempts=3, backoff_initial=1))
@@ -412,8 +413,8 @@ async def test_after_the_last_attempt_a_dead_letter_and_a_refusal(
         "tool 'work' was given up after 3 attempts (a dead letter of the 'background' "
         "lane); the last raised ConnectionError: cannot reach db with [redacted] (x)"
     )
-    (dead,) = [e for e in events if isinstance(e, agentrio.ToolDeadLetter)]
-    assert dead == agentrio.ToolDeadLetter(
+    (dead,) = [e for e in events if isinstance(e, agentrio.events.ToolDeadLetter)]
+    assert dead == agentrio.events.ToolDeadLetter(
         path="x",
         tool="work",
         call_id="c1",
@@ -422,7 +423,7 @@ async def test_after_the_last_attempt_a_dead_letter_and_a_refusal(
         error_type="ConnectionError",
         error="cannot reach db with [redacted] (x)",
     )
-    (ended,) = [e for e in events if isinstance(e, agentrio.ToolEnded)]
+    (ended,) = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert ended.status == "denied"
     assert "sk-secret" not in repr(events)
 
@@ -449,7 +450,7 @@ async def test_the_model_sees_the_dead_letter(autojump_clock: trio.testing.MockC
 
 async def test_without_retries_a_failing_call_is_failed_and_no_dead_letter(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     for lanes in (None, agentrio.Lanes(tool_concurrency=1)):
         work = Work(failures={"x": 99})
@@ -463,7 +464,9 @@ async def test_without_retries_a_failing_call_is_failed_and_no_dead_letter(
         )
         assert len(work.calls) == 1
         assert not [
-            e for e in events if isinstance(e, (agentrio.ToolRetry, agentrio.ToolDeadLetter))
+            e
+            for e in events
+            if isinstance(e, (agentrio.events.ToolRetry, agentrio.events.ToolDeadLetter))
         ]
 
 

@@ -16,18 +16,17 @@ from hypothesis import strategies as st
 import agentrio
 from agentrio import (
     ActorCrashed,
+    ActorStopped,
+    AskTimeout,
+    InvalidArgument,
+)
+from agentrio.errors import MailboxFull, NotAMessage, RestartIntensityExceeded, SelfAsk
+from agentrio.events import (
     ActorExited,
     ActorFailed,
     ActorRestarted,
     ActorStarted,
-    ActorStopped,
-    AskTimeout,
     DeadLetter,
-    InvalidArgument,
-    MailboxFull,
-    NotAMessage,
-    RestartIntensityExceeded,
-    SelfAsk,
     SupervisorEscalated,
 )
 
@@ -96,7 +95,7 @@ class Recorder(agentrio.Actor[agentrio.Message]):
         self.log.append("stop")
 
 
-RecordEvents = Callable[[agentrio.Runtime], list[agentrio.Event]]
+RecordEvents = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
 
 # -- the basics -----------------------------------------------------------------------
@@ -507,8 +506,8 @@ async def test_cancel_is_immediate_and_fails_what_is_pending(
             dead = [e for e in events if isinstance(e, DeadLetter)]
             assert sorted(d.message_type for d in dead) == ["Block", "Put"]
             assert {d.reason for d in dead} == {"cancelled"}
-            assert agentrio.ActorExited(path="r", reason="cancelled") in events
-            assert not any(isinstance(e, agentrio.ActorRestarted) for e in events)
+            assert agentrio.events.ActorExited(path="r", reason="cancelled") in events
+            assert not any(isinstance(e, agentrio.events.ActorRestarted) for e in events)
 
 
 async def test_send_right_after_cancel_says_cancelled() -> None:
@@ -652,7 +651,7 @@ async def test_statistics() -> None:
         assert ref.statistics().state == "starting"  # its task has not run yet
         await trio.testing.wait_all_tasks_blocked()
         stats = ref.statistics()
-        assert stats == agentrio.ActorStatistics(
+        assert stats == agentrio.types.ActorStatistics(
             path="s",
             state="running",
             mailbox_size=0,
@@ -780,7 +779,7 @@ async def test_inline_tell_and_ask_are_handled_at_once_in_the_senders_task() -> 
         assert await ref.ask(Get()) == [1, 2, 3]
         me = trio.lowlevel.current_task()
         assert await ref.ask(Tasks()) == [me, me, me]
-        assert ref.statistics() == agentrio.ActorStatistics(
+        assert ref.statistics() == agentrio.types.ActorStatistics(
             path="tally",
             state="running",
             mailbox_size=0,
@@ -908,7 +907,7 @@ async def test_temporary_inline_actor_that_crashes_exits(record_events: RecordEv
         assert not any(isinstance(e, ActorRestarted) for e in events)
         dead = [e.reason for e in events if isinstance(e, DeadLetter)]
         assert dead == ["crashed_on", "crashed", "crashed", "crashed"]
-        with pytest.raises(agentrio.UnknownName):
+        with pytest.raises(agentrio.errors.UnknownName):
             rt.lookup("gone")
     assert log == ["start"]  # no on_stop after a crash
 

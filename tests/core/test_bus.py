@@ -12,20 +12,22 @@ from hypothesis import strategies as st
 
 import agentrio
 from agentrio import (
+    InvalidArgument,
+)
+from agentrio.core.bus import EventBus
+from agentrio.events import (
     ActorExited,
     ActorFailed,
     ActorRestarted,
     ActorStarted,
     DeadLetter,
     EventsLost,
-    InvalidArgument,
 )
-from agentrio.core.bus import EventBus
 
-RecordEvents = Callable[..., list[agentrio.Event]]
+RecordEvents = Callable[..., list[agentrio.events.Event]]
 
 
-def ev(n: int) -> agentrio.Event:
+def ev(n: int) -> agentrio.events.Event:
     return ActorStarted(path=f"a{n}", restarts=n)
 
 
@@ -44,7 +46,7 @@ class Echo(agentrio.Actor[agentrio.Message]):
         return msg
 
 
-async def drain(stream: agentrio.EventStream) -> list[agentrio.Event]:
+async def drain(stream: agentrio.events.EventStream) -> list[agentrio.events.Event]:
     """Everything a closed stream still holds."""
     return [event async for event in stream]
 
@@ -101,7 +103,7 @@ async def test_a_loss_is_reported_before_later_events() -> None:
 async def test_receive_waits_for_the_next_event() -> None:
     bus = EventBus()
     stream = bus.subscribe()
-    got: list[agentrio.Event] = []
+    got: list[agentrio.events.Event] = []
     async with trio.open_nursery() as nursery:
 
         async def reader() -> None:
@@ -165,11 +167,11 @@ def test_what_a_subscriber_sees_accounts_for_every_event(capacity: int, ops: lis
     async def main() -> None:
         bus = EventBus()
         stream = bus.subscribe(capacity=capacity)
-        published: list[agentrio.Event] = []
-        received: list[agentrio.Event] = []
+        published: list[agentrio.events.Event] = []
+        received: list[agentrio.events.Event] = []
         accounted = 0  # published events the subscriber has seen or been told it lost
 
-        def check(event: agentrio.Event) -> None:
+        def check(event: agentrio.events.Event) -> None:
             nonlocal accounted
             received.append(event)
             if isinstance(event, EventsLost):

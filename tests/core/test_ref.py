@@ -12,7 +12,8 @@ import trio.testing
 from test_supervisor import Block, Gen, Put, Worker, _crash
 
 import agentrio
-from agentrio import DuplicateName, InvalidArgument, UnknownName
+from agentrio import InvalidArgument
+from agentrio.errors import DuplicateName, UnknownName
 
 # -- names, lookups, arguments ----------------------------------------------------------------
 
@@ -101,6 +102,16 @@ class NotAnActor:
         pass
 
 
+async def test_a_supervisor_ref_spawns_no_agents_the_runtime_does() -> None:
+    """Agents, helpers and maps are the runtime's: ``rt.spawn_agent(spec, under=team)``."""
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        for name in ("spawn_agent", "helper", "map", "register_tool"):
+            assert not hasattr(team, name)
+            assert not hasattr(agentrio.SupervisorRef, name)
+            assert callable(getattr(rt, name))
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
@@ -181,7 +192,7 @@ async def test_supervisor_statistics() -> None:
         b.send_nowait(Put(n=2))
         await trio.testing.wait_all_tasks_blocked()
         stats = team.statistics()
-        assert stats == agentrio.SupervisorStatistics(
+        assert stats == agentrio.types.SupervisorStatistics(
             path="team",
             state="running",
             children=2,

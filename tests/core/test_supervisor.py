@@ -16,23 +16,24 @@ from test_restart import intensity_model
 import agentrio
 from agentrio import (
     ActorCrashed,
+    ActorStopped,
+    Backoff,
+)
+from agentrio.errors import RuntimeClosed, UnknownName
+from agentrio.events import (
     ActorExited,
     ActorFailed,
     ActorRestarted,
     ActorStarted,
-    ActorStopped,
-    Backoff,
     DeadLetter,
-    RuntimeClosed,
     SupervisorEscalated,
-    UnknownName,
 )
 from agentrio.testing import FunctionModel, Reply
 
 if TYPE_CHECKING:
     from conftest import TaskTracker
 
-RecordEvents = Callable[..., list[agentrio.Event]]
+RecordEvents = Callable[..., list[agentrio.events.Event]]
 
 
 # Virtual seconds (MockClock): a test that deadlocks jumps here and fails at once.
@@ -104,7 +105,7 @@ async def _crash(ref: agentrio.ActorRef, text: str = "boom") -> None:
     assert str(info.value.cause) == text
 
 
-def _of(events: list[agentrio.Event], *types: type) -> list[agentrio.Event]:
+def _of(events: list[agentrio.events.Event], *types: type) -> list[agentrio.events.Event]:
     return [e for e in events if isinstance(e, types)]
 
 
@@ -123,7 +124,7 @@ def test_supervisor_fails_exactly_when_the_model_says(
 
     async def main() -> None:
         async with agentrio.open_runtime() as rt:
-            escalations: list[agentrio.Event] = []
+            escalations: list[agentrio.events.Event] = []
             stream = rt.events()
             sup = await rt.spawn_supervisor(
                 name="s", max_restarts=max_restarts, period=period, restart="temporary"
@@ -275,7 +276,7 @@ async def test_crash_in_on_start_is_a_crash() -> None:
         async def handle(self, msg: Gen) -> object:
             raise AssertionError("never started")
 
-    with pytest.RaisesGroup(agentrio.RestartIntensityExceeded):
+    with pytest.RaisesGroup(agentrio.errors.RestartIntensityExceeded):
         async with agentrio.open_runtime(max_restarts=2) as rt:
             await rt.spawn(BadStart, name="bad", restart="permanent")
             await trio.sleep_forever()

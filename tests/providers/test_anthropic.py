@@ -16,21 +16,20 @@ from hypothesis import strategies as st
 from wirefuzz import FUZZ, damaged, damaged_at_random, json_values
 
 from agentrio import (
-    BadResponse,
     ChatMessage,
     InvalidArgument,
     ModelReply,
     ModelSettings,
     Provider,
     ProviderConfig,
-    ThinkingBlock,
     ToolCallRequest,
-    ToolSchema,
     Usage,
 )
+from agentrio.errors import BadResponse
 from agentrio.providers.anthropic import API_VERSION, AnthropicWire
 from agentrio.providers.bounded import TooLarge
 from agentrio.testing import FakeLLMServer, open_fake_llm
+from agentrio.types import ThinkingBlock, ToolSchema
 
 WIRE = AnthropicWire()
 LOOKUP = ToolSchema(

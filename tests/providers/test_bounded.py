@@ -17,7 +17,8 @@ import pytest
 import trio
 import trio.testing
 
-from agentrio import BadResponse, ChatMessage, Provider, ProviderConfig
+from agentrio import ChatMessage, Provider, ProviderConfig
+from agentrio.errors import BadResponse
 from agentrio.providers.bounded import (
     MAX_LINE_BYTES,
     MAX_REPLY_CHARS,

@@ -29,12 +29,12 @@ from agentrio import (
     ModelSettings,
     Provider,
     ProviderConfig,
-    ThinkingBlock,
     ToolCallRequest,
     Usage,
 )
 from agentrio.providers.provider import Kind
 from agentrio.testing import open_fake_llm
+from agentrio.types import ThinkingBlock
 
 BASE = {"openai": "/v1", "anthropic": "/v1", "ollama": ""}
 HI = [ChatMessage("user", "hi")]

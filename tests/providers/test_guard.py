@@ -19,13 +19,13 @@ from agentrio import (
     AgentSpec,
     Limits,
     ModelReply,
-    PhaseError,
     PhaseResult,
     Provider,
     ProviderConfig,
     ToolCallRequest,
     Usage,
 )
+from agentrio.events import PhaseError
 from agentrio.providers.guard import MAX_REPAIR_CHARS, parse_arguments, tool_calls_in_text
 from agentrio.providers.provider import Kind
 from agentrio.testing import FakeRequest, FakeServerStatistics, Faults, open_fake_llm
@@ -399,7 +399,7 @@ async def lookup(key: str) -> str:
 class Run:
     result: PhaseResult
     server: FakeServerStatistics
-    events: list[agentrio.Event]
+    events: list[agentrio.events.Event]
 
 
 async def run_agent(

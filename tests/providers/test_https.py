@@ -19,7 +19,8 @@ import pytest
 import trio
 import trustme
 
-from agentrio import ChatMessage, ModelReply, Provider, ProviderConfig, ProviderUnavailable, Usage
+from agentrio import ChatMessage, ModelReply, Provider, ProviderConfig, Usage
+from agentrio.errors import ProviderUnavailable
 from agentrio.testing import open_fake_llm
 
 HI = [ChatMessage("user", "hi")]

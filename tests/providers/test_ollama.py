@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from wirefuzz import FUZZ, damaged, damaged_at_random, json_values
 
 from agentrio import (
-    BadResponse,
     ChatMessage,
     InvalidArgument,
     ModelReply,
@@ -23,12 +22,13 @@ from agentrio import (
     Provider,
     ProviderConfig,
     ToolCallRequest,
-    ToolSchema,
     Usage,
 )
+from agentrio.errors import BadResponse
 from agentrio.providers.bounded import TooLarge
 from agentrio.providers.ollama import OllamaWire
 from agentrio.testing import FakeLLMServer, open_fake_llm
+from agentrio.types import ToolSchema
 
 WIRE = OllamaWire()
 LOOKUP = ToolSchema(

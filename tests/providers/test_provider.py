@@ -33,25 +33,21 @@ import trio.testing
 import agentrio
 from agentrio import (
     AgentSpec,
-    AuthError,
-    BadResponse,
     ChatMessage,
     ConfigError,
     ModelReply,
-    PhaseError,
     Provider,
     ProviderConfig,
     ProviderError,
-    ProviderModel,
-    ProviderUnavailable,
-    RateLimited,
-    TextDelta,
     ToolCallRequest,
     Usage,
 )
+from agentrio.errors import AuthError, BadResponse, ProviderUnavailable, RateLimited
+from agentrio.events import PhaseError, TextDelta
 from agentrio.providers.provider import DEFAULT_POOL, Kind
 from agentrio.providers.tokens import message_text
 from agentrio.testing import FakeLLMServer, FakeRequest, Faults, ReplyHandler, open_fake_llm
+from agentrio.types import ProviderModel
 
 BASE = {"openai": "/v1", "anthropic": "/v1", "ollama": ""}
 KINDS: list[Kind] = ["openai", "anthropic", "ollama"]
@@ -744,7 +740,7 @@ async def test_the_backoff_never_exceeds_the_ceiling(
 
 async def test_a_phase_does_not_wait_for_a_retry_after_beyond_the_ceiling(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     faults = Faults(rate_limit=1.0, retry_after=86400)
     async with serving(faults=faults, max_retries=3) as (_, p), agentrio.open_runtime() as rt:
@@ -1361,7 +1357,7 @@ async def test_an_agent_is_charged_the_input_of_attempts_that_timed_out(
 @pytest.mark.parametrize("kind", KINDS)
 async def test_a_retry_past_the_budget_is_not_sent(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
     kind: Kind,
 ) -> None:
     # Each attempt reserves 11 (1 for "hi", 10 of output) and, cut short after
@@ -1382,7 +1378,7 @@ async def test_a_retry_past_the_budget_is_not_sent(
     assert sent == 3
     usage = rt.usage()
     assert (usage.total_tokens, usage.requests, usage.attempts) == (6, 1, 3)
-    assert [e.limit for e in events if isinstance(e, agentrio.BudgetExhausted)] == [
+    assert [e.limit for e in events if isinstance(e, agentrio.events.BudgetExhausted)] == [
         "max_total_tokens"
     ]
 
@@ -1392,7 +1388,7 @@ async def test_a_retry_past_the_budget_is_not_sent(
 
 async def test_a_failed_model_call_ends_the_phase_with_error(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     async with (
         serving(faults=Faults(server_error=1.0), max_retries=1) as (_, down),
@@ -1415,7 +1411,7 @@ async def test_a_failed_model_call_ends_the_phase_with_error(
 
 async def test_auth_errors_reach_the_phase(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     async with (
         open_fake_llm(ok, api_key="right") as server,
@@ -1433,7 +1429,7 @@ async def test_auth_errors_reach_the_phase(
 @pytest.mark.parametrize("kind", KINDS)
 async def test_streamed_text_arrives_as_text_deltas(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
     kind: Kind,
 ) -> None:
     text = "a fairly long answer, streamed in pieces"
@@ -1452,7 +1448,7 @@ async def test_streamed_text_arrives_as_text_deltas(
 
 async def test_no_text_deltas_without_a_stream(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     async with serving(stream=False) as (_, p), agentrio.open_runtime() as rt:
         events = record_events(rt)
@@ -1502,7 +1498,7 @@ async def test_the_api_key_appears_in_no_event_log_repr_or_error(
     autojump_clock: trio.testing.MockClock,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
 ) -> None:
     monkeypatch.setenv("AGENTRIO_TEST_API_KEY", KEY)
     caplog.set_level(logging.DEBUG)

@@ -20,17 +20,15 @@ import trio.testing
 import agentrio
 from agentrio import (
     AgentSpec,
-    AuthError,
-    BadResponse,
     ChatMessage,
     ConfigError,
-    PhaseError,
     Provider,
     ProviderConfig,
     ProviderError,
-    ProviderUnavailable,
 )
 from agentrio.config import parse_config
+from agentrio.errors import AuthError, BadResponse, ProviderUnavailable
+from agentrio.events import PhaseError
 from agentrio.providers.provider import Kind
 from agentrio.providers.redact import redact_url, url_secrets
 from agentrio.testing import Reply, open_fake_llm
@@ -245,7 +243,7 @@ def _echoing(kind: Kind, **options: object) -> Provider:
 @pytest.mark.parametrize("kind", ECHOED)
 async def test_a_key_echoed_in_a_stream_is_redacted(
     autojump_clock: trio.testing.MockClock,
-    record_events: Callable[[agentrio.Runtime], list[agentrio.Event]],
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
     kind: Kind,
 ) -> None:
     provider = _echoing(kind)

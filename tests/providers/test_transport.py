@@ -22,13 +22,12 @@ import trustme
 
 import agentrio
 from agentrio import (
-    BadResponse,
     ChatMessage,
     ConfigError,
     Provider,
     ProviderConfig,
-    ProviderUnavailable,
 )
+from agentrio.errors import BadResponse, ProviderUnavailable
 from agentrio.providers import transport
 from agentrio.providers.transport import (
     ConnectionPool,

@@ -14,7 +14,8 @@ import json
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from agentrio import BadResponse, ModelReply
+from agentrio import ModelReply
+from agentrio.errors import BadResponse
 from agentrio.providers.wire import WireFormat
 
 ODD: list[object] = [None, 0, 7, -1, 2.5, True, "", "x", [], [1, "a"], {}, {"k": [None]}]

@@ -9,9 +9,10 @@ import trio
 import trio.testing
 
 import agentrio
-from agentrio import ChatMessage, InvalidArgument, ModelReply, ToolCallRequest, ToolSchema, Usage
+from agentrio import ChatMessage, InvalidArgument, ModelReply, ToolCallRequest, Usage
 from agentrio.providers.base import DEFAULT_CONTEXT_WINDOW, check_model
 from agentrio.testing import FunctionModel, Reply, ScriptedModel, ScriptExhausted
+from agentrio.types import ToolSchema
 
 HELLO = (ChatMessage("user", "hello"),)
 LOOKUP = ToolSchema("lookup", "Look up.", {"type": "object", "properties": {}})

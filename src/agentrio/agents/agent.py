@@ -19,7 +19,6 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name, check_timeout, short_repr
-from ..config import find_config, split_model
 from ..core.actor import (
     Actor,
     ActorRef,
@@ -48,6 +47,7 @@ from ..providers.base import (
     check_model,
     context_window,
     model_pricing,
+    split_model,
 )
 from ..providers.limiter import DEFAULT_LANE
 from ..providers.tokens import TokenEstimator, estimate_tokens, message_text
@@ -61,6 +61,7 @@ from .limits import Limits
 from .modes import Mode, check_mode_timeout
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
+from .services import Services
 from .tool import NO_ENV, Tool, check_env
 from .tool_call import ToolGate
 
@@ -78,19 +79,22 @@ __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
 class StepInfo:
     """What ``AgentSpec.on_step`` is told after each model turn and each tool call.
 
+    See [`on_step`][on_step].
+
     Attributes:
         agent: the agent's path.
         step: 1 for the phase's first step, then 2, 3...
         tool_name: the tool, or ``None`` for a model turn.
-        summary: a short account: the reply's start, or the tool's status and output.
+        summary: at most 80 characters: the reply's text (or ``"<n> tool
+            call(s)"``), or the tool's ``"<status>: <content>"``.
         iteration: the model call this step belongs to (1 for the phase's
             first; a tool call's is the call that asked for it); 0 in a
             phase of direct tool calls.
         max_iterations: the phase's step limit: the model calls it may make
             (``run(max_iterations=...)``, by default ``Limits.max_iterations``).
         tool_arguments: for a tool step, the arguments the tool was called
-            with, a read-only view (``types.MappingProxyType``); ``None`` for
-            a model turn.
+            with, a read-only view (``types.MappingProxyType``: changing it
+            raises ``TypeError``); ``None`` for a model turn.
         tokens: the running token estimate: the estimated size of the
             conversation up to this step (the history the phase continued,
             its new turns so far, this step's included), as the spec's
@@ -125,7 +129,9 @@ def _to_lane(value: object) -> Lane:
 class AgentSpec:
     """Everything that defines an agent; one spec can be spawned many times.
 
-    Example::
+    Spawn it with [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent].
+
+    Example:
 
         spec = agentrio.AgentSpec(
             name="researcher",
@@ -138,67 +144,118 @@ class AgentSpec:
 
     Attributes:
         name: the agent's default name (``spawn_agent(name=...)`` overrides it):
-            an actor's name (no ``/``, not ending with ``.context`` nor
-            containing ``.context.``) that does not start with ``context.``.
-        model: a model object (see :class:`agentrio.Model`), a tier name from
+            an actor's name (a non-empty str without ``/``, not ending with
+            ``.context`` nor containing ``.context.``, the form reserved for
+            context actors) that does not start with ``context.`` (a
+            subagent's default name, ``"<agent>.<name>-<n>"``, would have
+            that form).
+        model: a model object (see [`agentrio.Model`][agentrio.Model]), a tier name from
             agentrio.toml (``"fast"``), or an ``"instance:model"`` string
-            (``"local:qwen2.5:0.5b"``), resolved when the agent is spawned.
+            (``"local:qwen2.5:0.5b"``), resolved through the runtime's
+            [`Config`][agentrio.Config] when the agent is spawned.
         instructions: the system prompt, put first in each new context.
-        tools: the agent's allowlist: :class:`agentrio.Tool` objects (plain
-            functions are wrapped with :func:`agentrio.tool`).
-        limits: the bounds of each phase.
+        tools: the agent's allowlist: [`agentrio.Tool`][agentrio.Tool] objects (plain
+            functions are wrapped with [`agentrio.tool`][agentrio.tool]); stored as a tuple.
+        limits: the bounds of each phase (see [`Limits`][agentrio.Limits]).
         workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
-            ``run_summary.json``; an agent spawned under another name than
-            the spec's gets a subfolder of that name, which must not be one
-            of those entries.
-        on_step: called (sync or async) with a :class:`StepInfo` after every
+            ``run_summary.json`` (see [`Workspace`][agentrio.Workspace]); an
+            agent spawned under another name than the spec's gets a
+            subfolder of that name, which must not be one of those entries.
+        on_step: called (sync or async) with a [`StepInfo`][agentrio.types.StepInfo] after every
             model turn and tool call; if it raises, the phase ends with ``error``.
-        token_estimator: tokens of a text, for the context window and the
-            budget's reservations (default: characters / 3.5).
-        escalate_on_stall: when a phase stalls and ``model`` is a tier in the
-            configuration's ``escalation`` list, run the phase once more on
-            the next tier.
-        permissions: the :class:`agentrio.PermissionPolicy` for its tool
+        token_estimator: ``fn(text) -> tokens``, for the context window and
+            the budget's reservations (default:
+            [`estimate_tokens`][agentrio.estimate_tokens]).
+        escalate_on_stall: when ``model`` is a tier listed in the
+            configuration's ``escalation``, a phase that ends ``"stalled"``
+            is run once more on the next tier, and the agent keeps that
+            model from then on.
+        permissions: the [`agentrio.PermissionPolicy`][agentrio.PermissionPolicy] for its tool
             calls (None: every allowlisted call is allowed).
-        approver: who answers ``ask`` decisions: an async or sync callable
-            taking a :class:`agentrio.ConfirmationRequired` and returning a
-            bool or :class:`agentrio.Approval`, or an actor that does the same
-            (any other answer denies the call).
+        approver: who answers the policy's ``ask`` decisions: a callable
+            (plain or async) taking a
+            [`agentrio.events.ConfirmationRequired`][agentrio.events.ConfirmationRequired] and
+            returning a bool or an [`agentrio.Approval`][agentrio.Approval], or an
+            [`ActorRef`][agentrio.ActorRef] that is asked with the
+            ``ConfirmationRequired`` and replies the same. Without one,
+            ``ask`` means deny. Any other answer (``"yes"``, ``1``, ``None``)
+            denies the call, and the model sees what it answered.
         approval_timeout: seconds to wait for the approver; then the call is
             denied (None: wait as long as the phase may).
-        pre_tool_use: ``async (call) -> call | Deny | None``: may refuse a
-            call or rewrite its arguments.
-        post_tool_use: ``async (call, result) -> result | None``: may rewrite
-            a result before the model sees it.
-        env: environment variables for its tools (``None``: none), kept as a
-            read-only copy and handed to each tool that declares a
-            :class:`agentrio.ToolContext`; agentrio sets no process
-            environment from it. Its repr shows the names only.
+        pre_tool_use: ``async (ToolCallRequest) -> ToolCallRequest | Deny |
+            None``, called before each admitted call: a
+            [`Deny`][agentrio.Deny] refuses it, a request replaces it (other
+            arguments, same tool; the policy judges the new arguments
+            again), ``None`` lets it go as it is.
+        post_tool_use: ``async (ToolCallRequest, ToolResult) -> ToolResult |
+            None``, called after each call: a result replaces the one the
+            model sees.
+        env: environment variables for its tools: a mapping of str to str
+            (``None``: empty, the default), kept as a read-only (and
+            hashable) copy and handed to each tool that declares a
+            [`agentrio.ToolContext`][agentrio.ToolContext] as ``ctx.env``. agentrio sets no
+            process environment from it (all agents share one process); a
+            tool passes it on itself, to a subprocess say. Its repr shows
+            the names only. A session helper has its agent's; a subagent
+            has its own spec's.
         continuation_detector: ``(text) -> bool`` (sync or async): does a
-            reply without tool calls read as an intermediate step? Asked only
-            while ``limits.max_continuation_turns`` allows another
-            continuation (None: :func:`agentrio.looks_unfinished`); if it
-            raises, the phase ends with ``error``.
-        compaction: a :class:`agentrio.Compaction` to replace a context's
+            reply without tool calls read as an intermediate step rather
+            than a final answer? Asked with the reply's text, only while
+            ``limits.max_continuation_turns`` allows another continuation
+            (never when it is 0, the default); only True continues (None:
+            [`agentrio.looks_unfinished`][agentrio.looks_unfinished]). If it raises, the
+            phase ends with ``error``.
+        compaction: a [`agentrio.Compaction`][agentrio.Compaction] to replace a context's
             older turns with a summary once it passes a share of the model's
             window (``None``, the default: no compaction; old turns are only
-            left out of each call's view).
+            left out of each call's view). A session helper has its agent's.
         lane: the priority lane of its phases' model calls and tool calls,
             unless ``run(lane=...)`` says otherwise: ``"interactive"``
-            (also called ``"control"``), ``"query"`` (the default),
-            ``"execute"`` or ``"background"``. While a provider's or the
-            runtime's limit is full, the higher lanes' calls go first.
+            (``"control"`` is stored as ``"interactive"``), ``"query"`` (the
+            default), ``"execute"`` or ``"background"``. While a provider's
+            or the runtime's limit is full, the higher lanes' calls go
+            first. A session helper has its agent's; a subagent, an agent
+            tool's child and ``map``'s agents their own spec's.
         settings: request settings for its model calls
-            (:class:`agentrio.ModelSettings`), laid over its provider's; a
-            run's ``settings`` are laid over them. A named ``tool_choice``
-            must be one of its tools; the model must take settings (a
-            provider's models do) and be able to send each one, else
-            ``spawn_agent`` raises ``InvalidArgument``. Summary calls
-            (compaction) go without them.
+            ([`agentrio.ModelSettings`][agentrio.ModelSettings]), laid over its provider's
+            (``ProviderConfig.settings``); a run's ``settings`` are laid over
+            them. A named ``tool_choice`` must be one of its tools. At
+            ``spawn_agent``, the resolved model must take settings (a
+            ``settings`` keyword on its ``complete``) and be able to send
+            each one (its ``check_settings``, if it has one), else
+            ``InvalidArgument``. Summary calls (compaction) go without them.
 
-    The agent's children (subagents, agent tools' agents, ``map``'s agents,
-    session helpers) run its hooks before their own, and its policy and
-    approver apply to them too.
+    Both hooks reach the agent's children (subagents, agent tools' agents,
+    ``map``'s agents, session helpers, and theirs), and so do its policy and
+    approver: a child runs its parent's hooks, then its own, outermost
+    first. Each ``pre_tool_use`` hook sees the call as the hooks before it
+    left it, and the first ``Deny`` refuses it; when a hook rewrites the
+    call, the hooks before it run once more on the final call (a ``Deny``
+    there refuses it, a rewrite there is final), so a child's hook cannot
+    undo its parent's. Each ``post_tool_use`` hook sees the result as the
+    hooks before it left it, and the model sees what the last one leaves. A
+    hook function set on both a parent and its child runs once, in its
+    outermost place.
+
+    A spec need not be hashable (a model object, or ``settings`` with table
+    fields, may not be); what an agent works out once per spec is kept on
+    the spec itself.
+
+    Raises:
+        InvalidArgument: a bad field, named in the message (including a
+            *name* against the rules above); two tools with the same name; a
+            model object without an ``async def complete`` (or a class
+            instead of an instance), or with a ``context_window`` that is
+            not an int >= 1; *permissions* that is not a
+            ``PermissionPolicy``; an *approver* that is neither callable nor
+            an ``ActorRef``; a negative *approval_timeout*; an *env* that is
+            not a mapping, or with a key or value that is not a str (the
+            message names the key, never a value); a *continuation_detector*
+            that is not callable; a *lane* that is not a lane's name;
+            *settings* that is not a ``ModelSettings``, or whose
+            ``tool_choice`` names a tool the spec does not have.
+        ConfigError: *model* is a string with a colon that is not a valid
+            ``"instance:model"``.
     """
 
     name: str
@@ -423,12 +480,12 @@ class _AgentState:
         "pricing",
         "primary",
         "requests",
+        "services",
         "spec",
         "stop_reasons",
         "stop_requested",
         "streams",
         "summariser",
-        "sup",
         "tool_calls",
         "usage_parent",
         "window",
@@ -438,7 +495,7 @@ class _AgentState:
     def __init__(
         self,
         spec: AgentSpec,
-        sup: _Supervisor,
+        services: Services,
         budget: Budget,
         name: str,
         model: Model,
@@ -453,7 +510,9 @@ class _AgentState:
         self.gate: ToolGate | None = None
         # A session helper's spending is its parent agent's too.
         self.usage_parent: _AgentState | None = None
-        self.sup = sup
+        # The runtime's services (one object for all its agents); the agent's
+        # supervisor is its cell's parent.
+        self.services = services
         self.budget = budget
         self.cell: _Cell | None = None
         # The context actors' cells: the primary one's, and the named labels'
@@ -527,7 +586,7 @@ class _AgentState:
         # Allowed while the supervisor stops: the agent may be draining its
         # queued phases, which the graceful stop promises to run. The name is
         # of the reserved form no other child can take (see check_name).
-        cell = self.sup.spawn_actor(
+        cell = self.cell.parent.spawn_actor(
             ContextActor,
             (),
             context_name(self.cell.name, label),
@@ -624,7 +683,7 @@ class _AgentState:
         # write that hangs (a stuck network disk) from holding a cancelled
         # caller of run() for ever; its thread is then abandoned. The deadline
         # is in real time: a MockClock's autojump would end every write at once.
-        seconds = self.sup.shutdown_timeout
+        seconds = self.cell.parent.shutdown_timeout
         with trio.CancelScope() as scope:
             timer = threading.Timer(
                 seconds, trio.lowlevel.current_trio_token().run_sync_soon, (scope.cancel,)
@@ -650,10 +709,11 @@ class _AgentState:
 
     def _write_failed(self, error_type: str, error: str) -> None:
         """Publish a ``WorkspaceWriteFailed`` for the summary that was not written."""
-        if self.sup.bus.active:
+        bus = self.services.bus
+        if bus.active:
             assert self.workspace is not None and self.cell is not None
             file = str(self.workspace.root / "run_summary.json")
-            self.sup.bus.publish(
+            bus.publish(
                 WorkspaceWriteFailed(
                     path=self.cell.path, file=file, error_type=error_type, error=error
                 )
@@ -661,7 +721,7 @@ class _AgentState:
 
 
 class AgentActor(Actor[RunPhase]):
-    """The actor behind an :class:`AgentRef`: runs one phase per ``RunPhase``."""
+    """The actor behind an [`AgentRef`][agentrio.AgentRef]: runs one phase per ``RunPhase``."""
 
     __slots__ = ("state",)
 
@@ -701,7 +761,7 @@ class AgentActor(Actor[RunPhase]):
         own = state.model
         assert msg.model is not None
         try:
-            model = state.sup.shared.models().resolve(msg.model)
+            model = state.services.resolve(msg.model)
         except AgentrioError as exc:  # (a RunPhase sent without run()'s checks)
             phase._error(exc)
             return phase._ended()
@@ -745,18 +805,21 @@ def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
 
 
 def check_spec(spec: object) -> None:
-    """Raise :class:`InvalidArgument` unless *spec* is an :class:`AgentSpec`."""
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *spec* is an
+    [`AgentSpec`][agentrio.AgentSpec]."""
     if not isinstance(spec, AgentSpec):
         raise InvalidArgument(
             f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {short_repr(spec)}"
         )
 
 
-def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object) -> AgentRef:
-    """Spawn an agent under *sup* (the body of ``SupervisorRef.spawn_agent``)."""
+def spawn_agent(
+    services: Services, sup: _Supervisor, spec: AgentSpec, name: object, budget: object
+) -> AgentRef:
+    """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
     if type(spec) is not AgentSpec:  # (the common case needs no call)
         check_spec(spec)
-    root: Budget = sup.shared.budget
+    root = services.budget
     if budget is None:
         budget = root
     else:
@@ -771,18 +834,19 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     model: Model
     escalation: Model | None = None
     if isinstance(spec.model, str):
-        models = sup.shared.models()
-        model = models.resolve(spec.model)
+        model = services.resolve(spec.model)
         if spec.escalate_on_stall:
-            escalation = models.next_tier(spec.model)
+            stronger = services.next_tier(spec.model)
+            if stronger is not None:
+                escalation = services.resolve(stronger)
     else:
         model = spec.model
     if spec.settings is not None:
         check_model_settings(model, spec.settings, "AgentSpec.settings")
-    summariser = None if spec.compaction is None else _summariser(sup, spec.compaction)
+    summariser = None if spec.compaction is None else _summariser(services, spec.compaction)
     state = _AgentState(
         spec,
-        sup,
+        services,
         budget,
         agent_name if isinstance(agent_name, str) else "",
         model,
@@ -791,33 +855,22 @@ def spawn_agent(sup: _Supervisor, spec: AgentSpec, name: object, budget: object)
     )
     cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
     state.cell = cell
-    state.gate = make_gate(spec, cell.path, sup.bus)
+    state.gate = make_gate(spec, cell.path, services.bus)
     return AgentRef._create(state)
 
 
-def _summariser(sup: _Supervisor, compaction: Compaction) -> Summariser:
+def _summariser(services: Services, compaction: Compaction) -> Summariser:
     """*compaction* with its summary model resolved (ConfigError for a bad name)."""
     model = compaction.model
     if model is None:
-        model = _fast_tier(sup)
+        model = services.fast_model()
     elif isinstance(model, str):
-        model = sup.shared.models().resolve(model)
+        model = services.resolve(model)
     if model is None:  # the agent's own model, whichever it is when the summary is made
         return Summariser(compaction, None, False, None)
     return Summariser(
         compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
     )
-
-
-def _fast_tier(sup: _Supervisor) -> Model | None:
-    """The model of the configuration's ``fast`` tier, or None if there is none."""
-    shared = sup.shared
-    if shared.config is None and find_config() is None:
-        return None  # no configuration given, and none to be found
-    models = shared.models()
-    if "fast" not in models.config.tiers:
-        return None
-    return models.resolve("fast")
 
 
 def _check_run(
@@ -908,9 +961,7 @@ def _phase_command(
     chosen: Mode | None = None
     continuation = None
     if mode is not None:
-        from .respond import mode_of
-
-        chosen = mode_of(state.sup.shared, mode)
+        chosen = state.services.mode(mode)
         if max_iterations is None:
             max_iterations = chosen.max_iterations
         if timeout is None:
@@ -936,7 +987,7 @@ def _phase_command(
     )
     if model is not None:
         assert cmd.model is not None
-        state.sup.shared.models().resolve(cmd.model)  # a ConfigError now, not in the phase
+        state.services.resolve(cmd.model)  # a ConfigError now, not in the phase
     return cmd, chosen
 
 
@@ -952,7 +1003,7 @@ def _request_stop_tree(state: _AgentState) -> None:
 
 
 class AgentRef(metaclass=NoPublicConstructor):
-    """The handle to an agent, from ``spawn_agent``."""
+    """The handle to an agent, from ``spawn_agent``; no public constructor."""
 
     __slots__ = ("_state",)
 
@@ -982,12 +1033,14 @@ class AgentRef(metaclass=NoPublicConstructor):
 
     @property
     def ref(self) -> ActorRef:
-        """The :class:`ActorRef` of the agent's actor (it accepts ``RunPhase``)."""
+        """The [`ActorRef`][agentrio.ActorRef] of the agent's actor (the one ``lookup``
+        returns): it accepts [`RunPhase`][agentrio.RunPhase] messages and replies with a
+        [`PhaseResult`][agentrio.PhaseResult]."""
         return self._cell.ref
 
     @property
     def workspace(self) -> Workspace | None:
-        """The agent's workspace, if its spec has one."""
+        """The agent's workspace, or ``None`` if its spec has none."""
         return self._state.workspace
 
     def __repr__(self) -> str:
@@ -1012,47 +1065,87 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Phases of one agent run one at a time, in the order they were asked for.
         This phase's limits are, for each: the argument given here, else the
-        mode's (if one is given and sets it), else the spec's ``limits``.
+        mode's (if one is given and sets it), else the spec's ``limits``; the
+        spec is not changed.
+
+        The phase is the caller's work: if the task awaiting ``run()`` is
+        cancelled (a ``trio.move_on_after`` around it, a cancelled nursery),
+        the phase stops at once. A model call in flight is cancelled and its
+        reservation settled; running tool calls are cancelled (each recorded
+        with status ``"timeout"`` and the content ``"the phase was cancelled
+        while the tool ran"``; a sync tool's thread is abandoned); the turns
+        completed so far are written to the context; the phase ends with stop
+        reason ``"cancelled"``, published in a ``PhaseEnded`` event and
+        counted in the run summary. ``run()`` then raises ``trio.Cancelled``,
+        once the phase has ended. The agent is not cancelled: it takes its
+        next phase as usual. A phase still queued whose caller is cancelled
+        never starts. See [A cancelled caller cancels its
+        phase][a-cancelled-caller-cancels-its-phase].
 
         Args:
             user_message: the user's turn that starts the phase.
             tool_names: restrict this phase to these of the agent's tools
-                (``[]``: the model runs but every tool call is denied;
-                ``None``: all of them). A child started while the phase runs
-                may use only those of its own tools named here.
+                (``[]``: the model is still called but every tool call is
+                denied; ``None``: all of them). A child agent started while
+                the phase runs (a subagent, an agent tool's agent, ``map``'s
+                agents, a session helper) may use only those of its own
+                tools named here, for as long as it lives, and so may its own
+                children.
             max_iterations: model calls allowed (default: the mode's, else
                 ``spec.limits.max_iterations``).
-            continue_context: False starts this context label afresh.
+            continue_context: False empties this context label's history first.
             context_label: the conversation to continue; ``None`` is the
                 primary one. Any str is a label, with a history of its own
-                that no other label sees.
+                that no other label sees, held by the context actor
+                ``"<agent>.context.<label>"`` (with ``%`` written ``%25``,
+                then ``/`` written ``%2F``); see [Context
+                labels][context-labels].
             direct_tool_calls: run these tool calls and no model: not gated
                 by the budget, but by the stop request and the allowlist.
-            timeout: seconds this phase may take (default: the mode's, else
-                ``spec.limits.timeout``); ``math.inf``: no deadline.
-            mode: a :class:`agentrio.Mode`, or the name of one of the
-                runtime's modes (``"inline"``, ``"background"``): its
-                ``max_iterations``, ``timeout`` and ``max_continuation_turns``.
+            timeout: seconds this phase may take, > 0 (default: the mode's,
+                else ``spec.limits.timeout``); ``math.inf``: no deadline,
+                whatever the spec says.
+            mode: a [`agentrio.Mode`][agentrio.Mode], used as it is, or the name of
+                one of the runtime's modes (``"inline"``, ``"background"``, or
+                one of ``open_runtime(modes=...)`` or of ``[modes.NAME]``):
+                its ``max_iterations``, ``timeout`` and
+                ``max_continuation_turns``, each unless ``None``.
             model: this phase's model, a tier name or an ``"instance:model"``
-                string, resolved as the spec's is (default: the agent's own);
-                the agent goes back to its own model after the phase.
+                string, resolved through the runtime's configuration as the
+                spec's is (default: the agent's own); the agent goes back to
+                its own model after the phase, and the spec's
+                ``escalate_on_stall`` does not apply to it. See [A phase on
+                another tier][a-phase-on-another-tier].
             lane: the priority lane of this phase's model calls and tool
                 calls (default ``spec.lane``): ``"interactive"`` (or
                 ``"control"``), ``"query"``, ``"execute"``, ``"background"``.
+                While a provider's limit, or the runtime's tool limit, is
+                full, the calls of a higher lane go first.
             settings: request settings for this phase's model calls
-                (:class:`agentrio.ModelSettings`), laid over the spec's.
+                ([`agentrio.ModelSettings`][agentrio.ModelSettings]), laid over the spec's
+                (fields set here win; ``options``, ``extra_headers`` and
+                ``extra_body`` merge by key).
 
         Returns:
-            The :class:`PhaseResult`.
+            The [`PhaseResult`][agentrio.PhaseResult]. Tool and model failures are in
+            it, not raised.
 
         Raises:
-            InvalidArgument: a bad argument, named in the message (an unknown
-                mode name too).
-            ConfigError: *model* is not a tier or model of the runtime's
-                configuration, or (for a mode's name) that configuration is wrong.
+            InvalidArgument: a bad argument, named in the message, including a
+                tool name the agent does not have, an unknown *lane*, or a
+                mode name the runtime does not have (the message lists its
+                modes); *settings* that is not a ``ModelSettings``, names in
+                ``tool_choice`` a tool the agent does not have, holds a
+                setting the agent's model cannot send (the message names it),
+                or is given to a model that takes no settings.
+            ConfigError: *model* is neither a tier nor a model of the
+                runtime's configuration (or there is none); the runtime's
+                agentrio.toml, read for a mode's name, is wrong.
             ActorStopped: the agent has stopped (or was cancelled mid-phase).
             ActorCrashed: the agent crashed (a bug; tool and model failures
                 are results, not crashes).
+            trio.Cancelled: the caller was cancelled (the phase ended with
+                ``"cancelled"``, or never started).
         """
         state = self._state
         if mode is None and model is None:
@@ -1108,24 +1201,32 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         The router (*router*, else the runtime's: ``open_runtime(router=...)``,
         else the ``[router]`` of agentrio.toml, else ``RuleRouter()``) picks a
-        mode and a tier; a ``Routed`` event says which and why; the request
-        then runs as ``run(request, mode=..., model=tier)`` in the context
-        *context_label*. If that run stalls on the route's tier and the
-        configuration's ``escalation`` lists a tier after it, the request runs
-        once more on that tier (unless *escalate* is False).
+        mode and a tier; the mode is looked up in the runtime's modes and the
+        tier checked; a ``Routed`` event says which and why, with the agent's
+        path; the request then runs as ``run(request, mode=..., model=tier)``
+        in the context *context_label*. If that run stalls on the route's tier
+        and the configuration's ``escalation`` lists a tier after it, the
+        request runs once more on that tier, in the same context (unless
+        *escalate* is False). A route whose tier is ``None`` runs on the
+        agent's own model, where the spec's ``escalate_on_stall`` applies as
+        for ``run()``.
 
         Returns:
-            A :class:`agentrio.Response`: the route, the mode, the tier, the
-            :class:`PhaseResult`, and ``can_continue`` (the run hit a cap,
+            A [`agentrio.types.Response`][agentrio.types.Response]: the route, the mode, the tier,
+            the [`PhaseResult`][agentrio.PhaseResult], and ``can_continue`` (the run hit a cap,
             ``"max_iterations"`` or ``"timeout"``, outside the background
-            mode: see :meth:`continue_in_background`).
+            mode: see [`continue_in_background`][agentrio.AgentRef.continue_in_background]).
 
         Raises:
-            InvalidArgument: a bad argument; the router returned something
-                that is not a :class:`agentrio.Route`, or a mode the runtime
-                does not have.
-            ConfigError: the route's tier is not in the configuration.
-            ActorStopped, ActorCrashed: as for :meth:`run`.
+            InvalidArgument: *request* is not a str, *router* not callable,
+                *escalate* not a bool, *context_label* not a str or None; the
+                router returned something that is not a
+                [`agentrio.Route`][agentrio.Route], or a mode the runtime does not
+                have (nothing has run).
+            ConfigError: the route's tier is not in the configuration
+                (nothing has run).
+            ActorStopped, ActorCrashed: as for [`run`][agentrio.AgentRef.run], and
+                whatever the router raises, as it is.
         """
         from .respond import respond
 
@@ -1136,21 +1237,25 @@ class AgentRef(metaclass=NoPublicConstructor):
     async def continue_in_background(
         self, response: Response, *, message: str | None = None
     ) -> BackgroundRun:
-        """Go on, in the background mode, with a run of :meth:`respond` that hit its cap.
+        """Go on, in the background mode, with a run of [`respond`][agentrio.AgentRef.respond] that
+        hit its cap.
 
         The new phase continues the same context (the response's label), on
         the same tier, in the runtime's ``background`` mode, starting with
         *message* (default: ``"Continue working on my request from where you
         stopped, then give your final answer."``). It is queued on the agent
-        now; this returns at once.
+        now, after the phases queued before it; this returns at once.
 
         Returns:
-            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+            A [`agentrio.types.BackgroundRun`][agentrio.types.BackgroundRun]: ``await bg.wait()``
+            for its result.
 
         Raises:
-            InvalidArgument: *response* is not this agent's, or cannot be
-                continued (``response.can_continue`` is False).
+            InvalidArgument: *response* is not a ``Response``, is another
+                agent's, or cannot be continued (``response.can_continue`` is
+                False); *message* is not a str or None.
             RuntimeClosed: the agent's supervisor has stopped.
+            ActorStopped: the agent has stopped.
         """
         from .respond import continue_in_background
 
@@ -1170,20 +1275,25 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> BackgroundRun:
         """Start a phase in the background (by default in the ``background`` mode).
 
-        The arguments are :meth:`run`'s. The phase is queued on the agent now
-        (after the phases queued before it) and this returns at once; it is
-        run for a small actor, ``<agent>.background-<n>``, under the agent's
-        supervisor, which keeps its result and then stops. It stops with
+        The arguments are [`run`][agentrio.AgentRef.run]'s (``mode=None``: the spec's
+        limits). The phase is queued on the agent now (after the phases queued
+        before it, waiting for room, as ``run()`` does, if the agent's mailbox
+        is full) and this returns at once; it is run for a small actor,
+        ``<agent>.background-<n>``, a temporary child of the agent's
+        supervisor, which keeps its result for
+        [`BackgroundRun.wait`][agentrio.types.BackgroundRun.wait] and then stops. It stops with
         that supervisor (the phase gets what is left of its
         ``shutdown_timeout``, then ends with ``"cancelled"``), so it never
         outlives the runtime.
 
         Returns:
-            A :class:`agentrio.BackgroundRun`: ``await bg.wait()`` for its result.
+            A [`agentrio.types.BackgroundRun`][agentrio.types.BackgroundRun]: ``await bg.wait()``
+            for its result.
 
         Raises:
-            InvalidArgument, ConfigError: as for :meth:`run`.
+            InvalidArgument, ConfigError: as for [`run`][agentrio.AgentRef.run].
             RuntimeClosed: the agent's supervisor has stopped.
+            ActorStopped: the agent has stopped.
         """
         from .respond import start_background
 
@@ -1204,40 +1314,51 @@ class AgentRef(metaclass=NoPublicConstructor):
     async def request_stop(self) -> None:
         """Ask the agent to stop at the start of its next iteration (``stop_requested``).
 
-        If no phase is running, the next phase ends at once with ``stop_requested``.
-        The request reaches its live subagents and helpers too.
+        The running phase ends with ``stop_requested`` before its next model
+        call; if no phase is running, the next phase ends at once with
+        ``stop_requested``. The request is used up by the phase that sees it.
+        It reaches the agent's live subagents and helpers too.
         """
         _request_stop_tree(self._state)
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
-        """Cancel the agent now: a running phase is abandoned and its ``run()`` fails."""
+        """Cancel the agent now: a running phase is abandoned (its turns are not saved)
+        and its ``run()`` raises ``ActorStopped``; the agent is not restarted."""
         self._cell.ref.cancel()
 
     async def stop(self) -> None:
-        """Stop gracefully after the queued phases, with its contexts."""
+        """Stop gracefully: the queued phases run, then the agent and its context actors
+        stop; waits until the agent has exited."""
         await self._cell.ref.stop()
 
     def statistics(self) -> ActorStatistics:
-        """The agent actor's mailbox and counters."""
+        """The agent actor's mailbox and counters (``messages_handled`` counts phases)."""
         return self._cell.ref.statistics()
 
     def usage(self) -> UsageTotals:
-        """Tokens and requests this agent (with its session helpers) has used, over all phases."""
+        """Tokens, model calls and model-driven tool calls of this agent and its session
+        helpers, over all their phases; its ``cost_usd`` and ``overruns`` are
+        always 0 (the budget has those)."""
         return self._state.usage()
 
     async def history(self, context_label: str | None = None) -> tuple[Turn, ...]:
         """The conversation of *context_label*, each turn with the time it was made.
 
-        A phase writes its turns to its context when it ends: during a phase,
-        this is the history as it stood before it.
+        The system prompt and the user's turn are timed when their phase
+        began, a model's reply when it arrived, a tool result when the last
+        call of its turn ended. A phase writes its turns to its context when
+        it ends: during a phase, this is the history as it stood before it.
+        It asks the label's context actor with
+        [`ContextReadTurns`][agentrio.types.ContextReadTurns]; see [Reading a
+        history][reading-a-history].
 
         Args:
             context_label: the conversation (``None``: the primary one).
 
         Returns:
             Its turns, oldest first (the system prompt, if any, first): each a
-            :class:`Turn` with its ``message`` and ``timestamp`` (``time.time()``
+            [`Turn`][agentrio.types.Turn] with its ``message`` and ``timestamp`` (``time.time()``
             when it was made); ``()`` if no phase has written to it yet.
 
         Raises:
@@ -1272,17 +1393,28 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> Helper:
         """A session helper: this agent's tools, rules, approver, hooks, workspace, env and budget.
 
-        It asks the approver about any call that no rule of this agent's (or
-        of its parents') matches, even when this agent's default is allow.
+        Its tools' [`ToolContext`][agentrio.ToolContext] has this agent's workspace and
+        ``env``, and the helper's own path. It asks the approver about any
+        call that no rule of this agent's (or of its parents') matches, even
+        when this agent's default is ``"allow"``; a default of ``"deny"``
+        still denies. Made during a phase with ``tool_names``, it may use
+        only the tools that phase names. Its usage counts in this agent's
+        ``usage()``.
 
         Args:
             model: the helper's model (default: this agent's).
             instructions: its system prompt (default: this agent's).
-            max_turns: model calls per execute; past them :class:`HelperTurnsExceeded`...
+            max_turns: model calls per execute; past them
+                [`HelperTurnsExceeded`][agentrio.errors.HelperTurnsExceeded]...
             final_answer: ...unless True: then one last call without tools answers.
             name: its name (default ``<agent>.helper-<n>``); its agent is
-                named ``<agent>.<the last .-part of name>``, so ``"context"``
-                (the agent's context actor's name) is refused.
+                named ``<agent>.<the last .-part of name>``, which must not be
+                the agent's context actor ``<agent>.context``: a name that is
+                ``"context"`` or ends with ``.context`` is refused.
+
+        Raises:
+            InvalidArgument: *max_turns* is not an int >= 1; a *name* against
+                these rules or those of ``AgentSpec.name``.
         """
         from .helper import session_helper
 
@@ -1300,18 +1432,28 @@ class AgentRef(metaclass=NoPublicConstructor):
     ) -> AgentRef:
         """Spawn *spec* as this agent's subagent, under the same supervisor.
 
-        Its allowlist must be a subset of this agent's (and, spawned during a
-        phase with ``tool_names``, it may use only the tools that phase names);
-        this agent's permission rules, approver and hooks apply to it as well
-        as its own (its hooks first); it draws from
-        *budget* (a Budget with no parent is carved out of this agent's) or
-        this agent's budget; stopping or cancelling this agent reaches it.
+        Its allowlist must be a subset of this agent's, the same ``Tool``
+        functions (and, spawned during a phase with ``tool_names``, it may use
+        only the tools that phase names). This agent's permission policy
+        applies as well as the subagent's own (the stricter decision wins),
+        its approver answers for its own ``ask`` rules, and its hooks run
+        before the subagent's own. It is owned by this agent: stopping or
+        cancelling this agent reaches it.
+
+        Args:
+            spec: the subagent's spec.
+            budget: this agent's budget (the default), a budget below it, or
+                one with no parent, which is then made a child of this
+                agent's.
+            name: default ``"<agent>.<spec.name>-<n>"``; the rules of
+                ``spawn_agent``'s *name*.
 
         Raises:
             PermissionEscalation: *spec* has tools this agent does not.
-            InvalidArgument: *spec* is not an AgentSpec; *budget* is not this
-                agent's, below it, or free-standing; a bad *name*.
+            InvalidArgument: *spec* is not an AgentSpec (checked first);
+                *budget* is none of the above; a bad *name*.
             ActorStopped: this agent has exited.
+            DuplicateName, RuntimeClosed: as for ``spawn_agent``.
         """
         from .compose import spawn_child
 
@@ -1327,11 +1469,18 @@ class AgentRef(metaclass=NoPublicConstructor):
         concurrency: int = 10,
         budget: Budget | None = None,
     ) -> list[PhaseResult | ActorError]:
-        """One phase per input, each on a fresh subagent of this agent (see rt.map)."""
+        """One phase per input, each on a fresh subagent of this agent.
+
+        As [`Runtime.map`][agentrio.Runtime.map], with each agent a subagent
+        of this one (the rules of [`spawn_subagent`][agentrio.AgentRef.spawn_subagent]
+        apply). Cancelling its caller ends the phases under way with
+        ``"cancelled"``, as there.
+        """
         from .compose import map_phases
 
         return await map_phases(
-            self._state.sup,
+            self._state.services,
+            self._cell.parent,
             spec,
             inputs,
             concurrency=concurrency,

@@ -11,8 +11,8 @@ but not used is released. A reservation that does not fit means the budget is
 exhausted: the call is not made.
 
 A call retried by its provider is charged for every attempt: each failed
-attempt is charged at once (:meth:`Lease.charge`) and the call's room is
-reserved again before the next one (:meth:`Lease.renew`), so the attempts
+attempt is charged at once ([`Lease.charge`][agentrio.types.Lease.charge]) and the call's room is
+reserved again before the next one ([`Lease.renew`][agentrio.types.Lease.renew]), so the attempts
 together never take more than the budget holds.
 """
 
@@ -44,7 +44,8 @@ _LIMITS = (
 
 
 class UsageTotals(msgspec.Struct, frozen=True):
-    """Usage summed over many model and tool calls (``rt.usage()``, ``Budget.usage()``).
+    """Usage summed over many model and tool calls (``rt.usage()``, ``Budget.usage()``,
+    ``AgentRef.usage()``).
 
     Attributes:
         input_tokens: prompt tokens, of every kind (cached and cache writes
@@ -53,14 +54,17 @@ class UsageTotals(msgspec.Struct, frozen=True):
         total_tokens: both.
         requests: model calls, failed ones included (what ``max_requests``
             bounds); a call retried by its provider counts once.
-        tool_calls: model-driven tool calls.
+        tool_calls: tool calls the model asked for that were allowed and
+            within the budget, whatever their status (denied and direct calls
+            are not counted).
         cost_usd: the reported cost.
         overruns: calls (or failed attempts) whose usage exceeded what was
             reserved for them (the provider ignored its output limit, or the
             prompt estimate was low); those are still charged in full.
         attempts: HTTP requests sent for those calls, retries included (a
             provider's models count every attempt; a model that makes no
-            HTTP request, like ``ScriptedModel``, counts none).
+            HTTP request, like ``ScriptedModel``, counts none). No limit
+            bounds it; each attempt's tokens count against the token limits.
         cached_input_tokens: of ``input_tokens``, those read from a prompt cache.
         cache_write_tokens: of ``input_tokens``, those written to a prompt cache.
         reasoning_tokens: of ``output_tokens``, those spent reasoning.
@@ -149,15 +153,23 @@ class Budget:
     """Limits on tokens, requests, tool calls and cost, shared by a subtree of agents.
 
     A runtime has one root budget (``open_runtime(budget=...)``); a
-    :meth:`child` budget draws from its parent, so exhausting any level stops
-    the agents under it. ``None`` means no limit on that counter.
+    [`child`][agentrio.Budget.child] budget draws from its parent, so exhausting any level stops
+    the agents under it: what a budget spends is spent from all its
+    ancestors too. ``None`` means no limit on that counter. The limits are
+    attributes of the same names, and ``parent`` is the budget this one
+    draws from (``None`` for a root). All updates are synchronous code on
+    the Trio thread: no locks, and a check and its reservation happen in one
+    step. See [The budget][the-budget].
 
-    Example::
+    Example:
 
         budget = agentrio.Budget(max_total_tokens=100_000, max_requests=500)
         async with agentrio.open_runtime(budget=budget) as rt:
             ...
             print(rt.usage().total_tokens)
+
+    Raises:
+        InvalidArgument: a limit is not a number >= 0 (or None).
     """
 
     __slots__ = (
@@ -330,9 +342,12 @@ class Budget:
     ) -> Lease | None:
         """Reserve at once if no call is queued and this one fits; else None.
 
-        What :meth:`acquire` does first, without its checkpoint: a caller
+        What [`acquire`][agentrio.Budget.acquire] does first, without its checkpoint: a caller
         that gets None goes on to ``acquire`` (which queues it, or says the
-        budget is exhausted). Never jumps the queue.
+        budget is exhausted). Unlike ``reserve``, it never takes room a call
+        queued on the root budget is waiting for. The agent loop uses it
+        before ``acquire``, which spares a coroutine per model call in the
+        common case.
         """
         if self._root()._waiters:
             return None
@@ -343,12 +358,15 @@ class Budget:
     ) -> Lease | None:
         """Reserve one model call, waiting while calls in flight hold the room it needs.
 
-        Waiters are admitted first come, first served as leases settle. A call
-        that would not fit even if every call in flight used nothing is not
-        waited for: the budget is exhausted for it.
+        Waiters are queued on the root budget and admitted first come, first
+        served as leases settle. A call that would not fit even if every call
+        in flight used nothing is not waited for: the budget is exhausted for
+        it. Cancellable.
 
         Returns:
-            The :class:`Lease`, or ``None`` when the budget is exhausted.
+            The [`Lease`][agentrio.types.Lease], or ``None`` when the budget is exhausted
+            for a call of this size, at once or when it becomes so while the
+            call waits.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         root = self._root()
@@ -377,11 +395,13 @@ class Budget:
             trio.lowlevel.reschedule(w.task, outcome.Value(lease))
 
     def reserve(self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0) -> Lease | None:
-        """Reserve one model call of this size on this budget and its ancestors.
+        """Reserve one model call of this size (and one request) on this budget and its
+        ancestors, now.
 
         Returns:
-            A :class:`Lease` to settle with the reported usage, or ``None``
-            when some level cannot fit it (the call must not be made).
+            A [`Lease`][agentrio.types.Lease] to settle with the reported usage, or ``None``
+            when some level cannot fit it, counting what calls in flight have
+            reserved (the call must not be made).
         """
         if self.blocked(input_tokens, output_tokens, cost_usd):
             return None
@@ -395,7 +415,12 @@ class Budget:
         return Lease(self, input_tokens, output_tokens, cost_usd)
 
     def take_tool_call(self) -> bool:
-        """Count one model-driven tool call; False (and nothing counted) if over a limit."""
+        """Count one model-driven tool call on this budget and its ancestors.
+
+        Returns:
+            False, and nothing counted, when some level's ``max_tool_calls``
+            is reached.
+        """
         budget: Budget | None = self
         while budget is not None:
             if budget.max_tool_calls is not None and budget._tool_calls >= budget.max_tool_calls:
@@ -438,16 +463,18 @@ class Budget:
 
     @property
     def reserved_tokens(self) -> int:
-        """Tokens reserved by model calls in flight."""
+        """Tokens reserved by model calls in flight (input and output)."""
         return self._r_in + self._r_out
 
 
 class Lease:
-    """A reservation for one model call, from :meth:`Budget.reserve`.
+    """A reservation for one model call, from [`Budget.reserve`][agentrio.Budget.reserve] or
+    [`Budget.acquire`][agentrio.Budget.acquire]; not meant to be constructed by you.
 
     A call that its provider retries is charged attempt by attempt: each
-    failed attempt with :meth:`charge`, the room for the next one taken with
-    :meth:`renew`, and the answer (or the failure) with :meth:`settle`.
+    failed attempt with [`charge`][agentrio.types.Lease.charge], the room for the next one taken
+    with [`renew`][agentrio.types.Lease.renew], and the answer (or the failure) with
+    [`settle`][agentrio.types.Lease.settle].
     """
 
     __slots__ = ("_budget", "_cost", "_held", "_in", "_out", "settled")
@@ -508,8 +535,10 @@ class Lease:
         estimate); it counts one attempt, not a request. The call's room is
         freed, the spend charged, and the room reserved again at once when
         it still fits, so a retry is made only inside the limits; otherwise
-        :meth:`renew` waits for it. Usage that is negative, NaN or infinite is
-        not charged: the room the call held is charged instead.
+        [`renew`][agentrio.types.Lease.renew] waits for it. A provider calls it for an attempt
+        it will retry, or when it has given up. An attempt that used more than
+        the room is counted in ``overruns``. Usage that is negative, NaN or
+        infinite is not charged: the room the call held is charged instead.
 
         Returns:
             False if *spent* could not be charged as it is (see above).
@@ -532,13 +561,15 @@ class Lease:
     async def renew(self) -> bool:
         """Reserve the call's room again for its next attempt.
 
-        At once if it fits (a retry goes before the calls waiting to start),
+        At once if it is held or fits (a retry goes before the calls waiting
+        to start, behind other waiting retries),
         else it waits at the head of the queue while calls in flight hold the
         room. Cancellable.
 
         Returns:
             True once the room is reserved; False when the budget is
-            exhausted for it (the retry must not be made).
+            exhausted for it (it would not fit even if every call in flight
+            settled for nothing): the retry must not be made.
         """
         if self.settled:
             return False
@@ -571,8 +602,10 @@ class Lease:
 
     def settle_unusable(self, *, attempts: int = 0) -> None:
         """Settle a call that was answered with usage that cannot be charged (not
-        a ``Usage`` at all): the room the call held is charged, as :meth:`settle`
-        does for a ``Usage`` with bad numbers."""
+        a ``Usage`` at all: ``None``, a tuple, a dict; ``None`` given to ``settle``
+        means a failed call): the room the call held is charged, as
+        [`settle`][agentrio.types.Lease.settle] does for a ``Usage`` with bad numbers, and
+        the request and *attempts* are counted. A second settle does nothing."""
         if self.settled:
             return
         self.settled = True
@@ -583,17 +616,23 @@ class Lease:
     def settle(self, usage: Usage | None, *, attempts: int = 0) -> bool:
         """Charge what the call used (None: it failed, no tokens) and release the rest.
 
-        The request is counted even when the call failed. Usage that is
-        negative, NaN or infinite is not charged: the room the call held is
-        charged instead, so a bad report can never refund the budget.
+        Charges the budget and its ancestors. The request is counted even
+        when the call failed. A call that used more tokens than reserved is
+        charged in full and counted in ``overruns``. Usage that is negative,
+        NaN or infinite, or counts that are not ints, are not charged: the
+        room the call held is charged instead, so a bad report can never
+        refund the budget. Settling lets waiting calls in; a second
+        ``settle`` does nothing.
 
         Args:
             usage: what the answered attempt used, as reported.
             attempts: HTTP attempts to count with it (1 for the answer of a
-                provider's model; the failed ones were counted by :meth:`charge`).
+                provider's model; the failed ones were counted by
+                [`charge`][agentrio.types.Lease.charge]).
 
         Returns:
-            False if *usage* could not be charged as it is (see above).
+            False if *usage* could not be charged as it is (see above), else
+            True.
         """
         if self.settled:
             return True

@@ -22,7 +22,6 @@ import attrs
 import trio
 
 from .._checks import check_int
-from ..config import split_model
 from ..errors import ActorError, InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -32,7 +31,7 @@ from ..messages import (
     ModelReply,
     Usage,
 )
-from ..providers.base import Model, Prices, check_model, context_window
+from ..providers.base import Model, Prices, check_model, context_window, split_model
 from ..providers.tokens import TokenEstimator, arguments_text, message_text
 from .context import turn_units
 from .phase import _Meter, _usage_invalid, settle_reply
@@ -71,7 +70,23 @@ def _check_threshold(value: object) -> None:
 class Compaction:
     """When and how an agent's contexts are compacted (``AgentSpec.compaction``).
 
-    Example::
+    Before each model call of a phase, if the history's estimate is over
+    ``int(model.context_window * threshold)``, the turns between the first
+    user message and the newest ones are sent to the summary model and
+    replaced by one user message: ``"Summary of the earlier conversation
+    (compacted to fit the context window):\\n\\n"`` and its answer. The rules,
+    with an example: [Compaction][compaction-summaries-of-older-turns].
+
+    The summary call asks for at most ``Limits.max_output_tokens``, offers no
+    tools, and is reserved, charged and counted like a model call of the
+    phase (not as an iteration). A ``ContextCompacted`` event reports each
+    compaction; a failed one (the call raised or gave no text, no room in
+    the budget, the context changed meanwhile) publishes
+    ``CompactionFailed``, replaces nothing, and the phase goes on with the
+    view truncated; it does not try again in that phase, nor after a
+    compaction that left the history still over the threshold.
+
+    Example:
 
         spec = agentrio.AgentSpec(
             name="reader",
@@ -82,17 +97,30 @@ class Compaction:
     Attributes:
         threshold: the share of the model's context window (0 to 1, 1
             included) the history's estimate may reach; past it, the next
-            model call is preceded by a compaction.
+            model call is preceded by a compaction. Truncation of each
+            call's view starts past ``Limits.context_fill`` (default 0.75),
+            so set ``context_fill`` above the threshold to compact before
+            truncating.
         model: the model that writes the summary: a model object, a tier name
             or an ``"instance:model"`` string (resolved when the agent is
             spawned); ``None``, the ``fast`` tier of the runtime's
             configuration if it has one, else the agent's own model.
-        keep_recent: the newest turns kept as they are (at least the newest
-            one; fewer if they would fill more than half the threshold). A
-            turn is a user message, an assistant message without tool calls,
-            or one with tool calls together with their results. The first
-            user message and the current phase's own are always kept.
-        prompt: the summary model's system prompt.
+        keep_recent: the newest turns kept as they are (>= 1: at most this
+            many, no more than fit in half the threshold's tokens, and always
+            the newest one). A turn is a user message, an assistant message
+            without tool calls, or one with tool calls together with their
+            results (never split). The system prompt, the first user message
+            and the current phase's own are always kept (when the last lies
+            among the older turns, the part before it or the part after it
+            is summarised, whichever holds more tokens).
+        prompt: the summary model's system prompt (a non-empty str); the
+            replaced turns follow it as one user message, a transcript.
+
+    Raises:
+        InvalidArgument: a field out of range or of the wrong type, named in
+            the message.
+        ConfigError: *model* is a string with a colon that is not a valid
+            ``"instance:model"``.
     """
 
     threshold: float = 0.8
@@ -119,7 +147,7 @@ class Summariser:
     """An agent's compaction settings with its summary model resolved (at spawn).
 
     Attributes:
-        settings: the spec's :class:`Compaction`.
+        settings: the spec's [`Compaction`][agentrio.Compaction].
         model: the summary model, or None for the agent's own (current) model.
         metered: whether ``model.complete`` takes ``meter``.
         pricing: ``model``'s pricing, or None.

@@ -45,6 +45,7 @@ from .tool import Tool
 if TYPE_CHECKING:
     from ..core.actor import ActorRef, _Cell
     from ..core.supervisor import _Supervisor
+    from .services import Services
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 
@@ -58,7 +59,7 @@ class _Nested(PermissionPolicy):
     """A child's policy: its parent's and its own both apply, the stricter decision wins.
 
     Merging the two rule lists would not do: deny, allow and ask are checked
-    in that order across all rules, so a child's ``allow("*")`` would beat its
+    in that order across all rules, so a child's ``allow_rule("*")`` would beat its
     parent's ``ask`` rules and default. (``rules`` and ``default`` hold both
     sets, for display.)
 
@@ -316,7 +317,7 @@ def spawn_child(
         _carve(budget, parent.budget)
     if name is None:
         name = f"{parent.cell.name}.{spec.name}-{next(_names)}"
-    child = spawn_agent(parent.sup, checked, name, budget)
+    child = spawn_agent(parent.services, parent.cell.parent, checked, name, budget)
     # A child started while its parent runs a phase narrowed by tool_names
     # may use at most that phase's tools (its own tools intersected with
     # them), and so may its own children: the narrowing binds the subtree.
@@ -325,15 +326,17 @@ def spawn_child(
         child._state.ceiling = ceiling
     child_cell = child._cell
     parent.cell.own(child_cell)
-    if parent.sup.bus.active:
-        parent.sup.bus.publish(SubagentStarted(path=parent.cell.path, child=child_cell.path))
+    bus = parent.services.bus
+    if bus.active:
+        bus.publish(SubagentStarted(path=parent.cell.path, child=child_cell.path))
     return child
 
 
 def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
     """Publish that *parent*'s subagent *child* ended its phase."""
-    if parent.sup.bus.active and parent.cell is not None:
-        parent.sup.bus.publish(
+    bus = parent.services.bus
+    if bus.active and parent.cell is not None:
+        bus.publish(
             SubagentEnded(path=parent.cell.path, child=child.path, stop_reason=result.stop_reason)
         )
 
@@ -353,15 +356,34 @@ def _release(agent: AgentRef, *, finished: bool) -> None:
 def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | None = None) -> Tool:
     """Make *spec* into a tool: each call runs a fresh child phase and returns its text.
 
-    The child is spawned as a subagent of the calling agent (so its tools must
-    be a subset of the caller's, and the caller's rules and approver apply),
-    runs one phase on the ``task`` argument in its own context, and stops.
-    When the phase does not end with ``done``, its stop reason follows the text.
+    The tool has one argument, ``task: str``. Each call spawns a fresh
+    subagent of the calling agent (so its tools must be a subset of the
+    caller's, the caller's rules, approver and hooks apply, and in a phase
+    narrowed by ``tool_names`` it may use only the tools that phase names),
+    runs one phase on ``task`` in a new context, stops it, and returns its
+    final text; when the phase does not end with ``done``,
+    ``"(stop_reason: ...)"`` follows the text. A ``SubagentEnded`` event is
+    published after each call that gets the child's result. If the call is
+    abandoned (the tool timed out, the calling phase was cancelled or
+    ended), the child's phase ends at once with ``"cancelled"`` (its model
+    call and tool calls cancelled, a ``PhaseEnded`` published), and the child
+    is cancelled, so it cannot go on spending. Called outside an agent's
+    phase, the tool raises ``RuntimeError``. See [Composing
+    agents][composing-agents].
 
-    Example::
+    Example:
 
         researcher = agent_tool(research_spec, description="Research one subtopic.")
         lead = AgentSpec("lead", model, tools=[researcher, lookup])
+
+    Args:
+        spec: the child's spec.
+        name: the tool's name (default ``spec.name``).
+        description: default ``"Give the <name> agent a task; it answers in
+            text."``.
+
+    Raises:
+        InvalidArgument: *spec* is not an ``AgentSpec``.
     """
     check_spec(spec)
 
@@ -407,6 +429,7 @@ async def _gone(cell: _Cell) -> None:
 
 
 async def map_phases(
+    services: Services,
     sup: _Supervisor,
     spec: AgentSpec,
     inputs: Sequence[str],
@@ -415,7 +438,11 @@ async def map_phases(
     budget: Budget | None,
     parent: _AgentState | None,
 ) -> list[PhaseResult | ActorError]:
-    """One fresh agent per input, at most *concurrency* at once; results in input order."""
+    """One fresh agent per input, at most *concurrency* at once; results in input order.
+
+    The agents are spawned under *sup*, drawing on *services*; with a
+    *parent*, each is its subagent (under the parent's supervisor).
+    """
     check_spec(spec)
     if isinstance(inputs, str) or not isinstance(inputs, Sequence):
         raise InvalidArgument(f"inputs must be a list of user messages, got {inputs!r}")
@@ -463,7 +490,7 @@ async def map_phases(
                     if parent is not None:
                         agent = spawn_child(parent, spec, name=name, budget=budget, checked=checked)
                     else:
-                        agent = spawn_agent(sup, spec, name, budget)
+                        agent = spawn_agent(services, sup, spec, name, budget)
                 except Exception as exc:
                     failure = exc
                     nursery.cancel_scope.cancel()

@@ -29,7 +29,7 @@ __all__ = ["ContextActor", "fit_window", "turn_units"]
 
 class ContextActor(InlineActor[Message]):
     """Holds one conversation history; answers ``ContextRead`` with a tuple of it,
-    and ``ContextReadTurns`` with a tuple of :class:`Turn` (each with its time).
+    and ``ContextReadTurns`` with a tuple of [`Turn`][agentrio.types.Turn] (each with its time).
 
     ``ContextAppend`` and ``ContextReset`` change it; ``ContextCompact``
     replaces a span of it with a summary, and answers whether it could.
@@ -128,7 +128,7 @@ def fit_window(
     """Leave out old turns until the estimated size fits *limit* tokens.
 
     A tool call and its results go together, as one unit (see
-    :func:`turn_units`): first the oldest such units (and any tool result
+    `turn_units`): first the oldest such units (and any tool result
     without its call), then the oldest assistant turns without tool results.
     The system prompt, the user messages and the newest unit always stay.
 

@@ -2,9 +2,9 @@
 
 A model sometimes ends a turn without a tool call while it is still working
 ("Let me check the logs."). With ``Limits.max_continuation_turns`` set, the
-phase then adds :data:`CONTINUATION_PROMPT` as a user turn and goes on,
+phase then adds `CONTINUATION_PROMPT` as a user turn and goes on,
 instead of ending ``done`` on a reply that answers nothing. Whether a reply
-reads so is the spec's ``continuation_detector``; :func:`looks_unfinished` is
+reads so is the spec's ``continuation_detector``; [`looks_unfinished`][agentrio.looks_unfinished] is
 the default.
 """
 
@@ -105,21 +105,35 @@ def looks_unfinished(text: str) -> bool:
 
     The default ``AgentSpec.continuation_detector``. English heuristics on the
     end of the reply, narrow on purpose so that final answers pass (a miss
-    only ends the phase as it would have ended anyway):
+    only ends the phase as it would have ended anyway). True when:
 
-    - it is empty;
+    - it is empty (or only whitespace);
     - it ends with ``:`` or ``,`` (a list or a step that never came: "Here
-      are the steps:", "Step 2:"), but not a sign-off line ("Regards,");
-    - it ends with ``...`` or ``…`` cut off mid-sentence or after a progress
-      note ("Working on it..."), not after a complete sentence;
+      are the steps:", "Step 2:"), but not a sign-off line ("Regards,",
+      "Best,", "Thanks,", "Cheers,");
+    - it ends with ``...`` or ``…`` where the text before it is cut off ("I
+      read a.py and...") or a progress note ("Working on it...",
+      "Searching…"), not a complete sentence ("The answer is 7...");
     - it leaves a code block (```` ``` ````) open;
-    - its last sentence announces the next step: "Let me check the logs.",
-      "I'm going to read the file.", "I need to check the config first.",
-      and "Let's ..." / "I'll ..." with a word of sequence or of going on
-      ("I'll now run the tests.", "Next, I will update the README.", "I'll
-      continue with ..."); but not "Let me know if ...", "I'll be here ...",
-      "Let's go with option B.", "I'll add it to the list.", a step put off
-      ("next time", "later", "tomorrow", "soon"), nor a question.
+    - its last sentence announces the next step of this reply: "Let me
+      ..." ("Let me check the logs."), "I need to ...", "I'm going to" /
+      "I'm about to" with an action ("I'm going to read the file."); and
+      "Let's ..." / "I'll ..." / "I will ..." only with a word of sequence
+      ("I'll now run the tests.", "Next, I will update the README.", "To do
+      this, let's read the config.") or a verb of going on ("I'll continue
+      with the next file.", "Let's start with the parser.").
+
+    False otherwise, in particular for a plan or commitment without such a
+    word ("Let's go with option B.", "I'll add it to the list.", "I'll open
+    a PR with these changes."), for a last sentence that puts the step off
+    ("next time", "later", "tomorrow", "soon"), that is a question, an offer
+    or a condition ("If you want, I'll ..."), that holds a colon ("Let me
+    sum up: ..."), or that starts "Let me know", "Let me be", "Let's hope",
+    "I'll be", "I'll keep", "I need to know". Combine it with your own rules
+    in a detector of your own:
+
+        def detector(text: str) -> bool:
+            return agentrio.looks_unfinished(text) or text.startswith("TODO")
 
     Args:
         text: the reply's text.

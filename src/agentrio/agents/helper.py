@@ -9,9 +9,10 @@ its parent's usage. It asks the approver about any call its agent's rules do not
 settle (no rule matches it), even when the agent's own default is ``allow``;
 an agent's default of ``deny`` still denies.
 
-Either way the helper is an agent actor under the caller's supervisor: each
-``execute`` is one phase in a fresh context, and the helper is stopped with
-its caller (or by :meth:`Helper.stop`).
+Either way the helper is an agent actor: an infrastructure helper under the
+runtime's root or the supervisor given as ``under``, a session helper beside
+its agent. Each ``execute`` is one phase in a fresh context, and the helper
+is stopped with its supervisor or agent (or by [`Helper.stop`][agentrio.Helper.stop]).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .tool import Tool, check_env
 if TYPE_CHECKING:
     from ..core.supervisor import _Supervisor
     from .budget import Budget
+    from .services import Services
 
 __all__ = ["Helper", "HelperResult", "infrastructure_helper", "session_helper"]
 
@@ -47,7 +49,7 @@ _numbers = itertools.count(1)
 
 @attrs.frozen
 class HelperResult:
-    """What one :meth:`Helper.execute` produced.
+    """What one [`Helper.execute`][agentrio.Helper.execute] produced.
 
     Attributes:
         content: the model's final text.
@@ -79,7 +81,11 @@ def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
 
 
 class Helper(metaclass=NoPublicConstructor):
-    """An LLM called like a function, from ``rt.helper`` or ``agent.helper``."""
+    """An LLM called like a function, from [`Runtime.helper`][agentrio.Runtime.helper]
+    (infrastructure) or [`AgentRef.helper`][agentrio.AgentRef.helper] (session).
+
+    Behind it is an agent actor. No public constructor.
+    """
 
     __slots__ = ("_agent", "_final_answer", "_lock", "_max_turns")
 
@@ -102,11 +108,19 @@ class Helper(metaclass=NoPublicConstructor):
     async def execute(self, prompt: str) -> HelperResult:
         """Run *prompt* to a final answer (up to ``max_turns`` model calls) in a fresh context.
 
+        If the task awaiting ``execute()`` is cancelled, its phase ends with
+        ``"cancelled"``, as for [`AgentRef.run`][agentrio.AgentRef.run], and the
+        helper takes its next ``execute()`` as usual.
+
+        Returns:
+            A [`HelperResult`][agentrio.types.HelperResult].
+
         Raises:
             HelperTurnsExceeded: ``max_turns`` was reached without a final
                 answer (unless the helper was made with ``final_answer=True``).
             InvalidArgument: *prompt* is not a str.
             ActorStopped: the helper (or its caller) has stopped.
+            trio.Cancelled: the caller was cancelled (once the phase has ended).
         """
         if not isinstance(prompt, str):
             raise InvalidArgument(f"prompt must be a str, got {prompt!r}")
@@ -134,7 +148,11 @@ class Helper(metaclass=NoPublicConstructor):
         return result
 
     async def stop(self) -> None:
-        """Stop the helper's agent (it is also stopped with its caller)."""
+        """Stop the helper's agent.
+
+        It is also stopped with its caller: a session helper with its agent,
+        an infrastructure helper with its supervisor.
+        """
         await self._agent.stop()
 
 
@@ -143,6 +161,7 @@ def _check_turns(max_turns: object) -> int:
 
 
 def infrastructure_helper(
+    services: Services,
     sup: _Supervisor,
     model: Model | str,
     tools: Sequence[Tool],
@@ -155,7 +174,7 @@ def infrastructure_helper(
     name: str | None,
     env: Mapping[str, str] | None = None,
 ) -> Helper:
-    """The body of ``SupervisorRef.helper``."""
+    """The body of ``Runtime.helper``: a helper agent under *sup*, drawing on *services*."""
     check_name("name", name, optional=True)
     turns = _check_turns(max_turns)
     variables = check_env("env", env)
@@ -169,7 +188,7 @@ def infrastructure_helper(
         permissions=PermissionPolicy(default="allow"),
         env=variables,
     )
-    agent = spawn_agent(sup, spec, spec.name, budget)
+    agent = spawn_agent(services, sup, spec, spec.name, budget)
     return Helper._create(agent, turns, final_answer)
 
 

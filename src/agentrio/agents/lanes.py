@@ -15,12 +15,12 @@ lanes, highest priority first (the order of a3s-code's session lanes):
 Lanes order only the *waiters* of a full limit: a call that finds room goes
 at once, whatever its lane, and nothing is preempted. Where the limit is
 full, the next free slot goes to the oldest waiter of the highest lane that
-may take it (:class:`~agentrio.providers.limiter.LaneLimiter`). A
+may take it (`LaneLimiter`). A
 provider's ``max_concurrent`` is such a limit for model calls;
 ``Lanes.tool_concurrency`` and each lane's ``max_concurrency`` are the limits
 for tool calls. The lanes' order and the limiter live below, in
 ``providers/limiter.py``, where the providers use them too; this module holds
-the tool calls' side: :class:`Lanes`, :class:`LanePolicy`, :class:`ToolLanes`.
+the tool calls' side: [`Lanes`][agentrio.Lanes], [`LanePolicy`][agentrio.LanePolicy], `ToolLanes`.
 """
 
 from __future__ import annotations
@@ -66,14 +66,27 @@ class LanePolicy:
 
     Attributes:
         max_concurrency: the lane's tool calls running at once in the
-            runtime (None: no cap of the lane's own).
-        attempts: tries of a tool call that raises, the first included (1:
-            no retry). With more than 1, a call that raised on its last
-            attempt is a dead letter: a ``ToolDeadLetter`` event, and a
-            ``"denied"`` result that tells the model it was given up.
+            runtime (None: no cap of the lane's own). A call at its lane's
+            cap waits even when ``tool_concurrency`` has room, and a call of
+            another lane may go past it.
+        attempts: tries of a tool call that raises, the first included (1,
+            the default: no retry, and a tool that raises is a
+            ``"failed"`` result). Above 1, each retry publishes a
+            ``ToolRetry``; a call that raised on its last attempt is a dead
+            letter: a ``ToolDeadLetter`` event, and a ``"denied"`` result
+            whose content tells the model it was given up, after how many
+            attempts, and the last error. Bad arguments, an unusable result
+            and a timeout are not retried. Each attempt takes a slot of the
+            lane (waited for outside its ``tool_timeout``), and gives it back
+            before the wait for the next.
         backoff_initial: seconds before the first retry; doubled for each
             retry after it...
-        backoff_max: ...up to this many seconds.
+        backoff_max: ...up to this many seconds. No jitter.
+
+    Raises:
+        ConfigError: *max_concurrency* is not an int >= 1 or None,
+            *attempts* not an int >= 1, a backoff not a number of seconds
+            >= 0.
     """
 
     max_concurrency: int | None = None
@@ -90,7 +103,8 @@ class LanePolicy:
         _seconds("LanePolicy", "backoff_max", self.backoff_max)
 
     def delay(self, retry: int) -> float:
-        """Seconds to wait before retry number *retry* (1 for the first)."""
+        """Seconds to wait before retry number *retry* (1 for the first):
+        ``min(backoff_initial * 2 ** (retry - 1), backoff_max)``."""
         return float(min(self.backoff_initial * 2.0 ** (retry - 1), self.backoff_max))
 
 
@@ -104,8 +118,16 @@ def _policy(value: object) -> LanePolicy:
 class Lanes:
     """The runtime's lanes for tool calls: ``open_runtime(lanes=...)`` or ``[lanes]``.
 
+    In agentrio.toml, ``[lanes]`` holds ``tool_concurrency``, ``[lanes.NAME]``
+    a lane's policy, and ``[lanes.control]`` the interactive lane's. See
+    [Lanes][lanes] and the how-to [Keeping interactive agents
+    responsive][how-to-keep-interactive-agents-responsive].
+
     The default (``Lanes()``) limits nothing and retries nothing: tool calls
-    run as they would without lanes, and cost nothing more.
+    run as they would without lanes, and cost nothing more. A call of an
+    [`agent_tool`][agentrio.agent_tool] takes no slot (its child's calls do).
+    Model calls are limited by their provider instead (``max_concurrent``,
+    ``lane_concurrency``), and retried by it (``max_retries``).
 
     Attributes:
         interactive: the policy of the ``interactive`` lane (served first).
@@ -115,6 +137,10 @@ class Lanes:
         tool_concurrency: tool calls running at once in the runtime, every
             lane together (None: no limit); when it is full, the next free
             slot goes to the highest lane waiting.
+
+    Raises:
+        ConfigError: *tool_concurrency* is not an int >= 1 or None, or a
+            lane's policy is not a ``LanePolicy``.
     """
 
     interactive: LanePolicy = attrs.field(factory=LanePolicy, converter=_policy)
@@ -137,7 +163,8 @@ class Lanes:
 
     @property
     def active(self) -> bool:
-        """Do these lanes limit or retry tool calls at all?"""
+        """Do these lanes limit or retry tool calls at all: a ``tool_concurrency``, a
+        lane's ``max_concurrency``, or a lane's ``attempts`` above 1?"""
         return self.tool_concurrency is not None or any(
             p.max_concurrency is not None or p.attempts > 1 for p in self._policies()
         )

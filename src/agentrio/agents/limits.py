@@ -48,36 +48,52 @@ def _seconds(name: str, value: object, *, optional: bool) -> None:
 class Limits:
     """The bounds of an agent's phases.
 
+    Set on [`AgentSpec`][agentrio.AgentSpec], or read from the ``[limits]`` table of
+    an agentrio.toml ([`Config`][agentrio.Config]).
+
     Attributes:
-        max_iterations: model calls per phase, unless ``run()`` says otherwise
-            (with ``final_answer``, one more call without tools may follow).
+        max_iterations: model calls per phase (>= 1), unless ``run()`` says
+            otherwise (with ``final_answer``, one more call without tools
+            may follow).
         timeout: seconds a whole phase may take (``None``: no deadline); past
             it the phase ends with ``timeout`` and keeps its tool calls so far.
         max_parallel_tools: tool calls of one model turn that run at once.
         tool_timeout: seconds one tool call may take before it is a
-            ``timeout`` result.
+            ``timeout`` result. A sync tool's worker thread is then
+            abandoned: it runs on, and its result is dropped.
         max_output_tokens: the output tokens reserved from the budget for each
             model call (and asked of the model).
         final_answer: when the iteration cap is hit with tool results the
             model has not seen, make one last model call without tools.
-        context_fill: the share of the model's context window a call may fill
-            before old turns are left out.
-        mailbox: the agent's mailbox capacity (queued ``run()`` calls).
+        context_fill: the share (0 to 1, 1 included) of the model's context
+            window a call may fill before old turns are left out.
+        mailbox: the agent's mailbox capacity (queued ``run()`` calls, >= 0).
         max_parse_retries: model turns in a row whose tool-call arguments
             could not be parsed before the phase ends with ``error``.
-        max_tool_calls_per_turn: tool calls of one model reply that are run;
-            the calls past it are not run (nor counted against the budget)
-            and each gets a ``"denied"`` result saying why.
-        max_continuation_turns: times per phase a reply without tool calls
-            that reads as unfinished (see ``AgentSpec.continuation_detector``)
-            gets a continuation message instead of ending the phase; 0 (the
-            default) turns it off.
-        max_identical_calls: the phase stalls when one call (same tool, same
-            arguments) is made this many times, anywhere in the phase;
-            ``None`` or 0 turns the rule off.
+        max_tool_calls_per_turn: tool calls of one model reply that are run
+            (>= 1); the calls past it are not run (nor counted against the
+            budget's ``max_tool_calls``) and each gets a ``"denied"`` result
+            whose content says so and names this limit. Direct tool calls
+            are not capped.
+        max_continuation_turns: times per phase (>= 0) a reply without tool
+            calls that reads as unfinished (see
+            ``AgentSpec.continuation_detector``) gets the continuation
+            message as a user turn, and the phase goes on with another model
+            call (one of its ``max_iterations``) instead of ending
+            ``"done"``; 0 (the default) turns it off. See
+            [Continuation][continuation].
+        max_identical_calls: the phase [stalls][stalls] when one call (same
+            tool, same arguments in any key order) is made this many times,
+            anywhere in the phase (>= 2; 2 is the first repeat); ``None`` or
+            0 turns the rule off (stored as ``None``).
         max_identical_results: the phase stalls after this many identical
-            results in a row (same tool, same content); ``None`` or 0 turns
-            the rule off.
+            results in a row (same tool, same content; >= 2); ``None`` or 0
+            turns the rule off (stored as ``None``).
+
+    Raises:
+        InvalidArgument: a field out of range, named in the message
+            (including a stall threshold of 1, a negative one, or one that
+            is not an int).
     """
 
     max_iterations: int = 10

@@ -1,8 +1,8 @@
 """Tools from MCP servers: each server's tools as agentrio Tools, its connection a supervised actor.
 
-:func:`connect` starts an MCP server (stdio: a command) or reaches one
-(streamable HTTP: a URL) with the official ``mcp`` SDK, lists its tools and
-gives them back as :class:`~agentrio.Tool` objects carrying the server's
+`connect` starts an MCP server (stdio: a command) or reaches one
+(streamable HTTP: a URL) with the official `mcp` SDK, lists its tools and
+gives them back as [`Tool`][agentrio.Tool] objects carrying the server's
 JSON schemas. They are tools like any other: put them in an AgentSpec's
 ``tools`` and they go through its allowlist, permission policy, hooks and
 timeouts.
@@ -65,7 +65,7 @@ from ..providers.redact import redact_url, url_secrets
 from .tool import Tool, ToolArgumentsInvalid
 from .tool_call import hide_env
 
-__all__ = ["MCPConnectError", "MCPConnection", "MCPTool", "MCPToolError", "connect"]
+__all__ = ["connect", "MCPConnection", "MCPTool", "MCPToolError", "MCPConnectError"]
 
 _SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,31}$")
 _NOT_IN_TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
@@ -80,20 +80,25 @@ _CLIENT_INFO = Implementation(name="agentrio", version=__version__)
 
 
 class MCPToolError(ToolError):
-    """A call to an MCP server's tool failed; inside a phase, a ``failed`` result.
+    """A call to an MCP server's tool failed; inside a phase, a `failed` result.
 
-    The server's tool reported an error (``isError``: its text is the
+    The server's tool reported an error (`isError`: its text is the
     message), the server refused the call, or the connection was lost during
     the call or is down for good. Never retried by the lanes (a call may have
-    had effects before the connection was lost).
+    had effects before the connection was lost). A subclass of
+    [`ToolError`][agentrio.errors.ToolError].
     """
 
 
 class MCPConnectError(AgentrioError):
-    """:func:`connect` could not connect to the server, or its tools cannot be used.
+    """[`connect`][agentrio.mcp.connect] could not connect, or the server's tools cannot be used.
 
+    Raised by `connect` when the first connection fails (the program is not
+    found or exits, the server refuses, or it does not answer within
+    `connect_timeout`), or when *include* or the tools' names cannot be met.
     Also what a connection's actor crashes with when its connection is lost
-    (in ``ActorFailed`` events, and in ``RestartIntensityExceeded``). The
+    (in [`ActorFailed`][agentrio.events.ActorFailed] events, and in
+    [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded]). The
     message says why, in the server's and the SDK's own words, with the
     values of ``env``, ``headers`` and the URL's credentials taken out.
     """
@@ -221,7 +226,7 @@ def render(result: CallToolResult, limit: int) -> str:
 class _Link:
     """One server's connection, as it stands across the incarnations of its actor.
 
-    The actor's :meth:`serve` holds a connection open and puts its client
+    The actor's `serve` holds a connection open and puts its client
     here while it is up; tool calls take it from here.
     """
 
@@ -309,7 +314,7 @@ class _Link:
 
         Lost (after it had connected once): raises, so the actor crashes and
         its supervisor decides on a restart. The first connection failing is
-        not a crash: it is recorded for :func:`connect` to raise.
+        not a crash: it is recorded for `connect` to raise.
         """
         if self.closing:
             return
@@ -380,7 +385,7 @@ class _Link:
     async def _await_change(self) -> bool:
         """Wait until the connection comes up or goes; False if its actor has exited for good.
 
-        The actor answers a :class:`_Wait` between connections and, having
+        The actor answers a `_Wait` between connections and, having
         exited, refuses it (the kernel fails what is left in a mailbox): so
         the wait ends either way without a timer.
         """
@@ -419,7 +424,7 @@ class _Link:
         )
 
     async def call(self, tool: str, arguments: dict[str, object]) -> str:
-        """Call the server's *tool*: the text the model sees, or :class:`MCPToolError`."""
+        """Call the server's *tool*: the text the model sees, or `MCPToolError`."""
         client = self.client
         if client is None:
             client = await self.connected()
@@ -465,12 +470,19 @@ class _Connection(Actor[Message]):
 
 
 class MCPTool(Tool):
-    """A tool of an MCP server, as an agentrio :class:`~agentrio.Tool`.
+    """A tool of an MCP server, as an agentrio [`Tool`][agentrio.Tool].
 
-    Its schema is the server's (``inputSchema``), and the server checks the
-    arguments (a bad one comes back as a ``failed`` result, in the server's
-    words); agentrio checks only that they are a JSON object. Calling it
-    sends ``tools/call`` over the server's connection.
+    Its schema is the server's (`inputSchema`) and its description the
+    server's. The server checks the arguments (a bad one comes back as a
+    `failed` result, in the server's words); agentrio checks only that they
+    are a JSON object. Calling it sends `tools/call` over the server's
+    connection.
+
+    The model sees the result's text blocks, joined with newlines, and a
+    note (type, MIME type, size; never the bytes) for any other content,
+    cut to `max_result_chars`. A result the server marks `isError`, a call
+    it refuses, and a connection lost during the call are an
+    [`MCPToolError`][agentrio.mcp.MCPToolError]: a `failed` result.
 
     Attributes:
         server: the name the server was connected under.
@@ -513,13 +525,14 @@ class MCPTool(Tool):
 
 
 class MCPConnection:
-    """A connected MCP server, from :func:`connect`: its tools and its connection's actor.
+    """A connected MCP server, from [`connect`][agentrio.mcp.connect]: its tools and its actor.
 
     Attributes:
         name: the name it was connected under.
-        tools: its tools, as :class:`MCPTool` objects, in the server's order.
-        ref: the :class:`~agentrio.ActorRef` of the actor holding the
-            connection (``mcp.<name>`` under the supervisor it was spawned under).
+        tools: its tools, as [`MCPTool`][agentrio.mcp.MCPTool] objects, in
+            the server's order.
+        ref: the [`ActorRef`][agentrio.ActorRef] of the actor holding the
+            connection (`mcp.<name>` under the supervisor it was spawned under).
     """
 
     __slots__ = ("_link", "name", "ref", "tools")
@@ -636,7 +649,7 @@ async def connect(
     streamable HTTP server). Leaving the block closes the connection (a
     stdio server is asked to exit, then ended) and stops its actor.
 
-    Example::
+    Example:
 
         async with agentrio.open_runtime() as rt:
             async with agentrio.mcp.connect(
@@ -655,7 +668,9 @@ async def connect(
     failing the runtime). A call in flight when the connection is lost
     fails as a tool result; a call made while it reconnects waits for it,
     within its tool timeout; once the actor has exited for good, calls fail
-    at once.
+    at once. Leave the block before *under* stops: a connection still open
+    when its supervisor stops holds that stop until the supervisor's
+    `shutdown_timeout`, then is cancelled.
 
     Args:
         rt: the runtime (or any supervisor) to spawn the actor under.

@@ -41,21 +41,30 @@ class Mode:
     """A named preset of a run's limits; each field left ``None`` is the spec's.
 
     Two presets come with agentrio: ``Mode.inline()`` (5 model calls, 30 s,
-    for answers a user waits for) and ``Mode.background()`` (20 model calls,
-    180 s, continuation on: for work that may take a while). Select one per
-    run with ``agent.run(..., mode="inline")`` (the runtime's mode of that
-    name) or ``mode=Mode.inline(max_iterations=8)`` (this very mode).
+    continuation as the spec has it, lane ``"interactive"``: for answers a
+    user waits for) and ``Mode.background()`` (20 model calls, 180 s, 3
+    continuations, lane ``"background"``: for work that may take a while);
+    their keywords change a field of the preset. Select one per run with
+    ``agent.run(..., mode="inline")`` (the runtime's mode of that name) or
+    ``mode=Mode.inline(max_iterations=8)`` (this very mode). The runtime's
+    mode of a name is, last one winning: the preset, the ``[modes.NAME]``
+    table of its agentrio.toml (``Config.modes``), the ``Mode`` of that name
+    in ``open_runtime(modes=...)``. See [Modes and routing][modes-and-routing].
 
     Attributes:
-        name: the mode's name; the runtime knows modes by it.
-        max_iterations: model calls per phase (``run(max_iterations=...)``
-            wins over it).
-        timeout: seconds the phase may take (``run(timeout=...)`` wins over
-            it); ``math.inf``: no deadline.
+        name: the mode's name (a non-empty str); the runtime knows modes by it.
+        max_iterations: model calls per phase, >= 1
+            (``run(max_iterations=...)`` wins over it).
+        timeout: seconds the phase may take, > 0 (``run(timeout=...)`` wins
+            over it); ``math.inf``: no deadline.
         max_continuation_turns: continuations per phase of a reply that reads
-            as unfinished (0: off); see ``Limits.max_continuation_turns``.
+            as unfinished (>= 0; 0: off); see ``Limits.max_continuation_turns``.
         lane: the priority lane of its runs: ``"interactive"`` for inline,
             ``"background"`` for background.
+
+    Raises:
+        InvalidArgument: a field out of range or of the wrong type, named in
+            the message (``Mode.max_iterations must be an int >= 1, got 0``).
     """
 
     name: str

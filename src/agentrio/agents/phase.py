@@ -221,7 +221,7 @@ class _Meter:
 
 
 class Phase:
-    """The working state of one phase; :meth:`run` returns its result."""
+    """The working state of one phase; `run` returns its result."""
 
     __slots__ = (
         "allowed",
@@ -262,7 +262,7 @@ class Phase:
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
         self.st = st
         self.cmd = cmd
-        self.bus = st.sup.bus
+        self.bus = st.services.bus
         assert st.cell is not None
         self.path = st.cell.path
         self.history: list[ChatMessage] = []
@@ -298,7 +298,7 @@ class Phase:
             allowed = allowed & st.ceiling
         self.allowed = allowed
         self.ctx: ActorRef | None = None
-        self.timers = st.sup.shared.timers
+        self.timers = st.services.timers
         # A lone tool call whose timer expired, cutting the agent's task short;
         # the runtime then calls run() again, which goes on from there.
         self.cut: ToolCallActor | None = None
@@ -318,7 +318,7 @@ class Phase:
     # -- the phase ---------------------------------------------------------------------
 
     async def run(self) -> PhaseResult:
-        """Run the phase; called again to go on after :meth:`cut_short`."""
+        """Run the phase; called again to go on after `cut_short`."""
         cmd, st = self.cmd, self.st
         try:
             if self.cut is None:
@@ -843,7 +843,7 @@ class Phase:
             if self.bus.active:
                 actor.started = trio.current_time()  # (for its ToolEnded's duration)
                 self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
-        lanes = st.sup.shared.tool_lanes
+        lanes = st.services.tool_lanes
         if lanes is not None and actors:
             self._in_lane(actors, lanes)
         batch += not_run  # (the tail: the batch stays in call order)
@@ -937,7 +937,7 @@ class Phase:
 
         The agent's task is cancelled (its cell scope), which unwinds the tool
         and this phase's coroutines; the runtime then hands the same message
-        back to the agent, whose ``resume`` calls :meth:`run` again: it goes
+        back to the agent, whose ``resume`` calls `run` again: it goes
         on from the timed-out call, with everything else as it was.
         """
         cell = self.st.cell

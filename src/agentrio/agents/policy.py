@@ -1,9 +1,9 @@
 """Permissions: which tool calls an agent may make, who approves the rest, and hooks.
 
-A :class:`PermissionPolicy` holds ordered rules. ``deny`` rules are checked
+A [`PermissionPolicy`][agentrio.PermissionPolicy] holds ordered rules. ``deny`` rules are checked
 first, then ``allow``, then ``ask``; a call no rule matches gets the policy's
-``default``. ``ask`` publishes :class:`~agentrio.ConfirmationRequired` and waits
-for the agent's approver; nothing but an approver ever approves, and an
+``default``. ``ask`` publishes [`ConfirmationRequired`][agentrio.events.ConfirmationRequired] and
+waits for the agent's approver; nothing but an approver ever approves, and an
 ``approval_timeout`` only ever denies.
 """
 
@@ -34,9 +34,9 @@ __all__ = [
     "PostToolUse",
     "PreToolUse",
     "Rule",
-    "allow",
-    "ask",
-    "deny",
+    "allow_rule",
+    "ask_rule",
+    "deny_rule",
     "terminal_approver",
 ]
 
@@ -47,13 +47,21 @@ ArgumentPredicate = Callable[[Mapping[str, object]], bool]
 
 @attrs.frozen
 class Rule:
-    """One permission rule.
+    """One permission rule, usually made with ``allow``, ``ask`` or ``deny``.
+
+    It matches a call when *tool* matches the tool's name and *when*, if
+    given, returns True for the call's arguments.
 
     Attributes:
         action: ``"deny"``, ``"allow"`` or ``"ask"``.
-        tool: a glob over tool names (``"read_*"``, ``"*"``).
+        tool: a glob over tool names, matched with ``fnmatch.fnmatchcase``
+            (``"read_*"``, ``"*"``).
         when: an optional predicate over the call's arguments; the rule
             matches only when it returns True.
+
+    Raises:
+        InvalidArgument: a bad *action*, an empty *tool*, a *when* that is
+            not callable.
     """
 
     action: Decision
@@ -75,18 +83,22 @@ class Rule:
         return self.when is None or bool(self.when(arguments))
 
 
-def deny(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def deny_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that denies calls to tools matching *tool* (and *when*)."""
     return Rule("deny", tool, when)
 
 
-def allow(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+def allow_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
     """A rule that allows calls to tools matching *tool* (and *when*)."""
     return Rule("allow", tool, when)
 
 
-def ask(tool: str, when: ArgumentPredicate | None = None) -> Rule:
-    """A rule that asks the approver about calls to tools matching *tool* (and *when*)."""
+def ask_rule(tool: str, when: ArgumentPredicate | None = None) -> Rule:
+    """A rule that asks the approver about calls to tools matching *tool* (and *when*).
+
+    (Named so as not to be read as [`ActorRef.ask`][agentrio.ActorRef.ask], the
+    request-reply call.)
+    """
     return Rule("ask", tool, when)
 
 
@@ -98,12 +110,22 @@ def _to_rules(rules: Iterable[Rule]) -> tuple[Rule, ...]:
 class PermissionPolicy:
     """Ordered rules (deny, then allow, then ask) and a default for the rest.
 
-    Example::
+    Which tool calls an agent may make: set as ``AgentSpec(permissions=...)``.
+    For each call, every ``deny`` rule is checked first, then every
+    ``allow``, then every ``ask``; the first that matches decides, and a call
+    that no rule matches gets *default*. *rules* may be given as any iterable
+    of [`Rule`][agentrio.types.Rule]. How they apply: [Permissions, approval and
+    hooks][permissions-approval-and-hooks].
+
+    Example:
 
         policy = PermissionPolicy(
-            rules=[deny("shell"), allow("read_*"), ask("write_file")],
+            rules=[deny_rule("shell"), allow_rule("read_*"), ask_rule("write_file")],
             default="ask",
         )
+
+    Raises:
+        InvalidArgument: a rule that is not a ``Rule``; a bad *default*.
     """
 
     rules: tuple[Rule, ...] = attrs.field(default=(), converter=_to_rules)
@@ -111,7 +133,10 @@ class PermissionPolicy:
 
     def __attrs_post_init__(self) -> None:
         if not all(isinstance(r, Rule) for r in self.rules):
-            raise InvalidArgument("PermissionPolicy.rules must be agentrio.Rule objects")
+            raise InvalidArgument(
+                "PermissionPolicy.rules must be Rule objects "
+                "(from agentrio.allow_rule, ask_rule or deny_rule)"
+            )
         if self.default not in _ORDER:
             raise InvalidArgument(
                 f"PermissionPolicy.default must be deny, allow or ask, got {self.default!r}"
@@ -140,6 +165,12 @@ def _shown(value: object) -> str:
 class Approval:
     """An approver's answer.
 
+    An approver may also answer a plain ``True`` or ``False``. Any other
+    answer (``"yes"``, ``1``, ``None``, a ``Deny``) is a refusal, and the model
+    sees what came back: ``the approver refused 'pay': the approver answered
+    'yes' (a str), not True, False or an Approval`` (the answer's ``repr``,
+    cut to 100 characters).
+
     Attributes:
         approved: True lets the call run, False refuses it. Only a real
             ``bool`` will do: ``Approval("no")`` would otherwise approve.
@@ -166,15 +197,15 @@ class Deny:
     reason: str
 
 
-Approver = Callable[[ConfirmationRequired], "Awaitable[bool | Approval] | bool | Approval"]
-PreToolUse = Callable[[ToolCallRequest], "Awaitable[ToolCallRequest | Deny | None]"]
-PostToolUse = Callable[[ToolCallRequest, ToolResult], "Awaitable[ToolResult | None]"]
+Approver = Callable[[ConfirmationRequired], Awaitable[bool | Approval] | bool | Approval]
+PreToolUse = Callable[[ToolCallRequest], Awaitable[ToolCallRequest | Deny | None]]
+PostToolUse = Callable[[ToolCallRequest, ToolResult], Awaitable[ToolResult | None]]
 
 
 async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequired) -> Approval:
     """Ask *approver* (a callable, sync or async, or an actor) about *request*.
 
-    ``True``, ``False`` and an :class:`Approval` are answers; anything else
+    ``True``, ``False`` and an [`Approval`][agentrio.Approval] are answers; anything else
     (``"no"``, ``1``, ``None``) is a refusal whose reason names what came back,
     so a sloppy approver can never approve by accident.
     """
@@ -197,9 +228,11 @@ async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequi
 
 
 async def terminal_approver(request: ConfirmationRequired) -> Approval:
-    """Ask the person at the terminal (stdin/stderr) about each call: ``[y/N]``.
+    """Ask the person at the terminal about each call: ``Allow? [y/N]`` on stderr,
+    the answer read from stdin.
 
     The prompt runs in a worker thread, so the other agents go on meanwhile.
+    Use as ``AgentSpec(approver=agentrio.terminal_approver)``.
     """
     call = request.tool_call
 

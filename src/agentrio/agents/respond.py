@@ -1,17 +1,18 @@
 """One entry point for a user's request: route it, run it, offer to go on in the background.
 
 ``AgentRef.respond(request)`` asks the router (the runtime's, by default a
-:class:`~agentrio.RuleRouter`) for a mode and a tier, publishes a ``Routed``
+[`RuleRouter`][agentrio.RuleRouter]) for a mode and a tier, publishes a ``Routed``
 event, runs the request in that mode on that tier, and escalates a stall once
 to the next tier. An ``inline`` run that ends at its cap says so
 (``Response.can_continue``); ``AgentRef.continue_in_background(response)``
 then goes on in the same context in the ``background`` mode, as a
-:class:`BackgroundRun` that can be awaited later and watched through events.
+[`BackgroundRun`][agentrio.types.BackgroundRun] that can be awaited later and watched through
+events.
 
 A background phase is queued on the agent at once, and waited for by a small
 actor (``<agent>.background-<n>``) spawned under the agent's supervisor,
-which keeps the result for :meth:`BackgroundRun.wait` and stops. So it is part
-of the supervision tree like everything else: a graceful stop lets the phase
+which keeps the result for [`BackgroundRun.wait`][agentrio.types.BackgroundRun.wait] and stops. So
+it is part of the supervision tree like everything else: a graceful stop lets the phase
 finish within the supervisor's ``shutdown_timeout`` and then cancels it with
 the agent; it is cancelled with the tree; it never outlives the runtime.
 """
@@ -28,12 +29,10 @@ import trio
 from ..core.actor import Actor, NoPublicConstructor, _Ask, _Cell
 from ..errors import ActorError, ActorStopped, InvalidArgument
 from ..messages import PhaseResult, Routed, RunPhase
-from .modes import PRESETS, Mode
-from .router import Route, Router, RuleRouter, choose_route
+from .modes import Mode
+from .router import Route, choose_route
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..core.supervisor import _RuntimeShared
     from .agent import AgentRef
 
 __all__ = [
@@ -42,7 +41,6 @@ __all__ = [
     "Response",
     "check_runtime_routing",
     "continue_in_background",
-    "mode_of",
     "respond",
     "start_background",
 ]
@@ -75,62 +73,6 @@ def check_runtime_routing(modes: object, router: object) -> None:
         )
 
 
-def _config(shared: _RuntimeShared) -> Config | None:
-    """The runtime's configuration if it has one: given, or found as for tiers
-    (None when no agentrio.toml is found: then the defaults hold)."""
-    from ..config import find_config
-
-    if shared.config is None and find_config() is None:
-        return None
-    return shared.models().config
-
-
-def _modes(shared: _RuntimeShared) -> dict[str, Mode]:
-    modes = shared.modes
-    if isinstance(modes, dict):  # made on first use
-        return modes
-    assert isinstance(modes, tuple)
-    config = _config(shared)
-    table = {**PRESETS, **(config.modes if config is not None else {})}
-    table.update((m.name, m) for m in modes)
-    shared.modes = table
-    return table
-
-
-def mode_of(shared: _RuntimeShared, mode: object, *, arg: str = "mode") -> Mode:
-    """*mode* itself if a Mode, else the runtime's mode of that name.
-
-    Raises:
-        InvalidArgument: neither a Mode nor the name of one of the runtime's modes.
-        ConfigError: the runtime's agentrio.toml is wrong.
-    """
-    if isinstance(mode, Mode):
-        return mode
-    if not isinstance(mode, str):
-        raise InvalidArgument(f"{arg} must be a mode's name or an agentrio.Mode, got {mode!r}")
-    found = _modes(shared).get(mode)
-    if found is None:
-        raise InvalidArgument(
-            f"{arg} {mode!r} is not a mode of this runtime; its modes are {sorted(_modes(shared))}"
-        )
-    return found
-
-
-def _router(shared: _RuntimeShared) -> Router:
-    router = shared.router
-    if router is None:
-        config = _config(shared)
-        router = shared.router = config.router if config is not None else RuleRouter()
-    return router  # type: ignore[return-value]
-
-
-def _next_tier(shared: _RuntimeShared, tier: str) -> str | None:
-    order = shared.models().config.escalation
-    if tier in order and order.index(tier) + 1 < len(order):
-        return order[order.index(tier) + 1]
-    return None
-
-
 # -- respond -----------------------------------------------------------------------------
 
 
@@ -140,7 +82,7 @@ _CONTINUABLE = frozenset(("max_iterations", "timeout"))
 
 @attrs.frozen
 class Response:
-    """What :meth:`AgentRef.respond` produced.
+    """What [`AgentRef.respond`][agentrio.AgentRef.respond] produced.
 
     Attributes:
         agent: the path of the agent that ran it.
@@ -149,10 +91,11 @@ class Response:
         tier: the tier the result came from: the route's, or the next one
             after a stall (None: the agent's own model).
         escalated: the route's tier stalled and the request ran again on ``tier``.
-        result: the phase's :class:`~agentrio.PhaseResult`.
+        result: the phase's [`PhaseResult`][agentrio.PhaseResult].
         can_continue: the run ended at one of its caps (``"max_iterations"``
             or ``"timeout"``) in a mode other than ``background``:
-            :meth:`AgentRef.continue_in_background` can go on with it.
+            [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] can go on
+            with it.
         context_label: the conversation it ran in (None: the primary one).
     """
 
@@ -174,7 +117,7 @@ async def respond(
     context_label: object,
     escalate: object,
 ) -> Response:
-    """The body of :meth:`AgentRef.respond`."""
+    """The body of [`AgentRef.respond`][agentrio.AgentRef.respond]."""
     if not isinstance(request, str):
         raise InvalidArgument(f"request must be a str, got {request!r}")
     if router is not None and not callable(router):
@@ -185,13 +128,12 @@ async def respond(
         raise InvalidArgument(f"escalate must be a bool, got {escalate!r}")
     if context_label is not None and not isinstance(context_label, str):
         raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
-    state = agent._state
-    shared = state.sup.shared
-    route = await choose_route(_router(shared) if router is None else router, request)
-    mode = mode_of(shared, route.mode, arg="the route's mode")
+    services = agent._state.services
+    route = await choose_route(services.router() if router is None else router, request)
+    mode = services.mode(route.mode, arg="the route's mode")
     if route.tier is not None:
-        shared.models().resolve(route.tier)  # a ConfigError now, before the event
-    bus = state.sup.bus
+        services.resolve(route.tier)  # a ConfigError now, before the event
+    bus = services.bus
     if bus.active:
         bus.publish(Routed(path=agent.path, mode=route.mode, tier=route.tier, reason=route.reason))
     tier = route.tier
@@ -200,7 +142,7 @@ async def respond(
     if escalate and tier is not None and result.stop_reason == "stalled":
         # Once, as escalate_on_stall does: the same request again, on the next
         # tier, in the same context (which holds the stalled attempt).
-        stronger = _next_tier(shared, tier)
+        stronger = services.next_tier(tier)
         if stronger is not None:
             tier, escalated = stronger, True
             result = await agent.run(request, mode=mode, model=tier, context_label=context_label)
@@ -220,14 +162,16 @@ async def respond(
 
 
 class BackgroundRun(metaclass=NoPublicConstructor):
-    """A phase running in the background, from :meth:`AgentRef.continue_in_background`
-    or :meth:`AgentRef.start_background`.
+    """A phase running in the background, from
+    [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] or
+    [`AgentRef.start_background`][agentrio.AgentRef.start_background].
 
-    Await it later with :meth:`wait`; watch it through the runtime's events,
-    which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
+    Await it later with [`wait`][agentrio.types.BackgroundRun.wait]; watch it through the runtime's
+    events, which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
     ``ToolStarted``... ``PhaseEnded``). It runs in the agent like any phase
     (after the phases queued before it), for a small actor under the
-    agent's supervisor (:attr:`path`), and ends with the runtime.
+    agent's supervisor ([`path`][agentrio.types.BackgroundRun.path]), and ends with the runtime.
+    No public constructor.
     """
 
     __slots__ = ("_agent", "_context_label", "_error", "_mode", "_result", "_runner")
@@ -257,7 +201,9 @@ class BackgroundRun(metaclass=NoPublicConstructor):
 
     @property
     def path(self) -> str:
-        """The path of the actor that waits for it (``<agent>.background-<n>``)."""
+        """The path of the actor that waits for the phase,
+        ``"<agent's supervisor>/<agent>.background-<n>"`` (``ActorStarted`` and
+        ``ActorExited`` events carry it)."""
         assert self._runner is not None
         return self._runner.path
 
@@ -280,13 +226,14 @@ class BackgroundRun(metaclass=NoPublicConstructor):
     async def wait(self) -> PhaseResult:
         """Wait until the phase has ended; its result.
 
+        Returns at once if it has ended; call it as often as you like.
         Cancelling the wait does not cancel the phase: it belongs to the
         runtime (``agent.request_stop()`` ends it early, with a result).
 
         Raises:
-            ActorStopped: the agent stopped or was cancelled before the phase
-                ended, or the runtime (or the agent's supervisor) stopped
-                and cancelled it.
+            ActorStopped: (reason ``"cancelled"``, ``path`` the agent's) the
+                agent stopped or was cancelled before the phase ended, or the
+                runtime (or the agent's supervisor) stopped and cancelled it.
             ActorCrashed: the agent crashed.
         """
         assert self._runner is not None
@@ -360,9 +307,8 @@ async def _queue(cell: _Cell, msg: RunPhase) -> _Ask:
 
 async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) -> BackgroundRun:
     """Queue *cmd* on *agent* and spawn the actor that waits for it."""
-    state = agent._state
     await trio.lowlevel.checkpoint_if_cancelled()
-    sup = state.sup
+    sup = agent._cell.parent
     sup._check_open()  # (RuntimeClosed) before the phase is queued
     run = BackgroundRun._create(agent, mode, cmd.context_label)
     ask = await _queue(agent._cell, cmd)
@@ -380,7 +326,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
     """*response*, if *agent* can go on with it in the background."""
     if not isinstance(response, Response):
         raise InvalidArgument(
-            f"response must be the agentrio.Response of respond(), got {response!r}"
+            f"response must be the agentrio.types.Response of respond(), got {response!r}"
         )
     if response.agent != agent.path:
         raise InvalidArgument(
@@ -399,7 +345,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
 async def continue_in_background(
     agent: AgentRef, response: object, message: object
 ) -> BackgroundRun:
-    """The body of :meth:`AgentRef.continue_in_background`."""
+    """The body of [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background]."""
     checked = check_response(agent, response)
     if message is not None and not isinstance(message, str):
         raise InvalidArgument(f"message must be a str or None, got {message!r}")

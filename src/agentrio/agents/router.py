@@ -1,7 +1,7 @@
 """The router: which mode and tier a request should run on.
 
 A router is any callable ``(request) -> Route`` (or an async one).
-:class:`RuleRouter`, the default, decides by rules that need no model call:
+[`RuleRouter`][agentrio.RuleRouter], the default, decides by rules that need no model call:
 the request's shape first (a code block, a list, many lines, several links
 or paths), which works in any language and script, then configurable lists
 of keywords and tool hints, then its length.
@@ -32,6 +32,10 @@ class Route:
         tier: the tier to run it on (a tier name of agentrio.toml, or an
             ``"instance:model"`` string); None: the agent's own model.
         reason: why, for the ``Routed`` event and the logs.
+
+    Raises:
+        InvalidArgument: *mode* is not a non-empty str, *tier* not a
+            non-empty str or None, *reason* not a str.
     """
 
     mode: str
@@ -48,7 +52,8 @@ class Route:
 
 
 Router = Callable[[str], Route | Awaitable[Route]]
-"""Any callable that takes the request's text and returns a :class:`Route` (or awaits one)."""
+"""Any callable that takes the request's text and returns a [`Route`][agentrio.Route] (or awaits
+one)."""
 
 
 async def choose_route(router: Router, request: str) -> Route:
@@ -172,12 +177,16 @@ class RuleRouter:
     The first rule that matches decides:
 
     1. a background keyword → ``background``;
-    2. a code block (``````` or ``~~~``) → ``background``;
-    3. at least ``min_list_items`` list items (a line that starts with
-       ``1.``, ``2)``, a full-width number, a circled number, ``-``, ``*``,
-       ``+``, a bullet or a katakana middle dot) → ``background``;
+    2. a code block (```` ``` ```` or ``~~~``) → ``background``;
+    3. at least ``min_list_items`` list items (lines that start with ``1.``,
+       ``2)``, a digit (ASCII or full-width) with a full-width full stop or
+       parenthesis, ``、`` or ``。`` such as ``1、``, a Chinese numeral with
+       ``、`` such as ``一、`` or ``十二、``, a circled number such as ``①``,
+       ``-``, ``*``, ``+``, ``•`` or ``・``) → ``background``;
     4. more than ``max_inline_lines`` non-empty lines → ``background``;
-    5. at least ``min_references`` links or file paths → ``background``;
+    5. at least ``min_references`` links (``scheme://...``) or file paths
+       (``/etc/hosts``, ``./src``, ``~/notes``, ``src/main.py``,
+       ``C:\\Users``) → ``background``;
     6. at least ``min_tool_hints`` different tool hints → ``background``;
     7. more than ``long_request_tokens`` estimated tokens → ``background``;
     8. an inline keyword → ``inline``, on ``simple_tier``;
@@ -187,14 +196,22 @@ class RuleRouter:
     A ``background`` route is on ``complex_tier``. The tiers are None by
     default: the agent's own model. Rules 2 to 5, 7 and 9 read the text's
     shape and length, so they work in any language and script: the length
-    is :func:`agentrio.estimate_tokens` of the stripped request (ASCII
+    is [`agentrio.estimate_tokens`][agentrio.estimate_tokens] of the stripped request (ASCII
     characters / 3.5, each other character one token, plus one), so a
     Chinese or Japanese request, which says in one character what English
     says in three or four, is not taken for a short one; the word
-    lists (English by default) are matched ignoring case, a word made of
-    ASCII letters as a whole word only. Empty lists turn rules 1, 6 and 8
-    off. The same fields are the keys of the ``[router]`` table of
-    agentrio.toml.
+    lists (English by default) are matched ignoring case: a word that starts
+    (ends) with an ASCII letter or digit must not have one just before
+    (after) it, so ASCII words match whole; words of other scripts are found
+    anywhere in the text. Empty lists turn rules 1, 6 and 8 off. The same
+    fields are the keys of the ``[router]`` table of agentrio.toml
+    (``Config.router``); ``tiers()`` returns the tiers the rules name.
+
+    The route's ``reason`` names the rule: ``"background keyword 'draft'"``,
+    ``"a code block"``, ``"a list of 3 items"``, ``"5 lines"``, ``"2 links or
+    paths"``, ``"tool hints 'read', 'search'"``, ``"61 estimated tokens
+    (long_request_tokens: 50)"``, ``"inline keyword 'what is'"``, ``"8
+    estimated tokens (short_request_tokens: 20)"``, ``"no rule matched"``.
 
     Attributes:
         long_request_tokens: longer than this (in estimated tokens) is
@@ -205,14 +222,30 @@ class RuleRouter:
         min_list_items: this many list items or more is background.
         min_references: this many links (``scheme://...``) or file paths
             (``/etc/hosts``, ``./src``, ``src/main.py``) or more is background.
-        background_keywords: words or phrases that make a request background.
-        inline_keywords: words or phrases of a quick question (a simple inline request).
+        background_keywords: words or phrases that make a request background
+            (default: ``"draft"``, ``"research"``, ``"analyze"``,
+            ``"analyse"``, ``"investigate"``, ``"compare"``, ``"refactor"``,
+            ``"implement"``, ``"write a report"``, ``"step by step"``, ``"in
+            detail"``).
+        inline_keywords: words or phrases of a quick question, a simple
+            inline request (default: ``"what is"``, ``"what's"``, ``"who
+            is"``, ``"when is"``, ``"where is"``, ``"how many"``, ``"show
+            me"``, ``"define"``).
         tool_hints: words that suggest a tool call; ``min_tool_hints``
-            different ones make a request background (several tool calls).
+            different ones make a request background, several tool calls
+            (default: ``"search"``, ``"look up"``, ``"fetch"``,
+            ``"download"``, ``"browse"``, ``"read"``, ``"write"``, ``"open"``,
+            ``"run"``, ``"execute"``, ``"query"``, ``"send"``,
+            ``"calculate"``).
         min_tool_hints: see ``tool_hints``.
         simple_tier: the tier of simple inline requests (None: the agent's model).
         default_tier: the tier of other inline requests.
         complex_tier: the tier of background requests.
+
+    Raises:
+        InvalidArgument: a threshold that is not an int (>= 1;
+            ``short_request_tokens`` >= 0), a word list that is not a list of
+            non-empty strings, a tier that is not a non-empty str or None.
     """
 
     long_request_tokens: int = 50

@@ -4,7 +4,7 @@ The arguments a model sends are validated by msgspec against a Struct built
 from the signature; the JSON schema the model sees is msgspec's schema of that
 same Struct, so what is advertised and what is checked cannot drift apart.
 
-A parameter annotated :class:`ToolContext` is not the model's to fill: it is
+A parameter annotated [`ToolContext`][agentrio.ToolContext] is not the model's to fill: it is
 left out of that Struct (so out of the schema and of validation), found once
 when the tool is made, and given the call's context when the agent calls it.
 """
@@ -39,7 +39,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
 class _Env(Mapping[str, str]):
-    """Environment variables, read-only: a copy made (and checked) once, by :func:`check_env`.
+    """Environment variables, read-only: a copy made (and checked) once, by `check_env`.
 
     Hashable, so a spec or context holding it is; its repr shows the names
     only, since values may be secrets.
@@ -105,30 +105,49 @@ def _context_env(value: object) -> Mapping[str, str]:
 class ToolContext:
     """Where a tool call runs: what a tool that declares a ``ToolContext`` parameter receives.
 
-    Example::
+    Example:
 
         @agentrio.tool
         async def save(ctx: agentrio.ToolContext, name: str, text: str) -> str:
             \"\"\"Save a note in the agent's workspace.\"\"\"
             ...
 
-    A new one is made for each call of such a tool; a tool without that
-    parameter is called as before and receives nothing.
+    The parameter may be in any position (see ``Tool.context_param``). A new
+    one is made for each call of such a tool, in every path a tool is called
+    by an agent: a lone call, a parallel batch, direct tool calls, agent
+    tools' agents, ``map``'s agents and helpers, sync tools (in their worker
+    thread) as well as async ones; a tool without that parameter is called
+    as before and receives nothing, and no ``ToolContext`` is made for its
+    calls.
+
+    It can be made directly (``ToolContext("a", None, "call_1", 2)``), to
+    test a tool with [`Tool.call`][agentrio.Tool.call]. The class is frozen and
+    hashable.
 
     Attributes:
         agent: the path of the agent making the call (a helper's calls: the
             helper's own agent, ``<agent>.helper-<n>`` for a session helper).
         context_label: the phase's context label (``None``: the primary context).
-        call_id: the call's id, as in its :class:`ToolResult`.
+        call_id: the call's id, as in its [`ToolResult`][agentrio.ToolResult] (kept
+            when ``pre_tool_use`` rewrites the call).
         step: the call's step number in its phase, as ``on_step`` numbers it
-            in :class:`StepInfo` (the model's turn is a step, then each call).
-        workspace: the agent's workspace folder (``AgentSpec.workspace``, the
-            agent's subfolder of it when spawned under another name, a
-            helper's ``workspace=``, a session helper's agent's), or ``None``.
-            The folder may not exist yet.
+            in [`StepInfo`][agentrio.types.StepInfo]: the model's turn is a step, then each
+            call of that turn in the order the model asked for them (denied
+            and failed calls included), from 1 at the start of each phase;
+            in a direct-tool-call phase the calls are steps 1, 2, ...
+        workspace: the agent's workspace folder as a ``Path``
+            (``AgentSpec.workspace``, the agent's subfolder of it when
+            spawned under another name, a helper's ``workspace=``, a session
+            helper's agent's), or ``None``. The folder may not exist yet. It
+            is the tool's working folder: agentrio never changes the
+            process's current directory (all agents share one process), so a
+            tool resolves relative paths against it.
         env: the environment variables the agent was given
-            (``AgentSpec.env``, a helper's ``env=``), read-only; not
+            (``AgentSpec.env``, a helper's ``env=``), stored read-only; not
             ``os.environ``. Its repr shows the names only.
+
+    Raises:
+        InvalidArgument: an *env* that is not a mapping of str to str.
     """
 
     agent: str
@@ -186,16 +205,30 @@ def _args_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Str
 
 
 class Tool:
-    """A function a model may call, made by :func:`tool`.
+    """A function a model may call, made by [`tool`][agentrio.tool] (or ``Tool(fn, name=...,
+    description=...)``).
+
+    The parameters' annotations give the JSON schema (through msgspec); the
+    arguments a model sends are checked against the same schema.
 
     Attributes:
-        name: the name models call it by.
-        description: what models are told it does.
-        schema: the :class:`ToolSchema` advertised to models.
+        name: the name models call it by (default ``fn.__name__``); it must
+            match ``^[A-Za-z_][A-Za-z0-9_.-]{0,63}$``.
+        description: what models are told it does (default: the docstring).
+        schema: the [`ToolSchema`][agentrio.types.ToolSchema] advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
-        context_param: the name of the parameter annotated :class:`ToolContext`
-            (it receives the call's context, and is not in the schema), or
-            ``None`` if the function declares none.
+        context_param: the name of the parameter annotated [`ToolContext`][agentrio.ToolContext]
+            (it receives the call's context), or ``None`` if the function
+            declares none. It may be in any position (plain or
+            keyword-only); it is left out of the schema and of validation:
+            the model never sees it, and an argument of that name from the
+            model is refused as unknown.
+
+    Raises:
+        InvalidArgument: *fn* is not callable; a bad name or description; a
+            ``*args``, ``**kwargs`` or positional-only parameter; two
+            parameters annotated ``ToolContext``; annotations that cannot be
+            resolved, or that have no JSON schema.
     """
 
     __slots__ = (
@@ -241,7 +274,8 @@ class Tool:
         return f"<Tool {self.name!r}>"
 
     def validate(self, arguments: dict[str, object]) -> dict[str, object]:
-        """Check *arguments* against the schema and return them converted.
+        """Check *arguments* against the schema and return them converted (a string
+        holding a number is accepted for a number).
 
         Raises:
             ToolArgumentsInvalid: with msgspec's account of what is wrong.
@@ -258,10 +292,11 @@ class Tool:
         """Validate, run, and encode the result as the text the model sees.
 
         A ``str`` result is passed as it is; anything else is encoded as JSON.
+        Handy to test a tool alone.
 
         Args:
             arguments: the model's arguments.
-            context: what a tool that declares a :class:`ToolContext`
+            context: what a tool that declares a [`ToolContext`][agentrio.ToolContext]
                 parameter receives (required for one; ignored by others).
 
         Raises:
@@ -284,7 +319,7 @@ class Tool:
         """Start the function with validated *kwargs*: an awaitable of its result.
 
         For a tool that declares a ToolContext, *kwargs* holds it too, under
-        :attr:`context_param`.
+        `context_param`.
 
         An async function's coroutine is returned as it is (no wrapper frame);
         a sync function runs in a worker thread. A thread cannot be stopped, so
@@ -331,21 +366,24 @@ def tool(
     name: str | None = None,
     description: str | None = None,
 ) -> Tool | Callable[[Callable[..., object]], Tool]:
-    """Make a function into a :class:`Tool` that agents can be given.
+    """Make a function into a [`Tool`][agentrio.Tool] that agents can be given.
 
     Works on ``async def`` and plain functions (run in a worker thread via
     ``trio.to_thread``). The parameters' annotations give the JSON schema;
     the docstring gives the description.
 
-    Example::
+    Example:
 
         @agentrio.tool
         async def lookup(key: str) -> str:
             \"\"\"Look a key up in the store.\"\"\"
             return store[key]
 
+    Use as ``@agentrio.tool`` or ``@agentrio.tool(name=..., description=...)``.
+
     Raises:
-        InvalidArgument: a bad name, or a signature a model cannot call.
+        InvalidArgument: a bad name, or a signature a model cannot call (see
+            [`Tool`][agentrio.Tool]).
     """
     if fn is not None:
         return Tool(fn, name=name, description=description)

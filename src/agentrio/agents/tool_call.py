@@ -1,9 +1,9 @@
 """ToolCallActor: one tool invocation, with its timeout, turning every failure into a result.
 
 A tool-call actor is a one-shot actor: it is born with its one message (the
-:class:`ToolCallRequest`) and its reply is a :class:`ToolResult`, so it needs
-no mailbox. A turn's only call runs in the agent's own task, timed by the
-runtime's timer (see core/timers.py); several run as tasks of a
+[`ToolCallRequest`][agentrio.ToolCallRequest]) and its reply is a
+[`ToolResult`][agentrio.ToolResult], so it needs no mailbox. A turn's only call runs in the agent's
+own task, timed by the runtime's timer (see core/timers.py); several run as tasks of a
 nursery the agent opens for the batch, each under a cancel scope of its own,
 and the agent is woken once, when the last of them finishes.
 """
@@ -189,7 +189,7 @@ class ToolLane:
     """The lane of one turn's tool calls: the runtime's slots, the lane's retry
     policy, and where retries and dead letters are reported.
 
-    Made only when the runtime's :class:`~agentrio.Lanes` limit or retry
+    Made only when the runtime's [`Lanes`][agentrio.Lanes] limit or retry
     tool calls; otherwise a call has no lane and pays nothing for lanes.
     """
 
@@ -247,7 +247,7 @@ class ToolLane:
 
 
 class ToolCallActor:
-    """Runs one tool call; whatever happens, :attr:`result` ends up set.
+    """Runs one tool call; whatever happens, `result` ends up set.
 
     Attributes:
         request: the call.

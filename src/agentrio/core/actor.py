@@ -1,11 +1,11 @@
 """The actor base class, actor references and the serve loop (the mailbox is mailbox.py).
 
-The hot path is ``ActorRef.send`` -> :class:`~.mailbox.Mailbox` -> ``_serve`` ->
+The hot path is ``ActorRef.send`` -> `Mailbox` -> ``_serve`` ->
 ``handle``. A tell puts the message itself in the mailbox (no envelope); an ask
-puts a small :class:`_Ask` slot that the serve loop settles by rescheduling the
+puts a small `_Ask` slot that the serve loop settles by rescheduling the
 waiting task directly, so a reply needs no second channel. Statistics are
 counted with one attribute increment per message and read on demand. An
-:class:`InlineActor` has no mailbox or task: ``deliver`` runs its ``handle`` in
+[`InlineActor`][agentrio.InlineActor] has no mailbox or task: ``deliver`` runs its ``handle`` in
 the sender's task, at send time.
 """
 
@@ -39,6 +39,10 @@ __all__ = ["Actor", "ActorRef", "ActorStatistics", "InlineActor", "RestartPolicy
 
 MsgT = TypeVar("MsgT", bound=Message)
 RestartPolicy = Literal["permanent", "transient", "temporary"]
+"""The ``restart`` option of ``spawn`` and ``spawn_supervisor``: ``"permanent"``
+(restarted after a crash, and after it stops itself), ``"transient"`` (restarted
+after a crash only) or ``"temporary"`` (never restarted). A child stopped or
+cancelled from outside is never restarted."""
 RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "temporary"))
 
 
@@ -59,13 +63,15 @@ _T = TypeVar("_T")
 
 
 class Actor(Generic[MsgT]):
-    """Base class for actors: subclass it and implement :meth:`handle`.
+    """Base class for actors: subclass it and implement [`handle`][agentrio.Actor.handle].
 
-    The runtime creates the instance (``ActorClass(*args)``) in the actor's own
-    Trio task, sets :attr:`ref`, awaits :meth:`on_start`, then hands it one
+    ``MsgT`` is the type of message the actor handles (a subclass of
+    [`Message`][agentrio.Message]). The runtime creates the instance
+    (``ActorClass(*args)``, with the *args* given to ``spawn``) in the actor's own
+    Trio task, sets `ref`, awaits [`on_start`][agentrio.Actor.on_start], then hands it one
     message at a time. A restart makes a fresh instance; the mailbox survives.
 
-    Example::
+    Example:
 
         class Counter(agentrio.Actor[Add]):
             def __init__(self) -> None:
@@ -76,7 +82,8 @@ class Actor(Generic[MsgT]):
                 return self.total
 
     Attributes:
-        ref: this actor's own :class:`ActorRef`, set before :meth:`on_start`.
+        ref: this actor's own [`ActorRef`][agentrio.ActorRef], set before
+            [`on_start`][agentrio.Actor.on_start].
     """
 
     # Subclasses without __slots__ get a __dict__ as usual; the runtime's own
@@ -86,15 +93,18 @@ class Actor(Generic[MsgT]):
     ref: ActorRef
 
     async def on_start(self) -> None:
-        """Called once per incarnation, before the first message."""
+        """Called once per incarnation, before the first message; raising here is a crash."""
 
     async def handle(self, msg: MsgT) -> object:
         """Handle one message; the return value is the reply to an ``ask``.
 
         Raising here crashes the actor: the ask of this message, if any, fails
-        with :class:`~agentrio.ActorCrashed`, the message becomes a dead letter
-        and the supervisor applies its restart policy. Messages still in the
-        mailbox are kept for the next incarnation.
+        with [`ActorCrashed`][agentrio.errors.ActorCrashed], the message becomes a
+        ``DeadLetter`` with reason ``"crashed_on"`` and the supervisor applies
+        its restart policy. Messages still in the mailbox are kept for the
+        next incarnation (or, if there is none, become dead letters whose
+        askers get ``ActorStopped``). The default implementation raises
+        ``NotImplementedError``.
         """
         raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
 
@@ -112,25 +122,43 @@ class Actor(Generic[MsgT]):
 class InlineActor(Generic[MsgT]):
     """Base class for actors that never wait: no task of their own, handled at send time.
 
-    An inline actor's :meth:`handle` is a plain function. The runtime runs
+    An inline actor's [`handle`][agentrio.InlineActor.handle] is a plain function. The runtime runs
     it in the sender's task when the message is sent, so the actor costs no
     Trio task, cancel scope or mailbox, and a message to it no trip through
     the scheduler. It is still an actor: its state is reached only through
-    its :class:`ActorRef`, it handles one message at a time, it is
+    its [`ActorRef`][agentrio.ActorRef], it handles one message at a time, it is
     supervised (a raise is a crash: the ask fails with
-    :class:`~agentrio.ActorCrashed` and the restart policy applies) and it
+    [`ActorCrashed`][agentrio.errors.ActorCrashed] and the restart policy applies) and it
     stops with its supervisor. Use it for state holders: agentrio's own
     context actors (one conversation history each) are inline actors.
 
-    Unlike :class:`Actor`: ``send``, ``ask`` and ``send_nowait`` return once
-    the message is handled; the mailbox is never used (``mailbox`` only
-    sets the capacity reported by statistics); a restart happens at once
-    (a :class:`~agentrio.Backoff` cannot delay it: there is no task to wait
-    in); a tell sent to it from inside its own ``handle`` (directly or
-    through other inline actors) is handled right after the current
-    message, and such an ask raises :class:`~agentrio.SelfAsk`.
+    Unlike an [`Actor`][agentrio.Actor]:
 
-    Example::
+    - ``spawn`` creates the instance, sets ``ref`` and calls ``on_start``
+      before it returns.
+    - ``send``, ``ask`` and ``send_nowait`` return once the message is
+      handled (``send`` and ``ask`` are still checkpoints: if the caller is
+      already cancelled, the message is not delivered); ``send_nowait``
+      never raises ``MailboxFull``.
+    - The mailbox is never used: ``mailbox`` only sets the capacity that
+      ``statistics()`` reports, and ``mailbox_size`` is always 0.
+    - A restart happens at once, in the task that saw the crash (a
+      [`Backoff`][agentrio.Backoff] cannot delay it: there is no task to
+      wait in).
+    - A tell sent to it from inside its own ``handle`` (directly or through
+      other inline actors that send back) is handled right after the
+      current message, in order; such an ask raises
+      [`SelfAsk`][agentrio.errors.SelfAsk].
+    - After a crash that makes its supervisor fail (restart intensity
+      exceeded), messages to it raise ``ActorStopped`` with reason
+      ``"crashed"`` until the supervisor's restart remakes it; its inline
+      siblings go on answering from their old state until then (task
+      siblings are suspended instead, their messages kept).
+    - Its methods must be plain functions: an ``async def`` ``handle``,
+      ``on_start`` or ``on_stop`` is refused at ``spawn`` with
+      ``InvalidArgument``.
+
+    Example:
 
         class Tally(agentrio.InlineActor[Add]):
             def __init__(self) -> None:
@@ -141,7 +169,8 @@ class InlineActor(Generic[MsgT]):
                 return self.total
 
     Attributes:
-        ref: this actor's own :class:`ActorRef`, set before :meth:`on_start`.
+        ref: this actor's own [`ActorRef`][agentrio.ActorRef], set before
+            [`on_start`][agentrio.InlineActor.on_start].
     """
 
     __slots__ = ("ref",)
@@ -149,27 +178,39 @@ class InlineActor(Generic[MsgT]):
     ref: ActorRef
 
     def on_start(self) -> None:
-        """Called once per incarnation, before the first message."""
+        """Called once per incarnation, before the first message, in the task that
+        spawned (or restarted) the actor; raising here is a crash."""
 
     def handle(self, msg: MsgT) -> object:
-        """Handle one message, without waiting; the return value is the reply to an ``ask``."""
+        """Handle one message, without waiting; the return value is the reply to an ``ask``.
+
+        Raising here crashes the actor, as for an ``Actor``: the asker of this
+        message, if any, gets ``ActorCrashed`` (a ``send`` or ``send_nowait``
+        does not raise); the message becomes a ``DeadLetter`` with reason
+        ``"crashed_on"``; the supervisor applies the restart policy before
+        the send returns. The default implementation raises
+        ``NotImplementedError``.
+        """
         raise NotImplementedError(f"{type(self).__qualname__} must implement handle()")
 
     def on_stop(self) -> None:
-        """Called on a graceful stop (not on cancel or crash)."""
+        """Called on a graceful stop: ``await ref.stop()``, or its supervisor or the
+        runtime stopping (not on cancel or crash). Raising here publishes
+        ``ActorFailed`` and ends the actor with reason ``"crashed"``."""
 
 
 class ActorStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of one actor, from :meth:`ActorRef.statistics`.
+    """A snapshot of one actor, from [`ActorRef.statistics`][agentrio.ActorRef.statistics].
 
     Attributes:
         path: the actor's path in the supervision tree.
-        state: ``"starting"``, ``"running"``, ``"stopping"``, ``"suspended"``
-            or ``"exited"``.
+        state: ``"starting"`` (spawned, not yet running), ``"running"``,
+            ``"stopping"``, ``"suspended"`` or ``"exited"``.
         mailbox_size: messages waiting in the mailbox.
         mailbox_capacity: the mailbox's bound.
         messages_handled: messages handled without crashing, over all incarnations.
-        restarts: how many times the actor has been restarted.
+        restarts: how many times the actor has been restarted (resumes after
+            a supervisor restart included).
     """
 
     path: str
@@ -236,8 +277,8 @@ class _Ask:
 class _Cell:
     """Everything the runtime holds for one child slot (an actor or a supervisor).
 
-    The cell outlives incarnations: restarts swap :attr:`instance` but keep the
-    mailbox, so every :class:`ActorRef` stays valid.
+    The cell outlives incarnations: restarts swap `instance` but keep the
+    mailbox, so every [`ActorRef`][agentrio.ActorRef] stays valid.
     """
 
     __slots__ = (
@@ -453,8 +494,9 @@ def _check_message(msg: object) -> None:
 class ActorRef(metaclass=NoPublicConstructor):
     """The handle to an actor: the only way code talks to it.
 
-    Refs are made by ``spawn``; they stay valid across restarts and compare
-    equal when they point at the same actor.
+    Refs are made by ``spawn`` and returned by ``lookup``; no public
+    constructor. A ref stays valid across restarts, and each actor has one
+    ref object, so refs to the same actor are the same object.
     """
 
     __slots__ = ("_cell",)
@@ -478,11 +520,12 @@ class ActorRef(metaclass=NoPublicConstructor):
     async def send(self, msg: Message) -> None:
         """Put *msg* in the actor's mailbox, waiting while it is full (backpressure).
 
-        For an :class:`InlineActor`, the message is handled before this returns.
+        For an [`InlineActor`][agentrio.InlineActor], the message is handled before this returns.
 
         Raises:
-            NotAMessage: *msg* is not an :class:`agentrio.Message`.
-            ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
+            NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
+            ActorStopped: the actor has stopped or is stopping; a ``DeadLetter``
+                event is published.
         """
         if not isinstance(msg, Message):
             _check_message(msg)
@@ -500,10 +543,13 @@ class ActorRef(metaclass=NoPublicConstructor):
     def send_nowait(self, msg: Message) -> None:
         """Put *msg* in the mailbox now, or raise.
 
+        For an [`InlineActor`][agentrio.InlineActor], the message is handled before this returns.
+
         Raises:
-            NotAMessage: *msg* is not an :class:`agentrio.Message`.
-            MailboxFull: the mailbox is at its capacity.
-            ActorStopped: the actor has stopped; a ``DeadLetter`` event is published.
+            NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
+            MailboxFull: the mailbox is at its capacity (never for an inline actor).
+            ActorStopped: the actor has stopped or is stopping; a ``DeadLetter``
+                event is published.
         """
         if not isinstance(msg, Message):
             _check_message(msg)
@@ -525,18 +571,25 @@ class ActorRef(metaclass=NoPublicConstructor):
 
         If the ask is cancelled or times out after the message was delivered,
         the actor still handles it; the reply is dropped.
+        ([`AgentRef.run`][agentrio.AgentRef.run] is different: its phase ends
+        with its caller.)
 
         Args:
             msg: the request.
             timeout: seconds to wait for the reply; ``None`` waits as long as
                 the caller's own cancel scopes allow.
 
+        Returns:
+            The value ``handle`` returned.
+
         Raises:
-            NotAMessage: *msg* is not an :class:`agentrio.Message`.
-            SelfAsk: called from inside this actor's own ``handle``.
+            NotAMessage: *msg* is not an [`agentrio.Message`][agentrio.Message].
+            InvalidArgument: *timeout* is not ``None`` or a number >= 0.
+            SelfAsk: called from the actor's own task (inside its ``handle``).
             AskTimeout: no reply within *timeout*.
             ActorCrashed: the actor raised while handling *msg*.
-            ActorStopped: the actor stopped before it handled *msg*.
+            ActorStopped: the actor stopped, or was cancelled, before it
+                finished *msg*.
         """
         if not isinstance(msg, Message):
             _check_message(msg)
@@ -573,8 +626,13 @@ class ActorRef(metaclass=NoPublicConstructor):
         await cell.wait_exited()
 
     def cancel(self) -> None:
-        """Stop now: cancel the actor's task (an inline actor just ends); ``on_stop``
-        does not run, pending asks fail."""
+        """Stop now: cancel the actor's task (an inline actor just ends).
+
+        ``on_stop`` does not run. The message being handled and those queued
+        become dead letters; their askers get ``ActorStopped`` with reason
+        ``"cancelled"``. The actor is not restarted. Does not wait;
+        ``await ref.stop()`` afterwards waits for the exit.
+        """
         request_cancel(self._cell)
 
     def statistics(self) -> ActorStatistics:
@@ -596,7 +654,8 @@ class ActorRef(metaclass=NoPublicConstructor):
 async def _ask(
     cell: _Cell, msg: Message, task: trio.lowlevel.Task, *, linked: bool = False
 ) -> object:
-    """Ask *cell* (see :meth:`ActorRef.ask`); *linked*: cancelled with the asker (see _Ask)."""
+    """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask]); *linked*: cancelled with the asker
+    (see _Ask)."""
     await trio.lowlevel.checkpoint_if_cancelled()
     if cell.inline:
         reply = deliver(cell, msg, asked=True)
@@ -623,7 +682,7 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
     A crash is handed to the supervisor; the asker (not a teller) is told.
     A tell that arrives while the actor is handling a message (sent from
     inside that handle, directly or through other inline actors) waits and
-    is handled right after it; an ask then raises :class:`SelfAsk`.
+    is handled right after it; an ask then raises [`SelfAsk`][agentrio.errors.SelfAsk].
     """
     if cell.instance is None:
         _refuse(cell, msg)

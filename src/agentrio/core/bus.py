@@ -2,7 +2,7 @@
 
 Publishing is synchronous and O(subscribers): each subscriber has a bounded
 buffer; when it is full the event is dropped for that subscriber only and
-counted, and the subscriber later receives one :class:`EventsLost` with the
+counted, and the subscriber later receives one [`EventsLost`][agentrio.events.EventsLost] with the
 count, in the place where the events went missing.
 """
 
@@ -24,7 +24,8 @@ class EventStream(metaclass=NoPublicConstructor):
     """An async iterator over the runtime's events, from ``rt.events()``.
 
     Iteration ends when the runtime stops (after what was buffered) or the
-    ``async with`` block is left.
+    ``async with`` block is left; leaving the block unsubscribes. No public
+    constructor.
     """
 
     __slots__ = ("_buffer", "_bus", "_capacity", "_closed", "_lost", "_lot")

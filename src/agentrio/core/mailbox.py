@@ -126,8 +126,8 @@ class Mailbox:
     async def receive(self) -> object:
         """Take the next item, waiting for one; ``trio.EndOfChannel`` once closed and empty.
 
-        (The actor loop, ``_serve``, does the same with :meth:`receive_nowait`
-        and :meth:`park` itself, to keep this coroutine off idle actors' stacks.)
+        (The actor loop, ``_serve``, does the same with `receive_nowait`
+        and `park` itself, to keep this coroutine off idle actors' stacks.)
         """
         await checkpoint_if_cancelled()
         try:
@@ -145,7 +145,7 @@ class Mailbox:
 
         The caller then awaits ``wait_task_rescheduled(mailbox)``: the next item
         (or ``trio.EndOfChannel``) wakes it. The actor loop does this itself,
-        without :meth:`receive`, which saves a coroutine frame on every idle actor.
+        without `receive`, which saves a coroutine frame on every idle actor.
         """
         # Parking means the buffer is empty: let it go. An idle actor then holds
         # no deque (about 600 bytes each at 10k actors); sends to a parked

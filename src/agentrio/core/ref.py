@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -23,20 +21,13 @@ from .actor import (
 from .restart import Backoff, Strategy
 
 if TYPE_CHECKING:
-    from ..agents.agent import AgentRef, AgentSpec
-    from ..agents.budget import Budget
-    from ..agents.helper import Helper
-    from ..agents.tool import Tool
-    from ..errors import ActorError
-    from ..messages import PhaseResult
-    from ..providers.base import Model
     from .supervisor import _Supervisor
 
 __all__ = ["SupervisorRef", "SupervisorStatistics"]
 
 
 class SupervisorStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of a supervisor's subtree, from ``statistics()``.
+    """A snapshot of a supervisor's subtree, from ``statistics()``; only live children count.
 
     Attributes:
         path: the supervisor's path (``""`` for the runtime's root).
@@ -65,7 +56,11 @@ class SupervisorStatistics(msgspec.Struct, frozen=True):
 class SupervisorRef(metaclass=NoPublicConstructor):
     """The handle to a supervisor: spawn children under it, look them up, stop it.
 
-    Made by :meth:`spawn_supervisor`; the runtime itself is the root supervisor.
+    Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor], and returned by
+    ``lookup_supervisor`` and ``children``; the runtime itself is the root
+    supervisor. Agents, helpers and maps are spawned through the runtime,
+    under a supervisor of choice: ``rt.spawn_agent(spec, under=team)``. No
+    public constructor.
     """
 
     __slots__ = ("_cell", "_sup")
@@ -76,12 +71,12 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     @property
     def name(self) -> str:
-        """The supervisor's name (``""`` for the root)."""
+        """The supervisor's name, unique among its parent's children (``""`` for the root)."""
         return self._cell.name if self._cell is not None else ""
 
     @property
     def path(self) -> str:
-        """The supervisor's path from the root (``""`` for the root)."""
+        """The supervisor's path from the root, ``"/"``-separated (``""`` for the root)."""
         return self._sup.path
 
     def __repr__(self) -> str:
@@ -97,14 +92,19 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     ) -> ActorRef:
         """Start ``actor_class(*args)`` as a child of this supervisor.
 
+        An [`Actor`][agentrio.Actor] is created in its own task; messages sent
+        before it has started wait in its mailbox. An
+        [`InlineActor`][agentrio.InlineActor] has no task: ``spawn`` itself
+        creates it and calls its ``on_start``.
+
         Args:
-            actor_class: an :class:`agentrio.Actor` subclass, or an
-                :class:`agentrio.InlineActor` one (no task; handled at send time).
+            actor_class: an [`agentrio.Actor`][agentrio.Actor] subclass, or an
+                [`agentrio.InlineActor`][agentrio.InlineActor] one (no task; handled at send time).
             *args: passed to its constructor at every (re)start.
-            name: unique among this supervisor's children, without ``/``,
-                not ending with ``.context`` nor containing ``.context.``
-                (reserved for agents' context actors); default
-                ``"<ClassName>-<n>"``.
+            name: unique among this supervisor's live children, without
+                ``/``, not ending with ``.context`` nor containing
+                ``.context.`` (the form reserved for agents' context actors);
+                default ``"<ClassName>-<n>"``.
             mailbox: the mailbox's capacity (0 means every send waits for
                 the actor to take the message).
             restart: ``"permanent"`` (restarted after a crash, and after it
@@ -118,7 +118,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Raises:
             InvalidArgument: a bad argument, named in the message.
             DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped.
+            RuntimeClosed: this supervisor has stopped or is stopping.
         """
         # A cancellation point but not a schedule point: spawning 100k actors
         # in a loop would otherwise run the scheduler 100k times.
@@ -141,7 +141,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
         Args:
             name: unique among this supervisor's children (the rules of
-                :meth:`spawn`).
+                [`spawn`][agentrio.SupervisorRef.spawn]); default ``"supervisor-<n>"``.
             strategy: ``"one_for_one"`` restarts only the crashed child;
                 ``"one_for_all"`` restarts every child (temporary ones are
                 cancelled, not restarted).
@@ -149,17 +149,21 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 and the supervisor fails, cancelling its children, and its
                 parent applies its own policy to it.
             period: the window of the restart intensity, in seconds.
-            backoff: delay restarts exponentially (see :class:`Backoff`).
+            backoff: delay restarts exponentially (see [`Backoff`][agentrio.Backoff]);
+                ``None`` restarts at once.
             shutdown_timeout: one deadline, in seconds, for the whole of a
                 graceful stop (children stop one at a time, last spawned
                 first): when it passes, every child still running is
-                cancelled.
+                cancelled. See [`stop`][agentrio.SupervisorRef.stop].
             restart: this supervisor's own policy under its parent.
+
+        Returns:
+            The new supervisor's ref.
 
         Raises:
             InvalidArgument: a bad argument, named in the message.
             DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped.
+            RuntimeClosed: this supervisor has stopped or is stopping.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         sup = self._sup.spawn_supervisor(
@@ -173,129 +177,15 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         )
         return sup.ref
 
-    async def spawn_agent(
-        self, spec: AgentSpec, *, name: str | None = None, budget: Budget | None = None
-    ) -> AgentRef:
-        """Start an agent from *spec* as a child of this supervisor.
-
-        Args:
-            spec: the :class:`agentrio.AgentSpec`.
-            name: the agent's name (default ``spec.name``), unique here (the
-                rules of :meth:`spawn`). With a workspace, another name than
-                ``spec.name`` is the agent's subfolder of it, which must not
-                be one of its own entries (``artifacts``, ``logs``,
-                ``memory``, ``run_summary.json``, ignoring case).
-            budget: the budget its model and tool calls draw from (default:
-                the runtime's). A budget with no parent is made a child of
-                the runtime's, so the runtime's totals include it.
-
-        Returns:
-            An :class:`agentrio.AgentRef`.
-
-        Raises:
-            InvalidArgument: a bad argument, named in the message.
-            DuplicateName: the name is taken.
-            RuntimeClosed: this supervisor has stopped.
-        """
-        # Imported here (the core does not depend on the agent layer), and
-        # absolutely: a relative import in a function resolves its package on
-        # every call, a cost paid per agent when spawning 10k of them.
-        import agentrio.agents.agent
-
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return agentrio.agents.agent.spawn_agent(self._sup, spec, name, budget)
-
-    def helper(
-        self,
-        model: Model | str,
-        tools: Sequence[Tool | str] = (),
-        *,
-        instructions: str = "",
-        workspace: str | os.PathLike[str] | None = None,
-        max_turns: int = 10,
-        final_answer: bool = False,
-        budget: Budget | None = None,
-        name: str | None = None,
-        env: Mapping[str, str] | None = None,
-    ) -> Helper:
-        """An infrastructure helper: call an LLM like a function, with a tool whitelist.
-
-        Only *tools* can run (a call to any other is a ``denied`` result the
-        model sees) and no approval is asked. The helper is an agent actor
-        under this supervisor.
-
-        Example::
-
-            h = rt.helper("fast", tools=["read_file"])
-            res = await h.execute("Summarise README.md")
-
-        Args:
-            model: a model object, a tier name or an ``"instance:model"`` string.
-            tools: Tool objects, or names registered with :meth:`register_tool`.
-            instructions: the system prompt.
-            workspace: a folder for its artifacts, and the working folder its
-                tools are told of (``ToolContext.workspace``).
-            max_turns: model calls per execute; past them HelperTurnsExceeded...
-            final_answer: ...unless True: then a last call without tools answers.
-            budget: what it draws from (default: the runtime's).
-            name: its name (default ``helper-<n>``).
-            env: environment variables its tools are told of (``ToolContext.env``).
-        """
-        from ..agents.helper import infrastructure_helper
-
-        resolved = [self._sup.shared.tool(t) for t in tools]
-        return infrastructure_helper(
-            self._sup,
-            model,
-            resolved,
-            instructions=instructions,
-            workspace=workspace,
-            max_turns=max_turns,
-            final_answer=final_answer,
-            budget=budget,
-            name=name,
-            env=env,
-        )
-
-    def register_tool(self, *tools: Tool) -> None:
-        """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
-
-        Raises:
-            InvalidArgument: not a Tool, or a name already registered for another tool.
-        """
-        for t in tools:
-            self._sup.shared.register_tool(t)
-
-    async def map(
-        self,
-        spec: AgentSpec,
-        inputs: Sequence[str],
-        *,
-        concurrency: int = 10,
-        budget: Budget | None = None,
-    ) -> list[PhaseResult | ActorError]:
-        """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
-
-        Results come back in input order. An input whose agent fails (crashes,
-        is cancelled) has its error in its place; the others' results are kept.
-        Each agent stops after its phase.
-
-        Raises:
-            InvalidArgument: *spec* is not an AgentSpec (checked first, even
-                for no inputs), *inputs* is not a list of str, or
-                *concurrency* < 1.
-        """
-        from ..agents.compose import map_phases
-
-        return await map_phases(
-            self._sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
-        )
-
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).
 
+        For example ``"pool/worker-1"``.
+
         Raises:
-            UnknownName: no live actor has that name or path.
+            UnknownName: no live actor has that name or path (or it names a
+                supervisor, or the path goes through an actor).
+            InvalidArgument: *name* is not a non-empty string.
         """
         cell = self._sup.find(name)
         if cell.sup is not None:
@@ -306,7 +196,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Return the live supervisor called *name* (a path below this one).
 
         Raises:
-            UnknownName: no live supervisor has that name or path.
+            UnknownName: no live supervisor has that name or path (or it
+                names an actor).
+            InvalidArgument: *name* is not a non-empty string.
         """
         cell = self._sup.find(name)
         if cell.sup is None:
@@ -314,7 +206,10 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         return cell.sup.ref
 
     def children(self) -> list[ActorRef | SupervisorRef]:
-        """The live direct children, in the order they were spawned."""
+        """The live direct children, in the order they were spawned.
+
+        Suspended children are included; children that have ended are not.
+        """
         return [
             c.sup.ref if c.sup is not None else c.ref
             for c in self._sup.children.values()
@@ -324,15 +219,28 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     async def stop(self) -> None:
         """Stop gracefully: stop every child (last spawned first), then exit; waits for it.
 
-        ``shutdown_timeout`` after the call, whatever is still running is
-        cancelled.
+        The children are asked to stop one at a time, each once the one
+        before it has exited (an owned child, such as an agent's context
+        actor or subagent, stops after its owner). ``shutdown_timeout`` is
+        one deadline for all of it, counted from the call: when it passes,
+        the child being waited for and every child not yet stopped are
+        cancelled at once (reason ``"cancelled"``, no ``on_stop``; an owner
+        still ends before what it owns). A child supervisor stops within its
+        own ``shutdown_timeout``, and is cancelled with its subtree if this
+        one's deadline passes first. So the stop takes at most about
+        ``shutdown_timeout`` seconds, however many children are stuck.
+        Stopping a stopped supervisor does nothing. On the
+        [`Runtime`][agentrio.Runtime] it only starts the stop.
         """
         assert self._cell is not None  # (the runtime, the only root, has its own)
         request_stop(self._cell)
         await self._cell.wait_exited()
 
     def cancel(self) -> None:
-        """Cancel this supervisor and its whole subtree now."""
+        """Cancel this supervisor and its whole subtree now, without waiting.
+
+        Its children end with reason ``"cancelled"``; it is not restarted.
+        """
         assert self._cell is not None
         request_cancel(self._cell)
 

@@ -14,6 +14,8 @@ from ..errors import InvalidArgument
 __all__ = ["Backoff", "RestartIntensity", "Strategy"]
 
 Strategy = Literal["one_for_one", "one_for_all"]
+"""A supervisor's ``strategy``: ``"one_for_one"`` restarts only the crashed child;
+``"one_for_all"`` restarts all the supervisor's children."""
 STRATEGIES = frozenset(("one_for_one", "one_for_all"))
 
 
@@ -23,7 +25,11 @@ class Backoff:
 
     The n-th crash in a row of one child (a crash after the child handled at
     least one message starts a new run) waits ``initial * factor ** (n - 1)``
-    seconds, at most ``maximum``.
+    seconds, at most ``maximum``. Pass it as ``backoff=`` to ``open_runtime``
+    or ``spawn_supervisor``.
+
+    Raises:
+        InvalidArgument: a field is not a number >= 0, or *factor* is below 1.
     """
 
     initial: float = 0.1
@@ -41,14 +47,29 @@ class Backoff:
             raise InvalidArgument(f"Backoff.factor must be >= 1, got {self.factor!r}")
 
     def delay(self, streak: int) -> float:
-        """Seconds to wait before the restart that follows the *streak*-th crash in a row."""
+        """Seconds to wait before the restart that follows the *streak*-th crash in a row.
+
+        ``0.0`` when *streak* is below 1.
+        """
         if streak < 1:
             return 0.0
         return float(min(self.initial * self.factor ** (streak - 1), self.maximum))
 
 
 class RestartIntensity:
-    """OTP's restart intensity: at most *max_restarts* restarts within *period* seconds."""
+    """OTP's restart intensity: at most *max_restarts* restarts within *period* seconds.
+
+    Supervisors make their own from their ``max_restarts`` and ``period``
+    options, and no API accepts one: you do not need it to use agentrio.
+
+    Attributes:
+        max_restarts: the restarts allowed within *period*.
+        period: the window, in seconds.
+
+    Raises:
+        InvalidArgument: *max_restarts* is not an int >= 0, or *period* is
+            not a number >= 0.
+    """
 
     __slots__ = ("_times", "max_restarts", "period")
 
@@ -64,7 +85,12 @@ class RestartIntensity:
         self._times.clear()
 
     def record(self, now: float) -> bool:
-        """Count a restart at time *now*; return False if that goes over the limit."""
+        """Count a restart at time *now* (seconds, such as ``trio.current_time()``).
+
+        Returns:
+            False if that makes more than ``max_restarts`` restarts within
+            the last ``period`` seconds.
+        """
         times = self._times
         cutoff = now - self.period
         while times and times[0] <= cutoff:

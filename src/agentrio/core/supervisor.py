@@ -54,10 +54,6 @@ from .ref import SupervisorRef, SupervisorStatistics
 from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy
 
 if TYPE_CHECKING:
-    from ..agents.budget import Budget
-    from ..agents.lanes import ToolLanes
-    from ..agents.tool import Tool
-    from ..config import Models
     from .bus import EventBus
     from .timers import Timers
 
@@ -65,72 +61,13 @@ __all__: list[str] = []  # the public names are in restart.py and ref.py
 
 
 class _RuntimeShared:
-    """Runtime-wide state shared by every supervisor of one runtime."""
+    """The kernel's runtime-wide state, shared by every supervisor of one runtime."""
 
-    __slots__ = (
-        "_models",
-        "budget",
-        "config",
-        "dead_letters",
-        "modes",
-        "router",
-        "timers",
-        "tool_lanes",
-        "tools",
-    )
+    __slots__ = ("dead_letters", "timers")
 
-    def __init__(self, budget: Budget, config: object = None) -> None:
+    def __init__(self) -> None:
         self.timers: Timers | None = None  # set by open_runtime, for its root
-        # Set by open_runtime when its lanes limit or retry tool calls.
-        self.tool_lanes: ToolLanes | None = None
         self.dead_letters = 0
-        self.budget = budget
-        self.config = config  # a Config, a path to agentrio.toml, or None (search for one)
-        self._models: Models | None = None
-        self.tools: dict[str, Tool] = {}
-        # The agent layer's (agents/respond.py): open_runtime's modes (a tuple,
-        # made a dict by name on first use, with the presets and the
-        # configuration's), and its router (None: the configuration's).
-        self.modes: object = ()
-        self.router: object = None
-
-    def register_tool(self, tool: Tool) -> None:
-        from ..agents.tool import Tool
-
-        if not isinstance(tool, Tool):
-            raise InvalidArgument(f"register_tool takes agentrio.Tool objects, got {tool!r}")
-        known = self.tools.get(tool.name)
-        if known is not None and known is not tool:
-            raise InvalidArgument(f"another tool is already registered as {tool.name!r}")
-        self.tools[tool.name] = tool
-
-    def tool(self, tool: Tool | str) -> Tool:
-        """*tool* itself, or the registered tool of that name."""
-        if not isinstance(tool, str):
-            return tool
-        found = self.tools.get(tool)
-        if found is None:
-            raise InvalidArgument(
-                f"no tool registered as {tool!r} (registered: {sorted(self.tools) or 'none'}); "
-                "pass the Tool, or register it with rt.register_tool"
-            )
-        return found
-
-    def models(self) -> Models:
-        """The runtime's model resolver, made (and its config loaded) on first use."""
-        if self._models is None:
-            from ..config import Config, Models, load_config
-
-            config = self.config
-            if not isinstance(config, Config):
-                config = load_config(config)  # type: ignore[arg-type]
-            self._models = Models(config)
-        return self._models
-
-    async def aclose(self) -> None:
-        """Close the providers the runtime made."""
-        if self._models is not None:
-            await self._models.aclose()
 
 
 _CHECKED_INLINE: set[type] = set()
@@ -172,14 +109,14 @@ def _cut_short(cell: _Cell, scope: trio.CancelScope) -> bool:
 
 
 class _Supervisor:
-    """The state of one supervisor; its task runs :meth:`serve`."""
+    """The state of one supervisor; its task runs `serve`."""
 
     def __init__(
         self,
         path: str,
         *,
         bus: EventBus,
-        counters: _RuntimeShared,
+        shared: _RuntimeShared,
         strategy: Strategy = "one_for_one",
         max_restarts: int = 3,
         period: float = 5.0,
@@ -195,7 +132,7 @@ class _Supervisor:
             raise InvalidArgument(f"backoff must be an agentrio.Backoff or None, got {backoff!r}")
         self.path = path
         self.bus = bus
-        self.shared = counters
+        self.shared = shared
         self.strategy = strategy
         self.intensity = intensity
         self.backoff = backoff
@@ -445,7 +382,7 @@ class _Supervisor:
     # -- inline actors (no task: everything happens in the caller's) ---------------
 
     def _resume_inline(self, cell: _Cell) -> None:
-        """Start an inline child as :meth:`serve` begins: remake it only on a restart.
+        """Start an inline child as `serve` begins: remake it only on a restart.
 
         An inline child is made at spawn; a restart of this supervisor (or a
         crash it waited on) remakes it, as it would start a task child again,
@@ -660,7 +597,7 @@ class _Supervisor:
         self._check_open()
         checked = self._new_name("supervisor", name)
         path = f"{self.path}/{checked}" if self.path else checked
-        sup = _Supervisor(path, bus=self.bus, counters=self.shared, **options)
+        sup = _Supervisor(path, bus=self.bus, shared=self.shared, **options)
         cell = _Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
         sup.ref = SupervisorRef._create(sup, cell)
         self._adopt(cell)

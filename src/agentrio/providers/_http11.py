@@ -1,12 +1,12 @@
 """HTTP/1.1 on one connection, read by hand: what agentrio's connection pool is made of.
 
-A :class:`Response` reads an answer's head (the status line, the header
+A [`Response`][agentrio.types.Response] reads an answer's head (the status line, the header
 lines; interim ``1xx`` answers skipped) and then its body, framed by
 ``Content-Length``, by chunked transfer-encoding, or by the end of the
 connection, from the bytes its connection has received; ``gzip`` and
 ``deflate`` content codings are undone a bounded piece at a time. A
-connection is plain TCP (:class:`TCPConnection`, on ``RawSocket``) or TLS
-(:class:`TLSConnection`, on ``trio.SSLStream``).
+connection is plain TCP (`TCPConnection`, on ``RawSocket``) or TLS
+(`TLSConnection`, on ``trio.SSLStream``).
 
 Failures are raised as the ``httpx`` exceptions httpx raises for them
 (``ReadError``, ``WriteError``, ``ReadTimeout``, ``RemoteProtocolError``,
@@ -142,7 +142,7 @@ def seconds(timeout: float | None) -> float:
 
 
 class Response:
-    """A response whose head was read; its body is read with :meth:`receive`.
+    """A response whose head was read; its body is read with `receive`.
 
     Attributes:
         status_code: the status (1xx interim responses are skipped).

@@ -9,17 +9,19 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from .._checks import check_int
-from ..errors import InvalidArgument
+from ..errors import ConfigError, InvalidArgument
 from ..messages import ChatMessage, ModelReply, Usage
 
 __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
+    "MODEL_FORMAT",
     "AttemptMeter",
     "Model",
     "Prices",
     "ToolSchema",
     "check_model",
     "model_pricing",
+    "split_model",
 ]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -43,11 +45,39 @@ class ToolSchema(msgspec.Struct, frozen=True):
 class Model(Protocol):
     """What an agent needs of a model: one async call and a context window.
 
-    ``complete`` may also take, as keywords, ``on_text`` (a callable for the
-    pieces of a streamed answer), ``meter`` (an :class:`AttemptMeter`) and
-    ``lane`` (the phase's lane, a str such as ``"interactive"``: the
-    priority of the call while a limit is full); an agent passes each only
-    to a model whose ``complete`` names it.
+    ``complete`` answers the conversation *messages*, optionally with calls
+    to *tools*, in at most *max_output_tokens* tokens, and reports the usage.
+    Whatever it raises ends the phase with ``"error"``; so does usage that is
+    not a ``Usage`` (``None``, a tuple, a dict), or negative, NaN or infinite
+    (tokens or cost): a [`UsageInvalid`][agentrio.errors.UsageInvalid], and the
+    call's reservation is charged.
+
+    ``complete`` may also take, as keywords (an agent passes each only to a
+    model whose ``complete`` names it; the others never receive it, and pay
+    nothing for it):
+
+    - ``on_text``: the model streams; while someone subscribes to events,
+      the agent passes a callback that publishes each piece of text as a
+      ``TextDelta`` event.
+    - ``meter``: the model retries on its own (a provider's models do); the
+      agent passes an [`AttemptMeter`][agentrio.types.AttemptMeter] that charges each
+      failed attempt to the budget and allows each retry only if the budget
+      has room for it.
+    - ``lane``: the model queues by lane (a provider's models do); the agent
+      passes its phase's lane, a str such as ``"interactive"``: the priority
+      of the call while a limit is full.
+    - ``settings``: the model takes request settings; the agent passes the
+      phase's [`ModelSettings`][agentrio.ModelSettings] (the run's laid over the
+      spec's) when there are any, and nothing otherwise. Settings for a model
+      without that keyword are refused (``InvalidArgument`` at
+      ``spawn_agent`` or ``run()``). A model may also have a
+      ``check_settings(settings)`` method that raises ``InvalidArgument``
+      naming a setting it cannot send; the agent calls it at the same
+      moments ([`ProviderModel`][agentrio.types.ProviderModel] has one).
+
+    Implementations: [`ProviderModel`][agentrio.types.ProviderModel],
+    [`ScriptedModel`][agentrio.testing.ScriptedModel],
+    [`FunctionModel`][agentrio.testing.FunctionModel].
 
     Attributes:
         context_window: the model's window in tokens; an object without one is
@@ -59,7 +89,11 @@ class Model(Protocol):
             is made (every input token at the dearest input price), so
             ``max_cost_usd`` is not overspent while calls use no more tokens
             than they reserved, and calls whose provider reports no cost are
-            priced from it, each kind of token at its price.
+            priced from it, each kind of token at its price: ``(input -
+            cached - writes) * input + cached * cached_input + writes *
+            cache_write + output * output``. Prices are numbers >= 0.
+            Without it, ``max_cost_usd`` stops new calls once reached, but
+            calls in flight can pass it.
     """
 
     async def complete(
@@ -82,6 +116,11 @@ class AttemptMeter(Protocol):
     and asks it before each retry: the agent charges each attempt on its
     budget at once and reserves the room for the next, so a retried call is
     billed for every attempt and never goes past a limit.
+    [`Provider.complete`][agentrio.Provider.complete] calls ``failed`` after
+    every attempt that failed once it was sent (including the last, and one
+    cut short by a cancellation), and ``await retry()`` before each retry.
+    The agent counts one attempt for each ``failed`` and one for the
+    answer; the answer's ``usage`` is the answered attempt's alone.
     """
 
     def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
@@ -104,6 +143,9 @@ class AttemptMeter(Protocol):
     async def retry(self) -> bool:
         """May another attempt be made? Waits while calls in flight hold the room.
 
+        It reserves the call's room on the budget again (a retry goes before
+        calls waiting to start).
+
         Returns:
             False when the budget is exhausted for it: the model must give up
             (the agent then ends the phase with ``budget_exhausted``).
@@ -111,7 +153,7 @@ class AttemptMeter(Protocol):
 
 
 def check_model(model: object, argument: str = "model") -> Model:
-    """Return *model* if it satisfies :class:`Model`, else raise naming *argument*."""
+    """Return *model* if it satisfies [`Model`][agentrio.Model], else raise naming *argument*."""
     complete = getattr(model, "complete", None)
     # A class is not a model object: its complete() is unbound and every call would fail.
     if isinstance(model, type) or complete is None or not inspect.iscoroutinefunction(complete):
@@ -184,7 +226,7 @@ class Prices:
 
 
 def model_pricing(model: object) -> Prices | None:
-    """The model's ``pricing`` as :class:`Prices`, or None (no pricing, or all zero).
+    """The model's ``pricing`` as `Prices`, or None (no pricing, or all zero).
 
     Raises:
         InvalidArgument: ``pricing`` is set but not two or four numbers >= 0.
@@ -207,3 +249,19 @@ def model_pricing(model: object) -> Prices | None:
     if not any(pricing):
         return None
     return Prices(*(float(p) for p in pricing))
+
+
+MODEL_FORMAT = "'instance:model' (for example 'local:qwen2.5:0.5b'; the model part may hold colons)"
+"""How a model string is written, for messages."""
+
+
+def split_model(text: str) -> tuple[str, str]:
+    """Split ``"instance:model"`` at the first colon.
+
+    Raises:
+        ConfigError: no colon, or an empty part; the message spells out the format.
+    """
+    instance, colon, model = text.partition(":")
+    if not colon or not instance or not model:
+        raise ConfigError(f"model strings are {MODEL_FORMAT}, got {text!r}")
+    return instance, model

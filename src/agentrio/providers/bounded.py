@@ -2,8 +2,8 @@
 
 A server that never stops sending (an endless body, a line with no end, a
 stream of valid pieces without end) must cost a bounded amount of memory: each
-reader here raises :class:`TooLarge` as soon as a limit is passed, and the
-provider turns that into a :class:`~agentrio.BadResponse` naming the limit and
+reader here raises `TooLarge` as soon as a limit is passed, and the
+provider turns that into a [`BadResponse`][agentrio.errors.BadResponse] naming the limit and
 drops the connection.
 """
 
@@ -142,7 +142,7 @@ class Body(Protocol):
 
 
 class HttpxBody:
-    """The body of an ``httpx.Response`` sent with ``stream=True``, as a :class:`Body`."""
+    """The body of an ``httpx.Response`` sent with ``stream=True``, as a `Body`."""
 
     __slots__ = ("_chunks", "_done", "response")
 

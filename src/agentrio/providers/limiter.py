@@ -3,7 +3,7 @@
 The lanes (see ``agents/lanes.py``) are ordered here, highest priority first:
 ``interactive`` (also called ``"control"``), ``query`` (the default),
 ``execute``, ``background``; a lane's index is its priority. The tool calls'
-lanes use the same order and the same :class:`LaneLimiter`.
+lanes use the same order and the same `LaneLimiter`.
 """
 
 from __future__ import annotations
@@ -92,11 +92,11 @@ class LaneLimiter:
     it can, so a newcomer who finds room jumps no one who could have used it.)
 
     The uncontended path is a comparison, two increments and one checkpoint,
-    less than :class:`trio.CapacityLimiter`'s.
+    less than `trio.CapacityLimiter`'s.
 
     Args:
         total: slots in all (None: no limit but the lanes' own).
-        caps: each lane's cap, by lane index (see :func:`lane_caps`).
+        caps: each lane's cap, by lane index (see `lane_caps`).
     """
 
     __slots__ = ("_caps", "_held", "_lane_held", "_queues", "_total", "_waiting")
@@ -248,7 +248,7 @@ class CircuitBreaker:
 
 
 class _RateWaiter:
-    """A taker waiting for room in a :class:`RateWindow`; ordered by (priority, arrival)."""
+    """A taker waiting for room in a `RateWindow`; ordered by (priority, arrival)."""
 
     __slots__ = ("amount", "entry", "event", "priority", "seq")
 
@@ -304,7 +304,7 @@ class RateWindow:
         return entry
 
     async def take(self, amount: float, priority: int = 1) -> list[float]:
-        """Wait until *amount* fits, record it, and return its entry (for :meth:`adjust`).
+        """Wait until *amount* fits, record it, and return its entry (for `adjust`).
 
         Args:
             amount: the units to take (more than ``limit`` waits for a clear window).

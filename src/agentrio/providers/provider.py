@@ -1,12 +1,12 @@
 """Provider: one model endpoint (one key, one connection pool) shared by every agent using it.
 
-A provider has one request method, :meth:`Provider.complete`. Around each
+A provider has one request method, [`Provider.complete`][agentrio.Provider.complete]. Around each
 attempt it applies, in order: the circuit breaker, the shared 429 pause, the
 concurrency and per-minute limits, the whole-request timeout. Connection
 errors, timeouts, 429, 5xx, unreadable bodies and cut streams are retried with
 exponential backoff and jitter (``Retry-After`` wins when the server sends
 it, up to ``max_retry_wait``: beyond it the call fails at once); every
-failure reaching the caller is a :class:`~agentrio.ProviderError`. Answers are
+failure reaching the caller is a [`ProviderError`][agentrio.errors.ProviderError]. Answers are
 read within limits (``max_response_bytes``, ``max_line_bytes``,
 ``max_reply_chars``), so a server that never stops sending costs bounded
 memory. The API key is only ever put in request headers: it is in no
@@ -258,63 +258,89 @@ class ProviderConfig:
     """One provider instance, as in a ``[providers.NAME]`` table of agentrio.toml.
 
     Attributes:
-        name: the instance's name (``local`` in ``local:qwen2.5:0.5b``).
+        name: the instance's name (``local`` in ``local:qwen2.5:0.5b``); no ``:``.
         kind: the wire format: ``"openai"`` (also vLLM, LM Studio, Ollama's
             ``/v1``), ``"anthropic"`` or ``"ollama"`` (native ``/api/chat``).
         base_url: e.g. ``https://api.openai.com/v1``, ``https://api.anthropic.com/v1``,
-            ``http://127.0.0.1:11434``.
+            ``http://127.0.0.1:11434``: it starts with ``http://`` or
+            ``https://``, has a host, and is a URL httpx can parse (checked
+            here, not at the first request). A ``user:password@`` part and
+            query values (``?key=...``) are sent, but shown as
+            ``[redacted]`` in ``repr``, errors and httpx's log line.
         api_key_env: the name of the environment variable holding the key
-            (never the key itself: a value that is not a variable's name is
-            refused, and not echoed; a name not written in capitals, such as
-            a key made only of letters and digits, is not shown in messages).
+            (never the key itself: letters, digits and ``_``, not starting
+            with a digit; another value is refused, and not echoed; a name
+            not written in capitals, such as a key made only of letters and
+            digits, is not shown in messages or ``repr``).
         connect_timeout: seconds to connect.
         read_timeout: seconds between bytes of the answer.
         timeout: seconds one whole attempt may take.
         max_retries: retries after the first attempt.
         backoff_initial: the first retry's delay; it doubles each retry...
-        backoff_max: ...up to this; each delay is jittered down by up to half.
+        backoff_max: ...up to this (and up to ``max_retry_wait``); each delay
+            is jittered down by up to half. A server's ``Retry-After`` wins.
         circuit_failures: consecutive failures that open the circuit breaker.
         circuit_cooldown: seconds it stays open before a trial request.
-        max_concurrent: requests in flight at once, and the connection pool's
-            size (None: ``DEFAULT_POOL``, 32). While they are all taken,
+        max_concurrent: requests in flight at once, shared by every agent
+            using the instance, and the connection pool's size (None:
+            ``DEFAULT_POOL``, 32). While they are all taken, or while
+            ``requests_per_minute`` or ``tokens_per_minute`` is full,
             requests wait by lane: the next free one goes to the oldest
             request of the highest lane waiting (``interactive`` first).
         lane_concurrency: the most requests of one lane in flight at once,
             by lane name (``{"background": 24}``; None, or a lane not
-            named: no cap of its own), so that the lanes above it find room.
+            named: no cap of its own), so that the lanes above it find room:
+            a request at its lane's cap waits even when ``max_concurrent``
+            has room. Keys are lanes' names (``"control"`` is
+            ``"interactive"``), values ints >= 1.
         requests_per_minute: None: no limit.
         tokens_per_minute: estimated before, settled after each request. None: no limit.
         stream: ask for streamed answers (text deltas become ``TextDelta`` events).
         tool_calls_in_text: turn ``{"name": ..., "arguments": ...}`` written
             in the text into tool calls (None: on for ``ollama`` only).
         context_window: the models' context window in tokens.
-        usd_per_million_input_tokens: the price of input tokens (0: unknown).
+        usd_per_million_input_tokens: the price of input tokens (0: unknown);
+            every price is finite and >= 0. See [Prices and cost
+            budgets][prices-and-cost-budgets].
         usd_per_million_output_tokens: the price of output tokens (reasoning
             tokens included); with prices set, budgets reserve each call's
             worst-case cost.
         usd_per_million_cached_input_tokens: the price of input tokens read
             from the prompt cache (None: the input price).
         usd_per_million_cache_write_tokens: the price of input tokens written
-            to the prompt cache (None: the input price).
+            to the prompt cache (None: the input price). With either cache
+            price set, the models' ``pricing`` has four prices.
         max_response_bytes: the most bytes one response may have, streamed or
             not (default 64 MiB); past it the call fails with ``BadResponse``.
         max_line_bytes: the most bytes one line of a stream (an SSE line, an
             NDJSON line) may have (default 1 MiB).
         max_reply_chars: the most characters of text and tool calls a streamed
-            reply may accumulate (default 1 MiB: 1,048,576).
+            reply may accumulate (default 1 MiB: 1,048,576; a tool call counts
+            at least 64). Past any of the three limits the call fails at
+            once with a ``BadResponse`` naming the limit, and the connection
+            is closed.
         max_retry_wait: the longest wait before a retry, in seconds (default
-            60): a ``Retry-After`` beyond it is not waited for (the call fails
-            at once), and neither the backoff nor the shared 429 pause exceeds it.
+            60; ``inf``: no ceiling): a ``Retry-After`` beyond it is not waited
+            for (a 429 fails at once with ``RateLimited``, whose
+            ``retry_after`` holds the server's value, a 5xx with
+            ``ProviderUnavailable``), and neither the backoff nor the shared
+            429 pause exceeds it.
         seed: seeds the jitter, for reproducible tests (None: random).
         max_tokens_field: ``kind="openai"`` only: the request field of the
             output limit, ``"max_completion_tokens"`` (the default; reasoning
             models refuse ``max_tokens``) or ``"max_tokens"`` (for servers
-            that know only that one).
+            that know only that one: older vLLM, LM Studio, Ollama's ``/v1``).
         anthropic_version: ``kind="anthropic"`` only: the ``anthropic-version``
-            header (default ``"2023-06-01"``).
+            header, a non-empty printable str (default ``"2023-06-01"``).
         settings: request settings for every call of this instance
-            (:class:`~agentrio.ModelSettings`; a spec's and a run's are laid
-            over them); one its wire format cannot send is a ``ConfigError``.
+            ([`ModelSettings`][agentrio.ModelSettings]; a spec's and a run's are laid
+            over them; its ``extra_headers`` join the instance's headers).
+
+    Raises:
+        ConfigError: a bad field, named in the message; a setting the
+            *kind*'s wire format has no place for (``provider 'p': settings:
+            ModelSettings.seed is not a setting of the anthropic wire format
+            ...``).
     """
 
     name: str
@@ -366,7 +392,21 @@ class ProviderConfig:
 
 
 class ProviderStatistics(msgspec.Struct, frozen=True):
-    """A snapshot of a provider instance, from :meth:`Provider.statistics`."""
+    """A snapshot of a provider instance, from
+    [`Provider.statistics`][agentrio.Provider.statistics].
+
+    Attributes:
+        requests: attempts sent (retries included).
+        retries: retries made.
+        failures: attempts that failed in a way worth retrying.
+        rate_limited: 429 answers.
+        breaker: the circuit breaker's state: ``"closed"``, ``"open"`` or
+            ``"half_open"``.
+        paused_for: seconds left of the shared pause after a 429.
+        in_flight: requests in flight now.
+        waiting: requests waiting for a slot of ``max_concurrent`` (or of
+            their lane's ``lane_concurrency``) now.
+    """
 
     requests: int
     retries: int
@@ -461,7 +501,12 @@ class _Received:
 class Provider:
     """A model endpoint: a connection pool, its limits and guards; use it as an async context.
 
-    Example::
+    One key, one connection pool, its limits and guards, shared by every agent
+    that uses it. Use it as an async context manager (``async with
+    Provider(config) as p:``), or call ``aclose()``. Providers made by the
+    runtime from a [`Config`][agentrio.Config] are closed by it.
+
+    Example:
 
         config = ProviderConfig(name="local", kind="ollama", base_url="http://127.0.0.1:11434")
         async with Provider(config) as local:
@@ -469,11 +514,24 @@ class Provider:
 
     Args:
         config: the instance's settings.
-        client: an ``httpx.AsyncClient`` to use (default: one made and owned here).
-        api_key: the key (default: from ``config.api_key_env``).
+        client: an ``httpx.AsyncClient`` to send every request through (its
+            transport, proxies, auth, event hooks and timeouts; an
+            ``httpx.MockTransport`` in tests); it is then yours to close.
+            Default: the provider's own HTTP/1.1 connection pool (see [The
+            HTTP client][the-http-client]), or, when the environment names a
+            proxy for ``base_url`` (``HTTP_PROXY``, ``HTTPS_PROXY``,
+            ``ALL_PROXY``, less ``NO_PROXY``), an ``httpx.AsyncClient`` the
+            provider makes and owns.
+        api_key: the key (default: from ``config.api_key_env``). The key is
+            only ever put in request headers, never in a message, event,
+            ``repr`` or exception.
 
     Raises:
-        ConfigError: ``config.api_key_env`` names a variable that is not set.
+        ConfigError: *config* is not a ``ProviderConfig``, or
+            ``config.api_key_env`` names a variable that is not set, or
+            (without a *client*) the key cannot be sent as a header value (a
+            line break, a NUL, a character outside Latin-1; the value is not
+            shown).
     """
 
     def __init__(
@@ -584,7 +642,15 @@ class Provider:
         return self.config.name
 
     def model(self, name: str, *, context_window: int | None = None) -> ProviderModel:
-        """A model object for :class:`~agentrio.AgentSpec` that calls *name* here."""
+        """A model object for [`AgentSpec`][agentrio.AgentSpec] that calls *name* here.
+
+        Returns:
+            A [`ProviderModel`][agentrio.types.ProviderModel]; its *context_window*
+            defaults to the config's.
+
+        Raises:
+            ConfigError: *name* is not a non-empty str.
+        """
         if not isinstance(name, str) or not name:
             raise ConfigError(f"model name must be a non-empty str, got {name!r}")
         return ProviderModel(self, name, context_window or self.config.context_window)
@@ -610,8 +676,9 @@ class Provider:
                     await self._client.aclose()
 
     def check_settings(self, settings: ModelSettings) -> None:
-        """Raise InvalidArgument naming a setting this instance's wire format cannot send
-        (*settings* laid over ``config.settings``)."""
+        """Raise InvalidArgument naming the first setting this instance's wire format
+        cannot send, or an ``extra_body`` field it refuses (*settings* laid over
+        ``config.settings``)."""
         self._wire.check_settings(settings.over(self.config.settings))
 
     def statistics(self) -> ProviderStatistics:
@@ -643,27 +710,62 @@ class Provider:
     ) -> ModelReply:
         """Ask *model* for the next turn of *messages*, retrying what is worth retrying.
 
+        Around each attempt: the circuit breaker, the shared pause after a 429
+        (every agent of the instance waits it out, ``max_retry_wait`` at
+        most), the concurrency and per-minute limits, and the ``timeout``; the
+        answer is read within ``max_response_bytes``, ``max_line_bytes`` and
+        ``max_reply_chars``. Connection errors, timeouts, 429, 5xx, unreadable
+        bodies and cut streams are retried with backoff. *on_text* is called
+        with each piece of a streamed answer.
+
         With a *meter* (an agent passes one), every attempt that fails after it
-        was sent is reported to ``meter.failed`` (its usage, or what it had
-        received), and each retry is made only if ``await meter.retry()`` says
-        so; otherwise the attempt's error is raised. The reply's usage is the
-        answered attempt's, as the server reported it. *settings* are laid
-        over the instance's ``config.settings``.
+        was sent is reported to ``meter.failed``: the usage the server had
+        reported for it (Anthropic sends the input in ``message_start``), else
+        ``None`` and what was received (an attempt cut short after it was
+        sent, by a timeout, a reset or a cancel, with no error status, is
+        ``None`` input and 0 output: its input estimate is charged); 0 tokens
+        for an attempt that generated nothing (an error status, a connection
+        that could not be made, a body that is not an answer). Each retry is
+        made only if ``await meter.retry()`` says so; otherwise the attempt's
+        error is raised. The reply's usage is the answered attempt's, as the
+        server reported it.
 
         *lane* (an agent passes its phase's; None: ``"query"``) decides who
-        goes first while ``max_concurrent``, ``requests_per_minute`` or
-        ``tokens_per_minute`` is full: ``interactive``, then ``query``,
-        ``execute``, ``background``; each attempt (a retry too) waits anew.
+        goes first while ``max_concurrent`` (and ``lane_concurrency``),
+        ``requests_per_minute`` or ``tokens_per_minute`` is full:
+        ``interactive``, then ``query``, ``execute``, ``background``, first
+        come, first served within a lane; each attempt (a retry too) waits
+        anew. See [Lanes: who waits less][lanes-who-waits-less].
+
+        *settings* are laid over the instance's ``config.settings`` and sent
+        as the wire format sends them; their ``extra_headers`` join the
+        request's headers.
+
+        A transport failure's message says its reason, from the exception's
+        causes when httpx gives none (a TLS failure: ``[SSL:
+        CERTIFICATE_VERIFY_FAILED] certificate verify failed: ...``).
 
         Raises:
-            RateLimited: 429 answers past the retries.
-            ProviderUnavailable: connection failures or 5xx past the retries, or
-                the circuit breaker is open.
-            BadResponse: unreadable answers past the retries.
-            AuthError: 401 or 403.
-            ProviderError: another 4xx.
-            InvalidArgument: *lane* is not a lane's name, or a setting the wire
-                format cannot send.
+            RateLimited: 429 answers past the retries, or at once a 429 whose
+                ``Retry-After`` is beyond ``max_retry_wait``.
+            ProviderUnavailable: connection failures, timeouts or 5xx past the
+                retries, at once a 5xx whose ``Retry-After`` is beyond
+                ``max_retry_wait``, or the circuit breaker is open. For a
+                connection failure or a timeout, its ``__cause__`` is the
+                ``httpx.TransportError`` subclass raised for it
+                (``ConnectError``, ``ConnectTimeout``, ``ReadError``,
+                ``ReadTimeout``, ``WriteError``, ``RemoteProtocolError``), on
+                the provider's own pool as through a client.
+            BadResponse: unreadable answers past the retries (not JSON, the
+                wrong shape, a stream cut short, a content coding that cannot
+                be undone), or at once (not retried) an answer past one of the
+                size limits, which the message names.
+            AuthError: 401 or 403 (not retried).
+            ProviderError: another 4xx (not retried).
+            InvalidArgument: *lane* is not a lane's name (before any
+                request), or a setting the wire format cannot send, or a
+                ``tool_choice`` naming a tool the call does not offer (nothing
+                is sent).
         """
         priority = _DEFAULT_PRIORITY if lane is None else lane_index(lane)
         headers = None  # this call's extra headers
@@ -1092,7 +1194,8 @@ def _scrub(exc: BaseException) -> None:
 
 
 class ProviderModel:
-    """A model behind a :class:`Provider`: what :class:`~agentrio.AgentSpec` takes as ``model``.
+    """A model behind a [`Provider`][agentrio.Provider]: what [`AgentSpec`][agentrio.AgentSpec]
+    takes as ``model``.
 
     Attributes:
         provider: the instance it calls.
@@ -1125,7 +1228,8 @@ class ProviderModel:
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
     ) -> ModelReply:
-        """One model call through the provider (see :meth:`Provider.complete`)."""
+        """One model call through the provider: [`Provider.complete`][agentrio.Provider.complete],
+        whose errors it raises (which end the phase with ``"error"``)."""
         return await self.provider.complete(
             self.name,
             messages,

@@ -86,7 +86,7 @@ def redact_url(url: str) -> str:
 
 
 def url_secrets(url: str) -> list[str]:
-    """The pieces of *url* that :func:`redact_url` hides, as they may appear in text
+    """The pieces of *url* that `redact_url` hides, as they may appear in text
     (raw and percent-decoded), longest first."""
     parts = _parts(url)
     userinfo = parts.userinfo or ""

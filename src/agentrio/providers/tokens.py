@@ -30,6 +30,11 @@ def estimate_tokens(text: str) -> int:
     tokenizer may spend 2 or 3 tokens on a rare character, and an emoji may
     take several. A call whose reported usage then passes its reservation
     is an overrun: charged in full, and counted in ``UsageTotals.overruns``.
+
+    That is ``int(len(text) / 3.5) + 1`` for ASCII text, else
+    ``int(ascii_characters / 3.5) + other_characters + 1``. Used for the
+    context window and for budget reservations unless the spec has a
+    ``token_estimator``.
     """
     # (n * 2 // 7 is int(n / 3.5), exactly, without the int() call.)
     if text.isascii():  # (a C scan: the common case costs what it did)

@@ -5,14 +5,14 @@ JSON body or a stream; a process hosting thousands of agents makes thousands
 of them a second. On loopback, ``httpx.AsyncClient`` spends about 1 ms of
 CPU on each, ten times what this module does (see ``docs/design.md``):
 
-- :class:`ConnectionPool` keeps connections alive per origin (scheme, host,
+- `ConnectionPool` keeps connections alive per origin (scheme, host,
   port), checks an idle one is still open before reusing it, and opens TCP
   (and TLS, with the context ``httpx.create_ssl_context()`` makes: certifi's
   roots, or ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``) with Trio.
-- :class:`Response` (``_http11``) reads an answer's head and body by hand.
-- :class:`HTTPTransport` puts that pool behind ``httpx.AsyncBaseTransport``,
+- [`Response`][agentrio.types.Response] (``_http11``) reads an answer's head and body by hand.
+- `HTTPTransport` puts that pool behind ``httpx.AsyncBaseTransport``,
   for an ``httpx.AsyncClient`` of one's own.
-- :func:`env_proxy` tells whether the environment names a proxy for a URL,
+- `env_proxy` tells whether the environment names a proxy for a URL,
   as httpx reads it (agentrio's pool does not speak to proxies).
 
 Invariants: a connection goes back to the pool only after its response was
@@ -65,8 +65,8 @@ def request_head(method: str, url: httpx.URL, headers: Iterable[tuple[str, str]]
     """The head of a request: its line, ``Host`` and *headers*, each line ending in CRLF.
 
     Built once per endpoint: a request is then this, any header lines of its
-    own (:func:`header_lines`), its ``Content-Length``, a blank line and its
-    body (see :meth:`ConnectionPool.request`).
+    own (`header_lines`), its ``Content-Length``, a blank line and its
+    body (see `ConnectionPool.request`).
 
     Raises:
         ValueError: a header name or value holds CR, LF or NUL, or is not
@@ -80,7 +80,7 @@ def header_lines(headers: Iterable[tuple[str, str]]) -> bytes:
     """*headers* as header lines, each ending in CRLF.
 
     Raises:
-        ValueError: as :func:`request_head`.
+        ValueError: as `request_head`.
     """
     lines = []
     for name, value in headers:
@@ -147,7 +147,7 @@ def _bypasses(entry: str, url: httpx.URL) -> bool:
 
 
 class PoolStatistics(NamedTuple):
-    """A snapshot of a :class:`ConnectionPool`."""
+    """A snapshot of a `ConnectionPool`."""
 
     opened: int
     idle: int
@@ -157,8 +157,8 @@ class ConnectionPool:
     """Kept-alive HTTP/1.1 connections, per origin, opened with Trio.
 
     It does not bound how many connections are open at once: its users do
-    (a :class:`~agentrio.Provider` sends at most ``max_concurrent`` requests
-    at a time). Use it as an async context, or call :meth:`aclose`.
+    (a [`Provider`][agentrio.Provider] sends at most ``max_concurrent`` requests
+    at a time). Use it as an async context, or call `aclose`.
 
     Args:
         ssl_context: for ``https`` origins (default: ``httpx.create_ssl_context()``,
@@ -226,7 +226,7 @@ class ConnectionPool:
 
         Args:
             origin: where to send it.
-            head: the request's head (see :func:`request_head`); when *body*
+            head: the request's head (see `request_head`); when *body*
                 is None, the whole request.
             body: the request's body, sent after *extra*, its
                 ``Content-Length`` and a blank line (None: *head* is the
@@ -236,7 +236,7 @@ class ConnectionPool:
                 to send the request).
             method: the request's method (``HEAD`` answers have no body).
             decode: undo ``gzip`` and ``deflate`` content codings.
-            extra: header lines of this request's own (:func:`header_lines`).
+            extra: header lines of this request's own (`header_lines`).
 
         Raises:
             httpx.TransportError: the subclass httpx raises for the same failure.
@@ -320,13 +320,20 @@ class HTTPTransport(httpx.AsyncBaseTransport):
     """An httpx transport on agentrio's lean HTTP/1.1 pool (Trio only).
 
     For an ``httpx.AsyncClient`` of your own that should use the same
-    connection code as a :class:`~agentrio.Provider` making its own::
+    connection code as a [`Provider`][agentrio.Provider] making its own:
 
-        client = httpx.AsyncClient(transport=agentrio.HTTPTransport())
+        from agentrio.providers.transport import HTTPTransport
 
-    It speaks HTTP/1.1 only, without proxies (httpx ignores the proxy
+        client = httpx.AsyncClient(transport=HTTPTransport())
+
+    It is not re-exported from ``agentrio`` (importing it loads httpx). It
+    speaks HTTP/1.1 only, without proxies (httpx ignores the proxy
     environment variables for a client given a transport). Timeouts come from
-    the client (``connect``; ``read`` also bounds each write).
+    the client (``connect``; ``read`` also bounds each write). Failures are
+    the ``httpx.TransportError`` subclasses httpx raises; the request's body
+    is read whole before it is sent (sent with chunked encoding when httpx
+    set no ``Content-Length``); the answer's body streams from the
+    connection, and content codings are left to httpx.
 
     Args:
         verify: an ``ssl.SSLContext``, True (``httpx.create_ssl_context()``:

@@ -83,7 +83,7 @@ class WireFormat(Protocol):
         stream: bool,
         settings: ModelSettings | None = None,
     ) -> dict[str, object]:
-        """The JSON request body (*settings* checked as :meth:`check_settings` does)."""
+        """The JSON request body (*settings* checked as `check_settings` does)."""
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
         """Read a whole (non-streamed) answer.
@@ -102,7 +102,7 @@ class WireFormat(Protocol):
     ) -> StreamParser:
         """A parser for a streamed answer; *on_text* sees each text delta.
 
-        Its ``feed`` raises :class:`~agentrio.providers.bounded.TooLarge` once
+        Its ``feed`` raises `TooLarge` once
         the reply's text and tool calls pass *max_reply_chars* characters.
         """
 
@@ -267,7 +267,7 @@ class StreamState:
         on_text: sees each piece of text.
         text_tools: tool names to look for in the text (None: do not look).
         max_chars: the most characters of text and tool calls the reply may
-            accumulate (see :meth:`grow`).
+            accumulate (see `grow`).
     """
 
     def __init__(

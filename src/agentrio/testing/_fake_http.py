@@ -7,7 +7,7 @@ event machinery (which took more CPU than everything else the server does).
 What it accepts is what HTTP/1.1 clients send: a request line, header lines,
 and a body framed by ``Content-Length`` or chunked transfer-encoding
 (``Expect: 100-continue`` is answered); anything else is a
-:class:`BadHTTP`, answered 400 before the connection is closed. A body
+`BadHTTP`, answered 400 before the connection is closed. A body
 larger than the server takes is not read: the request is marked
 ``too_large`` (answered 413, then the connection is closed).
 """
@@ -66,7 +66,7 @@ class RequestReader:
 
     Args:
         stream: the connection.
-        max_body: the largest body taken (past it, :class:`BodyTooLarge`).
+        max_body: the largest body taken (past it, `BodyTooLarge`).
     """
 
     def __init__(self, stream: RawSocket, max_body: int) -> None:

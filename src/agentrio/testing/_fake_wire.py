@@ -44,11 +44,15 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
         model: the model asked for.
         messages: the conversation: a system prompt first (Anthropic's
             top-level ``system`` included), user and assistant turns (tool
-            calls with parsed arguments), and one ``"tool"`` turn per tool
-            result (Anthropic's ``tool_result`` blocks included).
+            calls as ``ToolCallRequest`` with parsed arguments), and one
+            ``"tool"`` turn per tool result (Anthropic's ``tool_result``
+            blocks included, with the tool's name filled in from the call it
+            answers).
         tools: the names of the tools offered.
         stream: whether a streamed answer was asked for.
-        max_tokens: the output limit asked for, if any.
+        max_tokens: the output limit asked for, if any
+            (``max_completion_tokens`` or ``max_tokens``, Anthropic's
+            ``max_tokens``, Ollama's ``options.num_predict``).
         body: the request's JSON body, as sent.
     """
 

@@ -2,7 +2,7 @@
 
 It answers ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages``
 (Anthropic) and ``POST /api/chat`` (Ollama), streamed or not, on a real
-socket, from a script of :class:`~agentrio.ModelReply` or a function of the
+socket, from a script of [`ModelReply`][agentrio.ModelReply] or a function of the
 request, and it injects the faults real providers have (rate limits, 5xx,
 resets, cut-short streams, broken tool JSON, garbage bodies, slow answers)
 at chosen rates, drawn from one seeded random generator.
@@ -109,11 +109,14 @@ class Faults:
 
     Each rate is the share of requests (0 to 1) that get the fault. For every
     API request the server draws all seven faults, in a fixed order, from one
-    ``random.Random(seed)``: the same requests in the same order always get
-    the same faults. Precedence: ``reset``, then ``rate_limit``, then
-    ``server_error``, then ``garbage``; ``delay`` adds to any of them;
-    ``truncate`` (streams only) and ``malformed_tool_json`` (replies with tool
-    calls only) alter a reply. Requests rejected as 404, 400 or 401 draw none.
+    ``random.Random(seed)``, in the order ``reset``, ``rate_limit``,
+    ``server_error``, ``garbage``, ``delay``, ``truncate``,
+    ``malformed_tool_json``, and in arrival order: the same requests in the
+    same order always get the same faults. The first of ``reset``,
+    ``rate_limit``, ``server_error`` and ``garbage`` drawn wins; ``delay``
+    adds to any outcome; ``truncate`` (streamed answers only) and
+    ``malformed_tool_json`` (answers with tool calls only) alter a reply.
+    Requests rejected as 400, 401, 404 or 405 draw none.
 
     Attributes:
         seed: the seed of the random generator.
@@ -129,6 +132,9 @@ class Faults:
             arguments are JSON objects, that text replaces the object).
         garbage: answered 200 with a body that is not JSON.
         reset: the connection is reset (RST) without any response.
+
+    Raises:
+        InvalidArgument: a rate outside 0..1, or negative seconds.
     """
 
     seed: int = 0
@@ -255,7 +261,8 @@ _NO_FAULTS = _Plan(frozenset())
 
 @final
 class FakeLLMServer:
-    """A running fake LLM server; made by :func:`open_fake_llm` or :func:`serve_fake_llm`.
+    """A running fake LLM server; made by [`open_fake_llm`][agentrio.testing.open_fake_llm] or
+    [`serve_fake_llm`][agentrio.testing.serve_fake_llm] (not meant to be constructed by you).
 
     Attributes:
         base_url: ``"http://127.0.0.1:<port>"``.
@@ -263,7 +270,8 @@ class FakeLLMServer:
         port: the port it listens on (the real one when 0 was asked for).
         faults: the faults it injects.
         requests: every request that reached the script or handler, in order
-            (none if it was opened with ``keep_requests=False``).
+            (not those rejected or answered by a fault; none if it was opened
+            with ``keep_requests=False``).
     """
 
     def __init__(
@@ -300,7 +308,11 @@ class FakeLLMServer:
         return f"<FakeLLMServer {self.base_url}>"
 
     def statistics(self) -> FakeServerStatistics:
-        """Counts of connections, requests per API, faults per kind, and rejections."""
+        """Counts of connections, requests per API, faults per kind, and rejections.
+
+        ``truncate`` and ``malformed_tool_json`` count only when they changed
+        an answer.
+        """
         return FakeServerStatistics(
             connections=self._connections,
             http_requests=self._http_requests,
@@ -582,8 +594,8 @@ async def serve_fake_llm(
 ) -> None:
     """Run a fake LLM server until cancelled (for ``nursery.start`` and the CLI).
 
-    Arguments are those of :func:`open_fake_llm`; ``nursery.start`` returns the
-    :class:`FakeLLMServer` once it listens.
+    Arguments are those of [`open_fake_llm`][agentrio.testing.open_fake_llm]; ``nursery.start``
+    returns the [`FakeLLMServer`][agentrio.testing.FakeLLMServer] once it listens.
 
     Raises:
         InvalidArgument: a bad argument, named in the message.
@@ -610,7 +622,7 @@ async def open_fake_llm(
     Leaving the block closes the listener and every connection; no task
     outlives it.
 
-    Example::
+    Example:
 
         replies = [Reply(text="hello", usage=Usage(10, 2))]
         async with open_fake_llm(replies) as server:
@@ -621,8 +633,10 @@ async def open_fake_llm(
     Args:
         replies: a script (each request, from any API, takes the next reply;
             once it runs out the server answers 500), a function of a
-            :class:`FakeRequest` returning a ModelReply (plain or async), or
-            None for the demo's scripted model (look up, count words, answer).
+            [`FakeRequest`][agentrio.testing.FakeRequest] returning a ModelReply (plain or async),
+            called per request (if it raises, the request gets a 500 naming
+            the error), or None for the demo's scripted model (look up,
+            count words, answer).
         faults: the faults to inject (default none).
         port: the port to listen on; 0 picks a free one.
         api_key: if set, requests must carry it (OpenAI and Ollama:
@@ -635,7 +649,8 @@ async def open_fake_llm(
             request it was sent).
 
     Raises:
-        InvalidArgument: a bad argument, named in the message.
+        InvalidArgument: a bad argument, named in the message (on entering
+            the block).
         OSError: the address could not be bound.
     """
     server, listeners = await _bind(replies, faults, port, api_key, host, keep_requests)

@@ -18,7 +18,13 @@ Reply = ModelReply
 
 
 class ScriptExhausted(AgentrioError):
-    """A :class:`ScriptedModel` was called more times than it has replies."""
+    """A [`ScriptedModel`][agentrio.testing.ScriptedModel] was called more times than it has
+    replies.
+
+    It is raised inside the model call, so an agent's phase ends with
+    ``"error"`` and a ``PhaseError`` event whose ``error_type`` is
+    ``"ScriptExhausted"``; ``run()`` does not raise it.
+    """
 
 
 def _check_window(context_window: object) -> int:
@@ -32,10 +38,12 @@ def _check_window(context_window: object) -> int:
 class ScriptedModel:
     """Answers each call with the next reply of a script.
 
-    One script may be shared by many agents: each call takes the next reply.
-    Each call awaits one scheduler checkpoint, as a network call would.
+    A [model][agentrio.Model]: *replies* is the script, a sequence of ``Reply``.
+    One script may be shared by many agents: each call, from whichever agent,
+    takes the next reply. Each call awaits one scheduler checkpoint, as a
+    network call would.
 
-    Example::
+    Example:
 
         model = ScriptedModel([
             Reply(tool_calls=[ToolCallRequest("lookup", {"key": "a"})],
@@ -44,11 +52,16 @@ class ScriptedModel:
         ])
 
     Attributes:
-        calls: every call's messages, in order.
+        calls: every call's messages, in order: what the model was shown.
         call_settings: every call's ``settings`` (None: none), in order.
+        context_window: the window it claims, in tokens.
         pricing: ``(usd_per_input_token, usd_per_output_token)``, with the
             cached-input and cache-write prices after them if wanted, or None
-            (see :class:`agentrio.Model`).
+            (see [`agentrio.Model`][agentrio.Model]).
+
+    Raises:
+        InvalidArgument: a reply is not a ``Reply``; *context_window* is not
+            an int >= 1.
     """
 
     def __init__(
@@ -86,8 +99,12 @@ class ScriptedModel:
     ) -> ModelReply:
         """Return the next scripted reply.
 
+        *tools* and *max_output_tokens* are ignored; *settings* is recorded in
+        ``call_settings``.
+
         Raises:
-            ScriptExhausted: every reply has been used.
+            ScriptExhausted: every reply has been used (in an agent, this ends
+                the phase with ``"error"``).
         """
         await trio.lowlevel.checkpoint()
         if self._next >= len(self._script):
@@ -109,9 +126,14 @@ ReplyFunction = Callable[
 class FunctionModel:
     """Answers each call with ``fn(messages, tools)`` (a plain or async function).
 
-    Each call awaits one scheduler checkpoint, as a network call would.
+    *fn* may be a plain function (the call then awaits one scheduler
+    checkpoint first, as a network call would), an ``async def``, or any
+    callable that returns an awaitable of a ``Reply``. *tools* is what the
+    phase offers: empty for a final-answer call. ``context_window`` and
+    ``pricing`` are as for ``ScriptedModel``; its ``complete`` takes a
+    ``settings`` keyword too.
 
-    Example::
+    Example:
 
         def answer(messages, tools):
             done = sum(m.role == "tool" for m in messages)
@@ -123,6 +145,11 @@ class FunctionModel:
 
     Attributes:
         call_settings: the ``settings`` of every call made with some, in order.
+
+    Raises:
+        InvalidArgument: *fn* is not callable; *context_window* is not an int
+            >= 1. From ``complete``: *fn* returned something that is not a
+            ``Reply``.
     """
 
     def __init__(

@@ -1,0 +1,97 @@
+"""The events the runtime publishes, and the stream that delivers them.
+
+Every event is a frozen [`Event`][agentrio.events.Event] (a [`Message`][agentrio.Message]) whose
+``path`` names the actor, supervisor or agent it is about; ``rt.events()``
+gives an [`EventStream`][agentrio.events.EventStream] of them:
+
+    import agentrio
+    from agentrio.events import PhaseEnded, ToolEnded
+
+    async with rt.events() as stream:
+        async for event in stream:
+            match event:
+                case ToolEnded(tool=tool, status=status):
+                    print(event.path, tool, status)
+                case PhaseEnded(stop_reason=why):
+                    print(event.path, "ended:", why)
+
+This module is their one public home: ``agentrio.events.ToolEnded``, not
+``agentrio.ToolEnded``. The messages you send (``RunPhase``,
+``ToolCallRequest``, ...) are at the top level.
+"""
+
+from .core.bus import EventStream
+from .messages import (
+    ActorExited,
+    ActorFailed,
+    ActorRestarted,
+    ActorStarted,
+    BudgetExhausted,
+    CompactionFailed,
+    ConfirmationReceived,
+    ConfirmationRequired,
+    ContextCompacted,
+    ContextTruncated,
+    ContinuationInjected,
+    DeadLetter,
+    Event,
+    EventsLost,
+    PermissionDenied,
+    PhaseEnded,
+    PhaseError,
+    PhaseStarted,
+    Routed,
+    Stalled,
+    SubagentEnded,
+    SubagentStarted,
+    SupervisorEscalated,
+    TextDelta,
+    ToolDeadLetter,
+    ToolEnded,
+    ToolRetry,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+    WorkspaceWriteFailed,
+)
+
+__all__ = [
+    # the base class and the stream
+    "Event",
+    "EventStream",
+    # actors and supervisors
+    "ActorStarted",
+    "ActorExited",
+    "ActorFailed",
+    "ActorRestarted",
+    "DeadLetter",
+    "SupervisorEscalated",
+    "EventsLost",
+    # phases and turns
+    "Routed",
+    "PhaseStarted",
+    "PhaseEnded",
+    "PhaseError",
+    "TurnStarted",
+    "TurnEnded",
+    "TextDelta",
+    "Stalled",
+    "ContinuationInjected",
+    "BudgetExhausted",
+    "WorkspaceWriteFailed",
+    # tool calls
+    "ToolStarted",
+    "ToolEnded",
+    "ToolRetry",
+    "ToolDeadLetter",
+    # contexts
+    "ContextTruncated",
+    "ContextCompacted",
+    "CompactionFailed",
+    # permissions and subagents
+    "ConfirmationRequired",
+    "ConfirmationReceived",
+    "PermissionDenied",
+    "SubagentStarted",
+    "SubagentEnded",
+]

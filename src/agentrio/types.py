@@ -1,0 +1,76 @@
+"""The types of what agentrio hands you: results, snapshots, hook arguments and aliases.
+
+You meet these as return values, as the arguments of your hooks and models,
+inside messages, or as the allowed strings of a field; agentrio makes them,
+and you name them in annotations, ``isinstance`` checks and ``match``
+statements:
+
+    from agentrio.types import HelperResult, StopReason
+
+    def done(result: HelperResult) -> StopReason:
+        return result.stop_reason
+
+This module is their one public home (``agentrio.types.Turn``, not
+``agentrio.Turn``). What you construct, call, subclass or catch is at the
+top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
+`agentrio.events` and every exception in `agentrio.errors`.
+"""
+
+from .agents.agent import StepInfo
+from .agents.budget import Lease, UsageTotals
+from .agents.helper import HelperResult
+from .agents.policy import Rule
+from .agents.respond import BackgroundRun, Response
+from .core.actor import ActorStatistics, RestartPolicy
+from .core.ref import SupervisorStatistics
+from .core.restart import Strategy
+from .messages import (
+    ContextAppend,
+    ContextCompact,
+    ContextRead,
+    ContextReadTurns,
+    ContextReset,
+    FinishReason,
+    Lane,
+    StopReason,
+    ThinkingBlock,
+    ToolStatus,
+    Turn,
+)
+from .providers.base import AttemptMeter, ToolSchema
+from .providers.provider import ProviderModel, ProviderStatistics
+
+__all__ = [
+    # results and handles you are given
+    "HelperResult",
+    "Response",
+    "BackgroundRun",
+    "ProviderModel",
+    "Lease",
+    # statistics snapshots and usage totals
+    "ActorStatistics",
+    "SupervisorStatistics",
+    "ProviderStatistics",
+    "UsageTotals",
+    # what your hooks, approvers and models are given
+    "StepInfo",
+    "AttemptMeter",
+    "Rule",
+    "ToolSchema",
+    # parts of messages
+    "ThinkingBlock",
+    "Turn",
+    # the messages a context actor answers
+    "ContextRead",
+    "ContextReadTurns",
+    "ContextAppend",
+    "ContextReset",
+    "ContextCompact",
+    # the allowed strings of a field (typing.Literal aliases)
+    "StopReason",
+    "FinishReason",
+    "ToolStatus",
+    "Lane",
+    "Strategy",
+    "RestartPolicy",
+]
