@@ -79,6 +79,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.demo",
             "agentrio.cli",
             "agentrio.host",
+            "agentrio.mcp",
         ),
     ),
 )

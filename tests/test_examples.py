@@ -26,6 +26,7 @@ EXPECTED = {
         "coordinator: 100 subagents ended, the budget stopped the rest, budget not exceeded"
     ),
     "fastapi_app.py": "POST /run/stream: result 'The capital of Japan is Tokyo.'",
+    "mcp_tools.py": "mcp: 4 tools, 2 ok, 1 denied, 1 failed, 1 restart",
 }
 
 # Examples that need an extra: skipped when it is not installed.
