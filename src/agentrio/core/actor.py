@@ -938,8 +938,10 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
 
     Example: an agent owns its context actors and its subagents::
 
-        ctx = await sup.spawn(ContextActor)
-        agentrio.core.link(ctx, agent_actor_ref)
+        sub = await sup.spawn(Worker)
+        agentrio.core.link(sub, owner)
+        # or at once, with the owner's privileges (a draining supervisor,
+        # its reserved names): sup.spawn_nowait(Worker, owner=owner)
 
     Raises:
         InvalidArgument: not two actor refs; the same actor; *owned* is
