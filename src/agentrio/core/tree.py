@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 from .._handles import create
 from ..errors import InvalidArgument, RuntimeClosed
 from .bus import EventBus
-from .ref import SupervisorRef, cancel_root
+from .ref import SupervisorRef, cancel_root, root_state
 from .restart import Backoff, Strategy
 from .supervisor import _RuntimeShared, _Supervisor
 from .timers import Timers
@@ -94,7 +94,7 @@ class Tree(Generic[R]):
         self._ran = False
 
     def __repr__(self) -> str:
-        return f"<Tree {self.ref!r} {self.ref.statistics().state}>"
+        return f"<Tree {self.ref!r} {root_state(self._sup)}>"
 
     async def run(self) -> None:
         """Run the tree until it has stopped, in a task of its own (it runs once).
