@@ -57,6 +57,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.errors",
             "agentrio.messages",
             "agentrio._checks",
+            "agentrio._handles",
             "agentrio._net",
             "agentrio._version",
             "agentrio.workspace",

@@ -26,27 +26,39 @@ def check_int(name: str, value: object, minimum: int) -> int:
 
 
 def check_name(
-    arg: str, value: object, *, optional: bool = False, reserved_ok: bool = False
+    arg: str, value: object, *, optional: bool = False, owner: str | None = None
 ) -> str | None:
     """*value* if it is an actor's name, or if *optional*, ``None``.
 
     An actor's name is a non-empty str without ``/`` that does not end with
     ``.context`` nor contain ``.context.``: that form is reserved for agents'
     context actors (``<agent>.context``, ``<agent>.context.<label>``), so no
-    other child of a supervisor can take one of their names. *reserved_ok*
-    lets the agent layer spawn a context actor.
+    other child of a supervisor can take one of their names. A name of that
+    form is allowed only for a child *owned* by the actor it starts with:
+    with *owner* (the owner's name) ``"a"``, ``"a.context"`` and
+    ``"a.context.<label>"`` are names too (see ``SupervisorRef.spawn``'s
+    ``owner``).
     """
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value or "/" in value:
         raise InvalidArgument(f"{arg} must be a non-empty str without '/', got {value!r}")
     # One substring search in the common case: spawning is a hot path.
-    if ".context" in value and not reserved_ok and is_reserved(value):
+    if ".context" in value and is_reserved(value) and not _owned_name(value, owner):
+        mine = "" if owner is None else f", except {owner!r}'s own ('{owner}.context[.<label>]')"
         raise InvalidArgument(
             f"{arg} must not end with '.context' nor contain '.context.' (names of that "
-            f"form are reserved for agents' context actors), got {value!r}"
+            f"form are reserved for agents' context actors{mine}), got {value!r}"
         )
     return value
+
+
+def _owned_name(name: str, owner: str | None) -> bool:
+    """Is *name* a reserved name of *owner*'s (``<owner>.context[.<label>]``)?"""
+    if owner is None:
+        return False
+    mine = owner + ".context"
+    return name == mine or name.startswith(mine + ".")
 
 
 def is_reserved(name: str) -> bool:

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, over
 
 import trio
 
+from ._handles import NoPublicConstructor, create
 from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
-from .core.actor import NoPublicConstructor
 from .core.ref import SupervisorRef
 from .errors import RuntimeClosed, SelfAsk
 from .messages import Event, Lane, ModelSettings, PhaseResult, ToolCallRequest
@@ -107,13 +107,6 @@ _RUNTIME_KEYS = frozenset(_RuntimeOptions.__annotations__)
 _STOPPED = "this BlockingRuntime was stopped while the call was waiting or running"
 
 
-def _new(cls: type[T], *args: object) -> T:
-    # The handles here have no public constructor (NoPublicConstructor); this
-    # module makes them by calling type's own __call__, past the metaclass's.
-    made: T = type.__call__(cls, *args)
-    return made
-
-
 def open_runtime_sync(**options: Unpack[_RuntimeOptions]) -> BlockingRuntime:
     """Open a runtime in a thread of its own, for sync code and asyncio.
 
@@ -166,7 +159,7 @@ def open_runtime_sync(**options: Unpack[_RuntimeOptions]) -> BlockingRuntime:
     except BaseException as exc:
         portal_cm.__exit__(type(exc), exc, exc.__traceback__)
         raise
-    return _new(BlockingRuntime, portal_cm, portal, thread, serving, runtime, done)
+    return create(BlockingRuntime, portal_cm, portal, thread, serving, runtime, done)
 
 
 async def _serve(options: _RuntimeOptions, *, task_status: Any) -> None:
@@ -413,7 +406,7 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
                 self._runtime.spawn_agent, spec, under=under, name=name, budget=budget
             )
         )
-        return _new(BlockingAgent, self, agent)
+        return create(BlockingAgent, self, agent)
 
     async def aspawn_agent(
         self,
@@ -429,7 +422,7 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
                 self._runtime.spawn_agent, spec, under=under, name=name, budget=budget
             )
         )
-        return _new(BlockingAgent, self, agent)
+        return create(BlockingAgent, self, agent)
 
     def usage(self) -> UsageTotals:
         """What every agent of the runtime has spent.
@@ -464,12 +457,12 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
             RuntimeClosed: the runtime has been stopped.
         """
         stream = self._call(functools.partial(self._runtime.events, capacity=capacity))
-        return _new(BlockingStream, self, stream, stream.__aexit__)
+        return create(BlockingStream, self, stream, stream.__aexit__)
 
     async def aevents(self, *, capacity: int = 1000) -> BlockingStream[Event]:
         """``events()``, awaited (the subscription starts when it returns)."""
         stream = await self._acall(functools.partial(self._runtime.events, capacity=capacity))
-        return _new(BlockingStream, self, stream, stream.__aexit__)
+        return create(BlockingStream, self, stream, stream.__aexit__)
 
     # -- stopping ----------------------------------------------------------------------
 
@@ -625,7 +618,7 @@ class BlockingAgent(metaclass=NoPublicConstructor):
     #
     #     def stream(self, user_message, **options) -> BlockingStream[RunItem]:
     #         source = self._host._call(<open the run's stream in the runtime>)
-    #         return _new(BlockingStream, self._host, source, <its async close>)
+    #         return create(BlockingStream, self._host, source, <its async close>)
     #
     # with an async twin `astream`. BlockingStream reads it with `for` or `async for`,
     # one hop to the runtime's thread per item, so its backpressure reaches the run.

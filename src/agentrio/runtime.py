@@ -1,10 +1,12 @@
 """``open_runtime()``: the root supervisor, the agents' services, the event bus.
 
-The runtime joins the layers: the kernel's root supervisor (``core``), and
-what the agents of the runtime draw on (``agents.services.Services``: its
-budget, tools, tool lanes, modes and router, and its configuration's models,
-from ``config``). [`Runtime`][agentrio.Runtime] spawns agents, helpers and maps, under the
-root or under any supervisor of the runtime (``under=``).
+The runtime joins the layers: the kernel's supervision tree (a
+[`Tree`][agentrio.core.Tree] of ``core``, whose root's ref is the
+[`Runtime`][agentrio.Runtime]), and what the agents of the runtime draw on
+(``agents.services.Services``: its budget, tools, tool lanes, modes and
+router, and its configuration's models, from ``config``).
+[`Runtime`][agentrio.Runtime] spawns agents, helpers and maps, under the root or
+under any supervisor of the runtime (``under=``).
 """
 
 from __future__ import annotations
@@ -34,11 +36,10 @@ from .agents.lanes import Lanes, ToolLanes
 from .agents.respond import check_runtime_routing
 from .agents.services import Services
 from .config import Config, Models, find_config, load_config
-from .core.bus import EventBus, EventStream
+from .core.bus import EventStream
 from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
-from .core.supervisor import _RuntimeShared, _Supervisor
-from .core.timers import Timers
+from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
 
 __all__ = ["Runtime", "open_runtime"]
@@ -83,39 +84,39 @@ class Runtime(SupervisorRef):
     """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
 
     It is a [`SupervisorRef`][agentrio.SupervisorRef] with path and name ``""``
-    (``spawn``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor`` and
-    ``children`` work as documented there) with the runtime-wide services on
-    top: agents, helpers and maps (spawned under the root, or under any
-    supervisor of the runtime given as ``under=``), registered tools, the
-    budget, events and statistics. Two inherited methods behave differently
-    on the root: [`stop`][agentrio.Runtime.stop] only starts the stop, and
+    (the root's ref of the runtime's [`Tree`][agentrio.core.Tree]: ``spawn``,
+    ``spawn_nowait``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor``,
+    ``children``, ``closed`` and ``shutdown_timeout`` work as documented
+    there) with the runtime-wide services on top: agents, helpers and maps
+    (spawned under the root, or under any supervisor of the runtime given as
+    ``under=``), registered tools, the budget, events and statistics. Two
+    inherited methods behave differently on the root:
+    [`stop`][agentrio.Runtime.stop] only starts the stop, and
     [`cancel`][agentrio.Runtime.cancel] leaves the body of the ``async with``
     block running. After either, `closed` is true and spawning raises
     ``RuntimeClosed``. No public constructor.
     """
 
-    __slots__ = ("_services",)
+    # The root's ref of its Tree (the Tree makes it; open_runtime sets these two).
+    __slots__ = ("_services", "_tree")
+    _services: Services
+    _tree: Tree[Runtime]
 
-    def __init__(self, sup: _Supervisor, services: Services) -> None:
-        super().__init__(sup, None)
-        self._services = services
-
-    def _under(self, under: object) -> _Supervisor:
-        """The supervisor of *under* (None: the root), a supervisor of this runtime."""
+    def _under(self, under: object) -> SupervisorRef:
+        """*under* (None: the root), a supervisor of this runtime."""
         if under is None:
-            return self._sup
+            return self
         if not isinstance(under, SupervisorRef):
             raise InvalidArgument(
                 f"under must be a SupervisorRef (from spawn_supervisor or lookup_supervisor) "
                 f"or None, got {type(under).__name__}: {under!r}"
             )
-        sup: _Supervisor = under._sup
-        if sup.shared is not self._sup.shared:
+        if not self._tree.holds(under):
             raise InvalidArgument(
                 f"under={under!r} is a supervisor of another runtime: spawn it with that "
                 "runtime, or under one of this runtime's supervisors"
             )
-        return sup
+        return under
 
     async def spawn_agent(
         self,
@@ -172,7 +173,7 @@ class Runtime(SupervisorRef):
                 found when ``spec.compaction.model`` is ``None``, if it cannot
                 be read or its ``fast`` tier cannot be resolved).
         """
-        sup = self._sup if under is None else self._under(under)
+        sup = self if under is None else self._under(under)
         await trio.lowlevel.checkpoint_if_cancelled()
         return spawn_agent(self._services, sup, spec, name, budget)
 
@@ -298,11 +299,6 @@ class Runtime(SupervisorRef):
             self._services, sup, spec, inputs, concurrency=concurrency, budget=budget, parent=None
         )
 
-    @property
-    def closed(self) -> bool:
-        """True once the runtime has begun to stop; spawning then raises ``RuntimeClosed``."""
-        return self._sup.closed or self._sup.stopping
-
     def events(self, *, capacity: int = 1000) -> EventStream:
         """Subscribe to the runtime's events.
 
@@ -322,7 +318,7 @@ class Runtime(SupervisorRef):
         Raises:
             InvalidArgument: *capacity* is not an int >= 1.
         """
-        return self._sup.bus.subscribe(capacity)
+        return self._tree.bus.subscribe(capacity)
 
     @property
     def budget(self) -> Budget:
@@ -340,7 +336,7 @@ class Runtime(SupervisorRef):
         The stop completes while the block goes on; the ``open_runtime()``
         block's end waits for it.
         """
-        self._sup.begin_stop()
+        self._tree.begin_stop()
         await trio.lowlevel.checkpoint()
 
     def cancel(self) -> None:
@@ -348,9 +344,7 @@ class Runtime(SupervisorRef):
 
         The body of the ``async with`` block is not cancelled.
         """
-        self._sup.begin_stop()
-        if self._sup.nursery is not None:
-            self._sup.nursery.cancel_scope.cancel()
+        self._tree.cancel()
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of the whole tree: live actors, mailboxes, restarts, dead letters.
@@ -358,9 +352,7 @@ class Runtime(SupervisorRef):
         Its ``state`` is ``"running"``, ``"stopping"`` once a stop has begun,
         or ``"exited"`` once the root has stopped.
         """
-        sup = self._sup
-        state = "exited" if sup.closed else "stopping" if sup.stopping else "running"
-        return sup.statistics(state)
+        return super().statistics()
 
 
 @asynccontextmanager
@@ -444,30 +436,26 @@ async def open_runtime(
         raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
     if lanes is not None and not isinstance(lanes, Lanes):
         raise InvalidArgument(f"lanes must be an agentrio.Lanes or None, got {lanes!r}")
-    bus = EventBus()
-    root = _Supervisor(
-        "",
-        bus=bus,
-        shared=_RuntimeShared(),
+    tree = Tree(
+        Runtime,
         strategy=strategy,
         max_restarts=max_restarts,
         period=period,
         backoff=backoff,
         shutdown_timeout=shutdown_timeout,
     )
-    timers = root.shared.timers = Timers(root)
     configured = _Configured(config)
     services = Services(
         budget=budget,
-        bus=bus,
-        timers=timers,
+        bus=tree.bus,
         resolve=configured.resolve,
         configuration=configured.configuration,
         modes=modes,
         router=router,
     )
-    rt = Runtime._create(root, services)
-    root.ref = rt
+    rt = tree.ref
+    rt._tree = tree
+    rt._services = services
     rt.register_tool(*tools)
     if config is not None:
         models = configured.models()  # a bad config is an error here, not at first use
@@ -478,14 +466,14 @@ async def open_runtime(
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
     async with trio.open_nursery() as nursery:
-        await nursery.start(_run_root, root, configured, name="agentrio root supervisor")
+        await nursery.start(_run_root, tree, configured, name="agentrio root supervisor")
         try:
             yield rt
         except BaseException:
             rt.cancel()
             raise
         else:
-            root.begin_stop()
+            tree.begin_stop()
 
 
 def _found_lanes(configured: _Configured) -> Lanes | None:
@@ -505,13 +493,11 @@ def _found_lanes(configured: _Configured) -> Lanes | None:
 
 
 async def _run_root(
-    root: _Supervisor, configured: _Configured, task_status: trio.TaskStatus[None]
+    tree: Tree[Runtime], configured: _Configured, task_status: trio.TaskStatus[None]
 ) -> None:
     task_status.started()
     try:
-        await root.serve()
+        await tree.run()
     finally:
-        root.finalize_all("stopped")
-        root.bus.close()
         with trio.CancelScope(shield=True):
             await configured.aclose()

@@ -13,7 +13,7 @@ from test_supervisor import Block, Gen, Put, Worker, _crash
 
 import agentrio
 from agentrio import InvalidArgument
-from agentrio.errors import DuplicateName, UnknownName
+from agentrio.errors import DuplicateName, RuntimeClosed, UnknownName
 
 # -- names, lookups, arguments ----------------------------------------------------------------
 
@@ -210,3 +210,181 @@ async def test_supervisor_statistics() -> None:
         await b.ask(Gen())
         assert team.statistics().messages_handled == 7
         assert team.statistics().mailbox_size == 0
+
+
+# -- the seam for the layers above: spawn_nowait, owner=, closed, shutdown_timeout ------------
+
+
+class Ping(agentrio.Message):
+    pass
+
+
+class Echo(agentrio.Actor[Ping]):
+    async def handle(self, msg: Ping) -> str:
+        return f"pong from {self.ref.name}"
+
+
+class Tally(agentrio.InlineActor[Ping]):
+    def handle(self, msg: Ping) -> str:
+        return f"tally {self.ref.name}"
+
+
+def _exits(events: list[agentrio.events.Event]) -> list[tuple[str, str]]:
+    return [(e.path, e.reason) for e in events if isinstance(e, agentrio.events.ActorExited)]
+
+
+async def test_spawn_nowait_spawns_without_a_cancellation_point() -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            with pytest.raises(trio.Cancelled):
+                await team.spawn(Echo, name="late")  # spawn is a cancellation point
+            echo = team.spawn_nowait(Echo, name="echo")  # spawn_nowait is none
+            tally = rt.spawn_nowait(Tally, name="tally", mailbox=0, restart="temporary")
+        assert [c.name for c in team.children()] == ["echo"]
+        assert await echo.ask(Ping()) == "pong from echo"
+        assert tally.send_nowait(Ping()) is None
+        assert await tally.ask(Ping()) == "tally tally"
+        assert team.spawn_nowait(Echo).name.startswith("Echo-")
+
+
+async def test_spawn_nowait_checks_as_spawn_does() -> None:
+    async with agentrio.open_runtime() as rt:
+        rt.spawn_nowait(Echo, name="echo")
+        with pytest.raises(DuplicateName, match="'echo'"):
+            rt.spawn_nowait(Echo, name="echo")
+        with pytest.raises(InvalidArgument, match="actor_class"):
+            rt.spawn_nowait(object)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="mailbox"):
+            rt.spawn_nowait(Echo, mailbox=-1)
+        with pytest.raises(InvalidArgument, match="restart"):
+            rt.spawn_nowait(Echo, restart="sometimes")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            rt.spawn_nowait(Echo, name="echo.context")
+        team = await rt.spawn_supervisor(name="team")
+        await team.stop()
+        with pytest.raises(RuntimeClosed, match="'team' has stopped"):
+            team.spawn_nowait(Echo)
+
+
+@pytest.mark.parametrize("how", ["spawn", "spawn_nowait"])
+async def test_an_owned_actor_ends_after_its_owner(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+    how: str,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        owner = await rt.spawn(Echo, name="owner")
+        if how == "spawn":
+            owned = await rt.spawn(Echo, name="owned", owner=owner)
+            inline = await rt.spawn(Tally, name="tally", owner=owned)
+        else:
+            owned = rt.spawn_nowait(Echo, name="owned", owner=owner)
+            inline = rt.spawn_nowait(Tally, name="tally", owner=owned)
+        with pytest.raises(InvalidArgument, match="linked to 'owner' already"):
+            agentrio.core.link(owned, inline)  # it is linked: to its owner
+        await owner.stop()
+        await agentrio.core.wait_exited(owner)  # (and what it owns)
+        assert [agentrio.core.exit_reason(r) for r in (owner, owned, inline)] == ["stopped"] * 3
+        await trio.testing.wait_all_tasks_blocked()
+    assert _exits(events) == [("owner", "stopped"), ("owned", "stopped"), ("tally", "stopped")]
+
+
+class Drainer(agentrio.Actor[Ping]):
+    """On its way out (its supervisor stopping), it spawns: owned, and not."""
+
+    def __init__(self, team: agentrio.SupervisorRef, log: list[str]) -> None:
+        self.team = team
+        self.log = log
+
+    async def handle(self, msg: Ping) -> None:
+        pass
+
+    async def on_stop(self) -> None:
+        self.log.append(f"closed: {self.team.closed}")
+        try:
+            self.team.spawn_nowait(Echo, name="stranger")
+        except RuntimeClosed as exc:
+            self.log.append(f"not owned: {exc}")
+        helper = self.team.spawn_nowait(Echo, name="drainer.context", owner=self.ref)
+        self.log.append(await helper.ask(Ping()))
+
+
+async def test_an_owned_actor_may_be_spawned_while_its_supervisor_drains(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+) -> None:
+    log: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        team = await rt.spawn_supervisor(name="team")
+        drainer = await team.spawn(Drainer, team, log, name="drainer")
+        await team.stop()
+        assert log == [
+            "closed: True",
+            "not owned: cannot spawn: 'team' has stopped",
+            "pong from drainer.context",
+        ]
+        assert team.children() == []
+        with pytest.raises(RuntimeClosed, match="'team' has stopped"):
+            team.spawn_nowait(Echo, name="drainer.context", owner=drainer)
+        await trio.testing.wait_all_tasks_blocked()
+    assert _exits(events)[:3] == [
+        ("team/drainer", "stopped"),
+        ("team/drainer.context", "stopped"),
+        ("team", "stopped"),
+    ]
+
+
+@pytest.mark.parametrize("name", ["a.context", "a.context.side", "a.context.x.context"])
+async def test_an_owner_gives_its_own_reserved_names(name: str) -> None:
+    async with agentrio.open_runtime() as rt:
+        a = await rt.spawn(Echo, name="a")
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            rt.spawn_nowait(Echo, name=name)  # no owner
+        ref = rt.spawn_nowait(Echo, name=name, owner=a)
+        assert ref.name == name
+        assert await ref.ask(Ping()) == f"pong from {name}"
+
+
+@pytest.mark.parametrize("name", ["b.context", "ab.context", "a.b.context", "x.context.a"])
+async def test_an_owner_gives_no_other_reserved_name(name: str) -> None:
+    async with agentrio.open_runtime() as rt:
+        a = await rt.spawn(Echo, name="a")
+        await rt.spawn(Echo, name="b")
+        own = "reserved for agents' context actors, except 'a'"
+        with pytest.raises(InvalidArgument, match=own):
+            rt.spawn_nowait(Echo, name=name, owner=a)
+        with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
+            await rt.spawn(Echo, name=name, owner=a)
+        assert [c.name for c in rt.children()] == ["a", "b"]
+
+
+async def test_an_owner_must_be_a_live_actor() -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        with pytest.raises(InvalidArgument, match=r"owner must be an agentrio\.ActorRef"):
+            rt.spawn_nowait(Echo, name="x", owner=team)  # type: ignore[arg-type]
+        gone = await rt.spawn(Echo, name="gone")
+        await gone.stop()
+        with pytest.raises(agentrio.ActorStopped, match="'gone' has stopped: it cannot own"):
+            rt.spawn_nowait(Echo, name="x", owner=gone)
+        with pytest.raises(agentrio.ActorStopped):
+            await rt.spawn(Tally, name="x", owner=gone)
+        assert [c.name for c in rt.children()] == ["team"]  # nothing was spawned
+        assert rt.spawn_nowait(Echo, name="x").name == "x"  # and the name is free
+
+
+async def test_closed_and_shutdown_timeout() -> None:
+    async with agentrio.open_runtime(shutdown_timeout=7.5) as rt:
+        team = await rt.spawn_supervisor(name="team", shutdown_timeout=2.5)
+        assert (rt.shutdown_timeout, team.shutdown_timeout) == (7.5, 2.5)
+        assert (rt.closed, team.closed) == (False, False)
+        await team.stop()
+        assert (rt.closed, team.closed) == (False, True)
+        await rt.stop()
+        assert rt.closed
+        with pytest.raises(AttributeError):
+            team.shutdown_timeout = 1.0  # type: ignore[misc]

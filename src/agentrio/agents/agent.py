@@ -19,8 +19,9 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name, check_timeout, short_repr
-from ..core import exit_reason, link, withdrawn
-from ..core.actor import Actor, ActorRef, ActorStatistics, NoPublicConstructor
+from .._handles import NoPublicConstructor, create
+from ..core import exit_reason, withdrawn
+from ..core.actor import Actor, ActorRef, ActorStatistics
 from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
@@ -61,7 +62,7 @@ from .tool_call import ToolGate
 
 if TYPE_CHECKING:
     from ..core.bus import EventBus
-    from ..core.supervisor import _Supervisor
+    from ..core.ref import SupervisorRef
     from .helper import Helper
     from .respond import BackgroundRun, Response
     from .router import Router
@@ -491,7 +492,7 @@ class _AgentState:
         self,
         spec: AgentSpec,
         services: Services,
-        sup: _Supervisor,
+        sup: SupervisorRef,
         budget: Budget,
         name: str,
         model: Model,
@@ -584,19 +585,13 @@ class _AgentState:
     def new_context(self, label: str | None) -> ActorRef:
         """Spawn the ContextActor of *label*, linked to the agent (it stops after it)."""
         assert self.ref is not None
-        # Allowed while the supervisor stops: the agent may be draining its
-        # queued phases, which the graceful stop promises to run. The name is
-        # of the reserved form no other child can take (see check_name).
-        ref = self.sup.spawn_actor(
-            ContextActor,
-            (),
-            context_name(self.ref.name, label),
-            64,
-            "transient",
-            stopping_ok=True,
-            reserved_ok=True,
-        ).ref
-        link(ref, self.ref)
+        # Owned by the agent: so it may be spawned while the supervisor stops
+        # (the agent may be draining its queued phases, which the graceful
+        # stop promises to run), and take the agent's reserved name, which no
+        # other child can take (see SupervisorRef.spawn's owner).
+        ref = self.sup.spawn_nowait(
+            ContextActor, name=context_name(self.ref.name, label), mailbox=64, owner=self.ref
+        )
         if label is None:
             self.primary = ref
         else:
@@ -818,7 +813,7 @@ def check_spec(spec: object) -> None:
 
 
 def spawn_agent(
-    services: Services, sup: _Supervisor, spec: AgentSpec, name: object, budget: object
+    services: Services, sup: SupervisorRef, spec: AgentSpec, name: object, budget: object
 ) -> AgentRef:
     """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
     if type(spec) is not AgentSpec:  # (the common case needs no call)
@@ -858,10 +853,14 @@ def spawn_agent(
         escalation,
         summariser,
     )
-    cell = sup.spawn_actor(AgentActor, (state,), agent_name, spec.limits.mailbox, "transient")
-    state.ref = cell.ref
-    state.gate = make_gate(spec, cell.path, services.bus)
-    return AgentRef._create(state)
+    ref = state.ref = sup.spawn_nowait(
+        AgentActor,
+        state,
+        name=agent_name,  # type: ignore[arg-type]  # (any object: spawn checks it)
+        mailbox=spec.limits.mailbox,
+    )
+    state.gate = make_gate(spec, ref.path, services.bus)
+    return create(AgentRef, state)
 
 
 def _summariser(services: Services, compaction: Compaction) -> Summariser:

@@ -44,7 +44,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from ..core.actor import ActorRef
-    from ..core.supervisor import _Supervisor
+    from ..core.ref import SupervisorRef
     from .services import Services
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
@@ -442,7 +442,7 @@ async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
 
 async def map_phases(
     services: Services,
-    sup: _Supervisor,
+    sup: SupervisorRef,
     spec: AgentSpec,
     inputs: Sequence[str],
     *,

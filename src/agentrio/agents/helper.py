@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from .._checks import check_int, check_name
-from ..core.actor import NoPublicConstructor
+from .._handles import NoPublicConstructor, create
 from ..errors import HelperTurnsExceeded, InvalidArgument
 from ..messages import StopReason, ToolCallRequest, ToolResult
 from ..providers.base import Model
@@ -38,7 +38,7 @@ from .policy import PermissionPolicy
 from .tool import Tool, check_env
 
 if TYPE_CHECKING:
-    from ..core.supervisor import _Supervisor
+    from ..core.ref import SupervisorRef
     from .budget import Budget
     from .services import Services
 
@@ -162,7 +162,7 @@ def _check_turns(max_turns: object) -> int:
 
 def infrastructure_helper(
     services: Services,
-    sup: _Supervisor,
+    sup: SupervisorRef,
     model: Model | str,
     tools: Sequence[Tool],
     *,
@@ -189,7 +189,7 @@ def infrastructure_helper(
         env=variables,
     )
     agent = spawn_agent(services, sup, spec, spec.name, budget)
-    return Helper._create(agent, turns, final_answer)
+    return create(Helper, agent, turns, final_answer)
 
 
 def _asking(policy: PermissionPolicy | None) -> PermissionPolicy:
@@ -234,4 +234,4 @@ def session_helper(
     agent._state.usage_parent = parent
     if parent.workspace is not None:
         agent._state.workspace = parent.workspace
-    return Helper._create(agent, turns, final_answer)
+    return create(Helper, agent, turns, final_answer)

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from .._handles import NoPublicConstructor, create
 from ..core import PendingAsk, exit_reason, wait_exited
-from ..core.actor import Actor, ActorRef, NoPublicConstructor
-from ..errors import ActorError, ActorStopped, InvalidArgument
+from ..core.actor import Actor, ActorRef
+from ..errors import ActorError, ActorStopped, InvalidArgument, RuntimeClosed
 from ..messages import PhaseResult, Routed, RunPhase
 from .modes import Mode
 from .router import Route, choose_route
@@ -284,14 +285,18 @@ async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) ->
     """Queue *cmd* on *agent* and spawn the actor that waits for it."""
     await trio.lowlevel.checkpoint_if_cancelled()
     sup = agent._state.sup
-    sup._check_open()  # (RuntimeClosed) before the phase is queued
-    run = BackgroundRun._create(agent, mode, cmd.context_label)
+    if sup.closed:  # before the phase is queued
+        where = repr(sup.path) if sup.path else "the runtime"
+        raise RuntimeClosed(f"cannot start a background run: {where} has stopped")
+    run = create(BackgroundRun, agent, mode, cmd.context_label)
     # Queued now, so the phase takes its place among the agent's phases in
     # the order the caller asked; the actor awaits its reply.
     pending = await agent.ref.ask_later(cmd, linked=True)
     name = f"{agent.name}.background-{next(_numbers)}"
     try:
-        runner = sup.spawn_actor(_Background, (run, pending), name, 1, "temporary").ref
+        runner = sup.spawn_nowait(
+            _Background, run, pending, name=name, mailbox=1, restart="temporary"
+        )
     except BaseException:
         pending.withdraw()  # (its supervisor stopped meanwhile: the phase is not run)
         raise

@@ -2,7 +2,7 @@
 
 The agent layer does not know where a tier's model, the runtime's modes or its
 default router come from. The runtime (``agentrio.runtime``) makes one
-`Services` for itself, with its root budget, its event bus and timers,
+`Services` for itself, with its root budget, its event bus,
 its tool registry and tool lanes, its modes and router, and two callables over
 its configuration; it passes that object to every agent it spawns. An agent
 keeps it (``_AgentState.services``: one reference, shared by all the agents of
@@ -24,7 +24,6 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from ..core.bus import EventBus
-    from ..core.timers import Timers
     from .lanes import ToolLanes
 
 __all__ = ["Configuration", "Services"]
@@ -60,7 +59,6 @@ class Services:
         budget: the runtime's root budget: an agent spawned without one draws
             from it, and a free-standing budget is carved out of it.
         bus: the runtime's event bus.
-        timers: the runtime's timers (a tool call's timeout).
         tool_lanes: how the lanes' tool calls are limited and retried (None:
             nothing is).
         tools: the tools registered by name (see `register_tool`).
@@ -77,7 +75,6 @@ class Services:
         "budget",
         "bus",
         "resolve",
-        "timers",
         "tool_lanes",
         "tools",
     )
@@ -87,7 +84,6 @@ class Services:
         *,
         budget: Budget,
         bus: EventBus,
-        timers: Timers | None,
         resolve: Callable[[str], Model],
         configuration: Callable[[], Configuration | None],
         modes: Sequence[Mode] = (),
@@ -96,7 +92,6 @@ class Services:
     ) -> None:
         self.budget = budget
         self.bus = bus
-        self.timers = timers
         self.tool_lanes = tool_lanes
         self.tools: dict[str, Tool] = {}
         self.resolve = resolve

@@ -35,6 +35,20 @@ Asking:
     Stop gracefully without waiting; how the actor ended (None while it
     lives); wait until it, and what is linked to it, have exited.
 
+``SupervisorRef.spawn_nowait(cls, *args, name=, mailbox=, restart=, owner=)``
+    ``spawn`` without its cancellation point. ``owner=`` (on ``spawn``
+    too) links the new actor to its owner (as [`link`][agentrio.core.link]),
+    and lets it be spawned while the supervisor drains and take its
+    owner's reserved names (``<owner>.context``,
+    ``<owner>.context.<label>``: how the agent layer names context actors).
+    ``SupervisorRef.closed`` and ``SupervisorRef.shutdown_timeout`` say
+    whether it has begun to stop, and its graceful stop's deadline.
+
+[`Tree`][agentrio.core.Tree] ``(ref_class, ...)``
+    A supervision tree: its root supervisor (``tree.ref``), event bus and
+    timer task; ``await tree.run()``, ``tree.begin_stop()``,
+    ``tree.cancel()``. The runtime is built on one.
+
 Example: a worker that gives each job five seconds, in its own task (a job
 still running then is interrupted and handed to ``handle`` again)::
 
@@ -70,10 +84,12 @@ from .actor import (
     withdrawn,
 )
 from .timers import Alarm, interrupt_after
+from .tree import Tree
 
 __all__ = [
     "Alarm",
     "PendingAsk",
+    "Tree",
     "begin_stop",
     "exit_reason",
     "interrupt",

@@ -24,6 +24,7 @@ import outcome
 import trio
 
 from .._checks import check_timeout
+from .._handles import NoPublicConstructor, create
 from ..errors import (
     ActorCrashed,
     ActorStopped,
@@ -68,22 +69,6 @@ RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "tempora
 _OUT = 0  # outside the serve loop: starting, in on_stop, no task (inline, a supervisor)
 _SERVING = 1  # in the serve loop
 _INTERRUPTED = 2  # in it, and interrupted: the message in hand is delivered again
-
-
-class NoPublicConstructor(type):
-    """Metaclass for handles that only the runtime may create (``Cls._create(...)``)."""
-
-    def __call__(cls, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError(
-            f"agentrio.{cls.__qualname__} has no public constructor; "
-            "the runtime makes these (spawn, spawn_agent, open_runtime, events)"
-        )
-
-    def _create(cls: type[_T], *args: Any, **kwargs: Any) -> _T:
-        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
-
-
-_T = TypeVar("_T")
 
 
 class Actor(Generic[MsgT]):
@@ -398,7 +383,7 @@ class _Cell:
         # The Trio task running this child: a self-ask (which could never be
         # answered) is an ask from this task.
         self.task: trio.lowlevel.Task | None = None
-        # (Not ActorRef._create: the metaclass's call path costs more than the
+        # (Not create(ActorRef, ...): a call costs more than the
         # two steps it takes, and a cell is made for every actor and context.)
         self.ref: ActorRef = object.__new__(ActorRef)
         self.ref._cell = self
@@ -686,7 +671,7 @@ class ActorRef(metaclass=NoPublicConstructor):
         # task while the ask is not ``waiting``.)
         ask = _Ask(msg, task, cell if linked else None)
         await _put(cell, ask)
-        return PendingAsk._create(ask)
+        return create(PendingAsk, ask)
 
     async def stop(self) -> None:
         """Stop gracefully: no new messages; drain the mailbox, run ``on_stop``, exit.
@@ -953,8 +938,10 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
 
     Example: an agent owns its context actors and its subagents::
 
-        ctx = await sup.spawn(ContextActor)
-        agentrio.core.link(ctx, agent_actor_ref)
+        sub = await sup.spawn(Worker)
+        agentrio.core.link(sub, owner)
+        # or at once, with the owner's privileges (a draining supervisor,
+        # its reserved names): sup.spawn_nowait(Worker, owner=owner)
 
     Raises:
         InvalidArgument: not two actor refs; the same actor; *owned* is

@@ -14,8 +14,8 @@ from types import TracebackType
 import trio
 
 from .._checks import check_int
+from .._handles import NoPublicConstructor, create
 from ..messages import Event, EventsLost
-from .actor import NoPublicConstructor
 
 __all__ = ["EventBus", "EventStream"]
 
@@ -114,7 +114,7 @@ class EventBus:
     def subscribe(self, capacity: int = 1000) -> EventStream:
         """Add a subscriber with a buffer of *capacity* events."""
         check_int("capacity", capacity, 1)
-        stream = EventStream._create(self, capacity)
+        stream = create(EventStream, self, capacity)
         if self._closed:
             stream._close()
         else:

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
+from .._handles import NoPublicConstructor
 from ..errors import UnknownName
 from .actor import (
     Actor,
     ActorRef,
     InlineActor,
-    NoPublicConstructor,
     RestartPolicy,
     _Cell,
     cancel_cell,
@@ -58,9 +58,9 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor], and returned by
     ``lookup_supervisor`` and ``children``; the runtime itself is the root
-    supervisor. Agents, helpers and maps are spawned through the runtime,
-    under a supervisor of choice: ``rt.spawn_agent(spec, under=team)``. No
-    public constructor.
+    supervisor (a [`Tree`][agentrio.core.Tree]'s root). Agents, helpers and maps
+    are spawned through the runtime, under a supervisor of choice:
+    ``rt.spawn_agent(spec, under=team)``. No public constructor.
     """
 
     __slots__ = ("_cell", "_sup")
@@ -89,6 +89,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         name: str | None = None,
         mailbox: int = 100,
         restart: RestartPolicy = "transient",
+        owner: ActorRef | None = None,
     ) -> ActorRef:
         """Start ``actor_class(*args)`` as a child of this supervisor.
 
@@ -103,13 +104,21 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             *args: passed to its constructor at every (re)start.
             name: unique among this supervisor's live children, without
                 ``/``, not ending with ``.context`` nor containing
-                ``.context.`` (the form reserved for agents' context actors);
-                default ``"<ClassName>-<n>"``.
+                ``.context.`` (the form reserved for agents' context actors,
+                but see *owner*); default ``"<ClassName>-<n>"``.
             mailbox: the mailbox's capacity (0 means every send waits for
                 the actor to take the message).
             restart: ``"permanent"`` (restarted after a crash, and after it
                 stops itself), ``"transient"`` (restarted after a crash only)
                 or ``"temporary"`` (never restarted).
+            owner: an actor to [`link`][agentrio.core.link] the new one to
+                (it then ends after its owner). An owned actor may also be
+                spawned while this supervisor stops gracefully (its owner may
+                still need it while it drains), and it may take its owner's
+                reserved names: with an owner named ``"a"``, ``"a.context"``
+                and ``"a.context.<label>"``. That is how the agent layer
+                names an agent's context actors, with names no other child
+                can take.
 
         Returns:
             The new actor's ref; messages sent before it has started wait in
@@ -118,13 +127,49 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Raises:
             InvalidArgument: a bad argument, named in the message.
             DuplicateName: *name* is taken.
-            RuntimeClosed: this supervisor has stopped or is stopping.
+            RuntimeClosed: this supervisor has stopped or is stopping (with
+                an *owner*: has stopped).
+            ActorStopped: *owner* has exited (nothing would end the new actor).
         """
         # A cancellation point but not a schedule point: spawning 100k actors
         # in a loop would otherwise run the scheduler 100k times.
         await trio.lowlevel.checkpoint_if_cancelled()
-        cell = self._sup.spawn_actor(actor_class, args, name, mailbox, restart)
-        return cell.ref
+        return self._sup.spawn_actor(actor_class, args, name, mailbox, restart, owner).ref
+
+    def spawn_nowait(
+        self,
+        actor_class: type[Actor[Any]] | type[InlineActor[Any]],
+        *args: object,
+        name: str | None = None,
+        mailbox: int = 100,
+        restart: RestartPolicy = "transient",
+        owner: ActorRef | None = None,
+    ) -> ActorRef:
+        """[`spawn`][agentrio.SupervisorRef.spawn], synchronously: no cancellation point.
+
+        For code that cannot await, or must not let another task run
+        between the check and the spawn (the agent layer spawns its agents
+        and their context actors this way). The arguments, the result and
+        the errors are [`spawn`][agentrio.SupervisorRef.spawn]'s.
+
+        Example:
+
+            ctx = team.spawn_nowait(Context, name="a.context", owner=agent_actor)
+        """
+        return self._sup.spawn_actor(actor_class, args, name, mailbox, restart, owner).ref
+
+    @property
+    def closed(self) -> bool:
+        """True once this supervisor has begun to stop (or has stopped, or failed for
+        good); spawning under it then raises ``RuntimeClosed`` (but see ``owner``)."""
+        sup = self._sup
+        return sup.closed or sup.stopping
+
+    @property
+    def shutdown_timeout(self) -> float:
+        """The deadline, in seconds, of this supervisor's graceful stop (see
+        [`stop`][agentrio.SupervisorRef.stop]), as given when it was made."""
+        return self._sup.shutdown_timeout
 
     async def spawn_supervisor(
         self,
@@ -229,10 +274,13 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         own ``shutdown_timeout``, and is cancelled with its subtree if this
         one's deadline passes first. So the stop takes at most about
         ``shutdown_timeout`` seconds, however many children are stuck.
-        Stopping a stopped supervisor does nothing. On the
-        [`Runtime`][agentrio.Runtime] it only starts the stop.
+        Stopping a stopped supervisor does nothing. On a tree's root (the
+        [`Runtime`][agentrio.Runtime]) it only starts the stop.
         """
-        assert self._cell is not None  # (the runtime, the only root, has its own)
+        if self._cell is None:  # a tree's root: its Tree.run returns once it has stopped
+            self._sup.begin_stop()
+            await trio.lowlevel.checkpoint()
+            return
         stop_cell(self._cell)
         await self._cell.wait_exited()
 
@@ -240,11 +288,29 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Cancel this supervisor and its whole subtree now, without waiting.
 
         Its children end with reason ``"cancelled"``; it is not restarted.
+        On a tree's root, the whole tree is cancelled (see
+        [`Tree.cancel`][agentrio.core.Tree.cancel]).
         """
-        assert self._cell is not None
+        if self._cell is None:
+            cancel_root(self._sup)
+            return
         cancel_cell(self._cell)
 
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of this supervisor's subtree."""
-        assert self._cell is not None  # (the runtime, the only root, has its own)
+        if self._cell is None:
+            return self._sup.statistics(root_state(self._sup))
         return self._sup.statistics(self._cell.state)
+
+
+def root_state(sup: _Supervisor) -> str:
+    """A tree's root supervisor's state: ``"running"``, ``"stopping"`` once a stop
+    has begun, ``"exited"`` once it has stopped."""
+    return "exited" if sup.closed else "stopping" if sup.stopping else "running"
+
+
+def cancel_root(sup: _Supervisor) -> None:
+    """Cancel a tree's root supervisor and everything under it, now."""
+    sup.begin_stop()
+    if sup.nursery is not None:
+        sup.nursery.cancel_scope.cancel()

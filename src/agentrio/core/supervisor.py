@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import trio
 
 from .._checks import check_int, check_name, check_seconds
+from .._handles import create
 from ..errors import (
+    ActorStopped,
     DuplicateName,
     InvalidArgument,
     RestartIntensityExceeded,
@@ -43,6 +45,7 @@ from .actor import (
     _OUT,
     RESTART_POLICIES,
     Actor,
+    ActorRef,
     InlineActor,
     _Cell,
     _serve,
@@ -87,6 +90,18 @@ def _check_inline(actor_class: type[InlineActor[Any]]) -> None:
     _CHECKED_INLINE.add(actor_class)
 
 
+def _live_owner(owner: ActorRef) -> _Cell:
+    """The cell of *owner*, which must not have exited (for ``spawn(owner=)``)."""
+    cell = owner._cell
+    if cell.state == "exited":
+        raise ActorStopped(
+            f"actor {cell.path!r} has {cell.stop_reason}: it cannot own a new actor",
+            path=cell.path,
+            reason=cell.stop_reason,
+        )
+    return cell
+
+
 def _check_choice(arg: str, value: object, choices: frozenset[str]) -> None:
     if value not in choices:
         raise InvalidArgument(f"{arg} must be one of {sorted(choices)}, got {value!r}")
@@ -129,7 +144,7 @@ class _Supervisor:
         self.closed = False
         self.served = False  # has serve() run before (is this a restart)?
         self._names = itertools.count(1)
-        self.ref: SupervisorRef = SupervisorRef._create(self, None)
+        self.ref: SupervisorRef = create(SupervisorRef, self, None)
 
     # -- the supervisor's task -------------------------------------------------
 
@@ -543,8 +558,8 @@ class _Supervisor:
 
     # -- spawning ------------------------------------------------------------------
 
-    def _new_name(self, prefix: str, name: object, *, reserved_ok: bool = False) -> str:
-        checked = check_name("name", name, optional=True, reserved_ok=reserved_ok)
+    def _new_name(self, prefix: str, name: object, owner: str | None = None) -> str:
+        checked = check_name("name", name, optional=True, owner=owner)
         if checked is None:
             checked = f"{prefix}-{next(self._names)}"
             while checked in self.children:
@@ -553,7 +568,12 @@ class _Supervisor:
             raise DuplicateName(f"name {checked!r} is already taken in {self.ref!r}")
         return checked
 
-    def _check_open(self, *, stopping_ok: bool = False) -> None:
+    def check_open(self, *, stopping_ok: bool = False) -> None:
+        """Raise ``RuntimeClosed`` if this supervisor takes no new child.
+
+        It takes none once it has begun to stop, but a child with an owner
+        (*stopping_ok*) while it drains.
+        """
         if self.closed or (self.stopping and not stopping_ok):
             where = repr(self.path) if self.path else "the runtime"
             raise RuntimeClosed(f"cannot spawn: {where} has stopped")
@@ -565,13 +585,11 @@ class _Supervisor:
         name: object,
         mailbox: object,
         restart: object,
-        *,
-        stopping_ok: bool = False,
-        reserved_ok: bool = False,
+        owner: object = None,
     ) -> _Cell:
-        """Make and start a child actor; *stopping_ok* lets a draining owner still
-        spawn what it owns (an agent's context) while this supervisor stops, and
-        *reserved_ok* lets the agent layer name a context actor (a reserved name)."""
+        """Make and start a child actor (``SupervisorRef.spawn``); with an *owner*
+        (an ActorRef), linked to it, and allowed while this supervisor drains and
+        to take the owner's reserved names (``<owner>.context[.<label>]``)."""
         if not (isinstance(actor_class, type) and issubclass(actor_class, (Actor, InlineActor))):
             raise InvalidArgument(
                 f"actor_class must be a subclass of agentrio.Actor or agentrio.InlineActor, "
@@ -581,20 +599,32 @@ class _Supervisor:
             _check_inline(actor_class)
         capacity = check_int("mailbox", mailbox, 0)
         _check_choice("restart", restart, RESTART_POLICIES)
-        self._check_open(stopping_ok=stopping_ok)
-        checked = self._new_name(actor_class.__name__, name, reserved_ok=reserved_ok)
+        if owner is None:
+            self.check_open()
+            checked = self._new_name(actor_class.__name__, name)
+            cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
+            self._adopt(cell)
+            return cell
+        if not isinstance(owner, ActorRef):
+            raise InvalidArgument(f"owner must be an agentrio.ActorRef or None, got {owner!r}")
+        self.check_open(stopping_ok=True)
+        owning = _live_owner(owner)
+        checked = self._new_name(actor_class.__name__, name, owning.name)
         cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
+        # Owned before it starts: an inline actor's on_start runs in _adopt, and
+        # what it owns must already end after its owner.
+        owning.own(cell)
         self._adopt(cell)
         return cell
 
     def spawn_supervisor(self, name: object, restart: object, **options: Any) -> _Supervisor:
         _check_choice("restart", restart, RESTART_POLICIES)
-        self._check_open()
+        self.check_open()
         checked = self._new_name("supervisor", name)
         path = f"{self.path}/{checked}" if self.path else checked
         sup = _Supervisor(path, bus=self.bus, shared=self.shared, **options)
         cell = _Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
-        sup.ref = SupervisorRef._create(sup, cell)
+        sup.ref = create(SupervisorRef, sup, cell)
         self._adopt(cell)
         return sup
 

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._checks import check_seconds
-from .actor import NoPublicConstructor, _Cell, _interrupt
+from .._handles import NoPublicConstructor
+from .actor import _Cell, _interrupt
 
 if TYPE_CHECKING:
     from .actor import ActorRef
@@ -123,7 +124,7 @@ class Timers:
             nursery.start_soon(self._run, name="agentrio timers")
             self._running = True
         deadline = trio.current_time() + seconds
-        # (Not Alarm._create: the metaclass's call path costs more than the
+        # (Not create(Alarm, ...): a call costs more than the
         # steps it takes, and this is once per lone tool call.)
         alarm = object.__new__(Alarm)
         alarm._timers = self
