@@ -949,7 +949,7 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
             owners) owned by *owned*.
         ActorStopped: *owner* has exited (nothing would end *owned*).
     """
-    if not isinstance(owned, ActorRef) or not isinstance(owner, ActorRef):
+    if type(owned) is not ActorRef or type(owner) is not ActorRef:  # (no subclasses)
         raise InvalidArgument(f"link takes two ActorRefs, got {owned!r} and {owner!r}")
     child, cell = owned._cell, owner._cell
     if child.owner is cell:

@@ -94,16 +94,38 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
     Raises:
         InvalidArgument: *seconds* is not a number >= 0.
     """
-    check_seconds("seconds", seconds)
+    # (The usual float or int in one test: this runs for every lone tool call.)
+    if not ((type(seconds) is float or type(seconds) is int) and seconds >= 0):
+        check_seconds("seconds", seconds)  # (raises)
     cell = ref._cell
     timers = cell.parent.shared.timers
     if timers is None:
         return None
-    return timers.arm(cell, seconds)
+    # (Timers' arming, inlined: one call less for every lone tool call.)
+    if not timers._running and not timers._start():
+        return None
+    deadline = trio.current_time() + seconds
+    # (Not Alarm._create: the metaclass's call path costs more than the steps
+    # it takes.)
+    alarm = object.__new__(Alarm)
+    alarm._timers = timers
+    alarm._cell = cell
+    alarm.deadline = deadline
+    alarm.rang = False
+    heap = timers._heap
+    heapq.heappush(heap, (deadline, next(timers._seq), alarm))
+    timers._live += 1
+    sleep = timers._sleep
+    if sleep is not None and deadline < sleep.deadline:
+        sleep.deadline = deadline  # a shorter wait than any armed: wake for it
+    elif len(heap) > 2 * timers._live + 256:
+        timers._compact()
+    return alarm
 
 
 class Timers:
-    """The runtime's timer task and its heap of ``(deadline, seq, alarm)``."""
+    """The runtime's timer task and its heap of ``(deadline, seq, alarm)``
+    ([`interrupt_after`][agentrio.core.interrupt_after] pushes on it)."""
 
     __slots__ = ("_heap", "_live", "_root", "_running", "_seq", "_sleep")
 
@@ -115,33 +137,23 @@ class Timers:
         self._running = False
         self._sleep: trio.CancelScope | None = None
 
-    def arm(self, cell: _Cell, seconds: float) -> Alarm | None:
-        """An alarm that interrupts *cell* in *seconds*; None when the root is not running."""
-        if not self._running:
-            nursery = self._root.nursery
-            if nursery is None:
-                return None
-            nursery.start_soon(self._run, name="agentrio timers")
-            self._running = True
-        deadline = trio.current_time() + seconds
-        # (Not create(Alarm, ...): a call costs more than the
-        # steps it takes, and this is once per lone tool call.)
-        alarm = object.__new__(Alarm)
-        alarm._timers = self
-        alarm._cell = cell
-        alarm.deadline = deadline
-        alarm.rang = False
-        heapq.heappush(self._heap, (deadline, next(self._seq), alarm))
-        self._live += 1
-        sleep = self._sleep
-        if sleep is not None and deadline < sleep.deadline:
-            sleep.deadline = deadline  # a shorter wait than any armed: wake for it
-        elif len(self._heap) > 2 * self._live + 256:
-            # Disarmed alarms wait for their deadline to be popped; keep them
-            # from piling up when waits end long before it.
-            self._heap = [item for item in self._heap if item[2]._cell is not None]
-            heapq.heapify(self._heap)
-        return alarm
+    def _start(self) -> bool:
+        """Start the timer task for a first alarm; False if the root is not running."""
+        nursery = self._root.nursery
+        if nursery is None:
+            return False
+        nursery.start_soon(self._run, name="agentrio timers")
+        self._running = True
+        return True
+
+    def _compact(self) -> None:
+        """Drop the disarmed alarms from the heap.
+
+        They wait there for their deadline to be popped; this keeps them from
+        piling up when waits end long before it.
+        """
+        self._heap = [item for item in self._heap if item[2]._cell is not None]
+        heapq.heapify(self._heap)
 
     async def _run(self) -> None:
         try:
