@@ -8,10 +8,13 @@ catch. The rest has one documented home each:
 - `agentrio.errors`: every exception (the common ones are here too);
 - `agentrio.types`: the types of what agentrio hands you (results, handles,
   statistics, hook arguments, literal aliases, the context actor's messages);
-- `agentrio.testing`: scripted models and a fake LLM server.
+- `agentrio.testing`: scripted models and a fake LLM server;
+- `agentrio.core`: the kernel's primitives (link, interrupt, alarms,
+  linked asks) that the agent layer is built on;
+- `agentrio.mcp`: tools from MCP servers (the `mcp` extra).
 
-The modules behind them (``agentrio.core``, ``agentrio.agents``, ...) are
-private: their layout may change.
+The modules behind them (``agentrio.agents``, ``agentrio.providers``, ...)
+are private: their layout may change.
 """
 
 import inspect as _inspect
