@@ -69,7 +69,9 @@ async def test_a_struct_answer_is_the_output() -> None:
         (dict[str, int], '{"a": 1}', {"a": 1}),
     ],
 )
-async def test_attrs_dataclass_and_plain_types(output_type: object, text: str, value: object) -> None:
+async def test_attrs_dataclass_and_plain_types(
+    output_type: object, text: str, value: object
+) -> None:
     result = await run(spec_of(ScriptedModel([answer(text)]), output_type))
     assert (result.stop_reason, result.output, result.error) == ("done", value, "")
 
@@ -256,7 +258,7 @@ async def test_a_model_without_the_keyword_is_not_told() -> None:
 
 
 def test_output_type_that_msgspec_cannot_validate() -> None:
-    with pytest.raises(InvalidArgument, match="AgentSpec.output_type must be a type msgspec"):
+    with pytest.raises(InvalidArgument, match=r"AgentSpec\.output_type must be a type msgspec"):
         spec_of(ScriptedModel([]), lambda: 1)
 
 
@@ -293,3 +295,31 @@ def test_mypy_sees_the_output_type_flow() -> None:
     flow = pathlib.Path(__file__).with_name("typed_flow.py")
     out, err, status = api.run(["--strict", "--warn-unused-ignores", str(flow)])
     assert status == 0, out + err
+
+
+# -- over HTTP: each wire format, against the fake server ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"), [("openai", "/v1"), ("anthropic", "/v1"), ("ollama", "")]
+)
+async def test_a_typed_agent_over_http(kind: str, path: str) -> None:
+    script = [answer('{"title": "Alien"}'), answer('{"title": "Alien", "year": 1979}')]
+    async with agentrio.testing.open_fake_llm(script) as server:
+        config = agentrio.ProviderConfig(
+            name="p",
+            kind=kind,
+            base_url=server.base_url + path,
+            max_retries=0,  # type: ignore[arg-type]
+        )
+        async with agentrio.Provider(config) as provider:
+            result = await run(spec_of(provider.model("m"), Movie))
+        first, second = server.requests
+    assert (result.stop_reason, result.output) == ("done", Movie("Alien", 1979))
+    schema = OutputType(Movie, 1).schema
+    wanted = schema.strict_schema if kind == "openai" else schema.object_schema
+    assert first.output_schema == second.output_schema == wanted
+    assert second.messages[-1].content.startswith("Your answer is not valid: it does not match")
+    if kind == "anthropic":  # the answer went as the forced tool's input, and back as text
+        assert first.tool_choice == "final_result"
+        assert second.messages[-2] == ChatMessage("assistant", '{"title":"Alien"}')

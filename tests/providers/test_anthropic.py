@@ -735,7 +735,9 @@ def test_body_forces_the_output_tool() -> None:
 async def test_the_forced_tools_input_is_the_answer(stream: bool) -> None:
     answer = ModelReply(text='{"title": "Alien", "year": 1979}', usage=Usage(5, 9))
     async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
-        reply = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=MOVIE)
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=MOVIE
+        )
         (seen,) = server.requests
     assert (seen.tool_choice, seen.output_schema) == ("final_result", MOVIE.object_schema)
     assert (reply.text, reply.tool_calls) == ('{"title":"Alien","year":1979}', ())
@@ -746,7 +748,9 @@ async def test_a_wrapped_answer_is_unwrapped(stream: bool) -> None:
     tags = OutputSchema("tags", msgspec.json.schema(list[str]))
     answer = ModelReply(text='{"result": ["a", "b"]}')
     async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
-        reply = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=tags)
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=tags
+        )
     assert (reply.text, reply.tool_calls) == ('["a","b"]', ())
 
 

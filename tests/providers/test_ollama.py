@@ -459,10 +459,17 @@ def test_body_asks_for_the_format() -> None:
 @pytest.mark.parametrize("stream", [False, True])
 async def test_format_over_http(stream: bool) -> None:
     tags = OutputSchema("tags", msgspec.json.schema(list[str]))
-    answers = [ModelReply(text='{"title": "Alien", "year": 1}'), ModelReply(text='{"result": ["x"]}')]
+    answers = [
+        ModelReply(text='{"title": "Alien", "year": 1}'),
+        ModelReply(text='{"result": ["x"]}'),
+    ]
     async with open_fake_llm(answers) as server, provider(server, stream=stream) as p:
-        movie = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=9, output_schema=MOVIE)
-        listed = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=9, output_schema=tags)
+        movie = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=9, output_schema=MOVIE
+        )
+        listed = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=9, output_schema=tags
+        )
         first, second = server.requests
     assert (first.output_schema, second.output_schema) == (MOVIE.object_schema, tags.object_schema)
     assert (movie.text, listed.text) == ('{"title": "Alien", "year": 1}', '["x"]')

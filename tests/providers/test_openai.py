@@ -666,7 +666,9 @@ def test_body_asks_for_a_strict_json_schema() -> None:
 async def test_structured_output_over_http(stream: bool) -> None:
     answer = ModelReply(text='{"title": "Alien", "year": 1979}', usage=Usage(5, 9))
     async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
-        reply = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=MOVIE)
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=MOVIE
+        )
         (seen,) = server.requests
     assert reply.text == '{"title": "Alien", "year": 1979}'  # (not wrapped: as it came)
     assert seen.output_schema == MOVIE.strict_schema
@@ -677,7 +679,9 @@ async def test_a_schema_without_a_strict_form_is_sent_wrapped_not_strict(stream:
     counts = OutputSchema("counts", msgspec.json.schema(dict[str, int]))
     answer = ModelReply(text='{"result": {"a": 1}}')
     async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
-        reply = await p.complete("m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=counts)
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=counts
+        )
         (seen,) = server.requests
     form = seen.body["response_format"]
     assert isinstance(form, dict) and form["json_schema"]["strict"] is False
