@@ -107,7 +107,7 @@ def test_output_schema_of_a_class_is_its_definition_in_strict_form() -> None:
     strict = out.strict_schema
     assert isinstance(strict, dict)
     objects = _objects(strict)
-    assert len(objects) == 3  # the root, and each definition of $defs (_Outer, _Inner)
+    assert len(objects) == 2  # the root (_Outer, not kept in $defs), and _Inner's definition
     for node in objects:
         assert node["additionalProperties"] is False
         assert node["required"] == list(node["properties"])  # type: ignore[call-overload]
@@ -130,3 +130,15 @@ def test_output_schema_name_is_cleaned() -> None:
     assert OutputSchema("???", {}).name == "result"
     assert len(OutputSchema("a" * 100, {}).name) == 64
     assert repr(OutputSchema("M", {})) == "<OutputSchema M>"
+
+
+class _Node(msgspec.Struct):
+    children: list[_Node] = []
+
+
+def test_a_recursive_class_keeps_its_definition() -> None:
+    out = OutputSchema("Node", msgspec.json.schema(_Node))
+    assert out.object_schema["$defs"] == {"_Node": msgspec.json.schema(_Node)["$defs"]["_Node"]}  # type: ignore[index]
+    assert out.object_schema["properties"] == {  # type: ignore[comparison-overlap]
+        "children": {"type": "array", "items": {"$ref": "#/$defs/_Node"}}
+    }

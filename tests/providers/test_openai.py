@@ -644,18 +644,6 @@ def test_body_asks_for_a_strict_json_schema() -> None:
                 # every property required, none more allowed; no "default"
                 "required": ["title", "year"],
                 "additionalProperties": False,
-                "$defs": {
-                    "_Movie": {
-                        "title": "_Movie",
-                        "type": "object",
-                        "properties": {
-                            "title": {"type": "string"},
-                            "year": {"type": "integer"},
-                        },
-                        "required": ["title", "year"],
-                        "additionalProperties": False,
-                    }
-                },
             },
         },
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
@@ -131,9 +132,13 @@ def _object_schema(schema: Mapping[str, object]) -> tuple[dict[str, object], boo
     if isinstance(defs, dict) and isinstance(ref, str) and ref.startswith("#/$defs/"):
         # msgspec's schema of a class is a reference to its definition: the
         # wire formats want an object at the root.
-        target = defs.get(ref[len("#/$defs/") :])
+        name = ref[len("#/$defs/") :]
+        target = defs.get(name)
         if isinstance(target, dict):
             root = dict(target)
+            others = {k: v for k, v in defs.items() if k != name}
+            if ref not in json.dumps([root, others]):  # (not recursive: kept once)
+                defs = others
     wrapped = not (root.get("type") == "object" and isinstance(root.get("properties"), dict))
     if wrapped:
         root = {
@@ -142,7 +147,7 @@ def _object_schema(schema: Mapping[str, object]) -> tuple[dict[str, object], boo
             "required": ["result"],
             "additionalProperties": False,
         }
-    if isinstance(defs, dict):
+    if isinstance(defs, dict) and defs:
         root["$defs"] = defs
     return root, wrapped
 
