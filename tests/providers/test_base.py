@@ -140,5 +140,5 @@ def test_a_recursive_class_keeps_its_definition() -> None:
     out = OutputSchema("Node", msgspec.json.schema(_Node))
     assert out.object_schema["$defs"] == {"_Node": msgspec.json.schema(_Node)["$defs"]["_Node"]}  # type: ignore[index]
     assert out.object_schema["properties"] == {  # type: ignore[comparison-overlap]
-        "children": {"type": "array", "items": {"$ref": "#/$defs/_Node"}}
+        "children": {"type": "array", "items": {"$ref": "#/$defs/_Node"}, "default": []}
     }
