@@ -725,10 +725,18 @@ def test_body_forces_the_output_tool() -> None:
     both = WIRE.body("claude-x", CONVERSATION[:2], [LOOKUP], 64, False, output=MOVIE)
     assert [t["name"] for t in both["tools"]] == ["lookup", "final_result"]  # type: ignore[attr-defined]
     assert both["tool_choice"] == {"type": "any"}
-    # A tool_choice of the settings is kept.
+    # A tool_choice of the settings is sent instead (with no other tool too).
     auto = ModelSettings(tool_choice="auto")
     kept = WIRE.body("claude-x", CONVERSATION[:2], [LOOKUP], 64, False, auto, output=MOVIE)
     assert kept["tool_choice"] == {"type": "auto"}
+    alone = WIRE.body("claude-x", CONVERSATION[:2], [], 64, False, auto, output=MOVIE)
+    assert alone["tool_choice"] == {"type": "auto"}
+    # parallel_tool_calls=False still forces the answer.
+    one_at_a_time = ModelSettings(parallel_tool_calls=False)
+    serial = WIRE.body(
+        "claude-x", CONVERSATION[:2], [LOOKUP], 64, False, one_at_a_time, output=MOVIE
+    )
+    assert serial["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -165,13 +165,16 @@ def _thinking_block(block: dict[str, Any]) -> ThinkingBlock:
 
 
 def _output_tool(
-    body: dict[str, object], definitions: list[dict[str, object]], output: OutputSchema
+    body: dict[str, object],
+    definitions: list[dict[str, object]],
+    output: OutputSchema,
+    settings: ModelSettings | None,
 ) -> None:
     """No structured outputs: the answer is the input of a tool the model must call.
 
     Alone, the output tool is forced by name; beside other tools, ``any``
     forces a call of one of them (the answer, or a tool the answer needs).
-    A ``tool_choice`` of the settings is kept as it is (an answer given as
+    A ``tool_choice`` of the settings is sent instead (an answer given as
     text is read all the same).
     """
     definitions.append(
@@ -181,9 +184,14 @@ def _output_tool(
             "input_schema": output.object_schema,
         }
     )
-    if "tool_choice" not in body:
-        only = len(definitions) == 1
-        body["tool_choice"] = {"type": "tool", "name": OUTPUT_TOOL} if only else {"type": "any"}
+    if settings is not None and settings.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(settings, definitions)
+        return
+    only = len(definitions) == 1
+    forced: dict[str, object] = {"type": "tool", "name": OUTPUT_TOOL} if only else {"type": "any"}
+    if settings is not None and settings.parallel_tool_calls is False:
+        forced["disable_parallel_tool_use"] = True
+    body["tool_choice"] = forced
 
 
 class AnthropicWire:
@@ -234,7 +242,7 @@ class AnthropicWire:
         if settings is not None:
             _apply(body, settings, definitions)
         if output is not None:
-            _output_tool(body, definitions, output)
+            _output_tool(body, definitions, output, settings)
         if definitions:
             body["tools"] = definitions
         return body
