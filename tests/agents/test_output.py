@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 from collections.abc import Sequence
+from typing import Annotated
 
 import attrs
 import msgspec
@@ -14,7 +15,7 @@ import pytest
 
 import agentrio
 from agentrio import AgentSpec, ChatMessage, InvalidArgument, Limits, ModelReply, ToolCallRequest
-from agentrio.agents.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType
+from agentrio.agents.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType, output_type_of
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import OutputSchema, ToolSchema
 
@@ -285,6 +286,16 @@ def test_output_type_is_derived_once_per_spec() -> None:
     assert kind.parse('["a"]') == (["a"], "")
     assert kind.parse('["a"') == (None, "it is not JSON: Input data was truncated")
     assert kind.parse(" ") == (None, "the answer is empty")
+
+
+def test_specs_of_one_type_share_what_it_gives() -> None:
+    first = spec_of(ScriptedModel([]), Movie)
+    again = attrs.evolve(first, name="again")  # (a child's spec is made so)
+    assert output_type_of(Movie, 1) is output_type_of(Movie, 1)
+    assert output_type_of(Movie, 2) is not output_type_of(Movie, 1)
+    del first, again
+    unhashable = Annotated[list[int], msgspec.Meta(extra={"a": [1]})]
+    assert output_type_of(unhashable, 1).parse("[1]") == ([1], "")
 
 
 # -- mypy sees the type flow ---------------------------------------------------------

@@ -56,7 +56,7 @@ from .continuation import ContinuationDetector
 from .lanes import check_lane
 from .limits import Limits
 from .modes import Mode, check_mode_timeout
-from .output import OutputType
+from .output import output_type_of
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from .services import Services
@@ -356,7 +356,7 @@ class AgentSpec(Generic[OutputT]):
             _check_settings("AgentSpec.settings", self.settings, names)
         check_int("AgentSpec.output_retries", self.output_retries, 0)
         if self.output_type is not None and self.output_type is not str:
-            OutputType(self.output_type, self.output_retries)  # (checks it)
+            output_type_of(self.output_type, self.output_retries)  # (checks it, once)
             if OUTPUT_TOOL in names:
                 raise InvalidArgument(
                     f"AgentSpec.tools has a tool named {OUTPUT_TOOL!r}, the name of the "
@@ -395,7 +395,9 @@ class _SpecInfo:
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
         self.needs_caller = any(t.needs_caller for t in spec.tools)
         kind = spec.output_type
-        self.output = None if kind is None or kind is str else OutputType(kind, spec.output_retries)
+        self.output = (
+            None if kind is None or kind is str else output_type_of(kind, spec.output_retries)
+        )
         # The system prompt as the first message of a new context, and its size.
         self.system: tuple[ChatMessage, int] | None = None
         if spec.instructions:

@@ -16,7 +16,7 @@ import msgspec
 from ..errors import InvalidArgument, OutputInvalid
 from ..providers.base import OutputSchema
 
-__all__ = ["OUTPUT_RETRY_PROMPT", "WHY_CHARS", "OutputType", "TypedAnswer"]
+__all__ = ["OUTPUT_RETRY_PROMPT", "WHY_CHARS", "OutputType", "TypedAnswer", "output_type_of"]
 
 # What the model is told of a refused answer (its text is never quoted back:
 # the reason msgspec gives, cut at WHY_CHARS, says where it went wrong).
@@ -69,6 +69,27 @@ class OutputType:
             return None, _cut(f"it is not JSON: {exc}")
         except RecursionError:
             return None, "it is not JSON: nested too deeply"
+
+
+# What output types give, by (type, retries): a spec made again from another (a
+# child's, by attrs.evolve) does not build its decoder and schema again.
+_MADE: dict[tuple[object, int], OutputType] = {}
+_MADE_MOST = 256
+
+
+def output_type_of(output_type: object, retries: int) -> OutputType:
+    """The `OutputType` of *output_type*, made once (InvalidArgument if msgspec cannot)."""
+    key = (output_type, retries)
+    try:
+        made = _MADE.get(key)
+    except TypeError:  # an unhashable type (an Annotated with a list, say): not kept
+        return OutputType(output_type, retries)
+    if made is None:
+        made = OutputType(output_type, retries)
+        if len(_MADE) >= _MADE_MOST:
+            _MADE.clear()
+        _MADE[key] = made
+    return made
 
 
 _TAKES: dict[type, bool] = {}
