@@ -27,6 +27,7 @@ catch the second without hiding the first:
     │   │   └── UsageInvalid        the usage reported is negative, NaN or infinite
     │   └── AuthError               401 / 403: the key is missing or wrong
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
+    ├── OutputInvalid               a typed answer failed validation past its retries
     ├── ToolError                   a tool call could not produce a result
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
@@ -57,6 +58,7 @@ __all__ = [
     "InvalidArgument",
     "MailboxFull",
     "NotAMessage",
+    "OutputInvalid",
     "PermissionEscalation",
     "ProviderError",
     "ProviderUnavailable",
@@ -129,6 +131,17 @@ class HelperTurnsExceeded(AgentrioError):
     def __init__(self, message: str, *, result: object) -> None:
         super().__init__(message)
         self.result = result
+
+
+class OutputInvalid(AgentrioError):
+    """The model's answer did not match the agent's ``output_type``, past its retries.
+
+    A phase is not ended by raising it: a phase of an agent with an
+    ``AgentSpec.output_type`` whose answers all failed validation ends with
+    ``stop_reason == "error"``, ``error_type == "OutputInvalid"`` and, in
+    ``error``, why the last answer was refused; its ``output`` is ``None``.
+    See [Typed outputs][typed-outputs].
+    """
 
 
 class ToolError(AgentrioError):

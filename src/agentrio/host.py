@@ -43,7 +43,7 @@ from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
 from .core.ref import SupervisorRef
 from .errors import RuntimeClosed, SelfAsk
-from .messages import Event, Lane, ModelSettings, PhaseResult, ToolCallRequest
+from .messages import Event, Lane, ModelSettings, OutputT, PhaseResult, ToolCallRequest
 from .runtime import Runtime, open_runtime
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
+_Out = TypeVar("_Out")  # an agent's output type
 
 
 class _RuntimeOptions(TypedDict, total=False):
@@ -172,12 +173,12 @@ async def _serve(options: _RuntimeOptions, *, task_status: Any) -> None:
 
 
 def run_sync(
-    spec: AgentSpec,
+    spec: AgentSpec[_Out],
     user_message: str,
     *,
     name: str | None = None,
     **options: Unpack[_RunSyncOptions],
-) -> PhaseResult:
+) -> PhaseResult[_Out]:
     """Run one phase of a new agent in a runtime of its own, and stop it: the simplest case.
 
     Opens a runtime as [`open_runtime_sync`][agentrio.open_runtime_sync] does,
@@ -364,12 +365,12 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
 
     def spawn_agent(
         self,
-        spec: AgentSpec,
+        spec: AgentSpec[_Out],
         *,
         under: SupervisorRef | None = None,
         name: str | None = None,
         budget: Budget | None = None,
-    ) -> BlockingAgent:
+    ) -> BlockingAgent[_Out]:
         """Start an agent from *spec*, as a child of the root or of *under*.
 
         As [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent] does, with
@@ -410,12 +411,12 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
 
     async def aspawn_agent(
         self,
-        spec: AgentSpec,
+        spec: AgentSpec[_Out],
         *,
         under: SupervisorRef | None = None,
         name: str | None = None,
         budget: Budget | None = None,
-    ) -> BlockingAgent:
+    ) -> BlockingAgent[_Out]:
         """``spawn_agent()``, awaited."""
         agent = await self._acall(
             functools.partial(
@@ -543,7 +544,7 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
         await anyio.to_thread.run_sync(self._close, exc is not None)
 
 
-class BlockingAgent(metaclass=NoPublicConstructor):
+class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
     """An agent of a [`BlockingRuntime`][agentrio.types.BlockingRuntime], from its ``spawn_agent``.
 
     No public constructor. Its methods are
@@ -558,12 +559,12 @@ class BlockingAgent(metaclass=NoPublicConstructor):
 
     __slots__ = ("_agent", "_host")
 
-    def __init__(self, host: BlockingRuntime, agent: AgentRef) -> None:
+    def __init__(self, host: BlockingRuntime, agent: AgentRef[OutputT]) -> None:
         self._host = host
         self._agent = agent
 
     @property
-    def agent(self) -> AgentRef:
+    def agent(self) -> AgentRef[OutputT]:
         """The [`AgentRef`][agentrio.AgentRef] itself: use it only in the runtime's thread."""
         return self._agent
 
@@ -578,14 +579,14 @@ class BlockingAgent(metaclass=NoPublicConstructor):
         return self._agent.path
 
     @property
-    def spec(self) -> AgentSpec:
+    def spec(self) -> AgentSpec[OutputT]:
         """The spec it was spawned from."""
         return self._agent.spec
 
     def __repr__(self) -> str:
         return f"<BlockingAgent {self._agent.path!r}>"
 
-    def run(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult:
+    def run(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult[OutputT]:
         """Run one phase and return its result, as [`AgentRef.run`][agentrio.AgentRef.run] does.
 
         Phases of one agent run one at a time, in the order they were asked for,
@@ -607,7 +608,7 @@ class BlockingAgent(metaclass=NoPublicConstructor):
         """
         return self._host._call(functools.partial(self._agent.run, user_message, **options))
 
-    async def arun(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult:
+    async def arun(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult[OutputT]:
         """``run()``, awaited: cancelling the caller cancels the phase and waits for it."""
         return await self._host._acall(functools.partial(self._agent.run, user_message, **options))
 

@@ -9,11 +9,17 @@ or handles. New fields get defaults (msgspec's schema-evolution rules).
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+import sys
+from typing import Annotated, Generic, Literal
 
 import msgspec
 
 from .errors import InvalidArgument
+
+if sys.version_info >= (3, 13):
+    from typing import TypeVar
+else:  # (a TypeVar with a default: PEP 696)
+    from typing_extensions import TypeVar
 
 __all__ = [
     "ActorExited",
@@ -66,8 +72,13 @@ __all__ = [
     "EventsLost",
     "Lane",
     "Message",
+    "OutputT",
     "SupervisorEscalated",
 ]
+
+OutputT = TypeVar("OutputT", default=str, covariant=True)
+"""The type of a phase's ``output``: an ``AgentSpec``'s ``output_type`` (``str``,
+plain text, without one)."""
 
 
 class Message(msgspec.Struct, frozen=True, tag=True, gc=False):
@@ -218,9 +229,10 @@ StopReason = Literal[
   times, 2 by default), or got identical results in a row
   (``Limits.max_identical_results``, 3 by default).
 - ``"error"``: the model call raised or returned something that is not a
-  ``ModelReply``, ``on_step`` or the ``continuation_detector`` raised, or a
+  ``ModelReply``, ``on_step`` or the ``continuation_detector`` raised, a
   provider's tool-call arguments could not be parsed ``max_parse_retries``
-  turns in a row.
+  turns in a row, or the answers did not match the spec's ``output_type``
+  (``error_type`` ``"OutputInvalid"``: see ``AgentSpec.output_retries``).
 - ``"cancelled"``: the task awaiting the phase's ``run()`` (or ``execute()``,
   or the ``map`` or agent tool that ran it) was cancelled. Nobody receives the
   ``PhaseResult``; the ``PhaseEnded`` event and the run summary carry the
@@ -672,18 +684,27 @@ class RunPhase(Message, frozen=True, tag=True):
     settings: ModelSettings | None = None
 
 
-class PhaseResult(Message, frozen=True, tag=True):
+class PhaseResult(Message, Generic[OutputT], frozen=True, tag=True):
     """What a phase produced. It carries no token, cost or budget data on purpose:
     see ``AgentRef.usage`` and ``Runtime.usage``.
+
+    It is generic in its ``output``'s type: ``PhaseResult[Movie]`` is what
+    an agent spawned from an ``AgentSpec[Movie]`` (one with
+    ``output_type=Movie``) returns, and a type checker knows its
+    ``output`` is a ``Movie | None`` (see [Typed outputs][typed-outputs]).
 
     Attributes:
         final_text: the model's last text ("" if it gave none).
         tool_calls: every tool call of the phase with its result, in order.
         stop_reason: why the phase ended.
         error_type: when *stop_reason* is ``"error"``, the class name of the
-            exception that ended the phase (as in its ``PhaseError`` event);
-            otherwise ``""``.
+            exception that ended the phase (as in its ``PhaseError`` event;
+            ``"OutputInvalid"`` when the answers did not match the spec's
+            ``output_type``); otherwise ``""``.
         error: when *stop_reason* is ``"error"``, its ``str()``; otherwise ``""``.
+        output: when *stop_reason* is ``"done"``, the answer: the value
+            parsed from it and validated as the spec's ``output_type``, or,
+            without one, ``final_text``; otherwise ``None``.
     """
 
     final_text: str
@@ -691,6 +712,7 @@ class PhaseResult(Message, frozen=True, tag=True):
     stop_reason: StopReason
     error_type: str = ""
     error: str = ""
+    output: OutputT | None = None
 
 
 # -- agent events ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
@@ -43,6 +43,8 @@ from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
 
 __all__ = ["Runtime", "open_runtime"]
+
+_T = TypeVar("_T")  # an agent's output type
 
 
 class _Configured:
@@ -120,12 +122,12 @@ class Runtime(SupervisorRef):
 
     async def spawn_agent(
         self,
-        spec: AgentSpec,
+        spec: AgentSpec[_T],
         *,
         under: SupervisorRef | None = None,
         name: str | None = None,
         budget: Budget | None = None,
-    ) -> AgentRef:
+    ) -> AgentRef[_T]:
         """Start an agent from *spec*, as a child of the root or of *under*.
 
         It is a transient child; its context actors are spawned beside it,
@@ -255,13 +257,13 @@ class Runtime(SupervisorRef):
 
     async def map(
         self,
-        spec: AgentSpec,
+        spec: AgentSpec[_T],
         inputs: Sequence[str],
         *,
         under: SupervisorRef | None = None,
         concurrency: int = 10,
         budget: Budget | None = None,
-    ) -> list[PhaseResult | ActorError]:
+    ) -> list[PhaseResult[_T] | ActorError]:
         """Run one phase per input, each on a fresh agent from *spec*, *concurrency* at once.
 
         The agents are spawned under the root, or under *under*, named

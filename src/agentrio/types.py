@@ -38,7 +38,7 @@ from .messages import (
     ToolStatus,
     Turn,
 )
-from .providers.base import AttemptMeter, ToolSchema
+from .providers.base import AttemptMeter, OutputSchema, ToolSchema
 from .providers.provider import ProviderModel, ProviderStatistics
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "AttemptMeter",
     "Rule",
     "ToolSchema",
+    "OutputSchema",
     # parts of messages
     "ThinkingBlock",
     "Turn",

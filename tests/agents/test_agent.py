@@ -403,6 +403,7 @@ def test_phase_result_carries_no_accounting() -> None:
         "stop_reason",
         "error_type",
         "error",
+        "output",
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -1691,3 +1692,66 @@ async def test_a_tool_running_its_own_agent_is_a_self_ask(
             result = await agent.run("go")
     assert result.tool_calls[0].status == "failed"
     assert "SelfAsk" in result.tool_calls[0].content
+
+
+# -- typed outputs ---------------------------------------------------------------------
+
+
+class Verdict(msgspec.Struct):
+    ok: bool
+    why: str
+
+
+def verdict_model() -> FunctionModel:
+    """Answers with a Verdict on the last user message: ok if it says 'good'."""
+
+    def reply(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        task = [m.content for m in messages if m.role == "user"][-1]
+        return text(msgspec.json.encode(Verdict("good" in task, task)).decode())
+
+    return FunctionModel(reply)
+
+
+async def test_map_returns_typed_results(autojump_clock: trio.testing.MockClock) -> None:
+    spec = AgentSpec("judge", verdict_model(), output_type=Verdict)
+    async with agentrio.open_runtime() as rt:
+        results = await rt.map(spec, ["good one", "bad one"])
+        lead = await rt.spawn_agent(lead_spec(ScriptedModel([])))
+        below = await lead.map(spec, ["good two"])
+        child = await lead.spawn_subagent(spec)
+        alone = await child.run("bad two")
+    outputs = [r.output for r in [*results, *below] if isinstance(r, PhaseResult)]
+    assert outputs == [
+        Verdict(True, "good one"),
+        Verdict(False, "bad one"),
+        Verdict(True, "good two"),
+    ]
+    assert alone.output == Verdict(False, "bad two")
+
+
+async def test_an_agent_tool_returns_its_childs_typed_output_as_json(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    judge = agent_tool(AgentSpec("judge", verdict_model(), output_type=Verdict))
+    assert judge.schema.description == "Give the judge agent a task; it answers in JSON."
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(
+            lead_spec(one_call_model("judge", task="a good plan"), tools=[judge, lookup])
+        )
+        result = await lead.run("judge it")
+    # The child's value, encoded (not its reply's text as written: the same fields here).
+    assert result.tool_calls[0].content == '{"ok":true,"why":"a good plan"}'
+    assert result.final_text == 'saw: {"ok":true,"why":"a good plan"}'
+
+
+async def test_an_agent_tool_whose_child_answers_no_valid_output(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    vague = FunctionModel(lambda messages, tools: text("I think it is fine"))
+    judge = agent_tool(AgentSpec("judge", vague, output_type=Verdict, output_retries=0))
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(
+            lead_spec(one_call_model("judge", task="x"), tools=[judge, lookup])
+        )
+        result = await lead.run("judge it")
+    assert result.tool_calls[0].content == "I think it is fine\n(stop_reason: error)"

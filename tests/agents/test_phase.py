@@ -116,6 +116,7 @@ async def test_done_with_final_text(autojump_clock: trio.testing.MockClock) -> N
             ToolResult(id="call_1", name="echo", arguments={"x": 1}, status="ok", content="echo 1"),
         ),
         stop_reason="done",
+        output="the end",
     )
     assert model.remaining == 0
 
@@ -2076,7 +2077,7 @@ async def test_lone_call_timeout_is_a_result_and_the_phase_goes_on(
         assert trio.current_time() - t0 == 5
         stats = agent.statistics()
         await trio.testing.wait_all_tasks_blocked()
-    assert result == PhaseResult("after", (timed_out(5),), "done")
+    assert result == PhaseResult("after", (timed_out(5),), "done", output="after")
     # the next model turn saw the timeout as the call's result
     assert len(model.calls) == 2
     assert [m.role for m in model.calls[1]] == ["system", "user", "assistant", "tool"]
@@ -2122,7 +2123,10 @@ async def test_two_lone_timeouts_in_a_row(
         stats = agent.statistics()
         await trio.testing.wait_all_tasks_blocked()
     assert result == PhaseResult(
-        "after both", (timed_out(5, 1), timed_out(5, 2, id="call_2")), "done"
+        "after both",
+        (timed_out(5, 1), timed_out(5, 2, id="call_2")),
+        "done",
+        output="after both",
     )
     assert [m.content for m in tool_messages(model.calls[2])] == [
         "tool 'nap' timed out after 5 s",
@@ -2203,7 +2207,7 @@ async def test_a_lone_direct_call_that_times_out(autojump_clock: trio.testing.Mo
         # the agent goes on working
         again = await agent.run("y", direct_tool_calls=[call("echo", x=2)])
         stats = agent.statistics()
-    assert result == PhaseResult("", (timed_out(5),), "done")
+    assert result == PhaseResult("", (timed_out(5),), "done", output="")
     assert [(r.status, r.content) for r in again.tool_calls] == [("ok", "echo 2")]
     assert (stats.restarts, stats.messages_handled) == (0, 2)
     assert model.calls == []
@@ -2340,6 +2344,7 @@ async def test_the_phase_after_a_cut_phase_sees_its_history(
         "second",
         (ToolResult(id="call_2", name="echo", arguments={"x": 7}, status="ok", content="echo 7"),),
         "done",
+        output="second",
     )
     last = model.calls[3]
     assert [m.role for m in last] == [

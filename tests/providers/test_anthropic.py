@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import wirefuzz
 from hypothesis import given
@@ -29,7 +30,7 @@ from agentrio.errors import BadResponse
 from agentrio.providers.anthropic import API_VERSION, AnthropicWire
 from agentrio.providers.bounded import TooLarge
 from agentrio.testing import FakeLLMServer, open_fake_llm
-from agentrio.types import ThinkingBlock, ToolSchema
+from agentrio.types import OutputSchema, ThinkingBlock, ToolSchema
 
 WIRE = AnthropicWire()
 LOOKUP = ToolSchema(
@@ -697,3 +698,92 @@ def test_settings_the_wire_has_no_place_for_are_errors(settings: ModelSettings, 
 
 def test_the_version_header_is_configurable() -> None:
     assert AnthropicWire("2024-01-01").headers("k")["anthropic-version"] == "2024-01-01"
+
+
+# -- typed outputs: a forced final_result tool -----------------------------------------
+
+
+class _Movie(msgspec.Struct):
+    title: str
+    year: int = 0
+
+
+MOVIE = OutputSchema("Movie", msgspec.json.schema(_Movie))
+
+
+def test_body_forces_the_output_tool() -> None:
+    body = WIRE.body("claude-x", CONVERSATION[:2], [], 64, False, output=MOVIE)
+    assert body["tools"] == [
+        {
+            "name": "final_result",
+            "description": "Give your final answer (Movie) as this tool's input.",
+            "input_schema": MOVIE.object_schema,
+        }
+    ]
+    assert body["tool_choice"] == {"type": "tool", "name": "final_result"}
+    # Beside other tools: any tool, the answer or one the answer needs.
+    both = WIRE.body("claude-x", CONVERSATION[:2], [LOOKUP], 64, False, output=MOVIE)
+    assert [t["name"] for t in both["tools"]] == ["lookup", "final_result"]  # type: ignore[attr-defined]
+    assert both["tool_choice"] == {"type": "any"}
+    # A tool_choice of the settings is sent instead (with no other tool too).
+    auto = ModelSettings(tool_choice="auto")
+    kept = WIRE.body("claude-x", CONVERSATION[:2], [LOOKUP], 64, False, auto, output=MOVIE)
+    assert kept["tool_choice"] == {"type": "auto"}
+    alone = WIRE.body("claude-x", CONVERSATION[:2], [], 64, False, auto, output=MOVIE)
+    assert alone["tool_choice"] == {"type": "auto"}
+    # parallel_tool_calls=False still forces the answer.
+    one_at_a_time = ModelSettings(parallel_tool_calls=False)
+    serial = WIRE.body(
+        "claude-x", CONVERSATION[:2], [LOOKUP], 64, False, one_at_a_time, output=MOVIE
+    )
+    assert serial["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_forced_tools_input_is_the_answer(stream: bool) -> None:
+    answer = ModelReply(text='{"title": "Alien", "year": 1979}', usage=Usage(5, 9))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=MOVIE
+        )
+        (seen,) = server.requests
+    assert (seen.tool_choice, seen.output_schema) == ("final_result", MOVIE.object_schema)
+    assert (reply.text, reply.tool_calls) == ('{"title":"Alien","year":1979}', ())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_wrapped_answer_is_unwrapped(stream: bool) -> None:
+    tags = OutputSchema("tags", msgspec.json.schema(list[str]))
+    answer = ModelReply(text='{"result": ["a", "b"]}')
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=tags
+        )
+    assert (reply.text, reply.tool_calls) == ('["a","b"]', ())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_answer_wins_over_other_calls_of_its_reply(stream: bool) -> None:
+    answer = ModelReply(
+        tool_calls=(
+            ToolCallRequest("lookup", {"key": "z"}),
+            ToolCallRequest("final_result", {"title": "Alien"}),
+        )
+    )
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [LOOKUP], max_output_tokens=50, output_schema=MOVIE
+        )
+        (seen,) = server.requests
+    assert seen.tool_choice == "required"
+    assert (reply.text, reply.tool_calls) == ('{"title":"Alien"}', ())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_other_tool_calls_go_through(stream: bool) -> None:
+    answer = ModelReply(tool_calls=(ToolCallRequest("lookup", {"key": "z"}, id="t1"),))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [LOOKUP], max_output_tokens=50, output_schema=MOVIE
+        )
+    assert (reply.text, [c.name for c in reply.tool_calls]) == ("", ["lookup"])

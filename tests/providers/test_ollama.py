@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import wirefuzz
 from hypothesis import given
@@ -28,7 +29,7 @@ from agentrio.errors import BadResponse
 from agentrio.providers.bounded import TooLarge
 from agentrio.providers.ollama import OllamaWire
 from agentrio.testing import FakeLLMServer, open_fake_llm
-from agentrio.types import ToolSchema
+from agentrio.types import OutputSchema, ToolSchema
 
 WIRE = OllamaWire()
 LOOKUP = ToolSchema(
@@ -436,3 +437,39 @@ async def test_settings_reach_the_server() -> None:
     first, second = (r.body for r in server.requests)
     assert first["options"] == {"num_ctx": 4096, "num_predict": 5} and first["keep_alive"] == 0
     assert second["options"] == {"num_ctx": 4096, "num_predict": 6, "seed": 9}
+
+
+# -- typed outputs: format -------------------------------------------------------------
+
+
+class _Movie(msgspec.Struct):
+    title: str
+    year: int = 0
+
+
+MOVIE = OutputSchema("Movie", msgspec.json.schema(_Movie))
+
+
+def test_body_asks_for_the_format() -> None:
+    body = WIRE.body("llama", CONVERSATION[:2], [], 64, False, output=MOVIE)
+    assert body["format"] == MOVIE.object_schema
+    assert "format" not in WIRE.body("llama", CONVERSATION[:2], [], 64, False)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_format_over_http(stream: bool) -> None:
+    tags = OutputSchema("tags", msgspec.json.schema(list[str]))
+    answers = [
+        ModelReply(text='{"title": "Alien", "year": 1}'),
+        ModelReply(text='{"result": ["x"]}'),
+    ]
+    async with open_fake_llm(answers) as server, provider(server, stream=stream) as p:
+        movie = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=9, output_schema=MOVIE
+        )
+        listed = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=9, output_schema=tags
+        )
+        first, second = server.requests
+    assert (first.output_schema, second.output_schema) == (MOVIE.object_schema, tags.object_schema)
+    assert (movie.text, listed.text) == ('{"title": "Alien", "year": 1}', '["x"]')

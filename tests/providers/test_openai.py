@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 import wirefuzz
 from hypothesis import given
@@ -29,7 +30,7 @@ from agentrio.errors import BadResponse
 from agentrio.providers.bounded import TooLarge
 from agentrio.providers.openai import OpenAIWire
 from agentrio.testing import FakeLLMServer, open_fake_llm
-from agentrio.types import ToolSchema
+from agentrio.types import OutputSchema, ToolSchema
 
 WIRE = OpenAIWire()
 LOOKUP = ToolSchema(
@@ -616,3 +617,61 @@ def test_settings_the_wire_has_no_place_for_are_errors(settings: ModelSettings, 
         WIRE.body("m", CONVERSATION, [], 8, False, settings)
     with pytest.raises(InvalidArgument, match=named):
         WIRE.check_settings(settings)
+
+
+# -- typed outputs: structured outputs ------------------------------------------------
+
+
+class _Movie(msgspec.Struct):
+    title: str
+    year: int = 0
+
+
+MOVIE = OutputSchema("Movie", msgspec.json.schema(_Movie))
+
+
+def test_body_asks_for_a_strict_json_schema() -> None:
+    body = WIRE.body("gpt-x", CONVERSATION[:2], [], 64, False, output=MOVIE)
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "Movie",
+            "strict": True,
+            "schema": {
+                "title": "_Movie",
+                "type": "object",
+                "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
+                # every property required, none more allowed; no "default"
+                "required": ["title", "year"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    assert "response_format" not in WIRE.body("gpt-x", CONVERSATION[:2], [], 64, False)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_structured_output_over_http(stream: bool) -> None:
+    answer = ModelReply(text='{"title": "Alien", "year": 1979}', usage=Usage(5, 9))
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=MOVIE
+        )
+        (seen,) = server.requests
+    assert reply.text == '{"title": "Alien", "year": 1979}'  # (not wrapped: as it came)
+    assert seen.output_schema == MOVIE.strict_schema
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_schema_without_a_strict_form_is_sent_wrapped_not_strict(stream: bool) -> None:
+    counts = OutputSchema("counts", msgspec.json.schema(dict[str, int]))
+    answer = ModelReply(text='{"result": {"a": 1}}')
+    async with open_fake_llm([answer]) as server, provider(server, stream=stream) as p:
+        reply = await p.complete(
+            "m", CONVERSATION[:2], [], max_output_tokens=50, output_schema=counts
+        )
+        (seen,) = server.requests
+    form = seen.body["response_format"]
+    assert isinstance(form, dict) and form["json_schema"]["strict"] is False
+    assert seen.output_schema == counts.object_schema
+    assert reply.text == '{"a":1}'  # unwrapped from "result"

@@ -796,3 +796,119 @@ async def test_cli_serves_until_interrupted() -> None:
                 await process.wait()
         if process.stdout is not None:
             await process.stdout.aclose()
+
+
+# -- structured outputs and forced tools -----------------------------------------------
+
+OBJECT = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}},
+    "required": ["a"],
+    "additionalProperties": False,
+}
+
+
+def schema_format(schema: dict[str, Any], strict: bool = True) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "A", "schema": schema, "strict": strict}}
+
+
+async def test_requests_for_an_answer_of_a_schema_are_read() -> None:
+    an_tool = {"name": "final_result", "input_schema": OBJECT}
+    async with open_fake_llm([TEXT, TEXT, TEXT, TEXT]) as server, client(server) as c:
+        oa = await c.post(
+            PATHS["openai"], json=body("openai", response_format=schema_format(OBJECT))
+        )
+        ol = await c.post(PATHS["ollama"], json=body("ollama", format=OBJECT))
+        ol_json = await c.post(PATHS["ollama"], json=body("ollama", format="json"))
+        an = await c.post(
+            PATHS["anthropic"],
+            json=body(
+                "anthropic",
+                tools=[an_tool],
+                tool_choice={"type": "tool", "name": "final_result"},
+            ),
+        )
+    assert [r.status_code for r in (oa, ol, ol_json, an)] == [200] * 4
+    seen = [(r.api, r.output_schema, r.tool_choice) for r in server.requests]
+    assert seen == [
+        ("openai", OBJECT, None),
+        ("ollama", OBJECT, None),
+        ("ollama", None, None),
+        ("anthropic", OBJECT, "final_result"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("api", "extra", "why"),
+    [
+        ("openai", {"response_format": {"type": "json_schema"}}, "needs 'json_schema'"),
+        ("openai", {"response_format": {"type": "xml"}}, "response_format"),
+        (
+            "openai",
+            {"response_format": schema_format({"type": "array", "items": {}})},
+            "root must be an object",
+        ),
+        (
+            "openai",
+            {"response_format": schema_format({**OBJECT, "additionalProperties": True})},
+            "'additionalProperties' must be false",
+        ),
+        (
+            "openai",
+            {"response_format": schema_format({**OBJECT, "required": []})},
+            "'required' must list every property",
+        ),
+        (
+            "openai",
+            {
+                "response_format": schema_format(
+                    {**OBJECT, "properties": {"a": {"type": "object", "properties": {}}}}
+                )
+            },
+            "schema.properties.a: 'additionalProperties' must be false",
+        ),
+        ("openai", {"tool_choice": "required"}, "only allowed when tools"),
+        ("anthropic", {"tool_choice": {"type": "tool", "name": "x"}}, "needs tools"),
+        (
+            "anthropic",
+            {"tools": [{"name": "a"}], "tool_choice": {"type": "tool", "name": "b"}},
+            "names tool 'b'",
+        ),
+        ("ollama", {"format": "yaml"}, "format"),
+    ],
+)
+async def test_bad_requests_for_a_schema_or_a_tool_are_400(
+    api: str, extra: dict[str, Any], why: str
+) -> None:
+    async with open_fake_llm([TEXT]) as server, client(server) as c:
+        r = await c.post(PATHS[api], json=body(api, **extra))
+    error = r.json()["error"]
+    assert r.status_code == 400 and why in (error if api == "ollama" else error["message"])
+    assert server.statistics().rejected == {400: 1}
+
+
+async def test_a_non_strict_schema_is_taken_as_it_is() -> None:
+    loose = {"type": "object", "additionalProperties": {"type": "integer"}}
+    async with open_fake_llm([TEXT]) as server, client(server) as c:
+        r = await c.post(
+            PATHS["openai"], json=body("openai", response_format=schema_format(loose, False))
+        )
+    assert r.status_code == 200 and server.requests[0].output_schema == loose
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_text_reply_to_a_forced_tool_goes_out_as_its_call(stream: bool) -> None:
+    answers = [Reply(text='{"a": 1}'), Reply(text="not an object")]
+    tools = [{"name": "lookup"}, {"name": "final_result"}]
+    forced = body("anthropic", stream=stream, tools=tools, tool_choice={"type": "any"})
+    async with open_fake_llm(answers) as server, client(server) as c:
+        if stream:
+            first, _ = await post_stream(c, "anthropic", forced)
+            raw, _ = await post_stream(c, "anthropic", forced)
+            second = streamed_text("anthropic", raw)
+        else:
+            first = json.dumps((await c.post(PATHS["anthropic"], json=forced)).json())
+            second = json.dumps((await c.post(PATHS["anthropic"], json=forced)).json())
+    assert server.requests[0].tool_choice == "required"
+    assert "final_result" in first and '"a"' in first
+    assert "not an object" in second  # (a text that is no object goes out as text)

@@ -13,7 +13,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import attrs
 import trio
@@ -28,6 +28,7 @@ from ..messages import (
     ContextReadTurns,
     Lane,
     ModelSettings,
+    OutputT,
     PhaseResult,
     RunPhase,
     ToolCallRequest,
@@ -36,6 +37,7 @@ from ..messages import (
     WorkspaceWriteFailed,
 )
 from ..providers.base import (
+    OUTPUT_TOOL,
     Model,
     Prices,
     ToolSchema,
@@ -54,6 +56,7 @@ from .continuation import ContinuationDetector
 from .lanes import check_lane
 from .limits import Limits
 from .modes import Mode, check_mode_timeout
+from .output import output_type_of
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from .services import Services
@@ -68,6 +71,8 @@ if TYPE_CHECKING:
     from .router import Router
 
 __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
+
+_T = TypeVar("_T")  # an agent's output type
 
 
 @attrs.frozen
@@ -121,7 +126,7 @@ def _to_lane(value: object) -> Lane:
 
 
 @attrs.frozen
-class AgentSpec:
+class AgentSpec(Generic[OutputT]):
     """Everything that defines an agent; one spec can be spawned many times.
 
     Spawn it with [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent].
@@ -219,6 +224,22 @@ class AgentSpec:
             ``settings`` keyword on its ``complete``) and be able to send
             each one (its ``check_settings``, if it has one), else
             ``InvalidArgument``. Summary calls (compaction) go without them.
+        output_type: the type of its answers (None, the default, or ``str``:
+            plain text): a ``msgspec.Struct``, an attrs class, a dataclass,
+            or a type such as ``list[str]``; the spec is then an
+            ``AgentSpec[T]`` and its phases' results ``PhaseResult[T]``s.
+            A phase's answer (a reply without tool calls) is parsed as JSON
+            and validated as that type, and its ``output`` is the value. A
+            model that takes an ``output_schema`` keyword (a provider's)
+            is told the type's JSON schema: OpenAI's structured outputs,
+            Ollama's ``format``, Anthropic's forced tool ``final_result``
+            (so no tool of the spec may be named so). See [Typed
+            outputs][typed-outputs].
+        output_retries: how many refused answers in a phase are sent back to
+            the model, with why they were refused, for another answer (each
+            one more model call of the phase's ``max_iterations``); past
+            them the phase ends with ``"error"`` (``error_type``
+            ``"OutputInvalid"``). Default 1.
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -248,7 +269,9 @@ class AgentSpec:
             message names the key, never a value); a *continuation_detector*
             that is not callable; a *lane* that is not a lane's name;
             *settings* that is not a ``ModelSettings``, or whose
-            ``tool_choice`` names a tool the spec does not have.
+            ``tool_choice`` names a tool the spec does not have; an
+            *output_type* msgspec cannot validate, or with a tool named
+            ``final_result``; *output_retries* not an int >= 0.
         ConfigError: *model* is a string with a colon that is not a valid
             ``"instance:model"``.
     """
@@ -275,6 +298,8 @@ class AgentSpec:
     compaction: Compaction | None = None
     lane: Lane = attrs.field(default=DEFAULT_LANE, converter=_to_lane)
     settings: ModelSettings | None = None
+    output_type: type[OutputT] | None = None
+    output_retries: int = 1
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -329,6 +354,14 @@ class AgentSpec:
             )
         if self.settings is not None:
             _check_settings("AgentSpec.settings", self.settings, names)
+        check_int("AgentSpec.output_retries", self.output_retries, 0)
+        if self.output_type is not None and self.output_type is not str:
+            output_type_of(self.output_type, self.output_retries)  # (checks it, once)
+            if OUTPUT_TOOL in names:
+                raise InvalidArgument(
+                    f"AgentSpec.tools has a tool named {OUTPUT_TOOL!r}, the name of the "
+                    f"tool a typed answer is given with (AgentSpec.output_type)"
+                )
         for hook in (
             "on_step",
             "token_estimator",
@@ -348,18 +381,23 @@ class _SpecInfo:
         "estimator",
         "model_facts",
         "needs_caller",
+        "output",
         "schemas",
         "system",
         "tool_set",
         "tools",
     )
 
-    def __init__(self, spec: AgentSpec) -> None:
+    def __init__(self, spec: AgentSpec[object]) -> None:
         self.tools = {t.name: t for t in spec.tools}
         self.tool_set = frozenset(self.tools)
         self.schemas = tuple(t.schema for t in spec.tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
         self.needs_caller = any(t.needs_caller for t in spec.tools)
+        kind = spec.output_type
+        self.output = (
+            None if kind is None or kind is str else output_type_of(kind, spec.output_retries)
+        )
         # The system prompt as the first message of a new context, and its size.
         self.system: tuple[ChatMessage, int] | None = None
         if spec.instructions:
@@ -379,7 +417,7 @@ class _SpecInfo:
         return tuple(s for s in self.schemas if s.name in names)
 
 
-def _spec_info(spec: AgentSpec) -> _SpecInfo:
+def _spec_info(spec: AgentSpec[object]) -> _SpecInfo:
     # Cached on the spec itself (not in a dict keyed by it): a spec need not be
     # hashable, since the model object it holds may not be.
     info = spec._info
@@ -490,7 +528,7 @@ class _AgentState:
 
     def __init__(
         self,
-        spec: AgentSpec,
+        spec: AgentSpec[object],
         services: Services,
         sup: SupervisorRef,
         budget: Budget,
@@ -725,7 +763,7 @@ class AgentActor(Actor[RunPhase]):
         self.state = state
         state.phase = None  # (left over from a phase that ended in a crash)
 
-    def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult]:
+    def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult[object]]:
         # Returns the phase's coroutine rather than awaiting it: one frame less
         # on each of 10k live agents' stacks (and for the cyclic GC to walk).
         state = self.state
@@ -739,7 +777,7 @@ class AgentActor(Actor[RunPhase]):
             return self._escalating(msg, Phase(state, msg))
         return Phase(state, msg).run()
 
-    def _again(self, msg: RunPhase, phase: Phase) -> Coroutine[object, None, PhaseResult]:
+    def _again(self, msg: RunPhase, phase: Phase) -> Coroutine[object, None, PhaseResult[object]]:
         """Go on with the interrupted *phase*: interrupted by its lone tool call's
         alarm, it goes on from that call, a timeout; by the cancelled caller of
         its ``run()`` (a linked ask: ``withdrawn``), or by anything else, it ends
@@ -752,7 +790,7 @@ class AgentActor(Actor[RunPhase]):
             return self._escalating(msg, phase)
         return phase.run()
 
-    async def _on_model(self, msg: RunPhase, phase: Phase) -> PhaseResult:
+    async def _on_model(self, msg: RunPhase, phase: Phase) -> PhaseResult[object]:
         """Run *phase* on ``msg.model`` (``run(model=...)``), then go back to the
         agent's own model. (Not escalated by ``escalate_on_stall``, which is
         about the agent's own model; ``respond()`` escalates its runs itself.)"""
@@ -771,7 +809,7 @@ class AgentActor(Actor[RunPhase]):
             # Also when the phase is interrupted: delivered again, it comes back here.
             state.use_model(own)
 
-    async def _escalating(self, msg: RunPhase, phase: Phase) -> PhaseResult:
+    async def _escalating(self, msg: RunPhase, phase: Phase) -> PhaseResult[object]:
         phase.escalating = True
         result = await phase.run()
         state = self.state
@@ -783,7 +821,7 @@ class AgentActor(Actor[RunPhase]):
         return result
 
 
-def make_gate(spec: AgentSpec, path: str, bus: EventBus) -> ToolGate | None:
+def make_gate(spec: AgentSpec[object], path: str, bus: EventBus) -> ToolGate | None:
     """The agent's tool gate, or None when its spec sets no policy, approver or hook."""
     if (
         spec.permissions is None
@@ -813,8 +851,8 @@ def check_spec(spec: object) -> None:
 
 
 def spawn_agent(
-    services: Services, sup: SupervisorRef, spec: AgentSpec, name: object, budget: object
-) -> AgentRef:
+    services: Services, sup: SupervisorRef, spec: AgentSpec[_T], name: object, budget: object
+) -> AgentRef[_T]:
     """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
     if type(spec) is not AgentSpec:  # (the common case needs no call)
         check_spec(spec)
@@ -1003,8 +1041,14 @@ def _request_stop_tree(state: _AgentState) -> None:
             _request_stop_tree(child)
 
 
-class AgentRef(metaclass=NoPublicConstructor):
-    """The handle to an agent, from ``spawn_agent``; no public constructor."""
+class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
+    """The handle to an agent, from ``spawn_agent``; no public constructor.
+
+    It is generic in the type of its phases' ``output``: the agent of an
+    ``AgentSpec[T]`` is an ``AgentRef[T]``, whose ``run()`` returns a
+    ``PhaseResult[T]`` (``str``, plain text, for a spec without an
+    ``output_type``).
+    """
 
     __slots__ = ("_state",)
 
@@ -1022,9 +1066,9 @@ class AgentRef(metaclass=NoPublicConstructor):
         return self.ref.path
 
     @property
-    def spec(self) -> AgentSpec:
+    def spec(self) -> AgentSpec[OutputT]:
         """The spec it was spawned from."""
-        return self._state.spec
+        return self._state.spec  # type: ignore[return-value]  # (of its own type)
 
     @property
     def ref(self) -> ActorRef:
@@ -1058,7 +1102,7 @@ class AgentRef(metaclass=NoPublicConstructor):
         model: str | None = None,
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
-    ) -> PhaseResult:
+    ) -> PhaseResult[OutputT]:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
         Phases of one agent run one at a time, in the order they were asked for.
@@ -1431,8 +1475,8 @@ class AgentRef(metaclass=NoPublicConstructor):
         )
 
     async def spawn_subagent(
-        self, spec: AgentSpec, *, budget: Budget | None = None, name: str | None = None
-    ) -> AgentRef:
+        self, spec: AgentSpec[_T], *, budget: Budget | None = None, name: str | None = None
+    ) -> AgentRef[_T]:
         """Spawn *spec* as this agent's subagent, under the same supervisor.
 
         Its allowlist must be a subset of this agent's, the same ``Tool``
@@ -1466,12 +1510,12 @@ class AgentRef(metaclass=NoPublicConstructor):
 
     async def map(
         self,
-        spec: AgentSpec,
+        spec: AgentSpec[_T],
         inputs: Sequence[str],
         *,
         concurrency: int = 10,
         budget: Budget | None = None,
-    ) -> list[PhaseResult | ActorError]:
+    ) -> list[PhaseResult[_T] | ActorError]:
         """One phase per input, each on a fresh subagent of this agent.
 
         As [`Runtime.map`][agentrio.Runtime.map], with each agent a subagent

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import attrs
+import msgspec
 import trio
 
 from .._checks import check_int
@@ -52,6 +53,7 @@ __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 _STRICTNESS: dict[Decision, int] = {"allow": 0, "ask": 1, "deny": 2}
 _names = itertools.count(1)
 _H = TypeVar("_H", PreToolUse, PostToolUse)
+_T = TypeVar("_T")  # an agent's output type
 
 
 @attrs.frozen
@@ -103,7 +105,9 @@ def combine_policies(
     )
 
 
-def _combine_approvers(parent: AgentSpec, child: AgentSpec) -> Approver | ActorRef | None:
+def _combine_approvers(
+    parent: AgentSpec[object], child: AgentSpec[object]
+) -> Approver | ActorRef | None:
     """Who answers a child's ``ask``: its parent's approver for the parent's rules, its own
     (or, without one, its parent's) for its own; both when both rule sets ask."""
     outer, inner = parent.approver, child.approver
@@ -221,7 +225,7 @@ def _hook_list(outer: _H | None, inner: _H | None) -> tuple[_H, ...]:
     return tuple(out)
 
 
-def _child_spec(parent: _AgentState, spec: AgentSpec) -> AgentSpec:
+def _child_spec(parent: _AgentState, spec: AgentSpec[_T]) -> AgentSpec[_T]:
     """*spec* (checked by the caller: an AgentSpec) as the child of *parent* may
     run it, or PermissionEscalation."""
     mine = parent.info.tools
@@ -284,12 +288,12 @@ def _carve(budget: Budget, parent: Budget) -> None:
 
 def spawn_child(
     parent: _AgentState,
-    spec: AgentSpec,
+    spec: AgentSpec[_T],
     *,
     name: str | None = None,
     budget: Budget | None = None,
-    checked: AgentSpec | None = None,
-) -> AgentRef:
+    checked: AgentSpec[_T] | None = None,
+) -> AgentRef[_T]:
     """Spawn *spec* as a subagent of *parent*: same supervisor, owned by the parent.
 
     *checked* is ``_child_spec(parent, spec)`` when the caller has it already
@@ -350,7 +354,7 @@ def _adopt(parent: _AgentState, child: _AgentState) -> None:
     children.append(child)
 
 
-def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
+def _ended(parent: _AgentState, child: AgentRef[object], result: PhaseResult[object]) -> None:
     """Publish that *parent*'s subagent *child* ended its phase."""
     bus = parent.services.bus
     if bus.active and parent.ref is not None:
@@ -359,7 +363,7 @@ def _ended(parent: _AgentState, child: AgentRef, result: PhaseResult) -> None:
         )
 
 
-def _release(agent: AgentRef, *, finished: bool) -> None:
+def _release(agent: AgentRef[object], *, finished: bool) -> None:
     """Stop a child that answered; cancel one whose ``run()`` was abandoned.
 
     (By then an abandoned child's phase, if it had begun, has ended with
@@ -371,7 +375,9 @@ def _release(agent: AgentRef, *, finished: bool) -> None:
         agent.ref.cancel()
 
 
-def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | None = None) -> Tool:
+def agent_tool(
+    spec: AgentSpec[object], *, name: str | None = None, description: str | None = None
+) -> Tool:
     """Make *spec* into a tool: each call runs a fresh child phase and returns its text.
 
     The tool has one argument, ``task: str``. Each call spawns a fresh
@@ -379,8 +385,9 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
     caller's, the caller's rules, approver and hooks apply, and in a phase
     narrowed by ``tool_names`` it may use only the tools that phase names),
     runs one phase on ``task`` in a new context, stops it, and returns its
-    final text; when the phase does not end with ``done``,
-    ``"(stop_reason: ...)"`` follows the text. A ``SubagentEnded`` event is
+    final text (for a spec with an ``output_type``, its ``output`` as JSON);
+    when the phase does not end with ``done``, ``"(stop_reason: ...)"``
+    follows the text. A ``SubagentEnded`` event is
     published after each call that gets the child's result. If the call is
     abandoned (the tool timed out, the calling phase was cancelled or
     ended), the child's phase ends at once with ``"cancelled"`` (its model
@@ -398,7 +405,7 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
         spec: the child's spec.
         name: the tool's name (default ``spec.name``).
         description: default ``"Give the <name> agent a task; it answers in
-            text."``.
+            text."`` (``"...; it answers in JSON."`` with an ``output_type``).
 
     Raises:
         InvalidArgument: *spec* is not an ``AgentSpec``.
@@ -420,19 +427,23 @@ def agent_tool(spec: AgentSpec, *, name: str | None = None, description: str | N
             _release(child, finished=result is not None)
         _ended(caller, child, result)
         if result.stop_reason == "done":
+            if typed:  # (its value, as the model sees every tool's result: JSON)
+                return msgspec.json.encode(result.output).decode()
             return result.final_text
         return f"{result.final_text}\n(stop_reason: {result.stop_reason})"
 
+    typed = spec.output_type is not None and spec.output_type is not str
+    answers = "JSON" if typed else "text"
     tool = Tool(
         run_agent,
         name=name or spec.name,
-        description=description or f"Give the {spec.name} agent a task; it answers in text.",
+        description=description or f"Give the {spec.name} agent a task; it answers in {answers}.",
     )
     tool.needs_caller = True
     return tool
 
 
-async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
+async def _wait_exited(agents: list[AgentRef[object]], timeout: float) -> None:
     """Wait until *agents* and what they own have exited: shielded (the caller is
     most likely cancelled), and at most *timeout* seconds (one deadline for all)."""
     with trio.CancelScope(deadline=trio.current_time() + timeout, shield=True):
@@ -443,13 +454,13 @@ async def _wait_exited(agents: list[AgentRef], timeout: float) -> None:
 async def map_phases(
     services: Services,
     sup: SupervisorRef,
-    spec: AgentSpec,
+    spec: AgentSpec[_T],
     inputs: Sequence[str],
     *,
     concurrency: int,
     budget: Budget | None,
     parent: _AgentState | None,
-) -> list[PhaseResult | ActorError]:
+) -> list[PhaseResult[_T] | ActorError]:
     """One fresh agent per input, at most *concurrency* at once; results in input order.
 
     The agents are spawned under *sup*, drawing on *services*; with a
@@ -465,12 +476,12 @@ async def map_phases(
     # each child's would be a new spec, and what is derived from a spec made
     # again for each (PermissionEscalation is raised here, before any spawn).
     checked = _child_spec(parent, spec) if parent is not None else spec
-    results: list[PhaseResult | ActorError | None] = [None] * len(inputs)
+    results: list[PhaseResult[_T] | ActorError | None] = [None] * len(inputs)
     batch = next(_names)
     slots = trio.Semaphore(concurrency)
-    abandoned: list[AgentRef] = []  # cancelled before they answered
+    abandoned: list[AgentRef[object]] = []  # cancelled before they answered
 
-    async def one(i: int, agent: AgentRef) -> None:
+    async def one(i: int, agent: AgentRef[_T]) -> None:
         try:
             result = results[i] = await agent.run(inputs[i], continue_context=False)
             if parent is not None:

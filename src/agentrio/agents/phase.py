@@ -55,6 +55,7 @@ from .budget import Lease, usage_problem
 from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .lanes import ToolLanes
+from .output import TypedAnswer
 from .tool import ToolContext
 from .tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 
@@ -256,6 +257,7 @@ class Phase:
         "step",
         "timestamps",
         "total",
+        "typed",
     )
 
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
@@ -313,10 +315,13 @@ class Phase:
         if cmd.settings is not None:
             settings = cmd.settings.over(settings)
         self.settings = settings
+        # The answer's parsing and validation, when the spec has an output_type.
+        output = st.info.output
+        self.typed = None if output is None else TypedAnswer(output, st.model)
 
     # -- the phase ---------------------------------------------------------------------
 
-    async def run(self) -> PhaseResult:
+    async def run(self) -> PhaseResult[object]:
         """Run the phase; called again to go on from a lone tool call whose alarm went off."""
         cmd, st = self.cmd, self.st
         # The phase under way: a child it starts gets no more than its tools
@@ -349,7 +354,7 @@ class Phase:
             await _shielded(summary)
         return self._ended()
 
-    async def cancelled(self) -> PhaseResult:
+    async def cancelled(self) -> PhaseResult[object]:
         """End the phase, interrupted, with ``"cancelled"``: its caller was cancelled
         (``agentrio.core.withdrawn``), or something else interrupted it.
 
@@ -372,7 +377,7 @@ class Phase:
         lone = self.lone
         return lone is not None and lone.expired
 
-    def _ended(self) -> PhaseResult:
+    def _ended(self) -> PhaseResult[object]:
         """Say that the phase ended; its result."""
         self.st.phase = None
         if self.bus.active:
@@ -387,7 +392,13 @@ class Phase:
         error = self.error
         if self.reason == "error" and error is not None:
             return PhaseResult(self.final_text, tuple(self.calls), "error", error[0], error[1])
-        return PhaseResult(self.final_text, tuple(self.calls), self.reason)
+        text, reason = self.final_text, self.reason
+        if self.typed is None:
+            return PhaseResult(
+                text, tuple(self.calls), reason, "", "", text if reason == "done" else None
+            )
+        output = self.typed.value if reason == "done" else None
+        return PhaseResult(text, tuple(self.calls), reason, "", "", output)
 
     def _bounded(self) -> Coroutine[object, None, None]:
         """The phase's turns within its deadline (the turns' coroutine itself if none)."""
@@ -493,6 +504,8 @@ class Phase:
                     continue
                 if self.reason != "error":  # (the continuation detector may have raised)
                     self.reason = "done"
+                    if self.typed is not None and self._answer_refused(reply.text):
+                        continue  # the model is told why, and answers again
                 return
             self.pending = reply.tool_calls
             await self._run_tools(reply.tool_calls, model_driven=True)
@@ -504,6 +517,24 @@ class Phase:
         self.reason = "max_iterations"
         if self.st.spec.limits.final_answer:
             await self._final_turn()
+
+    def _answer_refused(self, text: str) -> bool:
+        """Check the answer *text* against the spec's output type: True if it was
+        refused and the model is asked for another (a user turn says why).
+
+        Past ``output_retries`` refusals, or with no model call left, the phase
+        ends with ``"error"`` (``OutputInvalid``).
+        """
+        typed = self.typed
+        assert typed is not None
+        verdict = typed.check(text, self.iterations < self.cmd.max_iterations)
+        if verdict is None:
+            return False
+        if not isinstance(verdict, str):
+            self._error(verdict)
+            return False
+        self._append(ChatMessage("user", verdict))
+        return True
 
     async def _continued(self, text: str) -> bool:
         """Go on after a reply without tool calls? If its *text* reads as
@@ -615,6 +646,7 @@ class Phase:
                 meter is None
                 and not st.laned
                 and self.settings is None
+                and self.typed is None
                 and not (st.streams and self.bus.active)
             ):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
@@ -679,7 +711,8 @@ class Phase:
         meter: _Meter | None,
     ) -> ModelReply:
         """The model call with the keywords the model takes: ``on_text``, ``meter``,
-        ``lane``, ``settings`` (checked at spawn and run to be taken)."""
+        ``lane``, ``settings`` (checked at spawn and run to be taken),
+        ``output_schema``."""
         options: dict[str, object] = {}
         if self.st.streams and self.bus.active:
             options["on_text"] = self._text
@@ -689,6 +722,9 @@ class Phase:
             options["lane"] = self.cmd.lane or self.st.spec.lane
         if self.settings is not None:
             options["settings"] = self.settings
+        typed = self.typed
+        if typed is not None and typed.schema is not None:
+            options["output_schema"] = typed.schema
         return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
 
     def _no_budget(self, limit: str) -> None:

@@ -106,13 +106,13 @@ class Response:
     mode: Mode
     tier: str | None
     escalated: bool
-    result: PhaseResult
+    result: PhaseResult[object]
     can_continue: bool
     context_label: str | None = None
 
 
 async def respond(
-    agent: AgentRef,
+    agent: AgentRef[object],
     request: object,
     *,
     router: object,
@@ -178,16 +178,18 @@ class BackgroundRun(metaclass=NoPublicConstructor):
 
     __slots__ = ("_agent", "_context_label", "_error", "_mode", "_result", "_runner")
 
-    def __init__(self, agent: AgentRef, mode: Mode | None, context_label: str | None) -> None:
+    def __init__(
+        self, agent: AgentRef[object], mode: Mode | None, context_label: str | None
+    ) -> None:
         self._agent = agent
         self._mode = mode
         self._context_label = context_label
         self._runner: ActorRef | None = None  # the actor's, once spawned
-        self._result: PhaseResult | None = None
+        self._result: PhaseResult[object] | None = None
         self._error: ActorError | None = None
 
     @property
-    def agent(self) -> AgentRef:
+    def agent(self) -> AgentRef[object]:
         """The agent that runs it."""
         return self._agent
 
@@ -217,7 +219,7 @@ class BackgroundRun(metaclass=NoPublicConstructor):
         return ended or exit_reason(self._runner) is not None
 
     @property
-    def result(self) -> PhaseResult | None:
+    def result(self) -> PhaseResult[object] | None:
         """Its result, once it has one (None until then, or if it failed)."""
         return self._result
 
@@ -225,7 +227,7 @@ class BackgroundRun(metaclass=NoPublicConstructor):
         state = "running" if not self.done else "done" if self._result else "failed"
         return f"<BackgroundRun {self.path!r} {state}>"
 
-    async def wait(self) -> PhaseResult:
+    async def wait(self) -> PhaseResult[object]:
         """Wait until the phase has ended; its result.
 
         Returns at once if it has ended; call it as often as you like.
@@ -281,7 +283,9 @@ class _Background(Actor[RunPhase]):
         await self.ref.stop()  # its one phase is done
 
 
-async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) -> BackgroundRun:
+async def start_background(
+    agent: AgentRef[object], cmd: RunPhase, mode: Mode | None
+) -> BackgroundRun:
     """Queue *cmd* on *agent* and spawn the actor that waits for it."""
     await trio.lowlevel.checkpoint_if_cancelled()
     sup = agent._state.sup
@@ -305,7 +309,7 @@ async def start_background(agent: AgentRef, cmd: RunPhase, mode: Mode | None) ->
     return run
 
 
-def check_response(agent: AgentRef, response: object) -> Response:
+def check_response(agent: AgentRef[object], response: object) -> Response:
     """*response*, if *agent* can go on with it in the background."""
     if not isinstance(response, Response):
         raise InvalidArgument(
@@ -326,7 +330,7 @@ def check_response(agent: AgentRef, response: object) -> Response:
 
 
 async def continue_in_background(
-    agent: AgentRef, response: object, message: object
+    agent: AgentRef[object], response: object, message: object
 ) -> BackgroundRun:
     """The body of [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background]."""
     checked = check_response(agent, response)

@@ -14,7 +14,7 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
-from .base import ToolSchema
+from .base import OUTPUT_TOOL, OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,
@@ -164,6 +164,36 @@ def _thinking_block(block: dict[str, Any]) -> ThinkingBlock:
     return ThinkingBlock(str(block.get("thinking", "")), str(block.get("signature", "")))
 
 
+def _output_tool(
+    body: dict[str, object],
+    definitions: list[dict[str, object]],
+    output: OutputSchema,
+    settings: ModelSettings | None,
+) -> None:
+    """No structured outputs: the answer is the input of a tool the model must call.
+
+    Alone, the output tool is forced by name; beside other tools, ``any``
+    forces a call of one of them (the answer, or a tool the answer needs).
+    A ``tool_choice`` of the settings is sent instead (an answer given as
+    text is read all the same).
+    """
+    definitions.append(
+        {
+            "name": OUTPUT_TOOL,
+            "description": f"Give your final answer ({output.name}) as this tool's input.",
+            "input_schema": output.object_schema,
+        }
+    )
+    if settings is not None and settings.tool_choice is not None:
+        body["tool_choice"] = _tool_choice(settings, definitions)
+        return
+    only = len(definitions) == 1
+    forced: dict[str, object] = {"type": "tool", "name": OUTPUT_TOOL} if only else {"type": "any"}
+    if settings is not None and settings.parallel_tool_calls is False:
+        forced["disable_parallel_tool_use"] = True
+    body["tool_choice"] = forced
+
+
 class AnthropicWire:
     """``POST {base_url}/messages``; streams as SSE events ending in ``message_stop``.
 
@@ -194,6 +224,7 @@ class AnthropicWire:
         max_output_tokens: int,
         stream: bool,
         settings: ModelSettings | None = None,
+        output: OutputSchema | None = None,
     ) -> dict[str, object]:
         system, turns = _messages(messages)
         body: dict[str, object] = {
@@ -210,6 +241,8 @@ class AnthropicWire:
         ]
         if settings is not None:
             _apply(body, settings, definitions)
+        if output is not None:
+            _output_tool(body, definitions, output, settings)
         if definitions:
             body["tools"] = definitions
         return body

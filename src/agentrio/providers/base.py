@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+import json
+import re
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import msgspec
@@ -17,6 +19,8 @@ __all__ = [
     "MODEL_FORMAT",
     "AttemptMeter",
     "Model",
+    "OUTPUT_TOOL",
+    "OutputSchema",
     "Prices",
     "ToolSchema",
     "check_model",
@@ -39,6 +43,159 @@ class ToolSchema(msgspec.Struct, frozen=True):
     name: str
     description: str
     parameters: dict[str, object]
+
+
+# The tool a wire format without a place for an answer's schema (Anthropic's)
+# offers, and forces, for a typed answer: its input is the answer.
+OUTPUT_TOOL = "final_result"
+
+# Keywords of a JSON schema that OpenAI's strict mode takes (msgspec's "default"
+# is dropped: every property is required there; "oneOf" is read as "anyOf").
+_STRICT_KEYWORDS = frozenset(
+    (
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "anyOf",
+        "enum",
+        "const",
+        "$ref",
+        "$defs",
+        "title",
+        "description",
+        "pattern",
+        "format",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+    )
+)
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class _NoStrictForm(Exception):
+    """A schema that OpenAI's strict mode cannot take."""
+
+
+def _strict(node: object) -> object:
+    """*node*, a JSON schema, in OpenAI's strict form: every object closed
+    (``additionalProperties: false``) with all its properties required.
+
+    Raises:
+        _NoStrictForm: a keyword strict mode does not take, or an object
+            with open keys (a ``dict[str, int]``).
+    """
+    if not isinstance(node, dict):
+        raise _NoStrictForm
+    out: dict[str, object] = {}
+    for key, value in node.items():
+        if key in ("default", "discriminator"):
+            continue
+        if key == "oneOf":
+            key = "anyOf"
+        if key not in _STRICT_KEYWORDS:
+            raise _NoStrictForm
+        if key in ("properties", "$defs"):
+            out[key] = {k: _strict(v) for k, v in value.items()}
+        elif key == "items":
+            out[key] = _strict(value)
+        elif key == "anyOf":
+            out[key] = [_strict(v) for v in value]
+        elif key == "additionalProperties":
+            if value is not False:
+                raise _NoStrictForm
+        else:
+            out[key] = value
+    if node.get("type") == "object":
+        properties = out.get("properties", {})
+        assert isinstance(properties, dict)
+        out["properties"] = properties
+        out["required"] = list(properties)
+        out["additionalProperties"] = False
+    return out
+
+
+def _object_schema(schema: Mapping[str, object]) -> tuple[dict[str, object], bool]:
+    """The schema of a JSON object for the answer *schema* describes, and whether
+    the answer is wrapped in it, as ``{"result": <answer>}`` (it is not an object)."""
+    defs = schema.get("$defs")
+    root = {k: v for k, v in schema.items() if k != "$defs"}
+    ref = root.get("$ref")
+    if isinstance(defs, dict) and isinstance(ref, str) and ref.startswith("#/$defs/"):
+        # msgspec's schema of a class is a reference to its definition: the
+        # wire formats want an object at the root.
+        name = ref[len("#/$defs/") :]
+        target = defs.get(name)
+        if isinstance(target, dict):
+            root = dict(target)
+            others = {k: v for k, v in defs.items() if k != name}
+            if ref not in json.dumps([root, others]):  # (not recursive: kept once)
+                defs = others
+    wrapped = not (root.get("type") == "object" and isinstance(root.get("properties"), dict))
+    if wrapped:
+        root = {
+            "type": "object",
+            "properties": {"result": root},
+            "required": ["result"],
+            "additionalProperties": False,
+        }
+    if isinstance(defs, dict) and defs:
+        root["$defs"] = defs
+    return root, wrapped
+
+
+class OutputSchema:
+    """What a model is told of the answer it must give: an agent's ``output_type``.
+
+    An agent passes one as ``output_schema=`` to a model whose ``complete``
+    takes that keyword (see [`Model`][agentrio.Model]). The model's answer,
+    its reply's ``text``, must then be the answer as JSON (a model that asks
+    its server for the ``{"result": ...}`` object of a *wrapped* schema gives
+    the ``result``'s value).
+
+    Args:
+        name: the answer's name, for the wire formats that want one: letters,
+            digits, ``_`` and ``-`` (other characters are dropped; at most
+            64; ``"result"`` if none is left).
+        schema: the answer's JSON schema (``msgspec.json.schema(output_type)``).
+
+    Attributes:
+        name: as given, cleaned.
+        schema: as given.
+        object_schema: the schema of the JSON object to ask a server for: the
+            answer's own when it is an object (a class's definition, its
+            ``$defs`` alongside), else ``{"result": <answer>}`` (*wrapped*).
+        wrapped: whether ``object_schema`` wraps the answer in ``"result"``.
+        strict_schema: ``object_schema`` in OpenAI's strict form (every object
+            closed and all its properties required, ``default`` left out), or
+            None when it has none (a mapping with open keys, a tuple, a
+            keyword strict mode does not take): then it is sent as it is, not
+            strict.
+    """
+
+    __slots__ = ("name", "object_schema", "schema", "strict_schema", "wrapped")
+
+    def __init__(self, name: str, schema: Mapping[str, object]) -> None:
+        cleaned = "".join(_NAME.findall(name))[:64]
+        self.name = cleaned or "result"
+        self.schema = schema
+        self.object_schema, self.wrapped = _object_schema(schema)
+        try:
+            strict = _strict(self.object_schema)
+        except (_NoStrictForm, AttributeError, TypeError):
+            strict = None
+        self.strict_schema: object = strict
+
+    def __repr__(self) -> str:
+        return f"<OutputSchema {self.name}>"
 
 
 @runtime_checkable
@@ -74,6 +231,12 @@ class Model(Protocol):
       ``check_settings(settings)`` method that raises ``InvalidArgument``
       naming a setting it cannot send; the agent calls it at the same
       moments ([`ProviderModel`][agentrio.types.ProviderModel] has one).
+    - ``output_schema``: the model can be told the schema of its answer
+      (a provider's models can); an agent whose spec has an
+      ``output_type`` passes its [`OutputSchema`][agentrio.types.OutputSchema],
+      and the model's answer (a reply without tool calls) must be that
+      JSON. A model without the keyword is not told: its answer is parsed
+      and validated all the same (see [Typed outputs][typed-outputs]).
 
     Implementations: [`ProviderModel`][agentrio.types.ProviderModel],
     [`ScriptedModel`][agentrio.testing.ScriptedModel],

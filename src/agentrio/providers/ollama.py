@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 import msgspec
 
 from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
-from .base import ToolSchema
+from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,
@@ -102,6 +102,7 @@ class OllamaWire:
         max_output_tokens: int,
         stream: bool,
         settings: ModelSettings | None = None,
+        output: OutputSchema | None = None,
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
@@ -113,6 +114,8 @@ class OllamaWire:
             body["tools"] = function_tools(tools)
         if settings is not None:
             _apply(body, settings)
+        if output is not None:
+            body["format"] = output.object_schema  # (structured outputs: a JSON schema)
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:

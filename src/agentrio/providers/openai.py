@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
-from .base import ToolSchema
+from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,
@@ -117,6 +117,17 @@ def _apply(body: dict[str, object], settings: ModelSettings, tools: Sequence[Too
         body.update(settings.extra_body)
 
 
+def _response_format(output: OutputSchema) -> dict[str, object]:
+    """Structured outputs: the answer's schema, strict when it has a strict form."""
+    strict = output.strict_schema
+    schema: dict[str, object] = {
+        "name": output.name,
+        "schema": output.object_schema if strict is None else strict,
+        "strict": strict is not None,
+    }
+    return {"type": "json_schema", "json_schema": schema}
+
+
 class OpenAIWire:
     """``POST {base_url}/chat/completions``; streams as SSE ending in ``[DONE]``.
 
@@ -150,6 +161,7 @@ class OpenAIWire:
         max_output_tokens: int,
         stream: bool,
         settings: ModelSettings | None = None,
+        output: OutputSchema | None = None,
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
@@ -163,6 +175,8 @@ class OpenAIWire:
             body["stream_options"] = {"include_usage": True}
         if settings is not None:
             _apply(body, settings, tools)
+        if output is not None:
+            body["response_format"] = _response_format(output)
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:

@@ -40,7 +40,7 @@ from ..errors import (
 )
 from ..messages import ChatMessage, Lane, ModelReply, ModelSettings
 from .anthropic import API_VERSION, AnthropicWire
-from .base import AttemptMeter, ToolSchema
+from .base import AttemptMeter, OutputSchema, ToolSchema
 from .bounded import (
     MAX_LINE_BYTES,
     MAX_REPLY_CHARS,
@@ -71,7 +71,7 @@ from .redact import (
     url_secrets,
 )
 from .tokens import estimate_tokens
-from .wire import StreamParser, WireFormat
+from .wire import StreamParser, WireFormat, typed_answer
 
 if TYPE_CHECKING:
     import httpx
@@ -462,6 +462,32 @@ class _Body:
         return self._content
 
 
+class _TypedBody(_Body):
+    """The body of a call that asks for an answer of a schema (a slot more than
+    every other call's)."""
+
+    __slots__ = ("_output",)
+
+    def __init__(
+        self,
+        output: OutputSchema,
+        wire: WireFormat,
+        model: str,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        max_output_tokens: int,
+        stream: bool,
+        settings: ModelSettings | None,
+    ) -> None:
+        super().__init__(wire, model, messages, tools, max_output_tokens, stream, settings)
+        self._output = output
+
+    def content(self) -> bytes:
+        if self._content is None:
+            self._content = _ENCODER.encode(self._wire.body(*self._args, output=self._output))
+        return self._content
+
+
 class _Received:
     """What one attempt got, to charge it if it fails (kept only for a meter)."""
 
@@ -707,6 +733,7 @@ class Provider:
         meter: AttemptMeter | None = None,
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
+        output_schema: OutputSchema | None = None,
     ) -> ModelReply:
         """Ask *model* for the next turn of *messages*, retrying what is worth retrying.
 
@@ -740,6 +767,14 @@ class Provider:
         *settings* are laid over the instance's ``config.settings`` and sent
         as the wire format sends them; their ``extra_headers`` join the
         request's headers.
+
+        *output_schema* asks for an answer of that schema: OpenAI's
+        ``response_format`` (a strict JSON schema when it has a strict form),
+        Ollama's ``format``, or on Anthropic a tool ``final_result`` taking
+        it, which the call forces; the reply's ``text`` is then the answer as
+        JSON (the tool's input, or ``result`` of a wrapped schema), without
+        tool calls if the model called ``final_result``. See [Typed
+        outputs][typed-outputs].
 
         A transport failure's message says its reason, from the exception's
         causes when httpx gives none (a TLS failure: ``[SSL:
@@ -775,9 +810,20 @@ class Provider:
             settings = settings.over(self.config.settings)
         else:
             settings = self.config.settings
-        body = _Body(
-            self._wire, model, messages, tools, max_output_tokens, self.config.stream, settings
-        )
+        stream = self.config.stream
+        if output_schema is None:
+            body = _Body(self._wire, model, messages, tools, max_output_tokens, stream, settings)
+        else:
+            body = _TypedBody(
+                output_schema,
+                self._wire,
+                model,
+                messages,
+                tools,
+                max_output_tokens,
+                stream,
+                settings,
+            )
         if headers is not None or settings is not None:
             body.content()  # (a setting the wire cannot send raises here: nothing is sent)
         text_tools = [t.name for t in tools] if self._text_tools else None
@@ -833,7 +879,7 @@ class Provider:
                     got.report(meter, max_output_tokens)
                 raise
             self._breaker.success()
-            return reply
+            return reply if output_schema is None else typed_answer(reply, output_schema)
 
     def _pause(self, retry: _Retry, attempt: int) -> None:
         # The pause is the instance's, so every agent using it waits it out;
@@ -1227,6 +1273,7 @@ class ProviderModel:
         meter: AttemptMeter | None = None,
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
+        output_schema: OutputSchema | None = None,
     ) -> ModelReply:
         """One model call through the provider: [`Provider.complete`][agentrio.Provider.complete],
         whose errors it raises (which end the phase with ``"error"``)."""
@@ -1239,6 +1286,7 @@ class ProviderModel:
             meter=meter,
             lane=lane,
             settings=settings,
+            output_schema=output_schema,
         )
 
     def check_settings(self, settings: ModelSettings) -> None:

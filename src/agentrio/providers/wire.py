@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, TypeVar
 
+import msgspec
+
 from ..errors import BadResponse, InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -16,7 +18,7 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
-from .base import ToolSchema
+from .base import OUTPUT_TOOL, OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS, TooLarge
 from .guard import parse_arguments, tool_calls_in_text
 
@@ -33,6 +35,7 @@ __all__ = [
     "need",
     "tool_call",
     "tool_choice",
+    "typed_answer",
 ]
 
 TextSink = Callable[[str], None]
@@ -82,8 +85,10 @@ class WireFormat(Protocol):
         max_output_tokens: int,
         stream: bool,
         settings: ModelSettings | None = None,
+        output: OutputSchema | None = None,
     ) -> dict[str, object]:
-        """The JSON request body (*settings* checked as `check_settings` does)."""
+        """The JSON request body (*settings* checked as `check_settings` does),
+        asking for an answer of *output*'s schema if given (see `typed_answer`)."""
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
         """Read a whole (non-streamed) answer.
@@ -338,3 +343,30 @@ class StreamState:
         return finish_reply(
             text, calls, usage, self.text_tools, finish, refusal=refusal, thinking=thinking
         )
+
+
+def typed_answer(reply: ModelReply, output: OutputSchema) -> ModelReply:
+    """*reply* to a call that asked for an answer of *output*'s schema, with the answer
+    as its text: the JSON of the forced tool's input (Anthropic's), or of its text
+    unwrapped from ``{"result": ...}`` when the schema is wrapped.
+
+    A reply that called the output tool is the answer: the other calls it
+    made are dropped (the phase ends on an answer). An answer that cannot be
+    read is left as it is: the agent refuses it, and tells the model why.
+    """
+    for call in reply.tool_calls:
+        if call.name == OUTPUT_TOOL:
+            if call.error:  # (unreadable arguments: an empty answer, refused as such)
+                return msgspec.structs.replace(reply, text="", tool_calls=())
+            value: object = call.arguments
+            break
+    else:
+        if reply.tool_calls or not output.wrapped:
+            return reply
+        try:
+            value = msgspec.json.decode(reply.text)
+        except (msgspec.DecodeError, RecursionError):
+            return reply
+    if output.wrapped and isinstance(value, dict) and "result" in value:
+        value = value["result"]
+    return msgspec.structs.replace(reply, text=msgspec.json.encode(value).decode(), tool_calls=())

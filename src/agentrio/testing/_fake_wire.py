@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 import attrs
 import msgspec
@@ -27,6 +27,7 @@ __all__ = [
     "FakeRequest",
     "authorized",
     "error_body",
+    "forced_call",
     "json_bytes",
     "parse_request",
 ]
@@ -54,6 +55,13 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
             (``max_completion_tokens`` or ``max_tokens``, Anthropic's
             ``max_tokens``, Ollama's ``options.num_predict``).
         body: the request's JSON body, as sent.
+        output_schema: the JSON schema the answer must match, if the
+            request asks for one: OpenAI's ``response_format`` (its
+            ``json_schema.schema``), Ollama's ``format`` (an object), or on
+            Anthropic the input schema of the tool ``tool_choice`` forces.
+        tool_choice: the tool choice asked for, if any: ``"auto"``,
+            ``"none"``, ``"required"`` (Anthropic's ``"any"``) or the name of
+            the tool forced (OpenAI's ``function``, Anthropic's ``tool``).
     """
 
     api: ApiName
@@ -63,6 +71,8 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
     stream: bool
     max_tokens: int | None = None
     body: dict[str, object] = {}
+    output_schema: dict[str, object] | None = None
+    tool_choice: str | None = None
 
 
 # -- the wire formats: requests ------------------------------------------------------
@@ -107,6 +117,27 @@ class _FunctionTool(msgspec.Struct):
     type: str = "function"
 
 
+class _JsonSchema(msgspec.Struct):
+    name: Annotated[str, msgspec.Meta(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
+    schema: dict[str, object] = {}
+    strict: bool | None = None
+    description: str = ""
+
+
+class _ResponseFormat(msgspec.Struct):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: _JsonSchema | None = None
+
+
+class _Named(msgspec.Struct):
+    name: str
+
+
+class _OaToolChoice(msgspec.Struct):
+    type: Literal["function"]
+    function: _Named
+
+
 class _OaRequest(msgspec.Struct):
     model: str
     messages: list[_OaMessage]
@@ -114,6 +145,8 @@ class _OaRequest(msgspec.Struct):
     stream: bool | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
+    response_format: _ResponseFormat | None = None
+    tool_choice: Literal["auto", "none", "required"] | _OaToolChoice | None = None
 
 
 class _AnBlock(msgspec.Struct):
@@ -137,6 +170,12 @@ class _AnTool(msgspec.Struct):
     input_schema: dict[str, object] = {}
 
 
+class _AnToolChoice(msgspec.Struct):
+    type: Literal["auto", "any", "tool", "none"]
+    name: str = ""
+    disable_parallel_tool_use: bool = False
+
+
 class _AnRequest(msgspec.Struct):
     model: str
     max_tokens: int
@@ -144,6 +183,7 @@ class _AnRequest(msgspec.Struct):
     system: str | list[_AnBlock] | None = None
     tools: list[_AnTool] | None = None
     stream: bool = False
+    tool_choice: _AnToolChoice | None = None
 
 
 class _OlFunction(msgspec.Struct):
@@ -170,6 +210,7 @@ class _OlRequest(msgspec.Struct):
     tools: list[_FunctionTool] | None = None
     stream: bool = True  # Ollama streams unless told not to
     options: dict[str, object] | None = None
+    format: Literal["json"] | dict[str, object] | None = None
 
 
 def _text(content: str | list[_Part] | list[_AnBlock] | None) -> str:
@@ -254,11 +295,76 @@ def _ollama_max_tokens(request: _OlRequest) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _strict_problem(node: object, where: str) -> str:
+    """Why *node* is not a schema in OpenAI's strict form ("" if it is)."""
+    if not isinstance(node, dict):
+        return ""
+    if node.get("type") == "object":
+        properties = node.get("properties")
+        if not isinstance(properties, dict):
+            return f"{where}: an object without 'properties'"
+        if node.get("additionalProperties") is not False:
+            return f"{where}: 'additionalProperties' must be false"
+        if sorted(node.get("required") or ()) != sorted(properties):
+            return f"{where}: 'required' must list every property"
+    for key, value in node.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            children = [(f"{where}.{key}.{k}", v) for k, v in value.items()]
+        elif key == "items":
+            children = [(f"{where}.items", value)]
+        elif key in ("anyOf", "allOf"):
+            children = [(f"{where}.{key}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            continue
+        for path, child in children:
+            problem = _strict_problem(child, path)
+            if problem:
+                return problem
+    return ""
+
+
+def _openai_output(oa: _OaRequest) -> tuple[dict[str, object] | None, str | None]:
+    form = oa.response_format
+    schema = None
+    if form is not None and form.type == "json_schema":
+        if form.json_schema is None:
+            raise BadRequest("response_format of type 'json_schema' needs 'json_schema'")
+        schema = form.json_schema.schema
+        if form.json_schema.strict:
+            if schema.get("type") != "object":
+                raise BadRequest("response_format: a strict schema's root must be an object")
+            problem = _strict_problem(schema, "schema")
+            if problem:
+                raise BadRequest(f"response_format: invalid strict schema: {problem}")
+    given = oa.tool_choice
+    choice = given.function.name if isinstance(given, _OaToolChoice) else given
+    if choice is not None and oa.tools is None:
+        raise BadRequest("tool_choice is only allowed when tools are specified")
+    return schema, choice
+
+
+def _anthropic_output(an: _AnRequest) -> tuple[dict[str, object] | None, str | None]:
+    choice = an.tool_choice
+    if choice is None:
+        return None, None
+    tools = {t.name: t for t in an.tools or ()}
+    if choice.type in ("any", "tool") and not tools:
+        raise BadRequest(f"tool_choice of type {choice.type!r} needs tools")
+    if choice.type != "tool":
+        return None, {"any": "required"}.get(choice.type, choice.type)
+    forced = tools.get(choice.name)
+    if forced is None:
+        raise BadRequest(f"tool_choice names tool {choice.name!r}, which is not in tools")
+    return forced.input_schema, choice.name
+
+
 def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
     """Validate *body* as a request of *api* and normalise it.
 
     Raises:
-        BadRequest: a required field is missing or has the wrong type.
+        BadRequest: a required field is missing or has the wrong type; a
+            ``response_format`` schema marked strict is not in OpenAI's
+            strict form; a ``tool_choice`` forces a tool that is not offered.
     """
     try:
         if api == "openai":
@@ -267,15 +373,19 @@ def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
             tools = [t.function.name for t in oa.tools or ()]
             stream, limit = bool(oa.stream), oa.max_completion_tokens or oa.max_tokens
             model = oa.model
+            schema, choice = _openai_output(oa)
         elif api == "anthropic":
             an = msgspec.convert(body, _AnRequest)
             messages, tools = _anthropic_messages(an), [t.name for t in an.tools or ()]
             stream, limit, model = an.stream, an.max_tokens, an.model
+            schema, choice = _anthropic_output(an)
         else:
             ol = msgspec.convert(body, _OlRequest)
             messages = _ollama_messages(ol)
             tools = [t.function.name for t in ol.tools or ()]
             stream, limit, model = ol.stream, _ollama_max_tokens(ol), ol.model
+            schema = ol.format if isinstance(ol.format, dict) else None
+            choice = None
     except msgspec.ValidationError as exc:
         raise BadRequest(str(exc)) from exc
     return FakeRequest(
@@ -286,7 +396,32 @@ def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
         stream=stream,
         max_tokens=limit,
         body=body,
+        output_schema=schema,
+        tool_choice=choice,
     )
+
+
+def forced_call(request: FakeRequest, reply: ModelReply) -> ModelReply:
+    """*reply* as a server that obeys a forced tool choice sends it.
+
+    On Anthropic, a reply with text and no tool calls, to a request whose
+    ``tool_choice`` forces a tool (``"tool"``, or ``"any"``: then
+    ``final_result`` if it is offered, else the first tool), goes out as a
+    call of that tool, its input the text read as a JSON object; a text that
+    is not one goes out as it is.
+    """
+    choice = request.tool_choice
+    if request.api != "anthropic" or reply.tool_calls or choice in (None, "auto", "none"):
+        return reply
+    if choice == "required":
+        choice = "final_result" if "final_result" in request.tools else request.tools[0]
+    try:
+        value = msgspec.json.decode(reply.text)
+    except (msgspec.DecodeError, RecursionError):
+        return reply
+    if not isinstance(value, dict):
+        return reply
+    return msgspec.structs.replace(reply, text="", tool_calls=(ToolCallRequest(choice, value),))
 
 
 # -- the wire formats: replies -------------------------------------------------------

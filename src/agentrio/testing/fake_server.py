@@ -53,6 +53,7 @@ from ._fake_wire import (
     FakeRequest,
     authorized,
     error_body,
+    forced_call,
     json_bytes,
     parse_request,
 )
@@ -415,6 +416,8 @@ class FakeLLMServer:
         reply = await self._reply(stream, request, fake)
         if reply is None:
             return True
+        if fake.tool_choice is not None:
+            reply = forced_call(fake, reply)
         malformed = "malformed_tool_json" in plan.drawn and bool(reply.tool_calls)
         if malformed:
             self._count("malformed_tool_json")

@@ -1,0 +1,146 @@
+"""Typed outputs: a phase's answer parsed and validated as its spec's ``output_type``.
+
+What is derived from a spec's ``output_type`` (a decoder, the schema the
+model is told of) is made once per spec (`OutputType`, on the spec's info);
+a phase of such a spec keeps a `TypedAnswer`: its refused answers so far and
+the value it accepted. A spec without one costs its phases nothing but a
+``None``.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import msgspec
+
+from ..errors import InvalidArgument, OutputInvalid
+from ..providers.base import OutputSchema
+
+__all__ = ["OUTPUT_RETRY_PROMPT", "WHY_CHARS", "OutputType", "TypedAnswer", "output_type_of"]
+
+# What the model is told of a refused answer (its text is never quoted back:
+# the reason msgspec gives, cut at WHY_CHARS, says where it went wrong).
+OUTPUT_RETRY_PROMPT = (
+    "Your answer is not valid: {why}. Give your final answer again, as JSON only "
+    "(no other text), matching the required schema."
+)
+WHY_CHARS = 300
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= WHY_CHARS else text[: WHY_CHARS - 1] + "…"
+
+
+class OutputType:
+    """What a spec's ``output_type`` gives, once: its decoder and its schema.
+
+    Raises:
+        InvalidArgument: msgspec can neither decode nor describe the type.
+    """
+
+    __slots__ = ("decoder", "label", "retries", "schema", "type")
+
+    def __init__(self, output_type: object, retries: int) -> None:
+        try:
+            self.decoder: msgspec.json.Decoder[object] = msgspec.json.Decoder(output_type)
+            schema = msgspec.json.schema(output_type)
+        except (TypeError, ValueError) as exc:  # (msgspec's word for an unsupported type)
+            raise InvalidArgument(
+                f"AgentSpec.output_type must be a type msgspec can validate (a "
+                f"msgspec.Struct, an attrs class, a dataclass, list[str]...), "
+                f"got {output_type!r}: {exc}"
+            ) from None
+        self.type = output_type
+        self.retries = retries
+        # A class's name; "result" for list[str], int | None...
+        name = output_type.__name__ if isinstance(output_type, type) else "result"
+        self.schema = OutputSchema(name, schema)
+        self.label = name if isinstance(output_type, type) else repr(output_type)
+
+    def parse(self, text: str) -> tuple[object, str]:
+        """*text* decoded and validated: ``(value, "")``, or ``(None, why)`` if refused."""
+        if not text.strip():
+            return None, "the answer is empty"
+        try:
+            return self.decoder.decode(text), ""
+        except msgspec.ValidationError as exc:
+            return None, _cut(f"it does not match the schema: {exc}")
+        except msgspec.DecodeError as exc:
+            return None, _cut(f"it is not JSON: {exc}")
+        except RecursionError:
+            return None, "it is not JSON: nested too deeply"
+
+
+# What output types give, by (type, retries): a spec made again from another (a
+# child's, by attrs.evolve) does not build its decoder and schema again.
+_MADE: dict[tuple[object, int], OutputType] = {}
+_MADE_MOST = 256
+
+
+def output_type_of(output_type: object, retries: int) -> OutputType:
+    """The `OutputType` of *output_type*, made once (InvalidArgument if msgspec cannot)."""
+    key = (output_type, retries)
+    try:
+        made = _MADE.get(key)
+    except TypeError:  # an unhashable type (an Annotated with a list, say): not kept
+        return OutputType(output_type, retries)
+    if made is None:
+        made = OutputType(output_type, retries)
+        if len(_MADE) >= _MADE_MOST:
+            _MADE.clear()
+        _MADE[key] = made
+    return made
+
+
+_TAKES: dict[type, bool] = {}
+
+
+def takes_schema(model: object) -> bool:
+    """Does *model*'s ``complete`` take ``output_schema``? (Cached per class.)"""
+    cls = type(model)
+    own = "complete" in getattr(model, "__dict__", {})
+    known = None if own else _TAKES.get(cls)
+    if known is None:
+        try:
+            known = "output_schema" in inspect.signature(model.complete).parameters  # type: ignore[attr-defined]
+        except (TypeError, ValueError, AttributeError):
+            known = False
+        if not own:
+            _TAKES[cls] = known
+    return known
+
+
+class TypedAnswer:
+    """One phase's typed answer: the answers refused so far, the value accepted.
+
+    Args:
+        kind: the spec's output type.
+        model: the model the phase calls (told the schema if it takes it).
+    """
+
+    __slots__ = ("kind", "refused", "schema", "value")
+
+    def __init__(self, kind: OutputType, model: object) -> None:
+        self.kind = kind
+        self.refused = 0
+        self.value: object = None
+        # Passed to the model as output_schema= (None: the model does not take it).
+        self.schema = kind.schema if takes_schema(model) else None
+
+    def check(self, text: str, calls_left: bool) -> str | OutputInvalid | None:
+        """Accept *text* as the answer (None), or refuse it: the message to send
+        the model so it answers again, or, past the retries (or with no model
+        call left in the phase: *calls_left* False), the error that ends the phase."""
+        value, why = self.kind.parse(text)
+        if not why:
+            self.value = value
+            return None
+        self.refused += 1
+        if self.refused > self.kind.retries or not calls_left:
+            tries = "answer" if self.refused == 1 else f"{self.refused} answers"
+            left = "" if calls_left or self.refused > self.kind.retries else " (no model call left)"
+            return OutputInvalid(
+                f"the model's {tries} did not match the output type "
+                f"{self.kind.label}{left}; the last: {why}"
+            )
+        return OUTPUT_RETRY_PROMPT.format(why=why)
