@@ -419,7 +419,7 @@ def user_parts(rules: PartRules, msg: ChatMessage) -> tuple[ContentPart, ...]:
     """*msg*'s parts, each checked; only a user turn may hold any."""
     if msg.role != "user":
         raise InvalidArgument(
-            f"a {msg.role} turn holds content parts: only user turns may (ChatMessage.parts)"
+            f"{msg.role!r} turn holds content parts: only user turns may (ChatMessage.parts)"
         )
     check_parts(rules, msg.parts, "user turn part")
     return msg.parts
