@@ -588,7 +588,7 @@ class DocumentPart(Message, frozen=True, tag=True):
 
 
 ContentPart = TextPart | ImagePart | DocumentPart
-"""One part of a user turn: [`TextPart`][agentrio.TextPart],
+"""One part of a user turn: [`TextPart`][agentrio.types.TextPart],
 [`ImagePart`][agentrio.ImagePart] or [`DocumentPart`][agentrio.DocumentPart]."""
 
 
@@ -608,7 +608,7 @@ class ChatMessage(Message, frozen=True, tag=True):
             ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
         parts: for a user turn given as content parts (text, images,
             documents), the parts in order; ``content`` is then the text of
-            its [`TextPart`][agentrio.TextPart]s, joined by newlines. Empty for
+            its [`TextPart`][agentrio.types.TextPart]s, joined by newlines. Empty for
             a plain-text turn. See [Images and documents][images-and-documents].
     """
 

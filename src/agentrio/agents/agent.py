@@ -1129,7 +1129,7 @@ class AgentRef(metaclass=NoPublicConstructor):
 
         Args:
             user_message: the user's turn that starts the phase: a str, or
-                a list of content parts ([`TextPart`][agentrio.TextPart] (or
+                a list of content parts ([`TextPart`][agentrio.types.TextPart] (or
                 a plain str), [`ImagePart`][agentrio.ImagePart],
                 [`DocumentPart`][agentrio.DocumentPart]) for a model that
                 takes images or documents; see [Images and
