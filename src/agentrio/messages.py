@@ -608,8 +608,10 @@ class ChatMessage(Message, frozen=True, tag=True):
             ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
         parts: for a user turn given as content parts (text, images,
             documents), the parts in order; ``content`` is then the text of
-            its [`TextPart`][agentrio.types.TextPart]s, joined by newlines. Empty for
-            a plain-text turn. See [Images and documents][images-and-documents].
+            its [`TextPart`][agentrio.types.TextPart]s, joined by newlines (the
+            OpenAI and Anthropic wire formats send the parts, Ollama sends
+            ``content`` and the images). Empty for a plain-text turn. See
+            [Images and documents][images-and-documents].
     """
 
     role: Literal["system", "user", "assistant", "tool"]
