@@ -28,6 +28,9 @@ EXPECTED = {
     "fastapi_app.py": "POST /run/stream: result 'The capital of Japan is Tokyo.'",
     "mcp_tools.py": "mcp: 4 tools, 2 ok, 1 denied, 1 failed, 1 restart",
     "typed_output.py": "typed outputs: 3 wire formats, 3 retries, map: 3 movies",
+    "image_input.py": (
+        "image_input: 2 phases answered, 2 requests, the URL refused before sending"
+    ),
 }
 
 # Examples that need an extra: skipped when it is not installed.

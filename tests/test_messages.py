@@ -15,6 +15,7 @@ import enum
 import importlib
 import json
 import pkgutil
+import re
 import uuid
 from typing import Annotated, Any, Literal, Union
 
@@ -23,6 +24,8 @@ import msgspec.inspect as mi
 import pytest
 
 import agentrio
+import agentrio.types
+from agentrio import InvalidArgument
 from agentrio.testing import ScriptedModel
 
 CORE_MESSAGES = {
@@ -102,7 +105,18 @@ def _sample_str(t: mi.StrType, hint: str) -> str:
     return value
 
 
+# Parts whose fields check each other (data or url; bytes of their media type).
+VALID_SAMPLES: dict[type, msgspec.Struct] = {
+    agentrio.ImagePart: agentrio.ImagePart(data=b"\x89PNG\r\n\x1a\nsample", media_type="image/png"),
+    agentrio.DocumentPart: agentrio.DocumentPart(
+        data=b"%PDF-1.7 sample", media_type="application/pdf", name="sample.pdf"
+    ),
+}
+
+
 def _sample_struct(t: mi.StructType, hint: str) -> msgspec.Struct:
+    if t.cls in VALID_SAMPLES:
+        return VALID_SAMPLES[t.cls]
     kwargs = {f.name: sample(f.type, f"{hint}.{f.name}") for f in t.fields}
     return t.cls(**kwargs)
 
@@ -245,6 +259,11 @@ def test_only_required_fields_decode_with_defaults(cls: type[agentrio.Message]) 
     assert isinstance(info, mi.StructType)
     required = {f.encode_name: sample(f.type, f.name) for f in info.fields if f.required}
     data = msgspec.json.encode({"type": cls.__name__, **required})
+    if cls in VALID_SAMPLES:
+        # A part needs one of two optional fields (data or url): none is no part.
+        with pytest.raises(msgspec.ValidationError, match="exactly one of data"):
+            msgspec.json.decode(data, type=cls)
+        return
     out = msgspec.json.decode(data, type=cls)
     for f in info.fields:
         if f.required:
@@ -401,3 +420,85 @@ def test_model_settings_lay_over_each_other() -> None:
     with pytest.raises(msgspec.ValidationError, match="unknown field `temprature`"):
         msgspec.json.decode(b'{"temprature": 1}', type=agentrio.ModelSettings)
     assert msgspec.json.encode(agentrio.ModelSettings(seed=1)) == b'{"seed":1}'
+
+
+# -- content parts ---------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda: agentrio.ImagePart(), "exactly one of data"),
+        (
+            lambda: agentrio.ImagePart(data=PNG, url="https://x.com/a.png", media_type="image/png"),
+            "exactly one of data",
+        ),
+        (lambda: agentrio.ImagePart(data=PNG), "media_type is required with data"),
+        (lambda: agentrio.ImagePart(data=b"", media_type="image/png"), "data is empty"),
+        (lambda: agentrio.ImagePart(data="abc", media_type="image/png"), "data must be bytes"),
+        (lambda: agentrio.ImagePart(data=PNG, media_type="image/bmp"), "media_type must be one of"),
+        (
+            lambda: agentrio.ImagePart(data=PNG, media_type="image/jpeg"),
+            "data is not image/jpeg data (media_type='image/jpeg'); they look like image/png",
+        ),
+        (lambda: agentrio.ImagePart(url="file:///etc/passwd"), "got a file: URL"),
+        (lambda: agentrio.ImagePart(url="data:image/png;base64,AAAA"), "got a data: URL"),
+        (lambda: agentrio.ImagePart(url="//host/a.png"), "got no scheme"),
+        (lambda: agentrio.ImagePart(url="https:///a.png"), "with a host"),
+        (lambda: agentrio.ImagePart(url="https://x.com/" + "a" * 9000), "at most 8192"),
+        (lambda: agentrio.ImagePart(url="https://x.com/a\nb"), "printable"),
+        (lambda: agentrio.DocumentPart(data=b"not a pdf"), "data is not application/pdf data"),
+        (
+            lambda: agentrio.DocumentPart(data=b"\xff\xfe", media_type="text/plain"),
+            "data is not UTF-8 text",
+        ),
+        (lambda: agentrio.DocumentPart(data=b"%PDF-", name="a\nb"), "name must be"),
+        (lambda: agentrio.types.TextPart(3), "text must be a str"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_bad_part_is_refused_with_what_was_expected(make: Any, says: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(says)):
+        make()
+
+
+def test_a_part_too_large_is_refused_without_its_bytes_in_the_message() -> None:
+    from agentrio.messages import MAX_PART_BYTES
+
+    data = PNG + bytes(MAX_PART_BYTES)
+    with pytest.raises(InvalidArgument) as caught:
+        agentrio.ImagePart(data=data, media_type="image/png")
+    assert str(caught.value) == (
+        f"ImagePart: data is {len(data)} bytes, more than MAX_PART_BYTES ({MAX_PART_BYTES})"
+    )
+
+
+def test_a_part_decoded_is_checked_as_one_made() -> None:
+    data = msgspec.json.encode({"type": "ImagePart", "url": "file:///etc/passwd"})
+    with pytest.raises(msgspec.ValidationError, match="file: URL"):
+        msgspec.json.decode(data, type=agentrio.ImagePart)
+
+
+def test_a_parts_repr_shows_neither_its_bytes_nor_its_urls_secrets() -> None:
+    image = agentrio.ImagePart(data=PNG, media_type="image/png")
+    linked = agentrio.ImagePart(url="https://user:pw@cdn.example.com/a/SECRET.png?sig=SECRET")
+    doc = agentrio.DocumentPart(data=bytearray(b"%PDF-1.7"), name="r.pdf")
+    assert repr(image) == "ImagePart(data=<16 bytes>, media_type='image/png')"
+    assert repr(linked) == "ImagePart(url='https://cdn.example.com/…', media_type='')"
+    assert repr(doc) == "DocumentPart(data=<8 bytes>, media_type='application/pdf', name='r.pdf')"
+    assert doc.data == b"%PDF-1.7" and isinstance(doc.data, bytes)  # (a bytearray is copied)
+
+
+def test_a_chat_message_with_parts_round_trips() -> None:
+    msg = agentrio.ChatMessage(
+        "user",
+        "look",
+        parts=(
+            agentrio.types.TextPart("look"),
+            agentrio.ImagePart(data=PNG, media_type="image/png"),
+            agentrio.DocumentPart(url="https://x.com/a.pdf"),
+        ),
+    )
+    for codec in (msgspec.json, msgspec.msgpack):
+        assert codec.decode(codec.encode(msg), type=agentrio.ChatMessage) == msg

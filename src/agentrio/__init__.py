@@ -67,6 +67,8 @@ from .errors import ProviderError as ProviderError
 from .host import open_runtime_sync as open_runtime_sync
 from .host import run_sync as run_sync
 from .messages import ChatMessage as ChatMessage
+from .messages import DocumentPart as DocumentPart
+from .messages import ImagePart as ImagePart
 from .messages import Message as Message
 from .messages import ModelReply as ModelReply
 from .messages import ModelSettings as ModelSettings
@@ -106,6 +108,8 @@ __all__ = [
     "RunPhase",
     "PhaseResult",
     "ChatMessage",
+    "ImagePart",
+    "DocumentPart",
     "ModelReply",
     "ModelSettings",
     "ToolCallRequest",

@@ -43,7 +43,15 @@ from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
 from .core.ref import SupervisorRef
 from .errors import RuntimeClosed, SelfAsk
-from .messages import Event, Lane, ModelSettings, OutputT, PhaseResult, ToolCallRequest
+from .messages import (
+    ContentPart,
+    Event,
+    Lane,
+    ModelSettings,
+    OutputT,
+    PhaseResult,
+    ToolCallRequest,
+)
 from .runtime import Runtime, open_runtime
 
 if TYPE_CHECKING:
@@ -174,7 +182,7 @@ async def _serve(options: _RuntimeOptions, *, task_status: Any) -> None:
 
 def run_sync(
     spec: AgentSpec[_Out],
-    user_message: str,
+    user_message: str | Sequence[ContentPart | str],
     *,
     name: str | None = None,
     **options: Unpack[_RunSyncOptions],
@@ -195,7 +203,8 @@ def run_sync(
 
     Args:
         spec: the agent's [`AgentSpec`][agentrio.AgentSpec].
-        user_message: the user's turn that starts the phase.
+        user_message: the user's turn that starts the phase: a str or a list
+            of content parts, as for [`AgentRef.run`][agentrio.AgentRef.run].
         name: the agent's name (default ``spec.name``).
         options: [`open_runtime`][agentrio.open_runtime]'s keyword arguments
             (``budget``, ``config``, ``shutdown_timeout``...) and
@@ -586,14 +595,17 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
     def __repr__(self) -> str:
         return f"<BlockingAgent {self._agent.path!r}>"
 
-    def run(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult[OutputT]:
+    def run(
+        self, user_message: str | Sequence[ContentPart | str], **options: Unpack[_RunOptions]
+    ) -> PhaseResult[OutputT]:
         """Run one phase and return its result, as [`AgentRef.run`][agentrio.AgentRef.run] does.
 
         Phases of one agent run one at a time, in the order they were asked for,
         whatever thread asked. Raises what ``AgentRef.run`` raises, and:
 
         Args:
-            user_message: the user's turn that starts the phase.
+            user_message: the user's turn that starts the phase: a str or a
+                list of content parts, as for ``AgentRef.run``.
             options: ``AgentRef.run``'s keyword arguments (``tool_names``,
                 ``max_iterations``, ``continue_context``, ``context_label``,
                 ``direct_tool_calls``, ``timeout``, ``mode``, ``model``, ``lane``,
@@ -608,7 +620,9 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         """
         return self._host._call(functools.partial(self._agent.run, user_message, **options))
 
-    async def arun(self, user_message: str, **options: Unpack[_RunOptions]) -> PhaseResult[OutputT]:
+    async def arun(
+        self, user_message: str | Sequence[ContentPart | str], **options: Unpack[_RunOptions]
+    ) -> PhaseResult[OutputT]:
         """``run()``, awaited: cancelling the caller cancels the phase and waits for it."""
         return await self._host._acall(functools.partial(self._agent.run, user_message, **options))
 

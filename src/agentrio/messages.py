@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import sys
 from typing import Annotated, Generic, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -32,8 +33,14 @@ __all__ = [
     "ContextReadTurns",
     "ContextReset",
     "ContextTruncated",
+    "ContentPart",
     "ContinuationInjected",
+    "DocumentPart",
+    "DOCUMENT_TYPES",
     "FinishReason",
+    "IMAGE_TYPES",
+    "ImagePart",
+    "MAX_PART_BYTES",
     "ModelReply",
     "ModelSettings",
     "PhaseEnded",
@@ -44,6 +51,7 @@ __all__ = [
     "Routed",
     "RunPhase",
     "Stalled",
+    "TextPart",
     "StopReason",
     "SubagentEnded",
     "SubagentStarted",
@@ -393,6 +401,209 @@ class ThinkingBlock(Message, frozen=True, tag=True):
     redacted: str = ""
 
 
+# -- content parts: text, images and documents in a user turn ------------------------
+
+# The most bytes one ImagePart or DocumentPart may hold (32 MiB, the largest
+# request Anthropic's API takes); each wire format has its own, lower limit
+# for images.
+MAX_PART_BYTES = 32 * 1024 * 1024
+# The image types OpenAI and Anthropic both take (Ollama takes PNG and JPEG).
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+DOCUMENT_TYPES = ("application/pdf", "text/plain")
+
+_MAX_URL = 8192  # characters: longer is no URL a provider fetches
+# The first bytes of each image type: the APIs refuse an image whose bytes are
+# not of its stated type, so a mismatch is caught before anything is sent.
+_SIGNATURES: dict[str, tuple[bytes, ...]] = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "application/pdf": (b"%PDF-",),
+}
+
+
+def media_type_of(data: bytes) -> str | None:
+    """The image type *data* starts like (``"image/png"``...), or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    for kind, signatures in _SIGNATURES.items():
+        if kind.startswith("image/") and data.startswith(signatures):
+            return kind
+    return None
+
+
+def shown_url(url: str) -> str:
+    """*url* as error messages and reprs show it: its scheme and host only (a
+    signed URL's path or query may hold a credential)."""
+    split = urlsplit(url)
+    return f"{split.scheme}://{split.hostname or ''}/…"
+
+
+def _part_error(kind: str, what: str) -> InvalidArgument:
+    return InvalidArgument(f"{kind}: {what}")
+
+
+def _check_source(part: ImagePart | DocumentPart, types: tuple[str, ...]) -> None:
+    """Check a part's source (exactly one of data and url) and its media type."""
+    kind = type(part).__name__
+    data, url, media_type = part.data, part.url, part.media_type
+    if (data is None) == (url is None):
+        raise _part_error(kind, "give exactly one of data (bytes) and url (an http(s) URL)")
+    if not isinstance(media_type, str) or (media_type and media_type not in types):
+        shown = media_type if isinstance(media_type, str) else type(media_type).__name__
+        raise _part_error(kind, f"media_type must be one of {', '.join(types)}, got {shown!r}")
+    if data is not None:
+        _check_data(part, kind, data, media_type)
+    else:
+        _check_url(kind, url)
+
+
+def _check_data(part: ImagePart | DocumentPart, kind: str, data: object, media_type: str) -> None:
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+        msgspec.structs.force_setattr(part, "data", data)
+    if not isinstance(data, bytes):
+        raise _part_error(kind, f"data must be bytes, got a {type(data).__name__}")
+    if not data:
+        raise _part_error(kind, "data is empty")
+    if len(data) > MAX_PART_BYTES:
+        raise _part_error(
+            kind, f"data is {len(data)} bytes, more than MAX_PART_BYTES ({MAX_PART_BYTES})"
+        )
+    if not media_type:
+        raise _part_error(kind, "media_type is required with data")
+    expected = _SIGNATURES.get(media_type)
+    if media_type == "image/webp":
+        ok = data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+    elif media_type == "text/plain":
+        try:
+            data.decode("utf-8")
+            ok = True
+        except UnicodeDecodeError:
+            ok = False
+    else:
+        ok = expected is None or data.startswith(expected)
+    if not ok:
+        found = media_type_of(data)
+        looks = f"; they look like {found}" if found else ""
+        what = "UTF-8 text" if media_type == "text/plain" else f"{media_type} data"
+        raise _part_error(kind, f"data is not {what} (media_type={media_type!r}){looks}")
+
+
+def _check_url(kind: str, url: object) -> None:
+    if not isinstance(url, str):
+        raise _part_error(kind, f"url must be a str, got a {type(url).__name__}")
+    if len(url) > _MAX_URL or not url.isprintable() or " " in url:
+        raise _part_error(
+            kind, f"url must be an http(s) URL of at most {_MAX_URL} printable characters"
+        )
+    try:
+        split = urlsplit(url)
+    except ValueError:
+        raise _part_error(kind, "url is not a URL") from None
+    if split.scheme.lower() not in ("http", "https") or not split.hostname:
+        scheme = split.scheme.lower()
+        got = f"a {scheme}: URL" if scheme else "no scheme"
+        raise _part_error(
+            kind, f"url must be an http:// or https:// URL with a host, got {got} (give data=)"
+        )
+
+
+def _data_repr(data: bytes | None) -> str:
+    return "None" if data is None else f"<{len(data)} bytes>"
+
+
+class TextPart(Message, frozen=True, tag=True):
+    """A piece of text in a user turn given as parts.
+
+    Attributes:
+        text: the text.
+    """
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise _part_error("TextPart", f"text must be a str, got a {type(self.text).__name__}")
+
+
+class ImagePart(Message, frozen=True, tag=True):
+    """An image in a user turn: its bytes, or a URL the provider fetches.
+
+    Checked when made (and when decoded): exactly one of *data* and *url*;
+    *data* non-empty, at most 32 MiB (``MAX_PART_BYTES``), and
+    starting as its *media_type* says (the APIs refuse a PNG labelled JPEG);
+    *url* ``http://`` or ``https://`` (no ``file:`` or ``data:``: give
+    *data*). A wrong one is an [`InvalidArgument`][agentrio.InvalidArgument]
+    naming the field; its message and the part's ``repr`` never show the
+    bytes, nor more of a URL than its scheme and host.
+
+    Attributes:
+        data: the image's bytes (``bytearray`` and ``memoryview`` are
+            copied to ``bytes``).
+        url: where the provider fetches it (OpenAI, Anthropic; not Ollama).
+        media_type: ``"image/png"``, ``"image/jpeg"``, ``"image/gif"`` or
+            ``"image/webp"``; required with *data*, optional with *url*.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    media_type: str = ""
+
+    def __post_init__(self) -> None:
+        _check_source(self, IMAGE_TYPES)
+
+    def __repr__(self) -> str:
+        source = f"url={shown_url(self.url)!r}" if self.url is not None else ""
+        if self.data is not None:
+            source = f"data={_data_repr(self.data)}"
+        return f"ImagePart({source}, media_type={self.media_type!r})"
+
+
+class DocumentPart(Message, frozen=True, tag=True):
+    """A document in a user turn: a PDF or a text file, as bytes or a URL.
+
+    Checked as [`ImagePart`][agentrio.ImagePart] is; ``application/pdf``
+    data must start ``%PDF-``, ``text/plain`` data must be UTF-8. Anthropic
+    takes both (a URL for a PDF only); OpenAI's chat completions take PDFs
+    as data (a ``file`` part); Ollama takes none.
+
+    Attributes:
+        data: the document's bytes.
+        url: where the provider fetches it (Anthropic, PDFs only).
+        media_type: ``"application/pdf"`` (the default) or ``"text/plain"``.
+        name: its file name, sent where the API takes one (OpenAI's
+            ``filename``, Anthropic's ``title``); ``""``: ``"document.pdf"``
+            for OpenAI, none for Anthropic.
+    """
+
+    data: bytes | None = None
+    url: str | None = None
+    media_type: str = "application/pdf"
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        _check_source(self, DOCUMENT_TYPES)
+        if not self.media_type:
+            raise _part_error("DocumentPart", "media_type must not be empty")
+        if not isinstance(self.name, str) or len(self.name) > 255 or not self.name.isprintable():
+            raise _part_error(
+                "DocumentPart", "name must be a str of at most 255 printable characters"
+            )
+
+    def __repr__(self) -> str:
+        source = f"url={shown_url(self.url)!r}" if self.url is not None else ""
+        if self.data is not None:
+            source = f"data={_data_repr(self.data)}"
+        name = f", name={self.name!r}" if self.name else ""
+        return f"DocumentPart({source}, media_type={self.media_type!r}{name})"
+
+
+ContentPart = TextPart | ImagePart | DocumentPart
+"""One part of a user turn: [`TextPart`][agentrio.types.TextPart],
+[`ImagePart`][agentrio.ImagePart] or [`DocumentPart`][agentrio.DocumentPart]."""
+
+
 class ChatMessage(Message, frozen=True, tag=True):
     """One entry of a conversation history, as models see it.
 
@@ -407,6 +618,12 @@ class ChatMessage(Message, frozen=True, tag=True):
             them out).
         is_error: for a tool turn, the call did not succeed (its status was
             ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
+        parts: for a user turn given as content parts (text, images,
+            documents), the parts in order; ``content`` is then the text of
+            its [`TextPart`][agentrio.types.TextPart]s, joined by newlines (the
+            OpenAI and Anthropic wire formats send the parts, Ollama sends
+            ``content`` and the images). Empty for a plain-text turn. See
+            [Images and documents][images-and-documents].
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -416,6 +633,7 @@ class ChatMessage(Message, frozen=True, tag=True):
     name: str | None = None
     thinking: tuple[ThinkingBlock, ...] = ()
     is_error: bool = False
+    parts: tuple[ContentPart, ...] = ()
 
 
 class ModelReply(Message, frozen=True, tag=True):
@@ -669,6 +887,9 @@ class RunPhase(Message, frozen=True, tag=True):
     configuration cannot resolve ends such a phase with ``"error"`` and a
     ``PhaseError`` (``error_type="ConfigError"``); an unknown *lane* ends it
     with ``"error"`` and a ``PhaseError`` (``InvalidArgument``) before any call.
+
+    ``parts``: the user's turn as content parts (``user_message`` is then
+    their text); ``()`` for a plain-text turn.
     """
 
     user_message: str
@@ -682,6 +903,7 @@ class RunPhase(Message, frozen=True, tag=True):
     max_continuation_turns: int | None = None
     model: str | None = None
     settings: ModelSettings | None = None
+    parts: tuple[ContentPart, ...] = ()
 
 
 class PhaseResult(Message, Generic[OutputT], frozen=True, tag=True):

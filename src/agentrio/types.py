@@ -26,6 +26,7 @@ from .core.ref import SupervisorStatistics
 from .core.restart import Strategy
 from .host import BlockingAgent, BlockingRuntime, BlockingStream
 from .messages import (
+    ContentPart,
     ContextAppend,
     ContextCompact,
     ContextRead,
@@ -34,6 +35,7 @@ from .messages import (
     FinishReason,
     Lane,
     StopReason,
+    TextPart,
     ThinkingBlock,
     ToolStatus,
     Turn,
@@ -64,6 +66,7 @@ __all__ = [
     "OutputSchema",
     # parts of messages
     "ThinkingBlock",
+    "TextPart",
     "Turn",
     # the messages a context actor answers
     "ContextRead",
@@ -76,6 +79,7 @@ __all__ = [
     "FinishReason",
     "ToolStatus",
     "Lane",
+    "ContentPart",
     "Strategy",
     "RestartPolicy",
 ]

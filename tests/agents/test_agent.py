@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -1381,3 +1382,71 @@ async def test_a_context_actor_starts_within_its_first_phase_and_exits_after_its
         ("ActorExited", "a"),
         ("ActorExited", "a.context"),  # owned: it stops after its agent
     ]
+
+
+# -- a user turn of content parts --------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+
+
+async def test_a_user_turn_of_parts_reaches_the_model_and_stays_in_history(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    from agentrio import ImagePart
+    from agentrio.types import TextPart
+
+    image = ImagePart(data=PNG, media_type="image/png")
+    model = ScriptedModel([answer("a red square"), answer("it was red")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        first = await agent.run(["What is this?", image, TextPart("Be brief.")])
+        second = await agent.run("What colour was it?")
+        history = await agent.history()
+    assert (first.final_text, second.final_text) == ("a red square", "it was red")
+    parts = (TextPart("What is this?"), image, TextPart("Be brief."))
+    turn = ChatMessage("user", "What is this?\nBe brief.", parts=parts)
+    assert model.calls[0][-1] == turn  # the model sees the parts, in order
+    # The next phase, and the stored history, still have them.
+    assert model.calls[1][1] == turn
+    assert [t.message for t in history][1] == turn
+
+
+@pytest.mark.parametrize(
+    ("message", "says"),
+    [
+        ([], "user_message is an empty list"),
+        (b"png bytes", "got a bytes"),
+        (42, "got a int"),
+        (["fine", 3], "user_message[1] must be a str, TextPart, ImagePart or DocumentPart"),
+    ],
+)
+async def test_run_refuses_a_user_message_that_is_not_parts(message: object, says: str) -> None:
+    model = ScriptedModel([answer("never")])
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(make_spec(model))
+        with pytest.raises(InvalidArgument, match=re.escape(says)):
+            await agent.run(message)  # type: ignore[arg-type]
+    assert model.calls == []
+
+
+async def test_run_refuses_a_part_the_providers_wire_cannot_take_before_any_request() -> None:
+    from agentrio import ImagePart, Provider, ProviderConfig
+    from agentrio.testing import open_fake_llm
+
+    async with open_fake_llm([answer("never")]) as server:
+        config = ProviderConfig(name="local", kind="ollama", base_url=server.base_url)
+        async with Provider(config) as provider, agentrio.open_runtime() as rt:
+            agent = await rt.spawn_agent(make_spec(provider.model("llava")))
+            image = ImagePart(url="https://example.com/cat.png")
+            with pytest.raises(InvalidArgument) as caught:
+                await agent.run(["what is this?", image])
+            assert await agent.history() == ()
+            # The same image as data goes.
+            ok = await agent.run(["what is this?", ImagePart(data=PNG, media_type="image/png")])
+        assert server.statistics().http_requests == 1
+    assert ok.final_text == "never"
+    assert str(caught.value) == (
+        "user_message: provider 'local': part 1 (ImagePart(url='https://example.com/…', "
+        "media_type='')): the ollama wire format takes images as data only, not by URL: "
+        "give ImagePart(data=...)"
+    )

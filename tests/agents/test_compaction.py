@@ -192,6 +192,26 @@ def test_summary_request_is_the_prompt_and_a_transcript() -> None:
     assert estimate == len("Summarise.") + len(request[1].content)
 
 
+def test_summary_request_says_what_a_user_turn_attached() -> None:
+    png = agentrio.ImagePart(data=b"\x89PNG\r\n\x1a\n", media_type="image/png")
+    parts = (
+        agentrio.types.TextPart("compare"),
+        png,
+        agentrio.ImagePart(url="https://example.com/b.png"),
+        agentrio.DocumentPart(data=b"%PDF-1.7", name="spec.pdf"),
+    )
+    older = [ChatMessage("user", "compare", parts=parts), ChatMessage("assistant", "same")]
+    request, _ = summary_request("Summarise.", older, chars, 10_000)
+    # The summary model reads text: it is told what was attached, never sent it.
+    assert request[1].parts == ()
+    assert request[1].content == (
+        "[user] compare\n[user attached an image (image/png)]\n"
+        "[user attached an image (by URL)]\n"
+        "[user attached a document 'spec.pdf' (application/pdf)]\n\n"
+        "[assistant] same"
+    )
+
+
 def test_summary_request_leaves_out_the_oldest_lines_past_the_room_but_not_a_summary() -> None:
     earlier = ChatMessage("user", SUMMARY_PREFIX + "S")
     older = [earlier] + [ChatMessage("user", f"{i}" * 50) for i in range(5)]

@@ -2912,3 +2912,42 @@ async def test_a_named_tool_choice_must_be_the_agents(
             await agent.run("go", settings=bad)
         with pytest.raises(agentrio.InvalidArgument, match="settings must be"):
             await agent.run("go", settings={"temperature": 1})  # type: ignore[arg-type]
+
+
+# -- images and documents in the estimate ------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 8
+
+
+async def test_an_image_counts_in_the_budgets_reservation(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # An image counts IMAGE_TOKENS (3,000), whatever its bytes: a budget of
+    # 2,000 input tokens has no room for a call that shows one.
+    image = agentrio.ImagePart(data=PNG, media_type="image/png")
+    spec = AgentSpec(
+        "a", ScriptedModel([answer("ok"), answer("ok")]), limits=Limits(max_output_tokens=10)
+    )
+    async with agentrio.open_runtime(budget=agentrio.Budget(max_input_tokens=2000)) as rt:
+        plain = await (await rt.spawn_agent(spec, name="plain")).run("look")
+        seeing = await (await rt.spawn_agent(spec, name="seeing")).run(["look", image])
+    assert (plain.stop_reason, seeing.stop_reason) == ("done", "budget_exhausted")
+
+
+async def test_an_image_in_the_history_counts_towards_the_context_window(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    # The window is 8,000 tokens, 6,000 of which may be sent: one image fits,
+    # two do not, and old turns are left out (never the first user turn).
+    image = agentrio.ImagePart(url="https://example.com/a.png")
+    model = ScriptedModel([answer("one"), answer("two")], context_window=8000)
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(AgentSpec("a", model, limits=Limits(max_output_tokens=10)))
+        await agent.run(["first", image])
+        await agent.run(["second", image])
+        await trio.testing.wait_all_tasks_blocked()
+    assert [m.content for m in model.calls[0]] == ["first"]
+    assert [m.content for m in model.calls[1]] == ["first", "second"]  # "one" left out
+    (cut,) = [e for e in events if isinstance(e, agentrio.events.ContextTruncated)]
+    assert (cut.dropped, cut.tokens_before, cut.tokens_after) == (1, 6005, 6004)

@@ -787,3 +787,92 @@ async def test_other_tool_calls_go_through(stream: bool) -> None:
             "m", CONVERSATION[:2], [LOOKUP], max_output_tokens=50, output_schema=MOVIE
         )
     assert (reply.text, [c.name for c in reply.tool_calls]) == ("", ["lookup"])
+
+
+# -- content parts -------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
+PDF = b"%PDF-1.7\n1 0 obj << /Type /Page >> endobj\n%%EOF"
+
+
+async def test_images_and_documents_go_as_image_and_document_blocks() -> None:
+    import base64
+
+    from agentrio import DocumentPart, ImagePart
+    from agentrio.types import TextPart
+
+    parts = (
+        TextPart("compare"),
+        ImagePart(data=PNG, media_type="image/png"),
+        ImagePart(url="https://example.com/cat.webp", media_type="image/webp"),
+        DocumentPart(data=PDF, name="report.pdf"),
+        DocumentPart(url="https://example.com/paper.pdf"),
+        DocumentPart(data="naïve notes".encode(), media_type="text/plain"),
+    )
+    messages = [
+        ChatMessage("system", "look"),
+        ChatMessage("user", "compare", parts=parts),
+    ]
+    async with open_fake_llm([ModelReply(text="same")]) as server, provider(server) as p:
+        reply = await p.complete("claude-x", messages, [], max_output_tokens=50)
+    assert reply.text == "same"
+    sent = server.requests[0]
+    assert sent.body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "compare"},
+                {
+                    "type": "image",
+                    "source": {
+                        "type": "base64",
+                        "media_type": "image/png",
+                        "data": base64.b64encode(PNG).decode(),
+                    },
+                },
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.webp"}},
+                {
+                    "type": "document",
+                    "source": {
+                        "type": "base64",
+                        "media_type": "application/pdf",
+                        "data": base64.b64encode(PDF).decode(),
+                    },
+                    "title": "report.pdf",
+                },
+                {
+                    "type": "document",
+                    "source": {"type": "url", "url": "https://example.com/paper.pdf"},
+                },
+                {
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "naïve notes"},
+                },
+            ],
+        }
+    ]
+    # (the fake server takes an image URL without its media type: it is not sent)
+    got = sent.messages[1].parts
+    assert got[:2] == parts[:2] and got[3:] == parts[3:]
+    assert got[2] == ImagePart(url="https://example.com/cat.webp")
+
+
+async def test_an_image_over_5_mb_is_refused_before_sending() -> None:
+    from agentrio import ImagePart
+
+    big = ImagePart(data=PNG[:8] + bytes(5 * 1024 * 1024), media_type="image/png")
+    messages = [ChatMessage("user", "", parts=(big,))]
+    async with open_fake_llm([ModelReply(text="no")]) as server, provider(server) as p:
+        with pytest.raises(InvalidArgument, match=r"takes images of at most 5242880 bytes"):
+            await p.complete("claude-x", messages, [], max_output_tokens=50)
+        assert server.statistics().http_requests == 0
+
+
+def test_a_text_document_by_url_is_refused() -> None:
+    from agentrio import DocumentPart
+
+    doc = DocumentPart(url="https://example.com/notes.txt", media_type="text/plain")
+    with pytest.raises(
+        InvalidArgument, match="takes documents by URL of the types application/pdf"
+    ):
+        AnthropicWire().body("claude-x", [ChatMessage("user", "", parts=(doc,))], [], 10, False)

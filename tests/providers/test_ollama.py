@@ -473,3 +473,61 @@ async def test_format_over_http(stream: bool) -> None:
         first, second = server.requests
     assert (first.output_schema, second.output_schema) == (MOVIE.object_schema, tags.object_schema)
     assert (movie.text, listed.text) == ('{"title": "Alien", "year": 1}', '["x"]')
+
+
+# -- content parts -------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
+JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 24
+
+
+async def test_images_go_as_base64_images() -> None:
+    import base64
+
+    from agentrio import ImagePart
+    from agentrio.types import TextPart
+
+    parts = (
+        TextPart("describe"),
+        ImagePart(data=PNG, media_type="image/png"),
+        ImagePart(data=JPEG, media_type="image/jpeg"),
+    )
+    messages = [ChatMessage("user", "describe", parts=parts)]
+    async with open_fake_llm([ModelReply(text="two")]) as server, provider(server) as p:
+        assert (await p.complete("llava", messages, [], max_output_tokens=50)).text == "two"
+    sent = server.requests[0]
+    assert sent.body["messages"] == [
+        {
+            "role": "user",
+            "content": "describe",
+            "images": [base64.b64encode(PNG).decode(), base64.b64encode(JPEG).decode()],
+        }
+    ]
+    assert sent.messages[0].parts == parts
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [
+        ("url", "takes images as data only, not by URL: give ImagePart(data=...)"),
+        ("gif", "takes images of the types image/png, image/jpeg"),
+        ("pdf", "takes no documents"),
+    ],
+)
+async def test_what_ollama_cannot_take_is_refused_before_sending(part: str, expected: str) -> None:
+    from agentrio import DocumentPart, ImagePart
+
+    made = {
+        "url": lambda: ImagePart(url="https://user:pw@example.com/cat.png?token=SECRET"),
+        "gif": lambda: ImagePart(data=b"GIF89a" + bytes(10), media_type="image/gif"),
+        "pdf": lambda: DocumentPart(data=b"%PDF-1.4 x"),
+    }[part]()
+    messages = [ChatMessage("user", "", parts=(made,))]
+    async with open_fake_llm([ModelReply(text="no")]) as server, provider(server) as p:
+        with pytest.raises(InvalidArgument) as caught:
+            await p.complete("llava", messages, [], max_output_tokens=50)
+        assert server.statistics().http_requests == 0
+    message = str(caught.value)
+    assert message.startswith("provider 'ol': user turn part 0 (")
+    assert "the ollama wire format " + expected in message
+    assert "SECRET" not in message and "pw" not in message

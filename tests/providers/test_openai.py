@@ -675,3 +675,91 @@ async def test_a_schema_without_a_strict_form_is_sent_wrapped_not_strict(stream:
     assert isinstance(form, dict) and form["json_schema"]["strict"] is False
     assert seen.output_schema == counts.object_schema
     assert reply.text == '{"a":1}'  # unwrapped from "result"
+
+
+# -- content parts -------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
+PDF = b"%PDF-1.7\n1 0 obj << /Type /Page >> endobj\n%%EOF"
+
+
+def _with_parts(*parts: object) -> list[ChatMessage]:
+    from agentrio.types import TextPart
+
+    text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    return [ChatMessage("system", "look"), ChatMessage("user", text, parts=tuple(parts))]  # type: ignore[arg-type]
+
+
+async def test_images_and_a_pdf_go_as_image_url_and_file_parts() -> None:
+    import base64
+
+    from agentrio import DocumentPart, ImagePart
+    from agentrio.types import TextPart
+
+    parts = (
+        TextPart("what is in these?"),
+        ImagePart(data=PNG, media_type="image/png"),
+        ImagePart(url="https://example.com/cat.jpg"),
+        DocumentPart(data=PDF, name="report.pdf"),
+    )
+    async with open_fake_llm([ModelReply(text="a cat")]) as server, provider(server) as p:
+        reply = await p.complete("gpt-x", _with_parts(*parts), [], max_output_tokens=50)
+    assert reply.text == "a cat"
+    sent = server.requests[0]
+    assert sent.body["messages"][1]["content"] == [  # type: ignore[index]
+        {"type": "text", "text": "what is in these?"},
+        {
+            "type": "image_url",
+            "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+        },
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+        {
+            "type": "file",
+            "file": {
+                "filename": "report.pdf",
+                "file_data": "data:application/pdf;base64," + base64.b64encode(PDF).decode(),
+            },
+        },
+    ]
+    # The fake server decoded them back: what the handler sees is what was given.
+    assert sent.messages[1].parts == parts
+    assert sent.messages[1].content == "what is in these?"
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [
+        ("document_url", "takes no documents by URL"),
+        ("text_document", "takes documents of the types application/pdf"),
+        ("huge_image", "takes images of at most 20971520 bytes; this one is 20971529 bytes"),
+    ],
+)
+async def test_a_part_openai_cannot_take_is_refused_before_sending(
+    part: str, expected: str
+) -> None:
+    from agentrio import DocumentPart, ImagePart
+
+    made = {
+        "document_url": lambda: DocumentPart(url="https://example.com/a.pdf?sig=SECRET"),
+        "text_document": lambda: DocumentPart(data=b"notes", media_type="text/plain"),
+        "huge_image": lambda: ImagePart(
+            data=PNG[:8] + bytes(20 * 1024 * 1024 + 1), media_type="image/png"
+        ),
+    }[part]()
+    async with open_fake_llm([ModelReply(text="no")]) as server, provider(server) as p:
+        with pytest.raises(InvalidArgument) as caught:
+            await p.complete("gpt-x", _with_parts(made), [], max_output_tokens=50)
+        assert server.statistics().http_requests == 0  # nothing reached the server
+        assert p.statistics().requests == 0
+    message = str(caught.value)
+    assert message.startswith("provider 'oa': user turn part 0 (")
+    assert expected in message
+    assert "SECRET" not in message and "\\x00" not in message and len(message) < 400
+
+
+def test_parts_only_in_user_turns() -> None:
+    from agentrio import ImagePart
+
+    image = ImagePart(data=PNG, media_type="image/png")
+    with pytest.raises(InvalidArgument, match="'assistant' turn holds content parts"):
+        WIRE.body("gpt-x", [ChatMessage("assistant", "", parts=(image,))], [], 10, False)

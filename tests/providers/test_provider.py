@@ -1578,3 +1578,25 @@ def test_a_key_straddling_the_cut_is_still_redacted() -> None:
     shown = provider._redact(text)
     assert "sk-S" not in shown and "SECRET" not in shown
     assert len(shown) <= 300
+
+
+async def test_tokens_per_minute_counts_an_image_as_the_agent_does(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # An image is estimated at 3,000 tokens: two calls with one fit in 7,000
+    # a minute at once, and the third waits for the next minute.
+    image = agentrio.ImagePart(data=b"\x89PNG\r\n\x1a\n", media_type="image/png")
+    messages = [ChatMessage("user", "hi", parts=(image,))]
+
+    async def slow(request: FakeRequest) -> ModelReply:
+        handler(request)
+        await trio.sleep(1)
+        return OK
+
+    handler = Clocked()
+    async with serving(slow, tokens_per_minute=7000) as (_, p), trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(
+                functools.partial(p.complete, "m", messages, [], max_output_tokens=1)
+            )
+    assert handler.times == [0, 0, 60]

@@ -912,3 +912,109 @@ async def test_a_text_reply_to_a_forced_tool_goes_out_as_its_call(stream: bool) 
     assert server.requests[0].tool_choice == "required"
     assert "final_result" in first and '"a"' in first
     assert "not an object" in second  # (a text that is no object goes out as text)
+
+
+# -- content parts: decoded for the handler, refused when malformed -----------------------
+
+_PNG64 = "iVBORw0KGgoAAAAA"  # base64 of a PNG signature and four zero bytes
+
+
+def _user(api: str, content: Any, **extra: Any) -> dict[str, Any]:
+    message = {"role": "user", "content": content, **extra}
+    payload: dict[str, Any] = {"model": "m", "messages": [message]}
+    if api == "anthropic":
+        payload["max_tokens"] = 10
+    return payload
+
+
+MALFORMED = [
+    # (api, the user message's content, extra message fields, what the 400 says)
+    ("openai", [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}], {}, "url"),
+    (
+        "openai",
+        [{"type": "image_url", "image_url": {"url": "data:image/bmp;base64,AA=="}}],
+        {},
+        "data:",
+    ),
+    (
+        "openai",
+        [{"type": "image_url", "image_url": {"url": "data:image/png;base64,!!"}}],
+        {},
+        "base64",
+    ),
+    ("openai", [{"type": "image_url"}], {}, "needs image_url"),
+    ("openai", [{"type": "file", "file": {"file_id": "f1"}}], {}, "file_data"),
+    ("openai", [{"type": "video", "text": ""}], {}, "type"),
+    (
+        "anthropic",
+        [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/bmp", "data": "AA=="},
+            }
+        ],
+        {},
+        "media_type",
+    ),
+    (
+        "anthropic",
+        [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/jpeg", "data": _PNG64},
+            }
+        ],
+        {},
+        "look like image/png",
+    ),
+    (
+        "anthropic",
+        [{"type": "document", "source": {"type": "url", "url": "ftp://x/a.pdf"}}],
+        {},
+        "url",
+    ),
+    ("anthropic", [{"type": "image"}], {}, "needs a source"),
+    ("ollama", "look", {"images": ["not base64!"]}, "base64"),
+    ("ollama", "look", {"images": ["R0lGODlhAAAA"]}, "not a PNG or JPEG"),
+]
+
+
+@pytest.mark.parametrize(("api", "content", "extra", "says"), MALFORMED)
+async def test_malformed_parts_are_answered_400(
+    api: str, content: Any, extra: dict[str, Any], says: str
+) -> None:
+    async with open_fake_llm([TEXT]) as server, client(server) as c:
+        answer = await c.post(PATHS[api], json=_user(api, content, **extra))
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]  # (Ollama's is the message itself)
+    assert says in (error if api == "ollama" else error["message"])
+    assert server.requests == [] and server.statistics().rejected == {400: 1}
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_handler_sees_the_parts(api: str) -> None:
+    from agentrio import ImagePart
+    from agentrio.types import TextPart
+
+    content: Any = {
+        "openai": [
+            {"type": "text", "text": "what?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _PNG64}},
+        ],
+        "anthropic": [
+            {"type": "text", "text": "what?"},
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": _PNG64},
+            },
+        ],
+        "ollama": "what?",
+    }[api]
+    extra = {"images": [_PNG64]} if api == "ollama" else {}
+    async with open_fake_llm([TEXT]) as server, client(server) as c:
+        answer = await c.post(PATHS[api], json=_user(api, content, **extra))
+    assert answer.status_code == 200
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x00"
+    (message,) = server.requests[0].messages
+    assert message.content == "what?"
+    assert message.parts == (TextPart("what?"), ImagePart(data=png, media_type="image/png"))

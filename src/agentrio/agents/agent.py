@@ -25,12 +25,16 @@ from ..core.actor import Actor, ActorRef, ActorStatistics
 from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
 from ..messages import (
     ChatMessage,
+    ContentPart,
     ContextReadTurns,
+    DocumentPart,
+    ImagePart,
     Lane,
     ModelSettings,
     OutputT,
     PhaseResult,
     RunPhase,
+    TextPart,
     ToolCallRequest,
     Turn,
     Usage,
@@ -929,8 +933,9 @@ def _check_run(
     lane: object = None,
     settings: object = None,
 ) -> RunPhase:
+    parts: tuple[ContentPart, ...] = ()
     if not isinstance(user_message, str):
-        raise InvalidArgument(f"user_message must be a str, got {user_message!r}")
+        user_message, parts = user_parts(user_message)
     names: tuple[str, ...] | None = None
     if tool_names is not None:
         if isinstance(tool_names, str) or not isinstance(tool_names, Sequence):
@@ -978,7 +983,49 @@ def _check_run(
         model=model,
         lane=None if lane is None else check_lane(lane),
         settings=settings,
+        parts=parts,
     )
+
+
+def user_parts(message: object) -> tuple[str, tuple[ContentPart, ...]]:
+    """A user turn given as parts: its text (its text parts joined by newlines) and
+    the parts, a ``str`` item made a ``TextPart``; InvalidArgument naming a bad item."""
+    if isinstance(message, (bytes, bytearray)) or not isinstance(message, Sequence):
+        raise InvalidArgument(
+            f"user_message must be a str or a list of TextPart, ImagePart and DocumentPart "
+            f"(or str), got a {type(message).__name__}"
+        )
+    if not message:
+        raise InvalidArgument("user_message is an empty list: give at least one part")
+    parts: list[ContentPart] = []
+    for i, item in enumerate(message):
+        if isinstance(item, str):
+            item = TextPart(item)
+        elif not isinstance(item, (TextPart, ImagePart, DocumentPart)):
+            raise InvalidArgument(
+                f"user_message[{i}] must be a str, TextPart, ImagePart or DocumentPart, "
+                f"got a {type(item).__name__}"
+            )
+        parts.append(item)
+    text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+    return text, tuple(parts)
+
+
+def check_model_parts(model: Model, parts: Sequence[ContentPart], argument: str) -> None:
+    """Raise InvalidArgument if *model* says it cannot take one of *parts* (its
+    ``check_parts``, if it has one: a provider's model checks its wire format)."""
+    check = getattr(model, "check_parts", None)
+    if check is not None:
+        try:
+            check(parts)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{argument}: {exc}") from None
+
+
+def _check_phase_parts(state: _AgentState, cmd: RunPhase) -> None:
+    """*cmd*'s parts checked against the model its phase will call."""
+    model = state.model if cmd.model is None else state.services.resolve(cmd.model)
+    check_model_parts(model, cmd.parts, "user_message")
 
 
 def _phase_command(
@@ -1090,7 +1137,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
 
     async def run(
         self,
-        user_message: str,
+        user_message: str | Sequence[ContentPart | str],
         *,
         tool_names: Sequence[str] | None = None,
         max_iterations: int | None = None,
@@ -1125,7 +1172,12 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         phase][a-cancelled-caller-cancels-its-phase].
 
         Args:
-            user_message: the user's turn that starts the phase.
+            user_message: the user's turn that starts the phase: a str, or
+                a list of content parts ([`TextPart`][agentrio.types.TextPart] (or
+                a plain str), [`ImagePart`][agentrio.ImagePart],
+                [`DocumentPart`][agentrio.DocumentPart]) for a model that
+                takes images or documents; see [Images and
+                documents][images-and-documents].
             tool_names: restrict this phase to these of the agent's tools
                 (``[]``: the model is still called but every tool call is
                 denied; ``None``: all of them). A child agent started while
@@ -1174,7 +1226,10 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
 
         Raises:
             InvalidArgument: a bad argument, named in the message, including a
-                tool name the agent does not have, an unknown *lane*, or a
+                part of *user_message* that is not a part, or that the
+                phase's model cannot take (a provider's wire format checks
+                each: an image URL for Ollama, a document for a wire that
+                takes none), a tool name the agent does not have, an unknown *lane*, or a
                 mode name the runtime does not have (the message lists its
                 modes); *settings* that is not a ``ModelSettings``, names in
                 ``tool_choice`` a tool the agent does not have, holds a
@@ -1220,6 +1275,8 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             )
         if settings is not None:
             check_model_settings(state.model, settings, "settings")
+        if cmd.parts:
+            _check_phase_parts(state, cmd)
         ref = state.ref
         assert ref is not None
         try:
@@ -1309,7 +1366,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
 
     async def start_background(
         self,
-        user_message: str,
+        user_message: str | Sequence[ContentPart | str],
         *,
         mode: str | Mode | None = "background",
         tool_names: Sequence[str] | None = None,
@@ -1355,6 +1412,8 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             mode,
             model,
         )
+        if cmd.parts:
+            _check_phase_parts(self._state, cmd)
         return await start_background(self, cmd, chosen)
 
     async def request_stop(self) -> None:

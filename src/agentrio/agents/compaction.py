@@ -28,6 +28,8 @@ from ..messages import (
     CompactionFailed,
     ContextCompact,
     ContextCompacted,
+    DocumentPart,
+    ImagePart,
     ModelReply,
     Usage,
 )
@@ -218,6 +220,14 @@ def _line(msg: ChatMessage) -> str:
     if msg.role == "tool":
         return f"[tool result of {msg.name or 'a tool'}] {msg.content}"
     text = f"[{msg.role}] {msg.content}"
+    for part in msg.parts:
+        # The summary model reads the transcript as text: it is told what was
+        # attached, not shown it.
+        if isinstance(part, ImagePart):
+            text += f"\n[{msg.role} attached an image ({part.media_type or 'by URL'})]"
+        elif isinstance(part, DocumentPart):
+            named = f" {part.name!r}" if part.name else ""
+            text += f"\n[{msg.role} attached a document{named} ({part.media_type})]"
     for c in msg.tool_calls:
         text += f"\n[{msg.role} called {c.name}({arguments_text(c.arguments)})]"
     return text

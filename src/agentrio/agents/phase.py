@@ -50,7 +50,7 @@ from ..messages import (
     Usage,
 )
 from ..providers.limiter import lane_index
-from ..providers.tokens import arguments_text, message_text
+from ..providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
 from .budget import Lease, usage_problem
 from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
@@ -440,14 +440,21 @@ class Phase:
         info = self.st.info
         if self.history:
             estimate = info.estimator
-            self.sizes = [estimate(message_text(m)) for m in self.history]
+            self.sizes = [message_tokens(estimate, m) for m in self.history]
             self.total = sum(self.sizes)
         elif info.system is not None:  # a new context starts with the system prompt
             self.history.append(info.system[0])
             self.sizes.append(info.system[1])
             self.timestamps.append(time.time())
             self.total = info.system[1]
-        self._append(ChatMessage("user", self.cmd.user_message))
+        parts = self.cmd.parts
+        if not parts:
+            self._append(ChatMessage("user", self.cmd.user_message))
+            return
+        self._append(ChatMessage("user", self.cmd.user_message, parts=parts))
+        size = parts_tokens(parts)  # (its text is counted by _append)
+        self.sizes[-1] += size
+        self.total += size
 
     def _persist(self) -> None:
         ctx = self.ctx

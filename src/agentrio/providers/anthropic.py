@@ -7,9 +7,13 @@ from typing import Any
 
 from ..messages import (
     ChatMessage,
+    ContentPart,
+    DocumentPart,
     FinishReason,
+    ImagePart,
     ModelReply,
     ModelSettings,
+    TextPart,
     ThinkingBlock,
     ToolCallRequest,
     Usage,
@@ -20,9 +24,11 @@ from .wire import (
     CALL_CHARS,
     QUOTED,
     PartialCall,
+    PartRules,
     StreamState,
     TextSink,
     bad,
+    base64_text,
     check_settings,
     count,
     finish_reply,
@@ -30,9 +36,10 @@ from .wire import (
     tool_call,
     tool_choice,
     usage_of,
+    user_parts,
 )
 
-__all__ = ["API_VERSION", "AnthropicWire"]
+__all__ = ["API_VERSION", "PARTS", "AnthropicWire"]
 
 API_VERSION = "2023-06-01"  # the default anthropic-version header
 _SETTINGS = frozenset(
@@ -57,6 +64,35 @@ _FINISH: dict[object, FinishReason] = {
 }
 _CHOICES = {"auto": "auto", "none": "none", "required": "any"}
 _INPUT_COUNTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+# image blocks (base64 or URL sources) up to the API's 5 MB an image; document
+# blocks for PDFs (base64 or URL) and text files (a text source).
+PARTS = PartRules(
+    "anthropic",
+    ("image/png", "image/jpeg", "image/gif", "image/webp"),
+    5 * 1024 * 1024,
+    True,
+    ("application/pdf", "text/plain"),
+    ("application/pdf",),
+)
+
+
+def _source(part: ImagePart | DocumentPart) -> dict[str, object]:
+    if part.data is None:
+        return {"type": "url", "url": part.url}
+    if part.media_type == "text/plain":
+        return {"type": "text", "media_type": "text/plain", "data": part.data.decode("utf-8")}
+    return {"type": "base64", "media_type": part.media_type, "data": base64_text(part.data)}
+
+
+def _part(part: ContentPart) -> dict[str, object]:
+    if isinstance(part, ImagePart):
+        return {"type": "image", "source": _source(part)}
+    if isinstance(part, DocumentPart):
+        block: dict[str, object] = {"type": "document", "source": _source(part)}
+        if part.name:
+            block["title"] = part.name
+        return block
+    return {"type": "text", "text": part.text}
 
 
 def _thinking(block: ThinkingBlock) -> dict[str, object]:
@@ -78,11 +114,18 @@ def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
     # Thinking comes first, as it came: with tools, the API wants the last
     # assistant turn's thinking back, signatures and all.
     blocks = [_thinking(b) for b in msg.thinking] if msg.thinking else []
-    if msg.content:
+    if msg.parts:  # (the text is in its parts, in its place among them)
+        blocks.extend(_part(p) for p in user_parts(PARTS, msg) if not _empty(p))
+    elif msg.content:
         blocks.append({"type": "text", "text": msg.content})
     for c in msg.tool_calls:
         blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments})
     return blocks
+
+
+def _empty(part: ContentPart) -> bool:
+    # (the API refuses an empty text block)
+    return isinstance(part, TextPart) and not part.text
 
 
 def _messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, object]]]:
@@ -203,6 +246,7 @@ class AnthropicWire:
 
     path = "/messages"
     stream_format = "sse"
+    parts = PARTS
 
     def __init__(self, version: str = API_VERSION) -> None:
         self.version = version

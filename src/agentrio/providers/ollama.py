@@ -6,15 +6,26 @@ from collections.abc import Collection, Sequence
 
 import msgspec
 
-from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
+from ..messages import (
+    MAX_PART_BYTES,
+    ChatMessage,
+    FinishReason,
+    ImagePart,
+    ModelReply,
+    ModelSettings,
+    ToolCallRequest,
+    Usage,
+)
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,
     QUOTED,
+    PartRules,
     StreamState,
     TextSink,
     bad,
+    base64_text,
     bearer,
     check_settings,
     count,
@@ -22,18 +33,28 @@ from .wire import (
     function_tools,
     need,
     tool_call,
+    user_parts,
 )
 
-__all__ = ["OllamaWire"]
+__all__ = ["PARTS", "OllamaWire"]
 
 _SETTINGS = frozenset(
     ("temperature", "top_p", "stop", "seed", "options", "keep_alive", "extra_headers", "extra_body")
 )
 _RESERVED = frozenset(("model", "messages", "tools", "stream", "options"))
+# A message's "images": base64 data, PNG or JPEG, no URLs; no documents. (The
+# images go with the message's text, not among it: their order is lost.)
+PARTS = PartRules("ollama", ("image/png", "image/jpeg"), MAX_PART_BYTES, False, (), ())
 
 
 def _message(msg: ChatMessage) -> dict[str, object]:
     out: dict[str, object] = {"role": msg.role, "content": msg.content}
+    if msg.parts:
+        out["images"] = [
+            base64_text(p.data)
+            for p in user_parts(PARTS, msg)
+            if isinstance(p, ImagePart) and p.data is not None
+        ]
     if msg.tool_calls:
         out["tool_calls"] = [
             {"function": {"name": c.name, "arguments": c.arguments}} for c in msg.tool_calls
@@ -87,6 +108,7 @@ class OllamaWire:
 
     path = "/api/chat"
     stream_format = "ndjson"
+    parts = PARTS
 
     def headers(self, api_key: str | None) -> dict[str, str]:
         return bearer(api_key)

@@ -7,27 +7,41 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..errors import InvalidArgument
-from ..messages import ChatMessage, FinishReason, ModelReply, ModelSettings, ToolCallRequest, Usage
+from ..messages import (
+    MAX_PART_BYTES,
+    ChatMessage,
+    ContentPart,
+    DocumentPart,
+    FinishReason,
+    ImagePart,
+    ModelReply,
+    ModelSettings,
+    ToolCallRequest,
+    Usage,
+)
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,
     PartialCall,
+    PartRules,
     StreamState,
     TextSink,
     bad,
     bearer,
     check_settings,
     count,
+    data_url,
     finish_reply,
     function_tools,
     need,
     tool_call,
     tool_choice,
     usage_of,
+    user_parts,
 )
 
-__all__ = ["MAX_TOKENS_FIELDS", "OpenAIWire"]
+__all__ = ["MAX_TOKENS_FIELDS", "PARTS", "OpenAIWire"]
 
 # The request field of the output limit: reasoning models refuse max_tokens;
 # servers that predate max_completion_tokens know only max_tokens.
@@ -50,10 +64,38 @@ _RESERVED = frozenset(
 # finish_reason values other than these ("stop", "tool_calls", "function_call",
 # none at all) read as "stop": the model ended its turn.
 _FINISH: dict[object, FinishReason] = {"length": "length", "content_filter": "content_filter"}
+# Images as image_url parts (a URL, or the data as a data: URL), up to OpenAI's
+# 20 MB an image; PDFs as file parts with file_data (chat completions take no
+# document URL, and no text file: send its text as text).
+PARTS = PartRules(
+    "openai",
+    ("image/png", "image/jpeg", "image/gif", "image/webp"),
+    20 * 1024 * 1024,
+    True,
+    ("application/pdf",),
+    (),
+)
+assert PARTS.max_image_bytes <= MAX_PART_BYTES
+
+
+def _part(part: ContentPart) -> dict[str, object]:
+    if isinstance(part, ImagePart):
+        url = part.url if part.data is None else data_url(part.media_type, part.data)
+        return {"type": "image_url", "image_url": {"url": url}}
+    if isinstance(part, DocumentPart):
+        assert part.data is not None  # (checked: no document URLs)
+        name = part.name or "document.pdf"
+        return {
+            "type": "file",
+            "file": {"filename": name, "file_data": data_url(part.media_type, part.data)},
+        }
+    return {"type": "text", "text": part.text}
 
 
 def _message(msg: ChatMessage) -> dict[str, object]:
     out: dict[str, object] = {"role": msg.role, "content": msg.content}
+    if msg.parts:
+        out["content"] = [_part(p) for p in user_parts(PARTS, msg)]
     if msg.tool_calls:
         out["content"] = msg.content or None
         out["tool_calls"] = [
@@ -139,6 +181,7 @@ class OpenAIWire:
 
     path = "/chat/completions"
     stream_format = "sse"
+    parts = PARTS
 
     def __init__(self, max_tokens_field: str = "max_completion_tokens") -> None:
         if max_tokens_field not in MAX_TOKENS_FIELDS:

@@ -38,7 +38,7 @@ from ..errors import (
     ProviderUnavailable,
     RateLimited,
 )
-from ..messages import ChatMessage, Lane, ModelReply, ModelSettings
+from ..messages import ChatMessage, ContentPart, Lane, ModelReply, ModelSettings, TextPart
 from .anthropic import API_VERSION, AnthropicWire
 from .base import AttemptMeter, OutputSchema, ToolSchema
 from .bounded import (
@@ -70,8 +70,8 @@ from .redact import (
     shown_env_name,
     url_secrets,
 )
-from .tokens import estimate_tokens
-from .wire import StreamParser, WireFormat, typed_answer
+from .tokens import estimate_tokens, parts_tokens
+from .wire import PartRules, StreamParser, WireFormat, check_parts, typed_answer
 
 if TYPE_CHECKING:
     import httpx
@@ -707,6 +707,21 @@ class Provider:
         ``config.settings``)."""
         self._wire.check_settings(settings.over(self.config.settings))
 
+    def check_parts(self, parts: Sequence[ContentPart]) -> None:
+        """Raise InvalidArgument naming the first of *parts* (a user turn's content
+        parts) this instance's wire format cannot take, and the provider."""
+        rules: PartRules | None = getattr(self._wire, "parts", None)
+        if rules is None:
+            if any(not isinstance(p, TextPart) for p in parts):
+                raise InvalidArgument(
+                    f"provider {self.name!r}: its wire format takes no images or documents"
+                )
+            return
+        try:
+            check_parts(rules, parts)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"provider {self.name!r}: {exc}") from None
+
     def statistics(self) -> ProviderStatistics:
         """Requests, retries, failures, 429s, the breaker's state and the shared pause."""
         return ProviderStatistics(
@@ -799,8 +814,10 @@ class Provider:
             ProviderError: another 4xx (not retried).
             InvalidArgument: *lane* is not a lane's name (before any
                 request), or a setting the wire format cannot send, or a
-                ``tool_choice`` naming a tool the call does not offer (nothing
-                is sent).
+                ``tool_choice`` naming a tool the call does not offer, or a
+                content part of a user turn the wire format cannot take (an
+                image URL for Ollama, say; the message names the part and
+                the provider; nothing is sent).
         """
         priority = _DEFAULT_PRIORITY if lane is None else lane_index(lane)
         headers = None  # this call's extra headers
@@ -824,7 +841,18 @@ class Provider:
                 stream,
                 settings,
             )
-        if headers is not None or settings is not None:
+        parts = False
+        for m in messages:
+            if m.parts:
+                parts = True
+                break
+        if parts:
+            # (a part the wire cannot take raises here: nothing is sent)
+            try:
+                body.content()
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"provider {self.name!r}: {exc}") from None
+        elif headers is not None or settings is not None:
             body.content()  # (a setting the wire cannot send raises here: nothing is sent)
         text_tools = [t.name for t in tools] if self._text_tools else None
         # (For the per-minute window only. The agent's estimator rule, each
@@ -832,6 +860,8 @@ class Provider:
         estimate = 0
         if self._tpm is not None:
             estimate = max_output_tokens + sum(estimate_tokens(m.content) for m in messages)
+            if parts:
+                estimate += sum(parts_tokens(m.parts) for m in messages)
         attempt = 0
         while True:
             if not self._breaker.allow():
@@ -1292,6 +1322,11 @@ class ProviderModel:
     def check_settings(self, settings: ModelSettings) -> None:
         """Raise InvalidArgument naming a setting the provider's wire format cannot send."""
         self.provider.check_settings(settings)
+
+    def check_parts(self, parts: Sequence[ContentPart]) -> None:
+        """Raise InvalidArgument naming a content part the provider's wire format
+        cannot take (see [`Provider.check_parts`][agentrio.Provider.check_parts])."""
+        self.provider.check_parts(parts)
 
 
 def _extra_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -6,13 +6,41 @@ uses the same estimate to fit a context window and to reserve from a budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import re
+from collections.abc import Callable, Sequence
 
 import msgspec
 
-from ..messages import ChatMessage
+from ..messages import ChatMessage, ContentPart, DocumentPart, ImagePart
 
-__all__ = ["TokenEstimator", "arguments_text", "estimate_tokens", "message_text"]
+__all__ = [
+    "IMAGE_TOKENS",
+    "PDF_PAGE_TOKENS",
+    "URL_DOCUMENT_TOKENS",
+    "TokenEstimator",
+    "arguments_text",
+    "estimate_tokens",
+    "message_text",
+    "message_tokens",
+    "parts_tokens",
+]
+
+IMAGE_TOKENS = 3_000
+"""What one image counts, whatever its size or source: more than any of
+OpenAI's (high detail: at most 1,445 tokens for GPT-4o; patch-based models at
+most 1,536 patches x 1.72 = 2,642) or Anthropic's (about 1,600 at the largest
+size it keeps) charge. (GPT-4o mini counts images at many times that: an
+overrun, charged in full.)"""
+PDF_PAGE_TOKENS = 4_800
+"""What one PDF page counts: 3,000 for its text (the top of Anthropic's
+1,500 to 3,000) and 1,800 for the image of the page the providers add."""
+_PDF_BYTES_PER_PAGE = 50_000  # when the pages cannot be counted (compressed streams)
+URL_DOCUMENT_TOKENS = 10 * PDF_PAGE_TOKENS
+"""What a document given by URL counts (its size is unknown until the
+provider fetches it): ten PDF pages."""
+# A page object of a PDF ("/Type /Page", not "/Type /Pages").
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 
 TokenEstimator = Callable[[str], int]
 
@@ -35,6 +63,10 @@ def estimate_tokens(text: str) -> int:
     ``int(ascii_characters / 3.5) + other_characters + 1``. Used for the
     context window and for budget reservations unless the spec has a
     ``token_estimator``.
+
+    The images and documents of a user turn given as parts are counted
+    apart, by a fixed rule that no ``token_estimator`` replaces (see
+    [Images and documents][images-and-documents]).
     """
     # (n * 2 // 7 is int(n / 3.5), exactly, without the int() call.)
     if text.isascii():  # (a C scan: the common case costs what it did)
@@ -61,3 +93,39 @@ def arguments_text(arguments: object) -> str:
         return _encode(arguments).decode()
     except (TypeError, ValueError):  # (msgspec.EncodeError is a ValueError)
         return repr(arguments)
+
+
+def parts_tokens(parts: Sequence[ContentPart]) -> int:
+    """The tokens the images and documents of a user turn count (its text is counted
+    as ``content``, by the estimator).
+
+    The rule: each image ``IMAGE_TOKENS`` (3,000); a
+    PDF ``PDF_PAGE_TOKENS`` (4,800) per page (its
+    ``/Type /Page`` objects; when none is seen, their dictionaries being
+    compressed, a page per 50,000 bytes, at least one); a text document its
+    bytes / 3, plus one; a document given by URL
+    ``URL_DOCUMENT_TOKENS`` (48,000).
+    """
+    total = 0
+    for part in parts:
+        if isinstance(part, ImagePart):
+            total += IMAGE_TOKENS
+        elif isinstance(part, DocumentPart):
+            total += _document_tokens(part)
+    return total
+
+
+def _document_tokens(part: DocumentPart) -> int:
+    data = part.data
+    if data is None:
+        return URL_DOCUMENT_TOKENS
+    if part.media_type == "text/plain":
+        return len(data) // 3 + 1
+    pages = len(_PDF_PAGE.findall(data)) or max(1, math.ceil(len(data) / _PDF_BYTES_PER_PAGE))
+    return pages * PDF_PAGE_TOKENS
+
+
+def message_tokens(estimate: TokenEstimator, msg: ChatMessage) -> int:
+    """*msg*'s estimate: *estimate* of its text, plus its parts' tokens."""
+    size = estimate(message_text(msg))
+    return size + parts_tokens(msg.parts) if msg.parts else size

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
 from ..errors import BadResponse, InvalidArgument
 from ..messages import (
     ChatMessage,
+    ContentPart,
+    DocumentPart,
     FinishReason,
+    ImagePart,
     ModelReply,
     ModelSettings,
     ThinkingBlock,
@@ -25,17 +29,23 @@ from .guard import parse_arguments, tool_calls_in_text
 __all__ = [
     "CALL_CHARS",
     "QUOTED",
+    "PartRules",
     "StreamParser",
     "StreamState",
     "WireFormat",
     "bad",
+    "check_part",
     "check_settings",
+    "base64_text",
+    "check_parts",
+    "data_url",
     "finish_reply",
     "function_tools",
     "need",
     "tool_call",
     "tool_choice",
     "typed_answer",
+    "user_parts",
 ]
 
 TextSink = Callable[[str], None]
@@ -370,3 +380,88 @@ def typed_answer(reply: ModelReply, output: OutputSchema) -> ModelReply:
     if output.wrapped and isinstance(value, dict) and "result" in value:
         value = value["result"]
     return msgspec.structs.replace(reply, text=msgspec.json.encode(value).decode(), tool_calls=())
+
+
+# -- content parts -------------------------------------------------------------------
+
+
+class PartRules(NamedTuple):
+    """What content parts a wire format takes (see `check_part`)."""
+
+    wire: str
+    image_types: tuple[str, ...]
+    max_image_bytes: int
+    image_urls: bool
+    document_types: tuple[str, ...]  # as data
+    document_url_types: tuple[str, ...]
+
+
+def check_part(rules: PartRules, part: ContentPart, where: str) -> None:
+    """Raise InvalidArgument if the wire format of *rules* cannot take *part*, naming
+    *where* it is (``"part 2"``), the part (without its bytes) and what was expected."""
+    if isinstance(part, ImagePart):
+        why = _image_refused(rules, part)
+    elif isinstance(part, DocumentPart):
+        why = _document_refused(rules, part)
+    else:
+        return
+    if why:
+        raise InvalidArgument(f"{where} ({part!r}): the {rules.wire} wire format {why}")
+
+
+def _image_refused(rules: PartRules, part: ImagePart) -> str:
+    types = ", ".join(rules.image_types)
+    if part.data is None:
+        if not rules.image_urls:
+            return "takes images as data only, not by URL: give ImagePart(data=...)"
+        if part.media_type and part.media_type not in rules.image_types:
+            return f"takes images of the types {types}"
+        return ""
+    if part.media_type not in rules.image_types:
+        return f"takes images of the types {types}"
+    if len(part.data) > rules.max_image_bytes:
+        return (
+            f"takes images of at most {rules.max_image_bytes} bytes; "
+            f"this one is {len(part.data)} bytes"
+        )
+    return ""
+
+
+def _document_refused(rules: PartRules, part: DocumentPart) -> str:
+    if not rules.document_types and not rules.document_url_types:
+        return "takes no documents"
+    if part.data is None:
+        if part.media_type not in rules.document_url_types:
+            if not rules.document_url_types:
+                return "takes no documents by URL: give DocumentPart(data=...)"
+            return f"takes documents by URL of the types {', '.join(rules.document_url_types)}"
+        return ""
+    if part.media_type not in rules.document_types:
+        return f"takes documents of the types {', '.join(rules.document_types)}"
+    return ""
+
+
+def check_parts(rules: PartRules, parts: Sequence[ContentPart], where: str = "part") -> None:
+    """`check_part` for each of *parts* (``"part 0"``, ``"part 1"``...)."""
+    for i, part in enumerate(parts):
+        check_part(rules, part, f"{where} {i}")
+
+
+def user_parts(rules: PartRules, msg: ChatMessage) -> tuple[ContentPart, ...]:
+    """*msg*'s parts, each checked; only a user turn may hold any."""
+    if msg.role != "user":
+        raise InvalidArgument(
+            f"{msg.role!r} turn holds content parts: only user turns may (ChatMessage.parts)"
+        )
+    check_parts(rules, msg.parts, "user turn part")
+    return msg.parts
+
+
+def base64_text(data: bytes) -> str:
+    """*data* in base64, as text."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """A ``data:`` URL holding *data* (``data:image/png;base64,...``)."""
+    return f"data:{media_type};base64,{base64_text(data)}"

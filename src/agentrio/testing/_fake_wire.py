@@ -4,6 +4,8 @@ and writing their replies (whole or as stream frames) and errors.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import time
 from collections.abc import Mapping
@@ -13,7 +15,16 @@ from typing import Annotated, Literal
 import attrs
 import msgspec
 
-from ..messages import ChatMessage, ModelReply, ToolCallRequest
+from ..errors import InvalidArgument
+from ..messages import (
+    ChatMessage,
+    ContentPart,
+    DocumentPart,
+    ImagePart,
+    ModelReply,
+    TextPart,
+    ToolCallRequest,
+)
 
 __all__ = [
     "FRAMES",
@@ -48,7 +59,12 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
             calls as ``ToolCallRequest`` with parsed arguments), and one
             ``"tool"`` turn per tool result (Anthropic's ``tool_result``
             blocks included, with the tool's name filled in from the call it
-            answers).
+            answers). A user turn with images or documents has them in its
+            ``parts`` (``ImagePart``, ``DocumentPart``, with its text parts
+            as ``TextPart``), decoded from OpenAI's ``image_url`` and
+            ``file`` parts, Anthropic's ``image`` and ``document`` blocks
+            and Ollama's ``images``; a malformed one is answered 400, as
+            the real APIs answer it.
         tools: the names of the tools offered.
         stream: whether a streamed answer was asked for.
         max_tokens: the output limit asked for, if any
@@ -93,9 +109,22 @@ class _OaToolCall(msgspec.Struct):
     type: str = "function"
 
 
+class _OaImageUrl(msgspec.Struct):
+    url: str
+    detail: Literal["auto", "low", "high"] = "auto"
+
+
+class _OaFile(msgspec.Struct):
+    file_data: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+
+
 class _Part(msgspec.Struct):
-    type: str
+    type: Literal["text", "image_url", "file", "input_audio", "refusal"]
     text: str = ""
+    image_url: _OaImageUrl | None = None
+    file: _OaFile | None = None
 
 
 class _OaMessage(msgspec.Struct):
@@ -149,9 +178,18 @@ class _OaRequest(msgspec.Struct):
     tool_choice: Literal["auto", "none", "required"] | _OaToolChoice | None = None
 
 
+class _AnSource(msgspec.Struct):
+    type: Literal["base64", "url", "text"]
+    media_type: str = ""
+    data: str = ""
+    url: str = ""
+
+
 class _AnBlock(msgspec.Struct):
     type: str
     text: str = ""
+    source: _AnSource | None = None
+    title: str | None = None
     id: str = ""
     name: str = ""
     input: dict[str, object] = {}
@@ -202,6 +240,7 @@ class _OlMessage(msgspec.Struct):
     tool_calls: list[_OlToolCall] | None = None
     tool_name: str | None = None
     tool_call_id: str | None = None
+    images: list[str] | None = None
 
 
 class _OlRequest(msgspec.Struct):
@@ -211,6 +250,110 @@ class _OlRequest(msgspec.Struct):
     stream: bool = True  # Ollama streams unless told not to
     options: dict[str, object] | None = None
     format: Literal["json"] | dict[str, object] | None = None
+
+
+# -- content parts, checked as the real APIs check them ---------------------------------
+
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def _decoded(text: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest(f"{where}: the data is not valid base64") from None
+
+
+def _made(kind: type[ImagePart] | type[DocumentPart], where: str, **fields: object) -> ContentPart:
+    try:
+        return kind(**fields)  # type: ignore[arg-type]
+    except InvalidArgument as exc:
+        raise BadRequest(f"{where}: {exc}") from None
+
+
+def _from_data_url(url: str, where: str, kinds: tuple[str, ...]) -> tuple[str, bytes]:
+    head, comma, data = url.partition(",")
+    media_type = head.removeprefix("data:").removesuffix(";base64")
+    if not comma or not head.endswith(";base64") or media_type not in kinds:
+        raise BadRequest(f"{where}: expected a data:<{' or '.join(kinds)}>;base64,... URL")
+    return media_type, _decoded(data, where)
+
+
+def _openai_part(part: _Part, where: str) -> ContentPart:
+    if part.type == "text":
+        return TextPart(part.text)
+    if part.type == "image_url":
+        if part.image_url is None:
+            raise BadRequest(f"{where}: an image_url part needs image_url")
+        url = part.image_url.url
+        if url.startswith("data:"):
+            media_type, data = _from_data_url(url, where, _IMAGE_TYPES)
+            return _made(ImagePart, where, data=data, media_type=media_type)
+        return _made(ImagePart, where, url=url)
+    if part.type == "file" and part.file is not None and part.file.file_data is not None:
+        _, data = _from_data_url(part.file.file_data, where, ("application/pdf",))
+        name = part.file.filename or ""
+        return _made(DocumentPart, where, data=data, name=name)
+    raise BadRequest(f"{where}: the fake server takes text, image_url and file (file_data) parts")
+
+
+def _openai_parts(m: _OaMessage, index: int) -> tuple[ContentPart, ...]:
+    content = m.content
+    if not isinstance(content, list) or all(p.type == "text" for p in content):
+        return ()
+    if m.role != "user":
+        raise BadRequest(f"messages[{index}]: image and file parts go in user messages only")
+    return tuple(_openai_part(p, f"messages[{index}].content[{i}]") for i, p in enumerate(content))
+
+
+def _anthropic_source(block: _AnBlock, where: str) -> ContentPart:
+    source = block.source
+    if source is None:
+        raise BadRequest(f"{where}: an {block.type} block needs a source")
+    image = block.type == "image"
+    fields: dict[str, object] = {} if image else {"name": block.title or ""}
+    if source.type == "url":
+        fields["url"] = source.url
+    elif source.type == "text":
+        if image or source.media_type != "text/plain":
+            raise BadRequest(f"{where}: a text source is for a text/plain document")
+        fields.update(data=source.data.encode(), media_type="text/plain")
+    else:
+        types = _IMAGE_TYPES if image else ("application/pdf",)
+        if source.media_type not in types:
+            raise BadRequest(f"{where}: source.media_type must be one of {', '.join(types)}")
+        fields.update(data=_decoded(source.data, where), media_type=source.media_type)
+    return _made(ImagePart if image else DocumentPart, where, **fields)
+
+
+def _anthropic_parts(blocks: list[_AnBlock], where: str) -> tuple[ContentPart, ...]:
+    if all(b.type not in ("image", "document") for b in blocks):
+        return ()
+    parts: list[ContentPart] = []
+    for i, block in enumerate(blocks):
+        if block.type == "text":
+            parts.append(TextPart(block.text))
+        elif block.type in ("image", "document"):
+            parts.append(_anthropic_source(block, f"{where}.content[{i}]"))
+    return tuple(parts)
+
+
+def _ollama_parts(m: _OlMessage, index: int) -> tuple[ContentPart, ...]:
+    if not m.images:
+        return ()
+    parts: list[ContentPart] = [TextPart(m.content)] if m.content else []
+    for i, text in enumerate(m.images):
+        where = f"messages[{index}].images[{i}]"
+        data = _decoded(text, where)
+        kind = "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
+        if not data.startswith((b"\x89PNG", b"\xff\xd8\xff")):
+            raise BadRequest(f"{where}: not a PNG or JPEG image")
+        parts.append(_made(ImagePart, where, data=data, media_type=kind))
+    return tuple(parts)
+
+
+def _parts_text(parts: tuple[ContentPart, ...]) -> str:
+    return "\n".join(p.text for p in parts if isinstance(p, TextPart))
 
 
 def _text(content: str | list[_Part] | list[_AnBlock] | None) -> str:
@@ -242,7 +385,11 @@ def _name_tool_turns(messages: list[ChatMessage]) -> list[ChatMessage]:
 
 def _openai_messages(request: _OaRequest) -> list[ChatMessage]:
     out = []
-    for m in request.messages:
+    for index, m in enumerate(request.messages):
+        parts = _openai_parts(m, index)
+        if parts:
+            out.append(ChatMessage("user", _parts_text(parts), parts=parts))
+            continue
         calls = tuple(
             ToolCallRequest(c.function.name, _arguments(c.function.arguments), c.id)
             for c in m.tool_calls or ()
@@ -254,7 +401,7 @@ def _openai_messages(request: _OaRequest) -> list[ChatMessage]:
     return out
 
 
-def _anthropic_turn(message: _AnMessage) -> list[ChatMessage]:
+def _anthropic_turn(message: _AnMessage, where: str) -> list[ChatMessage]:
     if isinstance(message.content, str):
         return [ChatMessage(message.role, message.content)]
     if message.role == "assistant":
@@ -267,6 +414,10 @@ def _anthropic_turn(message: _AnMessage) -> list[ChatMessage]:
         for b in message.content
         if b.type == "tool_result"
     ]
+    parts = _anthropic_parts(message.content, where)
+    if parts:
+        out.append(ChatMessage("user", _parts_text(parts), parts=parts))
+        return out
     text = _text(message.content)
     if text or not out:
         out.append(ChatMessage("user", text))
@@ -275,14 +426,20 @@ def _anthropic_turn(message: _AnMessage) -> list[ChatMessage]:
 
 def _anthropic_messages(request: _AnRequest) -> list[ChatMessage]:
     out = [ChatMessage("system", _text(request.system))] if request.system else []
-    for message in request.messages:
-        out.extend(_anthropic_turn(message))
+    for i, message in enumerate(request.messages):
+        out.extend(_anthropic_turn(message, f"messages[{i}]"))
     return out
 
 
 def _ollama_messages(request: _OlRequest) -> list[ChatMessage]:
     out = []
-    for m in request.messages:
+    for index, m in enumerate(request.messages):
+        parts = _ollama_parts(m, index)
+        if parts:
+            if m.role != "user":
+                raise BadRequest(f"messages[{index}]: images go in user messages only")
+            out.append(ChatMessage("user", m.content, parts=parts))
+            continue
         calls = tuple(
             ToolCallRequest(c.function.name, c.function.arguments, c.id) for c in m.tool_calls or ()
         )
