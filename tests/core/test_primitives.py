@@ -19,6 +19,7 @@ from agentrio.core import (
     wait_exited,
     withdrawn,
 )
+from agentrio.testing import ScriptedModel
 
 RecordEvents = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
@@ -155,7 +156,7 @@ async def test_link_refuses_what_nothing_would_end_or_what_loops(
         link(c, b)
         with pytest.raises(agentrio.InvalidArgument, match="cycle"):
             link(a, c)
-        with pytest.raises(agentrio.InvalidArgument, match="ActorRefs"):
+        with pytest.raises(agentrio.InvalidArgument, match=r"owner must be an agentrio\.ActorRef"):
             link(a, rt)  # type: ignore[arg-type]
         gone = await rt.spawn(Worker, log, name="gone")
         await gone.stop()
@@ -175,6 +176,43 @@ async def test_an_owner_does_not_keep_every_actor_it_owned(
             link(ref, owner)
             await ref.stop()
         assert len(owner._cell.dependents or []) <= 128
+
+
+# -- the refs the primitives take --------------------------------------------------------
+
+PRIMITIVES: list[tuple[str, Callable[[object], object]]] = [
+    ("link", lambda ref: link(ref, ref)),  # type: ignore[arg-type]
+    ("interrupt", interrupt),  # type: ignore[list-item]
+    ("interrupt_after", lambda ref: agentrio.core.interrupt_after(ref, 1.0)),  # type: ignore[arg-type]
+    ("withdrawn", withdrawn),  # type: ignore[list-item]
+    ("begin_stop", begin_stop),  # type: ignore[list-item]
+    ("exit_reason", exit_reason),  # type: ignore[list-item]
+    ("wait_exited", wait_exited),  # type: ignore[list-item]
+]
+
+
+@pytest.mark.parametrize(("name", "primitive"), PRIMITIVES)
+async def test_the_primitives_refuse_what_is_not_an_actor_ref(
+    autojump_clock: trio.testing.MockClock, name: str, primitive: Callable[[object], object]
+) -> None:
+    # An agent's handle, a supervisor's, the runtime (the root's): an
+    # InvalidArgument that names the call, the argument and what it wanted
+    # (not an AttributeError from inside the kernel).
+    spec = agentrio.AgentSpec("a", ScriptedModel([]))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        team = await rt.spawn_supervisor(name="team")
+        for wrong, hint in [(agent, "AgentRef"), (team, "supervisor"), (rt, "supervisor")]:
+            arg = "owned" if name == "link" else "ref"
+            wanted = rf"{name}\(\)'s {arg} must be an"
+            with pytest.raises(agentrio.InvalidArgument, match=wanted) as info:
+                result = primitive(wrong)
+                if hasattr(result, "__await__"):
+                    await result  # type: ignore[misc]
+            assert hint in str(info.value)
+        owner = await rt.spawn(Worker, [], name="owner")
+        with pytest.raises(agentrio.InvalidArgument, match=r"link\(\)'s owner must be an"):
+            link(owner, agent)  # type: ignore[arg-type]
 
 
 # -- interrupt -------------------------------------------------------------------------

@@ -925,6 +925,22 @@ def cancel_cell(cell: _Cell) -> None:
 # -- the kernel's primitives for the layers above (exported by agentrio.core) ----------
 
 
+def not_a_ref(func: str, arg: str, value: object) -> NoReturn:
+    """Raise ``InvalidArgument``: *func*'s *arg* is not an actor's ``ActorRef``.
+
+    The primitives test ``type(ref) is ActorRef`` themselves (one identity
+    comparison, on the hot path of tool calls) and call this only to raise.
+    """
+    hint = ""
+    if type(value).__name__ == "AgentRef":  # (the agent layer's: not imported here)
+        hint = " (an AgentRef is an agent's handle, not an actor's ref)"
+    elif type(value).__name__ == "SupervisorRef" or hasattr(value, "spawn_supervisor"):
+        hint = " (a supervisor, or the runtime, is not an actor)"
+    raise InvalidArgument(
+        f"{func}()'s {arg} must be an agentrio.ActorRef, got {type(value).__name__}{hint}"
+    )
+
+
 def link(owned: ActorRef, owner: ActorRef) -> None:
     """Link *owned* to *owner*: the owned actor ends after its owner.
 
@@ -944,13 +960,16 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
         # its reserved names): sup.spawn_nowait(Worker, owner=owner)
 
     Raises:
-        InvalidArgument: not two actor refs; the same actor; *owned* is
+        InvalidArgument: *owned* or *owner* is not an
+            [`ActorRef`][agentrio.ActorRef] (each is named); the same actor; *owned* is
             linked to another owner already; or *owner* is (through its
             owners) owned by *owned*.
         ActorStopped: *owner* has exited (nothing would end *owned*).
     """
-    if type(owned) is not ActorRef or type(owner) is not ActorRef:  # (no subclasses)
-        raise InvalidArgument(f"link takes two ActorRefs, got {owned!r} and {owner!r}")
+    if type(owned) is not ActorRef:  # (no subclasses)
+        not_a_ref("link", "owned", owned)
+    if type(owner) is not ActorRef:
+        not_a_ref("link", "owner", owner)
     child, cell = owned._cell, owner._cell
     if child.owner is cell:
         return
@@ -989,7 +1008,11 @@ def interrupt(ref: ActorRef) -> bool:
         False if there is nothing to interrupt: the actor is idle (waiting
         on an empty mailbox), starting, stopping (in ``on_stop``), being
         cancelled or restarted, exited, or an [`InlineActor`][agentrio.InlineActor].
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:  # (one identity test: this is on tool calls' hot path)
+        not_a_ref("interrupt", "ref", ref)
     return _interrupt(ref._cell)
 
 
@@ -1021,7 +1044,12 @@ def withdrawn(ref: ActorRef) -> bool:
     waits for the reply, and the actor should wind the work up. False for
     everything else (a tell, an ask whose asker still waits, a first
     delivery). See [`ActorRef.ask`][agentrio.ActorRef.ask].
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:
+        not_a_ref("withdrawn", "ref", ref)
     item = ref._cell.held
     return type(item) is _Ask and item.abandoned
 
@@ -1032,7 +1060,12 @@ def begin_stop(ref: ActorRef) -> None:
 
     Its mailbox takes nothing more; it handles what is queued, runs
     ``on_stop`` and exits. ([`wait_exited`][agentrio.core.wait_exited] waits for that.)
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:
+        not_a_ref("begin_stop", "ref", ref)
     cell = ref._cell
     if cell.state == "exited":
         return
@@ -1045,7 +1078,13 @@ def begin_stop(ref: ActorRef) -> None:
 
 def exit_reason(ref: ActorRef) -> ExitReason | None:
     """How *ref*'s actor ended (``"stopped"``, ``"cancelled"``, ``"crashed"``), or
-    None while it has not exited."""
+    None while it has not exited.
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
+    """
+    if type(ref) is not ActorRef:
+        not_a_ref("exit_reason", "ref", ref)
     cell = ref._cell
     return cell.stop_reason if cell.state == "exited" else None
 
@@ -1055,7 +1094,12 @@ async def wait_exited(ref: ActorRef) -> None:
     ([`link`][agentrio.core.link]).
 
     It is a checkpoint; cancelling it stops the waiting, not the actors.
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:
+        not_a_ref("wait_exited", "ref", ref)
     await _gone(ref._cell)
 
 

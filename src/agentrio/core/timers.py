@@ -21,10 +21,9 @@ import trio
 
 from .._checks import check_seconds
 from .._handles import NoPublicConstructor
-from .actor import _Cell, _interrupt
+from .actor import ActorRef, _Cell, _interrupt, not_a_ref
 
 if TYPE_CHECKING:
-    from .actor import ActorRef
     from .supervisor import _Supervisor
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
@@ -92,9 +91,13 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
         closed): the caller then keeps a deadline of its own.
 
     Raises:
-        InvalidArgument: *seconds* is not a number >= 0.
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef];
+            *seconds* is not a number >= 0.
     """
-    # (The usual float or int in one test: this runs for every lone tool call.)
+    # (One identity test, and the usual float or int in one test: this runs
+    # for every lone tool call.)
+    if type(ref) is not ActorRef:
+        not_a_ref("interrupt_after", "ref", ref)
     if not ((type(seconds) is float or type(seconds) is int) and seconds >= 0):
         check_seconds("seconds", seconds)  # (raises)
     cell = ref._cell
