@@ -165,6 +165,23 @@ async def test_link_refuses_what_nothing_would_end_or_what_loops(
             link(late, gone)
 
 
+async def test_link_refuses_actors_of_two_supervisors(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A supervisor orders only its own children's stop: linked across two, the
+    # owned one's supervisor would stop it before its owner.
+    log: list[tuple[object, ...]] = []
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        owner = await rt.spawn(Worker, log, name="owner")
+        owned = await team.spawn(Worker, log, name="owned")
+        with pytest.raises(agentrio.InvalidArgument, match="two actors of one supervisor"):
+            link(owned, owner)
+        with pytest.raises(agentrio.InvalidArgument, match="two actors of one supervisor"):
+            link(owner, owned)
+        assert owned._cell.owner is None and owner._cell.owner is None
+
+
 async def test_an_owner_does_not_keep_every_actor_it_owned(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

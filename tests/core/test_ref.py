@@ -375,6 +375,10 @@ async def test_an_owner_must_be_a_live_actor() -> None:
             await rt.spawn(Tally, name="x", owner=gone)
         assert [c.name for c in rt.children()] == ["team"]  # nothing was spawned
         assert rt.spawn_nowait(Echo, name="x").name == "x"  # and the name is free
+        # Owned by an actor of another supervisor: refused, as link refuses it.
+        with pytest.raises(InvalidArgument, match="owner must be a child of the supervisor"):
+            team.spawn_nowait(Echo, name="x.context", owner=rt.lookup("x"))
+        assert team.children() == []
 
 
 async def test_closed_and_shutdown_timeout() -> None:

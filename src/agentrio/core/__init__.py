@@ -17,7 +17,8 @@ Asking:
 [`link`][agentrio.core.link] ``(owned, owner)``
     The owned actor ends after its owner: stopped when the owner exits,
     cancelled when it is cancelled, ended if it is suspended; a supervisor's
-    shutdown leaves it to its owner.
+    shutdown leaves it to its owner. Both must be children of one
+    supervisor (which alone orders their stop).
 
 [`interrupt`][agentrio.core.interrupt] ``(ref) -> bool``
     Cut the message the actor is handling short and hand it to the same

@@ -948,9 +948,13 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
     was cancelled; ended at once, if it is suspended, waiting for its
     supervisor's restart). A supervisor's shutdown leaves an owned child to
     its owner, so the owner can still use it while it drains, and cancels
-    it only after its owner. An owner keeps what it owns in a list that
-    drops the exited ones now and then (at each power of two from 64
-    entries): a long-lived owner does not keep every actor it ever owned.
+    it only after its owner. Both must be children of one supervisor: a
+    supervisor orders the stop of its own children only (another one's
+    shutdown, or an owner in another subtree that never stops, could not
+    keep that promise), so a link across supervisors is refused. An owner
+    keeps what it owns in a list that drops the exited ones now and then
+    (at each power of two from 64 entries): a long-lived owner does not
+    keep every actor it ever owned.
 
     Example: an agent owns its context actors and its subagents::
 
@@ -961,7 +965,8 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
 
     Raises:
         InvalidArgument: *owned* or *owner* is not an
-            [`ActorRef`][agentrio.ActorRef] (each is named); the same actor; *owned* is
+            [`ActorRef`][agentrio.ActorRef] (each is named); they are not
+            children of one supervisor; the same actor; *owned* is
             linked to another owner already; or *owner* is (through its
             owners) owned by *owned*.
         ActorStopped: *owner* has exited (nothing would end *owned*).
@@ -973,6 +978,12 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
     child, cell = owned._cell, owner._cell
     if child.owner is cell:
         return
+    if child.parent is not cell.parent:
+        raise InvalidArgument(
+            f"link takes two actors of one supervisor: {child.path!r} and {cell.path!r} "
+            "are not (a supervisor's shutdown leaves an owned actor to its owner only "
+            "when it holds both)"
+        )
     if child.owner is not None:
         raise InvalidArgument(f"{child.path!r} is linked to {child.owner.path!r} already")
     above: _Cell | None = cell

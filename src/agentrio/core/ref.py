@@ -112,7 +112,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 stops itself), ``"transient"`` (restarted after a crash only)
                 or ``"temporary"`` (never restarted).
             owner: an actor to [`link`][agentrio.core.link] the new one to
-                (it then ends after its owner). An owned actor may also be
+                (it then ends after its owner), a child of this supervisor
+                (as for ``link``). An owned actor may also be
                 spawned while this supervisor stops gracefully (its owner may
                 still need it while it drains), and it may take its owner's
                 reserved names: with an owner named ``"a"``, ``"a.context"``
@@ -125,7 +126,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             its mailbox.
 
         Raises:
-            InvalidArgument: a bad argument, named in the message.
+            InvalidArgument: a bad argument, named in the message; *owner*
+                is not a child of this supervisor.
             DuplicateName: *name* is taken.
             RuntimeClosed: this supervisor has stopped or is stopping (with
                 an *owner*: has stopped).
