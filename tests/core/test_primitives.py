@@ -459,6 +459,53 @@ async def test_a_withdrawn_ask_for_later(autojump_clock: trio.testing.MockClock)
     ]
 
 
+async def test_withdraw_drops_the_reply_even_for_a_waiting_reply(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[object, ...]] = []
+    outcomes: list[object] = []
+    async with agentrio.open_runtime() as rt:
+        worker = await rt.spawn(Worker, log)
+        busy = await worker.ask_later(Work(1), linked=True)
+        pending = await worker.ask_later(Work(2, hold=False))  # not linked: handled all the same
+        async with trio.open_nursery() as nursery:
+
+            async def wait() -> None:
+                try:
+                    outcomes.append(await pending.reply())
+                except agentrio.InvalidArgument as exc:
+                    outcomes.append(str(exc))
+
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            pending.withdraw()  # the waiting reply() is told at once...
+            await trio.testing.wait_all_tasks_blocked()
+            assert outcomes == [
+                "this PendingAsk was withdrawn: its reply is dropped, there is none to await"
+            ]
+            busy.withdraw()  # ...and the reply, when it comes, goes nowhere
+            assert await worker.ask(Ping()) == "pong"
+        assert len(outcomes) == 1 and pending.done
+        with pytest.raises(agentrio.InvalidArgument, match="withdrawn"):
+            await pending.reply()
+        # Withdrawn after the reply came: dropped too, and said so.
+        answered = await worker.ask_later(Work(3, hold=False))
+        assert await worker.ask(Ping()) == "pong"
+        assert answered.done
+        answered.withdraw()
+        answered.withdraw()  # again: nothing to do
+        with pytest.raises(agentrio.InvalidArgument, match="withdrawn"):
+            await answered.reply()
+    assert [entry[:2] for entry in log] == [
+        (1, "first"),
+        (1, "again"),
+        (2, "first"),  # handled, its reply dropped
+        ("ping",),
+        (3, "first"),
+        ("ping",),
+    ]
+
+
 # -- stopping and exits ------------------------------------------------------------------
 
 

@@ -766,19 +766,23 @@ class PendingAsk(metaclass=NoPublicConstructor):
     [`ActorRef.ask_later`][agentrio.ActorRef.ask_later].
 
     Await ``reply`` once, in any task: that task is then the asker (for
-    a linked ask, the one whose cancellation withdraws it).
+    a linked ask, the one whose cancellation withdraws it). Or give the
+    reply up with ``withdraw``.
     """
 
     __slots__ = ("_ask", "_taken")
 
     def __init__(self, ask: _Ask) -> None:
-        self._ask = ask
+        # None once withdrawn: the reply, when it comes, is nobody's to keep.
+        self._ask: _Ask | None = ask
         self._taken = False
 
     @property
     def done(self) -> bool:
-        """True once the actor has replied (or failed to)."""
-        return self._ask.outcome is not None
+        """True once ``reply`` would not wait: the actor has replied (or failed
+        to), or the ask was withdrawn."""
+        ask = self._ask
+        return ask is None or ask.outcome is not None
 
     async def reply(self) -> object:
         """Wait for the reply, as [`ActorRef.ask`][agentrio.ActorRef.ask] does.
@@ -786,12 +790,16 @@ class PendingAsk(metaclass=NoPublicConstructor):
         Raises:
             ActorCrashed: the actor raised while handling the message.
             ActorStopped: the actor stopped before it handled the message.
-            InvalidArgument: the reply was awaited already.
+            InvalidArgument: the reply was awaited already; or the ask was
+                withdrawn ([`withdraw`][agentrio.core.PendingAsk.withdraw]),
+                before this call or while it waited (from another task).
         """
+        ask = self._ask
+        if ask is None:
+            raise _withdrawn_error()
         if self._taken:
             raise InvalidArgument("a PendingAsk's reply can be awaited once")
         self._taken = True
-        ask = self._ask
         ask.task = trio.lowlevel.current_task()
         if ask.outcome is not None:  # answered, or refused, already
             return ask.outcome.unwrap()
@@ -799,15 +807,33 @@ class PendingAsk(metaclass=NoPublicConstructor):
         return await trio.lowlevel.wait_task_rescheduled(ask)
 
     def withdraw(self) -> None:
-        """Give up on the reply without waiting for it.
+        """Give up on the reply without waiting for it; the reply is dropped.
 
         A linked ask still queued is then dropped unhandled; one being
         handled is interrupted and delivered again, with
-        [`withdrawn`][agentrio.core.withdrawn] true. A reply that comes later is
-        dropped. (Not linked, the message is handled all the same.)
+        [`withdrawn`][agentrio.core.withdrawn] true. (Not linked, the
+        message is handled all the same.) Whatever the actor replies is
+        dropped, even if it has replied already: ``reply`` raises
+        ``InvalidArgument`` from now on, and a ``reply`` waiting in another
+        task raises it at once. Withdrawing again does nothing.
         """
-        self._taken = True
-        self._ask.withdraw()
+        ask = self._ask
+        if ask is None:
+            return
+        self._ask = None
+        ask.withdraw()
+        if ask.waiting and ask.cancel is None:
+            # A reply() waits in another task (not a cancelled one, which
+            # waits for the interrupted handling to end): it is told now, and
+            # the reply that comes later finds no one waiting.
+            ask.waiting = False
+            trio.lowlevel.reschedule(ask.task, outcome.Error(_withdrawn_error()))
+
+
+def _withdrawn_error() -> InvalidArgument:
+    return InvalidArgument(
+        "this PendingAsk was withdrawn: its reply is dropped, there is none to await"
+    )
 
 
 def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
