@@ -392,3 +392,18 @@ async def test_closed_and_shutdown_timeout() -> None:
         assert rt.closed
         with pytest.raises(AttributeError):
             team.shutdown_timeout = 1.0  # type: ignore[misc]
+
+
+async def test_a_cancelled_supervisor_is_closed_at_once() -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        inner = await team.spawn_supervisor(name="inner")
+        early = rt.spawn_nowait(Echo, name="echo")  # (a sibling, so rt has a child left)
+        team.cancel()  # without waiting: closed before its task has even run
+        assert (team.closed, rt.closed) == (True, False)
+        with pytest.raises(agentrio.errors.RuntimeClosed):
+            team.spawn_nowait(Echo)
+        await trio.testing.wait_all_tasks_blocked()
+        assert team.closed and inner.closed
+        assert team.statistics().state == "exited"
+        assert await early.ask(Ping()) is not None

@@ -940,6 +940,10 @@ def cancel_cell(cell: _Cell) -> None:
     if cell.state == "exited":
         return
     cell.cancel_requested = True
+    if cell.sup is not None:
+        # Closed from now on (SupervisorRef.closed; a spawn raises), not only
+        # once its task has ended: it is never restarted.
+        cell.sup.stopping = True
     if cell.inline:
         cell.parent.finalize(cell, "cancelled")
         return

@@ -162,8 +162,10 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     @property
     def closed(self) -> bool:
-        """True once this supervisor has begun to stop (or has stopped, or failed for
-        good); spawning under it then raises ``RuntimeClosed`` (but see ``owner``)."""
+        """True once this supervisor has begun to stop (a graceful stop, or a
+        [`cancel`][agentrio.SupervisorRef.cancel], from the call on), or has
+        stopped, or failed for good; spawning under it then raises
+        ``RuntimeClosed`` (but see ``owner``)."""
         sup = self._sup
         return sup.closed or sup.stopping
 
@@ -290,6 +292,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Cancel this supervisor and its whole subtree now, without waiting.
 
         Its children end with reason ``"cancelled"``; it is not restarted.
+        It is [`closed`][agentrio.SupervisorRef.closed] from the call on.
         On a tree's root, the whole tree is cancelled (see
         [`Tree.cancel`][agentrio.core.Tree.cancel]).
         """
