@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -360,6 +361,19 @@ async def test_an_owner_gives_no_other_reserved_name(name: str) -> None:
         with pytest.raises(InvalidArgument, match="reserved for agents' context actors"):
             await rt.spawn(Echo, name=name, owner=a)
         assert [c.name for c in rt.children()] == ["a", "b"]
+
+
+async def test_the_spawn_nowait_example_runs() -> None:
+    # The example of SupervisorRef.spawn_nowait's docstring, run as it is.
+    doc = agentrio.SupervisorRef.spawn_nowait.__doc__
+    assert doc is not None
+    code = textwrap.dedent(doc.split("```python\n")[1].split("```")[0])
+    namespace: dict[str, object] = {"agentrio": agentrio, "Echo": Echo}
+    exec("async def example(team):\n" + textwrap.indent(code, "    "), namespace)
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        await namespace["example"](team)  # type: ignore[operator]
+        assert team.children() == []
 
 
 async def test_an_owner_must_be_a_live_actor() -> None:

@@ -50,25 +50,27 @@ Asking:
     timer task; ``await tree.run()``, ``tree.begin_stop()``,
     ``tree.cancel()``. The runtime is built on one.
 
-Example: a worker that gives each job five seconds, in its own task (a job
-still running then is interrupted and handed to ``handle`` again)::
+For example, a worker that gives each job five seconds, in its own task (a
+job still running then is interrupted and handed to ``handle`` again):
 
-    class Worker(agentrio.Actor[Job]):
-        def __init__(self) -> None:
-            self.alarm: agentrio.core.Alarm | None = None  # the job in hand's
+```python
+class Worker(agentrio.Actor[Job]):
+    def __init__(self) -> None:
+        self.alarm: agentrio.core.Alarm | None = None  # the job in hand's
 
-        async def handle(self, job: Job) -> str:
-            alarm, self.alarm = self.alarm, None
-            if alarm is not None and alarm.rang:  # delivered again: time is up
-                return "timed out"
-            alarm = self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
-            assert alarm is not None  # (None only outside a running runtime)
-            try:
-                await job.run()
-            finally:
-                alarm.disarm()
-            self.alarm = None
-            return "done"
+    async def handle(self, job: Job) -> str:
+        alarm, self.alarm = self.alarm, None
+        if alarm is not None and alarm.rang:  # delivered again: time is up
+            return "timed out"
+        alarm = self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+        assert alarm is not None  # (None only outside a running runtime)
+        try:
+            await job.run()
+        finally:
+            alarm.disarm()
+        self.alarm = None
+        return "done"
+```
 
 See docs/concepts.md, "The kernel's primitives".
 """

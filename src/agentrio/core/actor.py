@@ -986,12 +986,15 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
     (at each power of two from 64 entries): a long-lived owner does not
     keep every actor it ever owned.
 
-    Example: an agent owns its context actors and its subagents::
+    For example (an agent owns its context actors and its subagents so),
+    with *owner* a child of *sup*:
 
-        sub = await sup.spawn(Worker)
-        agentrio.core.link(sub, owner)
-        # or at once, with the owner's privileges (a draining supervisor,
-        # its reserved names): sup.spawn_nowait(Worker, owner=owner)
+    ```python
+    sub = await sup.spawn(Worker)
+    agentrio.core.link(sub, owner)
+    # or at once, with the owner's privileges (a draining supervisor,
+    # its reserved names): sup.spawn_nowait(Worker, owner=owner)
+    ```
 
     Raises:
         InvalidArgument: *owned* or *owner* is not an

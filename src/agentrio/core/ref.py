@@ -154,9 +154,17 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         and their context actors this way). The arguments, the result and
         the errors are [`spawn`][agentrio.SupervisorRef.spawn]'s.
 
-        Example:
+        For example, an actor named ``"a"`` and one it owns, under its
+        reserved name (``team`` a ``SupervisorRef``, ``Echo`` an actor
+        class):
 
-            ctx = team.spawn_nowait(Context, name="a.context", owner=agent_actor)
+        ```python
+        a = team.spawn_nowait(Echo, name="a")
+        context = team.spawn_nowait(Echo, name="a.context", owner=a)
+        await a.stop()
+        await agentrio.core.wait_exited(a)  # and what it owns: context stops after it
+        assert agentrio.core.exit_reason(context) == "stopped"
+        ```
         """
         return self._sup.spawn_actor(actor_class, args, name, mailbox, restart, owner).ref
 

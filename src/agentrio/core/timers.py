@@ -75,15 +75,19 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
     runtime's timer heap instead of a cancel scope: made for a wait in an
     actor's own task, armed and disarmed many times per second.
 
-    Example::
+    For example, in the actor's ``handle``:
 
-        alarm = agentrio.core.interrupt_after(self.ref, 5.0)
-        if alarm is None:  # no runtime timer: keep a cancel scope of your own
-            ...
+    ```python
+    alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+    if alarm is None:  # no runtime timer: keep a deadline of your own
+        with trio.fail_after(5.0):
+            await slow_work()
+    else:
         try:
             await slow_work()
         finally:
             alarm.disarm()
+    ```
 
     Returns:
         The [`Alarm`][agentrio.core.Alarm]; None when the runtime's root supervisor is not
