@@ -50,6 +50,12 @@ Asking:
     timer task; ``await tree.run()``, ``tree.begin_stop()``,
     ``tree.cancel()``. The runtime is built on one.
 
+[`EventBus`][agentrio.core.EventBus] (``tree.bus``)
+    The tree's events: ``bus.publish(event)`` (never blocks), guarded by
+    ``bus.active`` (anyone listening?) so that an unobserved tree builds no
+    event; ``bus.subscribe(capacity)``. The agent layer publishes its
+    events on it.
+
 For example, a worker that gives each job five seconds, in its own task (a
 job still running then is interrupted and handed to ``handle`` again):
 
@@ -86,11 +92,13 @@ from .actor import (
     wait_exited,
     withdrawn,
 )
+from .bus import EventBus
 from .timers import Alarm, interrupt_after
 from .tree import Tree
 
 __all__ = [
     "Alarm",
+    "EventBus",
     "PendingAsk",
     "Tree",
     "begin_stop",
