@@ -310,13 +310,17 @@ def _private_definitions(syntax: ast.Module) -> set[str]:
 
 
 def private_attribute_violations(tree: Tree) -> list[Violation]:
-    """Every ``x._name`` whose name only another package defines.
+    """Every ``x._name`` whose name only another package defines, or whose ``x`` is
+    annotated as a class of another package.
 
-    A heuristic, without types: ``_name`` counts as defined by a package if one of
-    its modules defines it (see :func:`_private_definitions`). An access is reported
-    when the accessing module's package defines no such name and another package
-    does, which finds ``ref._cell``, ``budget._attach(...)`` and a subclass's use of
-    its base class's ``self._resume``, and misses a name both packages define.
+    A heuristic: ``_name`` counts as defined by a package if one of its modules
+    defines it (see :func:`_private_definitions`). An access is reported when the
+    accessing module's package defines no such name and another package does, which
+    finds ``ref._cell``, ``budget._attach(...)`` and a subclass's use of its base
+    class's ``self._resume``. A name both packages define is still reported when the
+    receiver is a parameter or local variable annotated as a class of another package
+    (``def f(ref: ActorRef): ref._cell``; see :func:`_foreign_receivers`); an
+    unannotated receiver of such a name is missed.
     """
     syntaxes = {m: ast.parse(p.read_text(), str(p)) for m, p in tree.modules.items()}
     by_package: dict[str, set[str]] = {}
@@ -335,7 +339,139 @@ def private_attribute_violations(tree: Tree) -> list[Violation]:
             if owners:
                 key = f"private attribute: {module} uses .{node.attr} of {', '.join(owners)}"
                 found[Violation(key, tree.where_module(module, node.lineno))] = None
-    return list(found)
+        # A name this package defines too: reported if its receiver is typed foreign.
+        for node, package in _foreign_receivers(tree, syntaxes, module):
+            if node.attr in by_package.get(own, set()):
+                key = f"private attribute: {module} uses .{node.attr} of {package}"
+                found[Violation(key, tree.where_module(module, node.lineno))] = None
+    return sorted(found, key=_place)
+
+
+def _place(violation: Violation) -> tuple[str, int]:
+    """A violation's file and line, to sort by."""
+    path, _, line = violation.where.rpartition(":")
+    return path, int(line)
+
+
+def _names_in(syntax: ast.Module, module: str, tree: Tree) -> dict[str, tuple[str, str | None]]:
+    """What each name a module binds by class or import refers to: ``(module, name)``
+    for a class defined or a name imported, ``(module, None)`` for a module imported."""
+    names: dict[str, tuple[str, str | None]] = {}
+    path = tree.modules[module]
+    for node in ast.walk(syntax):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _package_for_relative(module, path, node.level)
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                bound = alias.asname or alias.name
+                is_module = candidate in tree.modules
+                names[bound] = (candidate, None) if is_module else (base, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    names[alias.asname] = (alias.name, None)
+    for stmt in syntax.body:
+        if isinstance(stmt, ast.ClassDef):
+            names[stmt.name] = (module, stmt.name)
+    return names
+
+
+def _class_home(
+    tree: Tree, syntaxes: Mapping[str, ast.Module], module: str, name: str
+) -> str | None:
+    """The module that defines class *name* as *module* sees it (through re-exports)."""
+    for _ in range(8):
+        syntax = syntaxes.get(module)
+        if syntax is None:
+            return None
+        if any(isinstance(s, ast.ClassDef) and s.name == name for s in syntax.body):
+            return module
+        target = _names_in(syntax, module, tree).get(name)
+        if target is None or target[1] is None:
+            return None
+        module, name = target  # type: ignore[assignment]
+    return None
+
+
+def _annotated_classes(
+    annotation: ast.expr | None, names: Mapping[str, tuple[str, str | None]]
+) -> Iterator[tuple[str, str]]:
+    """The ``(module, name)`` of each class an annotation names (``X``, ``X | None``,
+    ``"X"``, ``X[T]``, ``Optional[X]``, ``mod.X``)."""
+    if annotation is None:
+        return
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return
+    if isinstance(annotation, ast.BinOp):
+        yield from _annotated_classes(annotation.left, names)
+        yield from _annotated_classes(annotation.right, names)
+    elif isinstance(annotation, ast.Subscript):
+        yield from _annotated_classes(annotation.value, names)
+        inner = annotation.slice
+        for element in inner.elts if isinstance(inner, ast.Tuple) else [inner]:
+            yield from _annotated_classes(element, names)
+    elif isinstance(annotation, ast.Name) and annotation.id in names:
+        target = names[annotation.id]
+        yield (target[0], target[1]) if target[1] is not None else (target[0], annotation.id)
+    elif isinstance(annotation, ast.Attribute) and isinstance(annotation.value, ast.Name):
+        target = names.get(annotation.value.id)
+        if target is not None and target[1] is None:  # a module: mod.X
+            yield target[0], annotation.attr
+
+
+def _foreign_receivers(
+    tree: Tree, syntaxes: Mapping[str, ast.Module], module: str
+) -> Iterator[tuple[ast.Attribute, str]]:
+    """Each ``x._name`` in *module* whose ``x`` is a parameter or local variable
+    annotated as a class defined in another package, with that package."""
+    syntax = syntaxes[module]
+    names = _names_in(syntax, module, tree)
+    own = tree.package_of(module)
+    homes: dict[tuple[str, str], str | None] = {}
+
+    def foreign(annotation: ast.expr | None) -> str | None:
+        for where, name in _annotated_classes(annotation, names):
+            if (where, name) not in homes:
+                homes[where, name] = _class_home(tree, syntaxes, where, name)
+            home = homes[where, name]
+            if home is not None and tree.package_of(home) != own:
+                return tree.package_of(home)
+        return None
+
+    def visit(node: ast.AST, typed: dict[str, str]) -> Iterator[tuple[ast.Attribute, str]]:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            typed = dict(typed)
+            args = node.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                package = foreign(arg.annotation)
+                if package is not None:
+                    typed[arg.arg] = package
+                else:
+                    typed.pop(arg.arg, None)
+            body = node.body if isinstance(node.body, list) else [node.body]
+            for child in ast.walk(ast.Module(body=body, type_ignores=[])):  # type: ignore[arg-type]
+                if isinstance(child, ast.AnnAssign) and isinstance(child.target, ast.Name):
+                    package = foreign(child.annotation)
+                    if package is not None:
+                        typed[child.target.id] = package
+        if (
+            isinstance(node, ast.Attribute)
+            and is_private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in typed
+        ):
+            yield node, typed[node.value.id]
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, typed)
+
+    yield from visit(syntax, {})
 
 
 # -- cycles ----------------------------------------------------------------------------

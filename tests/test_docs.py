@@ -460,3 +460,15 @@ def test_docstrings_have_no_sphinx_roles() -> None:
         if ROLE.search(line)
     ]
     assert not found, found
+
+
+def test_docstrings_have_no_rest_literal_blocks() -> None:
+    # A reST "::" before an indented block renders as a raw "::" in the
+    # Markdown reference: fence the code (```python) instead.
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted((ROOT / "src").rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\w::$", line)
+    ]
+    assert not found, found

@@ -17,6 +17,7 @@ import agentrio
 import agentrio.errors
 import agentrio.events
 import agentrio.messages
+import agentrio.testing
 import agentrio.types
 
 # What a user types: kept to 60 names or fewer.
@@ -279,6 +280,22 @@ def test_module_is_the_public_home(home: str, name: str) -> None:
     assert value.__module__ == home  # type: ignore[attr-defined]
     # So pickle (and anyone else) finds it there.
     assert pickle.loads(pickle.dumps(value)) is value
+
+
+@pytest.mark.parametrize("name", agentrio.testing.__all__)
+def test_the_testing_doubles_are_named_in_agentrio_testing(name: str) -> None:
+    value = getattr(agentrio.testing, name)
+    if not (inspect.isclass(value) or inspect.isfunction(value)):
+        return  # (ReplyHandler: a typing alias)
+    # (Reply is agentrio.ModelReply, whose home is agentrio.)
+    top = getattr(agentrio, value.__name__, None) is value
+    home = "agentrio" if top else "agentrio.testing"
+    assert value.__module__ == home
+    assert pickle.loads(pickle.dumps(value)) is value
+    if inspect.isclass(value):
+        typing.get_type_hints(value, include_extras=True)  # (read in their new home)
+        if issubclass(value, msgspec.Struct):
+            msgspec.json.Decoder(value)
 
 
 def test_reprs_and_tracebacks_say_the_public_name() -> None:

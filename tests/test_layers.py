@@ -384,14 +384,63 @@ def test_a_private_attribute_of_another_package_is_reported(tmp_path: pathlib.Pa
     ]
 
 
-def test_a_private_attribute_both_packages_define_is_not_reported(
+def test_a_private_attribute_both_packages_define_is_not_reported_untyped(
     tmp_path: pathlib.Path,
 ) -> None:
-    # (The limit of a check without types: own definitions win.)
+    # (The limit of the check: an unannotated receiver, own definitions win.)
     core = "class Actor:\n    def __init__(self):\n        self._cell = 1\n"
     agents = "class Ref:\n    _cell: int\n\ndef f(ref):\n    return ref._cell\n"
     tree = _tree(tmp_path, {"agentrio/core/actor.py": core, "agentrio/agents/agent.py": agents})
     assert private_attribute_violations(tree) == []
+
+
+def test_a_private_attribute_both_packages_define_is_reported_on_a_foreign_type(
+    tmp_path: pathlib.Path,
+) -> None:
+    # The receiver's annotation names a class of another package (through a
+    # re-export, quoted, optional, generic, or a local variable's): reported.
+    tree = _tree(
+        tmp_path,
+        {
+            "agentrio/core/__init__.py": "from .actor import ActorRef, Actor\n",
+            "agentrio/core/actor.py": """\
+                class ActorRef:
+                    __slots__ = ("_cell",)
+
+                class Actor:
+                    pass
+            """,
+            "agentrio/agents/agent.py": """\
+                from typing import TYPE_CHECKING
+
+                from .. import core
+                from ..core import ActorRef
+
+                if TYPE_CHECKING:
+                    from ..core import Actor as Base
+
+                class Ref:
+                    _cell: int
+
+                def f(ref: ActorRef, mine: Ref, other: "ActorRef | None", base: Base[int]):
+                    mine._cell
+                    ref._cell
+                    other._cell
+                    base._cell
+
+                def g(ref: core.ActorRef, plain):
+                    local: ActorRef = ref
+                    plain._cell
+                    return local._cell, ref._cell
+            """,
+        },
+    )
+    prefix = "src/agentrio/agents/agent.py"
+    message = "private attribute: agentrio.agents.agent uses ._cell of agentrio.core"
+    assert _keys(private_attribute_violations(tree)) == [
+        f"{prefix}:{line}: {message}"
+        for line in (14, 15, 16, 21)  # (one per line)
+    ]
 
 
 def test_strongly_connected_components() -> None:

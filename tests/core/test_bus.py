@@ -54,6 +54,15 @@ async def drain(stream: agentrio.events.EventStream) -> list[agentrio.events.Eve
 # -- the bus on its own -------------------------------------------------------------------
 
 
+def test_the_bus_is_public_in_agentrio_core() -> None:
+    # The agent layer publishes on it: a documented seam of the kernel.
+    assert agentrio.core.EventBus is EventBus
+    assert "EventBus" in agentrio.core.__all__
+    assert EventBus.__module__ == "agentrio.core"
+    tree = agentrio.core.Tree(agentrio.SupervisorRef)
+    assert type(tree.bus) is EventBus and not tree.bus.active
+
+
 async def test_every_subscriber_gets_every_event_in_order() -> None:
     bus = EventBus()
     assert not bus.active

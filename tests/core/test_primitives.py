@@ -19,6 +19,7 @@ from agentrio.core import (
     wait_exited,
     withdrawn,
 )
+from agentrio.testing import ScriptedModel
 
 RecordEvents = Callable[[agentrio.Runtime], list[agentrio.events.Event]]
 
@@ -155,13 +156,30 @@ async def test_link_refuses_what_nothing_would_end_or_what_loops(
         link(c, b)
         with pytest.raises(agentrio.InvalidArgument, match="cycle"):
             link(a, c)
-        with pytest.raises(agentrio.InvalidArgument, match="ActorRefs"):
+        with pytest.raises(agentrio.InvalidArgument, match=r"owner must be an agentrio\.ActorRef"):
             link(a, rt)  # type: ignore[arg-type]
         gone = await rt.spawn(Worker, log, name="gone")
         await gone.stop()
         late = await rt.spawn(Worker, log, name="late")
         with pytest.raises(agentrio.ActorStopped, match="nothing would end 'late'"):
             link(late, gone)
+
+
+async def test_link_refuses_actors_of_two_supervisors(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A supervisor orders only its own children's stop: linked across two, the
+    # owned one's supervisor would stop it before its owner.
+    log: list[tuple[object, ...]] = []
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        owner = await rt.spawn(Worker, log, name="owner")
+        owned = await team.spawn(Worker, log, name="owned")
+        with pytest.raises(agentrio.InvalidArgument, match="two actors of one supervisor"):
+            link(owned, owner)
+        with pytest.raises(agentrio.InvalidArgument, match="two actors of one supervisor"):
+            link(owner, owned)
+        assert owned._cell.owner is None and owner._cell.owner is None
 
 
 async def test_an_owner_does_not_keep_every_actor_it_owned(
@@ -175,6 +193,43 @@ async def test_an_owner_does_not_keep_every_actor_it_owned(
             link(ref, owner)
             await ref.stop()
         assert len(owner._cell.dependents or []) <= 128
+
+
+# -- the refs the primitives take --------------------------------------------------------
+
+PRIMITIVES: list[tuple[str, Callable[[object], object]]] = [
+    ("link", lambda ref: link(ref, ref)),  # type: ignore[arg-type]
+    ("interrupt", interrupt),  # type: ignore[list-item]
+    ("interrupt_after", lambda ref: agentrio.core.interrupt_after(ref, 1.0)),  # type: ignore[arg-type]
+    ("withdrawn", withdrawn),  # type: ignore[list-item]
+    ("begin_stop", begin_stop),  # type: ignore[list-item]
+    ("exit_reason", exit_reason),  # type: ignore[list-item]
+    ("wait_exited", wait_exited),  # type: ignore[list-item]
+]
+
+
+@pytest.mark.parametrize(("name", "primitive"), PRIMITIVES)
+async def test_the_primitives_refuse_what_is_not_an_actor_ref(
+    autojump_clock: trio.testing.MockClock, name: str, primitive: Callable[[object], object]
+) -> None:
+    # An agent's handle, a supervisor's, the runtime (the root's): an
+    # InvalidArgument that names the call, the argument and what it wanted
+    # (not an AttributeError from inside the kernel).
+    spec = agentrio.AgentSpec("a", ScriptedModel([]))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        team = await rt.spawn_supervisor(name="team")
+        for wrong, hint in [(agent, "AgentRef"), (team, "supervisor"), (rt, "supervisor")]:
+            arg = "owned" if name == "link" else "ref"
+            wanted = rf"{name}\(\)'s {arg} must be an"
+            with pytest.raises(agentrio.InvalidArgument, match=wanted) as info:
+                result = primitive(wrong)
+                if hasattr(result, "__await__"):
+                    await result  # type: ignore[misc]
+            assert hint in str(info.value)
+        owner = await rt.spawn(Worker, [], name="owner")
+        with pytest.raises(agentrio.InvalidArgument, match=r"link\(\)'s owner must be an"):
+            link(owner, agent)  # type: ignore[arg-type]
 
 
 # -- interrupt -------------------------------------------------------------------------
@@ -400,6 +455,53 @@ async def test_a_withdrawn_ask_for_later(autojump_clock: trio.testing.MockClock)
     assert [entry[:2] + entry[3:] for entry in log] == [
         (1, "first", False),
         (1, "again", True),
+        ("ping",),
+    ]
+
+
+async def test_withdraw_drops_the_reply_even_for_a_waiting_reply(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    log: list[tuple[object, ...]] = []
+    outcomes: list[object] = []
+    async with agentrio.open_runtime() as rt:
+        worker = await rt.spawn(Worker, log)
+        busy = await worker.ask_later(Work(1), linked=True)
+        pending = await worker.ask_later(Work(2, hold=False))  # not linked: handled all the same
+        async with trio.open_nursery() as nursery:
+
+            async def wait() -> None:
+                try:
+                    outcomes.append(await pending.reply())
+                except agentrio.InvalidArgument as exc:
+                    outcomes.append(str(exc))
+
+            nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            pending.withdraw()  # the waiting reply() is told at once...
+            await trio.testing.wait_all_tasks_blocked()
+            assert outcomes == [
+                "this PendingAsk was withdrawn: its reply is dropped, there is none to await"
+            ]
+            busy.withdraw()  # ...and the reply, when it comes, goes nowhere
+            assert await worker.ask(Ping()) == "pong"
+        assert len(outcomes) == 1 and pending.done
+        with pytest.raises(agentrio.InvalidArgument, match="withdrawn"):
+            await pending.reply()
+        # Withdrawn after the reply came: dropped too, and said so.
+        answered = await worker.ask_later(Work(3, hold=False))
+        assert await worker.ask(Ping()) == "pong"
+        assert answered.done
+        answered.withdraw()
+        answered.withdraw()  # again: nothing to do
+        with pytest.raises(agentrio.InvalidArgument, match="withdrawn"):
+            await answered.reply()
+    assert [entry[:2] for entry in log] == [
+        (1, "first"),
+        (1, "again"),
+        (2, "first"),  # handled, its reply dropped
+        ("ping",),
+        (3, "first"),
         ("ping",),
     ]
 

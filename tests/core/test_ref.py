@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -362,6 +363,19 @@ async def test_an_owner_gives_no_other_reserved_name(name: str) -> None:
         assert [c.name for c in rt.children()] == ["a", "b"]
 
 
+async def test_the_spawn_nowait_example_runs() -> None:
+    # The example of SupervisorRef.spawn_nowait's docstring, run as it is.
+    doc = agentrio.SupervisorRef.spawn_nowait.__doc__
+    assert doc is not None
+    code = textwrap.dedent(doc.split("```python\n")[1].split("```")[0])
+    namespace: dict[str, object] = {"agentrio": agentrio, "Echo": Echo}
+    exec("async def example(team):\n" + textwrap.indent(code, "    "), namespace)
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        await namespace["example"](team)  # type: ignore[operator]
+        assert team.children() == []
+
+
 async def test_an_owner_must_be_a_live_actor() -> None:
     async with agentrio.open_runtime() as rt:
         team = await rt.spawn_supervisor(name="team")
@@ -375,6 +389,10 @@ async def test_an_owner_must_be_a_live_actor() -> None:
             await rt.spawn(Tally, name="x", owner=gone)
         assert [c.name for c in rt.children()] == ["team"]  # nothing was spawned
         assert rt.spawn_nowait(Echo, name="x").name == "x"  # and the name is free
+        # Owned by an actor of another supervisor: refused, as link refuses it.
+        with pytest.raises(InvalidArgument, match="owner must be a child of the supervisor"):
+            team.spawn_nowait(Echo, name="x.context", owner=rt.lookup("x"))
+        assert team.children() == []
 
 
 async def test_closed_and_shutdown_timeout() -> None:
@@ -388,3 +406,18 @@ async def test_closed_and_shutdown_timeout() -> None:
         assert rt.closed
         with pytest.raises(AttributeError):
             team.shutdown_timeout = 1.0  # type: ignore[misc]
+
+
+async def test_a_cancelled_supervisor_is_closed_at_once() -> None:
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        inner = await team.spawn_supervisor(name="inner")
+        early = rt.spawn_nowait(Echo, name="echo")  # (a sibling, so rt has a child left)
+        team.cancel()  # without waiting: closed before its task has even run
+        assert (team.closed, rt.closed) == (True, False)
+        with pytest.raises(agentrio.errors.RuntimeClosed):
+            team.spawn_nowait(Echo)
+        await trio.testing.wait_all_tasks_blocked()
+        assert team.closed and inner.closed
+        assert team.statistics().state == "exited"
+        assert await early.ask(Ping()) is not None

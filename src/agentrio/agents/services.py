@@ -23,7 +23,7 @@ from .router import Router, RuleRouter
 from .tool import Tool
 
 if TYPE_CHECKING:
-    from ..core.bus import EventBus
+    from ..core import EventBus
     from .lanes import ToolLanes
 
 __all__ = ["Configuration", "Services"]

@@ -17,7 +17,8 @@ Asking:
 [`link`][agentrio.core.link] ``(owned, owner)``
     The owned actor ends after its owner: stopped when the owner exits,
     cancelled when it is cancelled, ended if it is suspended; a supervisor's
-    shutdown leaves it to its owner.
+    shutdown leaves it to its owner. Both must be children of one
+    supervisor (which alone orders their stop).
 
 [`interrupt`][agentrio.core.interrupt] ``(ref) -> bool``
     Cut the message the actor is handling short and hand it to the same
@@ -49,25 +50,33 @@ Asking:
     timer task; ``await tree.run()``, ``tree.begin_stop()``,
     ``tree.cancel()``. The runtime is built on one.
 
-Example: a worker that gives each job five seconds, in its own task (a job
-still running then is interrupted and handed to ``handle`` again)::
+[`EventBus`][agentrio.core.EventBus] (``tree.bus``)
+    The tree's events: ``bus.publish(event)`` (never blocks), guarded by
+    ``bus.active`` (anyone listening?) so that an unobserved tree builds no
+    event; ``bus.subscribe(capacity)``. The agent layer publishes its
+    events on it.
 
-    class Worker(agentrio.Actor[Job]):
-        def __init__(self) -> None:
-            self.alarm: agentrio.core.Alarm | None = None  # the job in hand's
+For example, a worker that gives each job five seconds, in its own task (a
+job still running then is interrupted and handed to ``handle`` again):
 
-        async def handle(self, job: Job) -> str:
-            alarm, self.alarm = self.alarm, None
-            if alarm is not None and alarm.rang:  # delivered again: time is up
-                return "timed out"
-            alarm = self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
-            assert alarm is not None  # (None only outside a running runtime)
-            try:
-                await job.run()
-            finally:
-                alarm.disarm()
-            self.alarm = None
-            return "done"
+```python
+class Worker(agentrio.Actor[Job]):
+    def __init__(self) -> None:
+        self.alarm: agentrio.core.Alarm | None = None  # the job in hand's
+
+    async def handle(self, job: Job) -> str:
+        alarm, self.alarm = self.alarm, None
+        if alarm is not None and alarm.rang:  # delivered again: time is up
+            return "timed out"
+        alarm = self.alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+        assert alarm is not None  # (None only outside a running runtime)
+        try:
+            await job.run()
+        finally:
+            alarm.disarm()
+        self.alarm = None
+        return "done"
+```
 
 See docs/concepts.md, "The kernel's primitives".
 """
@@ -83,11 +92,13 @@ from .actor import (
     wait_exited,
     withdrawn,
 )
+from .bus import EventBus
 from .timers import Alarm, interrupt_after
 from .tree import Tree
 
 __all__ = [
     "Alarm",
+    "EventBus",
     "PendingAsk",
     "Tree",
     "begin_stop",

@@ -766,19 +766,23 @@ class PendingAsk(metaclass=NoPublicConstructor):
     [`ActorRef.ask_later`][agentrio.ActorRef.ask_later].
 
     Await ``reply`` once, in any task: that task is then the asker (for
-    a linked ask, the one whose cancellation withdraws it).
+    a linked ask, the one whose cancellation withdraws it). Or give the
+    reply up with ``withdraw``.
     """
 
     __slots__ = ("_ask", "_taken")
 
     def __init__(self, ask: _Ask) -> None:
-        self._ask = ask
+        # None once withdrawn: the reply, when it comes, is nobody's to keep.
+        self._ask: _Ask | None = ask
         self._taken = False
 
     @property
     def done(self) -> bool:
-        """True once the actor has replied (or failed to)."""
-        return self._ask.outcome is not None
+        """True once ``reply`` would not wait: the actor has replied (or failed
+        to), or the ask was withdrawn."""
+        ask = self._ask
+        return ask is None or ask.outcome is not None
 
     async def reply(self) -> object:
         """Wait for the reply, as [`ActorRef.ask`][agentrio.ActorRef.ask] does.
@@ -786,12 +790,16 @@ class PendingAsk(metaclass=NoPublicConstructor):
         Raises:
             ActorCrashed: the actor raised while handling the message.
             ActorStopped: the actor stopped before it handled the message.
-            InvalidArgument: the reply was awaited already.
+            InvalidArgument: the reply was awaited already; or the ask was
+                withdrawn ([`withdraw`][agentrio.core.PendingAsk.withdraw]),
+                before this call or while it waited (from another task).
         """
+        ask = self._ask
+        if ask is None:
+            raise _withdrawn_error()
         if self._taken:
             raise InvalidArgument("a PendingAsk's reply can be awaited once")
         self._taken = True
-        ask = self._ask
         ask.task = trio.lowlevel.current_task()
         if ask.outcome is not None:  # answered, or refused, already
             return ask.outcome.unwrap()
@@ -799,15 +807,33 @@ class PendingAsk(metaclass=NoPublicConstructor):
         return await trio.lowlevel.wait_task_rescheduled(ask)
 
     def withdraw(self) -> None:
-        """Give up on the reply without waiting for it.
+        """Give up on the reply without waiting for it; the reply is dropped.
 
         A linked ask still queued is then dropped unhandled; one being
         handled is interrupted and delivered again, with
-        [`withdrawn`][agentrio.core.withdrawn] true. A reply that comes later is
-        dropped. (Not linked, the message is handled all the same.)
+        [`withdrawn`][agentrio.core.withdrawn] true. (Not linked, the
+        message is handled all the same.) Whatever the actor replies is
+        dropped, even if it has replied already: ``reply`` raises
+        ``InvalidArgument`` from now on, and a ``reply`` waiting in another
+        task raises it at once. Withdrawing again does nothing.
         """
-        self._taken = True
-        self._ask.withdraw()
+        ask = self._ask
+        if ask is None:
+            return
+        self._ask = None
+        ask.withdraw()
+        if ask.waiting and ask.cancel is None:
+            # A reply() waits in another task (not a cancelled one, which
+            # waits for the interrupted handling to end): it is told now, and
+            # the reply that comes later finds no one waiting.
+            ask.waiting = False
+            trio.lowlevel.reschedule(ask.task, outcome.Error(_withdrawn_error()))
+
+
+def _withdrawn_error() -> InvalidArgument:
+    return InvalidArgument(
+        "this PendingAsk was withdrawn: its reply is dropped, there is none to await"
+    )
 
 
 def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
@@ -914,6 +940,10 @@ def cancel_cell(cell: _Cell) -> None:
     if cell.state == "exited":
         return
     cell.cancel_requested = True
+    if cell.sup is not None:
+        # Closed from now on (SupervisorRef.closed; a spawn raises), not only
+        # once its task has ended: it is never restarted.
+        cell.sup.stopping = True
     if cell.inline:
         cell.parent.finalize(cell, "cancelled")
         return
@@ -925,6 +955,22 @@ def cancel_cell(cell: _Cell) -> None:
 # -- the kernel's primitives for the layers above (exported by agentrio.core) ----------
 
 
+def not_a_ref(func: str, arg: str, value: object) -> NoReturn:
+    """Raise ``InvalidArgument``: *func*'s *arg* is not an actor's ``ActorRef``.
+
+    The primitives test ``type(ref) is ActorRef`` themselves (one identity
+    comparison, on the hot path of tool calls) and call this only to raise.
+    """
+    hint = ""
+    if type(value).__name__ == "AgentRef":  # (the agent layer's: not imported here)
+        hint = " (an AgentRef is an agent's handle, not an actor's ref)"
+    elif type(value).__name__ == "SupervisorRef" or hasattr(value, "spawn_supervisor"):
+        hint = " (a supervisor, or the runtime, is not an actor)"
+    raise InvalidArgument(
+        f"{func}()'s {arg} must be an agentrio.ActorRef, got {type(value).__name__}{hint}"
+    )
+
+
 def link(owned: ActorRef, owner: ActorRef) -> None:
     """Link *owned* to *owner*: the owned actor ends after its owner.
 
@@ -932,28 +978,45 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
     was cancelled; ended at once, if it is suspended, waiting for its
     supervisor's restart). A supervisor's shutdown leaves an owned child to
     its owner, so the owner can still use it while it drains, and cancels
-    it only after its owner. An owner keeps what it owns in a list that
-    drops the exited ones now and then (at each power of two from 64
-    entries): a long-lived owner does not keep every actor it ever owned.
+    it only after its owner. Both must be children of one supervisor: a
+    supervisor orders the stop of its own children only (another one's
+    shutdown, or an owner in another subtree that never stops, could not
+    keep that promise), so a link across supervisors is refused. An owner
+    keeps what it owns in a list that drops the exited ones now and then
+    (at each power of two from 64 entries): a long-lived owner does not
+    keep every actor it ever owned.
 
-    Example: an agent owns its context actors and its subagents::
+    For example (an agent owns its context actors and its subagents so),
+    with *owner* a child of *sup*:
 
-        sub = await sup.spawn(Worker)
-        agentrio.core.link(sub, owner)
-        # or at once, with the owner's privileges (a draining supervisor,
-        # its reserved names): sup.spawn_nowait(Worker, owner=owner)
+    ```python
+    sub = await sup.spawn(Worker)
+    agentrio.core.link(sub, owner)
+    # or at once, with the owner's privileges (a draining supervisor,
+    # its reserved names): sup.spawn_nowait(Worker, owner=owner)
+    ```
 
     Raises:
-        InvalidArgument: not two actor refs; the same actor; *owned* is
+        InvalidArgument: *owned* or *owner* is not an
+            [`ActorRef`][agentrio.ActorRef] (each is named); they are not
+            children of one supervisor; the same actor; *owned* is
             linked to another owner already; or *owner* is (through its
             owners) owned by *owned*.
         ActorStopped: *owner* has exited (nothing would end *owned*).
     """
-    if type(owned) is not ActorRef or type(owner) is not ActorRef:  # (no subclasses)
-        raise InvalidArgument(f"link takes two ActorRefs, got {owned!r} and {owner!r}")
+    if type(owned) is not ActorRef:  # (no subclasses)
+        not_a_ref("link", "owned", owned)
+    if type(owner) is not ActorRef:
+        not_a_ref("link", "owner", owner)
     child, cell = owned._cell, owner._cell
     if child.owner is cell:
         return
+    if child.parent is not cell.parent:
+        raise InvalidArgument(
+            f"link takes two actors of one supervisor: {child.path!r} and {cell.path!r} "
+            "are not (a supervisor's shutdown leaves an owned actor to its owner only "
+            "when it holds both)"
+        )
     if child.owner is not None:
         raise InvalidArgument(f"{child.path!r} is linked to {child.owner.path!r} already")
     above: _Cell | None = cell
@@ -989,7 +1052,11 @@ def interrupt(ref: ActorRef) -> bool:
         False if there is nothing to interrupt: the actor is idle (waiting
         on an empty mailbox), starting, stopping (in ``on_stop``), being
         cancelled or restarted, exited, or an [`InlineActor`][agentrio.InlineActor].
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:  # (one identity test: this is on tool calls' hot path)
+        not_a_ref("interrupt", "ref", ref)
     return _interrupt(ref._cell)
 
 
@@ -1021,7 +1088,12 @@ def withdrawn(ref: ActorRef) -> bool:
     waits for the reply, and the actor should wind the work up. False for
     everything else (a tell, an ask whose asker still waits, a first
     delivery). See [`ActorRef.ask`][agentrio.ActorRef.ask].
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:
+        not_a_ref("withdrawn", "ref", ref)
     item = ref._cell.held
     return type(item) is _Ask and item.abandoned
 
@@ -1032,7 +1104,12 @@ def begin_stop(ref: ActorRef) -> None:
 
     Its mailbox takes nothing more; it handles what is queued, runs
     ``on_stop`` and exits. ([`wait_exited`][agentrio.core.wait_exited] waits for that.)
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:
+        not_a_ref("begin_stop", "ref", ref)
     cell = ref._cell
     if cell.state == "exited":
         return
@@ -1045,7 +1122,13 @@ def begin_stop(ref: ActorRef) -> None:
 
 def exit_reason(ref: ActorRef) -> ExitReason | None:
     """How *ref*'s actor ended (``"stopped"``, ``"cancelled"``, ``"crashed"``), or
-    None while it has not exited."""
+    None while it has not exited.
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
+    """
+    if type(ref) is not ActorRef:
+        not_a_ref("exit_reason", "ref", ref)
     cell = ref._cell
     return cell.stop_reason if cell.state == "exited" else None
 
@@ -1055,7 +1138,12 @@ async def wait_exited(ref: ActorRef) -> None:
     ([`link`][agentrio.core.link]).
 
     It is a checkpoint; cancelling it stops the waiting, not the actors.
+
+    Raises:
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
     """
+    if type(ref) is not ActorRef:
+        not_a_ref("wait_exited", "ref", ref)
     await _gone(ref._cell)
 
 

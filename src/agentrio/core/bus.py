@@ -100,7 +100,30 @@ class EventStream(metaclass=NoPublicConstructor):
 
 
 class EventBus:
-    """Fans events out to subscribers; owned by the runtime."""
+    """Fans events out to bounded subscribers: a tree's bus
+    ([`Tree.bus`][agentrio.core.Tree]; the runtime's is its tree's).
+
+    The kernel publishes its events on it (actors started, exited,
+    restarted, dead letters...), and the layers above publish theirs on
+    the same bus (the agent layer's turns, tool calls, phases), which
+    [`Runtime.events`][agentrio.Runtime.events] subscribes to. A publisher
+    tests ``active`` before it builds an event, so a runtime no one
+    observes builds none:
+
+    ```python
+    if bus.active:
+        bus.publish(MyEvent(path=self.ref.path))
+    ```
+
+    Publishing never blocks and never raises for a slow subscriber: each
+    has a bounded buffer, and what does not fit is counted and reported to
+    it as an [`EventsLost`][agentrio.events.EventsLost], in place. A bus of
+    one's own (for a test) is ``EventBus()``.
+
+    Attributes:
+        active: True while anyone subscribes (a plain attribute: one load
+            per event for a bus no one observes).
+    """
 
     __slots__ = ("_closed", "_subscribers", "active")
 
@@ -112,7 +135,15 @@ class EventBus:
         self.active = False
 
     def subscribe(self, capacity: int = 1000) -> EventStream:
-        """Add a subscriber with a buffer of *capacity* events."""
+        """Add a subscriber with a buffer of *capacity* events.
+
+        Returns:
+            Its [`EventStream`][agentrio.events.EventStream] (already ended
+            if the bus is closed).
+
+        Raises:
+            InvalidArgument: *capacity* is not an int >= 1.
+        """
         check_int("capacity", capacity, 1)
         stream = create(EventStream, self, capacity)
         if self._closed:
@@ -130,7 +161,13 @@ class EventBus:
         stream._close()
 
     def publish(self, event: Event) -> None:
-        """Offer *event* to every subscriber; never blocks."""
+        """Offer *event* (an [`Event`][agentrio.events.Event]) to every
+        subscriber, in the caller's task; never blocks.
+
+        A subscriber whose buffer is full loses it (counted, and reported
+        by an ``EventsLost``). Test ``active`` first to build no event when
+        no one listens.
+        """
         for stream in self._subscribers:
             stream._offer(event)
 

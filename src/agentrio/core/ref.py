@@ -112,7 +112,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
                 stops itself), ``"transient"`` (restarted after a crash only)
                 or ``"temporary"`` (never restarted).
             owner: an actor to [`link`][agentrio.core.link] the new one to
-                (it then ends after its owner). An owned actor may also be
+                (it then ends after its owner), a child of this supervisor
+                (as for ``link``). An owned actor may also be
                 spawned while this supervisor stops gracefully (its owner may
                 still need it while it drains), and it may take its owner's
                 reserved names: with an owner named ``"a"``, ``"a.context"``
@@ -125,7 +126,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             its mailbox.
 
         Raises:
-            InvalidArgument: a bad argument, named in the message.
+            InvalidArgument: a bad argument, named in the message; *owner*
+                is not a child of this supervisor.
             DuplicateName: *name* is taken.
             RuntimeClosed: this supervisor has stopped or is stopping (with
                 an *owner*: has stopped).
@@ -152,16 +154,26 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         and their context actors this way). The arguments, the result and
         the errors are [`spawn`][agentrio.SupervisorRef.spawn]'s.
 
-        Example:
+        For example, an actor named ``"a"`` and one it owns, under its
+        reserved name (``team`` a ``SupervisorRef``, ``Echo`` an actor
+        class):
 
-            ctx = team.spawn_nowait(Context, name="a.context", owner=agent_actor)
+        ```python
+        a = team.spawn_nowait(Echo, name="a")
+        context = team.spawn_nowait(Echo, name="a.context", owner=a)
+        await a.stop()
+        await agentrio.core.wait_exited(a)  # and what it owns: context stops after it
+        assert agentrio.core.exit_reason(context) == "stopped"
+        ```
         """
         return self._sup.spawn_actor(actor_class, args, name, mailbox, restart, owner).ref
 
     @property
     def closed(self) -> bool:
-        """True once this supervisor has begun to stop (or has stopped, or failed for
-        good); spawning under it then raises ``RuntimeClosed`` (but see ``owner``)."""
+        """True once this supervisor has begun to stop (a graceful stop, or a
+        [`cancel`][agentrio.SupervisorRef.cancel], from the call on), or has
+        stopped, or failed for good; spawning under it then raises
+        ``RuntimeClosed`` (but see ``owner``)."""
         sup = self._sup
         return sup.closed or sup.stopping
 
@@ -288,6 +300,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         """Cancel this supervisor and its whole subtree now, without waiting.
 
         Its children end with reason ``"cancelled"``; it is not restarted.
+        It is [`closed`][agentrio.SupervisorRef.closed] from the call on.
         On a tree's root, the whole tree is cancelled (see
         [`Tree.cancel`][agentrio.core.Tree.cancel]).
         """

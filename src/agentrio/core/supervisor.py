@@ -90,9 +90,15 @@ def _check_inline(actor_class: type[InlineActor[Any]]) -> None:
     _CHECKED_INLINE.add(actor_class)
 
 
-def _live_owner(owner: ActorRef) -> _Cell:
-    """The cell of *owner*, which must not have exited (for ``spawn(owner=)``)."""
+def _live_owner(owner: ActorRef, sup: _Supervisor) -> _Cell:
+    """The cell of *owner*, a child of *sup* that has not exited (for ``spawn(owner=)``)."""
     cell = owner._cell
+    if cell.parent is not sup:
+        where = repr(sup.path) if sup.path else "the runtime"
+        raise InvalidArgument(
+            f"owner must be a child of the supervisor that spawns ({where}), got {cell.path!r}: "
+            "an owned actor is left to its owner only by the supervisor that holds both"
+        )
     if cell.state == "exited":
         raise ActorStopped(
             f"actor {cell.path!r} has {cell.stop_reason}: it cannot own a new actor",
@@ -192,7 +198,9 @@ class _Supervisor:
 
     async def _stop_in_turn(self) -> None:
         # An owned child (an agent's context) is left to its owner, whose exit
-        # stops it: the owner may still need it while the owner drains.
+        # stops it: the owner may still need it while the owner drains. Its
+        # owner is a sibling (link and spawn(owner=) refuse any other), so the
+        # first pass stops it, or its owner's exit does, before the second.
         for cell in reversed(list(self.children.values())):
             if cell.owner is not None and cell.owner.state != "exited":
                 continue
@@ -608,7 +616,7 @@ class _Supervisor:
         if not isinstance(owner, ActorRef):
             raise InvalidArgument(f"owner must be an agentrio.ActorRef or None, got {owner!r}")
         self.check_open(stopping_ok=True)
-        owning = _live_owner(owner)
+        owning = _live_owner(owner, self)
         checked = self._new_name(actor_class.__name__, name, owning.name)
         cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
         # Owned before it starts: an inline actor's on_start runs in _adopt, and

@@ -21,10 +21,9 @@ import trio
 
 from .._checks import check_seconds
 from .._handles import NoPublicConstructor
-from .actor import _Cell, _interrupt
+from .actor import ActorRef, _Cell, _interrupt, not_a_ref
 
 if TYPE_CHECKING:
-    from .actor import ActorRef
     from .supervisor import _Supervisor
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
@@ -76,15 +75,19 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
     runtime's timer heap instead of a cancel scope: made for a wait in an
     actor's own task, armed and disarmed many times per second.
 
-    Example::
+    For example, in the actor's ``handle``:
 
-        alarm = agentrio.core.interrupt_after(self.ref, 5.0)
-        if alarm is None:  # no runtime timer: keep a cancel scope of your own
-            ...
+    ```python
+    alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+    if alarm is None:  # no runtime timer: keep a deadline of your own
+        with trio.fail_after(5.0):
+            await slow_work()
+    else:
         try:
             await slow_work()
         finally:
             alarm.disarm()
+    ```
 
     Returns:
         The [`Alarm`][agentrio.core.Alarm]; None when the runtime's root supervisor is not
@@ -92,9 +95,13 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
         closed): the caller then keeps a deadline of its own.
 
     Raises:
-        InvalidArgument: *seconds* is not a number >= 0.
+        InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef];
+            *seconds* is not a number >= 0.
     """
-    # (The usual float or int in one test: this runs for every lone tool call.)
+    # (One identity test, and the usual float or int in one test: this runs
+    # for every lone tool call.)
+    if type(ref) is not ActorRef:
+        not_a_ref("interrupt_after", "ref", ref)
     if not ((type(seconds) is float or type(seconds) is int) and seconds >= 0):
         check_seconds("seconds", seconds)  # (raises)
     cell = ref._cell

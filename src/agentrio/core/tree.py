@@ -54,8 +54,9 @@ class Tree(Generic[R]):
     Attributes:
         ref: the root supervisor's ref (path and name ``""``), an instance
             of *ref_class*: spawn the tree's children with it.
-        bus: the tree's event bus (``bus.subscribe(capacity)``; closed when
-            the tree has stopped).
+        bus: the tree's [`EventBus`][agentrio.core.EventBus]
+            (``bus.subscribe(capacity)``, ``bus.publish(event)``; closed
+            when the tree has stopped).
 
     Raises:
         InvalidArgument: a bad argument, named in the message.

@@ -1,6 +1,9 @@
 """Test doubles for models: scripted replies, a function of the conversation, and a
 fake LLM server speaking the OpenAI, Anthropic and Ollama wire formats."""
 
+import inspect as _inspect
+import typing as _typing
+
 from .fake_server import FakeLLMServer as FakeLLMServer
 from .fake_server import FakeRequest as FakeRequest
 from .fake_server import FakeServerStatistics as FakeServerStatistics
@@ -26,3 +29,27 @@ __all__ = [
     "open_fake_llm",
     "serve_fake_llm",
 ]
+
+
+def _set_public_home() -> None:
+    """Reprs, tracebacks, pickles and the reference name these classes and functions
+    here, their public home, as agentrio's other public names.
+
+    Their string annotations are resolved first, in the module that defined them
+    (``typing.get_type_hints`` and msgspec read them in the one ``__module__`` names).
+    """
+    for name in __all__:
+        value = globals()[name]
+        if not (_inspect.isclass(value) or _inspect.isfunction(value)):
+            continue  # (ReplyHandler: a typing alias)
+        if not value.__module__.startswith(__name__ + "."):
+            continue  # (Reply: its home is agentrio)
+        if _inspect.isclass(value):
+            own = _inspect.get_annotations(value)
+            if any(isinstance(hint, str) for hint in own.values()):
+                hints = _typing.get_type_hints(value, include_extras=True)
+                value.__annotations__ = {key: hints[key] for key in own}
+        value.__module__ = __name__
+
+
+_set_public_home()
