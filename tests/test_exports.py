@@ -102,6 +102,8 @@ EVENTS = [
     "PhaseError",
     "PhaseStarted",
     "Routed",
+    "RunDone",
+    "RunItem",
     "Stalled",
     "SubagentEnded",
     "SubagentStarted",
@@ -178,6 +180,7 @@ TYPES = [
     "Response",
     "RestartPolicy",
     "Rule",
+    "RunStream",
     "StepInfo",
     "StopReason",
     "Strategy",
@@ -340,6 +343,7 @@ def test_public_classes_and_functions_have_docstrings(home: str, name: str) -> N
         agentrio.types.BlockingRuntime,
         agentrio.types.BlockingAgent,
         agentrio.types.BlockingStream,
+        agentrio.types.RunStream,
     ],
 )
 def test_handles_have_no_public_constructor(cls: type) -> None:

@@ -55,6 +55,7 @@ from .budget import Lease, usage_problem
 from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .lanes import ToolLanes
+from .stream import RUN_BUSES, RunBus
 from .tool import ToolContext
 from .tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 
@@ -261,7 +262,10 @@ class Phase:
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
         self.st = st
         self.cmd = cmd
-        self.bus = st.services.bus
+        bus = st.services.bus
+        if RUN_BUSES:  # some run streams (AgentRef.stream): is it this one?
+            bus = RUN_BUSES.get(id(cmd), bus)
+        self.bus = bus
         assert st.ref is not None
         self.path = st.ref.path
         self.history: list[ChatMessage] = []
@@ -587,6 +591,11 @@ class Phase:
         st = self.st
         if self._stop_requested():
             return None
+        bus = self.bus
+        if bus.active and type(bus) is RunBus and bus.held:
+            # A streamed run whose reader is behind: it waits for the reader
+            # here, before the call's reservation (see agents/stream.py).
+            await bus.drain()
         if st.compact_at is not None and self.total > st.compact_at:
             await self._compact()
         view, estimate = self._window()
@@ -654,6 +663,8 @@ class Phase:
             self._append(ChatMessage("assistant", text, tool_calls=calls))
         self.final_text = text
         if self.bus.active:
+            if type(self.bus) is RunBus:  # its stream has the text, streamed or not
+                self.bus.reply_text(self.path, text)
             self.bus.publish(
                 TurnEnded(
                     path=self.path,

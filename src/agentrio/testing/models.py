@@ -27,6 +27,22 @@ class ScriptExhausted(AgentrioError):
     """
 
 
+def _check_chunk_size(chunk_size: object) -> int | None:
+    if chunk_size is not None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise InvalidArgument(f"chunk_size must be an int >= 1 or None, got {chunk_size!r}")
+    return chunk_size
+
+
+async def _streamed(reply: ModelReply, chunk_size: int, on_text: Callable[[str], None]) -> None:
+    """Give *reply*'s text to *on_text* in pieces of *chunk_size* characters, one
+    scheduler checkpoint before each piece (as pieces from a network would come)."""
+    text = reply.text
+    for start in range(0, len(text), chunk_size):
+        await trio.lowlevel.checkpoint()
+        on_text(text[start : start + chunk_size])
+
+
 def _check_window(context_window: object) -> int:
     if isinstance(context_window, bool) or not isinstance(context_window, int):
         raise InvalidArgument(f"context_window must be an int, got {context_window!r}")
@@ -58,10 +74,15 @@ class ScriptedModel:
         pricing: ``(usd_per_input_token, usd_per_output_token)``, with the
             cached-input and cache-write prices after them if wanted, or None
             (see [`agentrio.Model`][agentrio.Model]).
+        chunk_size: with an int, the model streams: each reply's text is
+            given to the call's ``on_text`` in pieces of that many characters,
+            one scheduler checkpoint before each, as a provider's deltas are
+            (a run's stream, ``TextDelta`` events); None (the default): it
+            does not.
 
     Raises:
         InvalidArgument: a reply is not a ``Reply``; *context_window* is not
-            an int >= 1.
+            an int >= 1; *chunk_size* is not None or an int >= 1.
     """
 
     def __init__(
@@ -70,8 +91,10 @@ class ScriptedModel:
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         pricing: tuple[float, ...] | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         self.pricing = pricing
+        self.chunk_size = _check_chunk_size(chunk_size)
         script = list(replies)
         for i, reply in enumerate(script):
             if not isinstance(reply, ModelReply):
@@ -96,11 +119,13 @@ class ScriptedModel:
         *,
         max_output_tokens: int,
         settings: ModelSettings | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> ModelReply:
         """Return the next scripted reply.
 
         *tools* and *max_output_tokens* are ignored; *settings* is recorded in
-        ``call_settings``.
+        ``call_settings``; *on_text* gets the reply's text in pieces if the
+        model has a ``chunk_size``.
 
         Raises:
             ScriptExhausted: every reply has been used (in an agent, this ends
@@ -115,6 +140,8 @@ class ScriptedModel:
         self.call_settings.append(settings)
         reply = self._script[self._next]
         self._next += 1
+        if on_text is not None and self.chunk_size is not None:
+            await _streamed(reply, self.chunk_size, on_text)
         return reply
 
 
@@ -129,9 +156,9 @@ class FunctionModel:
     *fn* may be a plain function (the call then awaits one scheduler
     checkpoint first, as a network call would), an ``async def``, or any
     callable that returns an awaitable of a ``Reply``. *tools* is what the
-    phase offers: empty for a final-answer call. ``context_window`` and
-    ``pricing`` are as for ``ScriptedModel``; its ``complete`` takes a
-    ``settings`` keyword too.
+    phase offers: empty for a final-answer call. ``context_window``,
+    ``pricing`` and ``chunk_size`` are as for ``ScriptedModel``; its
+    ``complete`` takes ``settings`` and ``on_text`` keywords too.
 
     Example:
 
@@ -148,8 +175,8 @@ class FunctionModel:
 
     Raises:
         InvalidArgument: *fn* is not callable; *context_window* is not an int
-            >= 1. From ``complete``: *fn* returned something that is not a
-            ``Reply``.
+            >= 1; *chunk_size* is not None or an int >= 1. From ``complete``:
+            *fn* returned something that is not a ``Reply``.
     """
 
     def __init__(
@@ -158,8 +185,10 @@ class FunctionModel:
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         pricing: tuple[float, ...] | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         self.pricing = pricing
+        self.chunk_size = _check_chunk_size(chunk_size)
         self.call_settings: list[ModelSettings | None] = []
         if not callable(fn):
             raise InvalidArgument(f"fn must be callable as fn(messages, tools), got {fn!r}")
@@ -174,8 +203,10 @@ class FunctionModel:
         *,
         max_output_tokens: int,
         settings: ModelSettings | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> ModelReply:
-        """Return what the function returns for this conversation."""
+        """Return what the function returns for this conversation (its text given
+        to *on_text* in pieces if the model has a ``chunk_size``)."""
         if settings is not None:
             self.call_settings.append(settings)
         if self._is_async:
@@ -189,4 +220,6 @@ class FunctionModel:
             raise InvalidArgument(
                 f"FunctionModel's function must return an agentrio.testing.Reply, got {reply!r}"
             )
+        if on_text is not None and self.chunk_size is not None:
+            await _streamed(reply, self.chunk_size, on_text)
         return reply
