@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 import agentrio
-from agentrio import AgentSpec, ChatMessage, ToolCallRequest, Usage
+from agentrio import AgentSpec, ChatMessage, Provider, ProviderConfig, ToolCallRequest, Usage
 from agentrio.errors import ActorStopped, InvalidArgument, SelfAsk, UsageError
 from agentrio.events import (
     PhaseEnded,
@@ -20,7 +20,8 @@ from agentrio.events import (
     ToolStarted,
     TurnEnded,
 )
-from agentrio.testing import FunctionModel, Reply, ScriptedModel
+from agentrio.providers.provider import Kind
+from agentrio.testing import FunctionModel, Reply, ScriptedModel, open_fake_llm
 from agentrio.types import RunStream
 
 
@@ -282,3 +283,23 @@ async def test_a_phase_that_is_not_streamed_does_not_see_another_runs_stream(
             items = await read_all(stream)
     assert {i.path for i in items} == {"a"}
     assert "".join(i.text for i in items if isinstance(i, TextDelta)) == "one"
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "ollama"])
+async def test_over_http_the_stream_carries_the_providers_deltas(
+    autojump_clock: trio.testing.MockClock, kind: Kind
+) -> None:
+    text = "a fairly long answer, streamed by the server in pieces"
+    reply = Reply(text=text, usage=Usage(4, 9))
+    base = {"openai": "/v1", "anthropic": "/v1", "ollama": ""}[kind]
+    async with open_fake_llm(lambda _: reply) as server:
+        config = ProviderConfig(
+            name="p", kind=kind, base_url=server.base_url + base, stream=True, max_retries=0
+        )
+        async with Provider(config) as provider, agentrio.open_runtime() as rt:
+            agent = await rt.spawn_agent(AgentSpec("a", provider.model("m")))
+            async with agent.stream("hi", max_buffer_size=1) as stream:
+                items = await read_all(stream)
+    deltas = [i.text for i in items if isinstance(i, TextDelta)]
+    assert len(deltas) > 1 and "".join(deltas) == text
+    assert kinds(items)[-2:] == ["TurnEnded", "RunDone"]
