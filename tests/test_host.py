@@ -450,7 +450,7 @@ def test_asyncio_reads_a_runs_stream_with_async_for() -> None:
             assert isinstance(items[-1], RunDone)
             # Leaving early, with the run still going: it is cancelled, then the block ends.
             async with await agent.astream("hello", max_buffer_size=1) as stream:
-                async for item in stream:
+                async for _ in stream:
                     break
             assert (await agent.arun("again")).final_text == "echo: again"
             with pytest.raises(InvalidArgument):

@@ -760,10 +760,13 @@ class _HostedRun:
 class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
     """Items made in the runtime's thread, read from another: ``for`` or ``async for``.
 
-    From [`BlockingRuntime.events`][agentrio.types.BlockingRuntime.events]. No
-    public constructor. Each item is one hop to the runtime's thread. Iteration
+    From [`BlockingRuntime.events`][agentrio.types.BlockingRuntime.events] and
+    [`BlockingAgent.stream`][agentrio.types.BlockingAgent.stream]. No public
+    constructor. Each item is one hop to the runtime's thread. Iteration
     ends when the source ends: for events, when the stream is closed (after the
-    events it had buffered) or the runtime stops. Use it in a ``with`` (or
+    events it had buffered) or the runtime stops; for a run, after its
+    ``RunDone``, or when it is closed (which cancels the run, if it was still
+    going) or the runtime stops. Use it in a ``with`` (or
     ``async with``) block, which closes it, or call ``close()``. Read it from
     one thread (or task) at a time; ``close()`` may be called from another
     while one reads.

@@ -28,9 +28,10 @@ class ScriptExhausted(AgentrioError):
 
 
 def _check_chunk_size(chunk_size: object) -> int | None:
-    if chunk_size is not None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise InvalidArgument(f"chunk_size must be an int >= 1 or None, got {chunk_size!r}")
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise InvalidArgument(f"chunk_size must be an int >= 1 or None, got {chunk_size!r}")
     return chunk_size
 
 
