@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import pytest
@@ -160,11 +161,15 @@ async def test_both_stream_a_replys_text_in_chunks(chunk_size: int) -> None:
         assert len(pieces) == -(-len(text) // chunk_size)
 
 
-async def test_without_a_chunk_size_they_do_not_stream() -> None:
-    pieces: list[str] = []
+def test_without_a_chunk_size_they_do_not_stream() -> None:
+    # No on_text keyword: an agent passes none, and its calls pay nothing for streaming.
     for model in (ScriptedModel([Reply(text="x")]), FunctionModel(lambda m, t: Reply(text="x"))):
-        await model.complete(HELLO, [], max_output_tokens=5, on_text=pieces.append)
-    assert pieces == []
+        assert "on_text" not in inspect.signature(model.complete).parameters
+    for model in (
+        ScriptedModel([], chunk_size=1),
+        FunctionModel(lambda m, t: Reply(), chunk_size=1),
+    ):
+        assert "on_text" in inspect.signature(model.complete).parameters
 
 
 @pytest.mark.parametrize("chunk_size", [0, -1, 1.5, True, "3"])

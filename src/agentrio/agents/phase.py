@@ -591,11 +591,10 @@ class Phase:
         st = self.st
         if self._stop_requested():
             return None
-        bus = self.bus
-        if bus.active and type(bus) is RunBus and bus.held:
+        if self.bus.active and type(self.bus) is RunBus and self.bus.held:
             # A streamed run whose reader is behind: it waits for the reader
             # here, before the call's reservation (see agents/stream.py).
-            await bus.drain()
+            await self.bus.drain()
         if st.compact_at is not None and self.total > st.compact_at:
             await self._compact()
         view, estimate = self._window()

@@ -35,13 +35,40 @@ def _check_chunk_size(chunk_size: object) -> int | None:
     return chunk_size
 
 
-async def _streamed(reply: ModelReply, chunk_size: int, on_text: Callable[[str], None]) -> None:
-    """Give *reply*'s text to *on_text* in pieces of *chunk_size* characters, one
-    scheduler checkpoint before each piece (as pieces from a network would come)."""
-    text = reply.text
-    for start in range(0, len(text), chunk_size):
-        await trio.lowlevel.checkpoint()
-        on_text(text[start : start + chunk_size])
+_Complete = Callable[..., Awaitable[ModelReply]]
+
+
+def _streaming(model: ScriptedModel | FunctionModel, plain: _Complete) -> _Complete:
+    """*model*'s ``complete`` that streams: it takes ``on_text`` too (so an agent
+    passes it), and gives it each reply's text in pieces of ``chunk_size``
+    characters, one scheduler checkpoint before each, as a network's would come.
+
+    Set on the instance, and only with a ``chunk_size``: a model that does not
+    stream keeps a ``complete`` without ``on_text``, and an agent's calls of it
+    pay nothing for streaming.
+    """
+    size = model.chunk_size
+    assert size is not None
+
+    async def complete(
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        settings: ModelSettings | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        reply = await plain(
+            model, messages, tools, max_output_tokens=max_output_tokens, settings=settings
+        )
+        if on_text is not None:
+            text = reply.text
+            for start in range(0, len(text), size):
+                await trio.lowlevel.checkpoint()
+                on_text(text[start : start + size])
+        return reply
+
+    return complete
 
 
 def _check_window(context_window: object) -> int:
@@ -96,6 +123,8 @@ class ScriptedModel:
     ) -> None:
         self.pricing = pricing
         self.chunk_size = _check_chunk_size(chunk_size)
+        if self.chunk_size is not None:
+            self.complete = _streaming(self, ScriptedModel.complete)  # type: ignore[method-assign,assignment]
         script = list(replies)
         for i, reply in enumerate(script):
             if not isinstance(reply, ModelReply):
@@ -120,13 +149,12 @@ class ScriptedModel:
         *,
         max_output_tokens: int,
         settings: ModelSettings | None = None,
-        on_text: Callable[[str], None] | None = None,
     ) -> ModelReply:
         """Return the next scripted reply.
 
         *tools* and *max_output_tokens* are ignored; *settings* is recorded in
-        ``call_settings``; *on_text* gets the reply's text in pieces if the
-        model has a ``chunk_size``.
+        ``call_settings``. (With a ``chunk_size``, the model's ``complete``
+        also takes ``on_text``, which gets the reply's text in pieces.)
 
         Raises:
             ScriptExhausted: every reply has been used (in an agent, this ends
@@ -141,8 +169,6 @@ class ScriptedModel:
         self.call_settings.append(settings)
         reply = self._script[self._next]
         self._next += 1
-        if on_text is not None and self.chunk_size is not None:
-            await _streamed(reply, self.chunk_size, on_text)
         return reply
 
 
@@ -190,6 +216,8 @@ class FunctionModel:
     ) -> None:
         self.pricing = pricing
         self.chunk_size = _check_chunk_size(chunk_size)
+        if self.chunk_size is not None:
+            self.complete = _streaming(self, FunctionModel.complete)  # type: ignore[method-assign,assignment]
         self.call_settings: list[ModelSettings | None] = []
         if not callable(fn):
             raise InvalidArgument(f"fn must be callable as fn(messages, tools), got {fn!r}")
@@ -204,10 +232,10 @@ class FunctionModel:
         *,
         max_output_tokens: int,
         settings: ModelSettings | None = None,
-        on_text: Callable[[str], None] | None = None,
     ) -> ModelReply:
-        """Return what the function returns for this conversation (its text given
-        to *on_text* in pieces if the model has a ``chunk_size``)."""
+        """Return what the function returns for this conversation. (With a
+        ``chunk_size``, the model's ``complete`` also takes ``on_text``, which
+        gets the reply's text in pieces.)"""
         if settings is not None:
             self.call_settings.append(settings)
         if self._is_async:
@@ -221,6 +249,4 @@ class FunctionModel:
             raise InvalidArgument(
                 f"FunctionModel's function must return an agentrio.testing.Reply, got {reply!r}"
             )
-        if on_text is not None and self.chunk_size is not None:
-            await _streamed(reply, self.chunk_size, on_text)
         return reply
