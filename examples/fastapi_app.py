@@ -8,14 +8,15 @@ the request is done.
 
 - ``POST /run`` with ``{"prompt": "..."}``: the run's result as JSON.
 - ``POST /run/stream`` with the same body: the run as server-sent events, one
-  per agent event (``PhaseStarted``, ``TurnEnded``, ``ToolStarted``...), then
-  ``result``. These are the runtime's events (``rt.events()``) about this
-  agent: what a host can stream until the run's own stream (issue #13, part 2:
-  text deltas, lossless) lands. The bus is lossy for a reader that falls
-  behind: an ``EventsLost`` event then says how many were dropped.
+  per item of the run's own stream (``agent.astream(...)``): ``TextDelta`` for
+  each piece of the answer as it comes, ``ToolStarted``, ``ToolEnded``,
+  ``TurnEnded``, and ``RunDone`` with the result last. The stream is lossless
+  and has backpressure: a client that reads slowly slows its own run, and no
+  other; a client that goes away cancels its run.
 
 The model is a scripted one (``agentrio.testing.FunctionModel``): it looks a
-capital up with a tool, then answers. No network, no key.
+capital up with a tool, then answers, streaming its text in pieces of a few
+characters as a provider's would come. No network, no key.
 
 Run it with ``python examples/fastapi_app.py``: it starts the app on a free
 port of 127.0.0.1, calls both endpoints over HTTP, prints what came back and
@@ -25,7 +26,6 @@ stops. ``python examples/fastapi_app.py serve [PORT]`` serves it until Ctrl-C
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import socket
@@ -43,9 +43,8 @@ from pydantic import BaseModel
 
 import agentrio
 from agentrio import ChatMessage, ToolCallRequest, Usage
-from agentrio.events import Event, EventsLost
 from agentrio.testing import FunctionModel, Reply
-from agentrio.types import BlockingAgent, BlockingRuntime, BlockingStream
+from agentrio.types import BlockingAgent, BlockingRuntime
 
 CAPITALS = {"France": "Paris", "Japan": "Tokyo", "Peru": "Lima"}
 
@@ -69,7 +68,10 @@ def answer(messages: Sequence[ChatMessage], tools: object) -> Reply:
 
 
 SPEC = agentrio.AgentSpec(
-    name="geo", model=FunctionModel(answer), tools=[capital], limits=agentrio.Limits(timeout=30)
+    name="geo",
+    model=FunctionModel(answer, chunk_size=6),
+    tools=[capital],
+    limits=agentrio.Limits(timeout=30),
 )
 
 
@@ -109,38 +111,22 @@ async def run(body: RunRequest, request: Request) -> dict[str, object]:
 @app.post("/run/stream")
 async def run_stream(body: RunRequest, request: Request) -> StreamingResponse:
     """Run the prompt on an agent of its own, as server-sent events."""
-    rt = _runtime(request)
-    agent = await rt.aspawn_agent(SPEC, name=f"run-{next(_ids)}")
-    events = await rt.aevents()  # subscribed before the run starts: none of it is missed
-    return StreamingResponse(_sse(agent, events, body.prompt), media_type="text/event-stream")
+    agent = await _runtime(request).aspawn_agent(SPEC, name=f"run-{next(_ids)}")
+    return StreamingResponse(_sse(agent, body.prompt), media_type="text/event-stream")
 
 
 def _frame(name: str, data: bytes) -> str:
     return f"event: {name}\ndata: {data.decode()}\n\n"
 
 
-async def _sse(
-    agent: BlockingAgent, events: BlockingStream[Event], prompt: str
-) -> AsyncIterator[str]:
-    async def run_then_close() -> agentrio.PhaseResult:
-        # The phase publishes its events before its result comes back, so when the
-        # stream is closed here, every event of the run is already in it.
-        try:
-            return await agent.arun(prompt)
-        finally:
-            await events.aclose()
-
-    running = asyncio.create_task(run_then_close())
+async def _sse(agent: BlockingAgent, prompt: str) -> AsyncIterator[str]:
     try:
-        async with events:
-            async for event in events:
-                if event.path == agent.path or isinstance(event, EventsLost):
-                    yield _frame(type(event).__name__, msgspec.json.encode(event))
-        result = await running
-        yield _frame("result", msgspec.json.encode(result))
-    finally:  # the client went away, or the run failed: end the run and the agent
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
+        # The run starts here; each item is sent as it comes. If the client goes
+        # away, the block's end cancels the run and waits for it to end.
+        async with await agent.astream(prompt) as stream:
+            async for item in stream:
+                yield _frame(type(item).__name__, msgspec.json.encode(item))
+    finally:
         await agent.astop()
 
 
@@ -197,9 +183,11 @@ def main() -> int:
             body = "".join(stream.iter_text())
         for name, data in sse_events(body):
             names.append(name)
-            if name == "result":
-                print(f"POST /run/stream: result {data['final_text']!r}")
-        print("events: " + " ".join(names))
+            if name == "TextDelta":
+                print(f"  TextDelta {data['text']!r}")
+            elif name == "RunDone":
+                print(f"POST /run/stream: result {data['result']['final_text']!r}")
+        print("items: " + " ".join(names))
     return 0
 
 

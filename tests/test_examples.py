@@ -31,6 +31,7 @@ EXPECTED = {
     "image_input.py": (
         "image_input: 2 phases answered, 2 requests, the URL refused before sending"
     ),
+    "stream_tokens.py": "done: done, 3 pieces of text",
 }
 
 # Examples that need an extra: skipped when it is not installed.

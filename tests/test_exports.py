@@ -105,6 +105,8 @@ EVENTS = [
     "PhaseError",
     "PhaseStarted",
     "Routed",
+    "RunDone",
+    "RunItem",
     "Stalled",
     "SubagentEnded",
     "SubagentStarted",
@@ -184,6 +186,7 @@ TYPES = [
     "Response",
     "RestartPolicy",
     "Rule",
+    "RunStream",
     "StepInfo",
     "StopReason",
     "Strategy",
@@ -363,6 +366,7 @@ def test_public_classes_and_functions_have_docstrings(home: str, name: str) -> N
         agentrio.types.BlockingRuntime,
         agentrio.types.BlockingAgent,
         agentrio.types.BlockingStream,
+        agentrio.types.RunStream,
     ],
 )
 def test_handles_have_no_public_constructor(cls: type) -> None:

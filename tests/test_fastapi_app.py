@@ -49,7 +49,9 @@ def test_run_returns_the_result_as_json(example: types.ModuleType) -> None:
     assert not served.thread.is_alive()
 
 
-def test_run_stream_sends_the_runs_events_then_its_result(example: types.ModuleType) -> None:
+def test_run_stream_sends_the_runs_items_as_they_come_then_its_result(
+    example: types.ModuleType,
+) -> None:
     with (
         example.Served(example.free_port()) as served,
         httpx.Client(base_url=served.url, timeout=30) as client,
@@ -65,21 +67,20 @@ def test_run_stream_sends_the_runs_events_then_its_result(example: types.ModuleT
         assert event.startswith("event: ") and data.startswith("data: ")
     events = example.sse_events("\n".join(lines))
     assert [name for name, _ in events] == [
-        "PhaseStarted",
-        "TurnStarted",
         "TurnEnded",
         "ToolStarted",
         "ToolEnded",
-        "TurnStarted",
+        *["TextDelta"] * 5,
         "TurnEnded",
-        "PhaseEnded",
-        "result",
+        "RunDone",
     ]
     agent = events[0][1]["path"]
-    assert all(data["path"] == agent for name, data in events[:-1])
-    assert events[3][1]["tool"] == "capital"
-    assert events[-2][1]["stop_reason"] == "done"
-    assert events[-1][1]["final_text"] == "The capital of Japan is Tokyo."
+    assert all(data["path"] == agent for name, data in events)
+    assert events[1][1]["tool"] == "capital"
+    text = "".join(data["text"] for name, data in events if name == "TextDelta")
+    assert text == "The capital of Japan is Tokyo."
+    result = events[-1][1]["result"]
+    assert result["stop_reason"] == "done" and result["final_text"] == text
 
 
 def test_concurrent_requests_each_get_their_own_agent(example: types.ModuleType) -> None:

@@ -17,7 +17,15 @@ import trio
 import agentrio
 from agentrio import AgentSpec, Budget, ChatMessage, InvalidArgument, ToolCallRequest, Usage
 from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, SelfAsk
-from agentrio.events import ActorExited, Event, PhaseEnded, PhaseStarted
+from agentrio.events import (
+    ActorExited,
+    Event,
+    PhaseEnded,
+    PhaseStarted,
+    RunDone,
+    TextDelta,
+    ToolStarted,
+)
 from agentrio.host import _RunOptions, _RuntimeOptions
 from agentrio.testing import FunctionModel, Reply
 from agentrio.types import BlockingAgent, BlockingRuntime, BlockingStream
@@ -381,6 +389,76 @@ def test_asyncio_reads_events_with_async_for() -> None:
     asyncio.run(main())
 
 
+# -- a run's own stream -------------------------------------------------------------------
+
+
+def _streaming_spec(name: str = "agent") -> AgentSpec:
+    return AgentSpec(name=name, model=FunctionModel(_answer, chunk_size=2))
+
+
+def test_a_runs_stream_is_read_with_for_and_ends_with_its_result() -> None:
+    with agentrio.open_runtime_sync() as rt:
+        agent = rt.spawn_agent(_streaming_spec())
+        with agent.stream("hello", max_buffer_size=1) as stream:
+            items = list(stream)
+        assert isinstance(stream, BlockingStream)
+        deltas = [i.text for i in items if isinstance(i, TextDelta)]
+        assert deltas == ["ec", "ho", ": ", "he", "ll", "o"]
+        assert [type(i).__name__ for i in items][-2:] == ["TurnEnded", "RunDone"]
+        done = items[-1]
+        assert isinstance(done, RunDone) and done.result.final_text == "echo: hello"
+        with pytest.raises(InvalidArgument, match="max_buffer_size"):
+            agent.stream("hello", max_buffer_size=0)
+        with pytest.raises(InvalidArgument, match="tool_names"):
+            agent.stream("hello", tool_names="wait")  # type: ignore[typeddict-item]
+
+
+def test_closing_a_runs_stream_early_cancels_the_run() -> None:
+    gate = Gate()
+    with agentrio.open_runtime_sync() as rt:
+        agent = rt.spawn_agent(gate.spec())
+        with agent.stream("wait") as stream:
+            for item in stream:
+                if isinstance(item, ToolStarted):
+                    break
+        # The block's end waited for the run to end, cancelled in its tool.
+        assert gate.cancelled.is_set()
+        assert agent.run("hello").final_text == "echo: hello"
+
+
+def test_a_runs_stream_ends_when_the_runtime_stops() -> None:
+    gate = Gate()
+    rt = agentrio.open_runtime_sync(shutdown_timeout=0.1)
+    agent = rt.spawn_agent(gate.spec())
+    stream = agent.stream("wait")
+    gate.started.wait(GUARD)
+    rt.cancel()
+    assert [type(i).__name__ for i in stream] in (["TurnEnded", "ToolStarted"], [])
+    stream.close()
+    with pytest.raises(RuntimeClosed):
+        agent.stream("hello")
+
+
+def test_asyncio_reads_a_runs_stream_with_async_for() -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime_sync() as rt:
+            agent = await rt.aspawn_agent(_streaming_spec())
+            async with await agent.astream("hi") as stream:
+                items = [item async for item in stream]
+            text = "".join(i.text for i in items if isinstance(i, TextDelta))
+            assert text == "echo: hi"
+            assert isinstance(items[-1], RunDone)
+            # Leaving early, with the run still going: it is cancelled, then the block ends.
+            async with await agent.astream("hello", max_buffer_size=1) as stream:
+                async for _ in stream:
+                    break
+            assert (await agent.arun("again")).final_text == "echo: again"
+            with pytest.raises(InvalidArgument):
+                await agent.astream("hi", max_buffer_size=0)
+
+    asyncio.run(main())
+
+
 async def test_trio_code_is_sent_to_open_runtime() -> None:
     # Under Trio a blocking call would block Trio's own thread: refused, no thread made.
     with pytest.raises(RuntimeError, match="open_runtime"):
@@ -398,6 +476,13 @@ def _keywords(fn: Callable[..., object]) -> set[str]:
 
 def test_run_options_are_agentref_runs_keywords() -> None:
     assert set(_RunOptions.__annotations__) == _keywords(agentrio.AgentRef.run)
+
+
+def test_stream_takes_agentref_streams_keywords() -> None:
+    expected = _keywords(agentrio.AgentRef.stream)
+    assert expected == {*_RunOptions.__annotations__, "max_buffer_size"}
+    assert _keywords(BlockingAgent.stream) | set(_RunOptions.__annotations__) == expected
+    assert _keywords(BlockingAgent.astream) | set(_RunOptions.__annotations__) == expected
 
 
 def test_spawn_agent_takes_runtime_spawn_agents_keywords() -> None:

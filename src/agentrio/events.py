@@ -20,6 +20,7 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 ``ToolCallRequest``, ...) are at the top level.
 """
 
+from .agents.stream import RunDone, RunItem
 from .core.bus import EventStream
 from .messages import (
     ActorExited,
@@ -94,4 +95,7 @@ __all__ = [
     "PermissionDenied",
     "SubagentStarted",
     "SubagentEnded",
+    # a run's own stream (AgentRef.stream): its items
+    "RunItem",
+    "RunDone",
 ]

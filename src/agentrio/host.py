@@ -41,6 +41,7 @@ import trio
 from ._handles import NoPublicConstructor, create
 from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
+from .agents.stream import RunItem, RunStream
 from .core.ref import SupervisorRef
 from .errors import RuntimeClosed, SelfAsk
 from .messages import (
@@ -342,6 +343,17 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
                 raise RuntimeClosed(_STOPPED) from exc
             raise
 
+    def _start_soon(self, fn: Callable[[], Awaitable[object]]) -> None:
+        """Start ``fn()`` as a task of the portal's, and return at once (from any
+        thread, asyncio's too); it ends, cancelled, when the runtime stops."""
+        self._check()
+        try:
+            self._portal.start_task_soon(fn)
+        except RuntimeError as exc:
+            if self._closed:  # the portal stopped since _check()
+                raise RuntimeClosed(_STOPPED) from exc
+            raise
+
     @overload
     def call(self, fn: Callable[..., Awaitable[R]], *args: object) -> R: ...
     @overload
@@ -562,8 +574,8 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
     and ``spec`` are the ``AgentRef``'s; ``agent`` is the ``AgentRef`` itself,
     for use in the runtime's thread only.
 
-    A run's own stream (issue #13, part 2) is not hosted yet: for now, stream a
-    run's events from ``BlockingRuntime.events()``.
+    ``stream`` gives a run's own stream, read with ``for`` (``astream``: with
+    ``async for``).
     """
 
     __slots__ = ("_agent", "_host")
@@ -626,19 +638,56 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         """``run()``, awaited: cancelling the caller cancels the phase and waits for it."""
         return await self._host._acall(functools.partial(self._agent.run, user_message, **options))
 
-    # -- The streamed run: issue #13, part 2 -------------------------------------------
-    # Part 2 gives AgentRef a run's own stream (typed items: text deltas, tool calls,
-    # turns, the final result last; lossless, with backpressure). Its hosted form
-    # belongs here, made like BlockingRuntime.events() makes its stream:
-    #
-    #     def stream(self, user_message, **options) -> BlockingStream[RunItem]:
-    #         source = self._host._call(<open the run's stream in the runtime>)
-    #         return create(BlockingStream, self._host, source, <its async close>)
-    #
-    # with an async twin `astream`. BlockingStream reads it with `for` or `async for`,
-    # one hop to the runtime's thread per item, so its backpressure reaches the run.
-    # Until then, the runtime's events (BlockingRuntime.events(), lossy) are what a
-    # host can stream: see examples/fastapi_app.py.
+    def stream(
+        self,
+        user_message: str | Sequence[ContentPart | str],
+        *,
+        max_buffer_size: int = 64,
+        **options: Unpack[_RunOptions],
+    ) -> BlockingStream[RunItem]:
+        """Run one phase and stream it, as [`AgentRef.stream`][agentrio.AgentRef.stream] does.
+
+        The run starts when this returns. Read its items with ``for``, in a
+        ``with`` block: a [`RunItem`][agentrio.events.RunItem] each, in order,
+        and last a [`RunDone`][agentrio.events.RunDone] with the result. Each
+        item is one hop to the runtime's thread, so the stream's backpressure
+        reaches the run: a reader that falls behind slows this run and no
+        other. Leaving the block (or ``close()``) before the end cancels the
+        run and waits for it to end. Iteration raises what ``run()`` would
+        (``ActorStopped``...) after the items before it.
+
+        Args:
+            user_message: the user's turn that starts the phase.
+            max_buffer_size: the items held unread before the run waits for
+                its reader, an int >= 1.
+            options: ``AgentRef.run``'s keyword arguments.
+
+        Returns:
+            A [`BlockingStream`][agentrio.types.BlockingStream] of the run's items.
+
+        Raises:
+            InvalidArgument: as ``AgentRef.stream`` raises it.
+            RuntimeClosed: the runtime has been stopped.
+            SelfAsk: called from the runtime's own thread.
+        """
+        hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
+        self._host._start_soon(hosted.serve)
+        self._host._call(hosted.opened)
+        return create(BlockingStream, self._host, hosted, hosted.close)
+
+    async def astream(
+        self,
+        user_message: str | Sequence[ContentPart | str],
+        *,
+        max_buffer_size: int = 64,
+        **options: Unpack[_RunOptions],
+    ) -> BlockingStream[RunItem]:
+        """``stream()``, awaited (the run starts when it returns); read it with
+        ``async for``, in an ``async with`` block."""
+        hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
+        self._host._start_soon(hosted.serve)
+        await self._host._acall(hosted.opened)
+        return create(BlockingStream, self._host, hosted, hosted.close)
 
     def usage(self) -> UsageTotals:
         """What this agent (with its session helpers) has spent.
@@ -670,13 +719,81 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         self._host._call(self._agent.cancel)
 
 
+class _HostedRun:
+    """A run's stream held open in the runtime's thread, for a BlockingStream.
+
+    ``serve`` is a task of the portal's: it enters the stream (which starts the
+    run) and holds it open until ``close()`` or the end of the items; the
+    reader's ``__anext__`` calls are other tasks of the same Trio run.
+    """
+
+    __slots__ = ("_agent", "_closed", "_ended", "_error", "_options", "_stream", "_up")
+
+    def __init__(
+        self,
+        agent: AgentRef[Any],
+        user_message: str | Sequence[ContentPart | str],
+        max_buffer_size: int,
+        options: _RunOptions,
+    ) -> None:
+        self._agent = agent
+        self._options = (user_message, max_buffer_size, options)
+        self._stream: RunStream | None = None
+        self._error: BaseException | None = None  # the stream's, at its start
+        # (trio.Event needs no running Trio to be made: these are made in the
+        # caller's thread, and used only in the runtime's.)
+        self._up = trio.Event()  # the stream is open, or could not be
+        self._closed = trio.Event()  # the reader is done with it
+        self._ended = trio.Event()  # serve() has returned
+
+    async def serve(self) -> None:
+        user_message, max_buffer_size, options = self._options
+        try:
+            stream = self._agent.stream(user_message, max_buffer_size=max_buffer_size, **options)
+            async with stream:
+                self._stream = stream
+                self._up.set()
+                await self._closed.wait()
+        except Exception as exc:  # the arguments' checks: opened() raises it
+            self._error = exc
+        finally:
+            self._up.set()
+            self._ended.set()
+
+    async def opened(self) -> None:
+        await self._up.wait()
+        if self._error is not None:
+            raise self._error
+
+    def __aiter__(self) -> _HostedRun:
+        return self
+
+    async def __anext__(self) -> RunItem:
+        stream = self._stream
+        if stream is None or self._closed.is_set():
+            raise StopAsyncIteration
+        try:
+            return await stream.__anext__()
+        except BaseException:
+            # Its end (or the run's error): the stream has nothing more to give.
+            self._closed.set()
+            raise
+
+    async def close(self, *exc_info: object) -> None:
+        self._closed.set()
+        await self._ended.wait()  # the run, if it was going, ended "cancelled"
+
+
 class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
     """Items made in the runtime's thread, read from another: ``for`` or ``async for``.
 
-    From [`BlockingRuntime.events`][agentrio.types.BlockingRuntime.events]. No
-    public constructor. Each item is one hop to the runtime's thread. Iteration
+    From [`BlockingRuntime.events`][agentrio.types.BlockingRuntime.events] and
+    [`BlockingAgent.stream`][agentrio.types.BlockingAgent.stream]. No public
+    constructor. Each item is one hop to the runtime's thread. Iteration
     ends when the source ends: for events, when the stream is closed (after the
-    events it had buffered) or the runtime stops. Use it in a ``with`` (or
+    events it had buffered) or the runtime stops; for a run, after its
+    ``RunDone``, or when it is closed (which cancels the run, if it was still
+    going) or the runtime stops. Use it in a ``with`` (or
     ``async with``) block, which closes it, or call ``close()``. Read it from
     one thread (or task) at a time; ``close()`` may be called from another
     while one reads.

@@ -21,6 +21,7 @@ from .agents.budget import Lease, UsageTotals
 from .agents.helper import HelperResult
 from .agents.policy import Rule
 from .agents.respond import BackgroundRun, Response
+from .agents.stream import RunStream
 from .core.actor import ActorStatistics, RestartPolicy
 from .core.ref import SupervisorStatistics
 from .core.restart import Strategy
@@ -53,6 +54,7 @@ __all__ = [
     "BlockingRuntime",
     "BlockingAgent",
     "BlockingStream",
+    "RunStream",
     # statistics snapshots and usage totals
     "ActorStatistics",
     "SupervisorStatistics",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 import pytest
@@ -144,3 +145,36 @@ async def test_function_model_with_an_async_callable_object() -> None:
 
     reply = await FunctionModel(Answerer()).complete(HELLO, [], max_output_tokens=5)
     assert reply.text == "from an object"
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 100])
+async def test_both_stream_a_replys_text_in_chunks(chunk_size: int) -> None:
+    text = "streamed in pieces"
+    for model in (
+        ScriptedModel([Reply(text=text)], chunk_size=chunk_size),
+        FunctionModel(lambda m, t: Reply(text=text), chunk_size=chunk_size),
+    ):
+        pieces: list[str] = []
+        reply = await model.complete(HELLO, [], max_output_tokens=5, on_text=pieces.append)
+        assert reply.text == text == "".join(pieces)
+        assert [len(p) for p in pieces[:-1]] == [chunk_size] * (len(pieces) - 1)
+        assert len(pieces) == -(-len(text) // chunk_size)
+
+
+def test_without_a_chunk_size_they_do_not_stream() -> None:
+    # No on_text keyword: an agent passes none, and its calls pay nothing for streaming.
+    for model in (ScriptedModel([Reply(text="x")]), FunctionModel(lambda m, t: Reply(text="x"))):
+        assert "on_text" not in inspect.signature(model.complete).parameters
+    for model in (
+        ScriptedModel([], chunk_size=1),
+        FunctionModel(lambda m, t: Reply(), chunk_size=1),
+    ):
+        assert "on_text" in inspect.signature(model.complete).parameters
+
+
+@pytest.mark.parametrize("chunk_size", [0, -1, 1.5, True, "3"])
+def test_a_bad_chunk_size_is_refused(chunk_size: object) -> None:
+    with pytest.raises(InvalidArgument, match="chunk_size must be an int >= 1 or None"):
+        ScriptedModel([], chunk_size=chunk_size)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="chunk_size"):
+        FunctionModel(lambda m, t: Reply(), chunk_size=chunk_size)  # type: ignore[arg-type]

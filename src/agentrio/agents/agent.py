@@ -64,6 +64,7 @@ from .output import output_type_of
 from .phase import Phase
 from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from .services import Services
+from .stream import RunStream
 from .tool import NO_ENV, Tool, check_env
 from .tool_call import ToolGate
 
@@ -1291,6 +1292,105 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         result = await asked
         assert isinstance(result, PhaseResult)
         return result
+
+    def stream(
+        self,
+        user_message: str | Sequence[ContentPart | str],
+        *,
+        tool_names: Sequence[str] | None = None,
+        max_iterations: int | None = None,
+        continue_context: bool = True,
+        context_label: str | None = None,
+        direct_tool_calls: Sequence[ToolCallRequest] | None = None,
+        timeout: float | None = None,
+        mode: str | Mode | None = None,
+        model: str | None = None,
+        lane: Lane | None = None,
+        settings: ModelSettings | None = None,
+        max_buffer_size: int = 64,
+    ) -> RunStream:
+        """Run one phase as ``run()`` does, and stream it: its own items, as they happen.
+
+        Use it as ``async with agent.stream(...) as stream: async for item in
+        stream``; entering the block starts the run. The items, each a
+        [`RunItem`][agentrio.events.RunItem], are this run's
+        [`TextDelta`][agentrio.events.TextDelta] (the pieces of the model's
+        text as they arrive, from a model that streams; the whole text of a
+        reply, once it is made, from one that does not),
+        [`ToolStarted`][agentrio.events.ToolStarted],
+        [`ToolEnded`][agentrio.events.ToolEnded] and
+        [`TurnEnded`][agentrio.events.TurnEnded] events, in the order they
+        happened, and last a [`RunDone`][agentrio.events.RunDone] with the
+        [`PhaseResult`][agentrio.PhaseResult]. The runtime's event bus still
+        gets its events as usual.
+
+        Unlike the bus, the stream loses nothing and has backpressure: a
+        reader that falls behind makes the run wait before its next model
+        call, once *max_buffer_size* items (and at most one turn's more) are
+        unread. It slows its own run, and no other. Leaving the block early
+        cancels the run, as cancelling ``run()``'s caller does (it ends with
+        ``"cancelled"``, its completed turns kept), and waits for it to end.
+        See [How to stream a run][how-to-stream-a-run].
+
+        Args:
+            user_message: the user's turn that starts the phase.
+            tool_names: as for ``run()``; so are the other arguments but the last.
+            max_iterations: as for ``run()``.
+            continue_context: as for ``run()``.
+            context_label: as for ``run()``.
+            direct_tool_calls: as for ``run()``.
+            timeout: as for ``run()``.
+            mode: as for ``run()``.
+            model: as for ``run()``.
+            lane: as for ``run()``.
+            settings: as for ``run()``.
+            max_buffer_size: the items the stream holds unread before the run
+                waits for its reader, an int >= 1.
+
+        Returns:
+            A [`RunStream`][agentrio.types.RunStream] (the run starts when it
+            is entered).
+
+        Raises:
+            InvalidArgument: as for ``run()``; *max_buffer_size* is not an int >= 1.
+            ConfigError: as for ``run()``.
+            SelfAsk: called from inside the agent's own phase (it would deadlock).
+
+        The iteration raises what ``run()`` would (``ActorStopped``,
+        ``ActorCrashed``) once the items before it are read; tool and model
+        failures are in the result, not raised.
+        """
+        state = self._state
+        check_int("max_buffer_size", max_buffer_size, 1)
+        cmd, _ = _phase_command(
+            state,
+            user_message,
+            tool_names,
+            max_iterations,
+            continue_context,
+            context_label,
+            direct_tool_calls,
+            timeout,
+            mode,
+            model,
+            lane,
+            settings,
+        )
+        if settings is not None:
+            check_model_settings(state.model, settings, "settings")
+        if cmd.parts:
+            _check_phase_parts(state, cmd)
+        ref = state.ref
+        assert ref is not None
+        try:
+            # (The ask's own checks, now: it is made, and awaited, in the stream's task.)
+            ref.ask(cmd, linked=True).close()
+        except SelfAsk:
+            raise SelfAsk(
+                f"agent {ref.path!r} was asked to stream a phase from inside its own "
+                "phase (a tool running its own agent): it would deadlock"
+            ) from None
+        return create(RunStream, ref, cmd, state.services.bus, max_buffer_size)
 
     async def respond(
         self,

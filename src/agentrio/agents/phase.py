@@ -56,6 +56,7 @@ from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
 from .lanes import ToolLanes
 from .output import TypedAnswer
+from .stream import RUN_BUSES, RunBus
 from .tool import ToolContext
 from .tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 
@@ -263,7 +264,10 @@ class Phase:
     def __init__(self, st: _AgentState, cmd: RunPhase) -> None:
         self.st = st
         self.cmd = cmd
-        self.bus = st.services.bus
+        bus = st.services.bus
+        if RUN_BUSES:  # some run streams (AgentRef.stream): is it this one?
+            bus = RUN_BUSES.get(id(cmd), bus)
+        self.bus = bus
         assert st.ref is not None
         self.path = st.ref.path
         self.history: list[ChatMessage] = []
@@ -625,6 +629,10 @@ class Phase:
         st = self.st
         if self._stop_requested():
             return None
+        if self.bus.active and type(self.bus) is RunBus and self.bus.held:
+            # A streamed run whose reader is behind: it waits for the reader
+            # here, before the call's reservation (see agents/stream.py).
+            await self.bus.drain()
         if st.compact_at is not None and self.total > st.compact_at:
             await self._compact()
         view, estimate = self._window()
@@ -693,6 +701,8 @@ class Phase:
             self._append(ChatMessage("assistant", text, tool_calls=calls))
         self.final_text = text
         if self.bus.active:
+            if type(self.bus) is RunBus:  # its stream has the text, streamed or not
+                self.bus.reply_text(self.path, text)
             self.bus.publish(
                 TurnEnded(
                     path=self.path,

@@ -214,7 +214,8 @@ class Model(Protocol):
     nothing for it):
 
     - ``on_text``: the model streams; while someone subscribes to events,
-      the agent passes a callback that publishes each piece of text as a
+      or the run's own stream is read (``AgentRef.stream``), the agent
+      passes a callback that publishes each piece of text as a
       ``TextDelta`` event.
     - ``meter``: the model retries on its own (a provider's models do); the
       agent passes an [`AttemptMeter`][agentrio.types.AttemptMeter] that charges each

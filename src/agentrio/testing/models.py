@@ -27,6 +27,50 @@ class ScriptExhausted(AgentrioError):
     """
 
 
+def _check_chunk_size(chunk_size: object) -> int | None:
+    if chunk_size is None:
+        return None
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise InvalidArgument(f"chunk_size must be an int >= 1 or None, got {chunk_size!r}")
+    return chunk_size
+
+
+_Complete = Callable[..., Awaitable[ModelReply]]
+
+
+def _streaming(model: ScriptedModel | FunctionModel, plain: _Complete) -> _Complete:
+    """*model*'s ``complete`` that streams: it takes ``on_text`` too (so an agent
+    passes it), and gives it each reply's text in pieces of ``chunk_size``
+    characters, one scheduler checkpoint before each, as a network's would come.
+
+    Set on the instance, and only with a ``chunk_size``: a model that does not
+    stream keeps a ``complete`` without ``on_text``, and an agent's calls of it
+    pay nothing for streaming.
+    """
+    size = model.chunk_size
+    assert size is not None
+
+    async def complete(
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSchema],
+        *,
+        max_output_tokens: int,
+        settings: ModelSettings | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> ModelReply:
+        reply = await plain(
+            model, messages, tools, max_output_tokens=max_output_tokens, settings=settings
+        )
+        if on_text is not None:
+            text = reply.text
+            for start in range(0, len(text), size):
+                await trio.lowlevel.checkpoint()
+                on_text(text[start : start + size])
+        return reply
+
+    return complete
+
+
 def _check_window(context_window: object) -> int:
     if isinstance(context_window, bool) or not isinstance(context_window, int):
         raise InvalidArgument(f"context_window must be an int, got {context_window!r}")
@@ -58,10 +102,15 @@ class ScriptedModel:
         pricing: ``(usd_per_input_token, usd_per_output_token)``, with the
             cached-input and cache-write prices after them if wanted, or None
             (see [`agentrio.Model`][agentrio.Model]).
+        chunk_size: with an int, the model streams: each reply's text is
+            given to the call's ``on_text`` in pieces of that many characters,
+            one scheduler checkpoint before each, as a provider's deltas are
+            (a run's stream, ``TextDelta`` events); None (the default): it
+            does not.
 
     Raises:
         InvalidArgument: a reply is not a ``Reply``; *context_window* is not
-            an int >= 1.
+            an int >= 1; *chunk_size* is not None or an int >= 1.
     """
 
     def __init__(
@@ -70,8 +119,12 @@ class ScriptedModel:
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         pricing: tuple[float, ...] | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         self.pricing = pricing
+        self.chunk_size = _check_chunk_size(chunk_size)
+        if self.chunk_size is not None:
+            self.complete = _streaming(self, ScriptedModel.complete)  # type: ignore[method-assign,assignment]
         script = list(replies)
         for i, reply in enumerate(script):
             if not isinstance(reply, ModelReply):
@@ -100,7 +153,8 @@ class ScriptedModel:
         """Return the next scripted reply.
 
         *tools* and *max_output_tokens* are ignored; *settings* is recorded in
-        ``call_settings``.
+        ``call_settings``. (With a ``chunk_size``, the model's ``complete``
+        also takes ``on_text``, which gets the reply's text in pieces.)
 
         Raises:
             ScriptExhausted: every reply has been used (in an agent, this ends
@@ -129,9 +183,9 @@ class FunctionModel:
     *fn* may be a plain function (the call then awaits one scheduler
     checkpoint first, as a network call would), an ``async def``, or any
     callable that returns an awaitable of a ``Reply``. *tools* is what the
-    phase offers: empty for a final-answer call. ``context_window`` and
-    ``pricing`` are as for ``ScriptedModel``; its ``complete`` takes a
-    ``settings`` keyword too.
+    phase offers: empty for a final-answer call. ``context_window``,
+    ``pricing`` and ``chunk_size`` are as for ``ScriptedModel``; its
+    ``complete`` takes ``settings`` and ``on_text`` keywords too.
 
     Example:
 
@@ -148,8 +202,8 @@ class FunctionModel:
 
     Raises:
         InvalidArgument: *fn* is not callable; *context_window* is not an int
-            >= 1. From ``complete``: *fn* returned something that is not a
-            ``Reply``.
+            >= 1; *chunk_size* is not None or an int >= 1. From ``complete``:
+            *fn* returned something that is not a ``Reply``.
     """
 
     def __init__(
@@ -158,8 +212,12 @@ class FunctionModel:
         *,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         pricing: tuple[float, ...] | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         self.pricing = pricing
+        self.chunk_size = _check_chunk_size(chunk_size)
+        if self.chunk_size is not None:
+            self.complete = _streaming(self, FunctionModel.complete)  # type: ignore[method-assign,assignment]
         self.call_settings: list[ModelSettings | None] = []
         if not callable(fn):
             raise InvalidArgument(f"fn must be callable as fn(messages, tools), got {fn!r}")
@@ -175,7 +233,9 @@ class FunctionModel:
         max_output_tokens: int,
         settings: ModelSettings | None = None,
     ) -> ModelReply:
-        """Return what the function returns for this conversation."""
+        """Return what the function returns for this conversation. (With a
+        ``chunk_size``, the model's ``complete`` also takes ``on_text``, which
+        gets the reply's text in pieces.)"""
         if settings is not None:
             self.call_settings.append(settings)
         if self._is_async:

@@ -1,0 +1,218 @@
+"""A run's own stream: its text, tool calls and turns as they happen, then its result.
+
+``AgentRef.stream`` makes a `RunStream`; entering it registers a `RunBus` for
+the run's ``RunPhase`` (in ``RUN_BUSES``, by the command's id) and starts the
+run in a task of the stream's own. The phase finds the RunBus when it is made
+(one lookup per phase, only while some run streams) and publishes to it in
+place of the runtime's bus: the RunBus passes every event on to the runtime's
+bus, as the phase would have, and puts the run's items in the stream's channel.
+
+Lossless and bounded: an item that does not fit in the channel waits in the
+RunBus, and the phase waits for the reader before each model call (and the
+stream before its last item), so what waits is at most one turn's items. The
+phase's publishing stays synchronous (a model's ``on_text`` is a plain
+callback): the wait is at the turn's start, before the call's reservation, so
+a cancelled wait holds nothing of the budget.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from contextlib import AbstractAsyncContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeAlias
+
+import msgspec
+import trio
+
+from .._handles import NoPublicConstructor
+from ..core.bus import EventBus
+from ..errors import UsageError
+from ..messages import Event, PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
+
+if TYPE_CHECKING:
+    from ..core.actor import ActorRef
+    from ..messages import RunPhase
+
+__all__ = ["RUN_BUSES", "RunBus", "RunDone", "RunItem", "RunStream"]
+
+
+class RunDone(msgspec.Struct, frozen=True, tag=True):
+    """The last item of a run's stream: the run's result, as ``run()`` returns it.
+
+    Attributes:
+        path: the agent's path.
+        result: the phase's [`PhaseResult`][agentrio.PhaseResult] (tool and
+            model failures are in it, as for ``run()``).
+    """
+
+    path: str
+    result: PhaseResult
+
+
+RunItem: TypeAlias = TextDelta | ToolStarted | ToolEnded | TurnEnded | RunDone
+"""An item of a run's stream ([`AgentRef.stream`][agentrio.AgentRef.stream])."""
+
+# The events a run's stream carries (the others go to the runtime's bus only).
+_ITEMS = frozenset((TextDelta, ToolStarted, ToolEnded, TurnEnded))
+
+# The RunBus of each streamed run in progress, by id() of its RunPhase (the
+# stream holds the command, so the id is not reused while it is here).
+RUN_BUSES: dict[int, RunBus] = {}
+
+
+class RunBus(EventBus):
+    """What a streamed run's phase publishes to: the runtime's bus, and the run's stream.
+
+    Always ``active`` (the phase builds its events for the stream); each event
+    goes on to the runtime's bus if anyone listens there.
+    """
+
+    __slots__ = ("bus", "held", "send", "streamed")
+
+    def __init__(self, bus: EventBus, send: trio.MemorySendChannel[RunItem]) -> None:
+        super().__init__()
+        self.active = True
+        self.bus = bus
+        self.send = send
+        self.held: deque[RunItem] = deque()  # items past the channel's buffer, in order
+        self.streamed = False  # a TextDelta came in the turn under way
+
+    def publish(self, event: Event) -> None:
+        """Pass *event* on to the runtime's bus, and put it in the stream if it is an item."""
+        bus = self.bus
+        if bus.active:
+            bus.publish(event)
+        if type(event) in _ITEMS:
+            if type(event) is TextDelta:
+                self.streamed = True
+            self.put(event)  # type: ignore[arg-type]  # (one of _ITEMS)
+
+    def reply_text(self, path: str, text: str) -> None:
+        """The turn's reply was *text*: an item of it all if none of it streamed."""
+        if text and not self.streamed:
+            self.put(TextDelta(path=path, text=text))
+        self.streamed = False
+
+    def put(self, item: RunItem) -> None:
+        """Put *item* in the stream, or hold it (in order) while the channel is full."""
+        held = self.held
+        if held:
+            held.append(item)
+            return
+        try:
+            self.send.send_nowait(item)
+        except trio.WouldBlock:
+            held.append(item)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the reader has left: its stream is cancelling the run
+
+    async def drain(self) -> None:
+        """Wait until the held items are in the channel (the reader's backpressure)."""
+        held = self.held
+        while held:
+            try:
+                await self.send.send(held[0])
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                held.clear()  # the reader has left
+                return
+            held.popleft()  # (after the send: a cancelled send keeps its item)
+
+
+class RunStream(metaclass=NoPublicConstructor):
+    """A run's own stream, from [`AgentRef.stream`][agentrio.AgentRef.stream].
+
+    An async context manager and an async iterator: entering it starts the
+    run; ``async for`` gives its items, a
+    [`RunItem`][agentrio.events.RunItem] each, in the order they happened,
+    and a [`RunDone`][agentrio.events.RunDone] with the result last. No
+    public constructor.
+
+    The stream is lossless: every item of the run is given, however slow
+    the reader. It is bounded: at most ``max_buffer_size`` items wait in it,
+    and at most one more turn's (the items of a model call and of its tool
+    calls) while the reader is behind; the run waits for the reader before
+    its next model call. A slow reader slows its own run, and nothing else.
+
+    Leaving the ``async with`` block before the end cancels the run, as a
+    cancelled ``run()`` does (the phase ends with ``"cancelled"``, its
+    completed turns kept), and waits for it to end: no task is left running.
+    """
+
+    __slots__ = ("_bus", "_cmd", "_error", "_nursery", "_receive", "_ref", "_scope", "_state")
+
+    def __init__(self, ref: ActorRef, cmd: RunPhase, bus: EventBus, max_buffer_size: int) -> None:
+        self._ref = ref
+        self._cmd = cmd
+        send, receive = trio.open_memory_channel[RunItem](max_buffer_size)
+        self._receive = receive
+        self._bus = RunBus(bus, send)
+        self._error: Exception | None = None  # what the run raised, for the reader
+        self._nursery: AbstractAsyncContextManager[trio.Nursery] | None = None
+        self._scope: trio.CancelScope | None = None  # the nursery's: cancels the run
+        self._state = "new"  # -> "open" -> "closed"
+
+    def __repr__(self) -> str:
+        return f"<RunStream {self._ref.path!r} {self._state}>"
+
+    async def __aenter__(self) -> RunStream:
+        if self._state != "new":
+            raise UsageError("a RunStream is entered once")
+        self._state = "open"
+        manager = self._nursery = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        RUN_BUSES[id(self._cmd)] = self._bus
+        self._scope = nursery.cancel_scope
+        nursery.start_soon(self._run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._state = "closed"
+        # The reader leaves: a phase waiting for it goes on, to be cancelled.
+        self._receive.close()
+        manager = self._nursery
+        assert manager is not None and self._scope is not None
+        self._scope.cancel()  # the run, if it is still going: it ends "cancelled"
+        # The nursery is told nothing of the block's exception: it comes out as
+        # it was, not in an exception group (the run's task raises nothing).
+        await manager.__aexit__(None, None, None)
+
+    async def _run(self) -> None:
+        send = self._bus.send
+        cmd = self._cmd
+        try:
+            try:
+                # Linked: cancelling this task (leaving the block) cancels the phase.
+                result = await self._ref.ask(cmd, linked=True)
+            finally:
+                RUN_BUSES.pop(id(cmd), None)
+            assert isinstance(result, PhaseResult)
+            await self._bus.drain()
+            await send.send(RunDone(path=self._ref.path, result=result))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the reader left
+        except Exception as exc:  # ActorStopped, ActorCrashed: the reader's, as run()'s
+            self._error = exc
+        finally:
+            send.close()
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> RunItem:
+        """The next item; raises what the run raised (as ``run()`` would) after the
+        items before it."""
+        try:
+            return await self._receive.receive()
+        except trio.EndOfChannel:
+            error, self._error = self._error, None
+            if error is not None:
+                raise error from None
+            raise StopAsyncIteration from None
+        except trio.ClosedResourceError:  # read after the block was left
+            raise StopAsyncIteration from None
