@@ -125,8 +125,10 @@ class RunStream(metaclass=NoPublicConstructor):
     An async context manager and an async iterator: entering it starts the
     run; ``async for`` gives its items, a
     [`RunItem`][agentrio.events.RunItem] each, in the order they happened,
-    and a [`RunDone`][agentrio.events.RunDone] with the result last. No
-    public constructor.
+    and a [`RunDone`][agentrio.events.RunDone] with the result last (read
+    before the block is entered, it raises
+    [`UsageError`][agentrio.errors.UsageError]: nothing runs yet). No public
+    constructor.
 
     The stream is lossless: every item of the run is given, however slow
     the reader. It is bounded: at most ``max_buffer_size`` items wait in it,
@@ -207,6 +209,11 @@ class RunStream(metaclass=NoPublicConstructor):
     async def __anext__(self) -> RunItem:
         """The next item; raises what the run raised (as ``run()`` would) after the
         items before it."""
+        if self._state == "new":  # (nothing runs yet: the read would wait forever)
+            raise UsageError(
+                "a RunStream is read inside its block: "
+                "async with agent.stream(...) as stream: async for item in stream"
+            )
         try:
             return await self._receive.receive()
         except trio.EndOfChannel:
