@@ -644,7 +644,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         *,
         max_buffer_size: int = 64,
         **options: Unpack[_RunOptions],
-    ) -> BlockingStream[RunItem]:
+    ) -> BlockingStream[RunItem[OutputT]]:
         """Run one phase and stream it, as [`AgentRef.stream`][agentrio.AgentRef.stream] does.
 
         The run starts when this returns. Read its items with ``for``, in a
@@ -681,7 +681,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         *,
         max_buffer_size: int = 64,
         **options: Unpack[_RunOptions],
-    ) -> BlockingStream[RunItem]:
+    ) -> BlockingStream[RunItem[OutputT]]:
         """``stream()``, awaited (the run starts when it returns); read it with
         ``async for``, in an ``async with`` block."""
         hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
@@ -738,7 +738,7 @@ class _HostedRun:
     ) -> None:
         self._agent = agent
         self._options = (user_message, max_buffer_size, options)
-        self._stream: RunStream | None = None
+        self._stream: RunStream[Any] | None = None
         self._error: BaseException | None = None  # the stream's, at its start
         # (trio.Event needs no running Trio to be made: these are made in the
         # caller's thread, and used only in the runtime's.)
@@ -768,7 +768,7 @@ class _HostedRun:
     def __aiter__(self) -> _HostedRun:
         return self
 
-    async def __anext__(self) -> RunItem:
+    async def __anext__(self) -> RunItem[Any]:
         stream = self._stream
         if stream is None or self._closed.is_set():
             raise StopAsyncIteration

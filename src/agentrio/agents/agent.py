@@ -1308,7 +1308,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
         max_buffer_size: int = 64,
-    ) -> RunStream:
+    ) -> RunStream[OutputT]:
         """Run one phase as ``run()`` does, and stream it: its own items, as they happen.
 
         Use it as ``async with agent.stream(...) as stream: async for item in
