@@ -672,7 +672,11 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         """
         hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
         self._host._start_soon(hosted.serve)
-        self._host._call(hosted.opened)
+        try:
+            self._host._call(hosted.opened)
+        except BaseException:
+            hosted.abandon(self._host)
+            raise
         return create(BlockingStream, self._host, hosted, hosted.close)
 
     async def astream(
@@ -686,7 +690,11 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         ``async for``, in an ``async with`` block."""
         hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
         self._host._start_soon(hosted.serve)
-        await self._host._acall(hosted.opened)
+        try:
+            await self._host._acall(hosted.opened)
+        except BaseException:  # (a cancelled caller too: nobody could close it)
+            hosted.abandon(self._host)
+            raise
         return create(BlockingStream, self._host, hosted, hosted.close)
 
     def usage(self) -> UsageTotals:
@@ -782,6 +790,13 @@ class _HostedRun:
     async def close(self, *exc_info: object) -> None:
         self._closed.set()
         await self._ended.wait()  # the run, if it was going, ended "cancelled"
+
+    def abandon(self, host: BlockingRuntime) -> None:
+        """The caller gave up before it got its stream (an exception, a cancelled
+        await): close it, in the runtime's thread, so that its run is cancelled
+        rather than left waiting for a reader that never comes."""
+        with contextlib.suppress(RuntimeClosed):
+            host._start_soon(self.close)
 
 
 class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
