@@ -27,6 +27,7 @@ EXPECTED = {
     ),
     "fastapi_app.py": "POST /run/stream: result 'The capital of Japan is Tokyo.'",
     "mcp_tools.py": "mcp: 4 tools, 2 ok, 1 denied, 1 failed, 1 restart",
+    "logging_demo.py": "logging: retries logged: True, records with the key or content: 0",
 }
 
 # Examples that need an extra: skipped when it is not installed.
