@@ -305,3 +305,36 @@ def test_python_dash_m_agentrio() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "done=3" in result.stdout
+
+
+def log_lines(stderr: str, level: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(f"{level} agentrio")]
+
+
+@pytest.mark.parametrize("verbose", [[], ["-v"], ["-vv"]])
+def test_the_demo_logs_warnings_on_stderr_and_more_with_v(verbose: list[str]) -> None:
+    key = "sk-logs-DISTINCT-5e7a91"
+    faults = ["--server-error", "0.1", "--rate-limit", "0.1", "--retry-after", "0"]
+    with fake_llm_process("--api-key", key, *faults) as url:
+        args = ["--agents", "20", "--base-url", f"{url}/v1", "--api-key-env", "DEMO_KEY"]
+        result = agentrio_cmd("demo", *args, *verbose, env={"DEMO_KEY": key})
+    assert result.returncode == 0, result.stderr
+    warnings = log_lines(result.stderr, "WARNING")
+    assert any(
+        line.startswith("WARNING agentrio.providers: provider 'demo': attempt 1 failed (HTTP ")
+        for line in warnings
+    ), result.stderr
+    debug = log_lines(result.stderr, "DEBUG")
+    if verbose == ["-vv"]:
+        assert any("agentrio.http: HTTP Request: POST http://127.0.0.1:" in x for x in debug)
+    else:
+        assert not debug
+    assert key not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_v_may_come_before_the_command_too() -> None:
+    with fake_llm_process() as url:
+        result = agentrio_cmd("-vv", "demo", "--agents", "2", "--base-url", f"{url}/v1")
+    assert result.returncode == 0, result.stderr
+    assert log_lines(result.stderr, "DEBUG")

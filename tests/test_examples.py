@@ -32,6 +32,7 @@ EXPECTED = {
         "image_input: 2 phases answered, 2 requests, the URL refused before sending"
     ),
     "stream_tokens.py": "done: done, 3 pieces of text",
+    "logging_demo.py": "logging: retries logged: True, records with the key or content: 0",
 }
 
 # Examples that need an extra: skipped when it is not installed.

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
+import logging
 import pickle
+import subprocess
+import sys
 import traceback
 import types
 import typing
@@ -372,3 +376,25 @@ def test_public_classes_and_functions_have_docstrings(home: str, name: str) -> N
 def test_handles_have_no_public_constructor(cls: type) -> None:
     with pytest.raises(TypeError, match="no public constructor"):
         cls()
+
+
+def test_importing_agentrio_installs_no_log_handler() -> None:
+    # In a fresh interpreter: what logging holds once every public module is imported.
+    code = """
+import json, logging
+import agentrio, agentrio.core, agentrio.events, agentrio.types, agentrio.errors
+import agentrio.testing, agentrio.mcp, agentrio.cli, agentrio.demo
+names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "agentrio"]
+loggers = [logging.getLogger(), *map(logging.getLogger, names)]
+print(json.dumps({
+    "names": names,
+    "handlers": [repr(h) for l in loggers for h in l.handlers],
+    "levels": [l.level for l in loggers[1:]],
+}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    found = json.loads(result.stdout)
+    assert {"agentrio.providers", "agentrio.core.supervisor"} <= set(found["names"])
+    assert found["handlers"] == [] and set(found["levels"]) == {logging.NOTSET}

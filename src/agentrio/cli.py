@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -122,7 +123,31 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_demo(commands)
     _add_fake_llm(commands)
+    _add_verbose(parser, 0)
+    for command in commands.choices.values():  # (after the command too: demo -v)
+        _add_verbose(command, argparse.SUPPRESS)
     return parser
+
+
+def _add_verbose(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=default,
+        help="log more on stderr: -v INFO, -vv DEBUG (default: warnings only)",
+    )
+
+
+def _log_to_stderr(verbose: int) -> None:
+    """The command's log handler: plain lines on stderr, warnings only unless -v/-vv.
+
+    (The library installs none: this is the program's to choose.)
+    """
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, argparse.ArgumentParser]:
@@ -315,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     listen; 130 when the demo is interrupted.
     """
     args, command = _parse(argv)
+    _log_to_stderr(args.verbose)
     if args.command == "demo":
         _check_demo(args, command)
         return _run_demo(args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 
@@ -399,7 +400,9 @@ async def test_a_failing_call_is_retried_with_backoff(
 async def test_after_the_last_attempt_a_dead_letter_and_a_refusal(
     autojump_clock: trio.testing.MockClock,
     record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrio")
     work = Work(failures={"x": 99}, error="cannot reach db with sk-secret-123")
     lanes = agentrio.Lanes(background=agentrio.LanePolicy(attempts=3, backoff_initial=1))
     spec = worker(work, lane="background", env={"DB_TOKEN": "sk-secret-123"})
@@ -426,6 +429,13 @@ async def test_after_the_last_attempt_a_dead_letter_and_a_refusal(
     (ended,) = [e for e in events if isinstance(e, agentrio.events.ToolEnded)]
     assert ended.status == "denied"
     assert "sk-secret" not in repr(events)
+    # Logged, the tool's name and the error's type, not its text (nor the arguments).
+    (line,) = [r for r in caplog.records if r.name == "agentrio.agents.tool_call"]
+    assert line.levelno == logging.WARNING
+    assert line.getMessage() == (
+        "'x': tool 'work' was given up after 3 attempts (a dead letter of the 'background' "
+        "lane; the last raised ConnectionError)"
+    )
 
 
 async def test_the_model_sees_the_dead_letter(autojump_clock: trio.testing.MockClock) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from agentrio import (
     AskTimeout,
     InvalidArgument,
 )
+from agentrio.core.actor import LOGGED_DEAD_LETTERS
 from agentrio.errors import MailboxFull, NotAMessage, RestartIntensityExceeded, SelfAsk
 from agentrio.events import (
     ActorExited,
@@ -1427,3 +1429,26 @@ async def test_spawn_rejects_what_is_neither_actor_nor_inline_actor(actor_class:
         assert str(info.value).startswith("actor_class must be a subclass of agentrio.Actor")
         assert "agentrio.InlineActor" in str(info.value)
         assert rt.children() == []
+
+
+async def test_the_first_dead_letters_are_logged_then_only_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrio.core.actor")
+    async with agentrio.open_runtime() as rt:
+        ref = await rt.spawn(Recorder, name="gone", restart="temporary")
+        with pytest.raises(ActorCrashed):
+            await ref.ask(Crash())  # a crash: the supervisor's to log, not a dead letter line
+        await trio.testing.wait_all_tasks_blocked()
+        for _ in range(LOGGED_DEAD_LETTERS + 5):
+            with pytest.raises(ActorStopped):
+                ref.send_nowait(Put(n=4242))
+        assert rt.statistics().dead_letters == LOGGED_DEAD_LETTERS + 6
+    records = [r for r in caplog.records if r.name == "agentrio.core.actor"]
+    lines = [r.getMessage() for r in records]
+    line = "dead letter: a Put for 'gone' was not handled (crashed)"
+    assert lines == [line] * (LOGGED_DEAD_LETTERS - 2) + [
+        line + "; further dead letters are only counted (statistics().dead_letters)"
+    ]
+    assert {r.levelno for r in records} == {logging.WARNING}
+    assert "4242" not in caplog.text  # the message's type, never its content

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -14,7 +15,7 @@ import agentrio
 from agentrio import (
     InvalidArgument,
 )
-from agentrio.core.bus import EventBus
+from agentrio.core.bus import QUIET, EventBus
 from agentrio.events import (
     ActorExited,
     ActorFailed,
@@ -277,3 +278,36 @@ async def test_no_subscriber_no_event_but_dead_letters_are_counted() -> None:
         late = rt.events()
         await late.__aexit__(None, None, None)
         assert await drain(late) == []
+
+
+async def test_drops_are_logged_once_per_stretch_not_once_per_event(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrio.core.bus")
+    warned = "an event subscriber fell behind (its buffer of 2 events is full): events are "
+    warned += "dropped for it (counted in EventsLost) until it catches up"
+    bus = EventBus()
+    slow = bus.subscribe(capacity=2)
+    for n in range(10_000):
+        bus.publish(ev(n))
+    for _ in range(100):  # always behind: each event taken makes room for one more drop
+        await slow.receive()
+        bus.publish(ev(0))
+        bus.publish(ev(1))
+    await trio.sleep(QUIET - 1)
+    bus.publish(ev(2))  # still within the quiet time
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert [line for line in lines if line[0] == logging.WARNING] == [(logging.WARNING, warned)]
+    told = [line for line in lines if line[0] == logging.DEBUG]
+    assert told[0] == (
+        logging.DEBUG,
+        "an event subscriber is told 9998 event(s) were dropped for it",
+    )
+    caplog.clear()
+    while slow.lost or slow._buffer:  # it catches up...
+        await slow.receive()
+    await trio.sleep(QUIET)  # ...and stays so: its next drop is news again
+    for n in range(3):
+        bus.publish(ev(n))
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [warned]
+    assert "a0" not in caplog.text  # (no event's content either)

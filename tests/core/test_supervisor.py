@@ -3,6 +3,7 @@ escalation, subtree cancellation, stopping."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -864,3 +865,37 @@ async def test_at_the_deadline_an_owner_still_exits_before_what_it_owns(
     order = [path for path, _ in exits]
     assert order.index(boss.path) < order.index(boss_context)
     assert order.index(boss.path) < order.index(sub.path) < order.index(sub_context)
+
+
+async def test_restarts_and_escalations_are_logged_without_the_error_text(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrio.core.supervisor")
+    backoff = Backoff(initial=2, factor=2, maximum=5)
+    async with agentrio.open_runtime(max_restarts=5, backoff=backoff) as rt:
+        team = await rt.spawn_supervisor(
+            name="team", max_restarts=1, period=10, strategy="one_for_all"
+        )
+        w = await team.spawn(Worker, [], name="w", restart="permanent")
+        await _crash(w, "secret text 1")  # restart 1: within the intensity
+        await _crash(w, "secret text 2")  # over it: the team escalates, the root restarts it
+        await trio.testing.wait_all_tasks_blocked()
+        once = await rt.spawn(Worker, [], name="once", restart="temporary")
+        await _crash(once, "secret text 3")
+        await trio.testing.wait_all_tasks_blocked()
+    records = [r for r in caplog.records if r.name == "agentrio.core.supervisor"]
+    assert [(r.levelno, r.getMessage()) for r in records] == [
+        (
+            logging.WARNING,
+            "child 'team/w' crashed (RuntimeError); restart 1 with all its siblings "
+            "(one_for_all) in 0 s",
+        ),
+        (
+            logging.WARNING,
+            "supervisor 'team' escalates: more than 1 restarts within 10 s "
+            "(the last: 'team/w', RuntimeError)",
+        ),
+        (logging.WARNING, "child 'team' crashed (RestartIntensityExceeded); restart 1 in 2 s"),
+        (logging.WARNING, "child 'once' crashed (RuntimeError); it is temporary: not restarted"),
+    ]
+    assert "secret" not in caplog.text

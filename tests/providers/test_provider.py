@@ -1600,3 +1600,139 @@ async def test_tokens_per_minute_counts_an_image_as_the_agent_does(
                 functools.partial(p.complete, "m", messages, [], max_output_tokens=1)
             )
     assert handler.times == [0, 0, 60]
+
+
+# -- logs ------------------------------------------------------------------------------------
+
+
+def provider_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "agentrio.providers"]
+
+
+async def test_a_retry_is_logged_with_its_wait_and_a_call_given_up_too(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentrio.providers")
+    handler = Clocked(failing=True)
+    async with serving(handler, max_retries=2, backoff_initial=1, circuit_failures=10) as (_, p):
+        with pytest.raises(ProviderUnavailable):
+            await ask(p)
+    gaps = handler.gaps()
+    assert provider_lines(caplog) == [
+        f"provider 'p': attempt 1 failed (HTTP 500); retry 1 of 2 in {gaps[0]:.2f} s",
+        f"provider 'p': attempt 2 failed (HTTP 500); retry 2 of 2 in {gaps[1]:.2f} s",
+        "provider 'p' gave up after 3 attempts (the last: HTTP 500)",
+    ]
+    assert {r.levelno for r in caplog.records} == {logging.WARNING}
+
+
+async def test_a_429_logs_the_shared_pause_once(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentrio.providers")
+    faults = Faults(rate_limit=1.0, retry_after=7)
+    async with serving(faults=faults, max_retries=1) as (_, p), trio.open_nursery() as nursery:
+        for _ in range(3):  # three calls 429'd at once: one pause, one line
+            nursery.start_soon(_rate_limited, p)
+    lines = provider_lines(caplog)
+    pauses = [line for line in lines if "pauses" in line]
+    assert (
+        pauses
+        == [
+            "provider 'p' is rate limiting (HTTP 429): every request of the instance pauses for "
+            "7.00 s"
+        ]
+        * 2
+    )  # the first 429s, then the retries' 429s once the pause is over
+    retry = "provider 'p': attempt 1 failed (HTTP 429); retry 1 of 1 after the pause (7.00 s)"
+    assert [line for line in lines if "retry" in line] == [retry] * 3
+    assert lines.count("provider 'p' gave up after 2 attempts (the last: HTTP 429)") == 3
+
+
+async def _rate_limited(p: Provider) -> None:
+    with pytest.raises(RateLimited):
+        await ask(p)
+
+
+async def test_the_breaker_opening_is_logged_once(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentrio.providers")
+    handler = Clocked(failing=True)
+    async with serving(handler, circuit_failures=2, circuit_cooldown=30) as (_, p):
+        for _ in range(4):
+            with pytest.raises(ProviderUnavailable):
+                await ask(p)
+        await trio.sleep(30)  # half-open: the trial fails, and the breaker opens again
+        with pytest.raises(ProviderUnavailable):
+            await ask(p)
+        await trio.sleep(30)
+        handler.failing = False
+        caplog.set_level(logging.INFO, logger="agentrio.providers")
+        await ask(p)  # the trial succeeds: closed again
+    opened = [line for line in provider_lines(caplog) if "breaker" in line]
+    assert opened == [
+        "provider 'p': circuit breaker open: 2 failure(s) in a row (the last: HTTP 500); "
+        "no request for 30 s",
+        "provider 'p': circuit breaker open: its trial request failed (the last: HTTP 500); "
+        "no request for 30 s",
+        "provider 'p': circuit breaker closed: a request succeeded",
+    ]
+
+
+async def test_a_call_failed_at_once_by_a_long_retry_after_is_logged(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentrio.providers")
+    async with serving(faults=Faults(rate_limit=1.0, retry_after=120), max_retries=3) as (_, p):
+        with pytest.raises(RateLimited):
+            await ask(p)
+    assert provider_lines(caplog) == [
+        "provider 'p' gave up at once: HTTP 429, Retry-After 120 s, not retried",
+        "provider 'p' is rate limiting (HTTP 429): every request of the instance pauses for "
+        "60.00 s",
+    ]
+
+
+async def test_each_request_is_logged_at_debug_only(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agentrio")
+    async with serving() as (_, p):
+        await ask(p)
+        assert not caplog.records  # (nothing at INFO for a request that went well)
+        caplog.set_level(logging.DEBUG, logger="agentrio")
+        await ask(p)
+    (record,) = caplog.records
+    assert record.name == "agentrio.http" and record.levelno == logging.DEBUG
+    assert (
+        record.getMessage().startswith("HTTP Request: POST http://127.0.0.1:")
+        and '/v1/chat/completions "HTTP/1.1 200 OK" (' in record.getMessage()
+    )
+
+
+@pytest.mark.parametrize("own_client", [False, True])
+async def test_no_key_nor_content_is_logged_at_debug(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture, own_client: bool
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="agentrio")
+    content, answer = "the secret plan is PLUM-7731", "the answer is QUINCE-2208"
+    faults = Faults(seed=3, rate_limit=0.3, retry_after=0, server_error=0.3, garbage=0.1)
+    reply = ModelReply(text=answer, usage=Usage(3, 2))
+    async with (
+        open_fake_llm(lambda request: reply, faults=faults, api_key=KEY) as server,
+        httpx.AsyncClient() as client,
+    ):
+        c = config(server, max_retries=4, circuit_failures=3, circuit_cooldown=1)
+        async with Provider(c, api_key=KEY, client=client if own_client else None) as p:
+            for _ in range(8):
+                try:
+                    await p.complete("m", [ChatMessage("user", content)], [], max_output_tokens=8)
+                except ProviderError:
+                    await trio.sleep(1)
+        assert sum(server.statistics().faults.values()) > 3
+    assert any(r.name == "agentrio.http" for r in caplog.records)
+    assert any(r.name == "agentrio.providers" for r in caplog.records)
+    logged = caplog.text + "".join(repr(r.args) + r.getMessage() for r in caplog.records)
+    for secret in (KEY, "PLUM-7731", "QUINCE-2208"):
+        assert secret not in logged

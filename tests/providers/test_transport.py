@@ -565,7 +565,7 @@ async def test_an_event_whose_data_spans_lines() -> None:
 
 
 async def test_requests_are_logged_without_secrets(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level("INFO", logger="agentrio.http")
+    caplog.set_level("DEBUG", logger="agentrio.http")
     failing = response(b"{}", status=b"500 Internal Server Error")
     async with raw_server(OK, failing) as server:
         p = Provider(config(server.url + "/x?key=SECRET"))
@@ -575,9 +575,10 @@ async def test_requests_are_logged_without_secrets(caplog: pytest.LogCaptureFixt
                 await p.complete("m", HI, [], max_output_tokens=8)
     lines = [r.getMessage() for r in caplog.records if r.name == "agentrio.http"]
     assert len(lines) == 2
-    assert lines[0].startswith("HTTP Request: POST ") and lines[0].endswith('"HTTP/1.1 200 OK"')
+    assert lines[0].startswith("HTTP Request: POST ") and '"HTTP/1.1 200 OK" (' in lines[0]
+    assert " bytes sent, head in " in lines[0] and lines[0].endswith(" ms)")
     assert "key=[redacted]" in lines[0] and "SECRET" not in caplog.text
-    assert lines[1].endswith('"HTTP/1.1 500 Internal Server Error"')
+    assert '"HTTP/1.1 500 Internal Server Error" (' in lines[1]
 
 
 # -- a client of one's own -------------------------------------------------------------------

@@ -1085,6 +1085,59 @@ def _phase_command(
     return cmd, chosen
 
 
+def _run_command(
+    state: _AgentState,
+    user_message: object,
+    tool_names: object,
+    max_iterations: object,
+    continue_context: object,
+    context_label: object,
+    direct_tool_calls: object,
+    timeout: object,
+    mode: object,
+    model: object,
+    lane: object,
+    settings: object,
+) -> RunPhase:
+    """The checked ``RunPhase`` of ``run()``'s (and ``stream()``'s) arguments, its
+    settings and content parts checked against the model it will call."""
+    if mode is None and model is None:  # (the common case: no mode to read)
+        if max_iterations is None:
+            max_iterations = state.spec.limits.max_iterations
+        cmd = _check_run(
+            state.info,
+            user_message,
+            tool_names,
+            max_iterations,
+            continue_context,
+            context_label,
+            direct_tool_calls,
+            timeout,
+            lane=lane,
+            settings=settings,
+        )
+    else:
+        cmd, _ = _phase_command(
+            state,
+            user_message,
+            tool_names,
+            max_iterations,
+            continue_context,
+            context_label,
+            direct_tool_calls,
+            timeout,
+            mode,
+            model,
+            lane,
+            settings,
+        )
+    if cmd.settings is not None:
+        check_model_settings(_phase_model(state, cmd), cmd.settings, "settings")
+    if cmd.parts:
+        _check_phase_parts(state, cmd)
+    return cmd
+
+
 def _request_stop_tree(state: _AgentState) -> None:
     """Flag *state*'s agent, and the live agents it started (subagents, helpers), to stop."""
     state.stop_requested = True
@@ -1251,38 +1304,20 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 ``"cancelled"``, or never started).
         """
         state = self._state
-        if mode is None and model is None:
-            cmd = _check_run(
-                state.info,
-                user_message,
-                tool_names,
-                state.spec.limits.max_iterations if max_iterations is None else max_iterations,
-                continue_context,
-                context_label,
-                direct_tool_calls,
-                timeout,
-                lane=lane,
-                settings=settings,
-            )
-        else:
-            cmd, _ = _phase_command(
-                state,
-                user_message,
-                tool_names,
-                max_iterations,
-                continue_context,
-                context_label,
-                direct_tool_calls,
-                timeout,
-                mode,
-                model,
-                lane,
-                settings,
-            )
-        if settings is not None:
-            check_model_settings(_phase_model(state, cmd), settings, "settings")
-        if cmd.parts:
-            _check_phase_parts(state, cmd)
+        cmd = _run_command(
+            state,
+            user_message,
+            tool_names,
+            max_iterations,
+            continue_context,
+            context_label,
+            direct_tool_calls,
+            timeout,
+            mode,
+            model,
+            lane,
+            settings,
+        )
         ref = state.ref
         assert ref is not None
         try:
@@ -1367,7 +1402,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         """
         state = self._state
         check_int("max_buffer_size", max_buffer_size, 1)
-        cmd, _ = _phase_command(
+        cmd = _run_command(
             state,
             user_message,
             tool_names,
@@ -1381,10 +1416,6 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             lane,
             settings,
         )
-        if settings is not None:
-            check_model_settings(_phase_model(state, cmd), settings, "settings")
-        if cmd.parts:
-            _check_phase_parts(state, cmd)
         ref = state.ref
         assert ref is not None
         try:

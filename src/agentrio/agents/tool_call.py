@@ -13,6 +13,7 @@ woken once, when the last of them finishes.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 __all__ = ["ToolGate", "ToolLane", "ToolRunner", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
+# Tool calls given up (dead letters): the tool's name, never its arguments.
+_log = logging.getLogger("agentrio.agents.tool_call")
 
 
 def tool_result(req: ToolCallRequest, status: ToolStatus, content: str) -> ToolResult:
@@ -230,6 +233,11 @@ class ToolLane:
     def dead_letter(self, req: ToolCallRequest, attempts: int, exc: Exception) -> str:
         """Publish the call's ``ToolDeadLetter``; the refusal the model sees."""
         error = self.shown(exc)
+        _log.warning(
+            "%r: tool %r was given up after %d attempts (a dead letter of the %r lane; "
+            "the last raised %s)",
+            *(self.path, req.name, attempts, self.name, type(exc).__name__),
+        )
         if self.bus.active:
             self.bus.publish(
                 ToolDeadLetter(

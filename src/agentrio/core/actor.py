@@ -16,6 +16,7 @@ too: ``link``, ``interrupt``, ``withdrawn``, ``begin_stop``, ``exit_reason``,
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
 
@@ -64,6 +65,11 @@ RestartPolicy = Literal["permanent", "transient", "temporary"]
 after a crash only) or ``"temporary"`` (never restarted). A child stopped or
 cancelled from outside is never restarted."""
 RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "temporary"))
+
+# Dead letters among the first LOGGED_DEAD_LETTERS of a runtime (their message's
+# type, never its content), the last of them saying the rest are only counted.
+_log = logging.getLogger("agentrio.core.actor")
+LOGGED_DEAD_LETTERS = 10
 
 # _Cell.serving: where an actor's task is, for interrupt().
 _OUT = 0  # outside the serve loop: starting, in on_stop, no task (inline, a supervisor)
@@ -427,7 +433,11 @@ class _Cell:
                     message=text if len(text) <= 200 else text[:197] + "...",
                 )
             )
-        self.parent.shared.dead_letters += 1
+        shared = self.parent.shared
+        shared.dead_letters += 1
+        # (Not one that crashed its actor: the supervisor logs the crash.)
+        if shared.dead_letters <= LOGGED_DEAD_LETTERS and reason != "crashed_on":
+            _dead_letter_logged(self.path, msg, reason, shared.dead_letters)
 
     async def wait_exited(self) -> None:
         if self.state == "exited":
@@ -1170,6 +1180,17 @@ def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None)
                 reason=reason,
             )
         item.settle(outcome.Error(err))
+
+
+def _dead_letter_logged(path: str, msg: object, reason: str, count: int) -> None:
+    shown = msg.msg if type(msg) is _Ask else msg
+    _log.warning(
+        "dead letter: a %s for %r was not handled (%s)%s",
+        *(type(shown).__name__, path, reason),
+        "; further dead letters are only counted (statistics().dead_letters)"
+        if count == LOGGED_DEAD_LETTERS
+        else "",
+    )
 
 
 def drain(cell: _Cell, reason: str) -> None:

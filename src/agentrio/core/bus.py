@@ -4,10 +4,17 @@ Publishing is synchronous and O(subscribers): each subscriber has a bounded
 buffer; when it is full the event is dropped for that subscriber only and
 counted, and the subscriber later receives one [`EventsLost`][agentrio.events.EventsLost] with the
 count, in the place where the events went missing.
+
+Drops are logged on the ``agentrio.core.bus`` logger: a WARNING when a
+subscriber starts dropping events, then none for it until it has gone
+``QUIET`` seconds without a drop (a subscriber always behind logs once, not
+once per event); each ``EventsLost`` at DEBUG, with its count.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from collections import deque
 from types import TracebackType
 
@@ -19,6 +26,15 @@ from ..messages import Event, EventsLost
 
 __all__ = ["EventBus", "EventStream"]
 
+_log = logging.getLogger("agentrio.core.bus")
+QUIET = 10.0  # seconds without a drop before a subscriber's next drop is logged again
+
+
+def _caught_up(lost: int) -> EventsLost:
+    """The ``EventsLost`` that ends a streak of drops (logged at DEBUG)."""
+    _log.debug("an event subscriber is told %d event(s) were dropped for it", lost)
+    return EventsLost(path="", count=lost)
+
 
 class EventStream(metaclass=NoPublicConstructor):
     """An async iterator over the runtime's events, from ``rt.events()``.
@@ -28,7 +44,7 @@ class EventStream(metaclass=NoPublicConstructor):
     constructor.
     """
 
-    __slots__ = ("_buffer", "_bus", "_capacity", "_closed", "_lost", "_lot")
+    __slots__ = ("_buffer", "_bus", "_capacity", "_closed", "_lost", "_lot", "_quiet_until")
 
     def __init__(self, bus: EventBus, capacity: int) -> None:
         self._bus = bus
@@ -37,18 +53,31 @@ class EventStream(metaclass=NoPublicConstructor):
         self._lost = 0
         self._closed = False
         self._lot = trio.lowlevel.ParkingLot()
+        self._quiet_until = -math.inf  # no drop is logged before this time
 
     def _offer(self, event: Event) -> None:
         buffer = self._buffer
         if self._lost and len(buffer) < self._capacity:
-            buffer.append(EventsLost(path="", count=self._lost))
+            buffer.append(_caught_up(self._lost))
             self._lost = 0
         if len(buffer) < self._capacity:
             buffer.append(event)
             if self._lot:
                 self._lot.unpark_all()
         else:
+            if not self._lost:  # the first drop of a streak
+                self._dropping()
             self._lost += 1
+
+    def _dropping(self) -> None:
+        now = trio.current_time()
+        if now >= self._quiet_until:
+            _log.warning(
+                "an event subscriber fell behind (its buffer of %d events is full): events "
+                "are dropped for it (counted in EventsLost) until it catches up",
+                self._capacity,
+            )
+        self._quiet_until = now + QUIET
 
     def _close(self) -> None:
         self._closed = True
@@ -67,7 +96,7 @@ class EventStream(metaclass=NoPublicConstructor):
             if self._lost:
                 lost, self._lost = self._lost, 0
                 await trio.lowlevel.checkpoint()
-                return EventsLost(path="", count=lost)
+                return _caught_up(lost)
             if self._closed:
                 raise StopAsyncIteration
             await self._lot.park()

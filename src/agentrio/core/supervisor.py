@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import logging
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import trio
@@ -63,6 +64,10 @@ if TYPE_CHECKING:
     from .timers import Timers
 
 __all__: list[str] = []  # the public names are in restart.py and ref.py
+
+# Restarts after a crash and escalations (the exception's type, never its text:
+# it may quote a message's content).
+_log = logging.getLogger("agentrio.core.supervisor")
 
 
 class _RuntimeShared:
@@ -485,6 +490,11 @@ class _Supervisor:
             cell.streak = 0
         cell.streak += 1
         if cell.restart == "temporary" or cell.state == "stopping" or self.stopping:
+            if cell.restart == "temporary" and cell.state != "stopping" and not self.stopping:
+                _log.warning(
+                    "child %r crashed (%s); it is temporary: not restarted",
+                    *(cell.path, type(exc).__name__),
+                )
             return "exit"
         if self.failure is not None:
             return "suspend"
@@ -512,7 +522,14 @@ class _Supervisor:
                 else:
                     other.restart_pending = True
                     other.scope.cancel()
-        return self.backoff.delay(cell.streak) if self.backoff is not None else 0.0
+        delay = self.backoff.delay(cell.streak) if self.backoff is not None else 0.0
+        _log.warning(
+            "child %r crashed (%s); restart %d%s in %g s",
+            *(cell.path, type(exc).__name__, cell.restarts + 1),
+            " with all its siblings (one_for_all)" if self.strategy == "one_for_all" else "",
+            delay,
+        )
+        return delay
 
     def _fail(self, cell: _Cell, exc: Exception) -> None:
         where = f"supervisor {self.path!r}" if self.path else "the root supervisor"
@@ -522,6 +539,11 @@ class _Supervisor:
             path=self.path,
             child=cell.path,
             cause=exc,
+        )
+        _log.warning(
+            "%s escalates: more than %d restarts within %g s (the last: %r, %s)",
+            *(where, self.intensity.max_restarts, self.intensity.period, cell.path),
+            type(exc).__name__,
         )
         if self.bus.active:
             self.bus.publish(SupervisorEscalated(path=self.path, child=cell.path, error=str(exc)))

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import random
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, NoReturn
@@ -86,8 +87,10 @@ _ERROR_BYTES = 64 * 1024  # of an error body: only its start is shown
 _DEFAULT_PRIORITY = lane_index(DEFAULT_LANE)
 _ENCODER = msgspec.json.Encoder()
 _decode = msgspec.json.decode
-# Each request on agentrio's own connections, as httpx logs those it sends.
+# Each request, at DEBUG, in the words httpx uses for those it sends.
 _http_log = logging.getLogger("agentrio.http")
+# Retries, pauses, the breaker opening, calls given up: never the key nor content.
+_log = logging.getLogger("agentrio.providers")
 
 Kind = Literal["openai", "anthropic", "ollama"]
 _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
@@ -885,7 +888,7 @@ class Provider:
             except _Retry as retry:
                 self._failures += 1
                 if retry.failure:
-                    self._breaker.failure()
+                    self._breaker_failure(_why(retry.error, retry.__cause__))
                     self._last_failure = str(retry.error)
                 else:
                     self._breaker.release()
@@ -897,6 +900,7 @@ class Provider:
                     got.report(meter, max_output_tokens)
                     last = last or not await meter.retry()
                 if last:
+                    self._gave_up(retry, attempt)
                     raise retry.error from retry.__cause__
                 self._retries += 1
                 await self._wait_before_retry(retry, attempt)
@@ -908,6 +912,8 @@ class Provider:
                         got.cut = True
                     got.report(meter, max_output_tokens)
                 raise
+            if self._breaker.state != "closed":  # (a property: no clock read when closed)
+                _log.info("provider %r: circuit breaker closed: a request succeeded", self.name)
             self._breaker.success()
             return reply if output_schema is None else typed_answer(reply, output_schema)
 
@@ -920,15 +926,54 @@ class Provider:
     def _pause_for(self, delay: float) -> None:
         # Never beyond max_retry_wait: one 429 must not hold every agent for a day.
         delay = min(delay, self.config.max_retry_wait)
-        self._paused_until = max(self._paused_until, trio.current_time() + delay)
+        now = trio.current_time()
+        if self._paused_until <= now:  # one line per pause, not one per 429 within it
+            _log.warning(
+                "provider %r is rate limiting (HTTP 429): every request of the instance "
+                "pauses for %.2f s",
+                self.name,
+                delay,
+            )
+        self._paused_until = max(self._paused_until, now + delay)
 
     async def _wait_before_retry(self, retry: _Retry, attempt: int) -> None:
+        why = _why(retry.error, retry.__cause__)
         if isinstance(retry.error, RateLimited):
-            return  # _pause() has set the pause, which _guarded() waits out
-        if retry.retry_after is not None:
-            await trio.sleep(retry.retry_after)
-        else:
-            await trio.sleep(self._backoff(attempt))
+            # _pause() has set the pause, which _guarded() waits out.
+            left = max(0.0, self._paused_until - trio.current_time())
+            _log.warning(
+                "provider %r: attempt %d failed (%s); retry %d of %d after the pause (%.2f s)",
+                *(self.name, attempt, why, attempt, self.config.max_retries, left),
+            )
+            return
+        delay = retry.retry_after if retry.retry_after is not None else self._backoff(attempt)
+        _log.warning(
+            "provider %r: attempt %d failed (%s); retry %d of %d in %.2f s",
+            *(self.name, attempt, why, attempt, self.config.max_retries, delay),
+        )
+        await trio.sleep(delay)
+
+    def _breaker_failure(self, why: str) -> None:
+        """Count a failure against the breaker; say so if that opens it."""
+        was = self._breaker.state
+        self._breaker.failure()
+        if was != "open" and self._breaker.state == "open":
+            after = (
+                "its trial request failed"
+                if was == "half_open"
+                else f"{self._breaker.threshold} failure(s) in a row"
+            )
+            _log.warning(
+                "provider %r: circuit breaker open: %s (the last: %s); no request for %g s",
+                *(self.name, after, why, self._breaker.cooldown),
+            )
+
+    def _gave_up(self, retry: _Retry, attempts: int) -> None:
+        _log.warning(
+            "provider %r gave up after %d attempt%s (the last: %s)",
+            *(self.name, attempts, "" if attempts == 1 else "s"),
+            _why(retry.error, retry.__cause__),
+        )
 
     def _backoff(self, attempt: int) -> float:
         config = self.config
@@ -998,7 +1043,7 @@ class Provider:
                 ) from exc
             except TooLarge as exc:
                 # Not retried: a server sending without end would only do it again.
-                self._not_retried(failure=True)
+                self._not_retried("an answer past a size limit", failure=True)
                 raise self._bad(f"{exc}; the connection was dropped") from None
             except self._decoding_error as exc:
                 bad = self._bad(f"its content coding could not be undone ({exc})")
@@ -1047,6 +1092,7 @@ class Provider:
         """Post on the provider's own pool: the answer, its status and Retry-After."""
         assert self._pool is not None
         config = self.config
+        start = time.perf_counter()
         answer = await self._pool.request(
             self._origin,
             self._head,
@@ -1055,9 +1101,9 @@ class Provider:
             read_timeout=config.read_timeout,
             extra=_header_lines(headers) if headers else b"",
         )
-        if _http_log.isEnabledFor(logging.INFO):
+        if _http_log.isEnabledFor(logging.DEBUG):
             line = f"HTTP/1.1 {answer.status_code} {answer.reason.decode('latin-1')}"
-            _http_log.info('HTTP Request: POST %s "%s"', self._shown_endpoint, line)
+            _log_request(self._shown_endpoint, line, len(content), start)
         if answer.status_code == 200:
             return answer, 200, None
         after = answer.header(b"retry-after")
@@ -1071,7 +1117,11 @@ class Provider:
         assert client is not None
         sent_headers = {**self._headers, **headers} if headers else self._headers
         request = client.build_request("POST", self._url, content=content, headers=sent_headers)
+        start = time.perf_counter()
         sent = await client.send(request, stream=True)
+        if _http_log.isEnabledFor(logging.DEBUG):
+            line = f"{sent.http_version} {sent.status_code} {sent.reason_phrase}"
+            _log_request(redact_url(self._url), line, len(content), start)
         return HttpxBody(sent), sent.status_code, sent.headers.get("retry-after")
 
     async def _whole(
@@ -1160,7 +1210,7 @@ class Provider:
         if status == 429:
             self._rate_limited += 1
             if after is not None and after > self.config.max_retry_wait:
-                self._not_retried(failure=False)
+                self._not_retried(f"HTTP 429, Retry-After {after:g} s", failure=False)
                 self._pause_for(after)  # the others still hold off, as long as they may
                 raise RateLimited(
                     f"provider {self.name!r} is rate limiting (HTTP 429) and "
@@ -1188,7 +1238,7 @@ class Provider:
             )
         if status >= 500:
             if after is not None and after > self.config.max_retry_wait:
-                self._not_retried(failure=True)
+                self._not_retried(f"HTTP {status}, Retry-After {after:g} s", failure=True)
                 raise ProviderUnavailable(
                     f"provider {self.name!r} failed (HTTP {status}) and "
                     f"{self._too_long(after)}: {self._redact(text)}",
@@ -1212,11 +1262,12 @@ class Provider:
             f"({self.config.max_retry_wait:g} s): not waited for"
         )
 
-    def _not_retried(self, *, failure: bool) -> None:
+    def _not_retried(self, why: str, *, failure: bool) -> None:
         """Count a failed attempt that fails the call at once (no retry is worth it)."""
+        _log.warning("provider %r gave up at once: %s, not retried", self.name, why)
         self._failures += 1
         if failure:  # counts against the circuit breaker
-            self._breaker.failure()
+            self._breaker_failure(why)
 
     def _reject(self, status: int, text: str) -> NoReturn:
         raise ProviderError(
@@ -1232,6 +1283,29 @@ def _endpoint(base_url: str, path: str) -> str:
     if cut is None:
         return base_url.rstrip("/") + path
     return base_url[:cut].rstrip("/") + path + base_url[cut:]
+
+
+def _log_request(endpoint: str, line: str, sent: int, start: float) -> None:
+    """The DEBUG line of one request: where (credentials hidden), its answer's
+    status line, the bytes sent and how long the answer's head took."""
+    took = (time.perf_counter() - start) * 1000
+    _http_log.debug(
+        'HTTP Request: POST %s "%s" (%d bytes sent, head in %.1f ms)', endpoint, line, sent, took
+    )
+
+
+def _why(error: ProviderError | str, cause: BaseException | None = None) -> str:
+    """A failure in a few words for the log: its status, or the type of its *cause*
+    or of itself; never the server's text (which may echo the request)."""
+    if isinstance(error, str):
+        return error
+    if error.status is not None:
+        return f"HTTP {error.status}"
+    if cause is not None and not isinstance(cause, ProviderError):
+        return type(cause).__name__
+    if isinstance(error, ProviderUnavailable):
+        return "no answer within the timeout"  # the only one raised without either
+    return type(error).__name__
 
 
 def _reason(exc: BaseException) -> str:
