@@ -101,3 +101,45 @@ def test_concurrent_requests_each_get_their_own_agent(example: types.ModuleType)
         assert isinstance(result, dict)
         assert result["final_text"] == f"The capital of {country} is {capitals[country]}."
     assert len({body["agent"] for body in bodies}) == len(countries)
+
+
+def test_a_client_that_goes_away_cancels_its_run(example: types.ModuleType) -> None:
+    import threading
+
+    import trio
+
+    import agentrio
+    from agentrio.events import ActorExited
+    from agentrio.testing import FunctionModel, Reply
+
+    cancelled = threading.Event()
+
+    @agentrio.tool
+    async def wait() -> str:
+        """Wait until cancelled."""
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    def model(messages: object, tools: object) -> Reply:
+        return Reply(tool_calls=(agentrio.ToolCallRequest("wait", {}),))
+
+    example.SPEC = agentrio.AgentSpec("slow", FunctionModel(model), tools=[wait])
+    with (
+        example.Served(example.free_port()) as served,
+        httpx.Client(base_url=served.url, timeout=30) as client,
+        example.app.state.rt.events() as events,
+    ):
+        with client.stream("POST", "/run/stream", json={"prompt": "go"}) as stream:
+            for line in stream.iter_lines():
+                if line == "event: ToolStarted":
+                    break  # the run waits in its tool: the client leaves
+        # The response's generator was ended: its block cancelled the run, and its
+        # finally stopped the agent.
+        assert cancelled.wait(30)
+        guard = threading.Timer(30, events.close)  # (a safety net, not a measure)
+        guard.start()
+        exited = any(isinstance(e, ActorExited) and e.path == "run-1" for e in events)
+        guard.cancel()
+        assert exited

@@ -439,6 +439,35 @@ def test_a_runs_stream_ends_when_the_runtime_stops() -> None:
         agent.stream("hello")
 
 
+def test_a_stream_whose_caller_gave_up_before_getting_it_cancels_its_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The caller is interrupted (an exception, a cancelled await) once the run has
+    # started but before stream() returns: nobody can close the stream, so the
+    # run must not be left going (waiting for a reader that never comes).
+    gate = Gate()
+    opened = agentrio.host._HostedRun.opened
+    tool_started = trio.Event()
+    gate.on_start = tool_started.set
+
+    class Interrupted(Exception):
+        pass
+
+    async def interrupted(self: agentrio.host._HostedRun) -> None:
+        await opened(self)
+        await tool_started.wait()
+        raise Interrupted
+
+    monkeypatch.setattr(agentrio.host._HostedRun, "opened", interrupted)
+    with agentrio.open_runtime_sync() as rt:
+        agent = rt.spawn_agent(gate.spec())
+        with pytest.raises(Interrupted):
+            agent.stream("wait")
+        assert gate.cancelled.wait(GUARD)  # the run was cancelled in its tool
+        monkeypatch.undo()
+        assert agent.run("hello").final_text == "echo: hello"
+
+
 def test_asyncio_reads_a_runs_stream_with_async_for() -> None:
     async def main() -> None:
         async with agentrio.open_runtime_sync() as rt:

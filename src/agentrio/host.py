@@ -644,7 +644,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         *,
         max_buffer_size: int = 64,
         **options: Unpack[_RunOptions],
-    ) -> BlockingStream[RunItem]:
+    ) -> BlockingStream[RunItem[OutputT]]:
         """Run one phase and stream it, as [`AgentRef.stream`][agentrio.AgentRef.stream] does.
 
         The run starts when this returns. Read its items with ``for``, in a
@@ -672,7 +672,11 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         """
         hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
         self._host._start_soon(hosted.serve)
-        self._host._call(hosted.opened)
+        try:
+            self._host._call(hosted.opened)
+        except BaseException:
+            hosted.abandon(self._host)
+            raise
         return create(BlockingStream, self._host, hosted, hosted.close)
 
     async def astream(
@@ -681,12 +685,16 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         *,
         max_buffer_size: int = 64,
         **options: Unpack[_RunOptions],
-    ) -> BlockingStream[RunItem]:
+    ) -> BlockingStream[RunItem[OutputT]]:
         """``stream()``, awaited (the run starts when it returns); read it with
         ``async for``, in an ``async with`` block."""
         hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
         self._host._start_soon(hosted.serve)
-        await self._host._acall(hosted.opened)
+        try:
+            await self._host._acall(hosted.opened)
+        except BaseException:  # (a cancelled caller too: nobody could close it)
+            hosted.abandon(self._host)
+            raise
         return create(BlockingStream, self._host, hosted, hosted.close)
 
     def usage(self) -> UsageTotals:
@@ -738,7 +746,7 @@ class _HostedRun:
     ) -> None:
         self._agent = agent
         self._options = (user_message, max_buffer_size, options)
-        self._stream: RunStream | None = None
+        self._stream: RunStream[Any] | None = None
         self._error: BaseException | None = None  # the stream's, at its start
         # (trio.Event needs no running Trio to be made: these are made in the
         # caller's thread, and used only in the runtime's.)
@@ -768,7 +776,7 @@ class _HostedRun:
     def __aiter__(self) -> _HostedRun:
         return self
 
-    async def __anext__(self) -> RunItem:
+    async def __anext__(self) -> RunItem[Any]:
         stream = self._stream
         if stream is None or self._closed.is_set():
             raise StopAsyncIteration
@@ -782,6 +790,13 @@ class _HostedRun:
     async def close(self, *exc_info: object) -> None:
         self._closed.set()
         await self._ended.wait()  # the run, if it was going, ended "cancelled"
+
+    def abandon(self, host: BlockingRuntime) -> None:
+        """The caller gave up before it got its stream (an exception, a cancelled
+        await): close it, in the runtime's thread, so that its run is cancelled
+        rather than left waiting for a reader that never comes."""
+        with contextlib.suppress(RuntimeClosed):
+            host._start_soon(self.close)
 
 
 class BlockingStream(Generic[T], metaclass=NoPublicConstructor):

@@ -926,7 +926,9 @@ class PhaseResult(Message, Generic[OutputT], frozen=True, tag=True):
         error: when *stop_reason* is ``"error"``, its ``str()``; otherwise ``""``.
         output: when *stop_reason* is ``"done"``, the answer: the value
             parsed from it and validated as the spec's ``output_type``, or,
-            without one, ``final_text``; otherwise ``None``.
+            without one, ``final_text``; otherwise ``None``. (A phase of
+            ``direct_tool_calls`` ends ``"done"`` with no answer: ``None``
+            with an ``output_type``, ``""`` without.)
     """
 
     final_text: str

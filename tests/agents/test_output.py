@@ -334,3 +334,18 @@ async def test_a_typed_agent_over_http(kind: str, path: str) -> None:
     if kind == "anthropic":  # the answer went as the forced tool's input, and back as text
         assert first.tool_choice == "final_result"
         assert second.messages[-2] == ChatMessage("assistant", '{"title":"Alien"}')
+
+
+async def test_a_run_on_another_model_tells_that_model_the_schema() -> None:
+    # The agent's own model does not take output_schema; run(model=...)'s does:
+    # whether the schema is sent is the model's the phase calls, not the agent's.
+    async with agentrio.testing.open_fake_llm([answer('{"title": "Up", "year": 2009}')]) as server:
+        url = server.base_url + "/v1"
+        local = agentrio.ProviderConfig(name="local", kind="openai", base_url=url)
+        config = agentrio.Config(providers={"local": local})
+        async with agentrio.open_runtime(config=config) as rt:
+            agent = await rt.spawn_agent(spec_of(FunctionModel(lambda m, t: answer("")), Movie))
+            result = await agent.run("Up", model="local:m")
+        (request,) = server.requests
+    assert (result.stop_reason, result.output) == ("done", Movie("Up", 2009))
+    assert request.output_schema == OutputType(Movie, 1).schema.strict_schema

@@ -2899,6 +2899,24 @@ async def test_settings_for_a_model_that_takes_none_are_refused(
         assert (await agent.run("go")).stop_reason == "done"
 
 
+async def test_a_runs_settings_are_checked_against_the_model_of_the_run() -> None:
+    # The agent's own model takes no settings; run(model=...)'s provider does: the
+    # settings go to that model, so they are checked against it.
+    settings = agentrio.ModelSettings(temperature=0.5)
+    async with open_fake_llm([answer("ok"), answer("ok")]) as server:
+        url = server.base_url + "/v1"
+        local = agentrio.ProviderConfig(name="local", kind="openai", base_url=url)
+        async with agentrio.open_runtime(config=Config(providers={"local": local})) as rt:
+            agent = await rt.spawn_agent(make_spec(_NoSettings()))
+            result = await agent.run("go", model="local:m", settings=settings)
+            async with agent.stream("again", model="local:m", settings=settings) as stream:
+                async for _ in stream:
+                    pass
+        first, second = server.requests
+    assert result.final_text == "ok"
+    assert first.body["temperature"] == second.body["temperature"] == 0.5
+
+
 async def test_a_named_tool_choice_must_be_the_agents(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

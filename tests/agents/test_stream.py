@@ -248,6 +248,19 @@ async def test_bad_arguments_are_refused_at_the_call(
             await stream.__anext__()
 
 
+async def test_reading_a_stream_not_entered_is_refused_not_a_hang(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", ScriptedModel([Reply("hi")])))
+        stream = agent.stream("go")
+        with trio.fail_after(60), pytest.raises(UsageError, match="async with"):
+            async for _ in stream:  # (without the block, nothing runs: it would wait forever)
+                pass
+        async with stream:  # the stream is still usable the right way
+            assert [type(i) for i in await read_all(stream)][-1] is RunDone
+
+
 async def test_streaming_its_own_agent_from_its_phase_is_refused(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -13,6 +13,7 @@ from typing import assert_type
 import msgspec
 
 import agentrio
+from agentrio.events import RunDone, RunItem
 from agentrio.testing import ScriptedModel
 
 
@@ -30,6 +31,14 @@ async def flow(rt: agentrio.Runtime) -> None:
     assert_type(result, agentrio.PhaseResult[Movie])
     assert_type(result.output, Movie | None)
     assert_type(result.output, str | None)  # type: ignore[assert-type]
+
+    async with agent.stream("a film") as stream:  # a streamed run's result is as typed
+        async for item in stream:
+            assert_type(item, RunItem[Movie])
+            if isinstance(item, RunDone):
+                assert_type(item.result, agentrio.PhaseResult[Movie])
+                assert_type(item.result.output, Movie | None)
+                assert_type(item.result.output, str | None)  # type: ignore[assert-type]
 
     sub = await agent.spawn_subagent(spec)
     assert_type((await sub.run("another")).output, Movie | None)
@@ -49,3 +58,13 @@ async def flow(rt: agentrio.Runtime) -> None:
 
 def hosted(spec: agentrio.AgentSpec[Movie]) -> None:
     assert_type(agentrio.run_sync(spec, "a film").output, Movie | None)
+    with agentrio.open_runtime_sync() as rt:
+        for item in rt.spawn_agent(spec).stream("a film"):
+            if isinstance(item, RunDone):
+                assert_type(item.result.output, Movie | None)
+
+
+def plain_items(items: list[RunItem]) -> None:  # bare, as PhaseResult is: an untyped run's
+    for item in items:
+        if isinstance(item, RunDone):
+            assert_type(item.result.output, str | None)

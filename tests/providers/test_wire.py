@@ -59,3 +59,12 @@ def test_a_wrapped_answer_is_unwrapped(text: str, expected: str) -> None:
 def test_other_tool_calls_are_left_alone() -> None:
     reply = ModelReply(text='{"result": []}', tool_calls=(ToolCallRequest("x", {}),))
     assert typed_answer(reply, TAGS) is reply
+
+
+def test_only_the_wrapper_itself_is_unwrapped() -> None:
+    # A dict answer given bare (the model ignored the wrapper) that has a "result"
+    # key among others is the answer, not its "result": the wrapper has one key.
+    counts = OutputSchema("counts", msgspec.json.schema(dict[str, int]))
+    bare = '{"result": 1, "errors": 0}'
+    assert typed_answer(ModelReply(text=bare), counts).text == '{"result":1,"errors":0}'
+    assert typed_answer(ModelReply(text='{"result": {"a": 1}}'), counts).text == '{"a":1}'

@@ -914,6 +914,24 @@ async def test_a_text_reply_to_a_forced_tool_goes_out_as_its_call(stream: bool) 
     assert "not an object" in second  # (a text that is no object goes out as text)
 
 
+async def test_a_text_answer_to_a_forced_wrapper_tool_goes_out_wrapped() -> None:
+    # A typed answer that is no object (list[str]) is asked of Anthropic as a tool
+    # whose input is {"result": ...}: a server that obeys the forced tool sends it so.
+    wrapper = {
+        "type": "object",
+        "properties": {"result": {"type": "array", "items": {"type": "string"}}},
+        "required": ["result"],
+        "additionalProperties": False,
+    }
+    tools = [{"name": "final_result", "input_schema": wrapper}]
+    forced = body("anthropic", tools=tools, tool_choice={"type": "tool", "name": "final_result"})
+    async with open_fake_llm([Reply(text='["a", "b"]')]) as server, client(server) as c:
+        answer = (await c.post(PATHS["anthropic"], json=forced)).json()
+    (block,) = answer["content"]
+    assert block["type"] == "tool_use" and block["name"] == "final_result"
+    assert block["input"] == {"result": ["a", "b"]}
+
+
 # -- content parts: decoded for the handler, refused when malformed -----------------------
 
 _PNG64 = "iVBORw0KGgoAAAAA"  # base64 of a PNG signature and four zero bytes

@@ -1023,10 +1023,14 @@ def check_model_parts(model: Model, parts: Sequence[ContentPart], argument: str)
             raise InvalidArgument(f"{argument}: {exc}") from None
 
 
+def _phase_model(state: _AgentState, cmd: RunPhase) -> Model:
+    """The model *cmd*'s phase will call: ``run(model=...)``'s, else the agent's."""
+    return state.model if cmd.model is None else state.services.resolve(cmd.model)
+
+
 def _check_phase_parts(state: _AgentState, cmd: RunPhase) -> None:
     """*cmd*'s parts checked against the model its phase will call."""
-    model = state.model if cmd.model is None else state.services.resolve(cmd.model)
-    check_model_parts(model, cmd.parts, "user_message")
+    check_model_parts(_phase_model(state, cmd), cmd.parts, "user_message")
 
 
 def _phase_command(
@@ -1128,7 +1132,7 @@ def _run_command(
             settings,
         )
     if cmd.settings is not None:
-        check_model_settings(state.model, cmd.settings, "settings")
+        check_model_settings(_phase_model(state, cmd), cmd.settings, "settings")
     if cmd.parts:
         _check_phase_parts(state, cmd)
     return cmd
@@ -1287,8 +1291,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 mode name the runtime does not have (the message lists its
                 modes); *settings* that is not a ``ModelSettings``, names in
                 ``tool_choice`` a tool the agent does not have, holds a
-                setting the agent's model cannot send (the message names it),
-                or is given to a model that takes no settings.
+                setting the phase's model (*model*'s, else the agent's)
+                cannot send (the message names it), or is given to a model
+                that takes no settings.
             ConfigError: *model* is neither a tier nor a model of the
                 runtime's configuration (or there is none); the runtime's
                 agentrio.toml, read for a mode's name, is wrong.
@@ -1343,7 +1348,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
         max_buffer_size: int = 64,
-    ) -> RunStream:
+    ) -> RunStream[OutputT]:
         """Run one phase as ``run()`` does, and stream it: its own items, as they happen.
 
         Use it as ``async with agent.stream(...) as stream: async for item in

@@ -115,17 +115,21 @@ class TypedAnswer:
 
     Args:
         kind: the spec's output type.
-        model: the model the phase calls (told the schema if it takes it).
     """
 
-    __slots__ = ("kind", "refused", "schema", "value")
+    __slots__ = ("kind", "refused", "value")
 
-    def __init__(self, kind: OutputType, model: object) -> None:
+    def __init__(self, kind: OutputType) -> None:
         self.kind = kind
         self.refused = 0
         self.value: object = None
-        # Passed to the model as output_schema= (None: the model does not take it).
-        self.schema = kind.schema if takes_schema(model) else None
+
+    def schema_for(self, model: object) -> OutputSchema | None:
+        """What to pass *model*, the model a call goes to, as ``output_schema=``:
+        the schema, or None if it does not take the keyword. (Asked at each
+        call: a phase of ``run(model=...)`` calls another model than the
+        agent's own.)"""
+        return self.kind.schema if takes_schema(model) else None
 
     def check(self, text: str, calls_left: bool) -> str | OutputInvalid | None:
         """Accept *text* as the answer (None), or refuse it: the message to send

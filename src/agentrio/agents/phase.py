@@ -321,7 +321,7 @@ class Phase:
         self.settings = settings
         # The answer's parsing and validation, when the spec has an output_type.
         output = st.info.output
-        self.typed = None if output is None else TypedAnswer(output, st.model)
+        self.typed = None if output is None else TypedAnswer(output)
 
     # -- the phase ---------------------------------------------------------------------
 
@@ -740,8 +740,10 @@ class Phase:
         if self.settings is not None:
             options["settings"] = self.settings
         typed = self.typed
-        if typed is not None and typed.schema is not None:
-            options["output_schema"] = typed.schema
+        if typed is not None:
+            schema = typed.schema_for(self.st.model)
+            if schema is not None:
+                options["output_schema"] = schema
         return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
 
     def _no_budget(self, limit: str) -> None:

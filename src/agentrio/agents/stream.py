@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import deque
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 
 import msgspec
 import trio
@@ -28,7 +28,7 @@ import trio
 from .._handles import NoPublicConstructor
 from ..core.bus import EventBus
 from ..errors import UsageError
-from ..messages import Event, PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
+from ..messages import Event, OutputT, PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
 
 if TYPE_CHECKING:
     from ..core.actor import ActorRef
@@ -37,8 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["RUN_BUSES", "RunBus", "RunDone", "RunItem", "RunStream"]
 
 
-class RunDone(msgspec.Struct, frozen=True, tag=True):
+class RunDone(msgspec.Struct, Generic[OutputT], frozen=True, tag=True):
     """The last item of a run's stream: the run's result, as ``run()`` returns it.
+
+    Generic in its result's output type, as ``PhaseResult`` is: the run of
+    an ``AgentRef[Movie]`` ends with a ``RunDone[Movie]``.
 
     Attributes:
         path: the agent's path.
@@ -47,11 +50,14 @@ class RunDone(msgspec.Struct, frozen=True, tag=True):
     """
 
     path: str
-    result: PhaseResult
+    result: PhaseResult[OutputT]
 
 
-RunItem: TypeAlias = TextDelta | ToolStarted | ToolEnded | TurnEnded | RunDone
-"""An item of a run's stream ([`AgentRef.stream`][agentrio.AgentRef.stream])."""
+RunItem: TypeAlias = TextDelta | ToolStarted | ToolEnded | TurnEnded | RunDone[OutputT]
+"""An item of a run's stream ([`AgentRef.stream`][agentrio.AgentRef.stream]).
+
+Generic in the run's output type: ``RunItem[Movie]`` for an ``AgentRef[Movie]``;
+``RunItem`` alone is ``RunItem[str]``, a run of an agent without an ``output_type``."""
 
 # The events a run's stream carries (the others go to the runtime's bus only).
 _ITEMS = frozenset((TextDelta, ToolStarted, ToolEnded, TurnEnded))
@@ -70,12 +76,12 @@ class RunBus(EventBus):
 
     __slots__ = ("bus", "held", "send", "streamed")
 
-    def __init__(self, bus: EventBus, send: trio.MemorySendChannel[RunItem]) -> None:
+    def __init__(self, bus: EventBus, send: trio.MemorySendChannel[RunItem[Any]]) -> None:
         super().__init__()
         self.active = True
         self.bus = bus
         self.send = send
-        self.held: deque[RunItem] = deque()  # items past the channel's buffer, in order
+        self.held: deque[RunItem[Any]] = deque()  # items past the channel's buffer, in order
         self.streamed = False  # a TextDelta came in the turn under way
 
     def publish(self, event: Event) -> None:
@@ -94,7 +100,7 @@ class RunBus(EventBus):
             self.put(TextDelta(path=path, text=text))
         self.streamed = False
 
-    def put(self, item: RunItem) -> None:
+    def put(self, item: RunItem[Any]) -> None:
         """Put *item* in the stream, or hold it (in order) while the channel is full."""
         held = self.held
         if held:
@@ -119,14 +125,16 @@ class RunBus(EventBus):
             held.popleft()  # (after the send: a cancelled send keeps its item)
 
 
-class RunStream(metaclass=NoPublicConstructor):
+class RunStream(Generic[OutputT], metaclass=NoPublicConstructor):
     """A run's own stream, from [`AgentRef.stream`][agentrio.AgentRef.stream].
 
     An async context manager and an async iterator: entering it starts the
     run; ``async for`` gives its items, a
     [`RunItem`][agentrio.events.RunItem] each, in the order they happened,
-    and a [`RunDone`][agentrio.events.RunDone] with the result last. No
-    public constructor.
+    and a [`RunDone`][agentrio.events.RunDone] with the result last (read
+    before the block is entered, it raises
+    [`UsageError`][agentrio.errors.UsageError]: nothing runs yet). No public
+    constructor.
 
     The stream is lossless: every item of the run is given, however slow
     the reader. It is bounded: at most ``max_buffer_size`` items wait in it,
@@ -144,7 +152,7 @@ class RunStream(metaclass=NoPublicConstructor):
     def __init__(self, ref: ActorRef, cmd: RunPhase, bus: EventBus, max_buffer_size: int) -> None:
         self._ref = ref
         self._cmd = cmd
-        send, receive = trio.open_memory_channel[RunItem](max_buffer_size)
+        send, receive = trio.open_memory_channel[RunItem[Any]](max_buffer_size)
         self._receive = receive
         self._bus = RunBus(bus, send)
         self._error: Exception | None = None  # what the run raised, for the reader
@@ -155,7 +163,7 @@ class RunStream(metaclass=NoPublicConstructor):
     def __repr__(self) -> str:
         return f"<RunStream {self._ref.path!r} {self._state}>"
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> RunStream[OutputT]:
         if self._state != "new":
             raise UsageError("a RunStream is entered once")
         self._state = "open"
@@ -201,12 +209,17 @@ class RunStream(metaclass=NoPublicConstructor):
         finally:
             send.close()
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> RunStream[OutputT]:
         return self
 
-    async def __anext__(self) -> RunItem:
+    async def __anext__(self) -> RunItem[OutputT]:
         """The next item; raises what the run raised (as ``run()`` would) after the
         items before it."""
+        if self._state == "new":  # (nothing runs yet: the read would wait forever)
+            raise UsageError(
+                "a RunStream is read inside its block: "
+                "async with agent.stream(...) as stream: async for item in stream"
+            )
         try:
             return await self._receive.receive()
         except trio.EndOfChannel:

@@ -239,6 +239,16 @@ class Model(Protocol):
       JSON. A model without the keyword is not told: its answer is parsed
       and validated all the same (see [Typed outputs][typed-outputs]).
 
+    A user turn given as content parts (images, documents: see [Images and
+    documents][images-and-documents]) reaches ``complete`` as a
+    ``ChatMessage`` whose ``parts`` holds them (its ``content`` is their
+    text). A model may have a ``check_parts(parts)`` method that raises
+    ``InvalidArgument`` naming a part it cannot take; the agent calls it
+    when ``run()``, ``stream()`` or ``start_background()`` is given parts,
+    before the turn is stored
+    ([`ProviderModel`][agentrio.types.ProviderModel] has one). A model
+    without it is given every part.
+
     Implementations: [`ProviderModel`][agentrio.types.ProviderModel],
     [`ScriptedModel`][agentrio.testing.ScriptedModel],
     [`FunctionModel`][agentrio.testing.FunctionModel].

@@ -377,7 +377,9 @@ def typed_answer(reply: ModelReply, output: OutputSchema) -> ModelReply:
             value = msgspec.json.decode(reply.text)
         except (msgspec.DecodeError, RecursionError):
             return reply
-    if output.wrapped and isinstance(value, dict) and "result" in value:
+    if output.wrapped and isinstance(value, dict) and len(value) == 1 and "result" in value:
+        # (only the wrapper itself, one key: a bare dict answer with a "result"
+        # key among others is the answer as it is)
         value = value["result"]
     return msgspec.structs.replace(reply, text=msgspec.json.encode(value).decode(), tool_calls=())
 

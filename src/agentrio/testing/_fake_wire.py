@@ -564,8 +564,10 @@ def forced_call(request: FakeRequest, reply: ModelReply) -> ModelReply:
     On Anthropic, a reply with text and no tool calls, to a request whose
     ``tool_choice`` forces a tool (``"tool"``, or ``"any"``: then
     ``final_result`` if it is offered, else the first tool), goes out as a
-    call of that tool, its input the text read as a JSON object; a text that
-    is not one goes out as it is.
+    call of that tool, its input the text read as a JSON object, or, for a
+    tool whose input is the ``{"result": ...}`` wrapper of a typed answer
+    that is no object, the text's JSON value wrapped so; any other text goes
+    out as it is.
     """
     choice = request.tool_choice
     if request.api != "anthropic" or reply.tool_calls or choice in (None, "auto", "none"):
@@ -577,8 +579,22 @@ def forced_call(request: FakeRequest, reply: ModelReply) -> ModelReply:
     except (msgspec.DecodeError, RecursionError):
         return reply
     if not isinstance(value, dict):
-        return reply
+        if not _wraps(request, choice):
+            return reply
+        value = {"result": value}
     return msgspec.structs.replace(reply, text="", tool_calls=(ToolCallRequest(choice, value),))
+
+
+def _wraps(request: FakeRequest, name: str) -> bool:
+    """Is the input of the tool *name* the ``{"result": ...}`` wrapper of an answer?"""
+    tools = request.body.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and tool.get("name") == name:
+            schema = tool.get("input_schema")
+            if isinstance(schema, dict):
+                properties = schema.get("properties")
+                return isinstance(properties, dict) and list(properties) == ["result"]
+    return False
 
 
 # -- the wire formats: replies -------------------------------------------------------
