@@ -35,6 +35,7 @@ from .agents.lanes import LanePolicy as LanePolicy
 from .agents.lanes import Lanes as Lanes
 from .agents.limits import Limits as Limits
 from .agents.modes import Mode as Mode
+from .agents.otel import OpenTelemetry as OpenTelemetry
 from .agents.policy import Approval as Approval
 from .agents.policy import Deny as Deny
 from .agents.policy import PermissionPolicy as PermissionPolicy
@@ -136,6 +137,8 @@ __all__ = [
     "RuleRouter",
     "Lanes",
     "LanePolicy",
+    # observability
+    "OpenTelemetry",
     # actors and supervisors
     "Actor",
     "InlineActor",

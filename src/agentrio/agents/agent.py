@@ -1187,7 +1187,9 @@ class AgentRef(metaclass=NoPublicConstructor):
                 f"agent {ref.path!r} was asked to run a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
             ) from None
-        result = await asked
+        otel = state.services.otel
+        # (With OpenTelemetry, the phase's span nests under the caller's.)
+        result = await asked if otel is None else await otel.asked(cmd, asked)
         assert isinstance(result, PhaseResult)
         return result
 

@@ -316,8 +316,14 @@ class Phase:
 
     # -- the phase ---------------------------------------------------------------------
 
-    async def run(self) -> PhaseResult:
+    def run(self) -> Coroutine[object, None, PhaseResult]:
         """Run the phase; called again to go on from a lone tool call whose alarm went off."""
+        otel = self.st.services.otel
+        if otel is not None:  # (the phase's span is current while it runs)
+            return otel.run_phase(self, self._run())
+        return self._run()
+
+    async def _run(self) -> PhaseResult:
         cmd, st = self.cmd, self.st
         # The phase under way: a child it starts gets no more than its tools
         # (compose.spawn_child), and if it is interrupted, the message
@@ -375,6 +381,9 @@ class Phase:
     def _ended(self) -> PhaseResult:
         """Say that the phase ended; its result."""
         self.st.phase = None
+        otel = self.st.services.otel
+        if otel is not None:
+            otel.phase_ended(self)
         if self.bus.active:
             self.bus.publish(
                 PhaseEnded(
@@ -616,6 +625,7 @@ class Phase:
                 and not st.laned
                 and self.settings is None
                 and not (st.streams and self.bus.active)
+                and st.services.otel is None
             ):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
             else:
@@ -689,7 +699,11 @@ class Phase:
             options["lane"] = self.cmd.lane or self.st.spec.lane
         if self.settings is not None:
             options["settings"] = self.settings
-        return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+        call = self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+        otel = self.st.services.otel
+        if otel is not None:  # (the call in a "chat" span)
+            return await otel.chat(self, view, max_out, call)
+        return await call
 
     def _no_budget(self, limit: str) -> None:
         self.reason = "budget_exhausted"
@@ -809,6 +823,7 @@ class Phase:
 
     async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
         st, limits = self.st, self.st.spec.limits
+        otel = st.services.otel
         batch: list[ToolRunner | ToolResult] = []
         runners: list[ToolRunner] = []
         not_run: list[ToolResult] = []
@@ -832,7 +847,10 @@ class Phase:
                     batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
                     continue
                 st.count_tool_call()
-            runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
+            if otel is None:
+                runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
+            else:  # (the call in an "execute_tool" span)
+                runner = otel.runner(self, tool, req, limits.tool_timeout, st.gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
             batch.append(runner)
