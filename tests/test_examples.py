@@ -27,10 +27,11 @@ EXPECTED = {
     ),
     "fastapi_app.py": "POST /run/stream: result 'The capital of Japan is Tokyo.'",
     "mcp_tools.py": "mcp: 4 tools, 2 ok, 1 denied, 1 failed, 1 restart",
+    "otel_console.py": "otel: 7 spans in 1 trace, 2 phases, tokens in 170, out 43",
 }
 
 # Examples that need an extra: skipped when it is not installed.
-NEEDS = {"fastapi_app.py": ("fastapi", "uvicorn")}
+NEEDS = {"fastapi_app.py": ("fastapi", "uvicorn"), "otel_console.py": ("opentelemetry.sdk",)}
 
 
 def _examples() -> list[Path]:

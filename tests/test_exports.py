@@ -49,6 +49,7 @@ PUBLIC = [
     "Model",
     "ModelReply",
     "ModelSettings",
+    "OpenTelemetry",
     "PermissionPolicy",
     "PhaseResult",
     "Provider",

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram, MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ..providers.base import Model
     from .agent import _AgentState
     from .budget import Budget
     from .phase import Phase
@@ -100,15 +99,34 @@ def model_name(model: object) -> str | None:
 
 
 class _PhaseSpan:
-    """A phase's span and what its model calls added up to."""
+    """A phase's span, what its model calls added up to, and their attributes, made
+    once per phase (the agent's model does not change during a phase)."""
 
-    __slots__ = ("input_tokens", "output_tokens", "span", "started")
+    __slots__ = ("chat", "chat_name", "input_tokens", "metric", "output_tokens", "span", "tokens")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, st: _AgentState) -> None:
         self.span = span
-        self.started = time.perf_counter()
         self.input_tokens = 0
         self.output_tokens = 0
+        model = st.model
+        requested = model_name(model)
+        metric: _Attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider_name(model),
+        }
+        if requested is not None:
+            metric["gen_ai.request.model"] = requested
+        self.metric = metric
+        self.tokens = (
+            {**metric, "gen_ai.token.type": "input"},
+            {**metric, "gen_ai.token.type": "output"},
+        )
+        self.chat: _Attributes = {
+            **metric,
+            "gen_ai.agent.name": st.spec.name,
+            "gen_ai.request.max_tokens": st.spec.limits.max_output_tokens,
+        }
+        self.chat_name = "chat" if requested is None else f"chat {requested}"
 
 
 class OpenTelemetry:
@@ -283,7 +301,7 @@ class OpenTelemetry:
         span = self._tracer.start_span(
             f"invoke_agent {name}", context=parent, kind=self._internal, attributes=attributes
         )
-        return _PhaseSpan(span)
+        return _PhaseSpan(span, st)
 
     def phase_ended(self, phase: Phase) -> None:
         """End the phase's span (started now if the phase never ran: it failed first)."""
@@ -292,24 +310,24 @@ class OpenTelemetry:
             record = self._start_phase(phase)
         span = record.span
         st = phase.st
-        span.set_attribute("agentrio.stop_reason", phase.reason)
-        span.set_attribute("agentrio.iterations", phase.iterations)
-        span.set_attribute("agentrio.tool_calls", len(phase.calls))
-        span.set_attribute("gen_ai.usage.input_tokens", record.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", record.output_tokens)
-        for key, value in _budget_left(st.budget).items():
-            span.set_attribute(key, value)
-        error = None
+        attributes: _Attributes = {
+            "agentrio.stop_reason": phase.reason,
+            "agentrio.iterations": phase.iterations,
+            "agentrio.tool_calls": len(phase.calls),
+            "gen_ai.usage.input_tokens": record.input_tokens,
+            "gen_ai.usage.output_tokens": record.output_tokens,
+        }
+        budget = st.budget
+        if budget.parent is not None or _limited(budget):
+            attributes.update(_budget_left(budget))
         if phase.reason == "error":
-            error = phase.error[0] if phase.error is not None else "error"
-            self._failed(span, error)
+            attributes["error.type"] = phase.error[0] if phase.error is not None else "error"
+            span.set_status(self._error)
         elif self.capture_content:
             final = ChatMessage("assistant", phase.final_text)
-            span.set_attribute("gen_ai.output.messages", self._messages((final,), st))
+            attributes["gen_ai.output.messages"] = self._messages((final,), st)
+        span.set_attributes(attributes)
         span.end()
-        self._duration.record(
-            time.perf_counter() - record.started, self._operation("invoke_agent", st.model, error)
-        )
 
     # -- model calls -------------------------------------------------------------------
 
@@ -321,24 +339,15 @@ class OpenTelemetry:
         call: Coroutine[object, None, ModelReply],
     ) -> ModelReply:
         """Await *call*, the phase's model call on *messages*, in a ``chat`` span."""
-        st = phase.st
-        model = st.model
-        requested = model_name(model)
-        attributes: _Attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider_name(model),
-            "gen_ai.agent.name": st.spec.name,
-            "gen_ai.request.max_tokens": max_output_tokens,
-        }
-        if requested is not None:
-            attributes["gen_ai.request.model"] = requested
-        if self.capture_content:
-            attributes["gen_ai.input.messages"] = self._messages(messages, st)
-        span = self._tracer.start_span(
-            "chat" if requested is None else f"chat {requested}",
-            kind=self._client,
-            attributes=attributes,
-        )
+        record = self._phases.get(phase)
+        if record is None:  # (a phase runs within run_phase: not reached)
+            record = _PhaseSpan(self._tracer.start_span("invoke_agent"), phase.st)
+        attributes = record.chat
+        if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
+            attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
+            if self.capture_content:
+                attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
+        span = self._tracer.start_span(record.chat_name, kind=self._client, attributes=attributes)
         started = time.perf_counter()
         try:
             reply = await call
@@ -347,35 +356,33 @@ class OpenTelemetry:
             self._failed(span, error)
             span.end()
             self._duration.record(
-                time.perf_counter() - started, self._operation("chat", model, error)
+                time.perf_counter() - started, {**record.metric, "error.type": error}
             )
             raise
-        metric = self._operation("chat", model, None)
-        self._duration.record(time.perf_counter() - started, metric)
+        self._duration.record(time.perf_counter() - started, record.metric)
         if isinstance(reply, ModelReply):
-            self._replied(span, phase, reply, metric)
+            self._replied(span, phase, reply, record)
         span.end()
         return reply
 
-    def _replied(self, span: Span, phase: Phase, reply: ModelReply, metric: _Attributes) -> None:
-        span.set_attribute("gen_ai.response.finish_reasons", (reply.finish_reason,))
+    def _replied(self, span: Span, phase: Phase, reply: ModelReply, record: _PhaseSpan) -> None:
+        attributes: _Attributes = {"gen_ai.response.finish_reasons": (reply.finish_reason,)}
         usage = reply.usage
         if type(usage) is Usage:  # (a model's own object may hold anything: recorded if sound)
             tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
             if type(tokens_in) is int and type(tokens_out) is int:
-                span.set_attribute("gen_ai.usage.input_tokens", tokens_in)
-                span.set_attribute("gen_ai.usage.output_tokens", tokens_out)
+                attributes["gen_ai.usage.input_tokens"] = tokens_in
+                attributes["gen_ai.usage.output_tokens"] = tokens_out
                 if tokens_in >= 0 and tokens_out >= 0:
-                    self._tokens.record(tokens_in, {**metric, "gen_ai.token.type": "input"})
-                    self._tokens.record(tokens_out, {**metric, "gen_ai.token.type": "output"})
-                record = self._phases.get(phase)
-                if record is not None:
-                    record.input_tokens += tokens_in
-                    record.output_tokens += tokens_out
+                    self._tokens.record(tokens_in, record.tokens[0])
+                    self._tokens.record(tokens_out, record.tokens[1])
+                record.input_tokens += tokens_in
+                record.output_tokens += tokens_out
         if self.capture_content:
             text = reply.text or reply.refusal
             out = ChatMessage("assistant", text, tool_calls=reply.tool_calls)
-            span.set_attribute("gen_ai.output.messages", self._messages((out,), phase.st))
+            attributes["gen_ai.output.messages"] = self._messages((out,), phase.st)
+        span.set_attributes(attributes)
 
     # -- tool calls --------------------------------------------------------------------
 
@@ -415,50 +422,28 @@ class OpenTelemetry:
         span = self._tracer.start_span(
             f"execute_tool {req.name}", kind=self._internal, attributes=attributes
         )
-        started = time.perf_counter()
         token = self._attach(self._in_context(span))
         try:
             result = await call
         except BaseException as exc:
             # Cut short: the lone call's alarm (its timeout), or the phase's end.
-            cut = "timeout" if runner.expired else _error_type(exc)
-            self._failed(span, cut)
-            self._tool_ended(span, started, cut)
+            self._failed(span, "timeout" if runner.expired else _error_type(exc))
+            span.end()
             raise
         finally:
             self._detach(token)
-        error = None if result.status == "ok" else result.status
-        if error is not None:
-            self._failed(span, error)
+        if result.status != "ok":
+            self._failed(span, result.status)
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.result", self._content(result.content, st))
-        self._tool_ended(span, started, error)
-        return result
-
-    def _tool_ended(self, span: Span, started: float, error: str | None) -> None:
         span.end()
-        metric: _Attributes = {"gen_ai.operation.name": "execute_tool"}
-        if error is not None:
-            metric["error.type"] = error
-        self._duration.record(time.perf_counter() - started, metric)
+        return result
 
     # -- helpers -----------------------------------------------------------------------
 
     def _failed(self, span: Span, error: str) -> None:
         span.set_attribute("error.type", error)
         span.set_status(self._error)
-
-    def _operation(self, name: str, model: Model | object, error: str | None) -> _Attributes:
-        attributes: _Attributes = {
-            "gen_ai.operation.name": name,
-            "gen_ai.provider.name": provider_name(model),
-        }
-        requested = model_name(model)
-        if requested is not None:
-            attributes["gen_ai.request.model"] = requested
-        if error is not None:
-            attributes["error.type"] = error
-        return attributes
 
     def _content(self, text: str, st: _AgentState) -> str:
         env = st.spec.env
@@ -499,6 +484,14 @@ class _TracedRunner(ToolRunner):
 def _error_type(exc: BaseException) -> str:
     name = type(exc).__name__
     return "cancelled" if name == "Cancelled" else name
+
+
+def _limited(budget: Budget) -> bool:
+    return not (
+        budget.max_total_tokens is None
+        and budget.max_requests is None
+        and budget.max_cost_usd is None
+    )
 
 
 def _budget_left(budget: Budget) -> dict[str, int | float]:
