@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 import trio
+import trio.testing
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -262,6 +263,32 @@ async def test_a_lone_call_past_its_timeout_is_a_timeout(
     assert all(s.parent is None for s in phases)
     assert phases[0].context is not None and phases[1].context is not None
     assert phases[0].context.trace_id != phases[1].context.trace_id
+
+
+async def test_the_spans_of_phases_whose_agent_was_cancelled_end(recorded: Recorded) -> None:
+    async def never(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        stuck = [
+            await rt.spawn_agent(AgentSpec(f"stuck{i}", FunctionModel(never))) for i in range(64)
+        ]
+        async with trio.open_nursery() as nursery:
+            for agent in stuck:
+                nursery.start_soon(agent.run, "hang")
+            await trio.testing.wait_all_tasks_blocked()
+            for agent in stuck:
+                agent.ref.cancel()  # the agent itself, not its caller: its phase never ends
+            nursery.cancel_scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert not [s for s in recorded.spans() if s.name.startswith("invoke_agent")]
+        # The next phase to start looks for them, and ends their spans.
+        agent = await rt.spawn_agent(AgentSpec("next", ScriptedModel([Reply(text="hi")])))
+        await agent.run("hello")
+    ended = [s for s in recorded.spans() if s.name.startswith("invoke_agent stuck")]
+    assert len(ended) == 64
+    assert {(s.attributes or {})["error.type"] for s in ended} == {"cancelled"}
 
 
 async def test_a_phase_nests_under_its_callers_span(recorded: Recorded) -> None:

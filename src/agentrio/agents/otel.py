@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._checks import check_int
+from ..core import exit_reason
 from ..errors import InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -75,6 +76,9 @@ _SECONDS_BUCKETS = (
 )
 
 _Attributes = dict[str, Any]
+
+# The phases in flight past which those that will not end are looked for (see _sweep).
+_SWEEP_AT = 64
 
 
 def _cut(text: str, most: int) -> str:
@@ -189,6 +193,7 @@ class OpenTelemetry:
         "_parents",
         "_phases",
         "_root",
+        "_sweep_at",
         "_tokens",
         "_tracer",
         "capture_content",
@@ -244,6 +249,7 @@ class OpenTelemetry:
         # The context of each phase's caller, by id of its RunPhase while run() waits.
         self._parents: dict[int, Context] = {}
         self._phases: dict[Phase, _PhaseSpan] = {}
+        self._sweep_at = _SWEEP_AT
 
     def __repr__(self) -> str:
         return f"OpenTelemetry(capture_content={self.capture_content})"
@@ -266,6 +272,8 @@ class OpenTelemetry:
         """Run *body*, the phase's turns, with its span current (started on its first run)."""
         record = self._phases.get(phase)
         if record is None:
+            if len(self._phases) >= self._sweep_at:
+                self._sweep()
             record = self._phases[phase] = self._start_phase(phase)
         token = self._attach(self._in_context(record.span))
         try:
@@ -277,6 +285,20 @@ class OpenTelemetry:
             raise
         finally:
             self._detach(token)
+
+    def _sweep(self) -> None:
+        """End the spans of phases that will not end: their agent was cancelled (or
+        crashed) mid-phase. Now and then (each time the phases in flight double):
+        a long-lived runtime must not keep them all."""
+        for phase, record in list(self._phases.items()):
+            ref = phase.st.ref
+            if phase.st.phase is not phase or (ref is not None and exit_reason(ref) is not None):
+                del self._phases[phase]
+                span = record.span
+                span.set_attribute("agentrio.stop_reason", "cancelled")
+                self._failed(span, "cancelled")
+                span.end()
+        self._sweep_at = max(_SWEEP_AT, 2 * len(self._phases))
 
     def _start_phase(self, phase: Phase) -> _PhaseSpan:
         st, cmd = phase.st, phase.cmd
