@@ -301,6 +301,28 @@ async def test_a_phase_nests_under_its_callers_span(recorded: Recorded) -> None:
     assert phase.parent.span_id == request.get_span_context().span_id
 
 
+async def test_a_tool_sees_its_callers_baggage(recorded: Recorded) -> None:
+    from opentelemetry import baggage, context
+
+    seen: list[object] = []
+
+    @agentrio.tool
+    async def who() -> str:
+        """Who asked."""
+        seen.append(baggage.get_baggage("user"))
+        return "ok"
+
+    model = ScriptedModel([calls(("who", {})), Reply(text="done")])
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        agent = await rt.spawn_agent(AgentSpec("solo", model, tools=[who]))
+        token = context.attach(baggage.set_baggage("user", "ada"))
+        try:
+            await agent.run("hello")
+        finally:
+            context.detach(token)
+    assert seen == ["ada"]
+
+
 async def test_content_is_not_recorded_by_default(recorded: Recorded) -> None:
     model = ScriptedModel([calls(("lookup", {"key": "secret-a"})), Reply(text="the secret answer")])
     async with agentrio.open_runtime(otel=recorded.otel) as rt:

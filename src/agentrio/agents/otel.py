@@ -106,18 +106,25 @@ class _PhaseSpan:
     """A phase's span, what its model calls added up to, and their attributes, made
     once per phase (the agent's model does not change during a phase)."""
 
-    __slots__ = ("chat", "chat_name", "input_tokens", "metric", "output_tokens", "span", "tokens")
+    __slots__ = (
+        "chat",
+        "chat_name",
+        "context",
+        "input_tokens",
+        "metric",
+        "output_tokens",
+        "span",
+        "tokens",
+    )
 
-    def __init__(self, span: Span, st: _AgentState) -> None:
+    def __init__(
+        self, span: Span, context: Context, st: _AgentState, provider: str, requested: str | None
+    ) -> None:
         self.span = span
+        self.context = context  # the caller's, with this span current
         self.input_tokens = 0
         self.output_tokens = 0
-        model = st.model
-        requested = model_name(model)
-        metric: _Attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider_name(model),
-        }
+        metric: _Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
         if requested is not None:
             metric["gen_ai.request.model"] = requested
         self.metric = metric
@@ -275,7 +282,7 @@ class OpenTelemetry:
             if len(self._phases) >= self._sweep_at:
                 self._sweep()
             record = self._phases[phase] = self._start_phase(phase)
-        token = self._attach(self._in_context(record.span))
+        token = self._attach(record.context)
         try:
             return await body
         except Exception as exc:  # a bug: the phase will not end (its agent crashes)
@@ -304,13 +311,13 @@ class OpenTelemetry:
         st, cmd = phase.st, phase.cmd
         name = st.spec.name
         model = st.model
+        provider, requested = provider_name(model), model_name(model)
         attributes: _Attributes = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": name,
             "gen_ai.agent.id": phase.path,
-            "gen_ai.provider.name": provider_name(model),
+            "gen_ai.provider.name": provider,
         }
-        requested = model_name(model)
         if requested is not None:
             attributes["gen_ai.request.model"] = requested
         if cmd.context_label is not None:
@@ -319,11 +326,12 @@ class OpenTelemetry:
             attributes["gen_ai.input.messages"] = self._messages(
                 (ChatMessage("user", cmd.user_message),), st
             )
+        # The caller's context (its baggage too), else a trace of its own.
         parent = self._parents.get(id(cmd), self._root)
         span = self._tracer.start_span(
             f"invoke_agent {name}", context=parent, kind=self._internal, attributes=attributes
         )
-        return _PhaseSpan(span, st)
+        return _PhaseSpan(span, self._in_context(span, parent), st, provider, requested)
 
     def phase_ended(self, phase: Phase) -> None:
         """End the phase's span (started now if the phase never ran: it failed first)."""
@@ -363,13 +371,15 @@ class OpenTelemetry:
         """Await *call*, the phase's model call on *messages*, in a ``chat`` span."""
         record = self._phases.get(phase)
         if record is None:  # (a phase runs within run_phase: not reached)
-            record = _PhaseSpan(self._tracer.start_span("invoke_agent"), phase.st)
+            record = self._start_phase(phase)
         attributes = record.chat
         if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
             attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
             if self.capture_content:
                 attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
-        span = self._tracer.start_span(record.chat_name, kind=self._client, attributes=attributes)
+        span = self._tracer.start_span(
+            record.chat_name, context=record.context, kind=self._client, attributes=attributes
+        )
         started = time.perf_counter()
         try:
             reply = await call
