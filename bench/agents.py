@@ -24,7 +24,8 @@ exact model-call and tool-call counts.
             runs/s over agentrio's without it, measured alternately in the same
             run (goal >= 0.6); null, with ``otel_skipped``, when the SDK is not
             installed. The figures without it are agentrio's usual ones: off,
-            OpenTelemetry is not even imported.
+            OpenTelemetry is not even imported. (The SDK's own cost per span
+            is most of the difference: see docs/design.md, "OpenTelemetry".)
 
 Run: python bench/agents.py --agents 10000 [--repeats 3]; prints one JSON line.
 """
