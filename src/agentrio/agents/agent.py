@@ -1187,9 +1187,12 @@ class AgentRef(metaclass=NoPublicConstructor):
                 f"agent {ref.path!r} was asked to run a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
             ) from None
-        otel = state.services.otel
-        # (With OpenTelemetry, the phase's span nests under the caller's.)
-        result = await asked if otel is None else await otel.asked(cmd, asked)
+        # (With OpenTelemetry, the phase's span nests under the caller's. No local
+        # for it: this frame waits on each of 10k agents' callers.)
+        if state.services.otel is None:
+            result = await asked
+        else:
+            result = await state.services.otel.asked(cmd, asked)
         assert isinstance(result, PhaseResult)
         return result
 

@@ -699,11 +699,15 @@ class Phase:
             options["lane"] = self.cmd.lane or self.st.spec.lane
         if self.settings is not None:
             options["settings"] = self.settings
-        call = self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
-        otel = self.st.services.otel
-        if otel is not None:  # (the call in a "chat" span)
-            return await otel.chat(self, view, max_out, call)
-        return await call
+        # (No local for the OpenTelemetry: this frame waits on each agent's model call.)
+        if self.st.services.otel is None:
+            return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+        return await self.st.services.otel.chat(  # the call in a "chat" span
+            self,
+            view,
+            max_out,
+            self.st.model.complete(view, schemas, max_output_tokens=max_out, **options),
+        )
 
     def _no_budget(self, limit: str) -> None:
         self.reason = "budget_exhausted"
@@ -823,7 +827,6 @@ class Phase:
 
     async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
         st, limits = self.st, self.st.spec.limits
-        otel = st.services.otel
         batch: list[ToolRunner | ToolResult] = []
         runners: list[ToolRunner] = []
         not_run: list[ToolResult] = []
@@ -847,10 +850,11 @@ class Phase:
                     batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
                     continue
                 st.count_tool_call()
-            if otel is None:
+            # (No local for the OpenTelemetry: this frame waits on each agent's tool.)
+            if st.services.otel is None:
                 runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
             else:  # (the call in an "execute_tool" span)
-                runner = otel.runner(self, tool, req, limits.tool_timeout, st.gate)
+                runner = st.services.otel.runner(self, tool, req, limits.tool_timeout, st.gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
             batch.append(runner)
