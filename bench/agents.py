@@ -15,6 +15,18 @@ Both run with CPython's default GC, and again with gc.set_threshold(100_000,
 50, 100) (the ``_gc_tuned`` figures). Every run checks each answer and the
 exact model-call and tool-call counts.
 
+  otel      agentrio again (default GC), with ``open_runtime(otel=...)``: the
+            OpenTelemetry SDK's TracerProvider with a SimpleSpanProcessor to an
+            exporter that drops each span (every span is built, ended and
+            handed to the exporter, synchronously: the SDK's whole cost but the
+            I/O), and a MeterProvider with an InMemoryMetricReader (every
+            histogram record aggregated, never exported). ``otel_ratio`` is its
+            runs/s over agentrio's without it, measured alternately in the same
+            run (goal >= 0.6); null, with ``otel_skipped``, when the SDK is not
+            installed. The figures without it are agentrio's usual ones: off,
+            OpenTelemetry is not even imported. (The SDK's own cost per span
+            is most of the difference: see docs/design.md, "OpenTelemetry".)
+
 Run: python bench/agents.py --agents 10000 [--repeats 3]; prints one JSON line.
 """
 
@@ -35,6 +47,7 @@ import trio
 from _common import main, median_of, rss_now_mb
 
 import agentrio
+import agentrio.otel
 from agentrio.testing import FunctionModel, Reply
 
 GC_TUNED = (100_000, 50, 100)
@@ -160,9 +173,34 @@ SPEC = agentrio.AgentSpec(
 )
 
 
-async def _agentrio(n: int) -> tuple[list[str], float]:
+def _otel() -> agentrio.otel.OpenTelemetry:
+    """OpenTelemetry on the SDK, exporting nothing (see the module's docstring)."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(Dropped()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return agentrio.otel.OpenTelemetry(
+        tracer_provider=tracer_provider, meter_provider=meter_provider
+    )
+
+
+async def _agentrio_otel(n: int) -> tuple[list[str], float]:
+    return await _agentrio(n, _otel())
+
+
+async def _agentrio(
+    n: int, otel: agentrio.otel.OpenTelemetry | None = None
+) -> tuple[list[str], float]:
     answers = [""] * n
-    async with agentrio.open_runtime() as rt:
+    async with agentrio.open_runtime(otel=otel) as rt:
         t0 = time.perf_counter()
 
         async def one(i: int, agent: agentrio.AgentRef) -> None:
@@ -182,7 +220,7 @@ def runs(n: int, impl: str, gc_tuned: bool = False) -> dict[str, Any]:
     if gc_tuned:
         gc.set_threshold(*GC_TUNED)
     base = rss_now_mb()
-    driver = _trio_mailbox if impl == "floor" else _agentrio
+    driver = {"floor": _trio_mailbox, "agentrio": _agentrio, "otel": _agentrio_otel}[impl]
     trio.run(driver, 10)  # warm-up
     COUNTS["model"] = COUNTS["tool"] = 0
     answers, dt = trio.run(driver, n)
@@ -217,12 +255,31 @@ def report(args: Any) -> dict[str, Any]:
         out[f"ratio{suffix}"] = round(ours["runs_per_s"] / floor["runs_per_s"], 3)
         out[f"peak_rss_mb{suffix}"] = ours["peak_rss_mb"]
         out[f"floor_peak_rss_mb{suffix}"] = floor["peak_rss_mb"]
+        if suffix == "":
+            _otel_figures(out, script, args, ours)
     goal = 0.3 if n >= 10_000 else 0.5
     out["goals_met"] = {
         f"ratio>={goal}": out["ratio"] >= goal,
         "peak_rss_mb<150 (at 10k)": n != 10_000 or out["peak_rss_mb"] < 150,
     }
+    if out["otel_ratio"] is not None:
+        out["goals_met"]["otel_ratio>=0.6"] = out["otel_ratio"] >= 0.6
     return out
+
+
+def _otel_figures(out: dict[str, Any], script: str, args: Any, off: dict[str, Any]) -> None:
+    """Add agentrio's runs/s with OpenTelemetry on, and its ratio to *off*'s."""
+    try:
+        import opentelemetry.sdk  # noqa: F401
+    except ImportError:
+        out["otel_ratio"] = None
+        out["otel_skipped"] = "the OpenTelemetry SDK is not installed (opentelemetry-sdk)"
+        return
+    on = median_of(script, "runs", {"n": args.agents, "impl": "otel"}, args.repeats, args.timeout)
+    print(f"[agents] agentrio with otel: {on}", file=sys.stderr, flush=True)
+    out["otel_runs_per_s"] = on["runs_per_s"]
+    out["otel_ratio"] = round(on["runs_per_s"] / off["runs_per_s"], 3)
+    out["otel_peak_rss_mb"] = on["peak_rss_mb"]
 
 
 def _args(ap: Any) -> None:

@@ -81,6 +81,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.cli",
             "agentrio.host",
             "agentrio.mcp",
+            "agentrio.otel",
         ),
     ),
 )

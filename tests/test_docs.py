@@ -378,7 +378,15 @@ def test_blocks_can_reach_loopback(tmp_path: Path, runner: ForkServer | None) ->
 DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)
 
 
-NAMESPACES = ("core", "events", "errors", "types", "testing", "mcp")  # documented whole, each
+NAMESPACES = (
+    "core",
+    "events",
+    "errors",
+    "types",
+    "testing",
+    "mcp",
+    "otel",
+)  # documented whole, each
 
 
 def public_names() -> dict[str, object]:

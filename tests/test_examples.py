@@ -33,10 +33,11 @@ EXPECTED = {
     ),
     "stream_tokens.py": "done: done, 3 pieces of text",
     "logging_demo.py": "logging: retries logged: True, records with the key or content: 0",
+    "otel_console.py": "otel: 7 spans in 1 trace, 2 phases, tokens in 170, out 43",
 }
 
 # Examples that need an extra: skipped when it is not installed.
-NEEDS = {"fastapi_app.py": ("fastapi", "uvicorn")}
+NEEDS = {"fastapi_app.py": ("fastapi", "uvicorn"), "otel_console.py": ("opentelemetry.sdk",)}
 
 
 def _examples() -> list[Path]:

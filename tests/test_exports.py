@@ -383,7 +383,7 @@ def test_importing_agentrio_installs_no_log_handler() -> None:
     code = """
 import json, logging
 import agentrio, agentrio.core, agentrio.events, agentrio.types, agentrio.errors
-import agentrio.testing, agentrio.mcp, agentrio.cli, agentrio.demo
+import agentrio.testing, agentrio.mcp, agentrio.otel, agentrio.cli, agentrio.demo
 names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "agentrio"]
 loggers = [logging.getLogger(), *map(logging.getLogger, names)]
 print(json.dumps({

@@ -49,8 +49,12 @@ CYCLES_WITHIN_PACKAGES = [
         "agentrio.agents.compaction",
         "agentrio.agents.compose",
         "agentrio.agents.helper",
+        # otel: the phase calls it, and it reads the phase and its agent (under
+        # TYPE_CHECKING); services holds it (its type, under TYPE_CHECKING).
+        "agentrio.agents.otel",
         "agentrio.agents.phase",
         "agentrio.agents.respond",
+        "agentrio.agents.services",
     ],
     [
         "agentrio.core.actor",

@@ -140,6 +140,7 @@ __all__ = [
     "RuleRouter",
     "Lanes",
     "LanePolicy",
+    # observability
     # actors and supervisors
     "Actor",
     "InlineActor",

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
     from .agents.lanes import Lanes
     from .agents.modes import Mode
+    from .agents.otel import OpenTelemetry
     from .agents.router import Router
     from .agents.tool import Tool
     from .config import Config
@@ -92,6 +93,7 @@ class _RuntimeOptions(TypedDict, total=False):
     lanes: Lanes | None
     modes: Sequence[Mode]
     router: Router | None
+    otel: OpenTelemetry | None
 
 
 class _RunOptions(TypedDict, total=False):

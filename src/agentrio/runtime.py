@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .agents.agent import AgentRef, AgentSpec
     from .agents.helper import Helper
     from .agents.modes import Mode
+    from .agents.otel import OpenTelemetry
     from .agents.router import Router
     from .agents.tool import Tool
     from .errors import ActorError
@@ -33,6 +34,7 @@ from .agents.budget import Budget, UsageTotals
 from .agents.compose import map_phases
 from .agents.helper import infrastructure_helper
 from .agents.lanes import Lanes, ToolLanes
+from .agents.otel import check_otel
 from .agents.respond import check_runtime_routing
 from .agents.services import Services
 from .config import Config, Models, find_config, load_config
@@ -371,6 +373,7 @@ async def open_runtime(
     lanes: Lanes | None = None,
     modes: Sequence[Mode] = (),
     router: Router | None = None,
+    otel: OpenTelemetry | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -424,12 +427,16 @@ async def open_runtime(
             is *config*, or the agentrio.toml found as by ``load_config()``
             when a mode or the router is first needed; without one, the
             defaults hold (no error).
+        otel: record the runtime's phases, model calls and tool calls with
+            OpenTelemetry (see [`OpenTelemetry`][agentrio.otel.OpenTelemetry]);
+            default: nothing is recorded, at no cost.
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that
             is not a ``Lanes``, a *tools* entry that is not a ``Tool``
             (raised on entering the block), *modes* that is not a list of
-            ``Mode`` or has two of one name, a *router* that is not callable.
+            ``Mode`` or has two of one name, a *router* that is not callable,
+            *otel* that is not an ``OpenTelemetry``.
     """
     check_runtime_routing(modes, router)
     if budget is None:
@@ -457,6 +464,7 @@ async def open_runtime(
     )
     rt = tree.ref
     rt._tree = tree
+    services.otel = check_otel(otel)
     rt._services = services
     rt.register_tool(*tools)
     if config is not None:

@@ -1329,7 +1329,12 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 f"agent {ref.path!r} was asked to run a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
             ) from None
-        result = await asked
+        # (With OpenTelemetry, the phase's span nests under the caller's. No local
+        # for it: this frame waits on each of 10k agents' callers.)
+        if state.services.otel is None:
+            result = await asked
+        else:
+            result = await state.services.otel.asked(cmd, asked)
         assert isinstance(result, PhaseResult)
         return result
 

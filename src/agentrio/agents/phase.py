@@ -325,8 +325,14 @@ class Phase:
 
     # -- the phase ---------------------------------------------------------------------
 
-    async def run(self) -> PhaseResult[object]:
+    def run(self) -> Coroutine[object, None, PhaseResult[object]]:
         """Run the phase; called again to go on from a lone tool call whose alarm went off."""
+        otel = self.st.services.otel
+        if otel is not None:  # (the phase's span is current while it runs)
+            return otel.run_phase(self, self._run())
+        return self._run()
+
+    async def _run(self) -> PhaseResult[object]:
         cmd, st = self.cmd, self.st
         # The phase under way: a child it starts gets no more than its tools
         # (compose.spawn_child), and if it is interrupted, the message
@@ -384,6 +390,9 @@ class Phase:
     def _ended(self) -> PhaseResult[object]:
         """Say that the phase ended; its result."""
         self.st.phase = None
+        otel = self.st.services.otel
+        if otel is not None:
+            otel.phase_ended(self)
         if self.bus.active:
             self.bus.publish(
                 PhaseEnded(
@@ -663,6 +672,7 @@ class Phase:
                 and self.settings is None
                 and self.typed is None
                 and not (st.streams and self.bus.active)
+                and st.services.otel is None
             ):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
             else:
@@ -744,7 +754,15 @@ class Phase:
             schema = typed.schema_for(self.st.model)
             if schema is not None:
                 options["output_schema"] = schema
-        return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+        # (No local for the OpenTelemetry: this frame waits on each agent's model call.)
+        if self.st.services.otel is None:
+            return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
+        return await self.st.services.otel.chat(  # the call in a "chat" span
+            self,
+            view,
+            max_out,
+            self.st.model.complete(view, schemas, max_output_tokens=max_out, **options),
+        )
 
     def _no_budget(self, limit: str) -> None:
         self.reason = "budget_exhausted"
@@ -887,7 +905,11 @@ class Phase:
                     batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
                     continue
                 st.count_tool_call()
-            runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
+            # (No local for the OpenTelemetry: this frame waits on each agent's tool.)
+            if st.services.otel is None:
+                runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
+            else:  # (the call in an "execute_tool" span)
+                runner = st.services.otel.runner(self, tool, req, limits.tool_timeout, st.gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
             batch.append(runner)

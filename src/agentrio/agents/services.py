@@ -25,6 +25,7 @@ from .tool import Tool
 if TYPE_CHECKING:
     from ..core import EventBus
     from .lanes import ToolLanes
+    from .otel import OpenTelemetry
 
 __all__ = ["Configuration", "Services"]
 
@@ -62,6 +63,8 @@ class Services:
         tool_lanes: how the lanes' tool calls are limited and retried (None:
             nothing is).
         tools: the tools registered by name (see `register_tool`).
+        otel: what records the phases, model calls and tool calls with
+            OpenTelemetry (None: nothing does, and they pay one test for it).
         resolve: turns a tier name or an ``"instance:model"`` string into a
             model object, through the runtime's configuration (loaded on first
             use). Raises ``ConfigError`` for a name it does not know, or when
@@ -74,6 +77,7 @@ class Services:
         "_router",
         "budget",
         "bus",
+        "otel",
         "resolve",
         "tool_lanes",
         "tools",
@@ -93,6 +97,7 @@ class Services:
         self.budget = budget
         self.bus = bus
         self.tool_lanes = tool_lanes
+        self.otel: OpenTelemetry | None = None
         self.tools: dict[str, Tool] = {}
         self.resolve = resolve
         # The runtime's configuration when it has one (given, or found as for

@@ -1,0 +1,551 @@
+"""OpenTelemetry: spans and metrics of phases, model calls and tool calls.
+
+By the OpenTelemetry GenAI semantic conventions: a span ``invoke_agent
+{agent}`` for each phase, ``chat {model}`` for each model call and
+``execute_tool {tool}`` for each tool call, with the conventions' attributes
+(``gen_ai.*``, ``error.type``) and agentrio's own (``agentrio.*``); the
+histograms ``gen_ai.client.token.usage`` and
+``gen_ai.client.operation.duration``.
+
+This module imports no OpenTelemetry package itself: `OpenTelemetry()` does,
+when it is made (the API package, the ``otel`` extra). A runtime without one
+(``open_runtime(otel=None)``, the default) pays one attribute test at a
+phase's start and end, at each model call and each turn of tool calls.
+
+Nesting. Each phase's span is the current span (OpenTelemetry's context, a
+context variable) of its agent's task while the phase runs, and each tool
+call's while the tool runs: a model call's span, and a tool's, nest under
+their phase's, and anything the tool instruments itself nests under the
+tool's. A phase runs in its agent's own task, which does not see its caller's
+context: ``AgentRef.run`` hands the caller's context to the phase it asks for
+(`OpenTelemetry.asked`), so a subagent's phase nests under the tool call (or
+the phase, or the user's span) that ran it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .._checks import check_int
+from ..core import exit_reason
+from ..errors import InvalidArgument
+from ..messages import (
+    ChatMessage,
+    ModelReply,
+    PhaseResult,
+    RunPhase,
+    ToolCallRequest,
+    ToolResult,
+    Usage,
+)
+from .tool_call import ToolGate, ToolRunner, hide_env
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.trace import Span, Tracer, TracerProvider
+
+    from .agent import _AgentState
+    from .budget import Budget
+    from .phase import Phase
+    from .tool import Tool
+
+__all__ = ["OpenTelemetry"]
+
+# The conventions' bucket boundaries for the two histograms.
+_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
+_SECONDS_BUCKETS = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
+
+_Attributes = dict[str, Any]
+
+# The phases in flight past which those that will not end are looked for (see _sweep).
+_SWEEP_AT = 64
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def provider_name(model: object) -> str:
+    """``gen_ai.provider.name`` of *model*: a provider's wire format (``"openai"``,
+    ``"anthropic"``, ``"ollama"``), else the model's class name."""
+    provider = getattr(model, "provider", None)
+    config = getattr(provider, "config", None)
+    kind = getattr(config, "kind", None)
+    if isinstance(kind, str) and kind:
+        return kind
+    return type(model).__name__
+
+
+def model_name(model: object) -> str | None:
+    """``gen_ai.request.model`` of *model*: its ``name`` at its provider, if it has one."""
+    name = getattr(model, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+class _PhaseSpan:
+    """A phase's span, what its model calls added up to, and their attributes, made
+    once per phase (the agent's model does not change during a phase)."""
+
+    __slots__ = (
+        "chat",
+        "chat_name",
+        "context",
+        "input_tokens",
+        "metric",
+        "output_tokens",
+        "span",
+        "tokens",
+    )
+
+    def __init__(
+        self, span: Span, context: Context, st: _AgentState, provider: str, requested: str | None
+    ) -> None:
+        self.span = span
+        self.context = context  # the caller's, with this span current
+        self.input_tokens = 0
+        self.output_tokens = 0
+        metric: _Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
+        if requested is not None:
+            metric["gen_ai.request.model"] = requested
+        self.metric = metric
+        self.tokens = (
+            {**metric, "gen_ai.token.type": "input"},
+            {**metric, "gen_ai.token.type": "output"},
+        )
+        self.chat: _Attributes = {
+            **metric,
+            "gen_ai.agent.name": st.spec.name,
+            "gen_ai.request.max_tokens": st.spec.limits.max_output_tokens,
+        }
+        self.chat_name = "chat" if requested is None else f"chat {requested}"
+
+
+class OpenTelemetry:
+    """Record a runtime's phases, model calls and tool calls with OpenTelemetry.
+
+    Give it to [`open_runtime`][agentrio.open_runtime] (``otel=``): each
+    phase is a span ``invoke_agent {agent}``, each model call a span
+    ``chat {model}`` under it, each tool call a span ``execute_tool {tool}``
+    under it, and a subagent's phase nests under the tool call (or phase)
+    that ran it; the model calls' token counts and the operations' durations
+    go to the histograms ``gen_ai.client.token.usage`` and
+    ``gen_ai.client.operation.duration``. The names and attributes are the
+    OpenTelemetry GenAI semantic conventions'; agentrio's own attributes
+    are named ``agentrio.*``. Messages, tool arguments and tool results are
+    recorded only with *capture_content*. See [How to trace agents with
+    OpenTelemetry][how-to-trace-agents-with-opentelemetry].
+
+    It needs the OpenTelemetry API package (the ``otel`` extra:
+    ``pip install 'agentrio[otel]'``); an SDK (``opentelemetry-sdk``) or
+    another implementation, set up by the application, exports what is
+    recorded. Without one, OpenTelemetry's no-op providers record nothing.
+
+    Example:
+
+        from opentelemetry.sdk.trace import TracerProvider
+
+        otel = agentrio.otel.OpenTelemetry(tracer_provider=TracerProvider())
+        async with agentrio.open_runtime(otel=otel) as rt:
+            ...
+
+    Args:
+        tracer_provider: where the spans go (default: OpenTelemetry's global
+            tracer provider, as ``opentelemetry.trace.get_tracer_provider()``
+            finds it when this object is made).
+        meter_provider: where the histograms go (default: the global meter
+            provider).
+        capture_content: also record the messages of each model call
+            (``gen_ai.input.messages``, ``gen_ai.output.messages``), a
+            phase's user message and final text, and each tool call's
+            arguments and result (``gen_ai.tool.call.arguments``,
+            ``gen_ai.tool.call.result``; the agent's ``env`` values hidden).
+            Off by default: they may hold what must not leave the process.
+        content_chars: the most characters of each recorded content
+            attribute (a longer one is cut, and ends with ``…``).
+
+    Raises:
+        ImportError: the OpenTelemetry API package is not installed.
+        InvalidArgument: *capture_content* is not a bool, *content_chars* not an int >= 16.
+    """
+
+    __slots__ = (
+        "_attach",
+        "_client",
+        "_current",
+        "_detach",
+        "_duration",
+        "_error",
+        "_in_context",
+        "_internal",
+        "_parents",
+        "_phases",
+        "_root",
+        "_sweep_at",
+        "_tokens",
+        "_tracer",
+        "capture_content",
+        "content_chars",
+    )
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool = False,
+        content_chars: int = 4096,
+    ) -> None:
+        if not isinstance(capture_content, bool):
+            raise InvalidArgument(f"capture_content must be a bool, got {capture_content!r}")
+        self.capture_content = capture_content
+        self.content_chars = check_int("content_chars", content_chars, 16)
+        try:
+            from opentelemetry import context, metrics, trace
+        except ImportError as exc:
+            raise ImportError(
+                "agentrio.otel.OpenTelemetry needs the OpenTelemetry API: "
+                "pip install 'agentrio[otel]' (or opentelemetry-api)"
+            ) from exc
+        from .._version import __version__
+
+        self._tracer: Tracer = trace.get_tracer(
+            "agentrio", __version__, tracer_provider=tracer_provider
+        )
+        meter = metrics.get_meter("agentrio", __version__, meter_provider=meter_provider)
+        self._tokens: Histogram = meter.create_histogram(
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(_TOKEN_BUCKETS),
+        )
+        self._duration: Histogram = meter.create_histogram(
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(_SECONDS_BUCKETS),
+        )
+        # OpenTelemetry's functions, kept here: this module does not import the package.
+        self._attach = context.attach
+        self._detach = context.detach
+        self._current = context.get_current
+        self._root: Context = context.Context()
+        self._in_context = trace.set_span_in_context
+        self._internal = trace.SpanKind.INTERNAL
+        self._client = trace.SpanKind.CLIENT
+        self._error = trace.Status(trace.StatusCode.ERROR)
+        # The context of each phase's caller, by id of its RunPhase while run() waits.
+        self._parents: dict[int, Context] = {}
+        self._phases: dict[Phase, _PhaseSpan] = {}
+        self._sweep_at = _SWEEP_AT
+
+    def __repr__(self) -> str:
+        return f"OpenTelemetry(capture_content={self.capture_content})"
+
+    # -- phases ------------------------------------------------------------------------
+
+    async def asked(self, cmd: RunPhase, reply: Awaitable[object]) -> object:
+        """Await *reply*, the answer to *cmd*: the phase's span is a child of the
+        caller's current span (the caller's OpenTelemetry context)."""
+        key = id(cmd)
+        self._parents[key] = self._current()
+        try:
+            return await reply
+        finally:
+            self._parents.pop(key, None)
+
+    async def run_phase(
+        self, phase: Phase, body: Coroutine[object, None, PhaseResult[object]]
+    ) -> PhaseResult[object]:
+        """Run *body*, the phase's turns, with its span current (started on its first run)."""
+        record = self._phases.get(phase)
+        if record is None:
+            if len(self._phases) >= self._sweep_at:
+                self._sweep()
+            record = self._phases[phase] = self._start_phase(phase)
+        token = self._attach(record.context)
+        try:
+            return await body
+        except Exception as exc:  # a bug: the phase will not end (its agent crashes)
+            if self._phases.pop(phase, None) is record:
+                self._failed(record.span, type(exc).__name__)
+                record.span.end()
+            raise
+        finally:
+            self._detach(token)
+
+    def _sweep(self) -> None:
+        """End the spans of phases that will not end: their agent was cancelled (or
+        crashed) mid-phase. Now and then (each time the phases in flight double):
+        a long-lived runtime must not keep them all."""
+        for phase, record in list(self._phases.items()):
+            ref = phase.st.ref
+            if phase.st.phase is not phase or (ref is not None and exit_reason(ref) is not None):
+                del self._phases[phase]
+                span = record.span
+                span.set_attribute("agentrio.stop_reason", "cancelled")
+                self._failed(span, "cancelled")
+                span.end()
+        self._sweep_at = max(_SWEEP_AT, 2 * len(self._phases))
+
+    def _start_phase(self, phase: Phase) -> _PhaseSpan:
+        st, cmd = phase.st, phase.cmd
+        name = st.spec.name
+        model = st.model
+        provider, requested = provider_name(model), model_name(model)
+        attributes: _Attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": name,
+            "gen_ai.agent.id": phase.path,
+            "gen_ai.provider.name": provider,
+        }
+        if requested is not None:
+            attributes["gen_ai.request.model"] = requested
+        if cmd.context_label is not None:
+            attributes["agentrio.context_label"] = cmd.context_label
+        if self.capture_content:
+            attributes["gen_ai.input.messages"] = self._messages(
+                (ChatMessage("user", cmd.user_message),), st
+            )
+        # The caller's context (its baggage too), else a trace of its own.
+        parent = self._parents.get(id(cmd), self._root)
+        span = self._tracer.start_span(
+            f"invoke_agent {name}", context=parent, kind=self._internal, attributes=attributes
+        )
+        return _PhaseSpan(span, self._in_context(span, parent), st, provider, requested)
+
+    def phase_ended(self, phase: Phase) -> None:
+        """End the phase's span (started now if the phase never ran: it failed first)."""
+        record = self._phases.pop(phase, None)
+        if record is None:
+            record = self._start_phase(phase)
+        span = record.span
+        st = phase.st
+        attributes: _Attributes = {
+            "agentrio.stop_reason": phase.reason,
+            "agentrio.iterations": phase.iterations,
+            "agentrio.tool_calls": len(phase.calls),
+            "gen_ai.usage.input_tokens": record.input_tokens,
+            "gen_ai.usage.output_tokens": record.output_tokens,
+        }
+        budget = st.budget
+        if budget.parent is not None or _limited(budget):
+            attributes.update(_budget_left(budget))
+        if phase.reason == "error":
+            attributes["error.type"] = phase.error[0] if phase.error is not None else "error"
+            span.set_status(self._error)
+        elif self.capture_content:
+            final = ChatMessage("assistant", phase.final_text)
+            attributes["gen_ai.output.messages"] = self._messages((final,), st)
+        span.set_attributes(attributes)
+        span.end()
+
+    # -- model calls -------------------------------------------------------------------
+
+    async def chat(
+        self,
+        phase: Phase,
+        messages: Sequence[ChatMessage],
+        max_output_tokens: int,
+        call: Coroutine[object, None, ModelReply],
+    ) -> ModelReply:
+        """Await *call*, the phase's model call on *messages*, in a ``chat`` span."""
+        record = self._phases.get(phase)
+        if record is None:  # (a phase runs within run_phase: not reached)
+            record = self._start_phase(phase)
+        attributes = record.chat
+        if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
+            attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
+            if self.capture_content:
+                attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
+        span = self._tracer.start_span(
+            record.chat_name, context=record.context, kind=self._client, attributes=attributes
+        )
+        started = time.perf_counter()
+        try:
+            reply = await call
+        except BaseException as exc:
+            error = _error_type(exc)
+            self._failed(span, error)
+            span.end()
+            self._duration.record(
+                time.perf_counter() - started, {**record.metric, "error.type": error}
+            )
+            raise
+        self._duration.record(time.perf_counter() - started, record.metric)
+        if isinstance(reply, ModelReply):
+            self._replied(span, phase, reply, record)
+        span.end()
+        return reply
+
+    def _replied(self, span: Span, phase: Phase, reply: ModelReply, record: _PhaseSpan) -> None:
+        attributes: _Attributes = {"gen_ai.response.finish_reasons": (reply.finish_reason,)}
+        usage = reply.usage
+        if type(usage) is Usage:  # (a model's own object may hold anything: recorded if sound)
+            tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
+            if type(tokens_in) is int and type(tokens_out) is int:
+                attributes["gen_ai.usage.input_tokens"] = tokens_in
+                attributes["gen_ai.usage.output_tokens"] = tokens_out
+                if tokens_in >= 0 and tokens_out >= 0:
+                    self._tokens.record(tokens_in, record.tokens[0])
+                    self._tokens.record(tokens_out, record.tokens[1])
+                record.input_tokens += tokens_in
+                record.output_tokens += tokens_out
+        if self.capture_content:
+            text = reply.text or reply.refusal
+            out = ChatMessage("assistant", text, tool_calls=reply.tool_calls)
+            attributes["gen_ai.output.messages"] = self._messages((out,), phase.st)
+        span.set_attributes(attributes)
+
+    # -- tool calls --------------------------------------------------------------------
+
+    def runner(
+        self,
+        phase: Phase,
+        tool: Tool,
+        request: ToolCallRequest,
+        timeout: float,
+        gate: ToolGate | None,
+    ) -> ToolRunner:
+        """A runner for one tool call of *phase* that records it in an ``execute_tool`` span."""
+        runner = _TracedRunner(tool, request, timeout, gate)
+        runner.otel = self
+        runner.st = phase.st
+        return runner
+
+    async def execute_tool(
+        self, runner: _TracedRunner, call: Coroutine[object, None, ToolResult]
+    ) -> ToolResult:
+        """Await *call*, the runner's tool call, with its span current."""
+        req = runner.request
+        st = runner.st
+        attributes: _Attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.agent.name": st.spec.name,
+            "gen_ai.tool.name": req.name,
+            "gen_ai.tool.call.id": req.id,
+            "gen_ai.tool.type": "function",
+        }
+        description = runner.tool.description
+        if description:
+            attributes["gen_ai.tool.description"] = _cut(description, self.content_chars)
+        if self.capture_content:
+            arguments = msgspec.json.encode(req.arguments).decode()
+            attributes["gen_ai.tool.call.arguments"] = self._content(arguments, st)
+        span = self._tracer.start_span(
+            f"execute_tool {req.name}", kind=self._internal, attributes=attributes
+        )
+        token = self._attach(self._in_context(span))
+        try:
+            result = await call
+        except BaseException as exc:
+            # Cut short: the lone call's alarm (its timeout), or the phase's end.
+            self._failed(span, "timeout" if runner.expired else _error_type(exc))
+            span.end()
+            raise
+        finally:
+            self._detach(token)
+        if result.status != "ok":
+            self._failed(span, result.status)
+        if self.capture_content:
+            span.set_attribute("gen_ai.tool.call.result", self._content(result.content, st))
+        span.end()
+        return result
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _failed(self, span: Span, error: str) -> None:
+        span.set_attribute("error.type", error)
+        span.set_status(self._error)
+
+    def _content(self, text: str, st: _AgentState) -> str:
+        env = st.spec.env
+        return _cut(hide_env(text, env) if env else text, self.content_chars)
+
+    def _messages(self, messages: Sequence[ChatMessage], st: _AgentState) -> str:
+        """*messages* as the conventions' JSON (role and parts), cut to ``content_chars``."""
+        out = []
+        for m in messages:
+            parts: list[dict[str, object]] = []
+            if m.content:
+                if m.role == "tool":
+                    parts.append(
+                        {"type": "tool_call_response", "id": m.tool_call_id, "response": m.content}
+                    )
+                else:
+                    parts.append({"type": "text", "content": m.content})
+            for c in m.tool_calls:
+                parts.append(
+                    {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
+                )
+            out.append({"role": m.role, "parts": parts})
+        return self._content(msgspec.json.encode(out).decode(), st)
+
+
+class _TracedRunner(ToolRunner):
+    """A tool call recorded in an ``execute_tool`` span (made only with OpenTelemetry on)."""
+
+    __slots__ = ("otel", "st")
+
+    otel: OpenTelemetry
+    st: _AgentState
+
+    def run(self) -> Coroutine[object, None, ToolResult]:
+        return self.otel.execute_tool(self, ToolRunner.run(self))
+
+
+def _error_type(exc: BaseException) -> str:
+    name = type(exc).__name__
+    return "cancelled" if name == "Cancelled" else name
+
+
+def _limited(budget: Budget) -> bool:
+    return not (
+        budget.max_total_tokens is None
+        and budget.max_requests is None
+        and budget.max_cost_usd is None
+    )
+
+
+def _budget_left(budget: Budget) -> dict[str, int | float]:
+    """What is left of the budget's limits, the least over it and the budgets it draws on."""
+    left: dict[str, int | float] = {}
+    b: Budget | None = budget
+    while b is not None:
+        used = b.usage()
+        for key, limit, spent in (
+            ("agentrio.budget.tokens_left", b.max_total_tokens, used.total_tokens),
+            ("agentrio.budget.requests_left", b.max_requests, used.requests),
+            ("agentrio.budget.cost_left_usd", b.max_cost_usd, used.cost_usd),
+        ):
+            if limit is not None:
+                now = max(limit - spent, 0)
+                left[key] = min(left.get(key, now), now)
+        b = b.parent
+    return left
+
+
+def check_otel(otel: object) -> OpenTelemetry | None:
+    """*otel* if an `OpenTelemetry` or None, else InvalidArgument."""
+    if otel is not None and not isinstance(otel, OpenTelemetry):
+        raise InvalidArgument(f"otel must be an agentrio.otel.OpenTelemetry or None, got {otel!r}")
+    return otel
