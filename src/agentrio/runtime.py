@@ -41,6 +41,7 @@ from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
 from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
+from .tracing.writer import TraceWriter
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -371,6 +372,7 @@ async def open_runtime(
     lanes: Lanes | None = None,
     modes: Sequence[Mode] = (),
     router: Router | None = None,
+    trace: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -424,6 +426,10 @@ async def open_runtime(
             is *config*, or the agentrio.toml found as by ``load_config()``
             when a mode or the router is first needed; without one, the
             defaults hold (no error).
+        trace: a file to write every event to, one JSON line each, read
+            back by [`read_trace`][agentrio.tracing.read_trace] (see
+            [`TraceWriter`][agentrio.tracing.TraceWriter] and the how-to
+            "Tracing a run"); default: no trace, and nothing is spent on one.
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that
@@ -467,7 +473,10 @@ async def open_runtime(
         lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
+    writer = None if trace is None else TraceWriter(trace)
     async with trio.open_nursery() as nursery:
+        if writer is not None:
+            await nursery.start(writer.run, tree.bus)
         await nursery.start(_run_root, tree, configured, name="agentrio root supervisor")
         try:
             yield rt
