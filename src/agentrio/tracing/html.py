@@ -78,7 +78,12 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
 
     chosen = sorted(paths, key=rank)[:limit]
     agents = [
-        {"path": p, "spans": spans.get(p, []), "marks": marks.get(p, [])} for p in sorted(chosen)
+        {
+            "path": p,
+            "spans": sorted(spans.get(p, []), key=lambda s: s[0] != "phase"),  # phases below
+            "marks": marks.get(p, []),
+        }
+        for p in sorted(chosen)
     ]
     if len(tokens) > 2000:  # keep the curve's size bounded
         step = len(tokens) // 2000 + 1

@@ -145,8 +145,7 @@ def render(
             return False
         return error is None or any(error in e for e in node.errors)
 
-    filtered = path is not None or stop_reason is not None or error is not None
-    chosen = [n for n in nodes if wanted(n) and (n.is_agent or n.errors or not filtered)]
+    chosen = [n for n in nodes if wanted(n) and (n.is_agent or n.errors or expand)]
     hidden = 0
     if not expand and len(chosen) > limit:
         ranked = sorted(chosen, key=lambda n: (not n.errors, -n.busy, n.path))
