@@ -47,7 +47,7 @@ class Trace:
 
 
 def build(records: Iterable[TraceRecord]) -> Trace:
-    """Read *records* into a [`Trace`][agentrio.tracing.view.Trace]."""
+    """Read *records* into a ``Trace``: a node per path."""
     nodes: dict[str, Node] = {}
     start = end = 0.0
     count = lost = 0
