@@ -92,6 +92,7 @@ class _RuntimeOptions(TypedDict, total=False):
     lanes: Lanes | None
     modes: Sequence[Mode]
     router: Router | None
+    trace: str | os.PathLike[str] | None
 
 
 class _RunOptions(TypedDict, total=False):
