@@ -41,7 +41,6 @@ from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
 from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
-from .tracing.writer import TraceWriter
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -473,7 +472,11 @@ async def open_runtime(
         lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
-    writer = None if trace is None else TraceWriter(trace)
+    writer = None
+    if trace is not None:
+        from .tracing.writer import TraceWriter  # (imported only when a trace is asked for)
+
+        writer = TraceWriter(trace)
     async with trio.open_nursery() as nursery:
         if writer is not None:
             await nursery.start(writer.run, tree.bus)
