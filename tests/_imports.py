@@ -68,7 +68,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("providers", ("agentrio.providers",), uses=("base",)),
     Layer("agents", ("agentrio.agents",)),
     Layer("config", ("agentrio.config",)),
-    Layer("runtime", ("agentrio.runtime",)),
+    Layer("runtime", ("agentrio.runtime", "agentrio.tracing")),
     Layer(
         "top",
         (

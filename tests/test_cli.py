@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -338,3 +339,31 @@ def test_v_may_come_before_the_command_too() -> None:
         result = agentrio_cmd("-vv", "demo", "--agents", "2", "--base-url", f"{url}/v1")
     assert result.returncode == 0, result.stderr
     assert log_lines(result.stderr, "DEBUG")
+
+
+# -- agentrio trace ----------------------------------------------------------------------
+
+
+def test_demo_trace_then_trace_and_html(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    html = tmp_path / "report.html"
+    demo = agentrio_cmd("demo", "--agents", "30", "--in-process", "--trace", str(trace))
+    assert demo.returncode == 0, demo.stderr
+    shown = agentrio_cmd("trace", str(trace))
+    assert shown.returncode == 0, shown.stderr
+    assert "30 agents" in shown.stdout and "stop reasons: done 30" in shown.stdout
+    assert "... 10 more" in shown.stdout
+    assert agentrio_cmd("trace", str(trace), "--expand").stdout.count("phases 1 (done 1)") == 30
+    only = agentrio_cmd("trace", str(trace), "--path", "agent-7").stdout
+    assert only.count("phases 1") == 1
+    wrote = agentrio_cmd("trace", str(trace), "--html", str(html))
+    assert wrote.returncode == 0 and html.read_text().startswith("<!doctype html>")
+
+
+def test_trace_of_a_missing_or_corrupt_file(tmp_path: pathlib.Path) -> None:
+    missing = agentrio_cmd("trace", str(tmp_path / "nope.jsonl"))
+    assert missing.returncode == 1 and "nope.jsonl" in missing.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n{}\n")
+    corrupt = agentrio_cmd("trace", str(bad))
+    assert corrupt.returncode == 1 and "line 1" in corrupt.stderr

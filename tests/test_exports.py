@@ -150,6 +150,7 @@ ERRORS = [
     "ToolArgumentsInvalid",
     "ToolError",
     "ToolResultInvalid",
+    "TraceError",
     "UnknownName",
     "UsageError",
     "UsageInvalid",

@@ -111,6 +111,33 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         action="store_true",
         help="run the scripted model in process, without HTTP (measures the runtime alone)",
     )
+    demo.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="write every event to FILE, one JSON line each (read it with agentrio trace FILE)",
+    )
+
+
+def _add_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    trace = commands.add_parser(
+        "trace",
+        help="show a trace file: a summary and the tree of agents, or an HTML report",
+        description="Print a trace (written by open_runtime(trace=FILE) or agentrio demo "
+        "--trace FILE): a summary, then the tree of supervisors, agents and helpers with "
+        "their phases, stop reasons, tokens, cost and time. Collapsed to the erring and "
+        "slowest agents unless --expand.",
+        allow_abbrev=False,
+    )
+    trace.add_argument("file", help="the trace file")
+    trace.add_argument("--html", default=None, metavar="OUT", help="write an HTML report to OUT")
+    trace.add_argument("--expand", action="store_true", help="show every agent")
+    trace.add_argument("--path", default=None, help="only this path and what is under it")
+    trace.add_argument("--stop-reason", default=None, help="only agents that stopped so")
+    trace.add_argument("--error", default=None, help="only agents with an error containing TEXT")
+    trace.add_argument(
+        "--budget-tokens", type=_positive, default=None, help="draw this budget in the report"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -123,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_demo(commands)
     _add_fake_llm(commands)
+    _add_trace(commands)
     _add_verbose(parser, 0)
     for command in commands.choices.values():  # (after the command too: demo -v)
         _add_verbose(command, argparse.SUPPRESS)
@@ -255,6 +283,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         api_key_env=args.api_key_env,
         over_http=not args.in_process,
         on_progress=progress,
+        trace=args.trace,
     )
     try:
         report = trio.run(demo)
@@ -331,13 +360,37 @@ def _run_fake_llm(args: argparse.Namespace) -> int:
     return 2
 
 
+def _run_trace(args: argparse.Namespace) -> int:
+    from .errors import TraceError
+    from .tracing import read_trace
+    from .tracing.html import report
+    from .tracing.view import build, render
+
+    try:
+        if args.html is not None:
+            page = report(read_trace(args.file), budget_tokens=args.budget_tokens)
+            with open(args.html, "w", encoding="utf-8") as out:
+                out.write(page)
+            print(f"agentrio trace: wrote {args.html}")
+            return 0
+        trace = build(read_trace(args.file))
+    except (TraceError, OSError) as exc:
+        print(f"agentrio trace: {exc}", file=sys.stderr)
+        return 1
+    lines = render(
+        trace, expand=args.expand, path=args.path, stop_reason=args.stop_reason, error=args.error
+    )
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status.
 
     Exit statuses: 0 when all went well; 1 when ``demo`` had runs that failed
     (each kind of failure is printed once, on stderr) or could not start; 2
     for a usage error (an unknown flag is named) or when ``fake-llm`` cannot
-    listen; 130 when the demo is interrupted.
+    listen; 1 when ``trace`` cannot read its file; 130 when the demo is interrupted.
     """
     args, command = _parse(argv)
     _log_to_stderr(args.verbose)
@@ -346,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_demo(args)
     if args.command == "fake-llm":
         return _run_fake_llm(args)
+    if args.command == "trace":
+        return _run_trace(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

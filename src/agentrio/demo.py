@@ -11,6 +11,7 @@ try next.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -241,6 +242,7 @@ async def run_demo(
     over_http: bool = True,
     on_progress: Callable[[DemoProgress], None] | None = None,
     progress_every: float = 0.5,
+    trace: str | os.PathLike[str] | None = None,
 ) -> DemoReport:
     """Spawn *agents* agents, run one phase on each at once, and report.
 
@@ -253,8 +255,11 @@ async def run_demo(
     *on_progress*, if given, is called every *progress_every* seconds while
     the swarm runs, and once more at the end (``final=True``), with a
     `DemoProgress`; it must not block.
+
+    *trace*, if given, is the file the runtime writes its trace to (see
+    ``open_runtime(trace=...)``), read with ``agentrio trace FILE``.
     """
-    swarm = partial(_swarm, agents, max_total_tokens, on_progress, progress_every)
+    swarm = partial(_swarm, agents, max_total_tokens, on_progress, progress_every, trace=trace)
     if base_url is not None:
         config = ProviderConfig(name="demo", kind=kind, base_url=base_url, api_key_env=api_key_env)
         shown = redact_url(base_url)
@@ -291,6 +296,8 @@ async def _swarm(
     model_name: str,
     where: str,
     path: DemoPath,
+    *,
+    trace: str | os.PathLike[str] | None = None,
 ) -> DemoReport:
     results: list[PhaseResult | None] = [None] * agents
     budget = Budget(max_total_tokens=max_total_tokens)
@@ -311,7 +318,7 @@ async def _swarm(
             model = provider.model(model_name)
         spec = demo_spec(model)
         t0 = time.perf_counter()
-        async with open_runtime(budget=budget) as rt, trio.open_nursery() as watching:
+        async with open_runtime(budget=budget, trace=trace) as rt, trio.open_nursery() as watching:
             if on_progress is not None:
                 watching.start_soon(watch_progress, progress_every, snapshot, on_progress)
 

@@ -31,6 +31,7 @@ catch the second without hiding the first:
     ├── ToolError                   a tool call could not produce a result
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
+    ├── TraceError                  a trace file cannot be opened, or a line is not a record
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -68,6 +69,7 @@ __all__ = [
     "ToolArgumentsInvalid",
     "ToolError",
     "ToolResultInvalid",
+    "TraceError",
     "SelfAsk",
     "UnknownName",
     "UsageError",
@@ -220,6 +222,11 @@ class UsageInvalid(BadResponse):
 
 class AuthError(ProviderError):
     """401 or 403: the API key is missing or wrong (never retried)."""
+
+
+class TraceError(AgentrioError):
+    """A trace file could not be opened, or a line of it is not a trace record; the
+    message names the file (and the line)."""
 
 
 class ActorError(AgentrioError):

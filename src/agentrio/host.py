@@ -94,6 +94,7 @@ class _RuntimeOptions(TypedDict, total=False):
     modes: Sequence[Mode]
     router: Router | None
     otel: OpenTelemetry | None
+    trace: str | os.PathLike[str] | None
 
 
 class _RunOptions(TypedDict, total=False):

@@ -374,6 +374,7 @@ async def open_runtime(
     modes: Sequence[Mode] = (),
     router: Router | None = None,
     otel: OpenTelemetry | None = None,
+    trace: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -430,6 +431,10 @@ async def open_runtime(
         otel: record the runtime's phases, model calls and tool calls with
             OpenTelemetry (see [`OpenTelemetry`][agentrio.otel.OpenTelemetry]);
             default: nothing is recorded, at no cost.
+        trace: a file to write every event to, one JSON line each, read
+            back by [`read_trace`][agentrio.tracing.read_trace] (see
+            [`TraceWriter`][agentrio.tracing.TraceWriter] and the how-to
+            "Tracing a run"); default: no trace, and nothing is spent on one.
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that
@@ -475,7 +480,14 @@ async def open_runtime(
         lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
+    writer = None
+    if trace is not None:
+        from .tracing.writer import TraceWriter  # (imported only when a trace is asked for)
+
+        writer = TraceWriter(trace)
     async with trio.open_nursery() as nursery:
+        if writer is not None:
+            await nursery.start(writer.run, tree.bus)
         await nursery.start(_run_root, tree, configured, name="agentrio root supervisor")
         try:
             yield rt

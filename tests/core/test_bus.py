@@ -311,3 +311,25 @@ async def test_drops_are_logged_once_per_stretch_not_once_per_event(
         bus.publish(ev(n))
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [warned]
     assert "a0" not in caplog.text  # (no event's content either)
+
+
+def test_attach_calls_back_at_publish_and_on_close() -> None:
+    from agentrio.core import EventBus
+    from agentrio.events import Stalled
+
+    bus = EventBus()
+    seen: list[object] = []
+    closed: list[bool] = []
+    detach = bus.attach(seen.append, lambda: closed.append(True))
+    assert bus.active
+    bus.publish(Stalled(path="a"))
+    assert seen == [Stalled(path="a")]
+    detach()
+    assert not bus.active
+    bus.publish(Stalled(path="b"))
+    assert len(seen) == 1
+    bus.attach(seen.append, lambda: closed.append(True))
+    bus.close()
+    assert closed == [True] and not bus.active
+    bus.attach(seen.append, lambda: closed.append(True))  # closed already: at once
+    assert closed == [True, True] and not bus.active

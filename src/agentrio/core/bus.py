@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 
 import trio
@@ -128,6 +129,22 @@ class EventStream(metaclass=NoPublicConstructor):
         self._bus.unsubscribe(self)
 
 
+class _Sink:
+    """A callback among the bus's subscribers (see ``EventBus.attach``)."""
+
+    __slots__ = ("_offer", "_on_close")
+
+    def __init__(
+        self, callback: Callable[[Event], None], on_close: Callable[[], None] | None
+    ) -> None:
+        self._offer = callback
+        self._on_close = on_close
+
+    def _close(self) -> None:
+        if self._on_close is not None:
+            self._on_close()
+
+
 class EventBus:
     """Fans events out to bounded subscribers: a tree's bus
     ([`Tree.bus`][agentrio.core.Tree]; the runtime's is its tree's).
@@ -157,7 +174,7 @@ class EventBus:
     __slots__ = ("_closed", "_subscribers", "active")
 
     def __init__(self) -> None:
-        self._subscribers: list[EventStream] = []
+        self._subscribers: list[EventStream | _Sink] = []
         self._closed = False
         # True while anyone listens: publishers test it before they build an
         # event, so an unobserved runtime pays one attribute load per event.
@@ -181,6 +198,33 @@ class EventBus:
             self._subscribers.append(stream)
             self.active = True
         return stream
+
+    def attach(
+        self, callback: Callable[[Event], None], on_close: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
+        """Call *callback* with each event, in the publisher's task, as it is published.
+
+        For a consumer that only stores the event (the trace writer): the
+        callback must be quick and must not raise or block, since it runs
+        on the publisher's path. Makes the bus ``active``. *on_close* is
+        called when the bus closes (at once if it is closed already).
+
+        Returns:
+            A function that detaches the callback.
+        """
+        sink = _Sink(callback, on_close)
+        if self._closed:
+            sink._close()
+        else:
+            self._subscribers.append(sink)
+            self.active = True
+
+        def detach() -> None:
+            if sink in self._subscribers:
+                self._subscribers.remove(sink)
+            self.active = bool(self._subscribers)
+
+        return detach
 
     def unsubscribe(self, stream: EventStream) -> None:
         """Remove *stream*; it ends after what it has buffered."""

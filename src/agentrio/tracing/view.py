@@ -1,0 +1,170 @@
+"""The text view of a trace: a summary, then the tree of actors with each one's phases."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable
+
+from ..messages import ActorFailed, PhaseEnded, PhaseError, PhaseStarted, TurnEnded
+from .reader import TraceRecord
+
+__all__ = ["Node", "Trace", "build", "render"]
+
+COLLAPSED = 20  # agents shown when the view is collapsed
+
+
+@dataclasses.dataclass
+class Node:
+    """What a trace says of one path (an actor, supervisor, agent or helper)."""
+
+    path: str
+    first: float = 0.0
+    last: float = 0.0
+    phases: int = 0
+    busy: float = 0.0  # seconds inside phases
+    stop_reasons: Counter[str] = dataclasses.field(default_factory=Counter)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    open_phase: float | None = None
+
+    @property
+    def is_agent(self) -> bool:
+        return self.phases > 0 or bool(self.input_tokens or self.output_tokens)
+
+
+@dataclasses.dataclass
+class Trace:
+    """A trace read into nodes by path, and its time span."""
+
+    nodes: dict[str, Node]
+    start: float
+    end: float
+    events: int
+    lost: int
+
+
+def build(records: Iterable[TraceRecord]) -> Trace:
+    """Read *records* into a ``Trace``: a node per path."""
+    nodes: dict[str, Node] = {}
+    start = end = 0.0
+    count = lost = 0
+    for record in records:
+        t, event = record.t, record.e
+        if not count:
+            start = t
+        count += 1
+        end = t
+        path = event.path
+        if not path:
+            lost += getattr(event, "count", 0)
+            continue
+        node = nodes.get(path)
+        if node is None:
+            node = nodes[path] = Node(path, first=t)
+        node.last = t
+        if isinstance(event, PhaseStarted):
+            node.open_phase = t
+        elif isinstance(event, PhaseEnded):
+            node.phases += 1
+            node.stop_reasons[event.stop_reason] += 1
+            if node.open_phase is not None:
+                node.busy += t - node.open_phase
+                node.open_phase = None
+        elif isinstance(event, TurnEnded):
+            node.input_tokens += event.usage.input_tokens
+            node.output_tokens += event.usage.output_tokens
+            node.cost_usd += event.usage.cost_usd or 0.0
+        elif isinstance(event, PhaseError | ActorFailed):
+            node.errors.append(f"{event.error_type}: {event.error}")
+    return Trace(nodes, start, end, count, lost)
+
+
+def _cause(error: str) -> str:
+    return error.split(":", 1)[0]
+
+
+def _line(node: Node, depth: int) -> str:
+    name = node.path.rsplit("/", 1)[-1]
+    parts = [f"{'  ' * depth}{name}"]
+    if node.is_agent:
+        stops = ", ".join(f"{r} {n}" for r, n in sorted(node.stop_reasons.items()))
+        parts.append(f"phases {node.phases} ({stops})" if stops else f"phases {node.phases}")
+        parts.append(f"tokens {node.input_tokens + node.output_tokens}")
+        if node.cost_usd:
+            parts.append(f"${node.cost_usd:.4f}")
+        parts.append(f"{node.busy:.2f}s")
+    if node.errors:
+        parts.append(f"errors {len(node.errors)}: {node.errors[-1][:120]}")
+    return "  ".join(parts)
+
+
+def render(
+    trace: Trace,
+    *,
+    expand: bool = False,
+    path: str | None = None,
+    stop_reason: str | None = None,
+    error: str | None = None,
+    limit: int = COLLAPSED,
+) -> list[str]:
+    """The view's lines: the summary, then the tree (at most *limit* agents unless
+    *expand*: the erring and slowest first), filtered by *path* prefix, *stop_reason*
+    and *error* text."""
+    nodes = list(trace.nodes.values())
+    agents = [n for n in nodes if n.is_agent]
+    stops: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    for node in nodes:
+        stops.update(node.stop_reasons)
+        causes.update(_cause(e) for e in node.errors)
+    tokens_in = sum(n.input_tokens for n in agents)
+    tokens_out = sum(n.output_tokens for n in agents)
+    cost = sum(n.cost_usd for n in agents)
+    lines = [
+        f"trace: {trace.events} events over {trace.end - trace.start:.2f}s,"
+        f" {len(nodes)} actors, {len(agents)} agents",
+        "stop reasons: " + (", ".join(f"{r} {n}" for r, n in stops.most_common()) or "none"),
+        f"tokens: {tokens_in + tokens_out} ({tokens_in} in, {tokens_out} out), cost ${cost:.4f}",
+    ]
+    if trace.lost:
+        lines.append(f"events lost: {trace.lost}")
+    slowest = sorted(agents, key=lambda n: -n.busy)[:5]
+    if slowest:
+        lines.append("slowest: " + ", ".join(f"{n.path} {n.busy:.2f}s" for n in slowest))
+    if causes:
+        lines.append("errors by cause: " + ", ".join(f"{c} {n}" for c, n in causes.most_common()))
+    lines.append("")
+
+    def wanted(node: Node) -> bool:
+        if path is not None and not (node.path == path or node.path.startswith(path + "/")):
+            return False
+        if stop_reason is not None and stop_reason not in node.stop_reasons:
+            return False
+        return error is None or any(error in e for e in node.errors)
+
+    chosen = [n for n in nodes if wanted(n) and (n.is_agent or n.errors or expand)]
+    hidden = 0
+    if not expand and len(chosen) > limit:
+        ranked = sorted(chosen, key=lambda n: (not n.errors, -n.busy, n.path))
+        keep = {n.path for n in ranked[:limit]}
+        hidden = len(chosen) - limit
+        chosen = [n for n in chosen if n.path in keep]
+    shown: set[str] = set()
+    for node in sorted(chosen, key=lambda n: n.path.split("/")):
+        segments = node.path.split("/")
+        for depth in range(len(segments) - 1):  # the ancestors not shown yet
+            ancestor = "/".join(segments[: depth + 1])
+            if ancestor not in shown:
+                shown.add(ancestor)
+                parent = trace.nodes.get(ancestor) or Node(ancestor)
+                lines.append(_line(parent, depth))
+        shown.add(node.path)
+        lines.append(_line(node, len(segments) - 1))
+    if hidden:
+        lines.append(
+            f"... {hidden} more (use --expand, or filter with --path, --stop-reason, --error)"
+        )
+    return lines

@@ -1,0 +1,85 @@
+"""The HTML report: self-contained, hostile text kept inside its JSON, drawn in a real
+browser (Chromium, when installed) without script errors."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+
+import pytest
+
+from agentrio.tracing import TraceRecord
+from agentrio.tracing.html import report
+
+Make = Callable[[int], list[TraceRecord]]
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = pathlib.Path(__file__).resolve().parents[2] / ".artifacts"
+
+
+def _data(page: str) -> dict[str, object]:
+    match = re.search(r'<script type="application/json" id="data">(.*?)</script>', page, re.S)
+    assert match is not None
+    return json.loads(match.group(1))  # type: ignore[no-any-return]
+
+
+def test_self_contained_and_hostile_text_stays_in_its_json(make_trace: Make) -> None:
+    page = report(make_trace(20), budget_tokens=500)
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "<img" not in page and page.count("</script>") == 2
+    data = _data(page)
+    marks = [m for a in data["agents"] for m in a["marks"]]  # type: ignore[attr-defined]
+    assert any("</script><img" in m[2] for m in marks)  # the text itself, intact
+    assert data["budget"] == 500 and data["stops"] == {
+        "done": 13,
+        "max_iterations": 4,
+        "error": 3,
+    }
+
+
+def test_many_agents_are_capped(make_trace: Make) -> None:
+    data = _data(report(make_trace(1000), limit=50))
+    assert len(data["agents"]) == 50 and data["hidden"] == 950  # type: ignore[arg-type]
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+
+@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="no Chromium at /usr/bin/chromium")
+def test_renders_in_a_real_browser(make_trace: Make, tmp_path: pathlib.Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(report(make_trace(300), budget_tokens=6000), encoding="utf-8")
+    dom = _chromium("--virtual-time-budget=5000", "--dump-dom", page.as_uri()).stdout
+    body = re.search(r"<body[^>]*>", dom)
+    assert body is not None, dom[:500]
+    assert 'data-rendered="ok"' in body.group(0) and "data-error" not in body.group(0)
+    assert dom.count("<rect") > 300  # the timelines were drawn
+    shot = tmp_path / "trace-report.png"
+    _chromium("--screenshot=" + str(shot), "--window-size=1280,900", page.as_uri())
+    assert shot.exists() and shot.stat().st_size > 1000
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / "trace-report.png")

@@ -1,0 +1,41 @@
+"""The text view: summary at the top, collapsed for many agents, filters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from agentrio.tracing import TraceRecord
+from agentrio.tracing.view import build, render
+
+Make = Callable[[int], list[TraceRecord]]
+
+
+def test_summary_and_tree(make_trace: Make) -> None:
+    lines = render(build(make_trace(10)))
+    text = "\n".join(lines)
+    assert "10 agents" in lines[0]
+    assert "stop reasons: done 7, max_iterations 2, error 1" in text
+    assert "tokens: 150 (100 in, 50 out), cost $0.0100" in text
+    assert "slowest: team/agent-9 0.01s" in text
+    assert "errors by cause: Boom 1" in text
+    assert "team\n  agent-0  phases 1 (done 1)  tokens 15" in text
+
+
+def test_ten_thousand_agents_collapse_to_a_screen(make_trace: Make) -> None:
+    trace = build(make_trace(10_000))
+    lines = render(trace)
+    assert len(lines) < 40
+    assert lines[-1].startswith("... 9980 more")
+    shown = [line for line in lines if line.startswith("  agent-")]
+    assert len(shown) == 20 and all("errors 1" in line for line in shown)  # the erring first
+    assert len(render(trace, expand=True)) > 10_000
+
+
+def test_filters(make_trace: Make) -> None:
+    trace = build(make_trace(50))
+    by_stop = render(trace, stop_reason="max_iterations", expand=True)
+    assert sum("max_iterations 1)" in line for line in by_stop) == 9  # (31 errs)
+    by_path = render(trace, path="team/agent-4", expand=True)
+    assert [line.split()[0] for line in by_path[-2:]] == ["team", "agent-4"]
+    by_error = render(trace, error="onerror", expand=True)
+    assert sum("errors 1" in line for line in by_error) == 7
