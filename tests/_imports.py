@@ -66,6 +66,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("core", ("agentrio.core",)),
     # Providers sit beside the kernel, not on it: a model call needs no actor.
     Layer("providers", ("agentrio.providers",), uses=("base",)),
+    # Checkpoint stores keep opaque records: beside the kernel too, on the base only.
+    Layer("store", ("agentrio.store",), uses=("base",)),
     Layer("agents", ("agentrio.agents",)),
     Layer("config", ("agentrio.config",)),
     Layer("runtime", ("agentrio.runtime", "agentrio.tracing")),

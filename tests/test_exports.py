@@ -147,6 +147,8 @@ ERRORS = [
     "RestartIntensityExceeded",
     "RuntimeClosed",
     "SelfAsk",
+    "StoreCorrupt",
+    "StoreError",
     "ToolArgumentsInvalid",
     "ToolError",
     "ToolResultInvalid",

@@ -284,6 +284,7 @@ def test_the_layer_table() -> None:
         "base",
         "core",
         "providers",
+        "store",
         "agents",
         "config",
         "runtime",
@@ -293,7 +294,8 @@ def test_the_layer_table() -> None:
     assert allowed(by_name["base"]) == ("base",)
     assert allowed(by_name["core"]) == ("base", "core")
     assert allowed(by_name["providers"]) == ("base", "providers")
-    assert allowed(by_name["agents"]) == ("base", "core", "providers", "agents")
+    assert allowed(by_name["store"]) == ("base", "store")
+    assert allowed(by_name["agents"]) == ("base", "core", "providers", "store", "agents")
     members = [m for layer in LAYERS for m in layer.members]
     assert len(members) == len(set(members))
 

@@ -32,6 +32,8 @@ catch the second without hiding the first:
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
     ├── TraceError                  a trace file cannot be opened, or a line is not a record
+    ├── StoreError                  a checkpoint store cannot be opened, read or written
+    │   └── StoreCorrupt            a damaged record (not the torn tail): source and offset
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -71,6 +73,8 @@ __all__ = [
     "ToolResultInvalid",
     "TraceError",
     "SelfAsk",
+    "StoreCorrupt",
+    "StoreError",
     "UnknownName",
     "UsageError",
     "UsageInvalid",
@@ -227,6 +231,26 @@ class AuthError(ProviderError):
 class TraceError(AgentrioError):
     """A trace file could not be opened, or a line of it is not a trace record; the
     message names the file (and the line)."""
+
+
+class StoreError(AgentrioError):
+    """A checkpoint store could not be opened, read or written; the message names
+    the store's file (never a record's content)."""
+
+
+class StoreCorrupt(StoreError):
+    """A record of a checkpoint store is damaged or of an unknown type, somewhere
+    other than a torn last record (which is left out, not raised).
+
+    Attributes:
+        source: the file (or table) holding it.
+        offset: where in *source* it starts (a byte offset, or a row id).
+    """
+
+    def __init__(self, message: str, *, source: str, offset: int) -> None:
+        super().__init__(message)
+        self.source = source
+        self.offset = offset
 
 
 class ActorError(AgentrioError):

@@ -1,0 +1,19 @@
+"""The store protocol, and MemoryStore as a store that keeps it."""
+
+from __future__ import annotations
+
+from agentrio.store import CheckpointStore, Entry, Loaded, MemoryStore
+
+
+async def test_memory_store_gives_records_back_in_order() -> None:
+    store = MemoryStore()
+    assert isinstance(store, CheckpointStore)
+    await store.append([b"a", b"b"], sync=False)
+    await store.append([b"c"], sync=True)
+    loaded = await store.load()
+    entries = [Entry("<memory>", i, data) for i, data in enumerate([b"a", b"b", b"c"])]
+    assert loaded == Loaded(entries)
+    assert loaded.torn is None
+    assert repr(store) == "MemoryStore(records=3)"
+    await store.aclose()
+    assert store.closed
