@@ -13,7 +13,7 @@ async def test_memory_store_gives_records_back_in_order() -> None:
     loaded = await store.load()
     entries = [Entry("<memory>", i, data) for i, data in enumerate([b"a", b"b", b"c"])]
     assert loaded == Loaded(entries)
-    assert loaded.torn is None
+    assert loaded.torn == ()
     assert repr(store) == "MemoryStore(records=3)"
     await store.aclose()
     assert store.closed

@@ -30,18 +30,19 @@ class Entry(NamedTuple):
 
 
 class Loaded(NamedTuple):
-    """What a store holds: its records in append order, and a torn tail if any.
+    """What a store holds: its records in append order, and any torn tails.
 
     Attributes:
         entries: every complete record, oldest first.
-        torn: where a torn last record was found and left out (its ``data``
-            is what could be read of it), or None. A store reports a torn
-            record only at the very end of what a crashed writer left; a bad
-            record anywhere else is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt].
+        torn: the torn records found and left out, each where it starts (its
+            ``data`` is what could be read of it). A torn record is the last
+            thing a crashed writer left (a store written by several lives,
+            such as one file per life, may hold one per life); a bad record
+            anywhere else is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt].
     """
 
     entries: list[Entry]
-    torn: Entry | None = None
+    torn: tuple[Entry, ...] = ()
 
 
 @runtime_checkable
