@@ -28,6 +28,7 @@ from .messages import (
     ActorRestarted,
     ActorStarted,
     BudgetExhausted,
+    CheckpointTorn,
     CompactionFailed,
     ConfirmationReceived,
     ConfirmationRequired,
@@ -40,7 +41,9 @@ from .messages import (
     PermissionDenied,
     PhaseEnded,
     PhaseError,
+    PhaseResumed,
     PhaseStarted,
+    ResumedPhaseEnded,
     Routed,
     Stalled,
     SubagentEnded,
@@ -80,6 +83,10 @@ __all__ = [
     "ContinuationInjected",
     "BudgetExhausted",
     "WorkspaceWriteFailed",
+    # durable agents (open_runtime(store=...))
+    "PhaseResumed",
+    "ResumedPhaseEnded",
+    "CheckpointTorn",
     # tool calls
     "ToolStarted",
     "ToolEnded",

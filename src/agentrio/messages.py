@@ -26,6 +26,7 @@ __all__ = [
     "ActorExited",
     "BudgetExhausted",
     "ChatMessage",
+    "CheckpointTorn",
     "ConfirmationReceived",
     "ConfirmationRequired",
     "ContextAppend",
@@ -46,6 +47,8 @@ __all__ = [
     "PhaseEnded",
     "PhaseError",
     "PhaseResult",
+    "PhaseResumed",
+    "ResumedPhaseEnded",
     "PermissionDenied",
     "PhaseStarted",
     "Routed",
@@ -890,6 +893,11 @@ class RunPhase(Message, frozen=True, tag=True):
 
     ``parts``: the user's turn as content parts (``user_message`` is then
     their text); ``()`` for a plain-text turn.
+
+    ``phase_id``: the phase's name in a runtime's checkpoint store
+    (``open_runtime(store=...)``), by which a phase resumed after a crash is
+    found (``Runtime.resumed_result``); None: one is made up (a durable
+    agent's ``run()`` makes one). Unused without a store.
     """
 
     user_message: str
@@ -904,6 +912,7 @@ class RunPhase(Message, frozen=True, tag=True):
     model: str | None = None
     settings: ModelSettings | None = None
     parts: tuple[ContentPart, ...] = ()
+    phase_id: str | None = None
 
 
 class PhaseResult(Message, Generic[OutputT], frozen=True, tag=True):
@@ -1330,6 +1339,49 @@ class ToolDeadLetter(Event, frozen=True, tag=True):
     attempts: int = 0
     error_type: str = ""
     error: str = ""
+
+
+class PhaseResumed(Event, frozen=True, tag=True):
+    """A phase cut short (by a crash of the process, or of its agent) goes on
+    from its last completed turn; see [Surviving a crash][surviving-a-crash].
+
+    Attributes:
+        phase_id: the phase's id (``run(phase_id=...)``).
+        turns: the messages of the phase restored from the checkpoints.
+        restart: True when its agent crashed and was restarted in this
+            process; False when it is resumed from the store by a new runtime.
+    """
+
+    phase_id: str = ""
+    turns: int = 0
+    restart: bool = False
+
+
+class ResumedPhaseEnded(Event, frozen=True, tag=True):
+    """A phase that a runtime resumed from its store has ended; its result is
+    [`Runtime.resumed_result`][agentrio.Runtime.resumed_result]``(phase_id)``.
+
+    Attributes:
+        phase_id: the phase's id.
+        stop_reason: why it ended (``""`` when its agent crashed or stopped
+            first: ``resumed_result`` raises that error).
+    """
+
+    phase_id: str = ""
+    stop_reason: str = ""
+
+
+class CheckpointTorn(Event, frozen=True, tag=True):
+    """The checkpoint store held a torn last record (the last write of a process
+    that died), left out when the runtime opened. Its ``path`` is ``""``.
+
+    Attributes:
+        source: the file (or table) that holds it.
+        offset: where in *source* it starts.
+    """
+
+    source: str = ""
+    offset: int = 0
 
 
 class Routed(Event, frozen=True, tag=True):

@@ -12,9 +12,9 @@ under any supervisor of the runtime (``under=``).
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 from .agents.agent import check_spec, spawn_agent
 from .agents.budget import Budget, UsageTotals
+from .agents.checkpoint import Checkpoints, Durability, plan
 from .agents.compose import map_phases
 from .agents.helper import infrastructure_helper
 from .agents.lanes import Lanes, ToolLanes
@@ -43,6 +44,7 @@ from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
 from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
+from .store.base import CheckpointStore
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -176,10 +178,24 @@ class Runtime(SupervisorRef):
                 ``spec.compaction.model`` string (and for the configuration
                 found when ``spec.compaction.model`` is ``None``, if it cannot
                 be read or its ``fast`` tier cannot be resolved).
+
+        On a runtime with a checkpoint store (``open_runtime(store=...)``),
+        the agent is durable (its phases are recorded, and resumed after a
+        crash), and its spec's name must be registered
+        ([`register_spec`][agentrio.Runtime.register_spec]): else
+        ``InvalidArgument``, and nothing is spawned. A spec with a
+        ``compaction`` is refused there too (not supported yet).
         """
         sup = self if under is None else self._under(under)
         await trio.lowlevel.checkpoint_if_cancelled()
-        return spawn_agent(self._services, sup, spec, name, budget)
+        checkpoints = self._services.checkpoints
+        if checkpoints is None:
+            return spawn_agent(self._services, sup, spec, name, budget)
+        check_spec(spec)
+        checkpoints.check_spec(spec)
+        agent = spawn_agent(self._services, sup, spec, name, budget)
+        checkpoints.adopt(agent)
+        return agent
 
     def helper(
         self,
@@ -247,6 +263,60 @@ class Runtime(SupervisorRef):
             name=name,
             env=env,
         )
+
+    def register_spec(self, name: str, factory: Callable[[], AgentSpec[Any]]) -> None:
+        """Register *factory*, a function that makes the spec named *name*, for
+        durable agents (``open_runtime(store=...)``).
+
+        An agent spawned from a spec of that name is recorded in the store; after
+        a crash, a runtime opened on the same store calls *factory* to spawn it
+        again (specs hold code: tools, hooks, models). Registering the same
+        factory again does nothing. See [Surviving a crash][surviving-a-crash].
+
+        Raises:
+            InvalidArgument: *name* is not a non-empty str, *factory* is not
+                callable (an ``AgentSpec`` itself is refused: pass a function
+                that returns it), another factory is registered as *name*, or
+                the runtime has no checkpoint store.
+        """
+        checkpoints = self._services.checkpoints
+        if checkpoints is None:
+            raise InvalidArgument(
+                "register_spec: this runtime has no checkpoint store (open_runtime(store=...))"
+            )
+        checkpoints.register(name, factory)
+
+    @property
+    def resumed(self) -> tuple[str, ...]:
+        """The ids of the phases this runtime resumed from its checkpoint store when it
+        opened (phases a crash had cut short), in the order they were begun; ``()``
+        without a store. Each one's result: [`resumed_result`][agentrio.Runtime.resumed_result]."""
+        checkpoints = self._services.checkpoints
+        return () if checkpoints is None else checkpoints.resumed
+
+    async def resumed_result(self, phase_id: str) -> PhaseResult[Any]:
+        """The result of the phase *phase_id* of the checkpoint store: one this runtime
+        resumed (waits until it ends), or one that ended before the crash (at once).
+
+        A resumed phase's ``run()`` caller is gone with the process that crashed;
+        this is how its result is had (or from a
+        [`ResumedPhaseEnded`][agentrio.events.ResumedPhaseEnded] event). A typed
+        output (``AgentSpec.output_type``) of a phase that ended before the crash
+        is not kept in the store: its ``output`` is ``None``.
+
+        Raises:
+            InvalidArgument: the runtime has no checkpoint store, or *phase_id* is
+                not a str.
+            UnknownName: no such phase was resumed, or ended, in the store.
+            ActorStopped, ActorCrashed: the resumed phase's agent stopped (the
+                runtime closed) or crashed past its restarts before it ended.
+        """
+        checkpoints = self._services.checkpoints
+        if checkpoints is None:
+            raise InvalidArgument(
+                "resumed_result: this runtime has no checkpoint store (open_runtime(store=...))"
+            )
+        return await checkpoints.result(phase_id)
 
     def register_tool(self, *tools: Tool) -> None:
         """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
@@ -375,6 +445,9 @@ async def open_runtime(
     router: Router | None = None,
     otel: OpenTelemetry | None = None,
     trace: str | os.PathLike[str] | None = None,
+    store: CheckpointStore | str | os.PathLike[str] | None = None,
+    durability: Durability = "batch",
+    specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -435,13 +508,38 @@ async def open_runtime(
             back by [`read_trace`][agentrio.tracing.read_trace] (see
             [`TraceWriter`][agentrio.tracing.TraceWriter] and the how-to
             "Tracing a run"); default: no trace, and nothing is spent on one.
+        store: a checkpoint store, for durable agents: a folder's path (a
+            [`DirectoryStore`][agentrio.store.DirectoryStore]) or any
+            [`CheckpointStore`][agentrio.store.CheckpointStore] object. It is read
+            once, when the runtime opens: the phases a crash cut short are
+            resumed (see [`resumed`][agentrio.Runtime.resumed] and
+            [Surviving a crash][surviving-a-crash]); then every agent spawned
+            with ``spawn_agent`` records its phases in it. Default: none, and
+            nothing is recorded, at no cost.
+        durability: when a phase's records are on disk: ``"batch"`` (the
+            default: the store's writer syncs each batch it writes, and the
+            agents never wait for it) or ``"turn"`` (each turn's records are
+            synced before the phase's next model call). Either way, the start
+            of a call to a tool not declared idempotent is synced before the
+            tool runs.
+        specs: spec factories by name (``{"researcher": make_researcher}``),
+            as [`register_spec`][agentrio.Runtime.register_spec] registers them.
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that
             is not a ``Lanes``, a *tools* entry that is not a ``Tool``
             (raised on entering the block), *modes* that is not a list of
             ``Mode`` or has two of one name, a *router* that is not callable,
-            *otel* that is not an ``OpenTelemetry``.
+            *otel* that is not an ``OpenTelemetry``; *store* that is neither a
+            path nor a ``CheckpointStore``, a bad *durability*, *specs* that is
+            not a mapping of names to functions, or *specs* or *durability*
+            without a *store*; unfinished phases in the store of a spec that
+            *specs* does not register (raised on entering the block).
+        StoreError: the store cannot be read.
+        StoreCorrupt: a record of the store, other than a torn last one, is
+            damaged or of an unknown type (raised on entering the block, naming
+            the file and offset); a torn last record is left out, with a
+            [`CheckpointTorn`][agentrio.events.CheckpointTorn] event.
     """
     check_runtime_routing(modes, router)
     if budget is None:
@@ -485,11 +583,21 @@ async def open_runtime(
         from .tracing.writer import TraceWriter  # (imported only when a trace is asked for)
 
         writer = TraceWriter(trace)
+    checkpoints = _checkpoints(store, durability, specs, budget, tree)
     async with trio.open_nursery() as nursery:
         if writer is not None:
             await nursery.start(writer.run, tree.bus)
-        await nursery.start(_run_root, tree, configured, name="agentrio root supervisor")
+        if checkpoints is not None:
+            # Read once, before anything runs; the writer closes after the tree.
+            checkpoints.plan = plan(await checkpoints.writer.store.load())
+            await nursery.start(checkpoints.writer.run)
+        await nursery.start(
+            _run_root, tree, configured, checkpoints, name="agentrio root supervisor"
+        )
         try:
+            if checkpoints is not None:
+                services.checkpoints = checkpoints
+                await checkpoints.resume(rt, services, nursery)
             yield rt
         except BaseException:
             rt.cancel()
@@ -514,8 +622,40 @@ def _found_lanes(configured: _Configured) -> Lanes | None:
         return None
 
 
+def _checkpoints(
+    store: object, durability: object, specs: object, budget: Budget, tree: Tree[Runtime]
+) -> Checkpoints | None:
+    """The runtime's checkpoints for *store* (None: it has no store)."""
+    if durability not in ("batch", "turn"):
+        raise InvalidArgument(f'durability must be "batch" or "turn", got {durability!r}')
+    if specs is not None and not isinstance(specs, Mapping):
+        raise InvalidArgument(
+            f"specs must be a mapping of spec names to functions that make them, got {specs!r}"
+        )
+    if store is None:
+        if specs or durability != "batch":
+            raise InvalidArgument("specs and durability are for a runtime with a store=")
+        return None
+    if isinstance(store, (str, os.PathLike)):
+        store = DirectoryStore(store)
+    elif not isinstance(store, CheckpointStore):
+        raise InvalidArgument(
+            f"store must be a folder's path or an agentrio.store.CheckpointStore, got {store!r}"
+        )
+    return Checkpoints(
+        CheckpointWriter(store),
+        budget=budget,
+        bus=tree.bus,
+        durability=durability,  # type: ignore[arg-type]
+        specs=specs or {},
+    )
+
+
 async def _run_root(
-    tree: Tree[Runtime], configured: _Configured, task_status: trio.TaskStatus[None]
+    tree: Tree[Runtime],
+    configured: _Configured,
+    checkpoints: Checkpoints | None,
+    task_status: trio.TaskStatus[None],
 ) -> None:
     task_status.started()
     try:
@@ -523,3 +663,5 @@ async def _run_root(
     finally:
         with trio.CancelScope(shield=True):
             await configured.aclose()
+            if checkpoints is not None:  # (every record put by the agents: on disk)
+                await checkpoints.writer.aclose()

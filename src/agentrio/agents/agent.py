@@ -22,7 +22,14 @@ from .._checks import check_int, check_name, check_timeout, short_repr
 from .._handles import NoPublicConstructor, create
 from ..core import exit_reason, withdrawn
 from ..core.actor import Actor, ActorRef, ActorStatistics
-from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, SelfAsk
+from ..errors import (
+    ActorCrashed,
+    ActorError,
+    ActorStopped,
+    AgentrioError,
+    InvalidArgument,
+    SelfAsk,
+)
 from ..messages import (
     ChatMessage,
     ContentPart,
@@ -766,7 +773,11 @@ class AgentActor(Actor[RunPhase]):
 
     def __init__(self, state: _AgentState) -> None:
         self.state = state
-        state.phase = None  # (left over from a phase that ended in a crash)
+        phase = state.phase
+        if phase is not None:  # left over from a phase that ended in a crash
+            if phase.rec is not None:  # a durable agent's: it goes on when asked again
+                phase.rec.crashed(phase)
+            state.phase = None
 
     def handle(self, msg: RunPhase) -> Coroutine[object, None, PhaseResult[object]]:
         # Returns the phase's coroutine rather than awaiting it: one frame less
@@ -933,6 +944,7 @@ def _check_run(
     model: object = None,
     lane: object = None,
     settings: object = None,
+    phase_id: object = None,
 ) -> RunPhase:
     parts: tuple[ContentPart, ...] = ()
     if not isinstance(user_message, str):
@@ -972,6 +984,13 @@ def _check_run(
     if settings is not None:
         _check_settings("settings", settings, tuple(info.tools))
         assert isinstance(settings, ModelSettings)
+    if phase_id is not None and (
+        not isinstance(phase_id, str) or not phase_id or len(phase_id) > 200
+    ):
+        raise InvalidArgument(
+            f"phase_id must be a non-empty str of at most 200 characters, or None; "
+            f"got {short_repr(phase_id)}"
+        )
     return RunPhase(
         user_message=user_message,
         tool_names=names,
@@ -985,6 +1004,7 @@ def _check_run(
         lane=None if lane is None else check_lane(lane),
         settings=settings,
         parts=parts,
+        phase_id=phase_id,  # type: ignore[arg-type]
     )
 
 
@@ -1046,6 +1066,7 @@ def _phase_command(
     model: object,
     lane: object = None,
     settings: object = None,
+    phase_id: object = None,
 ) -> tuple[RunPhase, Mode | None]:
     """The checked ``RunPhase`` of ``run()``'s arguments, and the mode, if any.
 
@@ -1078,6 +1099,7 @@ def _phase_command(
         model,
         lane,
         settings,
+        phase_id,
     )
     if model is not None:
         assert cmd.model is not None
@@ -1098,9 +1120,17 @@ def _run_command(
     model: object,
     lane: object,
     settings: object,
+    phase_id: object = None,
 ) -> RunPhase:
     """The checked ``RunPhase`` of ``run()``'s (and ``stream()``'s) arguments, its
-    settings and content parts checked against the model it will call."""
+    settings and content parts checked against the model it will call.
+
+    On a runtime with a checkpoint store, a phase without a *phase_id* is given
+    one (its durable agent's records name it)."""
+    if phase_id is None and state.services.checkpoints is not None:
+        from .checkpoint import new_phase_id
+
+        phase_id = new_phase_id()
     if mode is None and model is None:  # (the common case: no mode to read)
         if max_iterations is None:
             max_iterations = state.spec.limits.max_iterations
@@ -1115,6 +1145,7 @@ def _run_command(
             timeout,
             lane=lane,
             settings=settings,
+            phase_id=phase_id,
         )
     else:
         cmd, _ = _phase_command(
@@ -1130,6 +1161,7 @@ def _run_command(
             model,
             lane,
             settings,
+            phase_id,
         )
     if cmd.settings is not None:
         check_model_settings(_phase_model(state, cmd), cmd.settings, "settings")
@@ -1207,6 +1239,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         model: str | None = None,
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
+        phase_id: str | None = None,
     ) -> PhaseResult[OutputT]:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
@@ -1277,10 +1310,18 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 ([`agentrio.ModelSettings`][agentrio.ModelSettings]), laid over the spec's
                 (fields set here win; ``options``, ``extra_headers`` and
                 ``extra_body`` merge by key).
+            phase_id: the phase's id in the runtime's checkpoint store (a str
+                of 1 to 200 characters; default: one made up), by which a
+                phase resumed after a crash of the process is found:
+                [`Runtime.resumed_result`][agentrio.Runtime.resumed_result]. For
+                a durable agent (see [Surviving a crash][surviving-a-crash]);
+                unused without a store.
 
         Returns:
             The [`PhaseResult`][agentrio.PhaseResult]. Tool and model failures are in
-            it, not raised.
+            it, not raised. For a durable agent whose actor crashed during the
+            phase and was restarted, the result of the phase gone on from its
+            last completed turn (not ``ActorCrashed``).
 
         Raises:
             InvalidArgument: a bad argument, named in the message, including a
@@ -1317,6 +1358,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             model,
             lane,
             settings,
+            phase_id,
         )
         ref = state.ref
         assert ref is not None
@@ -1331,10 +1373,18 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ) from None
         # (With OpenTelemetry, the phase's span nests under the caller's. No local
         # for it: this frame waits on each of 10k agents' callers.)
-        if state.services.otel is None:
-            result = await asked
-        else:
-            result = await state.services.otel.asked(cmd, asked)
+        try:
+            if state.services.otel is None:
+                result = await asked
+            else:
+                result = await state.services.otel.asked(cmd, asked)
+        except ActorCrashed:
+            checkpoints = state.services.checkpoints
+            if checkpoints is None or not checkpoints.restarted(cmd):
+                raise
+            # A durable agent crashed, and was restarted: its phase goes on
+            # from its last completed turn (agents/checkpoint.py).
+            result = await checkpoints.rerun(self, cmd, linked=True)
         assert isinstance(result, PhaseResult)
         return result
 
@@ -1352,6 +1402,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         model: str | None = None,
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
+        phase_id: str | None = None,
         max_buffer_size: int = 64,
     ) -> RunStream[OutputT]:
         """Run one phase as ``run()`` does, and stream it: its own items, as they happen.
@@ -1389,6 +1440,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             model: as for ``run()``.
             lane: as for ``run()``.
             settings: as for ``run()``.
+            phase_id: as for ``run()``.
             max_buffer_size: the items the stream holds unread before the run
                 waits for its reader, an int >= 1.
 
@@ -1420,6 +1472,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             model,
             lane,
             settings,
+            phase_id,
         )
         ref = state.ref
         assert ref is not None

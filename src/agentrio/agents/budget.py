@@ -449,6 +449,24 @@ class Budget:
             reasoning_tokens=reasoning,
         )
 
+    def _restore(self, totals: UsageTotals) -> None:
+        """Add *totals*, spent by an earlier life of the runtime (its checkpoints),
+        to this root budget's."""
+        self._in += totals.input_tokens
+        self._out += totals.output_tokens
+        self._requests += totals.requests
+        self._tool_calls += totals.tool_calls
+        self._cost += totals.cost_usd
+        self._overruns += totals.overruns
+        self._attempts += totals.attempts
+        details = (totals.cached_input_tokens, totals.cache_write_tokens, totals.reasoning_tokens)
+        if any(details):
+            mine = self._details
+            if mine is None:
+                mine = self._details = [0, 0, 0]
+            for i, n in enumerate(details):
+                mine[i] += n
+
     def _count_details(self, usage: Usage) -> None:
         """Add *usage*'s cached input, cache writes and reasoning here and above."""
         budget: Budget | None = self

@@ -484,6 +484,9 @@ class MCPTool(Tool):
     it refuses, and a connection lost during the call are an
     [`MCPToolError`][agentrio.mcp.MCPToolError]: a `failed` result.
 
+    It is ``idempotent`` when the server's annotations say so
+    (``idempotentHint``).
+
     Attributes:
         server: the name the server was connected under.
         remote_name: the tool's name on the server (``name`` is agentrio's,
@@ -498,6 +501,10 @@ class MCPTool(Tool):
         self._link = link
         self.server = link.name
         self.remote_name = remote.name
+        # The server's word that a call may be made twice (a resumed phase
+        # makes one again that a crash cut short); absent means no.
+        hints = getattr(remote, "annotations", None)
+        self.idempotent = getattr(hints, "idempotentHint", None) is True
         self.fn = self._call
         self.schema = ToolSchema(name, description, dict(remote.input_schema))
 

@@ -36,6 +36,7 @@ from ..messages import (
     PhaseEnded,
     PhaseError,
     PhaseResult,
+    PhaseResumed,
     PhaseStarted,
     RunPhase,
     Stalled,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from ..core.actor import ActorRef
     from ..providers.base import Model, Prices, ToolSchema
     from .agent import _AgentState
+    from .checkpoint import PhaseRecorder
 
 __all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
 
@@ -248,6 +250,7 @@ class Phase:
         "path",
         "pending",
         "reason",
+        "rec",
         "repeats",
         "same_results",
         "seen",
@@ -322,6 +325,10 @@ class Phase:
         # The answer's parsing and validation, when the spec has an output_type.
         output = st.info.output
         self.typed = None if output is None else TypedAnswer(output)
+        # A durable agent's phase records its turns (agents/checkpoint.py);
+        # without a checkpoint store, nothing (one test per phase, one per turn).
+        checkpoints = st.services.checkpoints
+        self.rec = None if checkpoints is None else checkpoints.recorder(self)
 
     # -- the phase ---------------------------------------------------------------------
 
@@ -403,15 +410,20 @@ class Phase:
                 )
             )
         error = self.error
-        if self.reason == "error" and error is not None:
-            return PhaseResult(self.final_text, tuple(self.calls), "error", error[0], error[1])
         text, reason = self.final_text, self.reason
-        if self.typed is None:
-            return PhaseResult(
+        if reason == "error" and error is not None:
+            result = PhaseResult(text, tuple(self.calls), "error", error[0], error[1])
+        elif self.typed is None:
+            result = PhaseResult(
                 text, tuple(self.calls), reason, "", "", text if reason == "done" else None
             )
-        output = self.typed.value if reason == "done" else None
-        return PhaseResult(text, tuple(self.calls), reason, "", "", output)
+        else:
+            output = self.typed.value if reason == "done" else None
+            result = PhaseResult(text, tuple(self.calls), reason, "", "", output)
+        if self.rec is not None:  # (what _persist wrote, if anything: the same test)
+            wrote = len(self.history) > self.base and bool(self.iterations or self.calls)
+            self.rec.done(self, result, wrote)
+        return result
 
     def _bounded(self) -> Coroutine[object, None, None]:
         """The phase's turns within its deadline (the turns' coroutine itself if none)."""
@@ -451,6 +463,10 @@ class Phase:
         """Size the history read (if any) or start one, then add the user's turn."""
         self.base = len(self.history)
         info = self.st.info
+        rec = self.rec
+        if rec is not None and rec.resume is not None and rec.resume.messages:
+            self._restore(rec)
+            return
         if self.history:
             estimate = info.estimator
             self.sizes = [message_tokens(estimate, m) for m in self.history]
@@ -463,11 +479,44 @@ class Phase:
         parts = self.cmd.parts
         if not parts:
             self._append(ChatMessage("user", self.cmd.user_message))
-            return
-        self._append(ChatMessage("user", self.cmd.user_message, parts=parts))
-        size = parts_tokens(parts)  # (its text is counted by _append)
-        self.sizes[-1] += size
-        self.total += size
+        else:
+            self._append(ChatMessage("user", self.cmd.user_message, parts=parts))
+            size = parts_tokens(parts)  # (its text is counted by _append)
+            self.sizes[-1] += size
+            self.total += size
+        if rec is not None:
+            rec.started(self)
+
+    def _restore(self, rec: PhaseRecorder) -> None:
+        """Go on from what the phase recorded before a crash: the history it read,
+        then its own recorded turns (no new user turn)."""
+        resume = rec.resume
+        assert resume is not None
+        estimate = self.st.info.estimator
+        for m in resume.messages:
+            self.history.append(m)
+        self.timestamps = list(resume.timestamps)
+        self.sizes = [message_tokens(estimate, m) for m in self.history]
+        self.total = sum(self.sizes)
+        self.calls = list(resume.calls)
+        if self.cmd.direct_tool_calls is None:
+            self.iterations = sum(1 for m in resume.messages if m.role == "assistant")
+        for m in reversed(resume.messages):
+            if m.role == "assistant":
+                self.final_text = m.content
+                break
+        rec.started(self)
+        rec.upto = len(self.history)
+        resume.going_on = True  # (_loop or _direct goes on from its last turn)
+        if self.bus.active:
+            self.bus.publish(
+                PhaseResumed(
+                    path=self.path,
+                    phase_id=rec.id,
+                    turns=len(resume.messages),
+                    restart=resume.restart,
+                )
+            )
 
     def _persist(self) -> None:
         ctx = self.ctx
@@ -505,6 +554,10 @@ class Phase:
             if self.stall:
                 await self._stalled()
                 return
+        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
+            self.rec.resume.going_on = False
+            if await self._resumed():  # going on after a crash
+                return
         # (Each pass makes one model call or returns.)
         while self.iterations < self.cmd.max_iterations:
             reply = await self._turn(schemas)
@@ -537,6 +590,36 @@ class Phase:
         self.reason = "max_iterations"
         if self.st.spec.limits.final_answer:
             await self._final_turn()
+
+    async def _resumed(self) -> bool:
+        """Go on from the turn the phase last recorded before a crash: run the calls
+        it had asked for (their recorded results replayed), or take its last
+        reply as it was taken then. True if the phase ends there."""
+        rec = self.rec
+        assert rec is not None and rec.resume is not None
+        resume = rec.resume
+        last = resume.messages[-1]
+        if last.role != "assistant":
+            return False  # (its last turn was tool results: the next model call)
+        if last.tool_calls:
+            self.pending = last.tool_calls
+            await self._run_tools(last.tool_calls, model_driven=True)
+            if self._tools_end_phase(last.tool_calls):
+                return True
+            if self.stall:
+                await self._stalled()
+                return True
+            return False
+        # A reply without tool calls, recorded before the crash: what came next.
+        limit = self.cmd.max_continuation_turns
+        if limit is None:
+            limit = self.st.spec.limits.max_continuation_turns
+        if self.continued < limit and await self._continued(last.content):
+            return False
+        if self.reason == "error":
+            return True
+        self.reason = "done"
+        return not (self.typed is not None and self._answer_refused(last.content))
 
     def _answer_refused(self, text: str) -> bool:
         """Check the answer *text* against the spec's output type: True if it was
@@ -638,6 +721,9 @@ class Phase:
         st = self.st
         if self._stop_requested():
             return None
+        if self.rec is not None and self.rec.ck.sync_turns:
+            # (durability="turn": the turns so far are on disk before the next call)
+            await self.rec.ck.writer.synced()
         if self.bus.active and type(self.bus) is RunBus and self.bus.held:
             # A streamed run whose reader is behind: it waits for the reader
             # here, before the call's reservation (see agents/stream.py).
@@ -710,6 +796,8 @@ class Phase:
         else:
             self._append(ChatMessage("assistant", text, tool_calls=calls))
         self.final_text = text
+        if self.rec is not None:
+            self.rec.turn(self)
         if self.bus.active:
             if type(self.bus) is RunBus:  # its stream has the text, streamed or not
                 self.bus.reply_text(self.path, text)
@@ -835,11 +923,18 @@ class Phase:
     async def _direct(self, calls: tuple[ToolCallRequest, ...]) -> None:
         if self.lone is not None:  # going on after the lone call's timeout
             await self._resume_tools()
+        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
+            self.rec.resume.going_on = False
+            pending = self.rec.resume.pending()  # (the calls whose results are not recorded)
+            if pending:
+                await self._run_tools(pending, model_driven=False)
         else:
             if self._stop_requested():
                 return
             numbered = self._number(calls)
             self._append(ChatMessage("assistant", "", tool_calls=numbered))
+            if self.rec is not None:
+                self.rec.turn(self, totals=False)
             await self._run_tools(numbered, model_driven=False)
         if self.reason != "error":
             self.reason = "done"
@@ -887,7 +982,15 @@ class Phase:
         not_run: list[ToolResult] = []
         if model_driven and len(calls) > limits.max_tool_calls_per_turn:
             calls, not_run = self._over_cap(calls, limits.max_tool_calls_per_turn)
+        rec = self.rec
+        resume = None if rec is None else rec.resume
         for req in calls:
+            if resume is not None:  # the calls a crash cut short: replayed, or not run again
+                known = st.info.tools.get(req.name)
+                replayed = resume.replay(req, known is not None and known.idempotent)
+                if replayed is not None:
+                    batch.append(replayed)
+                    continue
             if req.error:
                 why = f"tool {req.name!r} was not run: {req.error}"
                 batch.append(tool_result(req, "failed", why))
@@ -912,6 +1015,8 @@ class Phase:
                 runner = st.services.otel.runner(self, tool, req, limits.tool_timeout, st.gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
+            if rec is not None:
+                runner.rec = rec
             batch.append(runner)
             runners.append(runner)
             if self.bus.active:
@@ -936,8 +1041,10 @@ class Phase:
             self.lone = None
             self._tool_done(runner, result)
         elif runners:
+            # (A durable phase records each call of the batch as it ends.)
+            done = self._tool_done if rec is None else self._tool_recorded
             async with trio.open_nursery() as nursery:
-                start_batch(nursery, runners, limits.max_parallel_tools, self._tool_done)
+                start_batch(nursery, runners, limits.max_parallel_tools, done)
         steps = self._tools_ran()
         if steps is not None:
             await steps
@@ -1035,6 +1142,12 @@ class Phase:
                 )
             )
 
+    def _tool_recorded(self, runner: ToolRunner, result: ToolResult) -> None:
+        """A call of a durable phase's parallel batch ended: record it, say it."""
+        assert self.rec is not None
+        self.rec.tool_done(result)
+        self._tool_done(runner, result)
+
     def _shown(self, text: str) -> str:
         """*text* as a ``ToolEnded`` preview: the agent's env values hidden, then cut."""
         env = self.st.spec.env
@@ -1086,6 +1199,8 @@ class Phase:
             if not unread:
                 self._watch(item)
         self.batch = None
+        if self.rec is not None:
+            self.rec.tools(self, results, now)
         return results
 
     def _watch(self, result: ToolResult) -> None:

@@ -24,6 +24,7 @@ from .tool import Tool
 
 if TYPE_CHECKING:
     from ..core import EventBus
+    from .checkpoint import Checkpoints
     from .lanes import ToolLanes
     from .otel import OpenTelemetry
 
@@ -65,6 +66,8 @@ class Services:
         tools: the tools registered by name (see `register_tool`).
         otel: what records the phases, model calls and tool calls with
             OpenTelemetry (None: nothing does, and they pay one test for it).
+        checkpoints: the runtime's checkpoints, when it has a store (None:
+            nothing is recorded, and a phase pays one test for it).
         resolve: turns a tier name or an ``"instance:model"`` string into a
             model object, through the runtime's configuration (loaded on first
             use). Raises ``ConfigError`` for a name it does not know, or when
@@ -77,6 +80,7 @@ class Services:
         "_router",
         "budget",
         "bus",
+        "checkpoints",
         "otel",
         "resolve",
         "tool_lanes",
@@ -98,6 +102,7 @@ class Services:
         self.bus = bus
         self.tool_lanes = tool_lanes
         self.otel: OpenTelemetry | None = None
+        self.checkpoints: Checkpoints | None = None
         self.tools: dict[str, Tool] = {}
         self.resolve = resolve
         # The runtime's configuration when it has one (given, or found as for

@@ -217,6 +217,12 @@ class Tool:
         description: what models are told it does (default: the docstring).
         schema: the [`ToolSchema`][agentrio.types.ToolSchema] advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
+        idempotent: calling it twice with the same arguments does no more
+            than calling it once (a read, a write of a fixed value): a call
+            that was running when its process or agent crashed is made again
+            when its phase resumes (see [Surviving a crash][surviving-a-crash]).
+            False (the default): such a call is not made again, and the
+            model is told it was interrupted and may have taken effect.
         context_param: the name of the parameter annotated [`ToolContext`][agentrio.ToolContext]
             (it receives the call's context), or ``None`` if the function
             declares none. It may be in any position (plain or
@@ -236,6 +242,7 @@ class Tool:
         "context_param",
         "description",
         "fn",
+        "idempotent",
         "is_async",
         "name",
         "needs_caller",
@@ -243,7 +250,12 @@ class Tool:
     )
 
     def __init__(
-        self, fn: Callable[..., object], *, name: str | None = None, description: str | None = None
+        self,
+        fn: Callable[..., object],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
     ) -> None:
         if not callable(fn):
             raise InvalidArgument(f"tool() needs a function, got {fn!r}")
@@ -255,7 +267,10 @@ class Tool:
         desc = description if description is not None else inspect.getdoc(fn) or ""
         if not isinstance(desc, str):
             raise InvalidArgument(f"tool description must be a str, got {desc!r}")
+        if not isinstance(idempotent, bool):
+            raise InvalidArgument(f"tool idempotent must be a bool, got {idempotent!r}")
         self.fn = fn
+        self.idempotent = idempotent
         self.name = tool_name
         self.description = desc
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -357,7 +372,7 @@ class Tool:
 def tool(fn: Callable[..., object], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, idempotent: bool = False
 ) -> Callable[[Callable[..., object]], Tool]: ...
 def tool(
     fn: Callable[..., object] | None = None,
@@ -365,6 +380,7 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Make a function into a [`Tool`][agentrio.Tool] that agents can be given.
 
@@ -379,16 +395,18 @@ def tool(
             \"\"\"Look a key up in the store.\"\"\"
             return store[key]
 
-    Use as ``@agentrio.tool`` or ``@agentrio.tool(name=..., description=...)``.
+    Use as ``@agentrio.tool`` or ``@agentrio.tool(name=..., description=...,
+    idempotent=...)``: an idempotent tool's call cut short by a crash is made
+    again when its phase resumes (see [`Tool`][agentrio.Tool]).
 
     Raises:
         InvalidArgument: a bad name, or a signature a model cannot call (see
             [`Tool`][agentrio.Tool]).
     """
     if fn is not None:
-        return Tool(fn, name=name, description=description)
+        return Tool(fn, name=name, description=description, idempotent=idempotent)
 
     def decorate(f: Callable[..., object]) -> Tool:
-        return Tool(f, name=name, description=description)
+        return Tool(f, name=name, description=description, idempotent=idempotent)
 
     return decorate

@@ -16,7 +16,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 import trio
@@ -50,6 +50,20 @@ if TYPE_CHECKING:
     from ..core.actor import ActorRef
     from ..core.bus import EventBus
 
+
+class Journal(Protocol):
+    """What records a durable agent's approvals (``checkpoint._Durable``)."""
+
+    def approval(self, call_id: str) -> tuple[bool, str] | None: ...
+    def asked(self, req: ToolCallRequest) -> None: ...
+    def answered(self, req: ToolCallRequest, approved: bool, reason: str) -> None: ...
+
+
+class Recorder(Protocol):
+    """What records a durable phase's tool calls (``checkpoint.PhaseRecorder``)."""
+
+    async def begin_tool(self, runner: ToolRunner) -> None: ...
+
 __all__ = ["ToolGate", "ToolLane", "ToolRunner", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
@@ -78,7 +92,16 @@ class ToolGate:
     approver or hooks has none, and its calls pay nothing for it.
     """
 
-    __slots__ = ("approval_timeout", "approver", "bus", "path", "policy", "post", "pre")
+    __slots__ = (
+        "approval_timeout",
+        "approver",
+        "bus",
+        "journal",
+        "path",
+        "policy",
+        "post",
+        "pre",
+    )
 
     def __init__(
         self,
@@ -98,6 +121,9 @@ class ToolGate:
         self.approval_timeout = approval_timeout
         self.pre = pre
         self.post = post
+        # A durable agent's (see checkpoint.py): its approvals are recorded, and
+        # a resumed phase's recorded answers are given again without asking.
+        self.journal: Journal | None = None
 
     def _refuse(self, req: ToolCallRequest, why: str) -> ToolResult:
         return refuse(self.bus, self.path, req, why)
@@ -144,6 +170,16 @@ class ToolGate:
         """Ask the approver; "" if approved, else why not."""
         if self.approver is None:
             return f"tool {req.name!r} needs approval and this agent has no approver"
+        journal = self.journal
+        if journal is not None:
+            known = journal.approval(req.id)
+            if known is not None:  # answered before a crash: not asked again
+                approved, reason = known
+                journal.answered(req, approved, reason)
+                if approved:
+                    return ""
+                return f"the approver refused {req.name!r}" + (f": {reason}" if reason else "")
+            journal.asked(req)
         request_id = next(_REQUEST_IDS)
         request = ConfirmationRequired(
             path=self.path, tool_call=req, agent=self.path, request_id=request_id
@@ -155,6 +191,8 @@ class ToolGate:
         with trio.move_on_after(timeout):
             answer = await ask_approver(self.approver, request)
             approved, reason = answer.approved, answer.reason
+        if journal is not None:
+            journal.answered(req, approved, reason)
         if self.bus.active:
             self.bus.publish(
                 ConfirmationReceived(
@@ -277,6 +315,7 @@ class ToolRunner:
         "context",
         "gate",
         "lane",
+        "rec",
         "request",
         "result",
         "started",
@@ -307,6 +346,9 @@ class ToolRunner:
         # once that event is published.
         self.started: float | None = None
         self.lane: ToolLane | None = None
+        # A durable phase's recorder (else None): the call's start is recorded
+        # (and synced, for a tool not declared idempotent) before it runs.
+        self.rec: Recorder | None = None
 
     def _finish(self, status: ToolStatus, content: str) -> ToolResult:
         self.result = tool_result(self.request, status, content)
@@ -363,6 +405,8 @@ class ToolRunner:
         )
 
     async def _call(self) -> ToolResult:
+        if self.rec is not None:
+            await self.rec.begin_tool(self)
         if self.lane is not None:
             return await self._laned(self.lane)
         agent = self.agent

@@ -1,0 +1,777 @@
+"""Durable agents: what a phase records in the runtime's checkpoint store, and
+how a phase cut short goes on from its last completed turn.
+
+A runtime opened with a store (``open_runtime(store=...)``) makes one
+`Checkpoints`. Each agent spawned with ``Runtime.spawn_agent`` from a
+registered spec is *durable*: its phases record, as tagged msgspec Structs
+encoded with one module-level msgpack encoder and handed to the runtime's
+checkpoint writer (``put_nowait``: the phase never waits for the disk but
+where the durability policy says so):
+
+- ``PhaseBegun``: the agent (path, spec's registered name, its durable id)
+  and the ``RunPhase`` itself (its ``phase_id`` included);
+- ``TurnsAdded``: each model reply, with the turns before it that the phase
+  added since its last record (its user message, a continuation prompt...),
+  their times, and the budget's totals once the reply is settled;
+- ``ToolsDone``: each turn's tool results, in call order;
+- ``ToolBegun``: a call of a tool not declared idempotent, synced *before*
+  the tool runs, so that a call in flight at a crash is known;
+- ``ToolDone``: each call of a parallel batch as it ends (a crash in the
+  middle of the batch does not lose the calls that ended);
+- ``ApprovalAsked`` and ``ApprovalAnswered``;
+- ``PhaseDone``: the result, the turns added after the last record, the
+  budget's totals.
+
+A phase goes on from those records in two cases. Its agent's actor crashed
+and was restarted (``AgentActor`` hands the crashed phase to `Checkpoints`,
+and ``AgentRef.run`` asks the new incarnation with the same ``RunPhase``); or
+a new runtime opened on the store found it unfinished (`load` and `resume`:
+its agent is spawned again from its registered spec, its contexts restored,
+and its ``RunPhase`` asked again by a task of the runtime). Either way the
+``Phase`` finds a `Resume` for its id: the turns recorded, the calls begun,
+ended and approved.
+
+Nothing here runs for a runtime without a store: ``Services.checkpoints`` is
+None, and the agent loop tests it once per phase (and ``Phase.rec`` once per
+turn).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal, Union
+
+import msgspec
+import trio
+
+from ..errors import ActorCrashed, ActorError, InvalidArgument, StoreCorrupt, UnknownName
+from ..messages import (
+    ChatMessage,
+    CheckpointTorn,
+    ContextAppend,
+    Message,
+    PhaseResult,
+    ResumedPhaseEnded,
+    RunPhase,
+    ToolCallRequest,
+    ToolResult,
+)
+from ..store.base import Entry, Loaded
+from .agent import AgentRef, AgentSpec, spawn_agent
+from .budget import UsageTotals
+
+if TYPE_CHECKING:
+    from ..core.ref import SupervisorRef
+    from ._writer import CheckpointWriter
+    from .agent import _AgentState
+    from .budget import Budget
+    from .phase import Phase
+    from .services import Services
+    from .tool_call import ToolRunner
+
+__all__ = [
+    "INTERRUPTED",
+    "Checkpoints",
+    "Durability",
+    "Resume",
+    "SpecFactory",
+    "decode_records",
+    "tool_message",
+]
+
+Durability = Literal["batch", "turn"]
+"""When a phase's records are on disk: ``"batch"`` (the writer syncs each batch it
+writes; the agents never wait for it) or ``"turn"`` (each turn's records are
+synced before the phase's next model call)."""
+
+SpecFactory = Callable[[], AgentSpec[object]]
+
+INTERRUPTED = (
+    "tool {name!r} was interrupted by a restart (a crash of the process or of the "
+    "agent) while it ran: it may have taken effect, or not. It was not run again, "
+    "as it is not declared idempotent"
+)
+"""The content of the ``"failed"`` result a model sees for a call that was in flight
+at a crash, of a tool not declared idempotent."""
+
+_log = logging.getLogger("agentrio.agents.checkpoint")
+
+
+# -- the records -------------------------------------------------------------------------
+
+
+class PhaseBegun(Message, frozen=True, tag=True):
+    phase: str
+    agent: str  # the agent's path
+    agent_id: str  # the durable agent's id, the same in each life
+    spec: str  # its spec's registered name
+    command: RunPhase
+    at: float = 0.0
+
+
+class TurnsAdded(Message, frozen=True, tag=True):
+    phase: str
+    messages: tuple[ChatMessage, ...]
+    timestamps: tuple[float, ...]
+    totals: UsageTotals | None = None
+
+
+class ToolsDone(Message, frozen=True, tag=True):
+    phase: str
+    results: tuple[ToolResult, ...]
+    at: float = 0.0
+
+
+class ToolBegun(Message, frozen=True, tag=True):
+    phase: str
+    call_id: str
+    tool: str = ""
+
+
+class ToolDone(Message, frozen=True, tag=True):
+    phase: str
+    result: ToolResult
+
+
+class ApprovalAsked(Message, frozen=True, tag=True):
+    phase: str
+    call_id: str
+    tool: str = ""
+
+
+class ApprovalAnswered(Message, frozen=True, tag=True):
+    phase: str
+    call_id: str
+    approved: bool = False
+    reason: str = ""
+
+
+class PhaseDone(Message, frozen=True, tag=True):
+    phase: str
+    result: PhaseResult[str]
+    messages: tuple[ChatMessage, ...] = ()
+    timestamps: tuple[float, ...] = ()
+    totals: UsageTotals | None = None
+
+
+Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
+    PhaseBegun,
+    TurnsAdded,
+    ToolsDone,
+    ToolBegun,
+    ToolDone,
+    ApprovalAsked,
+    ApprovalAnswered,
+    PhaseDone,
+]
+
+_ENCODE = msgspec.msgpack.Encoder().encode
+_DECODER = msgspec.msgpack.Decoder(Record)
+
+
+def decode_records(entries: list[Entry]) -> list[Record]:
+    """The records of *entries*, in order.
+
+    Raises:
+        StoreCorrupt: a record that is not msgpack, or of no known type or shape,
+            naming its source and offset (never its content).
+    """
+    decode = _DECODER.decode
+    out: list[Record] = []
+    for entry in entries:
+        try:
+            out.append(decode(entry.data))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            kind = "of an unknown type or shape" if isinstance(exc, msgspec.ValidationError) else (
+                "not a checkpoint record (undecodable bytes)"
+            )
+            raise StoreCorrupt(
+                f"checkpoint record at {entry.source!r} offset {entry.offset} is {kind}: "
+                f"{str(exc)[:200]}",
+                source=entry.source,
+                offset=entry.offset,
+            ) from None
+    return out
+
+
+def tool_message(result: ToolResult) -> ChatMessage:
+    """The history's message for the tool call's *result* (as ``Phase._settle_batch``
+    adds it)."""
+    return ChatMessage(
+        "tool",
+        result.content,
+        tool_call_id=result.id,
+        name=result.name,
+        is_error=result.status != "ok",
+    )
+
+
+def new_phase_id() -> str:
+    """A phase id no other phase has."""
+    return uuid.uuid4().hex
+
+
+# -- what a phase goes on from ---------------------------------------------------------
+
+
+class Resume:
+    """What a phase cut short had recorded: the phase goes on from it."""
+
+    __slots__ = (
+        "approvals",
+        "begun",
+        "calls",
+        "ended",
+        "going_on",
+        "messages",
+        "restart",
+        "timestamps",
+    )
+
+    def __init__(self, *, restart: bool) -> None:
+        self.messages: list[ChatMessage] = []
+        self.timestamps: list[float] = []
+        self.calls: list[ToolResult] = []  # the phase's results so far (PhaseResult.tool_calls)
+        self.begun: set[str] = set()
+        self.ended: dict[str, ToolResult] = {}
+        self.approvals: dict[str, tuple[bool, str]] = {}
+        self.restart = restart
+        self.going_on = False  # restored, and its last turn not yet taken up again
+
+    def add(self, record: Record) -> None:
+        """Take in one of the phase's records."""
+        if type(record) is TurnsAdded:
+            self.messages += record.messages
+            self.timestamps += record.timestamps
+        elif type(record) is ToolsDone:
+            for result in record.results:
+                self.messages.append(tool_message(result))
+                self.timestamps.append(record.at)
+                self.calls.append(result)
+        elif type(record) is ToolBegun:
+            self.begun.add(record.call_id)
+        elif type(record) is ToolDone:
+            self.ended[record.result.id] = record.result
+        elif type(record) is ApprovalAnswered:
+            self.approvals[record.call_id] = (record.approved, record.reason)
+
+    def pending(self) -> tuple[ToolCallRequest, ...]:
+        """The calls of the last turn that have no result in the history (the turn
+        whose tools were running at the crash)."""
+        messages = self.messages
+        if not messages:
+            return ()
+        last = messages[-1]
+        if last.role == "assistant" and last.tool_calls:
+            return last.tool_calls
+        return ()
+
+    def replay(self, req: ToolCallRequest, idempotent: bool) -> ToolResult | None:
+        """The result of the pending call *req* without running it, if it is not to
+        be run: its recorded result, or, in flight at the crash and not idempotent,
+        an interrupted one. None: run it (it never began, or it is idempotent)."""
+        ended = self.ended.get(req.id)
+        if ended is not None:
+            return ended
+        if req.id in self.begun and not idempotent:
+            return ToolResult(
+                id=req.id,
+                name=req.name,
+                arguments=req.arguments,
+                status="failed",
+                content=INTERRUPTED.format(name=req.name),
+            )
+        return None
+
+
+class _Durable:
+    """A durable agent: its state, its id across lives, its spec's registered name."""
+
+    __slots__ = ("agent_id", "answers", "spec", "state")
+
+    def __init__(self, state: _AgentState, agent_id: str, spec: str) -> None:
+        self.state = state
+        self.agent_id = agent_id
+        self.spec = spec
+        # The approvers' answers in the phase under way: (phase id, call id) -> answer.
+        self.answers: dict[tuple[str, str], tuple[bool, str]] | None = None
+
+    def approvals_of(self, phase_id: str) -> dict[str, tuple[bool, str]]:
+        """The answers recorded in this life for the phase *phase_id* (and forgotten)."""
+        answers = self.answers
+        if not answers:
+            return {}
+        mine = {call: answer for (pid, call), answer in answers.items() if pid == phase_id}
+        self.answers = None
+        return mine
+
+    # (the agent's tool gate asks these, for its approvals)
+
+    def approval(self, call_id: str) -> tuple[bool, str] | None:
+        """The answer recorded for *call_id* in the phase under way (resumed), if any."""
+        phase = self.state.phase
+        rec = None if phase is None else phase.rec
+        if rec is None or rec.resume is None:
+            return None
+        return rec.resume.approvals.get(call_id)
+
+    def asked(self, req: ToolCallRequest) -> None:
+        phase = self.state.phase
+        if phase is not None and phase.rec is not None:
+            phase.rec.put(ApprovalAsked(phase.rec.id, req.id, req.name))
+
+    def answered(self, req: ToolCallRequest, approved: bool, reason: str) -> None:
+        phase = self.state.phase
+        if phase is not None and phase.rec is not None:
+            if self.answers is None:
+                self.answers = {}
+            self.answers[phase.rec.id, req.id] = (approved, reason)
+            phase.rec.put(ApprovalAnswered(phase.rec.id, req.id, approved, reason))
+
+
+class PhaseRecorder:
+    """One durable phase's recording: where it stands, and what it goes on from."""
+
+    __slots__ = ("begun", "calls_begun", "calls_ended", "ck", "durable", "id", "resume", "upto")
+
+    def __init__(
+        self, ck: Checkpoints, durable: _Durable, phase_id: str, resume: Resume | None
+    ) -> None:
+        self.ck = ck
+        self.durable = durable
+        self.id = phase_id
+        self.resume = resume
+        # Whether PhaseBegun is in the store (it is, for a phase that goes on).
+        self.begun = resume is not None
+        self.upto = 0  # the phase's history is recorded up to here (an index of it)
+        # The calls recorded as begun (ToolBegun) and ended (ToolDone) in this life
+        # (made on first use): what a restart of the agent goes on from.
+        self.calls_begun: set[str] | None = None
+        self.calls_ended: dict[str, ToolResult] | None = None
+
+    def put(self, record: Record) -> None:
+        self.ck.writer.put_nowait(_ENCODE(record))
+
+    def totals(self) -> UsageTotals:
+        return self.ck.budget.usage()
+
+    # -- the phase's records -----------------------------------------------------------
+
+    def started(self, phase: Phase) -> None:
+        """The phase began (its user turn is added, nothing is recorded of it yet)."""
+        self.upto = phase.base
+        if not self.begun:
+            self.begun = True
+            durable = self.durable
+            self.put(
+                PhaseBegun(
+                    self.id, phase.path, durable.agent_id, durable.spec, phase.cmd, time.time()
+                )
+            )
+
+    def turn(self, phase: Phase, totals: bool = True) -> None:
+        """Record the phase's turns since the last record (a model's reply last)."""
+        upto, base = self.upto, phase.base
+        history = phase.history
+        end = len(history)
+        self.upto = end
+        self.put(
+            TurnsAdded(
+                self.id,
+                tuple(history[upto:end]),
+                tuple(phase.timestamps[upto - base : end - base]),
+                self.totals() if totals else None,
+            )
+        )
+
+    def tools(self, phase: Phase, results: list[ToolResult], at: float) -> None:
+        self.upto = len(phase.history)
+        self.put(ToolsDone(self.id, tuple(results), at))
+
+    def tool_done(self, result: ToolResult) -> None:
+        """A call of a parallel batch ended (a lone call's result is in its ToolsDone)."""
+        if self.calls_ended is None:
+            self.calls_ended = {}
+        self.calls_ended[result.id] = result
+        self.put(ToolDone(self.id, result))
+
+    def done(self, phase: Phase, result: PhaseResult[object], persisted: bool) -> None:
+        upto, base = self.upto, phase.base
+        output = result.output
+        kept = result if output is None or isinstance(output, str) else None
+        if kept is None:  # (a typed output is not recorded: see resumed_result)
+            kept = msgspec.structs.replace(result, output=None)
+        tail: tuple[ChatMessage, ...] = ()
+        stamps: tuple[float, ...] = ()
+        if persisted:
+            tail = tuple(phase.history[upto:])
+            stamps = tuple(phase.timestamps[upto - base :])
+        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals()))  # type: ignore[arg-type]
+        self.durable.answers = None
+        self.ck.ended(self.id, result)
+
+    async def begin_tool(self, runner: ToolRunner) -> None:
+        """Before a tool of the phase runs: a tool not declared idempotent has its
+        start on disk first (at most once: a crash after this reports the call
+        interrupted rather than making it again)."""
+        if runner.tool.idempotent:
+            return
+        request = runner.request
+        if self.calls_begun is None:
+            self.calls_begun = set()
+        self.calls_begun.add(request.id)
+        self.put(ToolBegun(self.id, request.id, request.name))
+        await self.ck.writer.synced()
+
+    def crashed(self, phase: Phase) -> None:
+        """The phase's agent crashed: keep what it recorded, to go on from it."""
+        resume = Resume(restart=True)
+        base, upto = phase.base, self.upto
+        if upto > base:
+            resume.messages = phase.history[base:upto]
+            resume.timestamps = phase.timestamps[: upto - base]
+            recorded = sum(1 for m in resume.messages if m.role == "tool")
+            resume.calls = phase.calls[:recorded]
+        old = self.resume
+        if old is not None:
+            resume.begun, resume.ended, resume.approvals = old.begun, old.ended, old.approvals
+        resume.begun |= self.calls_begun or set()
+        resume.ended |= self.calls_ended or {}
+        resume.approvals |= self.durable.approvals_of(self.id)
+        self.ck.resumes[self.id] = resume
+
+
+# -- the runtime's part --------------------------------------------------------------
+
+
+class _Awaited:
+    """The result of a phase resumed from the store, for ``resumed_result``."""
+
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.result: PhaseResult[object] | None = None
+        self.error: ActorError | None = None
+
+
+class _Plan:
+    """What the store says is to be resumed, worked out once when the runtime opens."""
+
+    __slots__ = ("agents", "finished", "torn", "totals")
+
+    def __init__(self) -> None:
+        # agent_id -> (path, spec, its phases' records in order, by phase)
+        self.agents: dict[str, _AgentLog] = {}
+        self.finished: dict[str, PhaseResult[object]] = {}
+        self.totals: UsageTotals | None = None
+        self.torn: tuple[Entry, ...] = ()
+
+
+class _AgentLog:
+    __slots__ = ("agent_id", "path", "phases", "spec")
+
+    def __init__(self, begun: PhaseBegun) -> None:
+        self.agent_id = begun.agent_id
+        self.path = begun.agent
+        self.spec = begun.spec
+        # phase id -> [its PhaseBegun, its other records...] in the order begun
+        self.phases: dict[str, list[Record]] = {}
+
+
+def plan(loaded: Loaded) -> _Plan:
+    """Read the store's records into what must be resumed.
+
+    Raises:
+        StoreCorrupt: a record that cannot be decoded, or of an unknown type.
+    """
+    out = _Plan()
+    out.torn = tuple(loaded.torn)
+    records = decode_records(loaded.entries)
+    owner: dict[str, _AgentLog] = {}  # phase id -> its agent's log
+    for record in records:
+        if type(record) is PhaseBegun:
+            log = out.agents.get(record.agent_id)
+            if log is None:
+                log = out.agents[record.agent_id] = _AgentLog(record)
+            else:
+                log.path, log.spec = record.agent, record.spec
+            log.phases[record.phase] = [record]
+            owner[record.phase] = log
+            continue
+        totals = getattr(record, "totals", None)
+        if totals is not None:
+            out.totals = totals
+        log = owner.get(record.phase)
+        if log is None:
+            continue  # (a phase whose beginning is not in the store: nothing to resume)
+        log.phases[record.phase].append(record)
+        if type(record) is PhaseDone:
+            out.finished[record.phase] = record.result
+    return out
+
+
+def _unfinished(log: _AgentLog) -> list[str]:
+    return [pid for pid, records in log.phases.items() if type(records[-1]) is not PhaseDone]
+
+
+def _contexts(log: _AgentLog, resumed: set[str]) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:
+    """The histories of the agent's contexts, as its finished phases left them."""
+    contexts: dict[str | None, tuple[list[ChatMessage], list[float]]] = {}
+    for pid, records in log.phases.items():
+        if pid in resumed:
+            continue
+        begun = records[0]
+        assert type(begun) is PhaseBegun
+        done = records[-1]
+        if type(done) is not PhaseDone:
+            continue
+        part = Resume(restart=False)
+        for record in records[1:]:
+            part.add(record)
+        part.messages += done.messages
+        part.timestamps += done.timestamps
+        if not part.messages:
+            continue  # it did nothing: its context was left as it was
+        label = begun.command.context_label
+        if not begun.command.continue_context or label not in contexts:
+            contexts[label] = ([], [])
+        messages, stamps = contexts[label]
+        messages += part.messages
+        stamps += part.timestamps
+    return contexts
+
+
+class Checkpoints:
+    """A runtime's checkpoints: its writer, its registered specs, its durable agents,
+    and the phases it resumed."""
+
+    __slots__ = (
+        "agents",
+        "budget",
+        "bus",
+        "outcomes",
+        "plan",
+        "resumed",
+        "resumes",
+        "specs",
+        "sync_turns",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        writer: CheckpointWriter,
+        *,
+        budget: Budget,
+        bus: object,
+        durability: Durability,
+        specs: Mapping[str, SpecFactory],
+    ) -> None:
+        self.writer = writer
+        self.budget = budget
+        self.bus = bus
+        self.sync_turns = durability == "turn"
+        self.specs: dict[str, SpecFactory] = {}
+        for name, factory in specs.items():
+            self.register(name, factory)
+        self.agents: dict[str, _Durable] = {}  # by path: the live durable agents
+        self.resumes: dict[str, Resume] = {}  # phase id -> what it goes on from
+        self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
+        self.resumed: tuple[str, ...] = ()
+        self.plan = _Plan()
+
+    def register(self, name: object, factory: object) -> None:
+        """Register *factory* (``() -> AgentSpec``) under the spec name *name*."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a spec's registered name must be a non-empty str, got {name!r}")
+        if not callable(factory) or isinstance(factory, AgentSpec):
+            raise InvalidArgument(
+                f"specs[{name!r}] must be a function that makes the AgentSpec (specs hold "
+                f"code, so a resumed agent's spec is made again), got {factory!r}"
+            )
+        known = self.specs.get(name)
+        if known is not None and known is not factory:
+            raise InvalidArgument(f"another spec factory is already registered as {name!r}")
+        self.specs[name] = factory  # type: ignore[assignment]
+
+    # -- durable agents --------------------------------------------------------------
+
+    def check_spec(self, spec: AgentSpec[object]) -> None:
+        """Raise InvalidArgument unless *spec* can make a durable agent."""
+        if spec.name not in self.specs:
+            raise InvalidArgument(
+                f"this runtime has a checkpoint store, and spec {spec.name!r} is not "
+                f"registered: its agent could not be spawned again after a crash. Register "
+                f"a function that makes it: open_runtime(specs={{{spec.name!r}: make_spec}}) "
+                f"or rt.register_spec({spec.name!r}, make_spec)"
+            )
+        if spec.compaction is not None:
+            raise InvalidArgument(
+                f"spec {spec.name!r} has a compaction, which durable agents do not support "
+                "yet (the store records each turn as it is added)"
+            )
+
+    def adopt(self, ref: AgentRef[object], agent_id: str | None = None) -> None:
+        """Make the agent of *ref* durable (its spec checked by `check_spec`)."""
+        state = ref._state
+        durable = _Durable(state, agent_id or new_phase_id(), state.spec.name)
+        assert state.ref is not None
+        self.agents[state.ref.path] = durable
+        if state.gate is not None:
+            state.gate.journal = durable
+
+    def recorder(self, phase: Phase) -> PhaseRecorder | None:
+        """The recording of *phase*, if its agent is durable (else None)."""
+        state = phase.st
+        durable = self.agents.get(phase.path)
+        if durable is None or durable.state is not state:
+            return None
+        phase_id = phase.cmd.phase_id
+        if phase_id is None:
+            phase_id = new_phase_id()
+        elif phase.escalating and state.escalation is None:
+            phase_id += "+escalated"  # (the second run of an escalating pair)
+        return PhaseRecorder(self, durable, phase_id, self.resumes.pop(phase_id, None))
+
+    def ended(self, phase_id: str, result: PhaseResult[object]) -> None:
+        waiting = self.outcomes.get(phase_id)
+        if waiting is not None and not waiting.event.is_set():
+            waiting.result = result
+            waiting.event.set()
+
+    def restarted(self, cmd: RunPhase) -> bool:
+        """Did the phase of *cmd* crash with its agent, and may it go on?"""
+        return cmd.phase_id is not None and cmd.phase_id in self.resumes
+
+    async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
+        """Ask the (restarted) agent with *cmd* again, until a crash leaves nothing to
+        go on from: its phase goes on from its last completed turn."""
+        while True:
+            try:
+                return await ref.ref.ask(cmd, linked=linked)
+            except ActorCrashed:
+                if not self.restarted(cmd):
+                    raise
+
+    # -- resuming from the store -------------------------------------------------------
+
+    async def resume(self, sup: SupervisorRef, services: Services, nursery: trio.Nursery) -> None:
+        """Spawn the agents of the store's unfinished phases again, restore their
+        contexts, and start their phases again, each from its last completed turn."""
+        planned = self.plan
+        if planned.totals is not None:
+            self.budget._restore(planned.totals)
+        resumed: list[str] = []
+        for log in planned.agents.values():
+            unfinished = _unfinished(log)
+            if not unfinished:
+                continue
+            factory = self.specs.get(log.spec)
+            if factory is None:
+                raise InvalidArgument(
+                    f"the checkpoint store holds unfinished phases of agent {log.path!r}, of "
+                    f"spec {log.spec!r}, which is not registered: pass "
+                    f"open_runtime(specs={{{log.spec!r}: make_spec}}) to resume them"
+                )
+            agent = await self._respawn(sup, services, log, factory)
+            state = agent._state
+            for label, (messages, stamps) in _contexts(log, set(unfinished)).items():
+                ctx = state.new_context(label)
+                ctx.send_nowait(ContextAppend(tuple(messages), tuple(stamps)))
+            for pid in unfinished:
+                records = log.phases[pid]
+                begun = records[0]
+                assert type(begun) is PhaseBegun
+                resume = Resume(restart=False)
+                for record in records[1:]:
+                    resume.add(record)
+                self.resumes[pid] = resume
+                self.outcomes[pid] = _Awaited()
+                resumed.append(pid)
+                cmd = begun.command
+                if cmd.phase_id != pid:
+                    cmd = msgspec.structs.replace(cmd, phase_id=pid)
+                nursery.start_soon(self._run_resumed, agent, cmd)
+        self.resumed = tuple(resumed)
+        for key in list(planned.finished):
+            if key in self.outcomes:
+                del planned.finished[key]
+        if planned.torn:
+            nursery.start_soon(self._torn, planned.torn)
+
+    async def _respawn(
+        self, sup: SupervisorRef, services: Services, log: _AgentLog, factory: SpecFactory
+    ) -> AgentRef[object]:
+        spec = factory()
+        if not isinstance(spec, AgentSpec):
+            raise InvalidArgument(
+                f"the spec factory registered as {log.spec!r} returned {type(spec).__name__}, "
+                "not an AgentSpec"
+            )
+        *parents, name = log.path.split("/")
+        under = sup
+        for part in parents:
+            try:
+                under = under.lookup_supervisor(part)
+            except UnknownName:
+                under = await under.spawn_supervisor(name=part)
+        agent = spawn_agent(services, under, spec, name, None)
+        self.adopt(agent, log.agent_id)
+        return agent
+
+    async def _run_resumed(self, agent: AgentRef[object], cmd: RunPhase) -> None:
+        assert cmd.phase_id is not None
+        waiting = self.outcomes[cmd.phase_id]
+        stop_reason = ""
+        try:
+            result = await self.rerun(agent, cmd, linked=False)
+        except ActorError as exc:
+            waiting.error = exc
+        else:
+            assert isinstance(result, PhaseResult)
+            waiting.result = result
+            stop_reason = result.stop_reason
+        waiting.event.set()
+        bus = self.bus
+        if bus.active:  # type: ignore[attr-defined]
+            bus.publish(  # type: ignore[attr-defined]
+                ResumedPhaseEnded(path=agent.path, phase_id=cmd.phase_id, stop_reason=stop_reason)
+            )
+
+    async def _torn(self, torn: tuple[Entry, ...]) -> None:
+        # (At the body's first checkpoint: a subscriber made as it starts sees them.)
+        await trio.lowlevel.checkpoint()
+        bus = self.bus
+        for entry in torn:
+            _log.warning(
+                "checkpoint store: a torn last record at %r offset %d was left out",
+                entry.source,
+                entry.offset,
+            )
+            if bus.active:  # type: ignore[attr-defined]
+                bus.publish(  # type: ignore[attr-defined]
+                    CheckpointTorn(path="", source=entry.source, offset=entry.offset)
+                )
+
+    async def result(self, phase_id: object) -> PhaseResult[object]:
+        """The result of the phase *phase_id*, resumed by this runtime or ended in the store."""
+        if not isinstance(phase_id, str):
+            raise InvalidArgument(f"phase_id must be a str, got {phase_id!r}")
+        waiting = self.outcomes.get(phase_id)
+        if waiting is None:
+            recorded = self.plan.finished.get(phase_id)
+            if recorded is None:
+                raise UnknownName(
+                    f"no phase {phase_id!r} was resumed by this runtime or ended in its store"
+                )
+            await trio.lowlevel.checkpoint()
+            return recorded
+        await waiting.event.wait()
+        if waiting.error is not None:
+            raise waiting.error
+        assert waiting.result is not None
+        return waiting.result
