@@ -44,7 +44,7 @@ from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
 from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
-from .store.base import CheckpointStore
+from .store import CheckpointStore, CheckpointWriter, DirectoryStore
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -584,12 +584,20 @@ async def open_runtime(
 
         writer = TraceWriter(trace)
     checkpoints = _checkpoints(store, durability, specs, budget, tree)
+    if checkpoints is not None:
+        # Read once, before anything runs (its errors raised as they are, not
+        # in a group); the writer closes after the tree.
+        try:
+            checkpoints.plan = plan(await checkpoints.store.load())
+            checkpoints.check_resumable()
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await checkpoints.store.aclose()
+            raise
     async with trio.open_nursery() as nursery:
         if writer is not None:
             await nursery.start(writer.run, tree.bus)
         if checkpoints is not None:
-            # Read once, before anything runs; the writer closes after the tree.
-            checkpoints.plan = plan(await checkpoints.writer.store.load())
             await nursery.start(checkpoints.writer.run)
         await nursery.start(
             _run_root, tree, configured, checkpoints, name="agentrio root supervisor"
@@ -643,10 +651,11 @@ def _checkpoints(
             f"store must be a folder's path or an agentrio.store.CheckpointStore, got {store!r}"
         )
     return Checkpoints(
+        store,
         CheckpointWriter(store),
         budget=budget,
         bus=tree.bus,
-        durability=durability,  # type: ignore[arg-type]
+        durability=durability,
         specs=specs or {},
     )
 

@@ -1004,7 +1004,7 @@ def _check_run(
         lane=None if lane is None else check_lane(lane),
         settings=settings,
         parts=parts,
-        phase_id=phase_id,  # type: ignore[arg-type]
+        phase_id=phase_id,
     )
 
 

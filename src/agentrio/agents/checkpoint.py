@@ -65,7 +65,8 @@ from .budget import UsageTotals
 
 if TYPE_CHECKING:
     from ..core.ref import SupervisorRef
-    from ._writer import CheckpointWriter
+    from ..store.base import CheckpointStore
+    from ..store.writer import CheckpointWriter
     from .agent import _AgentState
     from .budget import Budget
     from .phase import Phase
@@ -558,12 +559,14 @@ class Checkpoints:
         "resumed",
         "resumes",
         "specs",
+        "store",
         "sync_turns",
         "writer",
     )
 
     def __init__(
         self,
+        store: CheckpointStore,
         writer: CheckpointWriter,
         *,
         budget: Budget,
@@ -571,6 +574,7 @@ class Checkpoints:
         durability: Durability,
         specs: Mapping[str, SpecFactory],
     ) -> None:
+        self.store = store
         self.writer = writer
         self.budget = budget
         self.bus = bus
@@ -596,7 +600,7 @@ class Checkpoints:
         known = self.specs.get(name)
         if known is not None and known is not factory:
             raise InvalidArgument(f"another spec factory is already registered as {name!r}")
-        self.specs[name] = factory  # type: ignore[assignment]
+        self.specs[name] = factory
 
     # -- durable agents --------------------------------------------------------------
 
@@ -659,6 +663,17 @@ class Checkpoints:
 
     # -- resuming from the store -------------------------------------------------------
 
+    def check_resumable(self) -> None:
+        """Raise InvalidArgument if the store holds unfinished phases of a spec that
+        is not registered (they could not be resumed)."""
+        for log in self.plan.agents.values():
+            if log.spec not in self.specs and _unfinished(log):
+                raise InvalidArgument(
+                    f"the checkpoint store holds unfinished phases of agent {log.path!r}, of "
+                    f"spec {log.spec!r}, which is not registered: pass "
+                    f"open_runtime(specs={{{log.spec!r}: make_spec}}) to resume them"
+                )
+
     async def resume(self, sup: SupervisorRef, services: Services, nursery: trio.Nursery) -> None:
         """Spawn the agents of the store's unfinished phases again, restore their
         contexts, and start their phases again, each from its last completed turn."""
@@ -670,13 +685,7 @@ class Checkpoints:
             unfinished = _unfinished(log)
             if not unfinished:
                 continue
-            factory = self.specs.get(log.spec)
-            if factory is None:
-                raise InvalidArgument(
-                    f"the checkpoint store holds unfinished phases of agent {log.path!r}, of "
-                    f"spec {log.spec!r}, which is not registered: pass "
-                    f"open_runtime(specs={{{log.spec!r}: make_spec}}) to resume them"
-                )
+            factory = self.specs[log.spec]
             agent = await self._respawn(sup, services, log, factory)
             state = agent._state
             for label, (messages, stamps) in _contexts(log, set(unfinished)).items():

@@ -411,6 +411,7 @@ class Phase:
             )
         error = self.error
         text, reason = self.final_text, self.reason
+        result: PhaseResult[object]
         if reason == "error" and error is not None:
             result = PhaseResult(text, tuple(self.calls), "error", error[0], error[1])
         elif self.typed is None:

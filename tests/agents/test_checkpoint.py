@@ -1,0 +1,494 @@
+"""Durable agents: the records a phase leaves in a checkpoint store, resuming a phase
+cut short by a crash (of the runtime, or of the agent's actor), tool calls replayed,
+made again or reported interrupted, approvals asked again, and a damaged store."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+
+import agentrio
+from agentrio import (
+    AgentSpec,
+    ChatMessage,
+    PermissionPolicy,
+    ToolCallRequest,
+    Usage,
+    ask_rule,
+)
+from agentrio.agents.checkpoint import (
+    INTERRUPTED,
+    PhaseBegun,
+    PhaseDone,
+    ToolBegun,
+    TurnsAdded,
+    decode_records,
+)
+from agentrio.errors import StoreCorrupt, UnknownName
+from agentrio.events import CheckpointTorn, PhaseResumed, ResumedPhaseEnded
+from agentrio.store import DirectoryStore, Entry, Loaded, MemoryStore
+from agentrio.testing import FunctionModel, Reply
+
+RecordEvents = Callable[..., list[agentrio.events.Event]]
+
+
+class World:
+    """What the tools did (their side effects), across the runtime's lives."""
+
+    def __init__(self) -> None:
+        self.effects: list[str] = []
+        self.hold = trio.Event()  # a tool that waits on it never returns in the first life
+
+
+WORLD = World()
+
+
+@pytest.fixture(autouse=True)
+def _world() -> None:
+    global WORLD
+    WORLD = World()
+
+
+@agentrio.tool
+async def pay(amount: int) -> str:
+    """Pay (not idempotent)."""
+    WORLD.effects.append(f"pay {amount}")
+    await WORLD.hold.wait()
+    return f"paid {amount}"
+
+
+@agentrio.tool(idempotent=True)
+async def read(key: str) -> str:
+    """Read a key (idempotent)."""
+    WORLD.effects.append(f"read {key}")
+    await WORLD.hold.wait()
+    return f"value of {key}"
+
+
+@agentrio.tool
+async def note(text: str) -> str:
+    """Note something (returns at once)."""
+    WORLD.effects.append(f"note {text}")
+    await trio.lowlevel.checkpoint()
+    return f"noted {text}"
+
+
+def tool_turn(*calls: ToolCallRequest) -> Reply:
+    return Reply(tool_calls=calls, usage=Usage(10, 5))
+
+
+def script(*replies: Reply, seen: list[tuple[ChatMessage, ...]] | None = None) -> FunctionModel:
+    """A model that answers with *replies* in turn, by how many replies the history holds,
+    so that it answers the same after a resume; it hangs past them."""
+
+    async def complete(messages: Sequence[ChatMessage], tools: object) -> Reply:
+        if seen is not None:
+            seen.append(tuple(messages))
+        n = sum(1 for m in messages if m.role == "assistant")
+        await trio.lowlevel.checkpoint()
+        if n < len(replies):
+            return replies[n]
+        await trio.sleep_forever()
+        raise AssertionError
+
+    return FunctionModel(complete)
+
+
+def spec_of(model: FunctionModel, **options: object) -> Callable[[], AgentSpec[str]]:
+    def make() -> AgentSpec[str]:
+        return AgentSpec(
+            name="worker",
+            model=model,
+            instructions="You work.",
+            tools=[pay, read, note],
+            **options,  # type: ignore[arg-type]
+        )
+
+    return make
+
+
+async def crash_after(
+    store: object,
+    make: Callable[[], AgentSpec[str]],
+    ready: Callable[[], bool],
+    *,
+    phase_id: str = "p1",
+    **run: object,
+) -> None:
+    """Life 1: run a phase until *ready*, then cancel the runtime (the phase never ends)."""
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:  # type: ignore[arg-type]
+        agent = await rt.spawn_agent(make(), name="w1")
+
+        async def caller() -> None:
+            with pytest.raises(agentrio.ActorStopped):
+                await agent.run("do the job", phase_id=phase_id, **run)  # type: ignore[arg-type]
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(caller)
+            while not ready():
+                await trio.sleep(0.01)
+            rt.cancel()
+
+
+async def test_a_phase_cut_short_goes_on_from_its_last_turn(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    store = MemoryStore()
+    seen: list[tuple[ChatMessage, ...]] = []
+    model = script(
+        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")),
+        tool_turn(ToolCallRequest("note", {"text": "b"}, id="c2")),
+        Reply(text="all done", usage=Usage(7, 3)),
+        seen=seen,
+    )
+    first = script(
+        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")),
+        tool_turn(ToolCallRequest("note", {"text": "b"}, id="c2")),
+    )
+    await crash_after(store, spec_of(first), lambda: len(WORLD.effects) == 2)
+    assert WORLD.effects == ["note a", "note b"]
+    async with agentrio.open_runtime(store=store, specs={"worker": spec_of(model)}) as rt:
+        events = record_events(rt)
+        assert rt.resumed == ("p1",)
+        # Life 1 spent two model calls: the budget starts from them.
+        assert rt.usage().requests == 2 and rt.usage().input_tokens == 20
+        result = await rt.resumed_result("p1")
+        assert result.stop_reason == "done" and result.final_text == "all done"
+        assert [c.content for c in result.tool_calls] == ["noted a", "noted b"]
+        # The history was restored: the model saw the first life's turns, once each.
+        (history,) = seen
+        assert [m.role for m in history] == [
+            "system", "user", "assistant", "tool", "assistant", "tool",
+        ]
+        assert rt.usage().requests == 3 and rt.usage().input_tokens == 27
+        agent_history = await (await _agent(rt, "w1")).history()
+        assert [t.message.role for t in agent_history][-1] == "assistant"
+        assert len(agent_history) == 7
+        await trio.testing.wait_all_tasks_blocked()
+        resumed = [e for e in events if isinstance(e, (PhaseResumed, ResumedPhaseEnded))]
+        assert resumed == [
+            PhaseResumed(path="w1", phase_id="p1", turns=6, restart=False),
+            ResumedPhaseEnded(path="w1", phase_id="p1", stop_reason="done"),
+        ]
+    assert WORLD.effects == ["note a", "note b"]  # nothing was run twice
+    # A third life finds nothing to resume, and the result in the store.
+    async with agentrio.open_runtime(store=store, specs={"worker": spec_of(model)}) as rt:
+        assert rt.resumed == ()
+        assert (await rt.resumed_result("p1")).final_text == "all done"
+        with pytest.raises(UnknownName):
+            await rt.resumed_result("nope")
+        assert rt.usage().requests == 3
+
+
+async def _agent(rt: agentrio.Runtime, path: str) -> agentrio.AgentRef[str]:
+    checkpoints = rt._services.checkpoints
+    assert checkpoints is not None
+    from agentrio.agents.agent import AgentRef
+    from agentrio._handles import create
+
+    return create(AgentRef, checkpoints.agents[path].state)  # type: ignore[no-any-return]
+
+
+async def test_recorded_results_are_replayed_idempotent_calls_made_again_others_interrupted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    batch = tool_turn(
+        ToolCallRequest("pay", {"amount": 5}, id="c1"),
+        ToolCallRequest("read", {"key": "k"}, id="c2"),
+        ToolCallRequest("note", {"text": "x"}, id="c3"),
+    )
+    seen: list[tuple[ChatMessage, ...]] = []
+    await crash_after(store, spec_of(script(batch)), lambda: len(WORLD.effects) == 3)
+    assert sorted(WORLD.effects) == ["note x", "pay 5", "read k"]
+    WORLD.hold.set()  # (in this life, the tools return)
+    model = script(batch, Reply(text="ok"), seen=seen)
+    async with agentrio.open_runtime(store=store, specs={"worker": spec_of(model)}) as rt:
+        result = await rt.resumed_result("p1")
+    # note's result was recorded: replayed. read is idempotent: made again. pay was
+    # in flight and is not: not made again, reported interrupted.
+    assert sorted(WORLD.effects) == ["note x", "pay 5", "read k", "read k"]
+    by_id = {c.id: c for c in result.tool_calls}
+    assert by_id["c3"].content == "noted x" and by_id["c3"].status == "ok"
+    assert by_id["c2"].content == "value of k"
+    assert by_id["c1"].status == "failed"
+    assert by_id["c1"].content == INTERRUPTED.format(name="pay")
+    (history,) = seen
+    assert [m.tool_call_id for m in history if m.role == "tool"] == ["c1", "c2", "c3"]
+
+
+async def test_the_start_of_a_call_not_idempotent_is_on_disk_before_it_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    on_disk: list[bool] = []
+
+    @agentrio.tool(name="pay")
+    async def checked_pay(amount: int) -> str:
+        records = decode_records(
+            [Entry("<memory>", i, data) for i, data in enumerate(store.records)]
+        )
+        on_disk.append(any(type(r) is ToolBegun and r.call_id == "c1" for r in records))
+        return "paid"
+
+    model = script(tool_turn(ToolCallRequest("pay", {"amount": 1}, id="c1")), Reply(text="ok"))
+
+    def make() -> AgentSpec[str]:
+        return AgentSpec(name="worker", model=model, tools=[checked_pay])
+
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("pay")).final_text == "ok"
+    assert on_disk == [True]
+
+
+@pytest.mark.parametrize("durability", ["turn", "batch"])
+async def test_turn_durability_syncs_each_turn_before_the_next_model_call(
+    durability: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    store = MemoryStore()
+    recorded: list[int] = []  # the turns on disk at each model call
+
+    async def complete(messages: Sequence[ChatMessage], tools: object) -> Reply:
+        records = decode_records(
+            [Entry("<memory>", i, data) for i, data in enumerate(store.records)]
+        )
+        recorded.append(sum(1 for r in records if type(r) is TurnsAdded))
+        await trio.lowlevel.checkpoint()
+        n = sum(1 for m in messages if m.role == "assistant")
+        if n < 2:
+            return tool_turn(ToolCallRequest("read", {"key": str(n)}))
+        return Reply(text="done")
+
+    WORLD.hold.set()
+    make = spec_of(FunctionModel(complete))
+    async with agentrio.open_runtime(
+        store=store,
+        specs={"worker": make},
+        durability=durability,  # type: ignore[arg-type]
+    ) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go")).final_text == "done"
+    if durability == "turn":
+        assert recorded == [0, 1, 2]  # each model turn is on disk before the next call
+    else:
+        assert recorded[0] == 0 and recorded != [0, 1, 2]
+
+
+async def test_an_approval_asked_before_a_crash_is_asked_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    asked: list[str] = []
+
+    async def never(request: agentrio.events.ConfirmationRequired) -> bool:
+        asked.append("life 1")
+        await trio.sleep_forever()
+        raise AssertionError
+
+    async def yes(request: agentrio.events.ConfirmationRequired) -> bool:
+        asked.append("life 2")
+        return True
+
+    model = script(tool_turn(ToolCallRequest("note", {"text": "n"}, id="c1")), Reply(text="ok"))
+    policy = PermissionPolicy(rules=[ask_rule("note")])
+    await crash_after(store, spec_of(model, permissions=policy, approver=never), lambda: bool(asked))
+    assert WORLD.effects == []  # never silently approved
+    make = spec_of(model, permissions=policy, approver=yes)
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        result = await rt.resumed_result("p1")
+    assert asked == ["life 1", "life 2"]
+    assert result.final_text == "ok" and WORLD.effects == ["note n"]
+
+
+async def test_an_answered_approval_is_not_asked_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    asked: list[str] = []
+
+    def approver(life: str) -> Callable[[object], bool]:
+        def answer(request: object) -> bool:
+            asked.append(life)
+            return True
+
+        return answer
+
+    model = script(tool_turn(ToolCallRequest("read", {"key": "k"}, id="c1")), Reply(text="ok"))
+    policy = PermissionPolicy(rules=[ask_rule("read")])
+    await crash_after(
+        store,
+        spec_of(model, permissions=policy, approver=approver("life 1")),
+        lambda: bool(WORLD.effects),
+    )
+    WORLD.hold.set()
+    make = spec_of(model, permissions=policy, approver=approver("life 2"))
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        result = await rt.resumed_result("p1")
+    # read is idempotent: made again, on the answer recorded in life 1.
+    assert asked == ["life 1"] and WORLD.effects == ["read k", "read k"]
+    assert result.tool_calls[0].content == "value of k"
+
+
+async def test_a_crashed_agent_goes_on_from_its_last_good_turn(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    crashes: list[str] = []
+
+    def estimator(text: str) -> int:
+        if text == "finished" and not crashes:
+            crashes.append(text)
+            raise RuntimeError("a bug in the estimator")
+        return len(text) // 4 + 1
+
+    seen: list[tuple[ChatMessage, ...]] = []
+    model = script(
+        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")),
+        Reply(text="finished"),
+        seen=seen,
+    )
+    make = spec_of(model, token_estimator=estimator)
+    async with agentrio.open_runtime(store=MemoryStore(), specs={"worker": make}) as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(make())
+        result = await agent.run("go", phase_id="p")
+        assert result.stop_reason == "done" and result.final_text == "finished"
+        assert [c.content for c in result.tool_calls] == ["noted a"]
+        assert crashes == ["finished"] and WORLD.effects == ["note a"]
+        assert agent.statistics().restarts == 1
+        # The model was called again from the turn after the tool's, not from the start.
+        assert [sum(m.role == "assistant" for m in h) for h in seen] == [0, 1, 1]
+        assert [t.message.role for t in await agent.history()] == [
+            "system", "user", "assistant", "tool", "assistant",
+        ]
+        await trio.testing.wait_all_tasks_blocked()
+        assert PhaseResumed(path="worker", phase_id="p", turns=4, restart=True) in events
+
+
+async def test_a_crash_without_a_store_still_fails_the_run(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def estimator(text: str) -> int:
+        if text == "finished":
+            raise RuntimeError("a bug in the estimator")
+        return 1
+
+    model = script(Reply(text="finished"))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec_of(model, token_estimator=estimator)())
+        with pytest.raises(agentrio.ActorCrashed):
+            await agent.run("go")
+
+
+async def test_a_spec_must_be_registered_to_be_durable(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    make = spec_of(script(Reply(text="x")))
+    async with agentrio.open_runtime(store=MemoryStore()) as rt:
+        with pytest.raises(agentrio.InvalidArgument, match="not registered"):
+            await rt.spawn_agent(make())
+        assert rt.children() == []
+        rt.register_spec("worker", make)
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("x")).final_text == "x"
+        with pytest.raises(agentrio.InvalidArgument, match="already registered"):
+            rt.register_spec("worker", spec_of(script()))
+        with pytest.raises(agentrio.InvalidArgument, match="a function that makes"):
+            rt.register_spec("other", make())  # type: ignore[arg-type]
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(agentrio.InvalidArgument, match="no checkpoint store"):
+            rt.register_spec("worker", make)
+        assert rt.resumed == ()
+
+
+async def test_unfinished_phases_of_an_unregistered_spec_are_refused_at_open(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    await crash_after(store, spec_of(script()), lambda: bool(store.records))
+    with pytest.raises(agentrio.InvalidArgument, match="not registered"):
+        async with agentrio.open_runtime(store=store):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"\xc1garbage", "undecodable"),
+        (msgspec.msgpack.encode({"type": "Nope", "phase": "p"}), "unknown type"),
+        (msgspec.msgpack.encode({"type": "PhaseDone", "phase": 3}), "unknown type or shape"),
+    ],
+)
+async def test_a_damaged_record_is_a_typed_error_naming_where_it_is(
+    data: bytes, why: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    store = MemoryStore()
+    await crash_after(store, spec_of(script()), lambda: bool(store.records))
+    assert store.records  # (a phase began)
+    store.records.insert(1, data)
+    with pytest.raises(StoreCorrupt, match=why) as caught:
+        async with agentrio.open_runtime(store=store, specs={"worker": spec_of(script())}):
+            pass
+    assert caught.value.source == "<memory>" and caught.value.offset == 1
+
+
+class TornStore(MemoryStore):
+    async def load(self) -> Loaded:
+        loaded = await super().load()
+        return Loaded(loaded.entries, (Entry("seg-1", 1234, b"\x00\x01"),))
+
+
+async def test_a_torn_tail_is_left_out_with_an_event(
+    autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    async with agentrio.open_runtime(store=TornStore()) as rt:
+        events = record_events(rt)
+        await trio.testing.wait_all_tasks_blocked()
+    assert CheckpointTorn(path="", source="seg-1", offset=1234) in events
+
+
+async def test_a_directory_store_survives_the_runtime(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    folder = tmp_path / "ckpt"
+    first = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")))
+    await crash_after(str(folder), spec_of(first), lambda: bool(WORLD.effects))
+    model = script(
+        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")), Reply(text="fine")
+    )
+    async with agentrio.open_runtime(store=folder, specs={"worker": spec_of(model)}) as rt:
+        assert rt.resumed == ("p1",)
+        assert (await rt.resumed_result("p1")).final_text == "fine"
+    assert WORLD.effects == ["note a"]
+    loaded = await DirectoryStore(folder).load()
+    kinds = [type(r).__name__ for r in decode_records(loaded.entries)]
+    assert kinds[0] == "PhaseBegun" and kinds[-1] == "PhaseDone"
+    assert kinds.count("PhaseBegun") == 1 and kinds.count("PhaseDone") == 1
+
+
+async def test_records_of_a_phase(autojump_clock: trio.testing.MockClock) -> None:
+    store = MemoryStore()
+    model = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")), Reply(text="ok"))
+    make = spec_of(model)
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        agent = await rt.spawn_agent(make(), name="w")
+        await agent.run("go", phase_id="the-phase")
+    records = decode_records([Entry("<memory>", i, d) for i, d in enumerate(store.records)])
+    # (note is not idempotent: its start is recorded before it runs)
+    assert [type(r).__name__ for r in records] == [
+        "PhaseBegun", "TurnsAdded", "ToolBegun", "ToolsDone", "TurnsAdded", "PhaseDone",
+    ]
+    begun, first, _, _, _, done = records
+    assert isinstance(begun, PhaseBegun) and begun.agent == "w" and begun.spec == "worker"
+    assert begun.command.user_message == "go" and begun.phase == "the-phase"
+    assert isinstance(first, TurnsAdded)
+    assert [m.role for m in first.messages] == ["system", "user", "assistant"]
+    assert len(first.timestamps) == 3 and first.totals is not None
+    assert first.totals.requests == 1
+    assert isinstance(done, PhaseDone) and done.result.final_text == "ok"
+    assert done.totals is not None and done.totals.requests == 2
