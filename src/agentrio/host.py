@@ -31,7 +31,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, overload
@@ -58,6 +58,7 @@ from .runtime import Runtime, open_runtime
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
+    from .agents.checkpoint import Durability
     from .agents.lanes import Lanes
     from .agents.modes import Mode
     from .agents.otel import OpenTelemetry
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .agents.tool import Tool
     from .config import Config
     from .core.restart import Backoff, Strategy
+    from .store import CheckpointStore
 
 __all__ = [
     "BlockingAgent",
@@ -95,6 +97,9 @@ class _RuntimeOptions(TypedDict, total=False):
     router: Router | None
     otel: OpenTelemetry | None
     trace: str | os.PathLike[str] | None
+    store: CheckpointStore | str | os.PathLike[str] | None
+    durability: Durability
+    specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None
 
 
 class _RunOptions(TypedDict, total=False):
@@ -110,6 +115,7 @@ class _RunOptions(TypedDict, total=False):
     model: str | None
     lane: Lane | None
     settings: ModelSettings | None
+    phase_id: str | None
 
 
 class _RunSyncOptions(_RuntimeOptions, _RunOptions, total=False):
@@ -448,6 +454,25 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
             )
         )
         return create(BlockingAgent, self, agent)
+
+    def register_spec(self, name: str, factory: Callable[[], AgentSpec[Any]]) -> None:
+        """Register a spec factory for durable agents, as
+        [`Runtime.register_spec`][agentrio.Runtime.register_spec] does."""
+        self._call(functools.partial(self._runtime.register_spec, name, factory))
+
+    @property
+    def resumed(self) -> tuple[str, ...]:
+        """The phases resumed from the store, as [`Runtime.resumed`][agentrio.Runtime.resumed]."""
+        return self._runtime.resumed
+
+    def resumed_result(self, phase_id: str) -> PhaseResult[Any]:
+        """A resumed phase's result, as
+        [`Runtime.resumed_result`][agentrio.Runtime.resumed_result] gives it."""
+        return self._call(functools.partial(self._runtime.resumed_result, phase_id))
+
+    async def aresumed_result(self, phase_id: str) -> PhaseResult[Any]:
+        """``resumed_result()``, awaited."""
+        return await self._acall(functools.partial(self._runtime.resumed_result, phase_id))
 
     def usage(self) -> UsageTotals:
         """What every agent of the runtime has spent.
