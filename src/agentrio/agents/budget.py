@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
+from typing import TypeVar
 
 import msgspec
 import outcome
@@ -32,6 +34,7 @@ from ..messages import Usage
 __all__ = ["Budget", "Lease", "UsageTotals", "usage_problem"]
 
 _INF = math.inf
+_T = TypeVar("_T")
 
 _LIMITS = (
     "max_total_tokens",
@@ -447,6 +450,22 @@ class Budget:
             cached_input_tokens=cached,
             cache_write_tokens=written,
             reasoning_tokens=reasoning,
+        )
+
+    def _totals(self, make: Callable[..., _T]) -> _T:
+        """*make* (``checkpoint.Totals``) of this budget's settled totals, in one call."""
+        cached, written, reasoning = self._details or (0, 0, 0)
+        return make(
+            self._in,
+            self._out,
+            self._requests,
+            self._tool_calls,
+            self._cost,
+            self._overruns,
+            self._attempts,
+            cached,
+            written,
+            reasoning,
         )
 
     def _restore(self, totals: UsageTotals) -> None:

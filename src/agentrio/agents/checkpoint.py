@@ -40,14 +40,21 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
+import secrets
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, Union
 
 import msgspec
 import trio
 
-from ..errors import ActorCrashed, ActorError, InvalidArgument, StoreCorrupt, UnknownName
+from ..errors import (
+    ActorCrashed,
+    ActorError,
+    InvalidArgument,
+    StoreCorrupt,
+    StoreError,
+    UnknownName,
+)
 from ..messages import (
     ChatMessage,
     CheckpointTorn,
@@ -102,9 +109,41 @@ _log = logging.getLogger("agentrio.agents.checkpoint")
 
 
 # -- the records -------------------------------------------------------------------------
+# (Each an array, not a map: a record is written for every turn of every durable
+# agent, and field names would be most of its bytes.)
 
 
-class PhaseBegun(Message, frozen=True, tag=True):
+class Totals(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The root budget's settled totals (``UsageTotals`` but ``total_tokens``)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+    tool_calls: int = 0
+    cost_usd: float = 0.0
+    overruns: int = 0
+    attempts: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def usage(self) -> UsageTotals:
+        return UsageTotals(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=self.input_tokens + self.output_tokens,
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+            cost_usd=self.cost_usd,
+            overruns=self.overruns,
+            attempts=self.attempts,
+            cached_input_tokens=self.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+        )
+
+
+class PhaseBegun(Message, frozen=True, tag=True, array_like=True):
     phase: str
     agent: str  # the agent's path
     agent_id: str  # the durable agent's id, the same in each life
@@ -113,49 +152,49 @@ class PhaseBegun(Message, frozen=True, tag=True):
     at: float = 0.0
 
 
-class TurnsAdded(Message, frozen=True, tag=True):
+class TurnsAdded(Message, frozen=True, tag=True, array_like=True):
     phase: str
     messages: tuple[ChatMessage, ...]
     timestamps: tuple[float, ...]
-    totals: UsageTotals | None = None
+    totals: Totals | None = None
 
 
-class ToolsDone(Message, frozen=True, tag=True):
+class ToolsDone(Message, frozen=True, tag=True, array_like=True):
     phase: str
     results: tuple[ToolResult, ...]
     at: float = 0.0
 
 
-class ToolBegun(Message, frozen=True, tag=True):
+class ToolBegun(Message, frozen=True, tag=True, array_like=True):
     phase: str
     call_id: str
     tool: str = ""
 
 
-class ToolDone(Message, frozen=True, tag=True):
+class ToolDone(Message, frozen=True, tag=True, array_like=True):
     phase: str
     result: ToolResult
 
 
-class ApprovalAsked(Message, frozen=True, tag=True):
+class ApprovalAsked(Message, frozen=True, tag=True, array_like=True):
     phase: str
     call_id: str
     tool: str = ""
 
 
-class ApprovalAnswered(Message, frozen=True, tag=True):
+class ApprovalAnswered(Message, frozen=True, tag=True, array_like=True):
     phase: str
     call_id: str
     approved: bool = False
     reason: str = ""
 
 
-class PhaseDone(Message, frozen=True, tag=True):
+class PhaseDone(Message, frozen=True, tag=True, array_like=True):
     phase: str
     result: PhaseResult[str]
     messages: tuple[ChatMessage, ...] = ()
     timestamps: tuple[float, ...] = ()
-    totals: UsageTotals | None = None
+    totals: Totals | None = None
 
 
 Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
@@ -211,8 +250,8 @@ def tool_message(result: ToolResult) -> ChatMessage:
 
 
 def new_phase_id() -> str:
-    """A phase id no other phase has."""
-    return uuid.uuid4().hex
+    """A phase id no other phase has (96 random bits)."""
+    return secrets.token_urlsafe(12)
 
 
 # -- what a phase goes on from ---------------------------------------------------------
@@ -356,8 +395,8 @@ class PhaseRecorder:
     def put(self, record: Record) -> None:
         self.ck.writer.put_nowait(_ENCODE(record))
 
-    def totals(self) -> UsageTotals:
-        return self.ck.budget.usage()
+    def totals(self) -> Totals:
+        return self.ck.budget._totals(Totals)
 
     # -- the phase's records -----------------------------------------------------------
 
@@ -402,9 +441,11 @@ class PhaseRecorder:
     def done(self, phase: Phase, result: PhaseResult[object], persisted: bool) -> None:
         upto, base = self.upto, phase.base
         output = result.output
-        kept = result if output is None or isinstance(output, str) else None
-        if kept is None:  # (a typed output is not recorded: see resumed_result)
-            kept = msgspec.structs.replace(result, output=None)
+        # (Its calls are in the phase's ToolsDone records: not written twice. A
+        # typed output is not recorded: see Runtime.resumed_result.)
+        kept = msgspec.structs.replace(
+            result, tool_calls=(), output=output if isinstance(output, str) else None
+        )
         tail: tuple[ChatMessage, ...] = ()
         stamps: tuple[float, ...] = ()
         if persisted:
@@ -425,7 +466,7 @@ class PhaseRecorder:
             self.calls_begun = set()
         self.calls_begun.add(request.id)
         self.put(ToolBegun(self.id, request.id, request.name))
-        await self.ck.writer.synced()
+        await self.ck.synced()
 
     def crashed(self, phase: Phase) -> None:
         """The phase's agent crashed: keep what it recorded, to go on from it."""
@@ -448,6 +489,14 @@ class PhaseRecorder:
 # -- the runtime's part --------------------------------------------------------------
 
 
+class _SyncGroup:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.error: StoreError | None = None
+
+
 class _Awaited:
     """The result of a phase resumed from the store, for ``resumed_result``."""
 
@@ -468,7 +517,7 @@ class _Plan:
         # agent_id -> (path, spec, its phases' records in order, by phase)
         self.agents: dict[str, _AgentLog] = {}
         self.finished: dict[str, PhaseResult[object]] = {}
-        self.totals: UsageTotals | None = None
+        self.totals: Totals | None = None
         self.torn: tuple[Entry, ...] = ()
 
 
@@ -509,9 +558,13 @@ def plan(loaded: Loaded) -> _Plan:
         log = owner.get(record.phase)
         if log is None:
             continue  # (a phase whose beginning is not in the store: nothing to resume)
-        log.phases[record.phase].append(record)
+        records = log.phases[record.phase]
+        records.append(record)
         if type(record) is PhaseDone:
-            out.finished[record.phase] = record.result
+            calls = tuple(
+                result for r in records if type(r) is ToolsDone for result in r.results
+            )
+            out.finished[record.phase] = msgspec.structs.replace(record.result, tool_calls=calls)
     return out
 
 
@@ -554,6 +607,8 @@ class Checkpoints:
         "agents",
         "budget",
         "bus",
+        "group",
+        "nursery",
         "outcomes",
         "plan",
         "resumed",
@@ -587,6 +642,35 @@ class Checkpoints:
         self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
         self.resumed: tuple[str, ...] = ()
         self.plan = _Plan()
+        self.nursery: trio.Nursery | None = None  # the runtime's (set by resume)
+        self.group: _SyncGroup | None = None  # the phases waiting for the next sync
+
+    async def synced(self) -> None:
+        """Return when every record put so far is on disk.
+
+        The phases that ask while no sync of theirs has started join one group,
+        and one task waits for the writer's ``synced()`` for all of them: with
+        thousands of agents asking at once, the writer sees a few waiters, and
+        each phase is woken once.
+        """
+        group = self.group
+        if group is None:
+            group = self.group = _SyncGroup()
+            assert self.nursery is not None
+            self.nursery.start_soon(self._sync, group)
+        await group.done.wait()
+        if group.error is not None:
+            raise group.error
+
+    async def _sync(self, group: _SyncGroup) -> None:
+        # (From here on, a phase that asks joins the next group: its records may
+        # come after the writer's target, taken as synced() is called.)
+        self.group = None
+        try:
+            await self.writer.synced()
+        except StoreError as exc:
+            group.error = exc
+        group.done.set()
 
     def register(self, name: object, factory: object) -> None:
         """Register *factory* (``() -> AgentSpec``) under the spec name *name*."""
@@ -677,9 +761,10 @@ class Checkpoints:
     async def resume(self, sup: SupervisorRef, services: Services, nursery: trio.Nursery) -> None:
         """Spawn the agents of the store's unfinished phases again, restore their
         contexts, and start their phases again, each from its last completed turn."""
+        self.nursery = nursery
         planned = self.plan
         if planned.totals is not None:
-            self.budget._restore(planned.totals)
+            self.budget._restore(planned.totals.usage())
         resumed: list[str] = []
         for log in planned.agents.values():
             unfinished = _unfinished(log)

@@ -724,7 +724,7 @@ class Phase:
             return None
         if self.rec is not None and self.rec.ck.sync_turns:
             # (durability="turn": the turns so far are on disk before the next call)
-            await self.rec.ck.writer.synced()
+            await self.rec.ck.synced()
         if self.bus.active and type(self.bus) is RunBus and self.bus.held:
             # A streamed run whose reader is behind: it waits for the reader
             # here, before the call's reservation (see agents/stream.py).
