@@ -40,7 +40,9 @@ from agentrio.store import DirectoryStore
 IDEMPOTENT_LOOKUP = agentrio.Tool(workload.lookup.fn, name="lookup", idempotent=True)
 
 
-async def _run(n: int, folder: str | None, spec: agentrio.AgentSpec[str]) -> tuple[list[str], float]:
+async def _run(
+    n: int, folder: str | None, spec: agentrio.AgentSpec[str]
+) -> tuple[list[str], float]:
     answers = [""] * n
     store = None if folder is None else DirectoryStore(folder)
     specs = None if store is None else {"bench": lambda: spec}

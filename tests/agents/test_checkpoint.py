@@ -163,7 +163,12 @@ async def test_a_phase_cut_short_goes_on_from_its_last_turn(
         # The history was restored: the model saw the first life's turns, once each.
         (history,) = seen
         assert [m.role for m in history] == [
-            "system", "user", "assistant", "tool", "assistant", "tool",
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
         ]
         assert rt.usage().requests == 3 and rt.usage().input_tokens == 27
         agent_history = await (await _agent(rt, "w1")).history()
@@ -188,8 +193,8 @@ async def test_a_phase_cut_short_goes_on_from_its_last_turn(
 async def _agent(rt: agentrio.Runtime, path: str) -> agentrio.AgentRef[str]:
     checkpoints = rt._services.checkpoints
     assert checkpoints is not None
-    from agentrio.agents.agent import AgentRef
     from agentrio._handles import create
+    from agentrio.agents.agent import AgentRef
 
     return create(AgentRef, checkpoints.agents[path].state)  # type: ignore[no-any-return]
 
@@ -297,7 +302,9 @@ async def test_an_approval_asked_before_a_crash_is_asked_again(
 
     model = script(tool_turn(ToolCallRequest("note", {"text": "n"}, id="c1")), Reply(text="ok"))
     policy = PermissionPolicy(rules=[ask_rule("note")])
-    await crash_after(store, spec_of(model, permissions=policy, approver=never), lambda: bool(asked))
+    await crash_after(
+        store, spec_of(model, permissions=policy, approver=never), lambda: bool(asked)
+    )
     assert WORLD.effects == []  # never silently approved
     make = spec_of(model, permissions=policy, approver=yes)
     async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
@@ -364,7 +371,11 @@ async def test_a_crashed_agent_goes_on_from_its_last_good_turn(
         # The model was called again from the turn after the tool's, not from the start.
         assert [sum(m.role == "assistant" for m in h) for h in seen] == [0, 1, 1]
         assert [t.message.role for t in await agent.history()] == [
-            "system", "user", "assistant", "tool", "assistant",
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
         ]
         await trio.testing.wait_all_tasks_blocked()
         assert PhaseResumed(path="worker", phase_id="p", turns=4, restart=True) in events
@@ -458,9 +469,7 @@ async def test_a_directory_store_survives_the_runtime(
     folder = tmp_path / "ckpt"
     first = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")))
     await crash_after(str(folder), spec_of(first), lambda: bool(WORLD.effects))
-    model = script(
-        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")), Reply(text="fine")
-    )
+    model = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")), Reply(text="fine"))
     async with agentrio.open_runtime(store=folder, specs={"worker": spec_of(model)}) as rt:
         assert rt.resumed == ("p1",)
         assert (await rt.resumed_result("p1")).final_text == "fine"
@@ -481,7 +490,12 @@ async def test_records_of_a_phase(autojump_clock: trio.testing.MockClock) -> Non
     records = decode_records([Entry("<memory>", i, d) for i, d in enumerate(store.records)])
     # (note is not idempotent: its start is recorded before it runs)
     assert [type(r).__name__ for r in records] == [
-        "PhaseBegun", "TurnsAdded", "ToolBegun", "ToolsDone", "TurnsAdded", "PhaseDone",
+        "PhaseBegun",
+        "TurnsAdded",
+        "ToolBegun",
+        "ToolsDone",
+        "TurnsAdded",
+        "PhaseDone",
     ]
     begun, first, _, _, _, done = records
     assert isinstance(begun, PhaseBegun) and begun.agent == "w" and begun.spec == "worker"
@@ -492,3 +506,109 @@ async def test_records_of_a_phase(autojump_clock: trio.testing.MockClock) -> Non
     assert first.totals.requests == 1
     assert isinstance(done, PhaseDone) and done.result.final_text == "ok"
     assert done.totals is not None and done.totals.requests == 2
+
+
+# -- a swarm killed with SIGKILL ----------------------------------------------------
+
+
+SWARM = Path(__file__).with_name("durable_swarm.py")
+SWARM_AGENTS = 1000
+
+
+def _records_by_life(folder: Path) -> list[list[object]]:
+    """The store's records, one list per life (one segment file per life)."""
+    loaded = trio.run(DirectoryStore(folder).load)
+    lives: dict[str, list[Entry]] = {}
+    for entry in loaded.entries:
+        lives.setdefault(entry.source, []).append(entry)
+    return [list(decode_records(lives[source])) for source in sorted(lives)]
+
+
+def _effects(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_swarm_killed_with_sigkill_completes_every_phase_once(seed: int, tmp_path: Path) -> None:
+    import json
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store, effects = tmp_path / "store", tmp_path / "effects"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def command(life: int) -> list[str]:
+        args = [str(store), str(effects), str(SWARM_AGENTS), str(seed), str(life)]
+        return [sys.executable, str(SWARM), *args]
+
+    # Life 1: killed at a random point of the swarm.
+    first = subprocess.Popen(command(1), stdout=subprocess.PIPE, env=env)
+    assert first.stdout is not None
+    assert first.stdout.readline() == b"READY\n"
+    time.sleep(random.Random(seed).uniform(0.05, 0.4))
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    assert first.returncode == -signal.SIGKILL
+    first.stdout.close()
+    before = _effects(effects)
+    (life1,) = _records_by_life(store)
+    recorded: dict[tuple[str, str], int] = {}  # (phase, tool) -> results recorded in life 1
+    begun: set[str] = set()  # the phases whose pay call's start was recorded in life 1
+    for r in life1:
+        if type(r) is ToolBegun:
+            begun.add(r.phase)
+        results = r.results if type(r).__name__ == "ToolsDone" else ()  # type: ignore[attr-defined]
+        for result in results:
+            recorded[r.phase, result.name] = 1  # type: ignore[attr-defined]
+    totals = [r.totals for r in life1 if getattr(r, "totals", None) is not None]
+
+    # Life 2: the same store.
+    second = subprocess.run(command(2), capture_output=True, env=env, timeout=120, check=False)
+    assert second.returncode == 0, second.stderr.decode()[-3000:]
+    report = json.loads(second.stdout.decode().splitlines()[-1])
+    after = _effects(effects)
+
+    results = report["results"]
+    assert len(results) == SWARM_AGENTS
+    assert report["resumed"], "the kill cut no phase short"
+    interrupted = 0
+    for i in range(SWARM_AGENTS):
+        pid, agent = f"p{i}", f"w{i}"
+        result = results[pid]
+        assert result["stop_reason"] == "done" and result["final_text"] == f"done {agent}", result
+        pays, fetches = after.count(f"pay {agent}"), after.count(f"fetch {agent}")
+        # At most once: a call not declared idempotent is never made twice...
+        assert pays <= 1
+        (pay_call,) = [c for c in result["calls"] if c[0] == "pay"]
+        if f"pay {agent}" in before:  # (its start was on disk before it ran)
+            assert pid in begun
+        if (pid, "pay") not in recorded and pid in begun:
+            # ...and one in flight at the kill is reported interrupted (it may
+            # have taken effect, or not: killed before or after its effect).
+            assert pay_call[1:] == ["failed", INTERRUPTED.format(name="pay")]
+            assert after.count(f"pay {agent}") == before.count(f"pay {agent}")
+            interrupted += 1
+        else:
+            assert pay_call[1:] == ["ok", f"paid for {agent}"] and pays == 1
+        # A call whose result was recorded is never made again.
+        if (pid, "fetch") in recorded:
+            assert fetches == 1
+        assert fetches >= 1
+    assert interrupted, "no call was in flight at the kill"
+    # Every phase ended exactly once, in the store.
+    done = [r.phase for life in _records_by_life(store) for r in life if type(r) is PhaseDone]  # type: ignore[attr-defined]
+    assert sorted(done) == sorted(f"p{i}" for i in range(SWARM_AGENTS))
+    # The budget: what life 1 settled (its last totals on disk), then what life 2 did.
+    last = totals[-1] if totals else None
+    opened = [last.input_tokens, last.output_tokens, last.requests] if last else [0, 0, 0]
+    assert report["opened"] == opened
+    served = report["served"]
+    assert report["end"] == [
+        opened[0] + served["input_tokens"],
+        opened[1] + served["output_tokens"],
+        opened[2] + served["replies"],
+    ]

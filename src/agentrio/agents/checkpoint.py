@@ -39,8 +39,8 @@ turn).
 from __future__ import annotations
 
 import logging
-import time
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal, Union
 
@@ -225,8 +225,10 @@ def decode_records(entries: list[Entry]) -> list[Record]:
         try:
             out.append(decode(entry.data))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            kind = "of an unknown type or shape" if isinstance(exc, msgspec.ValidationError) else (
-                "not a checkpoint record (undecodable bytes)"
+            kind = (
+                "of an unknown type or shape"
+                if isinstance(exc, msgspec.ValidationError)
+                else ("not a checkpoint record (undecodable bytes)")
             )
             raise StoreCorrupt(
                 f"checkpoint record at {entry.source!r} offset {entry.offset} is {kind}: "
@@ -561,9 +563,7 @@ def plan(loaded: Loaded) -> _Plan:
         records = log.phases[record.phase]
         records.append(record)
         if type(record) is PhaseDone:
-            calls = tuple(
-                result for r in records if type(r) is ToolsDone for result in r.results
-            )
+            calls = tuple(result for r in records if type(r) is ToolsDone for result in r.results)
             out.finished[record.phase] = msgspec.structs.replace(record.result, tool_calls=calls)
     return out
 
@@ -572,7 +572,9 @@ def _unfinished(log: _AgentLog) -> list[str]:
     return [pid for pid, records in log.phases.items() if type(records[-1]) is not PhaseDone]
 
 
-def _contexts(log: _AgentLog, resumed: set[str]) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:
+def _contexts(
+    log: _AgentLog, resumed: set[str]
+) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:
     """The histories of the agent's contexts, as its finished phases left them."""
     contexts: dict[str | None, tuple[list[ChatMessage], list[float]]] = {}
     for pid, records in log.phases.items():

@@ -64,6 +64,7 @@ class Recorder(Protocol):
 
     async def begin_tool(self, runner: ToolRunner) -> None: ...
 
+
 __all__ = ["ToolGate", "ToolLane", "ToolRunner", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
