@@ -2,12 +2,32 @@
 
 A store keeps opaque records and gives them back in order; see
 [`CheckpointStore`][agentrio.store.CheckpointStore] to write one of your own.
+Two ship with agentrio: [`DirectoryStore`][agentrio.store.DirectoryStore]
+(append-only segment files) and [`SQLiteStore`][agentrio.store.SQLiteStore]
+(the standard library's ``sqlite3``). [`CheckpointWriter`][agentrio.store.CheckpointWriter]
+is the one task that appends to a store, in batches.
 """
 
 from .base import CheckpointStore, Entry, Loaded, MemoryStore
+from .files import FORMAT_VERSION, MAGIC, MAX_RECORD, DirectoryStore
+from .sqlite import SQLiteStore
+from .writer import CheckpointWriter
 
-__all__ = ["CheckpointStore", "Entry", "Loaded", "MemoryStore"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MAX_RECORD",
+    "CheckpointStore",
+    "CheckpointWriter",
+    "DirectoryStore",
+    "Entry",
+    "Loaded",
+    "MemoryStore",
+    "SQLiteStore",
+]
 
 for _name in __all__:
-    globals()[_name].__module__ = "agentrio.store"
-del _name
+    _value = globals()[_name]
+    if isinstance(_value, type):
+        _value.__module__ = "agentrio.store"
+del _name, _value

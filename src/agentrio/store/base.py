@@ -73,6 +73,12 @@ class CheckpointStore(Protocol):
         operating system. A crash may leave the last record torn, never a
         record half-applied: [`load`][agentrio.store.CheckpointStore.load] leaves
         a torn record out.
+
+        Cancelled, it either appends the whole batch and returns, or raises
+        ``trio.Cancelled`` having appended none of it (as
+        ``trio.to_thread.run_sync`` does: it is cancelled only before its
+        thread starts): a [`CheckpointWriter`][agentrio.store.CheckpointWriter]
+        appends a cancelled batch again.
         """
         ...
 

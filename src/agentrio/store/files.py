@@ -1,0 +1,299 @@
+"""DirectoryStore: checkpoint records in a directory of append-only segment files.
+
+Each life of a runtime (each store object that appends) writes a segment of
+its own, ``000001.ckpt``, ``000002.ckpt``..., numbered after the highest
+present, so no life ever appends after another's torn tail. A segment is
+made whole or not at all: its header is written to a temporary file, flushed
+to disk, and linked to its name, which fails if the name is taken.
+
+The format, every integer little-endian:
+
+    segment = header frame*
+    header  = MAGIC (8 bytes, b"ARCKPT\\r\\n") version (u32, FORMAT_VERSION)
+    frame   = length (u32) crc (u32) header_crc (u32) payload (length bytes)
+
+``crc`` is the CRC-32 of the payload, ``header_crc`` the CRC-32 of the
+frame's first 8 bytes: a length is trusted only when its own checksum holds,
+so a damaged length in the middle of a segment is an error, never a reason to
+take what follows for a torn tail. A length over
+[`MAX_RECORD`][agentrio.store.MAX_RECORD] is corrupt (and refused by
+``append``), so a damaged file never makes ``load`` allocate more than the
+file holds.
+
+The torn-tail rule: the last frame of a segment is *torn*, left out and
+reported in [`Loaded.torn`][agentrio.store.Loaded], when its frame header
+is short, its payload is short, its payload's checksum fails with nothing
+after it, or its frame header is damaged and only zero bytes follow (what a
+power loss may leave of a block that was never written back). Anything else
+is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt] naming the segment and
+the byte offset of the bad frame (or 0 for a bad segment header).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import tempfile
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from ..errors import StoreCorrupt, StoreError
+from .base import Entry, Loaded
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "DirectoryStore"]
+
+MAGIC = b"ARCKPT\r\n"
+"""The first 8 bytes of every segment file."""
+
+FORMAT_VERSION = 1
+"""The segment format written, and the only one read."""
+
+MAX_RECORD = 64 * 1024 * 1024
+"""The largest record a [`DirectoryStore`][agentrio.store.DirectoryStore] keeps, in
+bytes (64 MiB): ``append`` refuses a larger one, ``load`` takes a longer frame for
+corrupt."""
+
+_HEADER = MAGIC + struct.pack("<I", FORMAT_VERSION)
+_FRAME = struct.Struct("<III")  # length, crc of the payload, crc of the 8 bytes before
+_LEN_CRC = struct.Struct("<II")
+_SEGMENT = re.compile(r"(\d{6,})\.ckpt")
+
+
+def frame(data: bytes) -> bytes:
+    """*data* framed as one record of a segment (its frame header, then *data*)."""
+    head = _LEN_CRC.pack(len(data), zlib.crc32(data))
+    return head + struct.pack("<I", zlib.crc32(head)) + data
+
+
+def segments(directory: Path) -> list[tuple[int, Path]]:
+    """The segment files of *directory*, by number (other files are not looked at)."""
+    found = []
+    for name in os.listdir(directory):
+        match = _SEGMENT.fullmatch(name)
+        if match:
+            found.append((int(match.group(1)), directory / name))
+    found.sort()
+    return found
+
+
+def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
+    """The complete records of the segment at *path*, and its torn tail if any.
+
+    Raises:
+        StoreCorrupt: a bad segment header, or a bad frame that is not the tail.
+    """
+    source = os.fspath(path)
+    with open(path, "rb") as f:
+        buffer = f.read()
+    if buffer[: len(_HEADER)] != _HEADER:
+        what = "magic" if buffer[: len(MAGIC)] != MAGIC else "format version"
+        raise StoreCorrupt(
+            f"checkpoint segment {source!r} has a bad header ({what}) at offset 0",
+            source=source,
+            offset=0,
+        )
+    entries: list[Entry] = []
+    view = memoryview(buffer)
+    pos, size = len(_HEADER), len(buffer)
+    while pos < size:
+        if size - pos < _FRAME.size:
+            return entries, Entry(source, pos, buffer[pos:])
+        length, crc, head_crc = _FRAME.unpack_from(buffer, pos)
+        if zlib.crc32(view[pos : pos + 8]) != head_crc:
+            if not any(view[pos:]):
+                return entries, Entry(source, pos, buffer[pos:])
+            raise _corrupt(source, pos, "a damaged frame header")
+        if length > MAX_RECORD:
+            raise _corrupt(source, pos, f"a length of {length} bytes, over MAX_RECORD")
+        start, end = pos + _FRAME.size, pos + _FRAME.size + length
+        if end > size:
+            return entries, Entry(source, pos, buffer[start:])
+        if zlib.crc32(view[start:end]) != crc:
+            if end == size:
+                return entries, Entry(source, pos, buffer[start:])
+            raise _corrupt(source, pos, "a record whose checksum fails")
+        entries.append(Entry(source, pos, buffer[start:end]))
+        pos = end
+    return entries, None
+
+
+def _corrupt(source: str, offset: int, what: str) -> StoreCorrupt:
+    return StoreCorrupt(
+        f"checkpoint segment {source!r} holds {what} at offset {offset}",
+        source=source,
+        offset=offset,
+    )
+
+
+class DirectoryStore:
+    """A [`CheckpointStore`][agentrio.store.CheckpointStore] in a directory of
+    append-only files: one segment per life, records framed and checksummed.
+
+    Example:
+
+        store = DirectoryStore("checkpoints")  # made if missing
+        await store.append([b"one", b"two"], sync=True)
+        loaded = await store.load()  # every life's records, oldest first
+
+    The directory is made if missing (its parent must exist). Each store
+    object that appends writes a segment of its own, made on its first
+    ``append`` and numbered after the highest present; ``load`` reads every
+    segment in order. Each [`Entry`][agentrio.store.Entry]'s ``source`` is
+    its segment's path and its ``offset`` the byte offset of its frame.
+    Reading and writing happen in a worker thread, off the Trio thread.
+
+    Two stores appending to one directory at once is not supported (nothing
+    locks it): give each runtime a directory of its own.
+
+    Args:
+        path: the directory.
+
+    Raises:
+        StoreError: the directory cannot be made (its parent is missing or not
+            writable), or *path* is not a directory.
+
+    Attributes:
+        path: the directory's path.
+        segment: the path of the segment this store appends to, or None before
+            its first ``append``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.segment: str | None = None
+        self._dir = Path(self.path)
+        self._fd: int | None = None
+        self._closed = False
+        try:
+            self._dir.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise StoreError(
+                f"cannot make checkpoint directory {self.path!r}: {exc.strerror}"
+            ) from None
+        if not self._dir.is_dir():
+            raise StoreError(f"checkpoint store {self.path!r} is not a directory")
+
+    def __repr__(self) -> str:
+        return f"DirectoryStore({self.path!r})"
+
+    async def load(self) -> Loaded:
+        """Every complete record of every segment, oldest first, and each
+        segment's torn tail (see the module's torn-tail rule).
+
+        Raises:
+            StoreCorrupt: a bad segment header, or a bad record that is not a
+                segment's last; it names the segment and the offset.
+            StoreError: a segment cannot be read.
+        """
+        return await trio.to_thread.run_sync(self._load)
+
+    def _load(self) -> Loaded:
+        entries: list[Entry] = []
+        torn: list[Entry] = []
+        try:
+            for _, path in segments(self._dir):
+                found, tail = read_segment(path)
+                entries += found
+                if tail is not None:
+                    torn.append(tail)
+        except OSError as exc:
+            where = exc.filename if exc.filename is not None else self.path
+            raise StoreError(f"cannot read checkpoint store {where!r}: {exc.strerror}") from None
+        return Loaded(entries, tuple(torn))
+
+    async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
+        """Append *batch* to this store's segment in one write (``fsync``-ed when
+        *sync*), making the segment on the first call.
+
+        Raises:
+            StoreError: a record over [`MAX_RECORD`][agentrio.store.MAX_RECORD],
+                the store is closed, or the write failed (the message names the
+                segment; after a failed write the next ``append`` starts a new
+                segment, so what the failed one left is only ever a torn tail).
+        """
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        for data in batch:
+            if len(data) > MAX_RECORD:
+                raise StoreError(
+                    f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
+                    f"({MAX_RECORD}) for {self.path!r}"
+                )
+        if batch:
+            await trio.to_thread.run_sync(self._append, b"".join(map(frame, batch)), sync)
+
+    def _append(self, data: bytes, sync: bool) -> None:
+        if self._fd is None:
+            self._open_segment()
+        assert self._fd is not None
+        fd = self._fd
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        except OSError as exc:
+            # What reached the file is at most a torn tail if no more is written
+            # after it: leave the segment, the next append makes a new one.
+            self._fd = None
+            os.close(fd)
+            raise StoreError(
+                f"cannot write checkpoint segment {self.segment!r}: {exc.strerror}"
+            ) from None
+
+    def _open_segment(self) -> None:
+        """Make the next segment, header written and on disk, and open it to append."""
+        try:
+            found = segments(self._dir)
+            number = found[-1][0] + 1 if found else 1
+            fd, tmp = tempfile.mkstemp(dir=self._dir, prefix=".segment.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(_HEADER)
+                    f.flush()
+                    os.fsync(f.fileno())
+                while True:
+                    path = self._dir / f"{number:06d}.ckpt"
+                    try:
+                        os.link(tmp, path)  # fails if the name is taken: O_EXCL's guarantee
+                        break
+                    except FileExistsError:
+                        number += 1
+            finally:
+                os.unlink(tmp)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            self.segment = os.fspath(path)
+            _sync_directory(self._dir)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot make a checkpoint segment in {self.path!r}: {exc.strerror}"
+            ) from None
+
+    async def aclose(self) -> None:
+        """Close this store's segment; idempotent. Its records stay."""
+        self._closed = True
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        await trio.lowlevel.checkpoint()
+
+
+def _sync_directory(directory: Path) -> None:
+    """Put a new name in *directory* on disk (where the system allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - systems whose directories cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - and those that refuse to sync one
+        pass
+    finally:
+        os.close(fd)

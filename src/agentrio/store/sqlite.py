@@ -1,0 +1,176 @@
+"""SQLiteStore: checkpoint records in a SQLite database (the standard library's ``sqlite3``).
+
+One table, ``records (id INTEGER PRIMARY KEY, data BLOB, crc INTEGER)``; each
+batch is one transaction, so a crash leaves a batch whole or absent and there
+is never a torn record. Each row carries the CRC-32 of its data: a row whose
+checksum fails is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt] naming the
+database and the row id. The database is marked as agentrio's
+(``PRAGMA application_id``, ``user_version``), so another program's database
+is refused rather than written into.
+
+Every call to the database runs in a worker thread, one at a time (a
+``trio.CapacityLimiter(1)``), so the connection is never used by two threads
+at once; the journal is in WAL mode.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import zlib
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import trio
+
+from ..errors import StoreCorrupt, StoreError
+from .base import Entry, Loaded
+
+__all__ = ["SQLiteStore"]
+
+_T = TypeVar("_T")
+
+_APPLICATION_ID = 0x61727472  # "artr": an agentrio checkpoint database
+_USER_VERSION = 1  # the schema written, and the only one read
+_SCHEMA = "CREATE TABLE records (id INTEGER PRIMARY KEY, data BLOB NOT NULL, crc INTEGER NOT NULL)"
+
+
+class SQLiteStore:
+    """A [`CheckpointStore`][agentrio.store.CheckpointStore] in a SQLite database file.
+
+    Example:
+
+        store = SQLiteStore("checkpoints.db")  # made on first use if missing
+        await store.append([b"one", b"two"], sync=True)
+        loaded = await store.load()
+
+    The database is opened (and its table made) on the first ``load`` or
+    ``append``. Each [`Entry`][agentrio.store.Entry]'s ``source`` is the
+    database's path and its ``offset`` the record's row id. ``append`` with
+    ``sync=True`` commits with ``PRAGMA synchronous=FULL`` (on disk when it
+    returns), with ``sync=False`` with ``NORMAL`` (a crash may lose the last
+    batches, whole).
+
+    Args:
+        path: the database file.
+
+    Raises:
+        StoreError: (from ``load``, ``append``) the file cannot be opened, is not
+            a SQLite database, or is another program's; a statement failed. The
+            message names the file.
+
+    Attributes:
+        path: the database's path.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._limiter = trio.CapacityLimiter(1)
+        self._db: sqlite3.Connection | None = None
+        self._sync: bool | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        return await trio.to_thread.run_sync(self._run, fn, limiter=self._limiter)
+
+    def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:  # closed while this call waited for the thread
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        try:
+            if self._db is None:
+                self._db = self._open()
+            return fn(self._db)
+        except sqlite3.Error as exc:
+            raise StoreError(f"checkpoint database {self.path!r}: {exc}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        # Calls are serialized by the limiter, but the thread cache may run two
+        # in different threads: hence check_same_thread=False.
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            (app,) = db.execute("PRAGMA application_id").fetchone()
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if app == 0 and version == 0 and tables == 0:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute(_SCHEMA)
+                db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+                db.execute(f"PRAGMA user_version = {_USER_VERSION}")
+                db.execute("COMMIT")
+            elif app != _APPLICATION_ID:
+                raise StoreError(f"{self.path!r} is not an agentrio checkpoint database")
+            elif version != _USER_VERSION:
+                raise StoreError(
+                    f"checkpoint database {self.path!r} has schema version {version}, "
+                    f"not {_USER_VERSION}"
+                )
+            db.execute("PRAGMA journal_mode = WAL")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    async def load(self) -> Loaded:
+        """Every record, in the order appended (``torn`` is always empty:
+        batches are transactions).
+
+        Raises:
+            StoreCorrupt: a row whose checksum fails (its ``offset`` is the row id).
+            StoreError: the database cannot be opened or read.
+        """
+        return await self._call(self._load)
+
+    def _load(self, db: sqlite3.Connection) -> Loaded:
+        entries = []
+        for rowid, data, crc in db.execute("SELECT id, data, crc FROM records ORDER BY id"):
+            if not isinstance(data, bytes) or zlib.crc32(data) != crc:
+                raise StoreCorrupt(
+                    f"checkpoint database {self.path!r} holds a record whose checksum "
+                    f"fails at row {rowid}",
+                    source=self.path,
+                    offset=rowid,
+                )
+            entries.append(Entry(self.path, rowid, data))
+        return Loaded(entries)
+
+    async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
+        """Append *batch* in one transaction (committed with ``synchronous=FULL``
+        when *sync*).
+
+        Raises:
+            StoreError: the store is closed, or the database cannot be written.
+        """
+        if batch:
+            rows = [(bytes(data), zlib.crc32(data)) for data in batch]
+            await self._call(lambda db: self._append(db, rows, sync))
+
+    def _append(self, db: sqlite3.Connection, rows: list[tuple[bytes, int]], sync: bool) -> None:
+        if sync is not self._sync:
+            db.execute(f"PRAGMA synchronous = {'FULL' if sync else 'NORMAL'}")
+            self._sync = sync
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO records (data, crc) VALUES (?, ?)", rows)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    async def aclose(self) -> None:
+        """Close the database; idempotent. Its records stay."""
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = True
+        db, self._db = self._db, None
+        if db is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(db.close, limiter=self._limiter)
+        else:
+            await trio.lowlevel.checkpoint()

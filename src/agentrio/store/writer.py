@@ -1,0 +1,255 @@
+"""CheckpointWriter: the one task that appends to a checkpoint store, in batches.
+
+Agents hand records to the writer with ``put_nowait`` (a list append) and go
+on; the writer appends what has gathered, ``fsync``-ed, every
+``flush_interval`` seconds, at once when ``max_batch`` records wait, and at
+once when someone waits in ``synced()``. Waiters of ``synced()`` that arrive
+together share one append and one ``fsync`` (group commit).
+
+Waking the writer costs one ``trio.Event.set()`` per batch: when the first
+record of a batch arrives (to start the interval's timer) and when the batch
+is full; every other ``put_nowait`` is a list append and a length check.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from .._checks import check_int, check_seconds
+from ..errors import StoreError, UsageError
+from .base import CheckpointStore
+
+__all__ = ["CheckpointWriter"]
+
+
+class CheckpointWriter:
+    """Appends records to a [`CheckpointStore`][agentrio.store.CheckpointStore]
+    in batches, off the agents' path.
+
+    Example:
+
+        writer = CheckpointWriter(store)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            writer.put_nowait(record)  # never blocks
+            await writer.synced()  # the record is on disk
+            await writer.aclose()  # the rest too; run() returns, the store is closed
+
+    Every batch is appended with ``sync=True``. ``put_nowait`` never blocks and
+    never drops a record; ``put`` waits while ``max_pending`` records wait to
+    be written. A store error (any exception from ``append``) stops the
+    writer: ``run()`` raises it as a [`StoreError`][agentrio.errors.StoreError],
+    and so does every ``put``, ``synced`` and ``put_nowait`` after it. Records
+    put then are not written.
+
+    Cancelling ``run()`` stops it at once, without appending what waits (no
+    thread is left running: an append in a worker thread is waited for); a
+    batch whose ``append`` raised ``trio.Cancelled`` is taken to be unwritten
+    and waits again, so ``aclose`` can still append it. Waiters of ``put``
+    and ``synced`` then raise ``StoreError``, unless ``aclose`` is running
+    (it appends their records).
+
+    Args:
+        store: where the records go.
+        flush_interval: the longest a record waits before its batch is
+            appended, in seconds.
+        max_batch: the most records in one append; this many waiting makes
+            the writer append at once.
+        max_pending: ``put`` waits while this many records wait to be written.
+
+    Attributes:
+        written: records appended so far.
+        batches: appends so far.
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        flush_interval: float = 0.05,
+        max_batch: int = 4096,
+        max_pending: int = 65536,
+    ) -> None:
+        self._store = store
+        check_seconds("flush_interval", flush_interval)
+        self._flush_interval = flush_interval
+        self._max_batch = check_int("max_batch", max_batch, 1)
+        self._max_pending = check_int("max_pending", max_pending, 1)
+        self.written = 0
+        self.batches = 0
+        self._pending: list[bytes] = []
+        self._taken = 0  # records taken into batches (written, or being appended)
+        self._sync_target = 0  # the most records a synced() waits to see written
+        self._wake = trio.Event()  # the writer's: records, a synced(), or aclose()
+        self._progress = trio.Event()  # waiters': set and replaced after each append
+        self._refuse: str | None = None  # why put_nowait refuses a record, if it does
+        self._error: BaseException | None = None
+        self._started = False
+        self._running = False
+        self._closing = False
+        self._closed = False
+        self._in_aclose = False  # aclose() is appending or waiting for run()
+
+    def __repr__(self) -> str:
+        return (
+            f"CheckpointWriter({self._store!r}, written={self.written}, "
+            f"pending={len(self._pending)})"
+        )
+
+    def put_nowait(self, data: bytes) -> None:
+        """Hand *data* to the writer as one record; never blocks, never drops.
+
+        Raises:
+            StoreError: the writer is closed, or stopped by a store error.
+        """
+        if self._refuse is not None:
+            raise StoreError(self._refuse) from self._error
+        pending = self._pending
+        pending.append(data)
+        n = len(pending)
+        if n == 1 or n == self._max_batch:
+            self._wake.set()
+
+    async def put(self, data: bytes) -> None:
+        """[`put_nowait`][agentrio.store.CheckpointWriter.put_nowait], after waiting
+        while ``max_pending`` records wait to be written.
+
+        Raises:
+            StoreError: the writer is closed or has stopped (a store error, or
+                ``run()`` cancelled) before the record could be taken.
+        """
+        await trio.lowlevel.checkpoint()
+        while self._taken + len(self._pending) - self.written >= self._max_pending:
+            self._check()
+            await self._progress.wait()
+        self.put_nowait(data)
+
+    async def synced(self) -> None:
+        """Return when every record put so far is appended with ``sync=True``.
+
+        Asks the writer to append at once (without waiting for
+        ``flush_interval``); waiters that ask together share one append.
+
+        Raises:
+            StoreError: the writer stopped (a store error, or ``run()``
+                cancelled) before those records were appended.
+        """
+        target = self._taken + len(self._pending)
+        if self.written >= target:
+            await trio.lowlevel.checkpoint()
+            return
+        if target > self._sync_target:
+            self._sync_target = target
+            self._wake.set()
+        while self.written < target:
+            self._check()
+            await self._progress.wait()
+
+    def _check(self) -> None:
+        """Raise if the writer cannot write any more (waiting would be forever)."""
+        if self._error is not None:
+            raise StoreError(f"the checkpoint writer failed: {self._error}") from self._error
+        if (self._started or self._closed) and not (self._running or self._in_aclose):
+            raise StoreError("the checkpoint writer has stopped")
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Append batches until [`aclose`][agentrio.store.CheckpointWriter.aclose]
+        (having appended what waits), or cancelled (at once).
+
+        Start it in a nursery (``await nursery.start(writer.run)``).
+
+        Raises:
+            StoreError: an append failed (the store's error, or any other
+                exception from it, as the cause).
+            UsageError: ``run()`` was started twice.
+        """
+        if self._started:
+            raise UsageError("CheckpointWriter.run() is started once")
+        self._started = self._running = True
+        task_status.started()
+        try:
+            await self._loop()
+        finally:
+            self._running = False
+            self._notify()
+
+    async def _loop(self) -> None:
+        while True:
+            if self._pending:
+                if not self._urgent() and len(self._pending) < self._max_batch:
+                    self._wake = trio.Event()
+                    with trio.move_on_after(self._flush_interval):
+                        await self._wake.wait()
+                await self._flush()
+            elif self._closing:
+                return
+            else:
+                self._wake = trio.Event()
+                await self._wake.wait()
+
+    def _urgent(self) -> bool:
+        return self._closing or self._sync_target > self._taken
+
+    async def _flush(self) -> None:
+        """Append the oldest ``max_batch`` records waiting, ``fsync``-ed."""
+        pending = self._pending
+        if len(pending) <= self._max_batch:
+            batch, self._pending = pending, []
+        else:
+            batch = pending[: self._max_batch]
+            del pending[: self._max_batch]
+        self._taken += len(batch)
+        try:
+            await self._store.append(batch, sync=True)
+        except trio.Cancelled:
+            # A cancelled append appended nothing (the protocol's rule): the
+            # batch waits again, ahead of what came after it.
+            self._pending[:0] = batch
+            self._taken -= len(batch)
+            raise
+        except Exception as exc:
+            self._error = exc
+            self._refuse = f"the checkpoint writer failed: {exc}"
+            self._notify()
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"checkpoint store append failed: {exc!r}") from exc
+        self.written += len(batch)
+        self.batches += 1
+        self._notify()
+
+    def _notify(self) -> None:
+        progress, self._progress = self._progress, trio.Event()
+        progress.set()
+
+    async def aclose(self) -> None:
+        """Append what waits (``sync=True``), stop ``run()``, close the store;
+        idempotent.
+
+        If ``run()`` is not running (never started, or cancelled), what waits is
+        appended here; if it stopped on a store error, nothing more is appended.
+        The store is closed in any case, even if this is cancelled.
+
+        Raises:
+            StoreError: appending what waits failed here.
+        """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
+        self._closed = self._closing = True
+        if self._refuse is None:
+            self._refuse = "the checkpoint writer is closed"
+        self._wake.set()
+        self._in_aclose = True
+        try:
+            while self._running:
+                await self._progress.wait()
+            # run() was never started, or was cancelled: append what waits here.
+            while self._pending and self._error is None:
+                await self._flush()
+            await trio.lowlevel.checkpoint()
+        finally:
+            self._in_aclose = False
+            self._notify()
+            with trio.CancelScope(shield=True):
+                await self._store.aclose()

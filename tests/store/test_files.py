@@ -1,0 +1,358 @@
+"""DirectoryStore: segments, frames, torn tails and corrupt files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from agentrio.errors import StoreCorrupt, StoreError
+from agentrio.store import (
+    FORMAT_VERSION,
+    MAGIC,
+    MAX_RECORD,
+    CheckpointStore,
+    DirectoryStore,
+    Entry,
+    Loaded,
+)
+from agentrio.store.files import frame
+
+HEADER = len(MAGIC) + 4
+FRAME = 12
+
+
+def records(n: int, size: int = 40) -> list[bytes]:
+    return [(b"%06d:" % i).ljust(size, b"x") for i in range(n)]
+
+
+async def write(path: Path, *batches: list[bytes]) -> str:
+    """One life: a store appends *batches* and closes; its segment's path."""
+    store = DirectoryStore(path)
+    for batch in batches:
+        await store.append(batch, sync=True)
+    await store.aclose()
+    assert store.segment is not None
+    return store.segment
+
+
+async def test_round_trip(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path / "ckpt")
+    assert isinstance(store, CheckpointStore)
+    assert repr(store) == f"DirectoryStore({str(tmp_path / 'ckpt')!r})"
+    assert await store.load() == Loaded([])
+    assert store.segment is None  # made on the first append, not before
+    await store.append([b"a", b"", b"c" * 1000], sync=False)
+    await store.append([], sync=True)
+    await store.append([b"d"], sync=True)
+    segment = str(tmp_path / "ckpt" / "000001.ckpt")
+    assert store.segment == segment
+    loaded = await store.load()
+    offsets = [HEADER, HEADER + FRAME + 1, HEADER + 2 * FRAME + 1, HEADER + 3 * FRAME + 1001]
+    data = [b"a", b"", b"c" * 1000, b"d"]
+    assert loaded == Loaded([Entry(segment, o, d) for o, d in zip(offsets, data, strict=True)])
+    with open(segment, "rb") as f:
+        assert f.read(HEADER) == MAGIC + struct.pack("<I", FORMAT_VERSION)
+    await store.aclose()
+    await store.aclose()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        await store.append([b"e"], sync=True)
+
+
+async def test_many_batches_and_lives(tmp_path: Path) -> None:
+    data = records(3000)
+    first = await write(tmp_path, *[data[i : i + 100] for i in range(0, 2000, 100)])
+    second = await write(tmp_path, data[2000:2500], data[2500:])
+    assert Path(first).name == "000001.ckpt"
+    assert Path(second).name == "000002.ckpt"
+    loaded = await DirectoryStore(tmp_path).load()
+    assert [e.data for e in loaded.entries] == data
+    assert {e.source for e in loaded.entries[:2000]} == {first}
+    assert {e.source for e in loaded.entries[2000:]} == {second}
+    assert loaded.torn == ()
+
+
+async def test_a_life_numbers_its_segment_after_the_highest(tmp_path: Path) -> None:
+    (tmp_path / "000007.ckpt").write_bytes(MAGIC + struct.pack("<I", FORMAT_VERSION))
+    (tmp_path / "notes.txt").write_text("not a segment")  # other files are not looked at
+    segment = await write(tmp_path, [b"x"])
+    assert Path(segment).name == "000008.ckpt"
+    assert [e.data for e in (await DirectoryStore(tmp_path).load()).entries] == [b"x"]
+    assert sorted(os.listdir(tmp_path)) == ["000007.ckpt", "000008.ckpt", "notes.txt"]
+
+
+async def test_a_taken_name_moves_to_the_next(tmp_path: Path) -> None:
+    # Another store made 000002 between this one's listing and its link.
+    store = DirectoryStore(tmp_path)
+    import agentrio.store.files as files
+
+    real = files.segments
+
+    def listing(directory: Path) -> list[tuple[int, Path]]:
+        found = real(directory)
+        (tmp_path / "000001.ckpt").write_bytes(MAGIC + struct.pack("<I", FORMAT_VERSION))
+        return found
+
+    files.segments = listing  # type: ignore[assignment]
+    try:
+        await store.append([b"x"], sync=True)
+    finally:
+        files.segments = real
+    assert store.segment == str(tmp_path / "000002.ckpt")
+
+
+async def test_torn_tail_at_every_byte_of_the_last_record(tmp_path: Path) -> None:
+    data = records(5, size=30)
+    segment = await write(tmp_path / "src", data)
+    whole = Path(segment).read_bytes()
+    last = len(whole) - FRAME - 30
+    torn_dir = tmp_path / "torn"
+    torn_dir.mkdir()
+    for cut in range(last, len(whole)):
+        path = torn_dir / "000001.ckpt"
+        path.write_bytes(whole[:cut])
+        loaded = await DirectoryStore(torn_dir).load()
+        assert [e.data for e in loaded.entries] == data[:4]
+        if cut == last:
+            assert loaded.torn == ()
+        else:
+            (tail,) = loaded.torn
+            assert (tail.source, tail.offset) == (str(path), last)
+    # A torn tail with a bad checksum and nothing after it (the payload's bytes
+    # reached the disk but not their final values).
+    path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 0xFF]))
+    loaded = await DirectoryStore(torn_dir).load()
+    assert [e.data for e in loaded.entries] == data[:4]
+    assert [t.offset for t in loaded.torn] == [last]
+
+
+async def test_a_tail_of_zeros_is_torn(tmp_path: Path) -> None:
+    segment = await write(tmp_path, [b"kept"])
+    with open(segment, "ab") as f:
+        f.write(bytes(100))
+    loaded = await DirectoryStore(tmp_path).load()
+    assert [e.data for e in loaded.entries] == [b"kept"]
+    assert [(t.offset, t.data) for t in loaded.torn] == [(HEADER + FRAME + 4, bytes(100))]
+
+
+async def test_each_life_may_leave_a_torn_tail(tmp_path: Path) -> None:
+    first = await write(tmp_path, [b"a", b"b"])
+    Path(first).write_bytes(Path(first).read_bytes()[:-1])
+    second = await write(tmp_path, [b"c"])
+    Path(second).write_bytes(Path(second).read_bytes()[:-3])
+    third = await write(tmp_path, [b"d"])
+    loaded = await DirectoryStore(tmp_path).load()
+    assert [e.data for e in loaded.entries] == [b"a", b"d"]
+    assert [t.source for t in loaded.torn] == [first, second]
+    assert loaded.entries[-1].source == third
+
+
+def corrupt(path: str, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+async def corrupt_at(tmp_path: Path, offset: int, data: bytes) -> StoreCorrupt:
+    segment = await write(tmp_path, records(3, size=20))
+    corrupt(segment, offset, data)
+    with pytest.raises(StoreCorrupt) as info:
+        await DirectoryStore(tmp_path).load()
+    assert info.value.source == segment
+    assert segment in str(info.value)
+    assert f"offset {info.value.offset}" in str(info.value)
+    return info.value
+
+
+async def test_a_flipped_byte_in_a_middle_record(tmp_path: Path) -> None:
+    second = HEADER + FRAME + 20
+    error = await corrupt_at(tmp_path, second + FRAME + 5, b"\x00")
+    assert error.offset == second
+    assert "checksum" in str(error)
+    assert "000000" not in str(error)  # no record's content in the message
+
+
+async def test_a_damaged_length_in_the_middle(tmp_path: Path) -> None:
+    second = HEADER + FRAME + 20
+    # A length pointing past the end of the file: not taken for a torn tail.
+    error = await corrupt_at(tmp_path, second, struct.pack("<I", 10_000))
+    assert error.offset == second
+    assert "frame header" in str(error)
+
+
+async def test_garbage_in_the_middle(tmp_path: Path) -> None:
+    segment = await write(tmp_path, records(2, size=20))
+    with open(segment, "ab") as f:
+        f.write(b"garbage!" * 4)
+    await write(tmp_path, [b"next life"])  # a torn tail is per segment, so is this
+    with open(segment, "ab") as f:
+        f.write(frame(b"after the garbage"))
+    with pytest.raises(StoreCorrupt) as info:
+        await DirectoryStore(tmp_path).load()
+    assert (info.value.source, info.value.offset) == (segment, HEADER + 2 * (FRAME + 20))
+
+
+async def test_an_absurd_length(tmp_path: Path) -> None:
+    segment = await write(tmp_path, [b"first"])
+    head = struct.pack("<II", 2**32 - 1, 0)
+    import zlib
+
+    with open(segment, "ab") as f:
+        f.write(head + struct.pack("<I", zlib.crc32(head)) + b"short")
+    with pytest.raises(StoreCorrupt, match="over MAX_RECORD") as info:
+        await DirectoryStore(tmp_path).load()
+    assert info.value.offset == HEADER + FRAME + 5
+
+
+@pytest.mark.parametrize(
+    ("header", "what"),
+    [
+        (b"NOTCKPT\n\x01\x00\x00\x00", "magic"),
+        (MAGIC + struct.pack("<I", FORMAT_VERSION + 1), "format version"),
+        (b"", "magic"),
+    ],
+)
+async def test_a_bad_segment_header(tmp_path: Path, header: bytes, what: str) -> None:
+    await write(tmp_path, [b"first life"])
+    bad = tmp_path / "000002.ckpt"
+    bad.write_bytes(header + frame(b"x"))
+    with pytest.raises(StoreCorrupt, match=what) as info:
+        await DirectoryStore(tmp_path).load()
+    assert (info.value.source, info.value.offset) == (str(bad), 0)
+
+
+async def test_a_record_over_max_record_is_refused(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    with pytest.raises(StoreError, match="MAX_RECORD"):
+        await store.append([b"x" * (MAX_RECORD + 1)], sync=False)
+    assert store.segment is None
+    await store.aclose()
+
+
+def test_a_missing_parent_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="missing") as info:
+        DirectoryStore(tmp_path / "missing" / "ckpt")
+    assert str(tmp_path / "missing" / "ckpt") in str(info.value)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match="not a directory"):
+        DirectoryStore(tmp_path / "file")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permissions")
+async def test_an_unwritable_or_unreadable_directory(tmp_path: Path) -> None:
+    directory = tmp_path / "ckpt"
+    await write(directory, [b"x"])
+    directory.chmod(0o500)
+    try:
+        store = DirectoryStore(directory)
+        with pytest.raises(StoreError, match="cannot make a checkpoint segment") as info:
+            await store.append([b"y"], sync=True)
+        assert str(directory) in str(info.value)
+        assert (await store.load()).entries[0].data == b"x"
+        os.chmod(directory / "000001.ckpt", 0)
+        with pytest.raises(StoreError, match="cannot read") as info:
+            await store.load()
+        assert "000001.ckpt" in str(info.value)
+    finally:
+        os.chmod(directory / "000001.ckpt", 0o600)
+        directory.chmod(0o700)
+
+
+async def test_a_removed_directory_or_an_unreadable_segment(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path / "ckpt")
+    (tmp_path / "ckpt").rmdir()
+    with pytest.raises(StoreError, match="cannot make a checkpoint segment") as info:
+        await store.append([b"y"], sync=True)
+    assert str(tmp_path / "ckpt") in str(info.value)
+    (tmp_path / "ckpt" / "000001.ckpt").mkdir(parents=True)
+    with pytest.raises(StoreError, match="cannot read") as info:
+        await store.load()
+    assert "000001.ckpt" in str(info.value)
+
+
+async def test_a_failed_write_starts_a_new_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(tmp_path)
+    await store.append([b"a"], sync=True)
+    real = os.write
+
+    def half(fd: int, data: bytes | memoryview) -> int:
+        real(fd, bytes(data[:5]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half)
+    with pytest.raises(StoreError, match="No space left") as info:
+        await store.append([b"secret record"], sync=True)
+    assert "000001.ckpt" in str(info.value)
+    assert "secret" not in str(info.value)
+    monkeypatch.setattr(os, "write", real)
+    await store.append([b"b"], sync=True)
+    assert store.segment == str(tmp_path / "000002.ckpt")
+    loaded = await store.load()
+    assert [e.data for e in loaded.entries] == [b"a", b"b"]
+    assert [t.source for t in loaded.torn] == [str(tmp_path / "000001.ckpt")]
+    await store.aclose()
+
+
+async def test_a_store_appending_while_cancelled_writes_whole_batches(tmp_path: Path) -> None:
+    store = DirectoryStore(tmp_path)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        with pytest.raises(trio.Cancelled):
+            await store.append([b"never"], sync=True)
+    assert (await store.load()).entries == []
+    await store.aclose()
+
+
+CHILD = """
+import sys, trio
+from agentrio.store import DirectoryStore
+
+async def main():
+    store = DirectoryStore(sys.argv[1])
+    i = 0
+    while True:
+        batch = [(b"%08d:" % (i + k)).ljust(100 + (i + k) % 900, b"r") for k in range(50)]
+        await store.append(batch, sync=False)
+        i += 50
+        if i == 500:
+            print("ready", flush=True)
+
+trio.run(main)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.01, 0.05])
+async def test_killed_while_appending(tmp_path: Path, delay: float) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    for life in range(2):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, env=env
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"ready\n"
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        loaded = await DirectoryStore(tmp_path).load()
+        assert len(loaded.torn) <= life + 1
+        # Every life's records are whole, in order, and each one is what was appended.
+        numbers: list[int] = []
+        for entry in loaded.entries:
+            n = int(entry.data[:8])
+            assert entry.data == (b"%08d:" % n).ljust(100 + n % 900, b"r")
+            numbers.append(n)
+        starts = [i for i, n in enumerate(numbers) if n == 0]
+        assert len(starts) == life + 1
+        for a, b in zip(starts, [*starts[1:], len(numbers)], strict=True):
+            assert numbers[a:b] == list(range(b - a))
+            assert b - a >= 500
