@@ -111,6 +111,7 @@ EVENTS = [
     "Routed",
     "RunDone",
     "RunItem",
+    "RuntimeOpened",
     "Stalled",
     "SubagentEnded",
     "SubagentStarted",
@@ -122,6 +123,7 @@ EVENTS = [
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
+    "Waited",
     "WorkspaceWriteFailed",
 ]
 

@@ -42,6 +42,7 @@ from .messages import (
     PhaseError,
     PhaseStarted,
     Routed,
+    RuntimeOpened,
     Stalled,
     SubagentEnded,
     SubagentStarted,
@@ -53,6 +54,7 @@ from .messages import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    Waited,
     WorkspaceWriteFailed,
 )
 
@@ -68,6 +70,7 @@ __all__ = [
     "DeadLetter",
     "SupervisorEscalated",
     "EventsLost",
+    "RuntimeOpened",
     # phases and turns
     "Routed",
     "PhaseStarted",
@@ -79,6 +82,7 @@ __all__ = [
     "Stalled",
     "ContinuationInjected",
     "BudgetExhausted",
+    "Waited",
     "WorkspaceWriteFailed",
     # tool calls
     "ToolStarted",

@@ -48,6 +48,7 @@ from ..messages import (
     TurnEnded,
     TurnStarted,
     Usage,
+    Waited,
 )
 from ..providers.limiter import lane_index
 from ..providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
@@ -215,8 +216,18 @@ class _Meter:
             raise _usage_invalid(self.model, spent)
         st.count(spent, 0, 1)
 
+    def waited(self, what: str, seconds: float, provider: str) -> None:
+        st = self.st
+        bus = st.services.bus
+        if bus.active and st.ref is not None:
+            bus.publish(Waited(path=st.ref.path, what=what, seconds=seconds, provider=provider))
+
+    def _budget_waited(self, seconds: float) -> None:
+        self.waited("budget", seconds, "")
+
     async def retry(self) -> bool:
-        if await self.lease.renew():
+        waited = self._budget_waited if self.st.services.bus.active else None
+        if await self.lease.renew(waited=waited):
             return True
         self.refused = self.st.budget.exhausted(self.estimate, self.max_out, self.cost) or "budget"
         return False
@@ -657,7 +668,8 @@ class Phase:
         await trio.lowlevel.checkpoint_if_cancelled()
         lease = st.budget.reserve_now(estimate, max_out, cost)
         if lease is None:
-            lease = await st.budget.acquire(estimate, max_out, cost)
+            waited = self.budget_waited if self.bus.active else None
+            lease = await st.budget.acquire(estimate, max_out, cost, waited=waited)
         if lease is None:
             self._no_budget(st.budget.exhausted(estimate, max_out, cost))
             return None
@@ -763,6 +775,10 @@ class Phase:
             max_out,
             self.st.model.complete(view, schemas, max_output_tokens=max_out, **options),
         )
+
+    def budget_waited(self, seconds: float) -> None:
+        """Publish the model call's wait for the budget (it did wait)."""
+        self.bus.publish(Waited(path=self.path, what="budget", seconds=seconds))
 
     def _no_budget(self, limit: str) -> None:
         self.reason = "budget_exhausted"
