@@ -299,10 +299,12 @@ class Phase:
         self.batch: list[ToolRunner | ToolResult] | None = None
         # (A list while it is short, not a set: a phase makes a handful of
         # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
-        self.seen: list[tuple[str, bytes]] | set[tuple[str, bytes]] = []
+        # Each call is kept as one bytes object, the JSON of [name, arguments]
+        # (not a (name, arguments) tuple: one object less per call in flight).
+        self.seen: list[bytes] | set[bytes] = []
         # How often each repeated call was made, once one is (only with
         # Limits.max_identical_calls > 2: at 2 the first repeat is the stall).
-        self.repeats: dict[tuple[str, bytes], int] | None = None
+        self.repeats: dict[bytes, int] | None = None
         self.last_result: tuple[str, str] | None = None  # (tool, content)
         self.same_results = 0  # results in a row equal to last_result, it included
         self.stall = ""
@@ -1111,12 +1113,13 @@ class Phase:
         limits = self.st.spec.limits
         most = limits.max_identical_calls
         if most is not None:
-            key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
+            key = msgspec.json.encode((result.name, result.arguments), order="sorted")
             seen = self.seen
             if key in seen:
                 if not self.stall and self._repeated(key, most):
                     times = "" if most == 2 else f" {_spelled(most)} times"
-                    self.stall = f"repeated call {result.name}({key[1].decode()}){times}"
+                    args = msgspec.json.encode(result.arguments, order="sorted").decode()
+                    self.stall = f"repeated call {result.name}({args}){times}"
             elif isinstance(seen, set):
                 seen.add(key)
             elif len(seen) < _SEEN_AS_LIST:
@@ -1135,7 +1138,7 @@ class Phase:
             if self.same_results >= most and not self.stall:
                 self.stall = f"{_spelled(most)} identical results from {result.name}"
 
-    def _repeated(self, key: tuple[str, bytes], most: int) -> bool:
+    def _repeated(self, key: bytes, most: int) -> bool:
         """*key*, a call made before, is made again: is that the ``most``-th time?"""
         if most == 2:
             return True
