@@ -114,6 +114,7 @@ EVENTS = [
     "Routed",
     "RunDone",
     "RunItem",
+    "RuntimeOpened",
     "Stalled",
     "SubagentEnded",
     "SubagentStarted",
@@ -125,6 +126,7 @@ EVENTS = [
     "ToolStarted",
     "TurnEnded",
     "TurnStarted",
+    "Waited",
     "WorkspaceWriteFailed",
 ]
 

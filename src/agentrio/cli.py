@@ -136,7 +136,10 @@ def _add_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     trace.add_argument("--stop-reason", default=None, help="only agents that stopped so")
     trace.add_argument("--error", default=None, help="only agents with an error containing TEXT")
     trace.add_argument(
-        "--budget-tokens", type=_positive, default=None, help="draw this budget in the report"
+        "--budget-tokens",
+        type=_positive,
+        default=None,
+        help="draw this budget in the report (default: the one the trace recorded)",
     )
 
 

@@ -45,6 +45,7 @@ from .messages import (
     PhaseStarted,
     ResumedPhaseEnded,
     Routed,
+    RuntimeOpened,
     Stalled,
     SubagentEnded,
     SubagentStarted,
@@ -56,6 +57,7 @@ from .messages import (
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    Waited,
     WorkspaceWriteFailed,
 )
 
@@ -71,6 +73,7 @@ __all__ = [
     "DeadLetter",
     "SupervisorEscalated",
     "EventsLost",
+    "RuntimeOpened",
     # phases and turns
     "Routed",
     "PhaseStarted",
@@ -82,6 +85,7 @@ __all__ = [
     "Stalled",
     "ContinuationInjected",
     "BudgetExhausted",
+    "Waited",
     "WorkspaceWriteFailed",
     # durable agents (open_runtime(store=...))
     "PhaseResumed",

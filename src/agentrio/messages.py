@@ -53,6 +53,7 @@ __all__ = [
     "PhaseStarted",
     "Routed",
     "RunPhase",
+    "RuntimeOpened",
     "Stalled",
     "TextPart",
     "StopReason",
@@ -71,6 +72,7 @@ __all__ = [
     "TurnEnded",
     "TurnStarted",
     "Usage",
+    "Waited",
     "ActorFailed",
     "ActorRestarted",
     "CompactionFailed",
@@ -1398,3 +1400,54 @@ class Routed(Event, frozen=True, tag=True):
     mode: str = ""
     tier: str | None = None
     reason: str = ""
+
+
+class Waited(Event, frozen=True, tag=True):
+    """An agent's model call waited: for room in its budget, or at its provider.
+
+    Published when the wait ends, with the agent's path, and only when the
+    call did wait (a call that finds room at once publishes nothing); a
+    wait cut short by a cancellation is not published. The wait began
+    *seconds* before the event (a trace file's record time minus *seconds*).
+
+    Attributes:
+        what: what the call waited for: ``"budget"`` (calls in flight held
+            the room it needs: the budget's queue), and at a provider
+            ``"rate_limit"`` (the pause after a 429, its ``Retry-After``),
+            ``"retry"`` (the backoff before a retry), ``"concurrency"`` (a
+            slot of ``max_concurrent`` or of its lane's cap),
+            ``"requests_per_minute"`` or ``"tokens_per_minute"``.
+        seconds: how long it waited.
+        provider: the provider's name, for a wait at a provider (``""`` for
+            the budget).
+    """
+
+    what: str = ""
+    seconds: float = 0.0
+    provider: str = ""
+
+
+class RuntimeOpened(Event, frozen=True, tag=True):
+    """A runtime opened, with its root budget's limits (None: no limit).
+
+    Published once, before any agent runs, and only if someone listens
+    then: a trace file (``open_runtime(trace=...)``) begins with it, so its
+    reader knows the budget the run had. Its ``path`` is ``""``.
+
+    Attributes:
+        version: agentrio's version.
+        max_total_tokens: the root budget's ``max_total_tokens``.
+        max_input_tokens: its ``max_input_tokens``.
+        max_output_tokens: its ``max_output_tokens``.
+        max_requests: its ``max_requests``.
+        max_tool_calls: its ``max_tool_calls``.
+        max_cost_usd: its ``max_cost_usd``.
+    """
+
+    version: str = ""
+    max_total_tokens: int | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    max_requests: int | None = None
+    max_tool_calls: int | None = None
+    max_cost_usd: float | None = None

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .messages import PhaseResult
     from .providers.base import Model
 
+from ._version import __version__
 from .agents.agent import check_spec, spawn_agent
 from .agents.budget import Budget, UsageTotals
 from .agents.checkpoint import Checkpoints, Durability, plan
@@ -44,6 +45,7 @@ from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
 from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
+from .messages import RuntimeOpened
 from .store import CheckpointStore, CheckpointWriter, DirectoryStore
 
 __all__ = ["Runtime", "open_runtime"]
@@ -597,6 +599,8 @@ async def open_runtime(
     async with trio.open_nursery() as nursery:
         if writer is not None:
             await nursery.start(writer.run, tree.bus)
+        if tree.bus.active:  # (a trace's first record: the budget the run had)
+            tree.bus.publish(_opened(services.budget))
         if checkpoints is not None:
             await nursery.start(checkpoints.writer.run)
         await nursery.start(
@@ -612,6 +616,19 @@ async def open_runtime(
             raise
         else:
             tree.begin_stop()
+
+
+def _opened(budget: Budget) -> RuntimeOpened:
+    return RuntimeOpened(
+        path="",
+        version=__version__,
+        max_total_tokens=budget.max_total_tokens,
+        max_input_tokens=budget.max_input_tokens,
+        max_output_tokens=budget.max_output_tokens,
+        max_requests=budget.max_requests,
+        max_tool_calls=budget.max_tool_calls,
+        max_cost_usd=budget.max_cost_usd,
+    )
 
 
 def _found_lanes(configured: _Configured) -> Lanes | None:

@@ -1032,3 +1032,49 @@ def test_a_swarm_of_retrying_calls_never_overspends(
     limits: dict[str, int | None], child_limits: dict[str, int | None], n_agents: int, seed: int
 ) -> None:
     run_retrying_swarm(limits, child_limits, n_agents, seed)
+
+
+# -- waits are told (the agent publishes them as Waited events) ----------------------------
+
+
+async def test_acquire_tells_how_long_it_waited_and_only_if_it_did(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    budget = Budget(max_total_tokens=100)
+    told: list[float] = []
+    at_once = await budget.acquire(10, 10, waited=told.append)
+    assert at_once is not None and told == []  # room at once: nothing told
+    assert await budget.acquire(60, 60, waited=told.append) is None  # never fits
+    assert told == []
+    got: list[Lease | None] = []
+
+    async def wait() -> None:
+        got.append(await budget.acquire(45, 45, waited=told.append))  # 90 + 20 held > 100
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.sleep(3)
+        assert told == []  # told when the wait ends
+        at_once.settle(Usage(0, 0))
+    assert got[0] is not None and told == [3]
+
+
+async def test_renew_tells_how_long_it_waited_and_only_if_it_did(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    budget = Budget(max_total_tokens=100)
+    retried = budget.reserve(20, 20)
+    other = budget.reserve(20, 20)
+    assert retried is not None and other is not None
+    told: list[float] = []
+    assert await retried.renew(waited=told.append)  # still held: at once
+    assert retried.charge(Usage(20, 20))  # 40 spent + 40 held by each: 120 > 100
+    async with trio.open_nursery() as nursery:
+
+        async def renew() -> None:
+            assert await retried.renew(waited=told.append)
+
+        nursery.start_soon(renew)
+        await trio.sleep(2)
+        other.settle(Usage(5, 5))
+    assert told == [2]

@@ -2969,3 +2969,36 @@ async def test_an_image_in_the_history_counts_towards_the_context_window(
     assert [m.content for m in model.calls[1]] == ["first", "second"]  # "one" left out
     (cut,) = [e for e in events if isinstance(e, agentrio.events.ContextTruncated)]
     assert (cut.dropped, cut.tokens_before, cut.tokens_after) == (1, 6005, 6004)
+
+
+# -- waits for the budget are published (Waited) ---------------------------------------------
+
+
+async def test_a_model_call_that_waits_for_the_budget_publishes_it(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(10)
+        return Reply(text="ok", usage=Usage(1, 1))
+
+    # Each call reserves 2 + 40 tokens: the second fits only once the first settles.
+    spec = AgentSpec(
+        "a", FunctionModel(slow), token_estimator=len, limits=Limits(max_output_tokens=40)
+    )
+    async with agentrio.open_runtime(budget=Budget(max_total_tokens=60)) as rt:
+        events = record_events(rt)
+        first = await rt.spawn_agent(spec, name="first")
+        second = await rt.spawn_agent(spec, name="second")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first.run, "go")
+            await trio.sleep(1)
+            nursery.start_soon(second.run, "go")
+        await trio.testing.wait_all_tasks_blocked()
+        waits = [e for e in events if isinstance(e, agentrio.events.Waited)]
+        assert waits == [agentrio.events.Waited(path="second", what="budget", seconds=9)]
+        # Alone, nothing waits and nothing is published.
+        events.clear()
+        await first.run("again")
+        await trio.testing.wait_all_tasks_blocked()
+        assert not [e for e in events if isinstance(e, agentrio.events.Waited)]

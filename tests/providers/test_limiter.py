@@ -182,7 +182,8 @@ async def test_a_small_amount_may_pass_a_waiting_large_one(
 
 async def test_adjust_settles_the_real_amount(autojump_clock: trio.testing.MockClock) -> None:
     window = RateWindow(100, period=60.0)
-    entry = await window.take(80)
+    entry, waited = await window.take(80)
+    assert waited is None  # it fitted at once
     window.adjust(entry, 10)  # the estimate was 80, the request used 10
     with trio.fail_after(0.001):
         await window.take(90)  # 10 + 90 fits now
@@ -195,7 +196,7 @@ async def test_adjust_after_the_entry_left_changes_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     window = RateWindow(100, period=60.0)
-    entry = await window.take(100)
+    entry, _ = await window.take(100)
     await trio.sleep(60)
     window.adjust(entry, 1000)  # too late: it no longer counts
     with trio.fail_after(0.001):
@@ -416,3 +417,26 @@ async def test_cancelled_at_its_checkpoint_the_slot_is_given_back() -> None:
         scope.cancel()
         await limiter.acquire(QUERY)
     assert limiter.held == 0
+
+
+async def test_acquire_says_how_long_it_waited(autojump_clock: trio.testing.MockClock) -> None:
+    limiter = LaneLimiter(1)
+    assert await limiter.acquire(QUERY) is None  # a free slot: no wait (and no clock read)
+    waited: list[float | None] = []
+
+    async def second() -> None:
+        waited.append(await limiter.acquire(QUERY))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(second)
+        await trio.sleep(4)
+        limiter.release(QUERY)
+    assert waited == [4]
+
+
+async def test_take_says_how_long_it_waited(autojump_clock: trio.testing.MockClock) -> None:
+    window = RateWindow(1, period=60.0)
+    _, waited = await window.take(1)
+    assert waited is None
+    _, waited = await window.take(1)  # waits for the first to leave the window
+    assert waited == 60

@@ -1736,3 +1736,83 @@ async def test_no_key_nor_content_is_logged_at_debug(
     logged = caplog.text + "".join(repr(r.args) + r.getMessage() for r in caplog.records)
     for secret in (KEY, "PLUM-7731", "QUINCE-2208"):
         assert secret not in logged
+
+
+# -- waits are told to the meter (an agent publishes them: Waited) ------------------------
+
+
+class WaitMeter(Meter):
+    """A Meter that also notes the waits it is told of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[tuple[str, float, str]] = []
+
+    def waited(self, what: str, seconds: float, provider: str) -> None:
+        self.waits.append((what, seconds, provider))
+
+
+async def test_a_call_that_waits_for_nothing_tells_no_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    meter = WaitMeter()
+    async with serving(max_concurrent=1, requests_per_minute=10, tokens_per_minute=1000) as (_, p):
+        for _ in range(3):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+    assert meter.waits == []
+
+
+async def test_the_429_pause_and_a_retry_backoff_are_told(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    meter = WaitMeter()
+    faults = Faults(seed=PAUSE_SEED, rate_limit=0.5, retry_after=5)
+    async with serving(faults=faults, max_retries=3) as (_, p):
+        assert await p.complete("m", HI, [], max_output_tokens=16, meter=meter) == OK
+    assert meter.waits == [("rate_limit", 5, "p")]
+    meter = WaitMeter()
+    async with serving(
+        faults=Faults(server_error=1.0), max_retries=1, backoff_initial=2, seed=1
+    ) as (_, p):
+        with pytest.raises(ProviderUnavailable):
+            await p.complete("m", HI, [], max_output_tokens=16, meter=meter)
+    ((what, seconds, provider),) = meter.waits
+    assert (what, provider) == ("retry", "p") and 1 <= seconds <= 2  # the backoff, jittered
+
+
+@pytest.mark.parametrize(
+    ("options", "what", "seconds"),
+    [
+        ({"max_concurrent": 1}, "concurrency", 3),
+        ({"requests_per_minute": 1}, "requests_per_minute", 60),
+        ({"tokens_per_minute": 30}, "tokens_per_minute", 60),
+    ],
+)
+async def test_a_wait_for_a_limit_is_told(
+    autojump_clock: trio.testing.MockClock, options: dict[str, Any], what: str, seconds: float
+) -> None:
+    async def slow(request: FakeRequest) -> ModelReply:
+        await trio.sleep(3)
+        return OK
+
+    meters = [WaitMeter(), WaitMeter()]
+    async with serving(slow, **options) as (_, p), trio.open_nursery() as nursery:
+        for meter in meters:
+            call = functools.partial(p.complete, max_output_tokens=16, meter=meter)
+            nursery.start_soon(call, "m", HI, [])
+            await trio.testing.wait_all_tasks_blocked()
+    assert meters[0].waits == [] and meters[1].waits == [(what, seconds, "p")]
+
+
+async def test_agents_publish_the_waits_at_their_provider(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+) -> None:
+    faults = Faults(seed=PAUSE_SEED, rate_limit=0.5, retry_after=5)
+    async with serving(faults=faults, max_retries=3) as (_, p), agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(AgentSpec(name="a", model=p.model("m")))
+        assert (await agent.run("hi")).stop_reason == "done"
+        await trio.testing.wait_all_tasks_blocked()
+    waits = [e for e in events if isinstance(e, agentrio.events.Waited)]
+    assert waits == [agentrio.events.Waited(path="a", what="rate_limit", seconds=5, provider="p")]

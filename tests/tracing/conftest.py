@@ -13,17 +13,30 @@ from agentrio.tracing import TraceRecord
 HOSTILE = "</script><img src=x onerror=\"document.body.dataset.error='xss'\">&amp;"
 
 
-def synthetic(agents: int) -> list[TraceRecord]:
+def synthetic(agents: int, *, budget: int | None = None) -> list[TraceRecord]:
     """*agents* agents under team/, one phase each: every 7th ends with an error (a
-    hostile text), every 5th with max_iterations; agent i takes i milliseconds."""
+    hostile text), every 5th with max_iterations; agent i takes i milliseconds.
+
+    With *budget*, the trace begins with the runtime's (``max_total_tokens``), and
+    every 3rd agent waits for the budget before its model call (a sixth of its
+    time), every 4th for a rate limit within it (a tenth)."""
     out: list[TraceRecord] = []
     t = 1_000.0
+    if budget is not None:
+        out.append(TraceRecord(t, events.RuntimeOpened(path="", max_total_tokens=budget)))
     for i in range(agents):
         p = f"team/agent-{i}"
         d = i / 1000
+        waits = budget is not None
         out.append(TraceRecord(t, events.ActorStarted(path=p)))
         out.append(TraceRecord(t, events.PhaseStarted(path=p)))
-        out.append(TraceRecord(t, events.TurnStarted(path=p, iteration=1)))
+        if waits and i % 3 == 0:
+            out.append(TraceRecord(t + d / 6, events.Waited(path=p, what="budget", seconds=d / 6)))
+        turn = t + d / 6 if waits else t
+        out.append(TraceRecord(turn, events.TurnStarted(path=p, iteration=1)))
+        if waits and i % 4 == 0:
+            wait = events.Waited(path=p, what="rate_limit", seconds=d / 10, provider="openai")
+            out.append(TraceRecord(t + d / 3, wait))
         usage = Usage(input_tokens=10, output_tokens=5, cost_usd=0.001)
         out.append(TraceRecord(t + d / 3, events.TurnEnded(path=p, iteration=1, usage=usage)))
         out.append(TraceRecord(t + d / 3, events.ToolStarted(path=p, tool="grep", call_id="c")))
@@ -42,6 +55,6 @@ def synthetic(agents: int) -> list[TraceRecord]:
 
 
 @pytest.fixture
-def make_trace() -> Callable[[int], list[TraceRecord]]:
+def make_trace() -> Callable[..., list[TraceRecord]]:
     """``synthetic``, as a fixture."""
     return synthetic

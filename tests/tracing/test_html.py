@@ -16,7 +16,7 @@ import pytest
 from agentrio.tracing import TraceRecord
 from agentrio.tracing.html import report
 
-Make = Callable[[int], list[TraceRecord]]
+Make = Callable[..., list[TraceRecord]]
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = pathlib.Path(__file__).resolve().parents[2] / ".artifacts"
 
@@ -39,6 +39,23 @@ def test_self_contained_and_hostile_text_stays_in_its_json(make_trace: Make) -> 
         "max_iterations": 4,
         "error": 3,
     }
+
+
+def test_waits_are_drawn_and_the_budget_comes_from_the_trace(make_trace: Make) -> None:
+    data = _data(report(make_trace(12, budget=900)))
+    assert data["budget"] == 900  # the runtime's, recorded when it opened
+    agents = {a["path"]: a for a in data["agents"]}  # type: ignore[attr-defined]
+    waits = {p: [s for s in a["spans"] if s[0] == "wait"] for p, a in agents.items()}
+    assert sorted(p for p, w in waits.items() if w) == sorted(
+        f"team/agent-{i}" for i in (0, 3, 4, 6, 8, 9)
+    )
+    (budget, rate_limit) = waits["team/agent-6"] + waits["team/agent-8"]
+    assert budget[1:3] == pytest.approx([0.0, 0.001]) and budget[3] == "waited for budget"
+    assert rate_limit[1:3] == pytest.approx([0.008 / 3 - 0.0008, 0.008 / 3])
+    assert rate_limit[3] == "waited for rate_limit at openai"
+    assert agents["team/agent-8"]["spans"][-1][0] == "wait"  # drawn over its model call
+    assert _data(report(make_trace(12, budget=900), budget_tokens=50))["budget"] == 50
+    assert _data(report(make_trace(12)))["budget"] is None
 
 
 def test_many_agents_are_capped(make_trace: Make) -> None:
@@ -72,12 +89,15 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="no Chromium at /usr/bin/chromium")
 def test_renders_in_a_real_browser(make_trace: Make, tmp_path: pathlib.Path) -> None:
     page = tmp_path / "report.html"
-    page.write_text(report(make_trace(300), budget_tokens=6000), encoding="utf-8")
+    # The budget is the one the trace recorded; a third of the agents wait for it.
+    page.write_text(report(make_trace(300, budget=6000)), encoding="utf-8")
     dom = _chromium("--virtual-time-budget=5000", "--dump-dom", page.as_uri()).stdout
     body = re.search(r"<body[^>]*>", dom)
     assert body is not None, dom[:500]
     assert 'data-rendered="ok"' in body.group(0) and "data-error" not in body.group(0)
     assert dom.count("<rect") > 300  # the timelines were drawn
+    assert dom.count('class="wait"') > 100  # the waits too (of the 200 agents drawn)
+    assert "budget 6000" in dom  # the budget's line on the tokens chart
     shot = tmp_path / "trace-report.png"
     _chromium("--screenshot=" + str(shot), "--window-size=1280,900", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 1000

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from agentrio.tracing import TraceRecord
 from agentrio.tracing.view import build, render
 
-Make = Callable[[int], list[TraceRecord]]
+Make = Callable[..., list[TraceRecord]]
 
 
 def test_summary_and_tree(make_trace: Make) -> None:
@@ -39,3 +39,15 @@ def test_filters(make_trace: Make) -> None:
     assert [line.split()[0] for line in by_path[-2:]] == ["team", "agent-4"]
     by_error = render(trace, error="onerror", expand=True)
     assert sum("errors 1" in line for line in by_error) == 7
+
+
+def test_waits_and_the_budget(make_trace: Make) -> None:
+    lines = render(build(make_trace(12, budget=900)), expand=True)
+    text = "\n".join(lines)
+    assert "budget: max_total_tokens 900" in text
+    # agents 0, 3, 6, 9 waited for the budget (i/6 ms), 0, 4, 8 for a rate limit (i/10 ms)
+    assert "waits: budget 4 (0.00s), rate_limit 3 (0.00s)" in text
+    (line,) = [line for line in lines if line.startswith("  agent-8 ")]
+    assert line.endswith("waited rate_limit 1 (0.00s)")
+    assert "waited" not in render(build(make_trace(12)))[-1]  # none recorded: none shown
+    assert not any(line.startswith("budget:") for line in render(build(make_trace(12))))

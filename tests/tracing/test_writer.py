@@ -32,6 +32,18 @@ async def test_a_runtime_writes_every_event(tmp_path: pathlib.Path) -> None:
     assert times == sorted(times) and times[0] > 1e9
 
 
+async def test_a_trace_begins_with_the_runtimes_budget(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "run.jsonl"
+    budget = agentrio.Budget(max_total_tokens=5000, max_cost_usd=0.5)
+    async with agentrio.open_runtime(trace=path, budget=budget) as rt:
+        agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
+        await agent.run("go")
+    first = next(iter(read_trace(path))).e
+    assert first == events.RuntimeOpened(
+        path="", version=agentrio.__version__, max_total_tokens=5000, max_cost_usd=0.5
+    )
+
+
 async def test_no_trace_no_subscriber() -> None:
     async with agentrio.open_runtime() as rt:
         assert rt.statistics() is not None

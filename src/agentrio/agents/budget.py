@@ -357,14 +357,21 @@ class Budget:
         return self.reserve(input_tokens, output_tokens, cost_usd)
 
     async def acquire(
-        self, input_tokens: int, output_tokens: int, cost_usd: float = 0.0
+        self,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float = 0.0,
+        *,
+        waited: Callable[[float], None] | None = None,
     ) -> Lease | None:
         """Reserve one model call, waiting while calls in flight hold the room it needs.
 
         Waiters are queued on the root budget and admitted first come, first
         served as leases settle. A call that would not fit even if every call
         in flight used nothing is not waited for: the budget is exhausted for
-        it. Cancellable.
+        it. Cancellable. *waited*, if given, is called with the seconds the
+        call waited in the queue, once it leaves it (not if it did not wait,
+        nor if it was cancelled).
 
         Returns:
             The [`Lease`][agentrio.types.Lease], or ``None`` when the budget is exhausted
@@ -383,7 +390,10 @@ class Budget:
         if root._waiters is None:
             root._waiters = deque()
         root._waiters.append(waiter)
+        since = trio.current_time() if waited is not None else 0.0
         granted: Lease | None = await trio.lowlevel.wait_task_rescheduled(waiter)
+        if waited is not None:
+            waited(trio.current_time() - since)
         return granted
 
     def _admit(self) -> None:
@@ -595,13 +605,14 @@ class Lease:
         self._take()
         return ok
 
-    async def renew(self) -> bool:
+    async def renew(self, *, waited: Callable[[float], None] | None = None) -> bool:
         """Reserve the call's room again for its next attempt.
 
         At once if it is held or fits (a retry goes before the calls waiting
         to start, behind other waiting retries),
         else it waits at the head of the queue while calls in flight hold the
-        room. Cancellable.
+        room (then *waited*, if given, is called with the seconds it waited).
+        Cancellable.
 
         Returns:
             True once the room is reserved; False when the budget is
@@ -629,7 +640,10 @@ class Lease:
         while at < len(root._waiters) and root._waiters[at].lease is not None:
             at += 1
         root._waiters.insert(at, waiter)
+        since = trio.current_time() if waited is not None else 0.0
         granted: Lease | None = await trio.lowlevel.wait_task_rescheduled(waiter)
+        if waited is not None:
+            waited(trio.current_time() - since)
         return granted is not None
 
     def _spent_room(self) -> tuple[int, int, float]:

@@ -77,6 +77,9 @@ _SECONDS_BUCKETS = (
 
 _Attributes = dict[str, Any]
 
+# The most sets of model-call attributes kept (past it, they are made anew).
+_SHARED_MOST = 1024
+
 # The phases in flight past which those that will not end are looked for (see _sweep).
 _SWEEP_AT = 64
 
@@ -102,28 +105,15 @@ def model_name(model: object) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-class _PhaseSpan:
-    """A phase's span, what its model calls added up to, and their attributes, made
-    once per phase (the agent's model does not change during a phase)."""
+class _Shared:
+    """The attributes of a phase's model calls and of their measurements: the same
+    for every phase of one agent name, provider, model and output limit, so made
+    once and shared (`OpenTelemetry._shared`), never changed (a call that needs
+    others copies them)."""
 
-    __slots__ = (
-        "chat",
-        "chat_name",
-        "context",
-        "input_tokens",
-        "metric",
-        "output_tokens",
-        "span",
-        "tokens",
-    )
+    __slots__ = ("chat", "chat_name", "metric", "tokens")
 
-    def __init__(
-        self, span: Span, context: Context, st: _AgentState, provider: str, requested: str | None
-    ) -> None:
-        self.span = span
-        self.context = context  # the caller's, with this span current
-        self.input_tokens = 0
-        self.output_tokens = 0
+    def __init__(self, name: str, provider: str, requested: str | None, max_tokens: int) -> None:
         metric: _Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
         if requested is not None:
             metric["gen_ai.request.model"] = requested
@@ -134,10 +124,24 @@ class _PhaseSpan:
         )
         self.chat: _Attributes = {
             **metric,
-            "gen_ai.agent.name": st.spec.name,
-            "gen_ai.request.max_tokens": st.spec.limits.max_output_tokens,
+            "gen_ai.agent.name": name,
+            "gen_ai.request.max_tokens": max_tokens,
         }
         self.chat_name = "chat" if requested is None else f"chat {requested}"
+
+
+class _PhaseSpan:
+    """A phase's span, what its model calls added up to, and their attributes
+    (the agent's model does not change during a phase)."""
+
+    __slots__ = ("context", "input_tokens", "output_tokens", "shared", "span")
+
+    def __init__(self, span: Span, context: Context, shared: _Shared) -> None:
+        self.span = span
+        self.context = context  # the caller's, with this span current
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.shared = shared
 
 
 class OpenTelemetry:
@@ -200,6 +204,7 @@ class OpenTelemetry:
         "_parents",
         "_phases",
         "_root",
+        "_shared",
         "_sweep_at",
         "_tokens",
         "_tracer",
@@ -257,6 +262,8 @@ class OpenTelemetry:
         self._parents: dict[int, Context] = {}
         self._phases: dict[Phase, _PhaseSpan] = {}
         self._sweep_at = _SWEEP_AT
+        # The model calls' attributes, by (agent name, provider, model, output limit).
+        self._shared: dict[tuple[str, str, str | None, int], _Shared] = {}
 
     def __repr__(self) -> str:
         return f"OpenTelemetry(capture_content={self.capture_content})"
@@ -331,7 +338,13 @@ class OpenTelemetry:
         span = self._tracer.start_span(
             f"invoke_agent {name}", context=parent, kind=self._internal, attributes=attributes
         )
-        return _PhaseSpan(span, self._in_context(span, parent), st, provider, requested)
+        key = (name, provider, requested, st.spec.limits.max_output_tokens)
+        shared = self._shared.get(key)
+        if shared is None:
+            if len(self._shared) >= _SHARED_MOST:
+                self._shared.clear()
+            shared = self._shared[key] = _Shared(*key)
+        return _PhaseSpan(span, self._in_context(span, parent), shared)
 
     def phase_ended(self, phase: Phase) -> None:
         """End the phase's span (started now if the phase never ran: it failed first)."""
@@ -339,6 +352,9 @@ class OpenTelemetry:
         if record is None:
             record = self._start_phase(phase)
         span = record.span
+        if not span.is_recording():  # (sampled out: its attributes would go nowhere)
+            span.end()
+            return
         st = phase.st
         attributes: _Attributes = {
             "agentrio.stop_reason": phase.reason,
@@ -372,13 +388,14 @@ class OpenTelemetry:
         record = self._phases.get(phase)
         if record is None:  # (a phase runs within run_phase: not reached)
             record = self._start_phase(phase)
-        attributes = record.chat
+        shared = record.shared
+        attributes = shared.chat
         if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
             attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
             if self.capture_content:
                 attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
         span = self._tracer.start_span(
-            record.chat_name, context=record.context, kind=self._client, attributes=attributes
+            shared.chat_name, context=record.context, kind=self._client, attributes=attributes
         )
         started = time.perf_counter()
         try:
@@ -388,28 +405,38 @@ class OpenTelemetry:
             self._failed(span, error)
             span.end()
             self._duration.record(
-                time.perf_counter() - started, {**record.metric, "error.type": error}
+                time.perf_counter() - started,
+                {**shared.metric, "error.type": error},
+                record.context,
             )
             raise
-        self._duration.record(time.perf_counter() - started, record.metric)
+        # (The phase's context, current here: given, the SDK need not look it up.)
+        self._duration.record(time.perf_counter() - started, shared.metric, record.context)
         if isinstance(reply, ModelReply):
             self._replied(span, phase, reply, record)
         span.end()
         return reply
 
     def _replied(self, span: Span, phase: Phase, reply: ModelReply, record: _PhaseSpan) -> None:
-        attributes: _Attributes = {"gen_ai.response.finish_reasons": (reply.finish_reason,)}
         usage = reply.usage
+        tokens_in = tokens_out = None
         if type(usage) is Usage:  # (a model's own object may hold anything: recorded if sound)
             tokens_in, tokens_out = usage.input_tokens, usage.output_tokens
             if type(tokens_in) is int and type(tokens_out) is int:
-                attributes["gen_ai.usage.input_tokens"] = tokens_in
-                attributes["gen_ai.usage.output_tokens"] = tokens_out
                 if tokens_in >= 0 and tokens_out >= 0:
-                    self._tokens.record(tokens_in, record.tokens[0])
-                    self._tokens.record(tokens_out, record.tokens[1])
+                    tokens = record.shared.tokens
+                    self._tokens.record(tokens_in, tokens[0], record.context)
+                    self._tokens.record(tokens_out, tokens[1], record.context)
                 record.input_tokens += tokens_in
                 record.output_tokens += tokens_out
+            else:
+                tokens_in = tokens_out = None
+        if not span.is_recording():  # (sampled out: the metrics above are all it gets)
+            return
+        attributes: _Attributes = {"gen_ai.response.finish_reasons": (reply.finish_reason,)}
+        if tokens_in is not None:
+            attributes["gen_ai.usage.input_tokens"] = tokens_in
+            attributes["gen_ai.usage.output_tokens"] = tokens_out
         if self.capture_content:
             text = reply.text or reply.refusal
             out = ChatMessage("assistant", text, tool_calls=reply.tool_calls)

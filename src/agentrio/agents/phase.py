@@ -49,6 +49,7 @@ from ..messages import (
     TurnEnded,
     TurnStarted,
     Usage,
+    Waited,
 )
 from ..providers.limiter import lane_index
 from ..providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
@@ -217,8 +218,18 @@ class _Meter:
             raise _usage_invalid(self.model, spent)
         st.count(spent, 0, 1)
 
+    def waited(self, what: str, seconds: float, provider: str) -> None:
+        st = self.st
+        bus = st.services.bus
+        if bus.active and st.ref is not None:
+            bus.publish(Waited(path=st.ref.path, what=what, seconds=seconds, provider=provider))
+
+    def _budget_waited(self, seconds: float) -> None:
+        self.waited("budget", seconds, "")
+
     async def retry(self) -> bool:
-        if await self.lease.renew():
+        waited = self._budget_waited if self.st.services.bus.active else None
+        if await self.lease.renew(waited=waited):
             return True
         self.refused = self.st.budget.exhausted(self.estimate, self.max_out, self.cost) or "budget"
         return False
@@ -291,10 +302,12 @@ class Phase:
         self.batch: list[ToolRunner | ToolResult] | None = None
         # (A list while it is short, not a set: a phase makes a handful of
         # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
-        self.seen: list[tuple[str, bytes]] | set[tuple[str, bytes]] = []
+        # Each call is kept as one bytes object, the JSON of [name, arguments]
+        # (not a (name, arguments) tuple: one object less per call in flight).
+        self.seen: list[bytes] | set[bytes] = []
         # How often each repeated call was made, once one is (only with
         # Limits.max_identical_calls > 2: at 2 the first repeat is the stall).
-        self.repeats: dict[tuple[str, bytes], int] | None = None
+        self.repeats: dict[bytes, int] | None = None
         self.last_result: tuple[str, str] | None = None  # (tool, content)
         self.same_results = 0  # results in a row equal to last_result, it included
         self.stall = ""
@@ -744,7 +757,8 @@ class Phase:
         await trio.lowlevel.checkpoint_if_cancelled()
         lease = st.budget.reserve_now(estimate, max_out, cost)
         if lease is None:
-            lease = await st.budget.acquire(estimate, max_out, cost)
+            waited = self.budget_waited if self.bus.active else None
+            lease = await st.budget.acquire(estimate, max_out, cost, waited=waited)
         if lease is None:
             self._no_budget(st.budget.exhausted(estimate, max_out, cost))
             return None
@@ -852,6 +866,10 @@ class Phase:
             max_out,
             self.st.model.complete(view, schemas, max_output_tokens=max_out, **options),
         )
+
+    def budget_waited(self, seconds: float) -> None:
+        """Publish the model call's wait for the budget (it did wait)."""
+        self.bus.publish(Waited(path=self.path, what="budget", seconds=seconds))
 
     def _no_budget(self, limit: str) -> None:
         self.reason = "budget_exhausted"
@@ -1211,12 +1229,13 @@ class Phase:
         limits = self.st.spec.limits
         most = limits.max_identical_calls
         if most is not None:
-            key = (result.name, msgspec.json.encode(result.arguments, order="sorted"))
+            key = msgspec.json.encode((result.name, result.arguments), order="sorted")
             seen = self.seen
             if key in seen:
                 if not self.stall and self._repeated(key, most):
                     times = "" if most == 2 else f" {_spelled(most)} times"
-                    self.stall = f"repeated call {result.name}({key[1].decode()}){times}"
+                    args = msgspec.json.encode(result.arguments, order="sorted").decode()
+                    self.stall = f"repeated call {result.name}({args}){times}"
             elif isinstance(seen, set):
                 seen.add(key)
             elif len(seen) < _SEEN_AS_LIST:
@@ -1235,7 +1254,7 @@ class Phase:
             if self.same_results >= most and not self.stall:
                 self.stall = f"{_spelled(most)} identical results from {result.name}"
 
-    def _repeated(self, key: tuple[str, bytes], most: int) -> bool:
+    def _repeated(self, key: bytes, most: int) -> bool:
         """*key*, a call made before, is made again: is that the ``most``-th time?"""
         if most == 2:
             return True

@@ -294,7 +294,8 @@ class AttemptMeter(Protocol):
     every attempt that failed once it was sent (including the last, and one
     cut short by a cancellation), and ``await retry()`` before each retry.
     The agent counts one attempt for each ``failed`` and one for the
-    answer; the answer's ``usage`` is the answered attempt's alone.
+    answer; the answer's ``usage`` is the answered attempt's alone. It is
+    also told of each wait at the provider (``waited``).
     """
 
     def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
@@ -312,6 +313,23 @@ class AttemptMeter(Protocol):
 
         Raises:
             UsageInvalid: a count is negative (the call's room is charged).
+        """
+
+    def waited(self, what: str, seconds: float, provider: str) -> None:
+        """The call waited at the provider (told only when it did, after the wait).
+
+        [`Provider.complete`][agentrio.Provider.complete] tells it of each
+        wait of the call: the pause after a 429 (``"rate_limit"``), the
+        backoff before a retry (``"retry"``), a slot of ``max_concurrent``
+        or of its lane's cap (``"concurrency"``), room in
+        ``requests_per_minute`` or ``tokens_per_minute`` (those names); the
+        agent publishes a [`Waited`][agentrio.events.Waited] event. A meter
+        without this method is told nothing.
+
+        Args:
+            what: what the call waited for (above).
+            seconds: how long.
+            provider: the provider's name.
         """
 
     async def retry(self) -> bool:

@@ -123,11 +123,15 @@ class LaneLimiter:
         """Slots taken now by the lane of index *lane*."""
         return self._lane_held[lane]
 
-    async def acquire(self, lane: int) -> None:
+    async def acquire(self, lane: int) -> float | None:
         """Take a slot for the lane of index *lane*, waiting in its queue while there is none.
 
         A checkpoint either way; cancelled while waiting, the task leaves the
         queue and holds nothing.
+
+        Returns:
+            None if a slot was free; else the seconds it waited for one (the
+            clock is read only then).
         """
         if self._held < self._total and self._lane_held[lane] < self._caps[lane]:
             self._held += 1
@@ -137,12 +141,14 @@ class LaneLimiter:
             except BaseException:
                 self.release(lane)
                 raise
-            return
+            return None
         waiter = _Waiter(self, trio.lowlevel.current_task())
         self._queues[lane].append(waiter)
         self._waiting += 1
+        since = trio.current_time()
         # Woken by release() with the slot already counted as ours.
         await trio.lowlevel.wait_task_rescheduled(waiter)
+        return trio.current_time() - since
 
     def release(self, lane: int) -> None:
         """Give back a slot of the lane of index *lane*; hand it on to the next waiter."""
@@ -303,8 +309,9 @@ class RateWindow:
         self._total += amount
         return entry
 
-    async def take(self, amount: float, priority: int = 1) -> list[float]:
-        """Wait until *amount* fits, record it, and return its entry (for `adjust`).
+    async def take(self, amount: float, priority: int = 1) -> tuple[list[float], float | None]:
+        """Wait until *amount* fits, record it, and return its entry (for `adjust`)
+        and the seconds it waited (None if it fitted at once).
 
         Args:
             amount: the units to take (more than ``limit`` waits for a clear window).
@@ -319,8 +326,9 @@ class RateWindow:
         if self._total + amount <= self.limit:
             entry = self._record(now, amount)
             await trio.lowlevel.checkpoint()
-            return entry
-        return await self._queued(amount, priority)
+            return entry, None
+        entry = await self._queued(amount, priority)
+        return entry, trio.current_time() - now
 
     async def _queued(self, amount: float, priority: int) -> list[float]:
         waiter = _RateWaiter(priority, next(self._seq), amount)

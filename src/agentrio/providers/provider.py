@@ -884,6 +884,7 @@ class Provider:
                     got=got,
                     priority=priority,
                     headers=headers,
+                    meter=meter,
                 )
             except _Retry as retry:
                 self._failures += 1
@@ -903,7 +904,7 @@ class Provider:
                     self._gave_up(retry, attempt)
                     raise retry.error from retry.__cause__
                 self._retries += 1
-                await self._wait_before_retry(retry, attempt)
+                await self._wait_before_retry(retry, attempt, meter)
                 continue
             except BaseException as exc:
                 self._breaker.release()
@@ -936,7 +937,9 @@ class Provider:
             )
         self._paused_until = max(self._paused_until, now + delay)
 
-    async def _wait_before_retry(self, retry: _Retry, attempt: int) -> None:
+    async def _wait_before_retry(
+        self, retry: _Retry, attempt: int, meter: AttemptMeter | None
+    ) -> None:
         why = _why(retry.error, retry.__cause__)
         if isinstance(retry.error, RateLimited):
             # _pause() has set the pause, which _guarded() waits out.
@@ -952,6 +955,21 @@ class Provider:
             *(self.name, attempt, why, attempt, self.config.max_retries, delay),
         )
         await trio.sleep(delay)
+        self._waited(meter, "retry", delay)
+
+    def _waited(self, meter: AttemptMeter | None, what: str, seconds: float) -> None:
+        """Tell the call's meter it waited *seconds* for *what* (called only when it did)."""
+        # (A meter made before AttemptMeter.waited existed may not have it.)
+        waited = getattr(meter, "waited", None)
+        if waited is not None:
+            waited(what, seconds, self.name)
+
+    async def _wait_pause(self, meter: AttemptMeter | None) -> None:
+        """Wait out the instance's pause after a 429 (it may grow while waited for)."""
+        since = trio.current_time()
+        while trio.current_time() < self._paused_until:
+            await trio.sleep_until(self._paused_until)
+        self._waited(meter, "rate_limit", trio.current_time() - since)
 
     def _breaker_failure(self, why: str) -> None:
         """Count a failure against the breaker; say so if that opens it."""
@@ -992,14 +1010,25 @@ class Provider:
         got: _Received | None = None,
         priority: int = 1,
         headers: dict[str, str] | None = None,
+        meter: AttemptMeter | None = None,
     ) -> ModelReply:
-        while trio.current_time() < self._paused_until:
-            await trio.sleep_until(self._paused_until)
-        await self._concurrency.acquire(priority)
+        # (Each wait is told to the meter only when there was one: a call
+        # that finds room everywhere reads the clock once, here, as before.)
+        if trio.current_time() < self._paused_until:
+            await self._wait_pause(meter)
+        waited = await self._concurrency.acquire(priority)
         try:
+            if waited is not None:
+                self._waited(meter, "concurrency", waited)
             if self._rpm is not None:
-                await self._rpm.take(1, priority)
-            entry = await self._tpm.take(estimate, priority) if self._tpm is not None else None
+                _, waited = await self._rpm.take(1, priority)
+                if waited is not None:
+                    self._waited(meter, "requests_per_minute", waited)
+            entry = None
+            if self._tpm is not None:
+                entry, waited = await self._tpm.take(estimate, priority)
+                if waited is not None:
+                    self._waited(meter, "tokens_per_minute", waited)
             self._requests += 1
             self._in_flight += 1
             if got is not None:

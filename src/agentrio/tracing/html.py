@@ -18,17 +18,21 @@ from ..messages import (
     PhaseEnded,
     PhaseError,
     PhaseStarted,
+    RuntimeOpened,
     Stalled,
     ToolEnded,
     ToolStarted,
     TurnEnded,
     TurnStarted,
+    Waited,
 )
 from .reader import TraceRecord
 
 __all__ = ["TIMELINES", "report"]
 
 TIMELINES = 200  # agents drawn with a timeline (the slowest and erring first)
+
+_LAYER = {"phase": 0, "model": 1, "tool": 2, "wait": 3}  # the order spans are drawn in
 
 
 def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
@@ -38,6 +42,7 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
     tokens: list[list[float]] = []
     stops: dict[str, int] = {}
     total = 0
+    budget: int | None = None
     start: float | None = None
     for record in records:
         t, e = record.t, record.e
@@ -64,6 +69,12 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
         elif isinstance(e, ToolEnded):
             s = opened.pop((p, "tool:" + e.call_id), t)
             spans.setdefault(p, []).append(["tool", s, t, f"{e.tool}: {e.status}"])
+        elif isinstance(e, Waited):
+            where = f" at {e.provider}" if e.provider else ""
+            text = f"waited for {e.what}{where}"
+            spans.setdefault(p, []).append(["wait", max(0.0, t - e.seconds), t, text])
+        elif isinstance(e, RuntimeOpened):
+            budget = e.max_total_tokens
         elif isinstance(e, BudgetExhausted):
             marks.setdefault(p, []).append([t, "budget", f"budget: {e.limit}"])
         elif isinstance(e, Stalled):
@@ -80,7 +91,8 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
     agents = [
         {
             "path": p,
-            "spans": sorted(spans.get(p, []), key=lambda s: s[0] != "phase"),  # phases below
+            # phases below, waits on top (a wait at a provider is within its model call)
+            "spans": sorted(spans.get(p, []), key=lambda s: _LAYER[s[0]]),
             "marks": marks.get(p, []),
         }
         for p in sorted(chosen)
@@ -88,7 +100,13 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
     if len(tokens) > 2000:  # keep the curve's size bounded
         step = len(tokens) // 2000 + 1
         tokens = [*tokens[::step], tokens[-1]]
-    return {"agents": agents, "hidden": len(paths) - len(chosen), "tokens": tokens, "stops": stops}
+    return {
+        "agents": agents,
+        "hidden": len(paths) - len(chosen),
+        "tokens": tokens,
+        "stops": stops,
+        "budget": budget,
+    }
 
 
 def _json(data: object) -> str:
@@ -100,10 +118,13 @@ def report(
     records: Iterable[TraceRecord], *, budget_tokens: int | None = None, limit: int = TIMELINES
 ) -> str:
     """The report's HTML: a timeline per agent (phases, model calls, tool calls,
-    budget refusals, stalls and errors), tokens over time (against *budget_tokens*
-    when given) and the stop reasons. At most *limit* agents get a timeline."""
+    waits for the budget or at a provider, budget refusals, stalls and errors),
+    tokens over time against the budget (*budget_tokens*, else the root
+    budget's ``max_total_tokens`` the trace recorded when the runtime opened)
+    and the stop reasons. At most *limit* agents get a timeline."""
     data = _data(records, limit)
-    data["budget"] = budget_tokens
+    if budget_tokens is not None:
+        data["budget"] = budget_tokens
     return _PAGE.replace("__DATA__", _json(data))
 
 
@@ -116,13 +137,14 @@ h1{font-size:18px}h2{font-size:15px;margin-top:20px}
 white-space:nowrap;font-family:monospace}
 svg{background:#fafafa;border:1px solid #ddd}
 .phase{fill:#cfe3ff}.model{fill:#4a8bdf}.tool{fill:#f0a030}
-.budget{fill:#d33}.stall{fill:#a0a}.error{fill:#000}
+.wait{fill:#e8c547}.budget{fill:#d33}.stall{fill:#a0a}.error{fill:#000}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
 </style></head>
 <body>
 <h1>agentrio trace</h1>
 <div class="legend"><span style="background:#cfe3ff"></span>phase
 <span style="background:#4a8bdf"></span>model call<span style="background:#f0a030"></span>tool call
+<span style="background:#e8c547"></span>waited (budget, rate limit)
 <span style="background:#d33"></span>budget refused<span style="background:#a0a"></span>stalled
 <span style="background:#000"></span>error</div>
 <h2>Stop reasons</h2><div id="stops"></div>
@@ -170,7 +192,7 @@ window.onerror = function (m) { document.body.dataset.error = String(m); };
   if (data.budget) {
     var y = 150 - data.budget / top * 140;
     el("line", {x1: 0, x2: W, y1: y, y2: y, stroke: "#d33", "stroke-dasharray": "4"}, tk);
-    el("text", {x: 6, y: y - 4}, tk).textContent = "budget " + data.budget;
+    el("text", {x: 6, y: y < 20 ? y + 14 : y - 4}, tk).textContent = "budget " + data.budget;
   }
   el("text", {x: W - 160, y: 14}, tk).textContent = top + " tokens";
   var box = document.getElementById("timelines");
@@ -181,7 +203,7 @@ window.onerror = function (m) { document.body.dataset.error = String(m); };
     var s = el("svg", {width: W - 230, height: 18}, row);
     var scale = (W - 240) / end;
     a.spans.forEach(function (sp) {
-      var y = sp[0] === "phase" ? 1 : (sp[0] === "model" ? 4 : 10);
+      var y = sp[0] === "phase" ? 1 : (sp[0] === "tool" ? 10 : 4);  // a wait: over its call
       var h = sp[0] === "phase" ? 16 : 6;
       var r = el("rect", {x: 4 + sp[1] * scale, y: y, width: Math.max(1, (sp[2] - sp[1]) * scale),
         height: h, "class": sp[0]}, s);

@@ -6,7 +6,15 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 
-from ..messages import ActorFailed, PhaseEnded, PhaseError, PhaseStarted, TurnEnded
+from ..messages import (
+    ActorFailed,
+    PhaseEnded,
+    PhaseError,
+    PhaseStarted,
+    RuntimeOpened,
+    TurnEnded,
+    Waited,
+)
 from .reader import TraceRecord
 
 __all__ = ["Node", "Trace", "build", "render"]
@@ -29,6 +37,8 @@ class Node:
     cost_usd: float = 0.0
     errors: list[str] = dataclasses.field(default_factory=list)
     open_phase: float | None = None
+    waited: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds, by what
+    waits: Counter[str] = dataclasses.field(default_factory=Counter)  # how many, by what
 
     @property
     def is_agent(self) -> bool:
@@ -44,6 +54,7 @@ class Trace:
     end: float
     events: int
     lost: int
+    opened: RuntimeOpened | None = None  # the runtime's budget, if the trace recorded it
 
 
 def build(records: Iterable[TraceRecord]) -> Trace:
@@ -51,6 +62,7 @@ def build(records: Iterable[TraceRecord]) -> Trace:
     nodes: dict[str, Node] = {}
     start = end = 0.0
     count = lost = 0
+    opened = None
     for record in records:
         t, event = record.t, record.e
         if not count:
@@ -59,7 +71,10 @@ def build(records: Iterable[TraceRecord]) -> Trace:
         end = t
         path = event.path
         if not path:
-            lost += getattr(event, "count", 0)
+            if isinstance(event, RuntimeOpened):
+                opened = event
+            else:
+                lost += getattr(event, "count", 0)
             continue
         node = nodes.get(path)
         if node is None:
@@ -77,9 +92,34 @@ def build(records: Iterable[TraceRecord]) -> Trace:
             node.input_tokens += event.usage.input_tokens
             node.output_tokens += event.usage.output_tokens
             node.cost_usd += event.usage.cost_usd or 0.0
+        elif isinstance(event, Waited):
+            node.waited[event.what] = node.waited.get(event.what, 0.0) + event.seconds
+            node.waits[event.what] += 1
         elif isinstance(event, PhaseError | ActorFailed):
             node.errors.append(f"{event.error_type}: {event.error}")
-    return Trace(nodes, start, end, count, lost)
+    return Trace(nodes, start, end, count, lost, opened)
+
+
+def _waits(waits: Counter[str], waited: dict[str, float]) -> str:
+    """``budget 2 (1.50s), rate_limit 1 (0.20s)``: the waits by what, the longest first."""
+    longest = sorted(waited.items(), key=lambda item: -item[1])
+    return ", ".join(f"{w} {waits[w]} ({s:.2f}s)" for w, s in longest)
+
+
+def _budget(opened: RuntimeOpened) -> str:
+    limits = [
+        f"{name} {value}"
+        for name in (
+            "max_total_tokens",
+            "max_input_tokens",
+            "max_output_tokens",
+            "max_requests",
+            "max_tool_calls",
+            "max_cost_usd",
+        )
+        if (value := getattr(opened, name)) is not None
+    ]
+    return ", ".join(limits)
 
 
 def _cause(error: str) -> str:
@@ -96,6 +136,8 @@ def _line(node: Node, depth: int) -> str:
         if node.cost_usd:
             parts.append(f"${node.cost_usd:.4f}")
         parts.append(f"{node.busy:.2f}s")
+        if node.waits:
+            parts.append(f"waited {_waits(node.waits, node.waited)}")
     if node.errors:
         parts.append(f"errors {len(node.errors)}: {node.errors[-1][:120]}")
     return "  ".join(parts)
@@ -129,6 +171,17 @@ def render(
         "stop reasons: " + (", ".join(f"{r} {n}" for r, n in stops.most_common()) or "none"),
         f"tokens: {tokens_in + tokens_out} ({tokens_in} in, {tokens_out} out), cost ${cost:.4f}",
     ]
+    budget = _budget(trace.opened) if trace.opened is not None else ""
+    if budget:
+        lines.append(f"budget: {budget}")
+    waits: Counter[str] = Counter()
+    waited: dict[str, float] = {}
+    for node in agents:
+        waits.update(node.waits)
+        for what, seconds in node.waited.items():
+            waited[what] = waited.get(what, 0.0) + seconds
+    if waits:
+        lines.append(f"waits: {_waits(waits, waited)}")
     if trace.lost:
         lines.append(f"events lost: {trace.lost}")
     slowest = sorted(agents, key=lambda n: -n.busy)[:5]

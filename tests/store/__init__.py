@@ -1,0 +1,1 @@
+"""Tests of agentrio.store (a package: its test_*.py names repeat other folders')."""
