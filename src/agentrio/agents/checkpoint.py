@@ -59,7 +59,6 @@ from ..messages import (
     ChatMessage,
     CheckpointTorn,
     ContextAppend,
-    Message,
     PhaseResult,
     ResumedPhaseEnded,
     RunPhase,
@@ -109,8 +108,14 @@ _log = logging.getLogger("agentrio.agents.checkpoint")
 
 
 # -- the records -------------------------------------------------------------------------
-# (Each an array, not a map: a record is written for every turn of every durable
-# agent, and field names would be most of its bytes.)
+
+
+class _Record(msgspec.Struct, frozen=True, tag=True, array_like=True, gc=False):
+    """A checkpoint record: tagged with its class's name like a ``Message``, and
+    frozen, but encoded as an array, not a map (a record is written for every turn
+    of every durable agent, and field names would be most of its bytes). What it
+    holds is the actors' own messages (``RunPhase``, ``ChatMessage``, ``ToolResult``,
+    ``PhaseResult``)."""
 
 
 class Totals(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -143,7 +148,7 @@ class Totals(msgspec.Struct, frozen=True, array_like=True, gc=False):
         )
 
 
-class PhaseBegun(Message, frozen=True, tag=True, array_like=True):
+class PhaseBegun(_Record, frozen=True):
     phase: str
     agent: str  # the agent's path
     agent_id: str  # the durable agent's id, the same in each life
@@ -152,44 +157,44 @@ class PhaseBegun(Message, frozen=True, tag=True, array_like=True):
     at: float = 0.0
 
 
-class TurnsAdded(Message, frozen=True, tag=True, array_like=True):
+class TurnsAdded(_Record, frozen=True):
     phase: str
     messages: tuple[ChatMessage, ...]
     timestamps: tuple[float, ...]
     totals: Totals | None = None
 
 
-class ToolsDone(Message, frozen=True, tag=True, array_like=True):
+class ToolsDone(_Record, frozen=True):
     phase: str
     results: tuple[ToolResult, ...]
     at: float = 0.0
 
 
-class ToolBegun(Message, frozen=True, tag=True, array_like=True):
+class ToolBegun(_Record, frozen=True):
     phase: str
     call_id: str
     tool: str = ""
 
 
-class ToolDone(Message, frozen=True, tag=True, array_like=True):
+class ToolDone(_Record, frozen=True):
     phase: str
     result: ToolResult
 
 
-class ApprovalAsked(Message, frozen=True, tag=True, array_like=True):
+class ApprovalAsked(_Record, frozen=True):
     phase: str
     call_id: str
     tool: str = ""
 
 
-class ApprovalAnswered(Message, frozen=True, tag=True, array_like=True):
+class ApprovalAnswered(_Record, frozen=True):
     phase: str
     call_id: str
     approved: bool = False
     reason: str = ""
 
 
-class PhaseDone(Message, frozen=True, tag=True, array_like=True):
+class PhaseDone(_Record, frozen=True):
     phase: str
     result: PhaseResult[str]
     messages: tuple[ChatMessage, ...] = ()
