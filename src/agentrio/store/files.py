@@ -22,9 +22,9 @@ file holds.
 
 The torn-tail rule: the last frame of a segment is *torn*, left out and
 reported in [`Loaded.torn`][agentrio.store.Loaded], when its frame header
-is short, its payload is short, its payload's checksum fails with nothing
-after it, or its frame header is damaged and only zero bytes follow (what a
-power loss may leave of a block that was never written back). Anything else
+is short, its payload is short, or its payload's checksum fails or its frame
+header is damaged with only zero bytes (or nothing) after it (what a power
+loss may leave of blocks that were never written back). Anything else
 is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt] naming the segment and
 the byte offset of the bad frame (or 0 for a bad segment header).
 """
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 import tempfile
 import zlib
@@ -85,10 +86,11 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
 
     Raises:
         StoreCorrupt: a bad segment header, or a bad frame that is not the tail.
+        StoreError: *path* is not a regular file.
+        OSError: *path* cannot be read.
     """
     source = os.fspath(path)
-    with open(path, "rb") as f:
-        buffer = f.read()
+    buffer = _read(path)
     if buffer[: len(_HEADER)] != _HEADER:
         what = "magic" if buffer[: len(MAGIC)] != MAGIC else "format version"
         raise StoreCorrupt(
@@ -104,7 +106,9 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
             return entries, Entry(source, pos, buffer[pos:])
         length, crc, head_crc = _FRAME.unpack_from(buffer, pos)
         if zlib.crc32(view[pos : pos + 8]) != head_crc:
-            if not any(view[pos:]):
+            # Only zeros after it: no record follows (a record's frame header is
+            # never all zeros), so nothing is hidden by leaving it out.
+            if not any(view[pos + _FRAME.size :]):
                 return entries, Entry(source, pos, buffer[pos:])
             raise _corrupt(source, pos, "a damaged frame header")
         if length > MAX_RECORD:
@@ -113,12 +117,28 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
         if end > size:
             return entries, Entry(source, pos, buffer[start:])
         if zlib.crc32(view[start:end]) != crc:
-            if end == size:
+            if not any(view[end:]):
                 return entries, Entry(source, pos, buffer[start:])
             raise _corrupt(source, pos, "a record whose checksum fails")
         entries.append(Entry(source, pos, buffer[start:end]))
         pos = end
     return entries, None
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of the regular file at *path* (a FIFO or a device is refused, not
+    waited on or read without end)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise StoreError(f"cannot read checkpoint store {os.fspath(path)!r}: not a regular file")
+    with open(fd, "rb") as f:
+        return f.read()
 
 
 def _corrupt(source: str, offset: int, what: str) -> StoreCorrupt:
