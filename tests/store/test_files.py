@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -509,3 +510,44 @@ def test_what_a_crash_leaves_always_loads(which: int, at: int, zeros: int) -> No
                 break
             kept += 1
         assert got == expected[:kept]
+
+
+async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
+    """Closing the segment under a write would let the write land in whatever file
+    reuses its descriptor (or, as it was, in a new segment made after the close)."""
+    store = DirectoryStore(tmp_path)
+    await store.append([b"a"], sync=True)
+    real = store._append
+    entered, release = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def held(data: bytes, sync: bool) -> None:
+        entered.set()
+        release.wait()
+        real(data, sync)
+
+    store._append = held  # type: ignore[method-assign]
+
+    async def append() -> None:
+        await store.append([b"b"], sync=True)
+        done.append("append")
+
+    async def aclose() -> None:
+        await store.aclose()
+        done.append("aclose")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(append)
+        await trio.to_thread.run_sync(entered.wait)
+        nursery.start_soon(aclose)
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert done == ["append", "aclose"]
+    loaded = await DirectoryStore(tmp_path).load()
+    assert [(e.source, e.data) for e in loaded.entries] == [
+        (store.segment, b"a"),
+        (store.segment, b"b"),
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["000001.ckpt"]
+    with pytest.raises(StoreError, match="closed"):
+        await store.append([b"c"], sync=True)

@@ -188,6 +188,9 @@ class DirectoryStore:
         self._dir = Path(self.path)
         self._fd: int | None = None
         self._closed = False
+        # Held by an append's worker thread, and by aclose: the segment is never
+        # closed under a write (its descriptor could be reused by another file).
+        self._limiter = trio.CapacityLimiter(1)
         try:
             self._dir.mkdir()
         except FileExistsError:
@@ -246,10 +249,13 @@ class DirectoryStore:
                     f"({MAX_RECORD}) for {self.path!r}"
                 )
         if batch:
-            await trio.to_thread.run_sync(self._append, b"".join(map(frame, batch)), sync)
+            data = b"".join(map(frame, batch))
+            await trio.to_thread.run_sync(self._append, data, sync, limiter=self._limiter)
 
     def _append(self, data: bytes, sync: bool) -> None:
         if self._fd is None:
+            if self._closed:  # closed while this append waited for its thread
+                raise StoreError(f"checkpoint store {self.path!r} is closed")
             self._open_segment()
         assert self._fd is not None
         fd = self._fd
@@ -297,12 +303,14 @@ class DirectoryStore:
             ) from None
 
     async def aclose(self) -> None:
-        """Close this store's segment; idempotent. Its records stay."""
+        """Close this store's segment, once an append in progress has ended;
+        idempotent. Its records stay."""
         self._closed = True
-        fd, self._fd = self._fd, None
+        with trio.CancelScope(shield=True):
+            async with self._limiter:
+                fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
-        await trio.lowlevel.checkpoint()
 
 
 def _sync_directory(directory: Path) -> None:
