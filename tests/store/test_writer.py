@@ -352,3 +352,33 @@ def test_put_nowait_cost() -> None:
         append(record)
     floor = time.perf_counter() - start
     print(f"\nput_nowait: {took / n * 1e9:.0f} ns/record (list.append: {floor / n * 1e9:.0f} ns)")
+
+
+async def test_a_cancelled_aclose_stops_run_before_closing_the_store() -> None:
+    """A cancelled aclose() closed the store while run() went on appending to it
+    (a DirectoryStore's segment closed under its write, then StoreError("closed")
+    from run(), crashing its nursery)."""
+    store = Recording()
+    writer = CheckpointWriter(store, flush_interval=3600)
+    scopes: list[trio.CancelScope] = []
+
+    async def close_then_give_up() -> None:
+        with trio.CancelScope() as scope:
+            scopes.append(scope)
+            await writer.aclose()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        store.gate = trio.Event()
+        writer.put_nowait(b"a")
+        nursery.start_soon(close_then_give_up)
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.entered == 1  # run() appends "a", held
+        scopes[0].cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.closed
+        store.gate.set()
+    assert store.records == []  # nothing appended to the closed store
+    assert writer.written == 0
+    with pytest.raises(StoreError, match="closed"):
+        writer.put_nowait(b"b")
