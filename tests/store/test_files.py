@@ -525,12 +525,12 @@ async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
         entered.set()
         release.wait()
         real(data, sync)
+        done.append("written")
 
     store._append = held  # type: ignore[method-assign]
 
     async def append() -> None:
         await store.append([b"b"], sync=True)
-        done.append("append")
 
     async def aclose() -> None:
         await store.aclose()
@@ -542,7 +542,7 @@ async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
         nursery.start_soon(aclose)
         await trio.testing.wait_all_tasks_blocked()
         release.set()
-    assert done == ["append", "aclose"]
+    assert done == ["written", "aclose"]
     loaded = await DirectoryStore(tmp_path).load()
     assert [(e.source, e.data) for e in loaded.entries] == [
         (store.segment, b"a"),
@@ -551,3 +551,34 @@ async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["000001.ckpt"]
     with pytest.raises(StoreError, match="closed"):
         await store.append([b"c"], sync=True)
+
+
+async def test_an_error_closing_the_segment_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.close may report a late write error (NFS): never an OSError out of the store."""
+    real_close, real_write = os.close, os.write
+    store = DirectoryStore(tmp_path)
+    await store.append([b"a"], sync=True)
+    segment_fd = store._fd
+
+    def close(fd: int) -> None:
+        real_close(fd)
+        if fd == segment_fd:
+            raise OSError(5, "Input/output error")
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if fd == segment_fd:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "close", close)
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(StoreError, match="No space left"):  # the write's error, not close's
+        await store.append([b"b"], sync=True)
+    monkeypatch.setattr(os, "write", real_write)
+    await store.append([b"c"], sync=True)  # a new segment
+    segment_fd = store._fd
+    with pytest.raises(StoreError, match="cannot close checkpoint segment") as info:
+        await store.aclose()
+    assert "000002.ckpt" in str(info.value)

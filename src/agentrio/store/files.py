@@ -31,6 +31,7 @@ the byte offset of the bad frame (or 0 for a bad segment header).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -269,7 +270,8 @@ class DirectoryStore:
             # What reached the file is at most a torn tail if no more is written
             # after it: leave the segment, the next append makes a new one.
             self._fd = None
-            os.close(fd)
+            with contextlib.suppress(OSError):  # (the write's error is the one to tell)
+                os.close(fd)
             raise StoreError(
                 f"cannot write checkpoint segment {self.segment!r}: {exc.strerror}"
             ) from None
@@ -304,13 +306,23 @@ class DirectoryStore:
 
     async def aclose(self) -> None:
         """Close this store's segment, once an append in progress has ended;
-        idempotent. Its records stay."""
+        idempotent. Its records stay.
+
+        Raises:
+            StoreError: closing the segment failed (the system reported a
+                write error late).
+        """
         self._closed = True
         with trio.CancelScope(shield=True):
             async with self._limiter:
                 fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError as exc:  # (NFS, some FUSE systems: a late write error)
+                raise StoreError(
+                    f"cannot close checkpoint segment {self.segment!r}: {exc.strerror}"
+                ) from None
 
 
 def _sync_directory(directory: Path) -> None:
