@@ -17,3 +17,9 @@ async def test_memory_store_gives_records_back_in_order() -> None:
     assert repr(store) == "MemoryStore(records=3)"
     await store.aclose()
     assert store.closed
+
+
+def test_an_entry_s_repr_does_not_show_its_record() -> None:
+    entry = Entry("/ckpt/000001.ckpt", 12, b"secret conversation")
+    assert repr(entry) == "Entry(source='/ckpt/000001.ckpt', offset=12, data=<19 bytes>)"
+    assert "secret" not in repr(Loaded([entry], (entry,)))

@@ -7,11 +7,16 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentrio.errors import StoreCorrupt, StoreError
 from agentrio.store import (
@@ -23,7 +28,7 @@ from agentrio.store import (
     Entry,
     Loaded,
 )
-from agentrio.store.files import frame
+from agentrio.store.files import frame, read_segment
 
 HEADER = len(MAGIC) + 4
 FRAME = 12
@@ -140,6 +145,64 @@ async def test_a_tail_of_zeros_is_torn(tmp_path: Path) -> None:
     loaded = await DirectoryStore(tmp_path).load()
     assert [e.data for e in loaded.entries] == [b"kept"]
     assert [(t.offset, t.data) for t in loaded.torn] == [(HEADER + FRAME + 4, bytes(100))]
+
+
+async def test_zeros_after_a_bad_checksum_or_a_half_written_header_are_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    """What a power loss may leave when the file's size reached the disk but some
+    of its blocks did not: the last frame's payload, or the end of its header,
+    and all that follows read as zeros."""
+    whole = frame(b"second record" * 10)
+    for cut in (FRAME + 5, 6):  # in the payload, in the frame header
+        directory = tmp_path / str(cut)
+        segment = await write(directory, [b"first"])
+        with open(segment, "ab") as f:
+            f.write(whole[:cut] + bytes(4096))
+        loaded = await DirectoryStore(directory).load()
+        assert [e.data for e in loaded.entries] == [b"first"]
+        assert [t.offset for t in loaded.torn] == [HEADER + FRAME + 5]
+        # A non-zero byte after the zeros: something was written after them.
+        with open(segment, "ab") as f:
+            f.write(frame(b"later"))
+        with pytest.raises(StoreCorrupt) as info:
+            await DirectoryStore(directory).load()
+        assert info.value.offset == HEADER + FRAME + 5
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+async def test_a_segment_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "000001.ckpt"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        # Were the FIFO opened to be read, this writer would let the open go
+        # and the defect would show as a record loaded (not as a hang).
+        try:
+            with open(fifo, "wb") as f:
+                f.write(MAGIC + struct.pack("<I", FORMAT_VERSION) + frame(b"from a pipe"))
+        except BrokenPipeError:
+            pass
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        with pytest.raises(StoreError, match="not a regular file") as info:
+            await DirectoryStore(tmp_path).load()
+        assert str(fifo) in str(info.value)
+    finally:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the feeder's open goes on
+        feeder.join()
+        os.close(fd)
+
+
+async def test_a_segment_that_is_a_device_is_refused(tmp_path: Path) -> None:
+    if not os.path.exists(os.devnull) or os.devnull != "/dev/null":
+        pytest.skip("no /dev/null here")
+    # (A link to /dev/zero would be read without end.)
+    os.symlink(os.devnull, tmp_path / "000001.ckpt")
+    with pytest.raises(StoreError, match="not a regular file"):
+        await DirectoryStore(tmp_path).load()
 
 
 async def test_each_life_may_leave_a_torn_tail(tmp_path: Path) -> None:
@@ -356,3 +419,166 @@ async def test_killed_while_appending(tmp_path: Path, delay: float) -> None:
         for a, b in zip(starts, [*starts[1:], len(numbers)], strict=True):
             assert numbers[a:b] == list(range(b - a))
             assert b - a >= 500
+
+
+def _segments_with_records(directory: Path) -> dict[str, tuple[bytes, list[tuple[int, bytes]]]]:
+    """Two lives' segments: each one's bytes, and its records (offset, data)."""
+
+    async def lives() -> list[str]:
+        return [
+            await write(directory, [b"a" * 10, b""], [bytes(range(256))]),
+            await write(directory, [b"\x00" * 30, b"zz"]),
+        ]
+
+    out = {}
+    for segment in trio.run(lives):
+        whole = Path(segment).read_bytes()
+        found, tail = read_segment(Path(segment))
+        assert tail is None
+        out[segment] = (whole, [(e.offset, e.data) for e in found])
+    return out
+
+
+_segment_pick = st.integers(0, 1)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    which=_segment_pick,
+    kind=st.sampled_from(["overwrite", "zero", "insert", "truncate", "append"]),
+    at=st.integers(0, 400),
+    blob=st.binary(min_size=1, max_size=40),
+)
+def test_load_of_a_damaged_segment_is_typed_and_drops_no_intact_record(
+    which: int, kind: str, at: int, blob: bytes
+) -> None:
+    """Any damage to a real segment: ``load`` gives records back or raises a
+    StoreError, never another exception; and a record left out is one whose
+    bytes were damaged, or one after which the file holds only zeros."""
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name)
+        original = _segments_with_records(directory)
+        segment = sorted(original)[which]
+        whole, expected = original[segment]
+        at = min(at, len(whole))
+        if kind == "overwrite":
+            damaged = whole[:at] + blob + whole[at + len(blob) :]
+        elif kind == "zero":
+            damaged = whole[:at] + bytes(len(blob)) + whole[at + len(blob) :]
+        elif kind == "insert":
+            damaged = whole[:at] + blob + whole[at:]
+        elif kind == "truncate":
+            damaged = whole[:at]
+        else:
+            damaged = whole + blob
+        Path(segment).write_bytes(damaged)
+        try:
+            loaded = trio.run(DirectoryStore(directory).load)
+        except StoreCorrupt as exc:
+            assert exc.source == segment
+            assert 0 <= exc.offset <= len(damaged)
+            return
+        except StoreError:
+            pytest.fail("a damaged segment is StoreCorrupt, not a plain StoreError")
+        got = [(e.offset, e.data) for e in loaded.entries if e.source == segment]
+        assert got == expected[: len(got)]  # in order, none made up
+        for offset, data in expected[len(got) :]:
+            end = offset + FRAME + len(data)
+            intact = damaged[offset:end] == whole[offset:end]
+            assert not intact or not any(damaged[end:]), (offset, kind)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(which=_segment_pick, at=st.integers(0, 400), zeros=st.integers(0, 8192))
+def test_what_a_crash_leaves_always_loads(which: int, at: int, zeros: int) -> None:
+    """A segment cut anywhere after its header, or zero-filled from anywhere to
+    its end and beyond: never StoreCorrupt, and every record before the cut kept."""
+    with tempfile.TemporaryDirectory() as name:
+        directory = Path(name)
+        original = _segments_with_records(directory)
+        segment = sorted(original)[which]
+        whole, expected = original[segment]
+        at = max(HEADER, min(at, len(whole)))
+        damaged = whole[:at] + bytes(zeros)
+        Path(segment).write_bytes(damaged)
+        loaded = trio.run(DirectoryStore(directory).load)
+        got = [(e.offset, e.data) for e in loaded.entries if e.source == segment]
+        kept = 0  # the records still whole (one of zeros may be, past the cut)
+        for offset, data in expected:
+            end = offset + FRAME + len(data)
+            if damaged[offset:end] != whole[offset:end]:
+                break
+            kept += 1
+        assert got == expected[:kept]
+
+
+async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
+    """Closing the segment under a write would let the write land in whatever file
+    reuses its descriptor (or, as it was, in a new segment made after the close)."""
+    store = DirectoryStore(tmp_path)
+    await store.append([b"a"], sync=True)
+    real = store._append
+    entered, release = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def held(data: bytes, sync: bool) -> None:
+        entered.set()
+        release.wait()
+        real(data, sync)
+        done.append("written")
+
+    store._append = held  # type: ignore[method-assign]
+
+    async def append() -> None:
+        await store.append([b"b"], sync=True)
+
+    async def aclose() -> None:
+        await store.aclose()
+        done.append("aclose")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(append)
+        await trio.to_thread.run_sync(entered.wait)
+        nursery.start_soon(aclose)
+        await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert done == ["written", "aclose"]
+    loaded = await DirectoryStore(tmp_path).load()
+    assert [(e.source, e.data) for e in loaded.entries] == [
+        (store.segment, b"a"),
+        (store.segment, b"b"),
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["000001.ckpt"]
+    with pytest.raises(StoreError, match="closed"):
+        await store.append([b"c"], sync=True)
+
+
+async def test_an_error_closing_the_segment_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.close may report a late write error (NFS): never an OSError out of the store."""
+    real_close, real_write = os.close, os.write
+    store = DirectoryStore(tmp_path)
+    await store.append([b"a"], sync=True)
+    segment_fd = store._fd
+
+    def close(fd: int) -> None:
+        real_close(fd)
+        if fd == segment_fd:
+            raise OSError(5, "Input/output error")
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if fd == segment_fd:
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "close", close)
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(StoreError, match="No space left"):  # the write's error, not close's
+        await store.append([b"b"], sync=True)
+    monkeypatch.setattr(os, "write", real_write)
+    await store.append([b"c"], sync=True)  # a new segment
+    segment_fd = store._fd
+    with pytest.raises(StoreError, match="cannot close checkpoint segment") as info:
+        await store.aclose()
+    assert "000002.ckpt" in str(info.value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import zlib
 from functools import partial
 from pathlib import Path
 
@@ -141,4 +142,61 @@ async def test_calls_run_off_the_trio_thread_one_at_a_time(tmp_path: Path) -> No
     assert trio_thread not in threads
     assert most == 1
     assert len((await store.load()).entries) == 20
+    await store.aclose()
+
+
+async def test_a_row_of_text_that_is_not_utf8(tmp_path: Path) -> None:
+    """A TEXT value is not decoded: decoding it would fail with a message quoting it."""
+    path = tmp_path / "db"
+    store = SQLiteStore(path)
+    await store.append([b"one"], sync=True)
+    await store.aclose()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE records SET data = CAST(x'ff' || 'secret' AS TEXT) WHERE id = 1")
+        db.execute(
+            "INSERT INTO records (data, crc) VALUES (?, CAST(x'ff' || 'secret' AS TEXT))", (b"x",)
+        )
+    db.close()
+    store = SQLiteStore(path)
+    with pytest.raises(StoreCorrupt) as info:
+        await store.load()
+    assert info.value.offset == 1
+    assert "secret" not in str(info.value)
+    await store.aclose()
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM records WHERE id = 1")
+    db.close()
+    store = SQLiteStore(path)
+    with pytest.raises(StoreCorrupt) as info:  # a crc that is not a number
+        await store.load()
+    assert info.value.offset == 2
+    assert "secret" not in str(info.value)
+    await store.aclose()
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE records (id TEXT PRIMARY KEY, data BLOB NOT NULL, crc INTEGER NOT NULL)",
+        "CREATE TABLE records (id INTEGER PRIMARY KEY, data BLOB, crc INTEGER, extra)",
+        "CREATE TABLE other (x)",
+    ],
+)
+async def test_a_records_table_of_another_schema_is_refused(tmp_path: Path, schema: str) -> None:
+    path = tmp_path / "db"
+    with sqlite3.connect(path) as db:
+        db.execute(schema)
+        db.execute("PRAGMA application_id = 1634890866")  # agentrio's mark, "artr"
+        db.execute("PRAGMA user_version = 1")
+        if "id TEXT" in schema:  # (loaded, its offset would be a string)
+            db.execute(
+                "INSERT INTO records (id, data, crc) VALUES ('a', x'00', ?)", (zlib.crc32(b"\0"),)
+            )
+    db.close()
+    store = SQLiteStore(path)
+    with pytest.raises(StoreError, match="records table") as info:
+        await store.load()
+    assert str(path) in str(info.value)
+    with pytest.raises(StoreError, match="records table"):
+        await store.append([b"x"], sync=True)
     await store.aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -352,3 +354,105 @@ def test_put_nowait_cost() -> None:
         append(record)
     floor = time.perf_counter() - start
     print(f"\nput_nowait: {took / n * 1e9:.0f} ns/record (list.append: {floor / n * 1e9:.0f} ns)")
+
+
+async def test_a_cancelled_aclose_stops_run_before_closing_the_store() -> None:
+    """A cancelled aclose() closed the store while run() went on appending to it
+    (a DirectoryStore's segment closed under its write, then StoreError("closed")
+    from run(), crashing its nursery)."""
+    store = Recording()
+    writer = CheckpointWriter(store, flush_interval=3600)
+    scopes: list[trio.CancelScope] = []
+
+    async def close_then_give_up() -> None:
+        with trio.CancelScope() as scope:
+            scopes.append(scope)
+            await writer.aclose()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+        store.gate = trio.Event()
+        writer.put_nowait(b"a")
+        nursery.start_soon(close_then_give_up)
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.entered == 1  # run() appends "a", held
+        scopes[0].cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.closed
+        store.gate.set()
+    assert store.records == []  # nothing appended to the closed store
+    assert writer.written == 0
+    with pytest.raises(StoreError, match="closed"):
+        writer.put_nowait(b"b")
+
+
+class Yielding(MemoryStore):
+    """A MemoryStore whose append passes a few checkpoints first (then appends
+    all of the batch: a cancel before its end appends none of it)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__()
+        self.rng = rng
+
+    async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
+        for _ in range(self.rng.randrange(3)):
+            await trio.lowlevel.checkpoint()
+        await super().append(list(batch), sync=sync)
+
+
+async def _random_life(seed: int) -> None:
+    rng = random.Random(seed)
+    store = Yielding(rng)
+    writer = CheckpointWriter(
+        store,
+        flush_interval=rng.choice([0, 0.01, 1]),
+        max_batch=rng.randrange(1, 6),
+        max_pending=rng.randrange(1, 10),
+    )
+    taken: list[bytes] = []
+    early: list[bytes] = []  # records a synced() returned before they were appended
+
+    async def client(n: int) -> None:
+        with contextlib.suppress(StoreError):  # the writer stopped or closed
+            for k in range(rng.randrange(1, 8)):
+                record = b"%d-%d" % (n, k)
+                if rng.random() < 0.5:
+                    await writer.put(record)
+                else:
+                    writer.put_nowait(record)
+                taken.append(record)
+                if rng.random() < 0.5:
+                    await writer.synced()
+                    if record not in store.records:
+                        early.append(record)
+                for _ in range(rng.randrange(3)):
+                    await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as outer:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            for n in range(rng.randrange(1, 6)):
+                outer.start_soon(client, n)
+            for _ in range(rng.randrange(30)):
+                await trio.lowlevel.checkpoint()
+            if rng.random() < 0.5:
+                nursery.cancel_scope.cancel()
+            else:
+                await writer.aclose()
+        await writer.aclose()
+    assert early == []
+    assert sorted(store.records) == sorted(taken)  # each record taken: appended once
+    for n in range(6):  # and each client's in its order
+        mine = [r for r in taken if r.startswith(b"%d-" % n)]
+        assert [r for r in store.records if r in mine] == mine
+    assert store.closed
+
+
+async def test_random_lives_lose_duplicate_or_sync_early_no_record(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Clients putting and waiting in synced(), run() cancelled or closed at a
+    random point: every record taken is appended exactly once, in order, and no
+    synced() returns before its records are appended."""
+    for seed in range(300):
+        await _random_life(seed)

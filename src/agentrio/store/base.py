@@ -21,12 +21,20 @@ class Entry(NamedTuple):
     Attributes:
         source: where it was read from (a file's path, a database and table).
         offset: where in *source* it starts (a byte offset, a row id).
-        data: the record's bytes, exactly as appended.
+        data: the record's bytes, exactly as appended (its length only in
+            the repr).
     """
 
     source: str
     offset: int
     data: bytes
+
+    def __repr__(self) -> str:
+        # A record's bytes are a conversation's content: not in a repr, which
+        # ends up in logs and in the repr of a Loaded.
+        return (
+            f"Entry(source={self.source!r}, offset={self.offset!r}, data=<{len(self.data)} bytes>)"
+        )
 
 
 class Loaded(NamedTuple):

@@ -22,17 +22,19 @@ file holds.
 
 The torn-tail rule: the last frame of a segment is *torn*, left out and
 reported in [`Loaded.torn`][agentrio.store.Loaded], when its frame header
-is short, its payload is short, its payload's checksum fails with nothing
-after it, or its frame header is damaged and only zero bytes follow (what a
-power loss may leave of a block that was never written back). Anything else
+is short, its payload is short, or its payload's checksum fails or its frame
+header is damaged with only zero bytes (or nothing) after it (what a power
+loss may leave of blocks that were never written back). Anything else
 is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt] naming the segment and
 the byte offset of the bad frame (or 0 for a bad segment header).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 import struct
 import tempfile
 import zlib
@@ -85,10 +87,11 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
 
     Raises:
         StoreCorrupt: a bad segment header, or a bad frame that is not the tail.
+        StoreError: *path* is not a regular file.
+        OSError: *path* cannot be read.
     """
     source = os.fspath(path)
-    with open(path, "rb") as f:
-        buffer = f.read()
+    buffer = _read(path)
     if buffer[: len(_HEADER)] != _HEADER:
         what = "magic" if buffer[: len(MAGIC)] != MAGIC else "format version"
         raise StoreCorrupt(
@@ -104,7 +107,9 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
             return entries, Entry(source, pos, buffer[pos:])
         length, crc, head_crc = _FRAME.unpack_from(buffer, pos)
         if zlib.crc32(view[pos : pos + 8]) != head_crc:
-            if not any(view[pos:]):
+            # Only zeros after it: no record follows (a record's frame header is
+            # never all zeros), so nothing is hidden by leaving it out.
+            if not any(view[pos + _FRAME.size :]):
                 return entries, Entry(source, pos, buffer[pos:])
             raise _corrupt(source, pos, "a damaged frame header")
         if length > MAX_RECORD:
@@ -113,12 +118,28 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
         if end > size:
             return entries, Entry(source, pos, buffer[start:])
         if zlib.crc32(view[start:end]) != crc:
-            if end == size:
+            if not any(view[end:]):
                 return entries, Entry(source, pos, buffer[start:])
             raise _corrupt(source, pos, "a record whose checksum fails")
         entries.append(Entry(source, pos, buffer[start:end]))
         pos = end
     return entries, None
+
+
+def _read(path: Path) -> bytes:
+    """The bytes of the regular file at *path* (a FIFO or a device is refused, not
+    waited on or read without end)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise StoreError(f"cannot read checkpoint store {os.fspath(path)!r}: not a regular file")
+    with open(fd, "rb") as f:
+        return f.read()
 
 
 def _corrupt(source: str, offset: int, what: str) -> StoreCorrupt:
@@ -168,6 +189,9 @@ class DirectoryStore:
         self._dir = Path(self.path)
         self._fd: int | None = None
         self._closed = False
+        # Held by an append's worker thread, and by aclose: the segment is never
+        # closed under a write (its descriptor could be reused by another file).
+        self._limiter = trio.CapacityLimiter(1)
         try:
             self._dir.mkdir()
         except FileExistsError:
@@ -226,10 +250,13 @@ class DirectoryStore:
                     f"({MAX_RECORD}) for {self.path!r}"
                 )
         if batch:
-            await trio.to_thread.run_sync(self._append, b"".join(map(frame, batch)), sync)
+            data = b"".join(map(frame, batch))
+            await trio.to_thread.run_sync(self._append, data, sync, limiter=self._limiter)
 
     def _append(self, data: bytes, sync: bool) -> None:
         if self._fd is None:
+            if self._closed:  # closed while this append waited for its thread
+                raise StoreError(f"checkpoint store {self.path!r} is closed")
             self._open_segment()
         assert self._fd is not None
         fd = self._fd
@@ -243,7 +270,8 @@ class DirectoryStore:
             # What reached the file is at most a torn tail if no more is written
             # after it: leave the segment, the next append makes a new one.
             self._fd = None
-            os.close(fd)
+            with contextlib.suppress(OSError):  # (the write's error is the one to tell)
+                os.close(fd)
             raise StoreError(
                 f"cannot write checkpoint segment {self.segment!r}: {exc.strerror}"
             ) from None
@@ -277,12 +305,24 @@ class DirectoryStore:
             ) from None
 
     async def aclose(self) -> None:
-        """Close this store's segment; idempotent. Its records stay."""
+        """Close this store's segment, once an append in progress has ended;
+        idempotent. Its records stay.
+
+        Raises:
+            StoreError: closing the segment failed (the system reported a
+                write error late).
+        """
         self._closed = True
-        fd, self._fd = self._fd, None
+        with trio.CancelScope(shield=True):
+            async with self._limiter:
+                fd, self._fd = self._fd, None
         if fd is not None:
-            os.close(fd)
-        await trio.lowlevel.checkpoint()
+            try:
+                os.close(fd)
+            except OSError as exc:  # (NFS, some FUSE systems: a late write error)
+                raise StoreError(
+                    f"cannot close checkpoint segment {self.segment!r}: {exc.strerror}"
+                ) from None
 
 
 def _sync_directory(directory: Path) -> None:

@@ -1,12 +1,14 @@
 """SQLiteStore: checkpoint records in a SQLite database (the standard library's ``sqlite3``).
 
-One table, ``records (id INTEGER PRIMARY KEY, data BLOB, crc INTEGER)``; each
-batch is one transaction, so a crash leaves a batch whole or absent and there
-is never a torn record. Each row carries the CRC-32 of its data: a row whose
+One table, ``records (id INTEGER PRIMARY KEY, data BLOB NOT NULL, crc INTEGER
+NOT NULL)``; each batch is one transaction, so a crash leaves a batch whole
+or absent and there is never a torn record. Each row carries the CRC-32 of its data: a row whose
 checksum fails is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt] naming the
 database and the row id. The database is marked as agentrio's
 (``PRAGMA application_id``, ``user_version``), so another program's database
-is refused rather than written into.
+is refused rather than written into, and so is one whose ``records`` table is
+not the one above. A value of another type (a TEXT, a NULL) in a row is a
+``StoreCorrupt`` too: TEXT is read as bytes, never decoded.
 
 Every call to the database runs in a worker thread, one at a time (a
 ``trio.CapacityLimiter(1)``), so the connection is never used by two threads
@@ -92,6 +94,9 @@ class SQLiteStore:
         # Calls are serialized by the limiter, but the thread cache may run two
         # in different threads: hence check_same_thread=False.
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # A TEXT value is read as bytes: decoding one that is not UTF-8 would
+        # fail with a message quoting it (a record's content).
+        db.text_factory = bytes
         try:
             (app,) = db.execute("PRAGMA application_id").fetchone()
             (version,) = db.execute("PRAGMA user_version").fetchone()
@@ -108,6 +113,13 @@ class SQLiteStore:
                 raise StoreError(
                     f"checkpoint database {self.path!r} has schema version {version}, "
                     f"not {_USER_VERSION}"
+                )
+            elif db.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+            ).fetchall() != [(_SCHEMA.encode(),)]:
+                raise StoreError(
+                    f"checkpoint database {self.path!r} does not hold the records table "
+                    "agentrio makes"
                 )
             db.execute("PRAGMA journal_mode = WAL")
         except BaseException:

@@ -89,6 +89,7 @@ class CheckpointWriter:
         self._closing = False
         self._closed = False
         self._in_aclose = False  # aclose() is appending or waiting for run()
+        self._scope: trio.CancelScope | None = None  # run()'s: a cancelled aclose() stops it
 
     def __repr__(self) -> str:
         return (
@@ -168,7 +169,8 @@ class CheckpointWriter:
         self._started = self._running = True
         task_status.started()
         try:
-            await self._loop()
+            with trio.CancelScope() as self._scope:
+                await self._loop()
         finally:
             self._running = False
             self._notify()
@@ -228,7 +230,9 @@ class CheckpointWriter:
 
         If ``run()`` is not running (never started, or cancelled), what waits is
         appended here; if it stopped on a store error, nothing more is appended.
-        The store is closed in any case, even if this is cancelled.
+        The store is closed in any case, even if this is cancelled: then
+        ``run()`` is stopped first, as if cancelled (it returns), and what
+        waits is not appended.
 
         Raises:
             StoreError: appending what waits failed here.
@@ -252,4 +256,10 @@ class CheckpointWriter:
             self._in_aclose = False
             self._notify()
             with trio.CancelScope(shield=True):
+                if self._running and self._scope is not None:
+                    # Cancelled while run() appends: stop it (at once, as a
+                    # cancelled run() stops) before its store is closed under it.
+                    self._scope.cancel()
+                    while self._running:
+                        await self._progress.wait()
                 await self._store.aclose()
