@@ -1003,3 +1003,24 @@ async def test_a_cancelled_agent_whose_name_was_taken_again_is_not_resumed(
         assert (await rt.resumed_result("p2")).final_text == "ok"
         with pytest.raises(UnknownName):
             await rt.resumed_result("p1")
+
+
+async def test_a_runs_extra_headers_and_body_are_never_written_to_the_store(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    make = spec_of(script(Reply(text="ok")))
+    secret = "sk-secret-1234"
+    settings = agentrio.ModelSettings(
+        temperature=0.5,
+        extra_headers={"Authorization": f"Bearer {secret}"},
+        extra_body={"user_key": secret},
+    )
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", settings=settings)).final_text == "ok"
+    assert not any(secret.encode() in r for r in store.records)
+    records = decode_records([Entry("<memory>", i, d) for i, d in enumerate(store.records)])
+    begun = records[0]
+    assert isinstance(begun, PhaseBegun)
+    assert begun.command.settings == agentrio.ModelSettings(temperature=0.5)

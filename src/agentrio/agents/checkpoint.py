@@ -266,6 +266,16 @@ def tool_message(result: ToolResult) -> ChatMessage:
     )
 
 
+def _kept(cmd: RunPhase) -> RunPhase:
+    """*cmd* as recorded: without its settings' ``extra_headers`` and ``extra_body``,
+    which may hold keys (an ``Authorization`` header), never written to a store."""
+    settings = cmd.settings
+    if settings is None or (settings.extra_headers is None and settings.extra_body is None):
+        return cmd
+    kept = msgspec.structs.replace(settings, extra_headers=None, extra_body=None)
+    return msgspec.structs.replace(cmd, settings=kept if kept.fields_set() else None)
+
+
 def new_phase_id() -> str:
     """A phase id no other phase has (96 random bits)."""
     return secrets.token_urlsafe(12)
@@ -438,7 +448,12 @@ class PhaseRecorder:
             durable = self.durable
             self.put(
                 PhaseBegun(
-                    self.id, phase.path, durable.agent_id, durable.spec, phase.cmd, time.time()
+                    self.id,
+                    phase.path,
+                    durable.agent_id,
+                    durable.spec,
+                    _kept(phase.cmd),
+                    time.time(),
                 )
             )
 
