@@ -449,6 +449,19 @@ async def test_a_damaged_record_is_a_typed_error_naming_where_it_is(
     assert caught.value.source == "<memory>" and caught.value.offset == 1
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        ["Nope sk-SECRET", "p"],
+        ["ToolDone", "p", {"id": "x", "name": "n", "arguments": {}, "status": "sk-SECRET"}],
+    ],
+)
+def test_a_damaged_record_s_error_does_not_quote_it(record: list[object]) -> None:
+    with pytest.raises(StoreCorrupt) as caught:
+        decode_records([Entry("f", 0, msgspec.msgpack.encode(record))])
+    assert "SECRET" not in str(caught.value) and "offset 0" in str(caught.value)
+
+
 class TornStore(MemoryStore):
     async def load(self) -> Loaded:
         loaded = await super().load()

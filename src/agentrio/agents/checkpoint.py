@@ -39,6 +39,7 @@ turn).
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -223,6 +224,7 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     PhaseDone,
 ]
 
+_QUOTED = re.compile(r"'.*'", re.DOTALL)
 _ENCODE = msgspec.msgpack.Encoder().encode
 _DECODER = msgspec.msgpack.Decoder(Record)
 
@@ -245,9 +247,10 @@ def decode_records(entries: list[Entry]) -> list[Record]:
                 if isinstance(exc, msgspec.ValidationError)
                 else ("not a checkpoint record (undecodable bytes)")
             )
+            # (msgspec quotes a bad value, 'like this': not shown.)
+            why = _QUOTED.sub("(a value not shown)", str(exc))[:200]
             raise StoreCorrupt(
-                f"checkpoint record at {entry.source!r} offset {entry.offset} is {kind}: "
-                f"{str(exc)[:200]}",
+                f"checkpoint record at {entry.source!r} offset {entry.offset} is {kind}: {why}",
                 source=entry.source,
                 offset=entry.offset,
             ) from None
