@@ -1037,3 +1037,20 @@ async def test_a_runs_extra_headers_and_body_are_never_written_to_the_store(
     begun = records[0]
     assert isinstance(begun, PhaseBegun)
     assert begun.command.settings == agentrio.ModelSettings(temperature=0.5)
+
+
+@pytest.mark.parametrize(
+    ("factory", "why"),
+    [
+        (lambda: "not a spec", "not an AgentSpec"),
+        (lambda: AgentSpec(name="other", model=script()), "named 'other'"),
+    ],
+)
+async def test_a_bad_spec_factory_is_refused_when_the_runtime_opens(
+    factory: Callable[[], object], why: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    store = _store(_begun())
+    with pytest.raises(agentrio.InvalidArgument, match=why):  # (as is, not in a group)
+        async with agentrio.open_runtime(store=store, specs={"worker": factory}):  # type: ignore[dict-item]
+            pass
+    assert store.closed
