@@ -4,6 +4,7 @@ made again or reported interrupted, approvals asked again, and a damaged store."
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -448,6 +449,19 @@ async def test_a_damaged_record_is_a_typed_error_naming_where_it_is(
     assert caught.value.source == "<memory>" and caught.value.offset == 1
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        ["Nope sk-SECRET", "p"],
+        ["ToolDone", "p", {"id": "x", "name": "n", "arguments": {}, "status": "sk-SECRET"}],
+    ],
+)
+def test_a_damaged_record_s_error_does_not_quote_it(record: list[object]) -> None:
+    with pytest.raises(StoreCorrupt) as caught:
+        decode_records([Entry("f", 0, msgspec.msgpack.encode(record))])
+    assert "SECRET" not in str(caught.value) and "offset 0" in str(caught.value)
+
+
 class TornStore(MemoryStore):
     async def load(self) -> Loaded:
         loaded = await super().load()
@@ -612,3 +626,431 @@ def test_a_swarm_killed_with_sigkill_completes_every_phase_once(seed: int, tmp_p
         opened[1] + served["output_tokens"],
         opened[2] + served["replies"],
     ]
+
+
+# -- review: the how-to's promises, as a user reads them ------------------------------
+
+
+async def test_a_sqlite_store_survives_the_runtime(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    from agentrio.store import SQLiteStore
+
+    path = tmp_path / "ckpt.db"
+    first = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")))
+    await crash_after(SQLiteStore(path), spec_of(first), lambda: bool(WORLD.effects))
+    model = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")), Reply(text="fine"))
+    async with agentrio.open_runtime(
+        store=SQLiteStore(path), specs={"worker": spec_of(model)}
+    ) as rt:
+        assert rt.resumed == ("p1",)
+        assert (await rt.resumed_result("p1")).final_text == "fine"
+        assert rt.usage().requests == 2
+    assert WORLD.effects == ["note a"]
+
+
+def _segment(folder: Path) -> Path:
+    (path,) = [p for p in folder.iterdir() if p.is_file() and p.stat().st_size]
+    return path
+
+
+async def test_a_damaged_directory_store_names_the_file_and_offset(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    folder = tmp_path / "ckpt"
+    first = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")))
+    await crash_after(folder, spec_of(first), lambda: bool(WORLD.effects))
+    segment = _segment(folder)
+    loaded = await DirectoryStore(folder).load()
+    assert len(loaded.entries) >= 3
+    second = loaded.entries[1]
+    data = bytearray(segment.read_bytes())
+    data[second.offset + 12] ^= 0xFF  # a byte of the second record, in the middle of the file
+    segment.write_bytes(bytes(data))
+    with pytest.raises(StoreCorrupt) as caught:
+        async with agentrio.open_runtime(store=folder, specs={"worker": spec_of(first)}):
+            pass
+    assert caught.value.source == str(segment) and caught.value.offset == second.offset
+    assert str(segment) in str(caught.value) and str(second.offset) in str(caught.value)
+
+
+async def test_a_torn_tail_of_a_directory_store_is_left_out_and_the_phase_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    folder = tmp_path / "ckpt"
+    first = script(
+        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")),
+        tool_turn(ToolCallRequest("note", {"text": "b"}, id="c2")),
+    )
+    await crash_after(folder, spec_of(first), lambda: len(WORLD.effects) == 2)
+    segment = _segment(folder)
+    loaded = await DirectoryStore(folder).load()
+    last = loaded.entries[-1]
+    with segment.open("r+b") as f:  # the last record half written
+        f.truncate(last.offset + len(last.data) // 2 + 4)
+    model = script(
+        tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")),
+        tool_turn(ToolCallRequest("note", {"text": "b"}, id="c2")),
+        Reply(text="fine"),
+    )
+    async with agentrio.open_runtime(store=folder, specs={"worker": spec_of(model)}) as rt:
+        events = record_events(rt)
+        assert rt.resumed == ("p1",)
+        assert (await rt.resumed_result("p1")).final_text == "fine"
+        await trio.testing.wait_all_tasks_blocked()
+    torn = [e for e in events if isinstance(e, CheckpointTorn)]
+    assert torn == [CheckpointTorn(path="", source=str(segment), offset=last.offset)]
+
+
+async def test_turn_durability_a_phase_killed_goes_on_from_its_last_turn(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A kill loses what the writer had not written: with "turn", the turns before
+    # the model call in flight are on disk all the same.
+    store = MemoryStore()
+    kept: list[int] = []  # the records on disk as the second model call is made
+    calls: list[int] = []
+    stop = trio.Event()
+
+    async def complete(messages: Sequence[ChatMessage], tools: object) -> Reply:
+        n = sum(1 for m in messages if m.role == "assistant")
+        calls.append(n)
+        await trio.lowlevel.checkpoint()
+        if n == 0:  # (read is idempotent: no sync before it runs)
+            return tool_turn(ToolCallRequest("read", {"key": "a"}, id="c1"))
+        if not stop.is_set():
+            kept.append(len(store.records))
+            stop.set()
+            await trio.sleep_forever()
+        return Reply(text="fine")
+
+    WORLD.hold.set()
+    make = spec_of(FunctionModel(complete))
+    async with agentrio.open_runtime(store=store, specs={"worker": make}, durability="turn") as rt:
+        agent = await rt.spawn_agent(make(), name="w1")
+        async with trio.open_nursery() as nursery:
+
+            async def caller() -> None:
+                with pytest.raises(agentrio.ActorStopped):
+                    await agent.run("go", phase_id="p1")
+
+            nursery.start_soon(caller)
+            await stop.wait()
+            rt.cancel()
+    del store.records[kept[0] :]  # the kill: what the writer had not written is lost
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        assert rt.resumed == ("p1",)
+        assert (await rt.resumed_result("p1")).final_text == "fine"
+    assert calls == [0, 1, 1] and WORLD.effects == ["read a"]
+
+
+async def test_a_refused_approval_is_given_again_without_asking(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    asked: list[str] = []
+
+    def refuse(request: object) -> agentrio.Approval:
+        asked.append("life 1")
+        return agentrio.Approval(False, "no way")
+
+    def accept(request: object) -> bool:
+        asked.append("life 2")
+        return True
+
+    model = script(
+        tool_turn(
+            ToolCallRequest("read", {"key": "k"}, id="c1"),
+            ToolCallRequest("pay", {"amount": 1}, id="c2"),
+        ),
+        Reply(text="ok"),
+    )
+    policy = PermissionPolicy(rules=[ask_rule("pay")])
+    await crash_after(
+        store,
+        spec_of(model, permissions=policy, approver=refuse),
+        lambda: bool(asked) and bool(WORLD.effects),
+    )
+    WORLD.hold.set()
+    make = spec_of(model, permissions=policy, approver=accept)
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        result = await rt.resumed_result("p1")
+    assert asked == ["life 1"]
+    by_id = {c.id: c for c in result.tool_calls}
+    assert by_id["c2"].status != "ok" and "no way" in by_id["c2"].content
+    assert "pay 1" not in WORLD.effects
+
+
+async def test_a_typed_output_ended_before_the_crash_is_none(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+
+    def make() -> AgentSpec[int]:
+        return AgentSpec(name="n", model=script(Reply(text="42")), output_type=int)
+
+    async with agentrio.open_runtime(store=store, specs={"n": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", phase_id="p")).output == 42
+    async with agentrio.open_runtime(store=store, specs={"n": make}) as rt:
+        result = await rt.resumed_result("p")
+        assert result.output is None and result.final_text == "42"
+
+
+async def test_cancelling_the_runtime_while_it_resumes_leaves_no_task(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    await crash_after(store, spec_of(script()), lambda: bool(store.records))
+    before = len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks)
+    with trio.move_on_after(5) as scope:
+        async with agentrio.open_runtime(store=store, specs={"worker": spec_of(script())}) as rt:
+            assert rt.resumed == ("p1",)
+            await rt.resumed_result("p1")  # hangs: the model never answers
+    assert scope.cancelled_caught
+    after = len(trio.lowlevel.current_root_task().child_nurseries[0].child_tasks)
+    assert after == before
+
+
+# -- review: records read back from a store are hostile input --------------------------
+
+
+def _begun(phase: str = "p1", agent: str = "w1", agent_id: str = "a1", **cmd: object) -> bytes:
+    command = agentrio.RunPhase("go", **cmd, phase_id=phase)  # type: ignore[arg-type]
+    return msgspec.msgpack.encode(PhaseBegun(phase, agent, agent_id, "worker", command))
+
+
+def _store(*records: object) -> MemoryStore:
+    store = MemoryStore()
+    for r in records:
+        store.records.append(r if isinstance(r, bytes) else msgspec.msgpack.encode(r))
+    return store
+
+
+async def _open(store: MemoryStore, model: FunctionModel | None = None) -> None:
+    make = spec_of(model or script(Reply(text="ok")))
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        for pid in rt.resumed:
+            await rt.resumed_result(pid)
+
+
+@pytest.mark.parametrize(
+    "totals",
+    [
+        ["TurnsAdded", "p1", [], [], [-5, 0, 0, 0, 0.0, 0, 0, 0, 0, 0]],
+        ["TurnsAdded", "p1", [], [], [0, 0, 0, 0, float("nan"), 0, 0, 0, 0, 0]],
+        ["TurnsAdded", "p1", [], [], [0, 0, 0, 0, float("inf"), 0, 0, 0, 0, 0]],
+        ["TurnsAdded", "p1", [], [], [0, 0, -1, 0, 0.0, 0, 0, 0, 0, 0]],
+    ],
+)
+async def test_bad_budget_totals_are_store_corrupt(
+    totals: list[object], autojump_clock: trio.testing.MockClock
+) -> None:
+    store = _store(_begun(), totals)
+    with pytest.raises(StoreCorrupt) as caught:
+        await _open(store)
+    assert caught.value.offset == 1
+
+
+@pytest.mark.parametrize("path", ["", "a//b", "/w1", "w1/", "w1.context", "a/w1.context.x"])
+async def test_a_bad_agent_path_is_store_corrupt(
+    path: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    store = _store(_begun(agent=path))
+    with pytest.raises(StoreCorrupt) as caught:
+        await _open(store)
+    assert caught.value.offset == 0
+
+
+async def test_an_agent_whose_path_was_taken_again_is_not_resumed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # (w1 of a1 was gone when w1 of a2 was spawned: its phase was abandoned)
+    store = _store(_begun("p1", agent_id="a1"), _begun("p2", agent_id="a2"))
+    make = spec_of(script(Reply(text="ok")))
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        assert rt.resumed == ("p2",)
+        assert (await rt.resumed_result("p2")).final_text == "ok"
+
+
+async def test_a_phase_begun_again_by_another_agent_is_resumed_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = _store(_begun("p1", agent="w1", agent_id="a1"), _begun("p1", agent="w2", agent_id="a2"))
+    make = spec_of(script(Reply(text="ok")))
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        assert rt.resumed == ("p1",)
+        assert (await rt.resumed_result("p1")).final_text == "ok"
+        assert [c.path for c in rt.children() if "." not in c.path] == ["w2"]
+
+
+async def test_records_of_a_phase_never_begun_or_for_unknown_calls_are_harmless(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    result = agentrio.ToolResult(id="nope", name="pay", arguments={}, status="ok", content="x")
+    done = agentrio.PhaseResult("x", (), "done")
+    store = _store(
+        msgspec.msgpack.encode(["TurnsAdded", "ghost", [], []]),
+        _begun(),
+        msgspec.msgpack.encode(["ToolDone", "p1", msgspec.to_builtins(result)]),
+        msgspec.msgpack.encode(["ToolBegun", "p1", "nope", "pay"]),
+        msgspec.msgpack.encode(["ApprovalAnswered", "p1", "nope", True, ""]),
+        msgspec.msgpack.encode(["PhaseDone", "ghost", msgspec.to_builtins(done)]),
+    )
+    make = spec_of(script(Reply(text="ok")))
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        assert rt.resumed == ("p1",)
+        assert (await rt.resumed_result("p1")).final_text == "ok"
+        with pytest.raises(UnknownName):
+            await rt.resumed_result("ghost")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        {"timeout": float("nan")},
+        {"timeout": -1.0},
+        {"max_iterations": 0},
+        {"max_continuation_turns": -1},
+    ],
+)
+async def test_a_bad_command_in_a_phase_begun_is_store_corrupt(
+    command: dict[str, object], autojump_clock: trio.testing.MockClock
+) -> None:
+    store = _store(_begun(**command))
+    with pytest.raises(StoreCorrupt) as caught:
+        await _open(store)
+    assert caught.value.offset == 0
+
+
+async def test_a_resumed_phase_id_is_not_taken_by_another_phase(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    first = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")))
+    await crash_after(store, spec_of(first), lambda: bool(WORLD.effects))
+    model = script(tool_turn(ToolCallRequest("note", {"text": "a"}, id="c1")), Reply(text="fine"))
+    make = spec_of(model)
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        other = await rt.spawn_agent(make(), name="w2")
+        with pytest.raises(agentrio.InvalidArgument, match="p1"):
+            await other.run("another job", phase_id="p1")
+        result = await rt.resumed_result("p1")
+        assert result.final_text == "fine"
+        assert [c.content for c in result.tool_calls] == ["noted a"]
+    assert WORLD.effects == ["note a"]
+
+
+async def test_two_live_phases_cannot_share_an_id(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    make = spec_of(script())  # (it never answers: the first phase stays live)
+    async with agentrio.open_runtime(store=MemoryStore(), specs={"worker": make}) as rt:
+        one = await rt.spawn_agent(make(), name="w1")
+        two = await rt.spawn_agent(make(), name="w2")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(one.run, "a", phase_id="same"))
+            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(agentrio.InvalidArgument, match="same"), trio.fail_after(60):
+                await two.run("b", phase_id="same")
+            nursery.cancel_scope.cancel()
+
+
+async def test_a_phase_whose_agent_crashed_before_it_began_is_recorded_from_its_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    crashes: list[str] = []
+
+    def estimator(text: str) -> int:
+        if text == "go" and not crashes:  # (the user's turn: the phase has not begun)
+            crashes.append(text)
+            raise RuntimeError("a bug in the estimator")
+        return 1
+
+    store = MemoryStore()
+    make = spec_of(script(Reply(text="fine")), token_estimator=estimator)
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", phase_id="p")).final_text == "fine"
+    assert crashes == ["go"]
+    records = decode_records([Entry("<memory>", i, d) for i, d in enumerate(store.records)])
+    assert [type(r).__name__ for r in records] == ["PhaseBegun", "TurnsAdded", "PhaseDone"]
+
+
+async def test_a_path_that_is_another_agents_parent_is_store_corrupt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = _store(
+        _begun("p1", agent="w1", agent_id="a1"), _begun("p2", agent="w1/x", agent_id="a2")
+    )
+    with pytest.raises(StoreCorrupt) as caught:
+        await _open(store)
+    assert caught.value.offset == 1
+
+
+async def test_a_cancelled_agent_whose_name_was_taken_again_is_not_resumed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    make = spec_of(script())  # (it never answers)
+
+    async def caller(agent: agentrio.AgentRef[str], pid: str) -> None:
+        with pytest.raises(agentrio.ActorStopped):
+            await agent.run("go", phase_id=pid)
+
+    async with (
+        agentrio.open_runtime(store=store, specs={"worker": make}) as rt,
+        trio.open_nursery() as nursery,
+    ):
+        for pid in ("p1", "p2"):
+            agent = await rt.spawn_agent(make(), name="w1")
+            nursery.start_soon(caller, agent, pid)
+            await trio.testing.wait_all_tasks_blocked()
+            if pid == "p1":
+                agent.cancel()  # p1 is abandoned, and w1's name free again
+                await trio.testing.wait_all_tasks_blocked()
+        rt.cancel()  # the crash
+    model = script(Reply(text="ok"))
+    async with agentrio.open_runtime(store=store, specs={"worker": spec_of(model)}) as rt:
+        assert rt.resumed == ("p2",)
+        assert (await rt.resumed_result("p2")).final_text == "ok"
+        with pytest.raises(UnknownName):
+            await rt.resumed_result("p1")
+
+
+async def test_a_runs_extra_headers_and_body_are_never_written_to_the_store(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = MemoryStore()
+    make = spec_of(script(Reply(text="ok")))
+    secret = "sk-secret-1234"
+    settings = agentrio.ModelSettings(
+        temperature=0.5,
+        extra_headers={"Authorization": f"Bearer {secret}"},
+        extra_body={"user_key": secret},
+    )
+    async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", settings=settings)).final_text == "ok"
+    assert not any(secret.encode() in r for r in store.records)
+    records = decode_records([Entry("<memory>", i, d) for i, d in enumerate(store.records)])
+    begun = records[0]
+    assert isinstance(begun, PhaseBegun)
+    assert begun.command.settings == agentrio.ModelSettings(temperature=0.5)
+
+
+@pytest.mark.parametrize(
+    ("factory", "why"),
+    [
+        (lambda: "not a spec", "not an AgentSpec"),
+        (lambda: AgentSpec(name="other", model=script()), "named 'other'"),
+    ],
+)
+async def test_a_bad_spec_factory_is_refused_when_the_runtime_opens(
+    factory: Callable[[], object], why: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    store = _store(_begun())
+    with pytest.raises(agentrio.InvalidArgument, match=why):  # (as is, not in a group)
+        async with agentrio.open_runtime(store=store, specs={"worker": factory}):  # type: ignore[dict-item]
+            pass
+    assert store.closed

@@ -103,6 +103,45 @@ async def test_synced_is_a_group_commit() -> None:
         await writer.aclose()
 
 
+class Steps(trio.abc.Instrument):
+    """Counts the steps each task takes (each time it is woken)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[trio.lowlevel.Task, int] = {}
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps[task] = self.steps.get(task, 0) + 1
+
+
+async def test_a_synced_waiter_is_woken_once_its_records_are_appended() -> None:
+    # Waiters of synced() that wait for different batches: each is woken when its
+    # own records are appended, not at every batch before (thousands of agents
+    # waiting, each woken by each batch, made the wait quadratic).
+    store = Recording()
+    store.gate = trio.Event()  # (the first append is held: the others queue behind it)
+    writer = CheckpointWriter(store, flush_interval=3600, max_batch=1)
+    steps = Steps()
+    waiters = 100
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run)
+
+        async def waiter(i: int) -> None:
+            writer.put_nowait(b"w%d" % i)
+            await writer.synced()
+
+        for i in range(waiters):
+            nursery.start_soon(waiter, i, name=f"waiter {i}")
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.add_instrument(steps)
+        store.gate.set()
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.remove_instrument(steps)
+        assert writer.written == waiters and writer.batches == waiters
+        await writer.aclose()
+    woken = [n for task, n in steps.steps.items() if task.name.startswith("waiter")]
+    assert len(woken) == waiters and max(woken) == 1
+
+
 async def test_synced_waits_for_a_batch_in_flight_without_a_second_append() -> None:
     store = Recording()
     store.gate = trio.Event()
@@ -267,6 +306,31 @@ async def test_cancelling_run_stops_it_and_its_waiters() -> None:
         writer.put_nowait(b"b")
         await writer.aclose()
     assert store.records == [b"a", b"b"]
+
+
+async def test_synced_waiters_of_a_cancelled_run_are_synced_by_aclose() -> None:
+    store = Recording()
+    store.gate = trio.Event()
+    writer = CheckpointWriter(store, flush_interval=3600, max_batch=1)
+    done: list[int] = []
+
+    async def waiter(i: int) -> None:
+        writer.put_nowait(b"w%d" % i)
+        await writer.synced()
+        done.append(i)
+
+    async with trio.open_nursery() as outer:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run)
+            for i in range(5):
+                outer.start_soon(waiter, i)
+            await trio.testing.wait_all_tasks_blocked()
+            outer.start_soon(writer.aclose)  # (it waits for run(), which is held)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()  # run() stops: aclose appends the rest
+        store.gate.set()
+    assert sorted(done) == list(range(5))
+    assert sorted(store.records) == [b"w%d" % i for i in range(5)]
 
 
 async def test_cancellation_leaves_no_thread_running(tmp_path: Path) -> None:

@@ -1127,10 +1127,14 @@ def _run_command(
 
     On a runtime with a checkpoint store, a phase without a *phase_id* is given
     one (its durable agent's records name it)."""
-    if phase_id is None and state.services.checkpoints is not None:
-        from .checkpoint import new_phase_id
+    checkpoints = state.services.checkpoints
+    if checkpoints is not None:
+        if phase_id is None:
+            from .checkpoint import new_phase_id
 
-        phase_id = new_phase_id()
+            phase_id = new_phase_id()
+        elif isinstance(phase_id, str):
+            checkpoints.check_free(phase_id)
     if mode is None and model is None:  # (the common case: no mode to read)
         if max_iterations is None:
             max_iterations = state.spec.limits.max_iterations
@@ -1315,7 +1319,8 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 phase resumed after a crash of the process is found:
                 [`Runtime.resumed_result`][agentrio.Runtime.resumed_result]. For
                 a durable agent (see [Surviving a crash][surviving-a-crash]);
-                unused without a store.
+                unused without a store. It names one phase at a time: the id
+                of a phase under way, or resumed and not ended, is refused.
 
         Returns:
             The [`PhaseResult`][agentrio.PhaseResult]. Tool and model failures are in
@@ -1334,7 +1339,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 ``tool_choice`` a tool the agent does not have, holds a
                 setting the phase's model (*model*'s, else the agent's)
                 cannot send (the message names it), or is given to a model
-                that takes no settings.
+                that takes no settings; a *phase_id* in use.
             ConfigError: *model* is neither a tier nor a model of the
                 runtime's configuration (or there is none); the runtime's
                 agentrio.toml, read for a mode's name, is wrong.

@@ -39,14 +39,16 @@ turn).
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import msgspec
 import trio
 
+from .._checks import check_int, check_name
 from ..errors import (
     ActorCrashed,
     ActorError,
@@ -68,6 +70,8 @@ from ..messages import (
 from ..store.base import Entry, Loaded
 from .agent import AgentRef, AgentSpec, spawn_agent
 from .budget import UsageTotals
+from .lanes import check_lane
+from .modes import check_mode_timeout
 
 if TYPE_CHECKING:
     from ..core.ref import SupervisorRef
@@ -118,19 +122,26 @@ class _Record(msgspec.Struct, frozen=True, tag=True, array_like=True, gc=False):
     ``PhaseResult``)."""
 
 
+# (Totals read back from a store go into the root budget: a negative count, or a
+# cost that is negative, NaN or infinite, is refused as the record is decoded.
+# Checked only when decoding: making and encoding Totals pays nothing for it.)
+_Count = Annotated[int, msgspec.Meta(ge=0)]
+_Cost = Annotated[float, msgspec.Meta(ge=0.0, le=1e300)]
+
+
 class Totals(msgspec.Struct, frozen=True, array_like=True, gc=False):
     """The root budget's settled totals (``UsageTotals`` but ``total_tokens``)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    requests: int = 0
-    tool_calls: int = 0
-    cost_usd: float = 0.0
-    overruns: int = 0
-    attempts: int = 0
-    cached_input_tokens: int = 0
-    cache_write_tokens: int = 0
-    reasoning_tokens: int = 0
+    input_tokens: _Count = 0
+    output_tokens: _Count = 0
+    requests: _Count = 0
+    tool_calls: _Count = 0
+    cost_usd: _Cost = 0.0
+    overruns: _Count = 0
+    attempts: _Count = 0
+    cached_input_tokens: _Count = 0
+    cache_write_tokens: _Count = 0
+    reasoning_tokens: _Count = 0
 
     def usage(self) -> UsageTotals:
         return UsageTotals(
@@ -213,6 +224,7 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     PhaseDone,
 ]
 
+_QUOTED = re.compile(r"'.*'", re.DOTALL)
 _ENCODE = msgspec.msgpack.Encoder().encode
 _DECODER = msgspec.msgpack.Decoder(Record)
 
@@ -235,9 +247,10 @@ def decode_records(entries: list[Entry]) -> list[Record]:
                 if isinstance(exc, msgspec.ValidationError)
                 else ("not a checkpoint record (undecodable bytes)")
             )
+            # (msgspec quotes a bad value, 'like this': not shown.)
+            why = _QUOTED.sub("(a value not shown)", str(exc))[:200]
             raise StoreCorrupt(
-                f"checkpoint record at {entry.source!r} offset {entry.offset} is {kind}: "
-                f"{str(exc)[:200]}",
+                f"checkpoint record at {entry.source!r} offset {entry.offset} is {kind}: {why}",
                 source=entry.source,
                 offset=entry.offset,
             ) from None
@@ -254,6 +267,16 @@ def tool_message(result: ToolResult) -> ChatMessage:
         name=result.name,
         is_error=result.status != "ok",
     )
+
+
+def _kept(cmd: RunPhase) -> RunPhase:
+    """*cmd* as recorded: without its settings' ``extra_headers`` and ``extra_body``,
+    which may hold keys (an ``Authorization`` header), never written to a store."""
+    settings = cmd.settings
+    if settings is None or (settings.extra_headers is None and settings.extra_body is None):
+        return cmd
+    kept = msgspec.structs.replace(settings, extra_headers=None, extra_body=None)
+    return msgspec.structs.replace(cmd, settings=kept if kept.fields_set() else None)
 
 
 def new_phase_id() -> str:
@@ -274,11 +297,13 @@ class Resume:
         "ended",
         "going_on",
         "messages",
+        "owner",
+        "recorded",
         "restart",
         "timestamps",
     )
 
-    def __init__(self, *, restart: bool) -> None:
+    def __init__(self, *, restart: bool, owner: _Durable | None = None) -> None:
         self.messages: list[ChatMessage] = []
         self.timestamps: list[float] = []
         self.calls: list[ToolResult] = []  # the phase's results so far (PhaseResult.tool_calls)
@@ -287,6 +312,8 @@ class Resume:
         self.approvals: dict[str, tuple[bool, str]] = {}
         self.restart = restart
         self.going_on = False  # restored, and its last turn not yet taken up again
+        self.owner = owner  # the durable agent whose phase it is
+        self.recorded = True  # its PhaseBegun is in the store (not if it crashed first)
 
     def add(self, record: Record) -> None:
         """Take in one of the phase's records."""
@@ -355,6 +382,14 @@ class _Durable:
         self.answers = None
         return mine
 
+    def holds(self, rec: PhaseRecorder) -> bool:
+        """Is *rec*'s phase this agent's phase under way (its actor not gone)?"""
+        phase = self.state.phase
+        if phase is None or phase.rec is not rec:
+            return False
+        ref = self.state.ref
+        return ref is not None and ref.statistics().state != "exited"
+
     # (the agent's tool gate asks these, for its approvals)
 
     def approval(self, call_id: str) -> tuple[bool, str] | None:
@@ -391,8 +426,9 @@ class PhaseRecorder:
         self.durable = durable
         self.id = phase_id
         self.resume = resume
-        # Whether PhaseBegun is in the store (it is, for a phase that goes on).
-        self.begun = resume is not None
+        # Whether PhaseBegun is in the store (it is, for a phase that goes on,
+        # unless its agent crashed before the phase began).
+        self.begun = resume is not None and resume.recorded
         self.upto = 0  # the phase's history is recorded up to here (an index of it)
         # The calls recorded as begun (ToolBegun) and ended (ToolDone) in this life
         # (made on first use): what a restart of the agent goes on from.
@@ -415,7 +451,12 @@ class PhaseRecorder:
             durable = self.durable
             self.put(
                 PhaseBegun(
-                    self.id, phase.path, durable.agent_id, durable.spec, phase.cmd, time.time()
+                    self.id,
+                    phase.path,
+                    durable.agent_id,
+                    durable.spec,
+                    _kept(phase.cmd),
+                    time.time(),
                 )
             )
 
@@ -460,6 +501,7 @@ class PhaseRecorder:
             stamps = tuple(phase.timestamps[upto - base :])
         self.put(PhaseDone(self.id, kept, tail, stamps, self.totals()))  # type: ignore[arg-type]
         self.durable.answers = None
+        self.ck.left(self)
         self.ck.ended(self.id, result)
 
     async def begin_tool(self, runner: ToolRunner) -> None:
@@ -477,7 +519,9 @@ class PhaseRecorder:
 
     def crashed(self, phase: Phase) -> None:
         """The phase's agent crashed: keep what it recorded, to go on from it."""
-        resume = Resume(restart=True)
+        self.ck.left(self)
+        resume = Resume(restart=True, owner=self.durable)
+        resume.recorded = self.begun
         base, upto = phase.base, self.upto
         if upto > base:
             resume.messages = phase.history[base:upto]
@@ -529,34 +573,57 @@ class _Plan:
 
 
 class _AgentLog:
-    __slots__ = ("agent_id", "path", "phases", "spec")
+    __slots__ = ("agent_id", "made", "path", "phases", "runs", "spec", "where")
 
-    def __init__(self, begun: PhaseBegun) -> None:
+    def __init__(self, begun: PhaseBegun, where: Entry) -> None:
         self.agent_id = begun.agent_id
         self.path = begun.agent
         self.spec = begun.spec
-        # phase id -> [its PhaseBegun, its other records...] in the order begun
+        self.where = where  # its last PhaseBegun (where an error about it points)
+        # Every phase it began, in order, each as [its PhaseBegun, its other
+        # records...]; and each phase id's last run (a phase id may be run again).
+        self.runs: list[list[Record]] = []
         self.phases: dict[str, list[Record]] = {}
+        self.made: AgentSpec[object] | None = None  # its spec, made to resume it
 
 
 def plan(loaded: Loaded) -> _Plan:
     """Read the store's records into what must be resumed.
 
+    An agent whose path a later agent took was gone by then (names are unique
+    among live actors): its phases left unfinished were abandoned (the agent
+    cancelled, or given up by its supervisor), and are not resumed. So is a
+    phase whose id a later phase took.
+
     Raises:
-        StoreCorrupt: a record that cannot be decoded, or of an unknown type.
+        StoreCorrupt: a record that cannot be decoded, of an unknown type or
+            shape (negative totals included), or a ``PhaseBegun`` that no
+            runtime writes (a path that is no agent's, a command ``run()``
+            refuses), naming its source and offset.
     """
     out = _Plan()
     out.torn = tuple(loaded.torn)
     records = decode_records(loaded.entries)
-    owner: dict[str, _AgentLog] = {}  # phase id -> its agent's log
-    for record in records:
+    owner: dict[str, _AgentLog] = {}  # phase id -> the agent that last began it
+    by_path: dict[str, _AgentLog] = {}  # path -> the agent that last had it
+    for entry, record in zip(loaded.entries, records, strict=True):
         if type(record) is PhaseBegun:
+            _check_begun(record, entry)
             log = out.agents.get(record.agent_id)
             if log is None:
-                log = out.agents[record.agent_id] = _AgentLog(record)
+                log = out.agents[record.agent_id] = _AgentLog(record, entry)
             else:
-                log.path, log.spec = record.agent, record.spec
-            log.phases[record.phase] = [record]
+                log.path, log.spec, log.where = record.agent, record.spec, entry
+            earlier = by_path.get(log.path)
+            if earlier is not None and earlier is not log:
+                _abandon(earlier, owner)
+            by_path[log.path] = log
+            earlier = owner.get(record.phase)
+            if earlier is not None and earlier is not log:
+                _abandon(earlier, owner, record.phase)
+            begun: list[Record] = [record]
+            log.phases[record.phase] = begun
+            log.runs.append(begun)
             owner[record.phase] = log
             continue
         totals = getattr(record, "totals", None)
@@ -565,33 +632,64 @@ def plan(loaded: Loaded) -> _Plan:
         log = owner.get(record.phase)
         if log is None:
             continue  # (a phase whose beginning is not in the store: nothing to resume)
-        records = log.phases[record.phase]
-        records.append(record)
+        run = log.phases[record.phase]
+        if type(run[-1]) is PhaseDone:
+            continue  # (a record after the phase's end: a duplicate)
+        run.append(record)
         if type(record) is PhaseDone:
-            calls = tuple(result for r in records if type(r) is ToolsDone for result in r.results)
+            calls = tuple(result for r in run if type(r) is ToolsDone for result in r.results)
             out.finished[record.phase] = msgspec.structs.replace(record.result, tool_calls=calls)
     return out
 
 
+def _abandon(log: _AgentLog, owner: dict[str, _AgentLog], phase: str | None = None) -> None:
+    """Leave out the unfinished phases of *log* (or its phase *phase*): they are not
+    resumed."""
+    for pid in [phase] if phase is not None else list(log.phases):
+        run = log.phases.get(pid)
+        if run is not None and type(run[-1]) is not PhaseDone:
+            del log.phases[pid]
+            if owner.get(pid) is log:
+                del owner[pid]
+
+
+def _check_begun(begun: PhaseBegun, entry: Entry) -> None:
+    """Raise StoreCorrupt, naming *entry*, if *begun* is not what a runtime writes."""
+    try:
+        if not begun.phase or not begun.agent_id or not begun.spec:
+            raise InvalidArgument("an empty phase id, agent id or spec name")
+        for part in begun.agent.split("/"):
+            check_name("the agent's path", part)
+        cmd = begun.command
+        check_int("max_iterations", cmd.max_iterations, 1)
+        if cmd.max_continuation_turns is not None:
+            check_int("max_continuation_turns", cmd.max_continuation_turns, 0)
+        check_mode_timeout("timeout", cmd.timeout)
+        if cmd.lane is not None:
+            check_lane(cmd.lane)
+    except InvalidArgument as exc:
+        raise StoreCorrupt(
+            f"checkpoint record at {entry.source!r} offset {entry.offset} is a PhaseBegun "
+            f"no runtime writes: {str(exc)[:200]}",
+            source=entry.source,
+            offset=entry.offset,
+        ) from None
+
+
 def _unfinished(log: _AgentLog) -> list[str]:
-    return [pid for pid, records in log.phases.items() if type(records[-1]) is not PhaseDone]
+    return [pid for pid, run in log.phases.items() if type(run[-1]) is not PhaseDone]
 
 
-def _contexts(
-    log: _AgentLog, resumed: set[str]
-) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:
+def _contexts(log: _AgentLog) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:
     """The histories of the agent's contexts, as its finished phases left them."""
     contexts: dict[str | None, tuple[list[ChatMessage], list[float]]] = {}
-    for pid, records in log.phases.items():
-        if pid in resumed:
-            continue
-        begun = records[0]
+    for run in log.runs:
+        begun, done = run[0], run[-1]
         assert type(begun) is PhaseBegun
-        done = records[-1]
         if type(done) is not PhaseDone:
             continue
         part = Resume(restart=False)
-        for record in records[1:]:
+        for record in run[1:]:
             part.add(record)
         part.messages += done.messages
         part.timestamps += done.timestamps
@@ -615,6 +713,7 @@ class Checkpoints:
         "budget",
         "bus",
         "group",
+        "live",
         "nursery",
         "outcomes",
         "plan",
@@ -646,6 +745,7 @@ class Checkpoints:
             self.register(name, factory)
         self.agents: dict[str, _Durable] = {}  # by path: the live durable agents
         self.resumes: dict[str, Resume] = {}  # phase id -> what it goes on from
+        self.live: dict[str, PhaseRecorder] = {}  # phase id -> its phase under way
         self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
         self.resumed: tuple[str, ...] = ()
         self.plan = _Plan()
@@ -730,7 +830,45 @@ class Checkpoints:
             phase_id = new_phase_id()
         elif phase.escalating and state.escalation is None:
             phase_id += "+escalated"  # (the second run of an escalating pair)
-        return PhaseRecorder(self, durable, phase_id, self.resumes.pop(phase_id, None))
+        resume = self.resumes.get(phase_id)
+        if resume is not None and resume.owner is durable:
+            del self.resumes[phase_id]
+        elif self.in_use(phase_id):
+            # Another phase's id (run() refuses one, but two run() asking at once
+            # both pass): this phase is recorded under an id of its own, so that
+            # the two never mix their records.
+            _log.warning("phase id %r is another phase's: recorded under a new id", phase_id)
+            phase_id = new_phase_id()
+            resume = None
+        else:
+            resume = None
+        rec = PhaseRecorder(self, durable, phase_id, resume)
+        self.live[phase_id] = rec
+        return rec
+
+    def left(self, rec: PhaseRecorder) -> None:
+        """*rec*'s phase is no longer under way (it ended, or its agent crashed)."""
+        if self.live.get(rec.id) is rec:
+            del self.live[rec.id]
+
+    def in_use(self, phase_id: str) -> bool:
+        """Is *phase_id* the id of a phase under way, or of one waiting to go on?"""
+        holder = self.live.get(phase_id)
+        if holder is not None and holder.durable.holds(holder):
+            return True
+        resume = self.resumes.get(phase_id)
+        if resume is None or resume.owner is None:
+            return False
+        ref = resume.owner.state.ref
+        return ref is not None and ref.statistics().state != "exited"
+
+    def check_free(self, phase_id: str) -> None:
+        """Raise InvalidArgument if *phase_id* is in use (``run(phase_id=...)``)."""
+        if self.in_use(phase_id):
+            raise InvalidArgument(
+                f"phase_id {phase_id!r} is the id of a phase under way, or resumed from the "
+                "checkpoint store and not ended: a phase id names one phase at a time"
+            )
 
     def ended(self, phase_id: str, result: PhaseResult[object]) -> None:
         waiting = self.outcomes.get(phase_id)
@@ -755,15 +893,48 @@ class Checkpoints:
     # -- resuming from the store -------------------------------------------------------
 
     def check_resumable(self) -> None:
-        """Raise InvalidArgument if the store holds unfinished phases of a spec that
-        is not registered (they could not be resumed)."""
+        """Make the spec of each agent of the store's unfinished phases, with its
+        registered factory (once, before anything runs).
+
+        Raises:
+            InvalidArgument: the store holds unfinished phases of a spec that is
+                not registered (they could not be resumed), or a factory made no
+                spec of its name that a durable agent can have.
+            StoreCorrupt: an agent of an unfinished phase is under another one.
+        """
+        paths = {log.path for log in self.plan.agents.values() if _unfinished(log)}
         for log in self.plan.agents.values():
-            if log.spec not in self.specs and _unfinished(log):
+            if not _unfinished(log):
+                continue
+            parents = log.path.split("/")[:-1]
+            if any("/".join(parents[: i + 1]) in paths for i in range(len(parents))):
+                where = log.where
+                raise StoreCorrupt(
+                    f"checkpoint record at {where.source!r} offset {where.offset} is a "
+                    f"PhaseBegun no runtime writes: agent {log.path!r} is under another agent",
+                    source=where.source,
+                    offset=where.offset,
+                )
+            factory = self.specs.get(log.spec)
+            if factory is None:
                 raise InvalidArgument(
                     f"the checkpoint store holds unfinished phases of agent {log.path!r}, of "
                     f"spec {log.spec!r}, which is not registered: pass "
                     f"open_runtime(specs={{{log.spec!r}: make_spec}}) to resume them"
                 )
+            spec = factory()
+            if not isinstance(spec, AgentSpec):
+                raise InvalidArgument(
+                    f"the spec factory registered as {log.spec!r} returned "
+                    f"{type(spec).__name__}, not an AgentSpec"
+                )
+            if spec.name != log.spec:
+                raise InvalidArgument(
+                    f"the spec factory registered as {log.spec!r} made a spec named "
+                    f"{spec.name!r}: a durable agent's spec is registered under its own name"
+                )
+            self.check_spec(spec)
+            log.made = spec
 
     async def resume(self, sup: SupervisorRef, services: Services, nursery: trio.Nursery) -> None:
         """Spawn the agents of the store's unfinished phases again, restore their
@@ -777,17 +948,16 @@ class Checkpoints:
             unfinished = _unfinished(log)
             if not unfinished:
                 continue
-            factory = self.specs[log.spec]
-            agent = await self._respawn(sup, services, log, factory)
+            agent = await self._respawn(sup, services, log)
             state = agent._state
-            for label, (messages, stamps) in _contexts(log, set(unfinished)).items():
+            for label, (messages, stamps) in _contexts(log).items():
                 ctx = state.new_context(label)
                 ctx.send_nowait(ContextAppend(tuple(messages), tuple(stamps)))
             for pid in unfinished:
                 records = log.phases[pid]
                 begun = records[0]
                 assert type(begun) is PhaseBegun
-                resume = Resume(restart=False)
+                resume = Resume(restart=False, owner=self.agents[agent.path])
                 for record in records[1:]:
                     resume.add(record)
                 self.resumes[pid] = resume
@@ -805,14 +975,10 @@ class Checkpoints:
             nursery.start_soon(self._torn, planned.torn)
 
     async def _respawn(
-        self, sup: SupervisorRef, services: Services, log: _AgentLog, factory: SpecFactory
+        self, sup: SupervisorRef, services: Services, log: _AgentLog
     ) -> AgentRef[object]:
-        spec = factory()
-        if not isinstance(spec, AgentSpec):
-            raise InvalidArgument(
-                f"the spec factory registered as {log.spec!r} returned {type(spec).__name__}, "
-                "not an AgentSpec"
-            )
+        spec = log.made
+        assert spec is not None  # (made by check_resumable)
         *parents, name = log.path.split("/")
         under = sup
         for part in parents:

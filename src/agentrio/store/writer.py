@@ -13,6 +13,9 @@ is full; every other ``put_nowait`` is a list append and a length check.
 
 from __future__ import annotations
 
+import bisect
+from collections import deque
+
 import trio
 
 from .._checks import check_int, check_seconds
@@ -81,7 +84,10 @@ class CheckpointWriter:
         self._taken = 0  # records taken into batches (written, or being appended)
         self._sync_target = 0  # the most records a synced() waits to see written
         self._wake = trio.Event()  # the writer's: records, a synced(), or aclose()
-        self._progress = trio.Event()  # waiters': set and replaced after each append
+        self._progress = trio.Event()  # put()'s: set and replaced after each append
+        # synced()'s waiters, by the records appended that each waits for (in
+        # order; one event per count): an append wakes only those it satisfies.
+        self._synced: deque[tuple[int, trio.Event]] = deque()
         self._refuse: str | None = None  # why put_nowait refuses a record, if it does
         self._error: BaseException | None = None
         self._started = False
@@ -144,7 +150,25 @@ class CheckpointWriter:
             self._wake.set()
         while self.written < target:
             self._check()
-            await self._progress.wait()
+            await self._synced_event(target).wait()
+
+    def _synced_event(self, target: int) -> trio.Event:
+        """The event set once *target* records are appended (or the writer stops)."""
+        waiting = self._synced
+        if waiting and waiting[-1][0] >= target:
+            if waiting[-1][0] == target:
+                return waiting[-1][1]
+            # (After the writer stopped and woke every waiter, they come back
+            # in any order: kept in order all the same.)
+            at = bisect.bisect_left(waiting, target, key=lambda w: w[0])
+            if at < len(waiting) and waiting[at][0] == target:
+                return waiting[at][1]
+            event = trio.Event()
+            waiting.insert(at, (target, event))
+            return event
+        event = trio.Event()
+        waiting.append((target, event))
+        return event
 
     def _check(self) -> None:
         """Raise if the writer cannot write any more (waiting would be forever)."""
@@ -223,6 +247,15 @@ class CheckpointWriter:
     def _notify(self) -> None:
         progress, self._progress = self._progress, trio.Event()
         progress.set()
+        waiting, written = self._synced, self.written
+        while waiting and waiting[0][0] <= written:
+            waiting.popleft()[1].set()
+        if waiting and (self._error is not None or not self._running):
+            # Failed or stopped: every waiter looks again (it raises, or waits
+            # for aclose's appends).
+            for _, event in waiting:
+                event.set()
+            waiting.clear()
 
     async def aclose(self) -> None:
         """Append what waits (``sync=True``), stop ``run()``, close the store;
