@@ -40,6 +40,11 @@ UNFINISHED = [
     "Now let's check the config.",
     "To do this, let's read the config file.",
     "OK, I'll first check the logs.",
+    "I need to look at the tests too.",
+    "Now I need to verify the output.",
+    "I also need to update the changelog.",
+    "I need to first read the config.",
+    "Let me point the client at the new server.",
 ]
 
 FINAL = [
@@ -93,6 +98,19 @@ FINAL = [
     "Let's continue tomorrow.",
     "I'll check the logs later.",
     "I'll look into it soon.",
+    # remarks to the reader that end a reply (issue #21)
+    "I need to stop here because the file is missing.",
+    "I need to point out that this deletes your data.",
+    "I need to note that these figures are estimates.",
+    "I need to mention that the API is deprecated.",
+    "I need to add that the tests are flaky.",
+    "I need to warn you that this cannot be undone.",
+    "I need to be honest about the limits of this analysis.",
+    "I need to emphasize that the key must stay secret.",
+    "Let me point out that the build is still red.",
+    "Let me note that the numbers are rounded.",
+    "Let me stop here.",
+    "Let me add that the fix is untested.",
 ]
 
 

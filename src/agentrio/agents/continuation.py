@@ -33,22 +33,29 @@ _ACTIONS = "|".join(
         r"summari[sz]e|draft|prepare|work|dig|trace|debug|refactor|add|remove|delete|move",
     )
 )
+# What is said to the reader, not done: "Let me point out ...", "I need to note ...".
+_REMARKS = (
+    r"know|be|say|hear|point\ out|note|stop|mention|stress|emphasi[sz]e|remind|warn"
+    r"|apologi[sz]e|repeat|reiterate|add\ that|clarify\ that|admit|confess"
+)
 # A last sentence that announces what the model is about to do, after an
 # optional lead-in ("OK, ", "Now ", "To do this, "). Narrow on purpose: a false
 # positive costs a model call, and final answers end with "Let me know if ...",
-# "I'll be here ...", "Let's hope ...", "I'll open a PR with these changes." and
-# the like, which must not match. "Let me ...", "I need to ..." and "I'm going
-# to <action>" announce the next step whatever the lead-in:
+# "I'll be here ...", "Let's hope ...", "I'll open a PR with these changes.",
+# "I need to point out that ..." and the like, which must not match. "Let me
+# ..." (but a remark to the reader), and "I need to <action>" / "I'm going to
+# <action>" announce the next step whatever the lead-in:
 _ANNOUNCES = re.compile(
     r"""
     ^(?:[\w' ]{1,30},\s*)?(?:(?:now|next|first|then|so)\s+)?
     (?:
-        let\ me\s+(?!know\b|be\b|say\b|hear\b)
+        let\ me\s+(?!(?:REMARKS)\b)
       | i(?:\ am\ going\ to|'m\ going\ to|\ am\ about\ to|'m\ about\ to)\s+
         (?:now|next|first|then|ACTIONS)\b
-      | i\ (?:still\ )?need\ to\s+(?!know\b|ask\b|hear\b|clarify\b|confirm\b)
+      | i\ (?:still\ |also\ )?need\ to\s+(?:(?:now|next|first|then|also)\s+)?
+        (?!(?:REMARKS)\b)(?:ACTIONS)\b
     )
-    """.replace("ACTIONS", _ACTIONS),
+    """.replace("ACTIONS", _ACTIONS).replace("REMARKS", _REMARKS),
     re.IGNORECASE | re.VERBOSE,
 )
 # "Let's ..." and "I'll ..." also state plans and commitments ("Let's go with
@@ -116,8 +123,9 @@ def looks_unfinished(text: str) -> bool:
       "Searching…"), not a complete sentence ("The answer is 7...");
     - it leaves a code block (```` ``` ````) open;
     - its last sentence announces the next step of this reply: "Let me
-      ..." ("Let me check the logs."), "I need to ...", "I'm going to" /
-      "I'm about to" with an action ("I'm going to read the file."); and
+      ..." ("Let me check the logs."), "I need to", "I'm going to" or
+      "I'm about to" with an action ("I need to check the defaults.",
+      "I'm going to read the file."); and
       "Let's ..." / "I'll ..." / "I will ..." only with a word of sequence
       ("I'll now run the tests.", "Next, I will update the README.", "To do
       this, let's read the config.") or a verb of going on ("I'll continue
@@ -128,8 +136,10 @@ def looks_unfinished(text: str) -> bool:
     a PR with these changes."), for a last sentence that puts the step off
     ("next time", "later", "tomorrow", "soon"), that is a question, an offer
     or a condition ("If you want, I'll ..."), that holds a colon ("Let me
-    sum up: ..."), or that starts "Let me know", "Let me be", "Let's hope",
-    "I'll be", "I'll keep", "I need to know". Combine it with your own rules
+    sum up: ..."), that is a remark to the reader ("Let me point out ...",
+    "I need to stop here because ...", "I need to note ..."), or that starts
+    "Let me know", "Let me be", "Let's hope", "I'll be", "I'll keep", "I need
+    to know". Combine it with your own rules
     in a detector of your own:
 
         def detector(text: str) -> bool:
