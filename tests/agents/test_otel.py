@@ -5,6 +5,7 @@ errors, content only when asked for, and nothing at all when it is off."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -177,7 +178,9 @@ async def test_attributes_follow_the_genai_conventions(recorded: Recorded) -> No
     assert first["gen_ai.operation.name"] == "chat"
     assert first["gen_ai.usage.input_tokens"] == 10
     assert first["gen_ai.usage.output_tokens"] == 5
-    assert first["gen_ai.response.finish_reasons"] == ("stop",)
+    # The first reply asked for a tool: the conventions call that "tool_call".
+    assert first["gen_ai.response.finish_reasons"] == ("tool_call",)
+    assert (chats[1].attributes or {})["gen_ai.response.finish_reasons"] == ("stop",)
     assert first["gen_ai.request.max_tokens"] == Limits().max_output_tokens
     tool = recorded.named("execute_tool lookup").attributes or {}
     assert tool["gen_ai.operation.name"] == "execute_tool"
@@ -353,6 +356,28 @@ async def test_content_is_recorded_when_asked_for() -> None:
     assert len(out) == 4096 and out.endswith("…")
     phase = recorded.named("invoke_agent lead").attributes or {}
     assert "a question" in str(phase["gen_ai.input.messages"])
+
+
+async def test_output_messages_carry_their_finish_reason() -> None:
+    # The conventions' schema requires finish_reason on each output message.
+    recorded = Recorded(capture_content=True)
+    model = ScriptedModel([calls(("lookup", {"key": "a"})), Reply(text="the answer")])
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        lead = await rt.spawn_agent(lead_spec(model))
+        await lead.run("a question")
+    chats = [s.attributes or {} for s in recorded.spans() if s.name == "chat"]
+    outputs = [json.loads(str(c["gen_ai.output.messages"])) for c in chats]
+    assert [[m["finish_reason"] for m in out] for out in outputs] == [["tool_call"], ["stop"]]
+    assert outputs[1][0]["parts"] == [{"type": "text", "content": "the answer"}]
+    phase = recorded.named("invoke_agent lead").attributes or {}
+    final = json.loads(str(phase["gen_ai.output.messages"]))
+    assert final == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "the answer"}],
+            "finish_reason": "stop",
+        }
+    ]
 
 
 async def test_nothing_is_recorded_when_it_is_off(recorded: Recorded) -> None:

@@ -371,7 +371,8 @@ class OpenTelemetry:
             span.set_status(self._error)
         elif self.capture_content:
             final = ChatMessage("assistant", phase.final_text)
-            attributes["gen_ai.output.messages"] = self._messages((final,), st)
+            finish = _PHASE_FINISH.get(phase.reason, phase.reason)
+            attributes["gen_ai.output.messages"] = self._messages((final,), st, finish)
         span.set_attributes(attributes)
         span.end()
 
@@ -433,14 +434,15 @@ class OpenTelemetry:
                 tokens_in = tokens_out = None
         if not span.is_recording():  # (sampled out: the metrics above are all it gets)
             return
-        attributes: _Attributes = {"gen_ai.response.finish_reasons": (reply.finish_reason,)}
+        finish = _finish_reason(reply)
+        attributes: _Attributes = {"gen_ai.response.finish_reasons": (finish,)}
         if tokens_in is not None:
             attributes["gen_ai.usage.input_tokens"] = tokens_in
             attributes["gen_ai.usage.output_tokens"] = tokens_out
         if self.capture_content:
             text = reply.text or reply.refusal
             out = ChatMessage("assistant", text, tool_calls=reply.tool_calls)
-            attributes["gen_ai.output.messages"] = self._messages((out,), phase.st)
+            attributes["gen_ai.output.messages"] = self._messages((out,), phase.st, finish)
         span.set_attributes(attributes)
 
     # -- tool calls --------------------------------------------------------------------
@@ -508,9 +510,15 @@ class OpenTelemetry:
         env = st.spec.env
         return _cut(hide_env(text, env) if env else text, self.content_chars)
 
-    def _messages(self, messages: Sequence[ChatMessage], st: _AgentState) -> str:
-        """*messages* as the conventions' JSON (role and parts), cut to ``content_chars``."""
-        out = []
+    def _messages(
+        self, messages: Sequence[ChatMessage], st: _AgentState, finish: str | None = None
+    ) -> str:
+        """*messages* as the conventions' JSON (role and parts), cut to ``content_chars``.
+
+        With *finish*, they are output messages, which the conventions' schema gives
+        a ``finish_reason`` each.
+        """
+        out: list[dict[str, object]] = []
         for m in messages:
             parts: list[dict[str, object]] = []
             if m.content:
@@ -524,8 +532,24 @@ class OpenTelemetry:
                 parts.append(
                     {"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments}
                 )
-            out.append({"role": m.role, "parts": parts})
+            if finish is None:
+                out.append({"role": m.role, "parts": parts})
+            else:
+                out.append({"role": m.role, "parts": parts, "finish_reason": finish})
         return self._content(msgspec.json.encode(out).decode(), st)
+
+
+# The conventions' finish reasons are "stop", "length", "content_filter", "tool_call"
+# and "error" (others allowed): a reply that asks for tools ended with "tool_call".
+def _finish_reason(reply: ModelReply) -> str:
+    """The conventions' finish reason of *reply*."""
+    if reply.tool_calls and reply.finish_reason == "stop":
+        return "tool_call"
+    return reply.finish_reason
+
+
+# A phase's stop reason as the finish reason of its final message (others as they are).
+_PHASE_FINISH = {"done": "stop", "max_output_tokens": "length"}
 
 
 class _TracedRunner(ToolRunner):
