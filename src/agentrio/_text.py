@@ -5,7 +5,7 @@ server's output) can hold lone surrogates: ``os.fsdecode(b"report-\\xff.txt")`` 
 ``"report-\\udcff.txt"``, and a JSON ``"\\ud800"`` escape decodes to one. Such a string
 cannot be encoded as UTF-8, so it would fail later, far from where it came in: in
 the trace writer, on the next request's body, in a checkpoint record. It is made
-valid where it enters, once, by :func:`scrub`.
+valid where it enters, once, by `scrub`.
 """
 
 from __future__ import annotations

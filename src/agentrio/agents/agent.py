@@ -1282,7 +1282,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 a plain str), [`ImagePart`][agentrio.ImagePart],
                 [`DocumentPart`][agentrio.DocumentPart]) for a model that
                 takes images or documents; see [Images and
-                documents][images-and-documents].
+                documents][images-and-documents]. A lone surrogate in its
+                text becomes U+FFFD (see [Text that is not valid
+                Unicode][text-that-is-not-valid-unicode]).
             tool_names: restrict this phase to these of the agent's tools
                 (``[]``: the model is still called but every tool call is
                 denied; ``None``: all of them). A child agent started while
