@@ -195,13 +195,17 @@ async def test_a_durable_agent_records_a_tool_result_not_utf8(where: str, tmp_pa
 
 
 @pytest.mark.parametrize("parts", [False, True])
-async def test_a_prompt_not_utf8_is_scrubbed_where_run_takes_it(parts: bool) -> None:
+async def test_a_prompt_or_instructions_not_utf8_are_scrubbed(parts: bool) -> None:
     prompt = f"summarise {NAME}"
     async with open_fake_llm([Reply(text="one"), Reply(text="two")]) as server:
         async with _provider(server, "openai", False) as p, agentrio.open_runtime() as rt:
-            agent = await rt.spawn_agent(AgentSpec("a", p.model("m")))
+            spec = AgentSpec("a", p.model("m"), instructions=f"You read {NAME}.")
+            agent = await rt.spawn_agent(spec)
             first = await agent.run([prompt] if parts else prompt)
             second = await agent.run("and then?")
         sent = server.requests[-1].messages
     assert (first.stop_reason, second.stop_reason) == ("done", "done")
-    assert sent[0] == ChatMessage("user", f"summarise {SCRUBBED}")
+    assert sent[:2] == [
+        ChatMessage("system", f"You read {SCRUBBED}."),
+        ChatMessage("user", f"summarise {SCRUBBED}"),
+    ]

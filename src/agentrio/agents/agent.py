@@ -414,7 +414,7 @@ class _SpecInfo:
         # The system prompt as the first message of a new context, and its size.
         self.system: tuple[ChatMessage, int] | None = None
         if spec.instructions:
-            message = ChatMessage("system", spec.instructions)
+            message = ChatMessage("system", scrub(spec.instructions))  # (see _check_run)
             self.system = (message, self.estimator(message_text(message)))
         # (model, window, streams, metered, laned, pricing) of the last model an
         # agent of this spec was given: 10k agents of one spec work these out
