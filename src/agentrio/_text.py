@@ -10,7 +10,7 @@ valid where it enters, once, by `scrub`.
 
 from __future__ import annotations
 
-__all__ = ["scrub"]
+__all__ = ["scrub", "scrub_json"]
 
 
 def scrub(text: str) -> str:
@@ -27,3 +27,37 @@ def scrub(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+def scrub_json(value: object) -> object:
+    """*value*, a decoded JSON value, with `scrub` applied to every string in it
+    (object keys included).
+
+    Lists and dicts are changed in place (they are the decoder's, just made),
+    with an explicit stack: a value nested as deep as a decoder allows costs no
+    recursion here. A dict whose key changes keeps its order.
+    """
+    if isinstance(value, str):
+        return scrub(value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            for i, child in enumerate(item):
+                if isinstance(child, str):
+                    item[i] = scrub(child)
+                elif isinstance(child, (list, dict)):
+                    stack.append(child)
+        elif isinstance(item, dict):
+            keys_changed = False
+            for key, child in item.items():
+                if isinstance(child, str):
+                    item[key] = scrub(child)  # (a value replaced: no key added)
+                elif isinstance(child, (list, dict)):
+                    stack.append(child)
+                keys_changed = keys_changed or (isinstance(key, str) and scrub(key) is not key)
+            if keys_changed:
+                pairs = [(scrub(k) if isinstance(k, str) else k, v) for k, v in item.items()]
+                item.clear()
+                item.update(pairs)
+    return value

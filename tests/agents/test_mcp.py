@@ -241,6 +241,16 @@ def test_render_structured_content_and_empty_results() -> None:
     assert render(CallToolResult(content=[]), 100) == ""
 
 
+def test_render_scrubs_a_lone_surrogate_in_text_and_structured_content() -> None:
+    from mcp.types import CallToolResult, TextContent
+
+    name = os.fsdecode(b"report-\xff.txt")
+    text = CallToolResult(content=[TextContent(type="text", text=name)])
+    assert render(text, 100) == "report-\ufffd.txt"
+    structured = CallToolResult(content=[], structured_content={"files": [name]})
+    assert render(structured, 100) == '{"files":["report-\ufffd.txt"]}'
+
+
 # -- the gate: allowlist, permission policy, hooks, timeouts --------------------------------
 
 

@@ -151,6 +151,16 @@ async def test_past_the_retries_the_phase_ends_with_output_invalid() -> None:
     assert result.final_text == '{"title": 1, "year": 2}'
 
 
+async def test_an_answer_with_a_lone_surrogate_is_refused_then_output_invalid() -> None:
+    # (A Model of the caller's hands its text on as it is; a provider's is scrubbed.)
+    bad = answer('{"title": "report-\udcff", "year": 1}')
+    model = ScriptedModel([bad, bad])
+    result = await run(spec_of(model, Movie))  # output_retries=1: two answers in all
+    assert model.remaining == 0
+    assert (result.stop_reason, result.error_type) == ("error", "OutputInvalid")
+    assert result.error.endswith("the last: it is not valid text: a lone surrogate at character 18")
+
+
 async def test_no_retries() -> None:
     model = ScriptedModel([answer("[1, 2]"), answer("[]")])
     result = await run(spec_of(model, list[str], output_retries=0))

@@ -20,6 +20,7 @@ import trio
 
 from .._checks import check_int, check_name, check_timeout, short_repr
 from .._handles import NoPublicConstructor, create
+from .._text import scrub
 from ..core import exit_reason, withdrawn
 from ..core.actor import Actor, ActorRef, ActorStatistics
 from ..errors import (
@@ -413,7 +414,7 @@ class _SpecInfo:
         # The system prompt as the first message of a new context, and its size.
         self.system: tuple[ChatMessage, int] | None = None
         if spec.instructions:
-            message = ChatMessage("system", spec.instructions)
+            message = ChatMessage("system", scrub(spec.instructions))  # (see _check_run)
             self.system = (message, self.estimator(message_text(message)))
         # (model, window, streams, metered, laned, pricing) of the last model an
         # agent of this spec was given: 10k agents of one spec work these out
@@ -947,7 +948,11 @@ def _check_run(
     phase_id: object = None,
 ) -> RunPhase:
     parts: tuple[ContentPart, ...] = ()
-    if not isinstance(user_message, str):
+    if isinstance(user_message, str):
+        # The caller's text, but it may come from outside too (a file name from
+        # os.listdir): no lone surrogate enters a history (see _text.scrub).
+        user_message = scrub(user_message)
+    else:
         user_message, parts = user_parts(user_message)
     names: tuple[str, ...] | None = None
     if tool_names is not None:
@@ -1010,7 +1015,8 @@ def _check_run(
 
 def user_parts(message: object) -> tuple[str, tuple[ContentPart, ...]]:
     """A user turn given as parts: its text (its text parts joined by newlines) and
-    the parts, a ``str`` item made a ``TextPart``; InvalidArgument naming a bad item."""
+    the parts, a ``str`` item made a ``TextPart``, text scrubbed (`_text.scrub`);
+    InvalidArgument naming a bad item."""
     if isinstance(message, (bytes, bytearray)) or not isinstance(message, Sequence):
         raise InvalidArgument(
             f"user_message must be a str or a list of TextPart, ImagePart and DocumentPart "
@@ -1021,7 +1027,11 @@ def user_parts(message: object) -> tuple[str, tuple[ContentPart, ...]]:
     parts: list[ContentPart] = []
     for i, item in enumerate(message):
         if isinstance(item, str):
-            item = TextPart(item)
+            item = TextPart(scrub(item))
+        elif isinstance(item, TextPart):
+            text = scrub(item.text)
+            if text is not item.text:
+                item = TextPart(text)
         elif not isinstance(item, (TextPart, ImagePart, DocumentPart)):
             raise InvalidArgument(
                 f"user_message[{i}] must be a str, TextPart, ImagePart or DocumentPart, "
@@ -1272,7 +1282,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 a plain str), [`ImagePart`][agentrio.ImagePart],
                 [`DocumentPart`][agentrio.DocumentPart]) for a model that
                 takes images or documents; see [Images and
-                documents][images-and-documents].
+                documents][images-and-documents]. A lone surrogate in its
+                text becomes U+FFFD (see [Text that is not valid
+                Unicode][text-that-is-not-valid-unicode]).
             tool_names: restrict this phase to these of the agent's tools
                 (``[]``: the model is still called but every tool call is
                 denied; ``None``: all of them). A child agent started while

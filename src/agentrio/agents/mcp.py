@@ -55,6 +55,7 @@ from mcp.types import (
 )
 
 from .._checks import check_int, check_seconds
+from .._text import scrub, scrub_json
 from .._version import __version__
 from ..core.actor import Actor, ActorRef
 from ..core.ref import SupervisorRef
@@ -208,11 +209,12 @@ def render(result: CallToolResult, limit: int) -> str:
     as notes (type, MIME type, size; never their bytes), cut to *limit* characters.
 
     A result of no content blocks is its structured content as JSON ("" if none).
+    A lone surrogate in it (the server's text) is U+FFFD (`agentrio._text.scrub`).
     """
-    text = "\n".join(_part(block) for block in result.content)
+    text = scrub("\n".join(_part(block) for block in result.content))
     if not result.content and result.structured_content is not None:
         try:
-            text = msgspec.json.encode(result.structured_content).decode()
+            text = msgspec.json.encode(scrub_json(result.structured_content)).decode()
         except (TypeError, msgspec.EncodeError):
             text = "[structured content that is not JSON, not shown]"
     if len(text) > limit:

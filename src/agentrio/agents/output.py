@@ -69,6 +69,8 @@ class OutputType:
             return None, _cut(f"it is not JSON: {exc}")
         except RecursionError:
             return None, "it is not JSON: nested too deeply"
+        except UnicodeEncodeError as exc:  # (a Model of the caller's may hand one on)
+            return None, f"it is not valid text: a lone surrogate at character {exc.start}"
 
 
 # What output types give, by (type, retries): a spec made again from another (a

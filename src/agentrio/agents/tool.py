@@ -23,6 +23,7 @@ import attrs
 import msgspec
 import trio
 
+from .._text import scrub_json
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
 from ..providers.base import ToolSchema
 
@@ -350,13 +351,20 @@ class Tool:
     def encode(self, result: object) -> str:
         """The text the model sees for *result*: a str as it is, anything else as JSON.
 
+        A string in the result that holds a lone surrogate (a file name from
+        ``os.listdir`` that is not UTF-8) is encoded with U+FFFD for it (see
+        `agentrio._text.scrub`; the agent scrubs a str result likewise).
+
         Raises:
             ToolResultInvalid: the result cannot be encoded as JSON.
         """
         if isinstance(result, str):
             return result
         try:
-            return msgspec.json.encode(result).decode()
+            try:
+                return msgspec.json.encode(result).decode()
+            except UnicodeEncodeError:  # (a lone surrogate: the rare path, a second pass)
+                return msgspec.json.encode(scrub_json(msgspec.to_builtins(result))).decode()
         except (TypeError, msgspec.EncodeError) as exc:
             raise ToolResultInvalid(
                 f"tool {self.name!r} returned a {type(result).__name__}, "

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 import trio
 
+from .._text import scrub
 from ..core import interrupt_after
 from ..errors import ToolError
 from ..messages import (
@@ -73,9 +74,15 @@ _log = logging.getLogger("agentrio.agents.tool_call")
 
 
 def tool_result(req: ToolCallRequest, status: ToolStatus, content: str) -> ToolResult:
-    """The result of the call *req*."""
+    """The result of the call *req*; *content* scrubbed (`agentrio._text.scrub`).
+
+    Every result a call ends with is made here (a tool's text, an error's message,
+    a refusal's reason), so none holds a lone surrogate: a tool's text comes from
+    outside (``os.listdir`` gives one for a file name that is not UTF-8), and one
+    in the history would fail every later request, trace line and checkpoint.
+    """
     return ToolResult(
-        id=req.id, name=req.name, arguments=req.arguments, status=status, content=content
+        id=req.id, name=req.name, arguments=req.arguments, status=status, content=scrub(content)
     )
 
 
@@ -209,10 +216,15 @@ class ToolGate:
         return f"the approver refused {req.name!r}" + (f": {reason}" if reason else "")
 
     async def after(self, req: ToolCallRequest, result: ToolResult) -> ToolResult:
-        """The result as ``post_tool_use`` rewrites it (or as it is)."""
+        """The result as ``post_tool_use`` rewrites it (its content scrubbed), or as it is."""
         assert self.post is not None
         rewritten = await self.post(req, result)
-        return rewritten if isinstance(rewritten, ToolResult) else result
+        if not isinstance(rewritten, ToolResult):
+            return result
+        content = scrub(rewritten.content)
+        if content is rewritten.content:
+            return rewritten
+        return msgspec.structs.replace(rewritten, content=content)
 
 
 def hide_env(text: str, env: Mapping[str, str]) -> str:

@@ -66,6 +66,7 @@ class LineSplitter:
 
         Raises:
             TooLarge: a line longer than ``max_line``, or more than ``max_total`` in all.
+            UnicodeDecodeError: a line that is not UTF-8 (the provider's BadResponse).
         """
         self._size += len(chunk)
         if self._size > self.max_total:
@@ -92,12 +93,16 @@ class LineSplitter:
             for line in whole.split(b"\n"):
                 self._check(len(line))
         # One decode for all the lines ended here (none ends inside a character).
-        return whole.decode("utf-8", "replace").split("\n")
+        return whole.decode("utf-8").split("\n")
 
     def close(self) -> list[str]:
-        """The last line, if the stream ended without a line end after it."""
+        """The last line, if the stream ended without a line end after it.
+
+        Raises:
+            UnicodeDecodeError: it is not UTF-8.
+        """
         line, self._buffer = self._buffer, bytearray()
-        return [line.decode("utf-8", "replace")] if line else []
+        return [line.decode("utf-8")] if line else []
 
     def _check(self, size: int) -> None:
         if size > self.max_line:

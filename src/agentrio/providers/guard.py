@@ -19,12 +19,20 @@ text that long is not searched for tool calls.
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections.abc import Callable, Collection
 
+from .._text import scrub_json
 from ..messages import ToolCallRequest
 
-__all__ = ["MAX_REPAIR_CHARS", "parse_arguments", "tool_calls_in_text"]
+__all__ = [
+    "MAX_REPAIR_CHARS",
+    "escapes_surrogate",
+    "loads",
+    "parse_arguments",
+    "tool_calls_in_text",
+]
 
 # The longest arguments that are repaired, and text searched for tool calls
 # (256 KiB): past it only a strict JSON parse is made. (The repairs and the
@@ -38,11 +46,41 @@ _KEY = frozenset(string.ascii_letters + string.digits + "_")
 _CLOSERS = frozenset("}]")
 
 
+# A JSON escape of a surrogate (\ud800 to \udfff), which json.loads may turn into
+# a lone one. (A backslash escaped before "ud8..." matches too: a walk for nothing.)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def escapes_surrogate(text: str | bytes) -> bool:
+    """Does the JSON *text* hold the escape of a surrogate (``\\ud800``...)?"""
+    if isinstance(text, str):
+        # (A stream's every line is asked: most hold no backslash, found at C speed.)
+        return "\\" in text and _SURROGATE_ESCAPE.search(text) is not None
+    return _SURROGATE_ESCAPE_BYTES.search(text) is not None
+
+
+def loads(text: str | bytes) -> object:
+    """*text* read as JSON (``json.loads``), with no lone surrogate in any string of it.
+
+    A JSON ``"\\ud800"`` escape decodes to a lone surrogate, which no UTF-8
+    encoder takes: the strings of a value whose text holds such an escape are
+    scrubbed (`agentrio._text.scrub`); a text without one costs a search for it.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``; ``UnicodeDecodeError``
+            for bytes that are not UTF-8).
+        RecursionError: nested too deeply.
+    """
+    value = json.loads(text)
+    return scrub_json(value) if escapes_surrogate(text) else value
+
+
 def _loads_object(text: str) -> dict[str, object] | None:
     # (json's C scanner is linear, and it gives up on deep nesting with a
     # RecursionError at the interpreter's recursion limit, soon enough.)
     try:
-        value = json.loads(text)
+        value = loads(text)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

@@ -53,6 +53,7 @@ from .bounded import (
     read_body,
     sse_data,
 )
+from .guard import escapes_surrogate, loads
 from .limiter import (
     DEFAULT_LANE,
     CircuitBreaker,
@@ -1166,13 +1167,26 @@ class Provider:
             content = await read_body(response, self.config.max_response_bytes)
         finally:
             await response.aclose()
-        try:
-            data = _decode(content)
-        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
-            raise self._bad("the body is not JSON") from None
+        data = self._json(content)
         if got is not None:
             got.answered = True
         return self._wire.parse(data, self.name, text_tools)
+
+    def _json(self, content: bytes) -> object:
+        """A whole answer's body read as JSON, or BadResponse (its bytes never quoted)."""
+        try:
+            return _decode(content)
+        except UnicodeDecodeError as exc:
+            raise self._bad(f"the body is not UTF-8 (an invalid byte at {exc.start})") from None
+        except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
+            if not escapes_surrogate(content):
+                raise self._bad("the body is not JSON") from None
+        # msgspec refuses the escape of a lone surrogate ("\ud800"); the stdlib reads
+        # it, and `loads` makes it U+FFFD, as in a stream.
+        try:
+            return loads(content)
+        except (ValueError, RecursionError):
+            raise self._bad("the body is not JSON") from None
 
     async def _streamed(
         self,
@@ -1218,6 +1232,8 @@ class Provider:
             # The answer had begun: losing the connection now cuts the stream short.
             _scrub(exc)
             raise self._bad(f"the stream was cut short ({type(exc).__name__})") from exc
+        except UnicodeDecodeError:  # (from the line splitter: its bytes never quoted)
+            raise self._bad("the stream is not UTF-8") from None
         except Exception:
             await response.aclose()
             raise

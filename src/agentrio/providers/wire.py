@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -24,7 +23,7 @@ from ..messages import (
 )
 from .base import OUTPUT_TOOL, OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS, TooLarge
-from .guard import parse_arguments, tool_calls_in_text
+from .guard import loads, parse_arguments, tool_calls_in_text
 
 __all__ = [
     "CALL_CHARS",
@@ -314,9 +313,13 @@ class StreamState:
             )
 
     def json_object(self, text: str, what: str) -> dict[str, Any]:
-        """*text* read as a JSON object, or BadResponse naming *what* (``"a stream chunk"``)."""
+        """*text* read as a JSON object, or BadResponse naming *what* (``"a stream chunk"``).
+
+        Its strings hold no lone surrogate (see `guard.loads`): a stream's text,
+        tool calls and error messages are valid Unicode from here on.
+        """
         try:
-            value = json.loads(text)
+            value = loads(text)
         except (ValueError, RecursionError):
             raise bad(self.provider, f"{what} is not JSON: {text[:QUOTED]!r}") from None
         if not isinstance(value, dict):
