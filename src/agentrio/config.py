@@ -778,7 +778,7 @@ class Models:
             if target is None:
                 hint = ""
                 if self.config.path is None and not self.config.tiers:
-                    hint = "; tiers are defined in an agentrio.toml, and none was found or given"
+                    hint = "; tiers are defined in agentrio.toml, and no agentrio.toml was found"
                 raise ConfigError(
                     f"{model!r} is neither a tier ({sorted(self.config.tiers) or 'none'}) "
                     f"nor a model string {MODEL_FORMAT}{hint}"
