@@ -69,22 +69,18 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
-    ("model", "variables", "path"),
+    ("model", "variables"),
     [
-        ("openai:gpt-5-mini", {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": "{url}/v1"}, ""),
+        ("openai:gpt-5-mini", {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": "{url}/v1"}),
         # The Anthropic SDK's way (no /v1), and agentrio's (with it): both work.
-        ("anthropic:claude-x", {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": "{url}"}, ""),
-        (
-            "anthropic:claude-x",
-            {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": "{url}/v1/"},
-            "",
-        ),
-        ("ollama:qwen3:0.6b", {"OLLAMA_HOST": "127.0.0.1:{port}"}, ""),
+        ("anthropic:claude-x", {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": "{url}"}),
+        ("anthropic:claude-x", {"ANTHROPIC_API_KEY": SECRET, "ANTHROPIC_BASE_URL": "{url}/v1/"}),
+        ("ollama:qwen3:0.6b", {"OLLAMA_HOST": "127.0.0.1:{port}"}),
     ],
     ids=["openai", "anthropic", "anthropic-v1", "ollama-host-port"],
 )
 async def test_zero_config_from_a_subprocess(
-    tmp_path: Path, model: str, variables: dict[str, str], path: str
+    tmp_path: Path, model: str, variables: dict[str, str]
 ) -> None:
     key = None if model.startswith("ollama") else SECRET  # the fake server checks it
     async with open_fake_llm(answer, api_key=key) as server:
