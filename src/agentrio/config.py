@@ -135,6 +135,13 @@ class Config:
 
     Attributes:
         providers: provider instances by name (``[providers.NAME]`` tables).
+            The built-in instances ``openai``, ``anthropic`` and ``ollama``
+            (see [No configuration][no-configuration]) are not in it: they
+            are made from their environment variables when first named, and
+            a table of the same name replaces one. A table may leave out
+            ``kind`` when its name is a built-in instance's, and
+            ``base_url`` to be its kind's official endpoint (the kind's key
+            variable then too, unless it names ``api_key_env``).
         tiers: tier name -> ``"instance:model"``.
         escalation: tiers in order: a stalled phase on one is retried once on
             the next (with ``AgentSpec(escalate_on_stall=True)``).
@@ -167,7 +174,8 @@ class Config:
             a model string comes too late for its lanes.
 
     Raises:
-        ConfigError: a tier names a provider that is not configured, or is
+        ConfigError: a tier names a provider that is neither configured nor
+            built in, or is
             not an ``"instance:model"`` string; ``escalation`` names an
             unknown tier; ``limits`` is not a ``Limits``; a ``modes`` entry is
             not a ``Mode`` of its key's name; ``router`` is not a
