@@ -30,7 +30,7 @@ from .config import Models, found_config
 from .messages import PhaseResult
 from .providers.base import Model
 from .providers.provider import Kind, Provider, ProviderConfig, ProviderModel
-from .providers.redact import redact_url
+from .providers.redact import redact_url, shown_env_name
 from .runtime import open_runtime
 from .testing.fake_server import demo_reply, open_fake_llm
 from .testing.models import FunctionModel
@@ -124,7 +124,11 @@ class DemoReport:
             type name -> its message -> how many runs.
         max_total_tokens: the swarm's budget, if any.
         max_output_tokens: the output tokens each model call reserves.
-        base_url: the server given with ``--base-url`` (credentials redacted).
+        base_url: the server given with ``--base-url``, or the provider
+            instance's (credentials redacted).
+        api_key_env: on a provider instance (``--model INSTANCE:MODEL``),
+            the variable its key came from, for what to try when it is
+            refused.
     """
 
     agents: int
@@ -137,6 +141,7 @@ class DemoReport:
     max_total_tokens: int | None = None
     max_output_tokens: int = 1024
     base_url: str | None = None
+    api_key_env: str | None = None
 
     @property
     def failed(self) -> int:
@@ -196,9 +201,10 @@ class DemoReport:
     def next_steps(self) -> list[str]:
         """What to try next, given what this run measured and how it went."""
         server = self.base_url or "the server"
-        steps = [
-            _FAILURE_HINTS[k].format(server=server) for k in self.failures if k in _FAILURE_HINTS
-        ]
+        hints = dict(_FAILURE_HINTS)
+        if self.api_key_env is not None:
+            hints["AuthError"] = f"check the key in {self.api_key_env}: {{server}} refused it"
+        steps = [hints[k].format(server=server) for k in self.failures if k in hints]
         if self.stop_reasons.get("budget_exhausted") and self.max_total_tokens is not None:
             steps.append("a larger --max-total-tokens, for every run to finish")
         if self.base_url is not None:
@@ -300,12 +306,15 @@ async def _on_instance(swarm: Callable[..., Awaitable[DemoReport]], model: str) 
         resolved = models.resolve(model)
         assert isinstance(resolved, ProviderModel)  # (a string resolves to one)
         config = resolved.provider.config
-        shown = redact_url(config.base_url)
-        where = f"{model} at {shown} ({config.kind})"
+        shown_url = redact_url(config.base_url)
+        where = f"{model} at {shown_url} ({config.kind})"
         report = await swarm(resolved, model, where, "http")
     finally:
         await models.aclose()
-    return attrs.evolve(report, base_url=shown)
+    key_env = config.api_key_env and (
+        shown_env_name(config.api_key_env) or "the variable named by api_key_env"
+    )
+    return attrs.evolve(report, base_url=shown_url, api_key_env=key_env or None)
 
 
 class _Counts:
