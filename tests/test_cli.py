@@ -116,6 +116,61 @@ def test_a_demo_refused_by_the_server_exits_1_and_says_why_once() -> None:
     assert "Traceback" not in result.stderr
 
 
+def only_these_variables(home: pathlib.Path, **variables: str) -> dict[str, str]:
+    """An environment with no agentrio.toml to find and no provider variable but *variables*."""
+    return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), **variables}
+
+
+def test_the_demo_on_a_built_in_instance_with_only_variables_set(tmp_path: pathlib.Path) -> None:
+    key = "sk-FAKE-SECRET-7f3a"
+    with fake_llm_process("--api-key", key) as url:
+        result = subprocess.run(
+            [sys.executable, "-m", "agentrio", "demo", "--model", "openai:gpt-5-mini"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=tmp_path,
+            env=only_these_variables(tmp_path, OPENAI_API_KEY=key, OPENAI_BASE_URL=f"{url}/v1"),
+        )
+    assert result.returncode == 0, result.stderr
+    # Ten agents by default on a provider instance (a real one costs money).
+    assert "agentrio demo: 10 agents" in result.stdout
+    assert f"  model         openai:gpt-5-mini at {url}/v1 (openai)" in result.stdout
+    assert "done=10" in result.stdout and "model calls   30" in result.stdout
+    assert key not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({}, "'OPENAI_API_KEY' (api_key_env) is not set"),
+        ({"OPENAI_API_KEY": "sk-FAKE-SECRET-7f3a "}, "'OPENAI_API_KEY' (api_key_env) holds"),
+        (
+            {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "sk-FAKE-SECRET-7f3a"},
+            "OPENAI_BASE_URL is not a usable URL",
+        ),
+    ],
+)
+def test_the_demo_names_an_unusable_variable(
+    tmp_path: pathlib.Path, variables: dict[str, str], named: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agentrio", "demo", "--model", "openai:gpt-5-mini"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env=only_these_variables(tmp_path, **variables),
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("agentrio demo: provider 'openai': the environment variable ")
+    assert named in result.stderr
+    assert "sk-FAKE-SECRET" not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_demo_against_an_unreachable_url_exits_1_and_names_it() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     result = agentrio_cmd("demo", "--agents", "20", "--base-url", url)
@@ -177,6 +232,10 @@ def test_main_budget(capsys: pytest.CaptureFixture[str]) -> None:
         (
             ["--in-process", "--base-url", "http://127.0.0.1:1/v1"],
             "error: --in-process and --base-url exclude each other",
+        ),
+        (
+            ["--in-process", "--model", "openai:gpt-5-mini"],
+            "error: --in-process and --model INSTANCE:MODEL exclude each other",
         ),
         (["--agnets", "5"], "error: unrecognized arguments: --agnets 5 (did you mean --agents?)"),
         # No abbreviations: --api-key is not taken for --api-key-env (it would hold a key).

@@ -262,8 +262,12 @@ BAD_FILES = [
     ("providers = 3", ["providers must be a table"]),
     ("[providers]\nlocal = 3", ["providers.local must be a table"]),
     (
-        '[providers.local]\nkind = "ollama"',
-        ["providers.local.base_url is missing (required: a string)"],
+        # (a table that gives its kind may leave base_url out: its kind's official one)
+        "[providers.local]\nmax_concurrent = 4",
+        [
+            'providers.local.kind is missing (required: one of "openai", "anthropic", "ollama")',
+            "providers.local.base_url is missing (required: a string)",
+        ],
     ),
     (
         '[providers.local]\nkind = "gemini"\nbase_url = "http://h"',
@@ -669,6 +673,85 @@ def test_a_missing_api_key_names_the_variable(
         models.resolve("smart")
 
 
+# -- the built-in instances and agentrio.toml ------------------------------------------------
+
+SECRET = "sk-FAKE-SECRET-7f3a"  # a recognisable fake value: never in a message
+
+
+def name_and_model(request: FakeRequest) -> ModelReply:
+    return ModelReply(text=f"{request.api} {request.model}")
+
+
+async def test_a_table_overrides_a_built_in_instance(
+    no_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The built-in openai's variables hold nothing usable: the table replaces it whole.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"ftp://{SECRET}")
+    monkeypatch.setenv("MY_KEY", "the-right-key")
+    async with open_fake_llm(name_and_model, api_key="the-right-key") as server:
+        text = (
+            f'[providers.openai]\nkind = "anthropic"\nbase_url = "{server.base_url}"\n'
+            'api_key_env = "MY_KEY"\n\n[tiers]\nsmart = "openai:claude-x"\n'
+        )
+        write(no_config / "work" / "agentrio.toml", text)
+        async with agentrio.open_runtime() as rt:
+            for name, model in (("a", "openai:claude-y"), ("b", "smart")):
+                agent = await rt.spawn_agent(AgentSpec(name, model))
+                assert (await agent.run("hi")).final_text.startswith("anthropic claude-")
+            # ...and the other built-in instances are still there.
+            monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+            with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
+                await rt.spawn_agent(AgentSpec("c", "anthropic:claude-x"))
+    assert [r.model for r in server.requests] == ["claude-y", "claude-x"]
+
+
+async def test_a_table_without_base_url_is_its_kinds_official_endpoint(
+    no_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-good")
+    async with open_fake_llm(name_and_model, api_key="sk-good") as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        text = (
+            "[providers.anthropic]\nmax_concurrent = 3\n\n"  # kind: the built-in's
+            '[providers.work]\nkind = "anthropic"\nstream = true\n'
+        )
+        config = load_config(write(no_config / "agentrio.toml", text))
+        for name in ("anthropic", "work"):
+            table = config.providers[name]
+            assert table.kind == "anthropic" and table.base_url == server.base_url
+            assert table.api_key_env == "ANTHROPIC_API_KEY"
+        assert config.providers["anthropic"].max_concurrent == 3
+        async with agentrio.open_runtime(config=config) as rt:
+            agent = await rt.spawn_agent(AgentSpec("a", "work:claude-z"))
+            assert (await agent.run("hi")).final_text == "anthropic claude-z"
+    # A table that gives its base_url is a server of its own: no key it did not name.
+    own = load_config(write(no_config / "own.toml", '[providers.openai]\nbase_url = "http://h/v1"'))
+    assert own.providers["openai"].kind == "openai"
+    assert own.providers["openai"].api_key_env is None
+
+
+def test_a_table_without_base_url_names_an_unusable_variable(
+    no_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"https://{SECRET} /v1")
+    path = write(no_config / "agentrio.toml", '[providers.big]\nkind = "openai"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: providers.big has no base_url")
+    assert "the environment variable OPENAI_BASE_URL holds whitespace" in message
+    assert SECRET not in message
+
+
+def test_tiers_may_name_the_built_in_instances(no_config: Path) -> None:
+    text = '[tiers]\nfast = "ollama:qwen3:0.6b"\nsmart = "openai:gpt-5-mini"\n'
+    config = load_config(write(no_config / "agentrio.toml", text))
+    assert config.providers == {} and config.tiers["smart"] == "openai:gpt-5-mini"
+    with pytest.raises(ConfigError, match=r"tiers\.fast names provider 'olama'.*built in"):
+        load_config(write(no_config / "bad.toml", '[tiers]\nfast = "olama:qwen3"\n'))
+
+
 # -- agents with model strings, over the fake server ------------------------------------------
 
 
@@ -734,12 +817,14 @@ async def test_the_lanes_of_a_found_config_file(
             await rt.spawn_agent(AgentSpec("a", model="fast"))
 
 
-async def test_no_config_is_an_error_at_spawn(
+async def test_no_config_a_tier_is_an_error_at_spawn(
     autojump_clock: trio.testing.MockClock, no_config: Path
 ) -> None:
     async with agentrio.open_runtime() as rt:
-        with pytest.raises(ConfigError, match=r"no agentrio\.toml found"):
+        with pytest.raises(ConfigError, match=r"neither a tier.*no agentrio\.toml was found"):
             await rt.spawn_agent(AgentSpec("a", model="fast"))
+        with pytest.raises(ConfigError, match=r"'remote'.*built-in ones are openai, anthropic"):
+            await rt.spawn_agent(AgentSpec("a", model="remote:m"))
         # Model objects need no configuration.
         spec = AgentSpec("b", model=ScriptedModel([ModelReply(text="ok")]))
         assert (await (await rt.spawn_agent(spec)).run("hi")).final_text == "ok"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -206,3 +208,22 @@ async def test_the_report_says_which_path_it_measured() -> None:
     assert over_http.path == "http"
     assert "path          HTTP: each model call is a request" in over_http.table()
     assert over_http.next_steps()[0] == "--in-process, to measure the runtime alone (no HTTP)"
+
+
+async def test_on_a_built_in_instance_a_refused_key_names_its_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENTRIO_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    async with open_fake_llm(api_key="the-right-key") as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-FAKE-SECRET-7f3a")
+        report = await run_demo(2, model="anthropic:claude-x")
+    assert report.stop_reasons == {"error": 2}
+    assert report.model == f"anthropic:claude-x at {server.base_url} (anthropic)"
+    assert report.api_key_env == "ANTHROPIC_API_KEY"
+    assert report.next_steps()[0] == (
+        f"check the key in ANTHROPIC_API_KEY: {server.base_url} refused it"
+    )
+    assert "sk-FAKE-SECRET" not in repr(report) + "".join(report.causes())

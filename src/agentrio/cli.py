@@ -72,6 +72,10 @@ def _add_fake_llm(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     fake.add_argument("--retry-after", type=_seconds, default=1.0, metavar="S")
 
 
+_AGENTS = 1000  # the demo's swarm on the scripted model...
+_AGENTS_ON_INSTANCE = 10  # ...and on a provider instance, most likely a paid API
+
+
 def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
         "demo",
@@ -81,7 +85,12 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "the exit status is 1 if any run failed.",
         allow_abbrev=False,
     )
-    demo.add_argument("--agents", type=_positive, default=1000, help="how many (default 1000)")
+    demo.add_argument(
+        "--agents",
+        type=_positive,
+        default=None,
+        help=f"how many (default {_AGENTS}; {_AGENTS_ON_INSTANCE} with --model INSTANCE:MODEL)",
+    )
     demo.add_argument(
         "--max-total-tokens",
         type=_positive,
@@ -94,7 +103,14 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         help="a real OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 for a local "
         "Ollama (default: the built-in fake LLM server on 127.0.0.1)",
     )
-    demo.add_argument("--model", default="demo", help="the model name to ask for (default: demo)")
+    demo.add_argument(
+        "--model",
+        default="demo",
+        help="the model name to ask for (default: demo); without --base-url, INSTANCE:MODEL "
+        "(openai:gpt-5-mini, anthropic:MODEL, ollama:MODEL, or an instance of agentrio.toml) "
+        "runs the demo on that real provider, set by its environment variables "
+        "(OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OLLAMA_HOST)",
+    )
     demo.add_argument(
         "--kind",
         choices=["openai", "anthropic", "ollama"],
@@ -224,6 +240,11 @@ def _check_demo(args: argparse.Namespace, parser: argparse.ArgumentParser) -> No
             "--in-process and --base-url exclude each other: --in-process runs the "
             "scripted model without any server"
         )
+    if args.in_process and ":" in args.model:
+        parser.error(
+            "--in-process and --model INSTANCE:MODEL exclude each other: --in-process runs "
+            "the scripted model without any server"
+        )
 
 
 def _interrupted(exc: BaseException) -> bool:
@@ -276,6 +297,9 @@ def _run_demo(args: argparse.Namespace) -> int:
     from .errors import AgentrioError
 
     progress = _Progress(sys.stderr, tty=sys.stderr.isatty())
+    if args.agents is None:
+        on_instance = args.base_url is None and ":" in args.model
+        args.agents = _AGENTS_ON_INSTANCE if on_instance else _AGENTS
     demo = partial(
         run_demo,
         args.agents,

@@ -70,6 +70,7 @@ from .agents.router import RuleRouter
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
 from .providers.base import MODEL_FORMAT, Model, split_model
+from .providers.builtin import BUILTIN_NAMES, builtin_provider, kind_defaults
 from .providers.limiter import LANES
 from .providers.provider import Provider, ProviderConfig
 from .providers.redact import redact_url
@@ -78,6 +79,7 @@ __all__ = [
     "Config",
     "Models",
     "find_config",
+    "found_config",
     "load_config",
     "parse_config",
     "structure_limits",
@@ -133,6 +135,13 @@ class Config:
 
     Attributes:
         providers: provider instances by name (``[providers.NAME]`` tables).
+            The built-in instances ``openai``, ``anthropic`` and ``ollama``
+            (see [No configuration][no-configuration]) are not in it: they
+            are made from their environment variables when first named, and
+            a table of the same name replaces one. A table may leave out
+            ``kind`` when its name is a built-in instance's, and
+            ``base_url`` to be its kind's official endpoint (the kind's key
+            variable then too, unless it names ``api_key_env``).
         tiers: tier name -> ``"instance:model"``.
         escalation: tiers in order: a stalled phase on one is retried once on
             the next (with ``AgentSpec(escalate_on_stall=True)``).
@@ -165,7 +174,8 @@ class Config:
             a model string comes too late for its lanes.
 
     Raises:
-        ConfigError: a tier names a provider that is not configured, or is
+        ConfigError: a tier names a provider that is neither configured nor
+            built in, or is
             not an ``"instance:model"`` string; ``escalation`` names an
             unknown tier; ``limits`` is not a ``Limits``; a ``modes`` entry is
             not a ``Mode`` of its key's name; ``router`` is not a
@@ -189,10 +199,11 @@ class Config:
                 instance, _ = split_model(target)
             except ConfigError as exc:
                 raise ConfigError(f"{where}: tiers.{tier}: {exc}") from None
-            if instance not in self.providers:
+            if instance not in self.providers and instance not in BUILTIN_NAMES:
                 raise ConfigError(
                     f"{where}: tiers.{tier} names provider {instance!r}, which is not "
-                    f"configured (providers: {sorted(self.providers)})"
+                    f"configured (providers: {sorted(self.providers)}; built in: "
+                    f"{', '.join(BUILTIN_NAMES)})"
                 )
         if not isinstance(self.limits, Limits):
             raise ConfigError(f"{where}: limits must be an agentrio.Limits, got {self.limits!r}")
@@ -602,7 +613,7 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: providers.{name} must be a table")
         providers[name] = _structure(
-            {**table, "name": name}, ProviderConfig, _join("providers", name), where
+            _with_defaults(name, table, where), ProviderConfig, _join("providers", name), where
         )
     raw_tiers, raw_escalation = data.get("tiers", {}), data.get("escalation", [])
     if not isinstance(raw_tiers, dict):
@@ -631,6 +642,32 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
         router=router,
         lanes=lanes,
     )
+
+
+def _with_defaults(name: str, table: dict[str, object], where: str) -> dict[str, object]:
+    """A ``[providers.NAME]`` table with the keys it may leave out filled in.
+
+    ``kind`` defaults to the table's name when that is a built-in instance's
+    (``[providers.openai]``); without ``base_url``, the table is its kind's
+    official endpoint, as the built-in instance is (its URL variable, else
+    the official URL, and its key variable unless ``api_key_env`` is given).
+    A table that gives ``base_url`` gets no ``api_key_env`` it did not ask
+    for: the official key is not sent to another server.
+    """
+    filled: dict[str, object] = {"name": name, **table}
+    if "kind" not in table and name in BUILTIN_NAMES:
+        filled["kind"] = name
+    if "base_url" not in table and isinstance(filled.get("kind"), str):
+        kind = typing.cast(str, filled["kind"])
+        try:
+            defaults = kind_defaults(kind)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{where}: providers.{name} has no base_url, so it is {kind}'s official "
+                f"endpoint, but {exc}"
+            ) from None
+        filled = {**defaults, **filled}
+    return filled
 
 
 def _lanes_table(raw: object, where: str) -> dict[str, object]:
@@ -665,6 +702,18 @@ def find_config() -> Path | None:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     user = Path(base) / "agentrio" / "agentrio.toml"
     return user if user.is_file() else None
+
+
+def found_config() -> Config:
+    """The agentrio.toml `find_config` finds, read; or, when there is none, an empty
+    ``Config``, in which only the built-in instances (``openai``, ``anthropic``,
+    ``ollama``) are known.
+
+    Raises:
+        ConfigError: the file found cannot be used (see `load_config`).
+    """
+    file = find_config()
+    return Config() if file is None else load_config(file)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -706,15 +755,24 @@ class Models:
         self._providers: dict[str, Provider] = {}
 
     def provider(self, name: str) -> Provider:
-        """The provider instance called *name*."""
+        """The provider instance called *name*: the configuration's, else a built-in one.
+
+        Raises:
+            ConfigError: no instance has that name; or the instance's
+                environment variables cannot be used (its key's variable is
+                unset, empty or holds whitespace; a built-in instance's base
+                URL variable is not a URL): the message names the variable,
+                never its value.
+        """
         provider = self._providers.get(name)
         if provider is None:
-            settings = self.config.providers.get(name)
+            settings = self.config.providers.get(name) or builtin_provider(name)
             if settings is None:
                 where = self.config.path or "the configuration"
                 raise ConfigError(
                     f"unknown provider instance {name!r}; {where} has "
-                    f"{sorted(self.config.providers) or 'none'}"
+                    f"{sorted(self.config.providers) or 'none'}, and the built-in ones are "
+                    f"{', '.join(BUILTIN_NAMES)}"
                 )
             provider = self._providers[name] = Provider(settings)
         return provider
@@ -726,9 +784,12 @@ class Models:
         if ":" not in model:
             target = self.config.tiers.get(model)
             if target is None:
+                hint = ""
+                if self.config.path is None and not self.config.tiers:
+                    hint = "; tiers are defined in agentrio.toml, and no agentrio.toml was found"
                 raise ConfigError(
                     f"{model!r} is neither a tier ({sorted(self.config.tiers) or 'none'}) "
-                    f"nor a model string {MODEL_FORMAT}"
+                    f"nor a model string {MODEL_FORMAT}{hint}"
                 )
             model = target
         instance, name = split_model(model)

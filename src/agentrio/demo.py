@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Literal
@@ -26,10 +26,11 @@ from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
 from .agents.limits import Limits
 from .agents.tool import tool
+from .config import Models, found_config
 from .messages import PhaseResult
 from .providers.base import Model
-from .providers.provider import Kind, Provider, ProviderConfig
-from .providers.redact import redact_url
+from .providers.provider import Kind, Provider, ProviderConfig, ProviderModel
+from .providers.redact import redact_url, shown_env_name
 from .runtime import open_runtime
 from .testing.fake_server import demo_reply, open_fake_llm
 from .testing.models import FunctionModel
@@ -123,7 +124,11 @@ class DemoReport:
             type name -> its message -> how many runs.
         max_total_tokens: the swarm's budget, if any.
         max_output_tokens: the output tokens each model call reserves.
-        base_url: the server given with ``--base-url`` (credentials redacted).
+        base_url: the server given with ``--base-url``, or the provider
+            instance's (credentials redacted).
+        api_key_env: on a provider instance (``--model INSTANCE:MODEL``),
+            the variable its key came from, for what to try when it is
+            refused.
     """
 
     agents: int
@@ -136,6 +141,7 @@ class DemoReport:
     max_total_tokens: int | None = None
     max_output_tokens: int = 1024
     base_url: str | None = None
+    api_key_env: str | None = None
 
     @property
     def failed(self) -> int:
@@ -195,9 +201,10 @@ class DemoReport:
     def next_steps(self) -> list[str]:
         """What to try next, given what this run measured and how it went."""
         server = self.base_url or "the server"
-        steps = [
-            _FAILURE_HINTS[k].format(server=server) for k in self.failures if k in _FAILURE_HINTS
-        ]
+        hints = dict(_FAILURE_HINTS)
+        if self.api_key_env is not None:
+            hints["AuthError"] = f"check the key in {self.api_key_env}: {{server}} refused it"
+        steps = [hints[k].format(server=server) for k in self.failures if k in hints]
         if self.stop_reasons.get("budget_exhausted") and self.max_total_tokens is not None:
             steps.append("a larger --max-total-tokens, for every run to finish")
         if self.base_url is not None:
@@ -250,7 +257,16 @@ async def run_demo(
     on 127.0.0.1, so every model call is a real HTTP request through a
     [`Provider`][agentrio.Provider]. With *base_url* the same swarm talks to a real
     server (OpenAI-compatible by default: OpenAI, vLLM, LM Studio, Ollama's
-    ``/v1``). With ``over_http=False`` the script runs in process.
+    ``/v1``). Without *base_url*, a *model* that is an ``"instance:model"``
+    string (``"openai:gpt-5-mini"``) runs the swarm on that provider instance:
+    a built-in one, set by its environment variables (see [No
+    configuration][no-configuration]), or one of the agentrio.toml found.
+    With ``over_http=False`` the script runs in process.
+
+    Raises:
+        ConfigError: *model* is an ``"instance:model"`` string that names no
+            instance, or whose instance's environment variables cannot be
+            used (the message names the variable, never its value).
 
     *on_progress*, if given, is called every *progress_every* seconds while
     the swarm runs, and once more at the end (``final=True``), with a
@@ -260,6 +276,8 @@ async def run_demo(
     ``open_runtime(trace=...)``), read with ``agentrio trace FILE``.
     """
     swarm = partial(_swarm, agents, max_total_tokens, on_progress, progress_every, trace=trace)
+    if base_url is None and over_http and ":" in model:
+        return await _on_instance(swarm, model)
     if base_url is not None:
         config = ProviderConfig(name="demo", kind=kind, base_url=base_url, api_key_env=api_key_env)
         shown = redact_url(base_url)
@@ -278,6 +296,27 @@ async def run_demo(
         return await swarm(config, model, where, "http")
 
 
+async def _on_instance(swarm: Callable[..., Awaitable[DemoReport]], model: str) -> DemoReport:
+    """The demo on the model of an ``"instance:model"`` string: a built-in instance
+    (``openai``, ``anthropic``, ``ollama``, set by their environment variables) or
+    one of the agentrio.toml found (ConfigError, naming the variable, if it cannot
+    be used)."""
+    models = Models(found_config())
+    try:
+        resolved = models.resolve(model)
+        assert isinstance(resolved, ProviderModel)  # (a string resolves to one)
+        config = resolved.provider.config
+        shown_url = redact_url(config.base_url)
+        where = f"{model} at {shown_url} ({config.kind})"
+        report = await swarm(resolved, model, where, "http")
+    finally:
+        await models.aclose()
+    key_env = config.api_key_env and (
+        shown_env_name(config.api_key_env) or "the variable named by api_key_env"
+    )
+    return attrs.evolve(report, base_url=shown_url, api_key_env=key_env or None)
+
+
 class _Counts:
     """What the progress line reads: two ints bumped by the agents' tasks."""
 
@@ -292,7 +331,7 @@ async def _swarm(
     max_total_tokens: int | None,
     on_progress: Callable[[DemoProgress], None] | None,
     progress_every: float,
-    config: ProviderConfig | None,
+    config: ProviderConfig | Model | None,
     model_name: str,
     where: str,
     path: DemoPath,
@@ -313,9 +352,11 @@ async def _swarm(
 
     async with AsyncExitStack() as stack:
         model: Model | None = None
-        if config is not None:
+        if isinstance(config, ProviderConfig):
             provider = await stack.enter_async_context(Provider(config))
             model = provider.model(model_name)
+        elif config is not None:  # a model already made (and closed by its maker)
+            model = config
         spec = demo_spec(model)
         t0 = time.perf_counter()
         async with open_runtime(budget=budget, trace=trace) as rt, trio.open_nursery() as watching:

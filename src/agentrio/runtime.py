@@ -39,7 +39,7 @@ from .agents.lanes import Lanes, ToolLanes
 from .agents.otel import check_otel
 from .agents.respond import check_runtime_routing
 from .agents.services import Services
-from .config import Config, Models, find_config, load_config
+from .config import Config, Models, find_config, found_config, load_config
 from .core.bus import EventStream
 from .core.ref import SupervisorRef, SupervisorStatistics
 from .core.restart import Backoff, Strategy
@@ -66,7 +66,9 @@ class _Configured:
         """The model resolver, made (and the configuration loaded) on first use."""
         if self._models is None:
             config = self._given
-            if not isinstance(config, Config):
+            if config is None:  # no file found: the built-in instances only
+                config = found_config()
+            elif not isinstance(config, Config):
                 config = load_config(config)
             self._models = Models(config)
         return self._models
@@ -174,9 +176,13 @@ class Runtime(SupervisorRef):
                 runtime: the message shows it).
             DuplicateName: the name is taken.
             RuntimeClosed: the supervisor has stopped or is stopping.
-            ConfigError: ``spec.model`` is a string, and no configuration is
-                found, or it names no tier or provider instance there; or the
-                provider's ``api_key_env`` is not set. The same for a
+            ConfigError: ``spec.model`` is a string that names no tier or
+                provider instance of the configuration (or, without one, no
+                built-in instance); or the environment variables of the
+                instance it names cannot be used (its ``api_key_env`` is
+                unset, empty or holds whitespace; a built-in instance's base
+                URL variable is not a URL), naming the variable, never its
+                value. The same for a
                 ``spec.compaction.model`` string (and for the configuration
                 found when ``spec.compaction.model`` is ``None``, if it cannot
                 be read or its ``fast`` tier cannot be resolved).
@@ -482,8 +488,11 @@ async def open_runtime(
         config: for agents whose model is a tier or an ``"instance:model"``
             string: a [`Config`][agentrio.Config], or the path of an
             agentrio.toml (default: found as [`load_config`][agentrio.load_config]
-            does, when first needed). The providers it makes are closed
-            when the block ends.
+            does, when first needed; with none found, only the built-in
+            instances ``openai``, ``anthropic`` and ``ollama`` are known, set
+            by their environment variables: see [No
+            configuration][no-configuration]). The providers it makes are
+            closed when the block ends.
         tools: tools to register by name (see ``Runtime.register_tool``).
         lanes: how the lanes' tool calls are limited and retried (see
             [`Lanes`][agentrio.Lanes]); default: the ``[lanes]`` of *config*

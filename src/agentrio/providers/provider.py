@@ -265,8 +265,10 @@ class ProviderConfig:
         name: the instance's name (``local`` in ``local:qwen2.5:0.5b``); no ``:``.
         kind: the wire format: ``"openai"`` (also vLLM, LM Studio, Ollama's
             ``/v1``), ``"anthropic"`` or ``"ollama"`` (native ``/api/chat``).
-        base_url: e.g. ``https://api.openai.com/v1``, ``https://api.anthropic.com/v1``,
-            ``http://127.0.0.1:11434``: it starts with ``http://`` or
+        base_url: e.g. ``https://api.openai.com/v1`` (used as given: the
+            wire's ``/chat/completions`` goes right after it),
+            ``https://api.anthropic.com`` (with or without ``/v1``: both reach
+            ``/v1/messages``), ``http://127.0.0.1:11434``: it starts with ``http://`` or
             ``https://``, has a host, and is a URL httpx can parse (checked
             here, not at the first request). A ``user:password@`` part and
             query values (``?key=...``) are sent, but shown as
@@ -558,7 +560,9 @@ class Provider:
 
     Raises:
         ConfigError: *config* is not a ``ProviderConfig``, or
-            ``config.api_key_env`` names a variable that is not set, or
+            ``config.api_key_env`` names a variable that is not set, is
+            empty, or holds whitespace, a control character or a character
+            outside ASCII (the variable is named, its value not shown), or
             (without a *client*) the key cannot be sent as a header value (a
             line break, a NUL, a character outside Latin-1; the value is not
             shown).
@@ -575,13 +579,7 @@ class Provider:
             raise ConfigError(f"config must be an agentrio.ProviderConfig, got {config!r}")
         self.config = config
         if api_key is None and config.api_key_env:
-            api_key = os.environ.get(config.api_key_env)
-            if not api_key:
-                shown = shown_env_name(config.api_key_env)
-                variable = "named by api_key_env" if shown is None else f"{shown!r} (api_key_env)"
-                raise ConfigError(
-                    f"provider {config.name!r}: the environment variable {variable} is not set"
-                )
+            api_key = _key_from_env(config.name, config.api_key_env)
         self._key = api_key
         # Everything shown is cleaned of these: the key, and the credentials a
         # base URL may hold (which httpx itself logs, as part of the URL).
@@ -599,7 +597,7 @@ class Provider:
         self._headers = {"content-type": "application/json", **self._wire.headers(api_key)}
         if config.settings is not None and config.settings.extra_headers:
             self._headers.update(config.settings.extra_headers)
-        self._url = _endpoint(config.base_url, self._wire.path)
+        self._url = _endpoint(config.base_url, _wire_path(config.kind, config.base_url, self._wire))
         self._owns_client = client is None
         # Requests beyond the pool wait in our limiter, not in a pool's queue:
         # httpcore matches every queued request against every connection each
@@ -1320,6 +1318,37 @@ class Provider:
             provider=self.name,
             status=status,
         )
+
+
+def _key_from_env(provider: str, variable: str) -> str:
+    """The key in the environment variable *variable*, checked: a ConfigError naming
+    the variable (never showing its value) if it is unset, empty, or holds what no
+    key holds (whitespace, a control character, a character outside ASCII)."""
+    key = os.environ.get(variable)
+    if key and all("!" <= c <= "~" for c in key):
+        return key
+    shown = shown_env_name(variable)
+    named = "named by api_key_env" if shown is None else f"{shown!r} (api_key_env)"
+    why = (
+        "is not set (or is empty)"
+        if not key
+        else "holds whitespace, a control character or a character outside ASCII, "
+        "which no API key holds (its value is not shown)"
+    )
+    raise ConfigError(f"provider {provider!r}: the environment variable {named} {why}")
+
+
+def _wire_path(kind: str, base_url: str, wire: WireFormat) -> str:
+    """The wire's path, after *base_url*. An Anthropic base URL may end with ``/v1``
+    (agentrio's own examples) or not (the Anthropic SDK's, https://api.anthropic.com):
+    both reach ``/v1/messages``."""
+    if kind != "anthropic":
+        return wire.path
+    import urllib.parse
+
+    if urllib.parse.urlsplit(base_url).path.rstrip("/").endswith("/v1"):
+        return wire.path
+    return "/v1" + wire.path
 
 
 def _endpoint(base_url: str, path: str) -> str:
