@@ -1442,6 +1442,14 @@ class ProviderModel:
         """Raise InvalidArgument naming a setting the provider's wire format cannot send."""
         self.provider.check_settings(settings)
 
+    @property
+    def needs_tools_for_tool_turns(self) -> bool:
+        """Does the provider's API refuse a call whose history holds tool calls or
+        results unless the call defines tools (Anthropic's does)? An agent then
+        offers a call that may call no tool (the final answer's, or a phase's
+        with ``tool_names=[]``) the tools, with ``tool_choice="none"``."""
+        return bool(getattr(self.provider._wire, "needs_tools_for_tool_turns", False))
+
     def check_parts(self, parts: Sequence[ContentPart]) -> None:
         """Raise InvalidArgument naming a content part the provider's wire format
         cannot take (see [`Provider.check_parts`][agentrio.Provider.check_parts])."""
