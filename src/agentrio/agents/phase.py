@@ -845,8 +845,8 @@ class Phase:
         (the phase's, else the agent's that *view* names), with the settings that
         say none may be called (``tool_choice="none"``). None: offer nothing (the
         provider then sends the tool turns as text, if it must)."""
-        model = self.st.model
-        if not getattr(model, "needs_tools_for_tool_turns", False):
+        model, info = self.st.model, self.st.info
+        if not info.schemas or not getattr(model, "needs_tools_for_tool_turns", False):
             return None
         if self.typed is not None and self.typed.schema_for(model) is not None:
             return None  # (the answer's own tool is offered: the call defines tools)
@@ -854,7 +854,6 @@ class Phase:
         named.update(m.name for m in view if m.role == "tool" and m.name)
         if not named:
             return None
-        info = self.st.info
         schemas = info.schemas_for(self.allowed) or info.schemas_for(
             frozenset(named) & info.tool_set
         )

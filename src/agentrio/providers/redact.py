@@ -115,8 +115,8 @@ def settings_secrets(
 
     The values of *extra_headers* and the str values of *extra_body* (in its
     tables and lists too) of at least ``MIN_SECRET`` characters: any may be a
-    key. Each as it is and as a JSON string spells it (a server echoing the
-    request's body escapes quotes, backslashes and, often, non-ASCII).
+    key. Each as it is and as a server echoing the request may spell it (see
+    `_spellings`).
     """
     values = [*(extra_headers or {}).values()]
     stack: list[tuple[object, int]] = [(dict(extra_body or {}), 0)]
@@ -128,13 +128,27 @@ def settings_secrets(
             stack.extend((item, depth + 1) for item in value.values())
         elif depth < _MAX_DEPTH and isinstance(value, (list, tuple)):
             stack.extend((item, depth + 1) for item in value)
-    found = set()
+    found: set[str] = set()
     for value in values:
         if len(value) >= MIN_SECRET:
-            found.add(value)
-            found.add(json.dumps(value)[1:-1])  # (ASCII, as Python's json writes it)
-            found.add(json.dumps(value, ensure_ascii=False)[1:-1])
+            found.update(_spellings(value))
     return sorted(found, key=len, reverse=True)
+
+
+def _spellings(value: str) -> set[str]:
+    """*value* as it is, and as an echo of the request's JSON body may spell it:
+    in a JSON string (quotes and backslashes escaped, non-ASCII as ``\\u`` escapes
+    or not), in a JSON string within a JSON string (the body quoted in an error
+    message), and in a Python repr of a JSON string (a stream's error object,
+    quoted so). The same for a key made of letters, digits, ``-`` and ``_``."""
+    once = json.dumps(value)[1:-1]
+    return {
+        value,
+        once,
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(once)[1:-1],
+        repr(once)[1:-1],
+    }
 
 
 def env_name_ok(name: str) -> bool:
