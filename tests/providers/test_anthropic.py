@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import msgspec
 import pytest
 import wirefuzz
@@ -29,7 +30,7 @@ from agentrio import (
 from agentrio.errors import BadResponse
 from agentrio.providers.anthropic import API_VERSION, AnthropicWire
 from agentrio.providers.bounded import TooLarge
-from agentrio.testing import FakeLLMServer, open_fake_llm
+from agentrio.testing import FakeLLMServer, Reply, open_fake_llm
 from agentrio.types import OutputSchema, ThinkingBlock, ToolSchema
 
 WIRE = AnthropicWire()
@@ -876,3 +877,58 @@ def test_a_text_document_by_url_is_refused() -> None:
         InvalidArgument, match="takes documents by URL of the types application/pdf"
     ):
         AnthropicWire().body("claude-x", [ChatMessage("user", "", parts=(doc,))], [], 10, False)
+
+
+# -- a call that offers no tools, after tool turns -----------------------------------------
+
+
+def test_tool_blocks_go_as_text_in_a_call_that_offers_no_tools() -> None:
+    failed = ChatMessage("tool", "no such key", tool_call_id="c2", name="lookup", is_error=True)
+    calls = (ToolCallRequest("lookup", {"key": "b"}, id="c2"),)
+    history = [*CONVERSATION, ChatMessage("assistant", "then b", tool_calls=calls), failed]
+    body = WIRE.body("claude", history, [], 64, False)
+    assert "tools" not in body
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "what is a?"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": '[tool call lookup: {"key":"a"}]'}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[tool result lookup]: a is 1"},
+                {"type": "text", "text": "and?"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "then b"},
+                {"type": "text", "text": '[tool call lookup: {"key":"b"}]'},
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "[tool error lookup]: no such key"}]},
+    ]
+    # With tools offered (or the output tool of a typed answer), the blocks stay.
+    kept = json.dumps(WIRE.body("claude", history, [LOOKUP], 64, False)["messages"])
+    assert '"tool_use"' in kept and '"tool_result"' in kept
+    output = OutputSchema("Answer", {"type": "object"})
+    typed = WIRE.body("claude", history, [], 64, False, output=output)
+    assert '"tool_use"' in json.dumps(typed["messages"])
+
+
+async def test_the_fake_server_refuses_tool_blocks_without_tools_as_the_api_does() -> None:
+    async with open_fake_llm([Reply(text="ok")]) as server:
+        config = ProviderConfig(
+            name="an", kind="anthropic", base_url=server.base_url + "/v1", max_retries=0
+        )
+        async with Provider(config) as p:
+            body = WIRE.body("claude", CONVERSATION, [LOOKUP], 64, False)
+            del body["tools"]
+            async with httpx.AsyncClient() as client:
+                answer = await client.post(server.base_url + "/v1/messages", json=body)
+            assert answer.status_code == 400
+            assert "must define tools" in answer.json()["error"]["message"]
+            # What agentrio sends instead is taken.
+            assert (await p.complete("claude", CONVERSATION, [], max_output_tokens=64)).text == "ok"

@@ -3,14 +3,17 @@ fake server over real sockets, and the parsers fuzzed with any JSON."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import msgspec
 import pytest
+import trio
+import trio.testing
 import wirefuzz
 from hypothesis import given
 from hypothesis import strategies as st
@@ -763,3 +766,80 @@ def test_parts_only_in_user_turns() -> None:
     image = ImagePart(data=PNG, media_type="image/png")
     with pytest.raises(InvalidArgument, match="'assistant' turn holds content parts"):
         WIRE.body("gpt-x", [ChatMessage("assistant", "", parts=(image,))], [], 10, False)
+
+
+# -- an error object ending a stream ---------------------------------------------------------
+
+STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+)
+KEY = "sk-oa-STREAM-ERROR-5e1f0c"
+RATE_LIMITED = {
+    "error": {
+        "message": f"Rate limit reached for key {KEY}; try again in 20ms.",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+
+
+Event = dict[str, object] | str  # a chunk, or "[DONE]"
+
+
+def _streaming_server(*answers: list[Event]) -> Callable[[trio.SocketStream], Any]:
+    """A server sending each connection the next of *answers*, as SSE events then an end."""
+    left = list(answers)
+
+    async def serve(conn: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await conn.receive_some()
+        await conn.send_all(STREAM_HEAD)
+        for event in left.pop(0):
+            data = event if isinstance(event, str) else json.dumps(event)
+            frame = b"data: " + data.encode() + b"\n\n"
+            await conn.send_all(b"%x\r\n%s\r\n" % (len(frame), frame))
+        await conn.send_all(b"0\r\n\r\n")
+        await conn.aclose()
+
+    return serve
+
+
+@asynccontextmanager
+async def streaming(*answers: list[Event], retries: int) -> AsyncIterator[Provider]:
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(trio.serve_tcp, _streaming_server(*answers), 0, host="127.0.0.1")
+        (listener,) = await nursery.start(serve)
+        url = f"http://127.0.0.1:{listener.socket.getsockname()[1]}/v1"
+        config = ProviderConfig(
+            name="oa", kind="openai", base_url=url, stream=True, max_retries=retries
+        )
+        async with Provider(config, api_key=KEY) as p:
+            yield p
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_error_object_ending_a_stream_is_quoted_redacted(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    begun: list[Event] = [chunk({"content": "The answer"}), chunk({"content": " is"})]
+    async with streaming([*begun, RATE_LIMITED], retries=0) as p:
+        with pytest.raises(BadResponse) as info:
+            await p.complete("m", CONVERSATION, [], max_output_tokens=8)
+    shown = str(info.value)
+    assert "the stream reported an error" in shown and "before [DONE]" not in shown
+    assert "rate_limit_exceeded" in shown and "Rate limit reached for key [redacted]" in shown
+    assert KEY not in repr(info.value)
+
+
+async def test_an_error_object_ending_a_stream_is_retried_as_anthropic_s_error_event(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    done: list[Event] = [chunk({"content": "ok"}, "stop"), "[DONE]"]
+    async with streaming([chunk({"content": "o"}), RATE_LIMITED], done, retries=1) as p:
+        reply = await p.complete("m", CONVERSATION, [], max_output_tokens=8)
+        stats = p.statistics()
+    assert reply.text == "ok"
+    assert (stats.requests, stats.retries, stats.failures) == (2, 1, 1)

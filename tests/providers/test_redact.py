@@ -6,11 +6,14 @@ every text agentrio shows: messages, reprs, tracebacks, events and logs.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import re
 import socket
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -22,6 +25,7 @@ from agentrio import (
     AgentSpec,
     ChatMessage,
     ConfigError,
+    ModelSettings,
     Provider,
     ProviderConfig,
     ProviderError,
@@ -30,7 +34,8 @@ from agentrio.config import parse_config
 from agentrio.errors import AuthError, BadResponse, ProviderUnavailable
 from agentrio.events import PhaseError
 from agentrio.providers.provider import Kind
-from agentrio.providers.redact import redact_url, url_secrets
+from agentrio.providers.redact import redact_url, settings_secrets, url_secrets
+from agentrio.store import MemoryStore
 from agentrio.testing import Reply, open_fake_llm
 
 KEY = "sk-agentrio-STREAMED-9c4e1b77"
@@ -276,3 +281,114 @@ async def test_a_key_straddling_the_quoted_part_of_a_chunk_is_not_shown_in_part(
             "m", HI, [], max_output_tokens=8
         )
     assert KEY[:6] not in texts(info.value)
+
+
+# -- a run's settings echoed by a server ---------------------------------------------------
+
+RUN_HEADER_KEY = "rk-RUN-HEADER-3f9a2c61"
+RUN_BODY_KEY = "bk-RUN-BODY-77e0d1b5"
+NESTED_KEY = 'nk-"NESTED"-0a9c'  # (its quotes are escaped in an echoed JSON body)
+# Each as sent, and as the echo spells it (within a JSON string within a JSON string).
+RUN_SECRETS = (
+    RUN_HEADER_KEY,
+    RUN_BODY_KEY,
+    NESTED_KEY,
+    json.dumps(NESTED_KEY)[1:-1],
+    json.dumps(json.dumps(NESTED_KEY)[1:-1])[1:-1],
+    "NESTED",
+)
+
+
+def _echoing_server(status: int) -> Callable[[trio.SocketStream], Awaitable[None]]:
+    """A server answering *status* with an error quoting the whole request, head and
+    body (200: a stream ending in an error object that quotes it)."""
+
+    async def serve(conn: trio.SocketStream) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += await conn.receive_some()
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = re.search(rb"content-length: *(\d+)", head, re.IGNORECASE)
+        while length is not None and len(body) < int(length[1]):
+            body += await conn.receive_some()
+        # (the extra headers and body fields only: what is shown is cut at 300 characters)
+        headers = [line for line in head.decode().split("\r\n") if line.startswith("x-")]
+        sent = json.loads(body)
+        fields = json.dumps(
+            {k: sent[k] for k in ("user_token", "meta", "n")}, separators=(",", ":")
+        )
+        said = {"error": {"message": f"cannot take {headers} {fields}"}}
+        echo = json.dumps(said).encode()
+        kind = b"application/json"
+        if status == 200:
+            echo, kind = b"data: " + echo + b"\n\n", b"text/event-stream"
+        await conn.send_all(
+            b"HTTP/1.1 %d Echo\r\ncontent-type: %s\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, kind, len(echo), echo)
+        )
+        await conn.aclose()
+
+    return serve
+
+
+@pytest.mark.parametrize("status", [400, 401, 500, 200])
+async def test_a_runs_extra_headers_and_body_echoed_by_a_server_are_shown_nowhere(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    status: int,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    settings = ModelSettings(
+        extra_headers={"x-run-key": RUN_HEADER_KEY, "x-n": "1"},
+        extra_body={"user_token": RUN_BODY_KEY, "meta": {"deep": [NESTED_KEY]}, "n": "2"},
+    )
+    store, trace = MemoryStore(), tmp_path / "trace.jsonl"
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(trio.serve_tcp, _echoing_server(status), 0, host="127.0.0.1")
+        (listener,) = await nursery.start(serve)
+        url = f"http://127.0.0.1:{listener.socket.getsockname()[1]}/v1"
+        stream = status == 200
+        config = ProviderConfig(name="p", kind="openai", base_url=url, max_retries=1, stream=stream)
+        async with Provider(config) as provider:
+
+            def make() -> AgentSpec[str]:
+                return AgentSpec("worker", provider.model("m"))
+
+            async with agentrio.open_runtime(
+                trace=trace, store=store, specs={"worker": make}
+            ) as rt:
+                events = record_events(rt)
+                agent = await rt.spawn_agent(make())
+                result = await agent.run("hi", settings=settings)
+                await trio.testing.wait_all_tasks_blocked()
+        nursery.cancel_scope.cancel()
+    assert result.stop_reason == "error" and result.error is not None
+    # What the server said is quoted, all but the run's values; short ones are left.
+    assert "x-run-key: [redacted]" in result.error and "x-n: 1" in result.error
+    assert "user_token" in result.error and "deep" in result.error
+    assert (f"HTTP {status}" if status != 200 else "the stream reported an error") in result.error
+    logged = caplog.text + "".join(repr(r.args) + r.getMessage() for r in caplog.records)
+    stored = b"".join(store.records).decode("utf-8", "replace")
+    shown = [repr(result), repr(events), trace.read_text(), logged, stored]
+    assert "[redacted]" in trace.read_text()
+    for secret in RUN_SECRETS:
+        assert not [text for text in shown if secret in text], secret
+
+
+def test_settings_secrets_are_the_long_values_as_sent_and_as_an_echo_spells_them() -> None:
+    accented = "cl\u00e9-\u00e0-secret"
+    found = settings_secrets(
+        {"x-key": RUN_HEADER_KEY, "x-n": "1"},
+        {"token": accented, "deep": {"a": [[NESTED_KEY]]}, "n": 123456789, "short": "abc"},
+    )
+    assert {RUN_HEADER_KEY, NESTED_KEY, accented} <= set(found)
+    assert json.dumps(NESTED_KEY)[1:-1] in found  # nk-\"NESTED\"-0a9c
+    assert json.dumps(json.dumps(NESTED_KEY)[1:-1])[1:-1] in found  # nk-\\\"NESTED...
+    assert "cl\\u00e9-\\u00e0-secret" in found
+    assert not {"1", "abc", "123456789"} & set(found)
+    assert found == sorted(found, key=len, reverse=True)  # the longest is replaced first
+    assert settings_secrets(None, None) == []
+    # A key as keys are written has one spelling.
+    assert settings_secrets({"k": RUN_HEADER_KEY}, None) == [RUN_HEADER_KEY]

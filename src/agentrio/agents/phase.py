@@ -33,6 +33,7 @@ from ..messages import (
     ContextTruncated,
     ContinuationInjected,
     ModelReply,
+    ModelSettings,
     PhaseEnded,
     PhaseError,
     PhaseResult,
@@ -745,6 +746,9 @@ class Phase:
         if st.compact_at is not None and self.total > st.compact_at:
             await self._compact()
         view, estimate = self._window()
+        settings = self.settings
+        if not schemas and (offer := self._no_tool_offer(view)) is not None:
+            schemas, settings = offer
         max_out = st.spec.limits.max_output_tokens
         # Never a bare reserve(): it would let this call take room that an
         # earlier call is queued for, and a stream of small calls could starve a
@@ -770,14 +774,14 @@ class Phase:
             if (
                 meter is None
                 and not st.laned
-                and self.settings is None
+                and settings is None
                 and self.typed is None
                 and not (st.streams and self.bus.active)
                 and st.services.otel is None
             ):
                 reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
             else:
-                reply = await self._complete(view, schemas, max_out, meter)
+                reply = await self._complete(view, schemas, max_out, meter, settings)
             if not isinstance(reply, ModelReply):
                 raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
         except BaseException as exc:
@@ -833,12 +837,37 @@ class Phase:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
         return reply
 
+    def _no_tool_offer(
+        self, view: list[ChatMessage]
+    ) -> tuple[Sequence[ToolSchema], ModelSettings] | None:
+        """What a call that may call no tool offers, when its model's API refuses tool
+        calls and results in a call that defines no tools (Anthropic's): the tools
+        (the phase's, else the agent's that *view* names), with the settings that
+        say none may be called (``tool_choice="none"``). None: offer nothing (the
+        provider then sends the tool turns as text, if it must)."""
+        model, info = self.st.model, self.st.info
+        if not info.schemas or not getattr(model, "needs_tools_for_tool_turns", False):
+            return None
+        if self.typed is not None and self.typed.schema_for(model) is not None:
+            return None  # (the answer's own tool is offered: the call defines tools)
+        named = {c.name for m in view for c in m.tool_calls}
+        named.update(m.name for m in view if m.role == "tool" and m.name)
+        if not named:
+            return None
+        schemas = info.schemas_for(self.allowed) or info.schemas_for(
+            frozenset(named) & info.tool_set
+        )
+        if not schemas:
+            return None
+        return schemas, ModelSettings(tool_choice="none").over(self.settings)
+
     async def _complete(
         self,
         view: list[ChatMessage],
         schemas: Sequence[ToolSchema],
         max_out: int,
         meter: _Meter | None,
+        settings: ModelSettings | None,
     ) -> ModelReply:
         """The model call with the keywords the model takes: ``on_text``, ``meter``,
         ``lane``, ``settings`` (checked at spawn and run to be taken),
@@ -850,8 +879,8 @@ class Phase:
             options["meter"] = meter
         if self.st.laned:
             options["lane"] = self.cmd.lane or self.st.spec.lane
-        if self.settings is not None:
-            options["settings"] = self.settings
+        if settings is not None:
+            options["settings"] = settings
         typed = self.typed
         if typed is not None:
             schema = typed.schema_for(self.st.model)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import msgspec
+
 from ..messages import (
     ChatMessage,
     ContentPart,
@@ -148,6 +150,37 @@ def _messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, obje
     return system, turns
 
 
+def _holds_tool_blocks(turns: list[dict[str, Any]]) -> bool:
+    return any(
+        block["type"] in ("tool_use", "tool_result") for turn in turns for block in turn["content"]
+    )
+
+
+def _tool_blocks_as_text(turns: list[dict[str, Any]]) -> None:
+    """Turn *turns*' ``tool_use`` and ``tool_result`` blocks into text blocks, in place.
+
+    The API refuses those blocks in a call that offers no tools ("Requests
+    which include tool_use or tool_result blocks must define tools"): a
+    final-answer call, a phase run with no tools after one that used some,
+    a summary. The model still reads what was called and what came back.
+    """
+    names: dict[object, object] = {}  # tool_use id -> tool name
+    for turn in turns:
+        content = turn["content"]
+        for i, block in enumerate(content):
+            if block["type"] == "tool_use":
+                names[block["id"]] = block["name"]
+                arguments = msgspec.json.encode(block["input"]).decode()
+                text = f"[tool call {block['name']}: {arguments}]"
+            elif block["type"] == "tool_result":
+                what = "tool error" if block.get("is_error") else "tool result"
+                name = names.get(block["tool_use_id"], "?")
+                text = f"[{what} {name}]: {block['content']}"
+            else:
+                continue
+            content[i] = {"type": "text", "text": text}
+
+
 def _usage(usage: dict[str, Any], output: object = None) -> Usage:
     """``usage``: its ``input_tokens`` leave out the cache reads and writes, which
     Usage.input_tokens counts (with them apart as details)."""
@@ -247,6 +280,8 @@ class AnthropicWire:
     path = "/messages"
     stream_format = "sse"
     parts = PARTS
+    # The API refuses tool_use and tool_result blocks in a call without tools.
+    needs_tools_for_tool_turns = True
 
     def __init__(self, version: str = API_VERSION) -> None:
         self.version = version
@@ -289,6 +324,10 @@ class AnthropicWire:
             _output_tool(body, definitions, output, settings)
         if definitions:
             body["tools"] = definitions
+        elif _holds_tool_blocks(turns):
+            # (No tool schemas to offer with tool_choice "none", as an agent
+            # does when it has them: see ProviderModel.needs_tools_for_tool_turns.)
+            _tool_blocks_as_text(turns)
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:

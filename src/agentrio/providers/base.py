@@ -249,6 +249,12 @@ class Model(Protocol):
     ([`ProviderModel`][agentrio.types.ProviderModel] has one). A model
     without it is given every part.
 
+    A model whose API refuses a call that holds tool calls and results but
+    offers no tools (Anthropic's) has a true ``needs_tools_for_tool_turns``
+    attribute: a call that may call no tool (a final answer, a phase with
+    ``tool_names=[]``) is then offered the tools, with ``settings`` whose
+    ``tool_choice`` is ``"none"``. Any other model is offered no tools then.
+
     Implementations: [`ProviderModel`][agentrio.types.ProviderModel],
     [`ScriptedModel`][agentrio.testing.ScriptedModel],
     [`FunctionModel`][agentrio.testing.FunctionModel].

@@ -23,6 +23,7 @@ from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .wire import (
     CALL_CHARS,
+    QUOTED,
     PartialCall,
     PartRules,
     StreamState,
@@ -275,6 +276,11 @@ class _OpenAIStream(StreamState):
             self.done = True
             return
         chunk = self.json_object(payload, "a stream chunk")
+        error = chunk.get("error")
+        if error:
+            # How OpenAI ends a stream that fails mid-answer (openai-python
+            # raises on it): its reason quoted, as Anthropic's error event is.
+            raise bad(self.provider, f"the stream reported an error: {repr(error)[:QUOTED]}")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = _usage(usage)

@@ -66,9 +66,11 @@ from .limiter import (
 from .ollama import OllamaWire
 from .openai import MAX_TOKENS_FIELDS, OpenAIWire
 from .redact import (
+    MIN_SECRET,
     env_name_ok,
     hide_in_httpx_log,
     redact_url,
+    settings_secrets,
     shown_env_name,
     url_secrets,
 )
@@ -467,6 +469,14 @@ class _Body:
             self._content = _ENCODER.encode(self._wire.body(*self._args))
         return self._content
 
+    def secrets(self) -> list[str]:
+        """What its settings' ``extra_headers`` and ``extra_body`` hold that a server
+        echoing the request must not get shown (worked out only for an error)."""
+        settings = self._args[5]
+        if settings is None:
+            return []
+        return settings_secrets(settings.extra_headers, settings.extra_body)
+
 
 class _TypedBody(_Body):
     """The body of a call that asks for an answer of a schema (a slot more than
@@ -588,7 +598,7 @@ class Provider:
         # (and the values of the configured extra headers: one may be a key of
         # its own, an "api-key" header say, which a server may echo)
         extra = config.settings.extra_headers if config.settings is not None else None
-        shown_extra = [v for v in (extra or {}).values() if len(v) >= _SECRET_CHARS]
+        shown_extra = [v for v in (extra or {}).values() if len(v) >= MIN_SECRET]
         self._secrets = sorted(
             {*hidden, *([api_key] if api_key else []), *shown_extra}, key=len, reverse=True
         )
@@ -1063,7 +1073,7 @@ class Provider:
                 raise _Retry(
                     ProviderUnavailable(
                         f"provider {self.name!r}: {type(exc).__name__} talking to "
-                        f"{self._shown_url}: {self._redact(_reason(exc))}",
+                        f"{self._shown_url}: {self._redact(_reason(exc), body)}",
                         provider=self.name,
                     ),
                     retry_after=None,
@@ -1111,7 +1121,7 @@ class Provider:
             text = await read_body(response, _ERROR_BYTES, cut=True)
         finally:
             await response.aclose()
-        self._check(status, retry_after, text.decode("utf-8", "replace"))
+        self._check(status, retry_after, text.decode("utf-8", "replace"), body)
         raise AssertionError("unreachable: _check raises for a status other than 200")
 
     async def _post(
@@ -1207,7 +1217,7 @@ class Provider:
         except BadResponse as exc:
             # The parsers quote the server's text (an error event, a chunk that
             # is not JSON), which may echo the key.
-            exc.args = (self._redact(str(exc)),)
+            exc.args = (self._redact(str(exc), body),)
             raise
         finally:
             await response.aclose()
@@ -1241,14 +1251,23 @@ class Provider:
             f"provider {self.name!r} sent a bad response: {what}", provider=self.name
         )
 
-    def _redact(self, text: str) -> str:
-        for secret in self._secrets:  # longest first: one may hold another
+    def _redact(self, text: str, body: _Body | None = None) -> str:
+        """*text* (a server's, which may echo the request) cut to 300 characters,
+        without the key, the base URL's credentials, nor the values of the
+        extra headers and body fields of *body*'s settings (a run's too)."""
+        secrets = self._secrets
+        if body is not None and (extra := body.secrets()):
+            secrets = sorted({*secrets, *extra}, key=len, reverse=True)
+        for secret in secrets:  # longest first: one may hold another
             text = text.replace(secret, "[redacted]")
         return text[:300]
 
-    def _check(self, status: int, retry_after: str | None, text: str) -> None:
+    def _check(
+        self, status: int, retry_after: str | None, text: str, body: _Body | None = None
+    ) -> None:
         if status == 200:
             return
+        text = self._redact(text, body)  # (what the messages below quote)
         after = parse_retry_after(retry_after)
         if status == 429:
             self._rate_limited += 1
@@ -1275,7 +1294,7 @@ class Provider:
             shown = (shown_env_name(env) or "the variable named by api_key_env") if env else None
             raise AuthError(
                 f"provider {self.name!r} refused the credentials (HTTP {status}); "
-                f"check {shown or 'the API key'}; the server said: {self._redact(text)}",
+                f"check {shown or 'the API key'}; the server said: {text}",
                 provider=self.name,
                 status=status,
             )
@@ -1284,13 +1303,13 @@ class Provider:
                 self._not_retried(f"HTTP {status}, Retry-After {after:g} s", failure=True)
                 raise ProviderUnavailable(
                     f"provider {self.name!r} failed (HTTP {status}) and "
-                    f"{self._too_long(after)}: {self._redact(text)}",
+                    f"{self._too_long(after)}: {text}",
                     provider=self.name,
                     status=status,
                 )
             raise _Retry(
                 ProviderUnavailable(
-                    f"provider {self.name!r} failed (HTTP {status}): {self._redact(text)}",
+                    f"provider {self.name!r} failed (HTTP {status}): {text}",
                     provider=self.name,
                     status=status,
                 ),
@@ -1314,7 +1333,7 @@ class Provider:
 
     def _reject(self, status: int, text: str) -> NoReturn:
         raise ProviderError(
-            f"provider {self.name!r} rejected the request (HTTP {status}): {self._redact(text)}",
+            f"provider {self.name!r} rejected the request (HTTP {status}): {text}",
             provider=self.name,
             status=status,
         )
@@ -1398,9 +1417,6 @@ def _reason(exc: BaseException) -> str:
 _PLAIN_HEADERS = frozenset(
     ("host", "accept", "accept-encoding", "connection", "content-type", "content-length")
 )
-# Extra header values at least this long are redacted from what is shown (a
-# shorter one, "1" or "json", would only garble messages and hides nothing).
-_SECRET_CHARS = 6
 
 
 def _scrub(exc: BaseException) -> None:
@@ -1470,6 +1486,14 @@ class ProviderModel:
     def check_settings(self, settings: ModelSettings) -> None:
         """Raise InvalidArgument naming a setting the provider's wire format cannot send."""
         self.provider.check_settings(settings)
+
+    @property
+    def needs_tools_for_tool_turns(self) -> bool:
+        """Does the provider's API refuse a call whose history holds tool calls or
+        results unless the call defines tools (Anthropic's does)? An agent then
+        offers a call that may call no tool (the final answer's, or a phase's
+        with ``tool_names=[]``) the tools, with ``tool_choice="none"``."""
+        return bool(getattr(self.provider._wire, "needs_tools_for_tool_turns", False))
 
     def check_parts(self, parts: Sequence[ContentPart]) -> None:
         """Raise InvalidArgument naming a content part the provider's wire format

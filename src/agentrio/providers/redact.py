@@ -1,17 +1,20 @@
 """Keeping credentials out of what is shown: URLs, environment variable names, httpx's log.
 
-A key can reach a provider in three places besides ``api_key``: a base URL's
-``user:password@`` or query (``?key=...``), and, by mistake, ``api_key_env``
-(which should hold the variable's name). Everything agentrio shows (reprs,
-error messages, events) goes through these helpers.
+A key can reach a provider in four places besides ``api_key``: a base URL's
+``user:password@`` or query (``?key=...``), by mistake ``api_key_env``
+(which should hold the variable's name), and the ``extra_headers`` and
+``extra_body`` of request settings (the provider's, a spec's or a run's).
+Everything agentrio shows (reprs, error messages, events) goes through these
+helpers.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 __all__ = [
@@ -19,16 +22,19 @@ __all__ = [
     "env_name_ok",
     "hide_in_httpx_log",
     "redact_url",
+    "settings_secrets",
     "shown_env_name",
     "url_secrets",
 ]
 
 REDACTED = "[redacted]"
 
-# Pieces of a URL shorter than this are not searched for in error text: a
-# value such as "1" would take every digit out of the message, and a key is
-# longer.
-_MIN_SECRET = 6
+# Pieces of a URL, and values of extra headers and body fields, shorter than
+# this are not searched for in error text: a value such as "1" would take
+# every digit out of the message, and a key is longer.
+MIN_SECRET = 6
+# How deep into extra_body's tables and lists its strings are looked for.
+_MAX_DEPTH = 32
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # How environment variables are named in practice (OPENAI_API_KEY). Keys are
@@ -97,9 +103,52 @@ def url_secrets(url: str) -> list[str]:
     found = set()
     for piece in pieces:
         for form in (piece, urllib.parse.unquote(piece)):
-            if len(form) >= _MIN_SECRET:
+            if len(form) >= MIN_SECRET:
                 found.add(form)
     return sorted(found, key=len, reverse=True)
+
+
+def settings_secrets(
+    extra_headers: Mapping[str, str] | None, extra_body: Mapping[str, object] | None
+) -> list[str]:
+    """What error text must not show of request settings, longest first.
+
+    The values of *extra_headers* and the str values of *extra_body* (in its
+    tables and lists too) of at least ``MIN_SECRET`` characters: any may be a
+    key. Each as it is and as a server echoing the request may spell it (see
+    `_spellings`).
+    """
+    values = [*(extra_headers or {}).values()]
+    stack: list[tuple[object, int]] = [(dict(extra_body or {}), 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            values.append(value)
+        elif depth < _MAX_DEPTH and isinstance(value, Mapping):
+            stack.extend((item, depth + 1) for item in value.values())
+        elif depth < _MAX_DEPTH and isinstance(value, (list, tuple)):
+            stack.extend((item, depth + 1) for item in value)
+    found: set[str] = set()
+    for value in values:
+        if len(value) >= MIN_SECRET:
+            found.update(_spellings(value))
+    return sorted(found, key=len, reverse=True)
+
+
+def _spellings(value: str) -> set[str]:
+    """*value* as it is, and as an echo of the request's JSON body may spell it:
+    in a JSON string (quotes and backslashes escaped, non-ASCII as ``\\u`` escapes
+    or not), in a JSON string within a JSON string (the body quoted in an error
+    message), and in a Python repr of a JSON string (a stream's error object,
+    quoted so). The same for a key made of letters, digits, ``-`` and ``_``."""
+    once = json.dumps(value)[1:-1]
+    return {
+        value,
+        once,
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(once)[1:-1],
+        repr(once)[1:-1],
+    }
 
 
 def env_name_ok(name: str) -> bool:

@@ -424,7 +424,18 @@ def _anthropic_turn(message: _AnMessage, where: str) -> list[ChatMessage]:
     return out
 
 
+# What the real API answers a request whose turns hold tool blocks without tools.
+TOOLS_UNDEFINED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+def _tool_blocks(message: _AnMessage) -> bool:
+    blocks = message.content if isinstance(message.content, list) else ()
+    return any(b.type in ("tool_use", "tool_result") for b in blocks)
+
+
 def _anthropic_messages(request: _AnRequest) -> list[ChatMessage]:
+    if not request.tools and any(_tool_blocks(m) for m in request.messages):
+        raise BadRequest(TOOLS_UNDEFINED)
     out = [ChatMessage("system", _text(request.system))] if request.system else []
     for i, message in enumerate(request.messages):
         out.extend(_anthropic_turn(message, f"messages[{i}]"))
