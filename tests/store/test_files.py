@@ -90,7 +90,7 @@ async def test_a_life_numbers_its_segment_after_the_highest(tmp_path: Path) -> N
     segment = await write(tmp_path, [b"x"])
     assert Path(segment).name == "000008.ckpt"
     assert [e.data for e in (await DirectoryStore(tmp_path).load()).entries] == [b"x"]
-    assert sorted(os.listdir(tmp_path)) == ["000007.ckpt", "000008.ckpt", "notes.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["000007.ckpt", "000008.ckpt", "lock", "notes.txt"]
 
 
 async def test_a_taken_name_moves_to_the_next(tmp_path: Path) -> None:
@@ -144,7 +144,8 @@ async def test_a_tail_of_zeros_is_torn(tmp_path: Path) -> None:
         f.write(bytes(100))
     loaded = await DirectoryStore(tmp_path).load()
     assert [e.data for e in loaded.entries] == [b"kept"]
-    assert [(t.offset, t.data) for t in loaded.torn] == [(HEADER + FRAME + 4, bytes(100))]
+    # (the torn record's data: what could be read of it, here its frame header)
+    assert [(t.offset, t.data) for t in loaded.torn] == [(HEADER + FRAME + 4, bytes(FRAME))]
 
 
 async def test_zeros_after_a_bad_checksum_or_a_half_written_header_are_a_torn_tail(
@@ -196,12 +197,12 @@ async def test_a_segment_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path)
         os.close(fd)
 
 
-async def test_a_segment_that_is_a_device_is_refused(tmp_path: Path) -> None:
+async def test_a_segment_that_is_a_link_to_a_device_is_refused(tmp_path: Path) -> None:
     if not os.path.exists(os.devnull) or os.devnull != "/dev/null":
         pytest.skip("no /dev/null here")
     # (A link to /dev/zero would be read without end.)
     os.symlink(os.devnull, tmp_path / "000001.ckpt")
-    with pytest.raises(StoreError, match="not a regular file"):
+    with pytest.raises(StoreError, match="a symbolic link"):
         await DirectoryStore(tmp_path).load()
 
 
@@ -331,7 +332,7 @@ async def test_an_unwritable_or_unreadable_directory(tmp_path: Path) -> None:
 async def test_a_removed_directory_or_an_unreadable_segment(tmp_path: Path) -> None:
     store = DirectoryStore(tmp_path / "ckpt")
     (tmp_path / "ckpt").rmdir()
-    with pytest.raises(StoreError, match="cannot make a checkpoint segment") as info:
+    with pytest.raises(StoreError, match="cannot lock checkpoint store") as info:
         await store.append([b"y"], sync=True)
     assert str(tmp_path / "ckpt") in str(info.value)
     (tmp_path / "ckpt" / "000001.ckpt").mkdir(parents=True)
@@ -548,7 +549,7 @@ async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
         (store.segment, b"a"),
         (store.segment, b"b"),
     ]
-    assert sorted(os.listdir(tmp_path)) == ["000001.ckpt"]
+    assert sorted(os.listdir(tmp_path)) == ["000001.ckpt", "lock"]
     with pytest.raises(StoreError, match="closed"):
         await store.append([b"c"], sync=True)
 

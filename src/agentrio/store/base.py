@@ -43,7 +43,9 @@ class Loaded(NamedTuple):
     Attributes:
         entries: every complete record, oldest first.
         torn: the torn records found and left out, each where it starts (its
-            ``data`` is what could be read of it). A torn record is the last
+            ``data`` is what could be read of it: its payload, or its frame
+            header when that is what is damaged; never more than one record).
+            A torn record is the last
             thing a crashed writer left (a store written by several lives,
             such as one file per life, may hold one per life); a bad record
             anywhere else is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt].
