@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import re
 import socket
@@ -128,7 +127,11 @@ class StoreLock:
             raise StoreError(
                 f"cannot lock checkpoint store {self.store!r}: its lock file {self.path!r}: {why}"
             ) from None
-        info = os.fstat(fd)
+        try:
+            info = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         if not stat.S_ISREG(info.st_mode):
             os.close(fd)
             raise StoreError(
@@ -140,6 +143,12 @@ class StoreLock:
     def _attempt(self, fd: int, key: tuple[int, int]) -> str | None:
         """Try once: None if the lock is now held (and the holder's line written),
         else who holds it."""
+        try:
+            import fcntl  # (here: importing agentrio needs no POSIX system)
+        except ImportError:  # pragma: no cover - not a POSIX system
+            raise StoreError(
+                f"cannot lock checkpoint store {self.store!r}: this system has no flock"
+            ) from None
         with _HELD_LOCK:
             if key in _HELD:
                 return "this process (another store object on it is open)"
