@@ -565,6 +565,12 @@ def test_a_swarm_killed_with_sigkill_completes_every_phase_once(seed: int, tmp_p
     first = subprocess.Popen(command(1), stdout=subprocess.PIPE, env=env)
     assert first.stdout is not None
     assert first.stdout.readline() == b"READY\n"
+    # (On a loaded machine the swarm may write nothing in 0.4 s: the random
+    # point is taken once its first records are written.)
+    deadline = time.monotonic() + 60
+    while not any(p.name.endswith(".ckpt") for p in store.iterdir()):
+        assert time.monotonic() < deadline, "life 1 wrote no checkpoint"
+        time.sleep(0.01)
     time.sleep(random.Random(seed).uniform(0.05, 0.4))
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
