@@ -154,6 +154,7 @@ ERRORS = [
     "SelfAsk",
     "StoreCorrupt",
     "StoreError",
+    "StoreLocked",
     "ToolArgumentsInvalid",
     "ToolError",
     "ToolResultInvalid",

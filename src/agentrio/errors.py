@@ -33,7 +33,8 @@ catch the second without hiding the first:
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
     ├── TraceError                  a trace file cannot be opened, or a line is not a record
     ├── StoreError                  a checkpoint store cannot be opened, read or written
-    │   └── StoreCorrupt            a damaged record (not the torn tail): source and offset
+    │   ├── StoreCorrupt            a damaged record (not the torn tail): source and offset
+    │   └── StoreLocked             another runtime owns the store: names the holder
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -75,6 +76,7 @@ __all__ = [
     "SelfAsk",
     "StoreCorrupt",
     "StoreError",
+    "StoreLocked",
     "UnknownName",
     "UsageError",
     "UsageInvalid",
@@ -251,6 +253,24 @@ class StoreCorrupt(StoreError):
         super().__init__(message)
         self.source = source
         self.offset = offset
+
+
+class StoreLocked(StoreError):
+    """A checkpoint store is owned by another runtime (of this process or another):
+    a store has one owner at a time, so that no phase is resumed, nor any tool run,
+    by two runtimes at once.
+
+    Attributes:
+        path: the store's path (its directory, or its database file).
+        holder: who holds it, as its lock file says (``"pid 4242 on host
+            'build-7'"``), or ``"an unknown process"``; read back bounded and
+            reduced to safe characters.
+    """
+
+    def __init__(self, message: str, *, path: str, holder: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.holder = holder
 
 
 class ActorError(AgentrioError):

@@ -525,8 +525,12 @@ async def open_runtime(
             once, when the runtime opens: the phases a crash cut short are
             resumed (see [`resumed`][agentrio.Runtime.resumed] and
             [Surviving a crash][surviving-a-crash]); then every agent spawned
-            with ``spawn_agent`` records its phases in it. Default: none, and
-            nothing is recorded, at no cost.
+            with ``spawn_agent`` records its phases in it. The runtime owns
+            the store until its block ends: another runtime opened on it
+            meanwhile raises ``StoreLocked`` (a ``DirectoryStore`` or
+            ``SQLiteStore`` given with ``lock_timeout=`` waits instead; see
+            [One runtime per store][one-runtime-per-store]). Default: none,
+            and nothing is recorded, at no cost.
         durability: when a phase's records are on disk: ``"batch"`` (the
             default: the store's writer syncs each batch it writes, and the
             agents never wait for it) or ``"turn"`` (each turn's records are
@@ -547,6 +551,8 @@ async def open_runtime(
             without a *store*; unfinished phases in the store of a spec that
             *specs* does not register (raised on entering the block).
         StoreError: the store cannot be read.
+        StoreLocked: another runtime owns the store (raised on entering the
+            block, naming the holder).
         StoreCorrupt: a record of the store, other than a torn last one, is
             damaged or of an unknown type (raised on entering the block, naming
             the file and offset); a torn last record is left out, with a

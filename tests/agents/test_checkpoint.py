@@ -27,6 +27,8 @@ from agentrio.agents.checkpoint import (
     PhaseBegun,
     PhaseDone,
     ToolBegun,
+    ToolsDone,
+    Totals,
     TurnsAdded,
     decode_records,
 )
@@ -563,6 +565,12 @@ def test_a_swarm_killed_with_sigkill_completes_every_phase_once(seed: int, tmp_p
     first = subprocess.Popen(command(1), stdout=subprocess.PIPE, env=env)
     assert first.stdout is not None
     assert first.stdout.readline() == b"READY\n"
+    # (On a loaded machine the swarm may write nothing in 0.4 s: the random
+    # point is taken once its first records are written.)
+    deadline = time.monotonic() + 60
+    while not any(p.name.endswith(".ckpt") for p in store.iterdir()):
+        assert time.monotonic() < deadline, "life 1 wrote no checkpoint"
+        time.sleep(0.01)
     time.sleep(random.Random(seed).uniform(0.05, 0.4))
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=30)
@@ -841,10 +849,18 @@ async def _open(store: MemoryStore, model: FunctionModel | None = None) -> None:
         ["TurnsAdded", "p1", [], [], [0, 0, 0, 0, float("nan"), 0, 0, 0, 0, 0]],
         ["TurnsAdded", "p1", [], [], [0, 0, 0, 0, float("inf"), 0, 0, 0, 0, 0]],
         ["TurnsAdded", "p1", [], [], [0, 0, -1, 0, 0.0, 0, 0, 0, 0, 0]],
+        # (#21: counts the budget would add to and write again, past what msgpack holds)
+        ["TurnsAdded", "p1", [], [], [2**64 - 1, 2**64 - 1, 2**64 - 1, 0, 0.0, 0, 0, 0, 0, 0]],
+        ["TurnsAdded", "p1", [], [], [0, 0, 0, 0, 0.0, 0, 0, 0, 0, 2**53 + 1]],
+        PhaseDone("p1", agentrio.PhaseResult("", (), "done"), totals=Totals(2**63)),
+        # (times that no clock gives)
+        TurnsAdded("p1", (ChatMessage("user", "hi"),), (float("nan"),)),
+        TurnsAdded("p1", (ChatMessage("user", "hi"),), (float("inf"),)),
+        ToolsDone("p1", (), -1.0),
     ],
 )
 async def test_bad_budget_totals_are_store_corrupt(
-    totals: list[object], autojump_clock: trio.testing.MockClock
+    totals: object, autojump_clock: trio.testing.MockClock
 ) -> None:
     store = _store(_begun(), totals)
     with pytest.raises(StoreCorrupt) as caught:
@@ -1054,3 +1070,76 @@ async def test_a_bad_spec_factory_is_refused_when_the_runtime_opens(
         async with agentrio.open_runtime(store=store, specs={"worker": factory}):  # type: ignore[dict-item]
             pass
     assert store.closed
+
+
+async def test_forged_totals_at_the_limit_of_msgpack_do_not_crash_resumed_phases(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """#21: totals of 2**64 - 1 with valid checksums were accepted at open, then every
+    resumed phase crashed with OverflowError when its totals were written again."""
+    most = 2**64 - 1
+    forged = ["TurnsAdded", "p1", [], [], [most, most, most, 0, 0.0, 0, 0, 0, 0, 0]]
+    with pytest.raises(StoreCorrupt, match="offset 1") as caught:
+        await _open(_store(_begun(), forged))
+    assert caught.value.offset == 1
+    # Large counts in range are read, added to and written again.
+    kept = ["TurnsAdded", "p1", [], [], [2**52, 2**52, 2**52, 0, 0.0, 0, 0, 0, 0, 0]]
+    store = _store(_begun(), kept)
+    await _open(store)
+    (done,) = [r for r in _decoded(store) if type(r) is PhaseDone]
+    assert done.result.final_text == "ok" and done.totals is not None
+    assert done.totals.requests == 2**52 + 1
+
+
+def _decoded(store: MemoryStore) -> list[object]:
+    return list(decode_records([Entry("<m>", i, d) for i, d in enumerate(store.records)]))
+
+
+# -- #21: a phase cut short in its first model call -----------------------------------
+
+
+@pytest.mark.parametrize("where", ["process", "agent"])
+async def test_a_phase_resumed_with_no_recorded_turn_publishes_phase_resumed(
+    where: str, autojump_clock: trio.testing.MockClock, record_events: RecordEvents
+) -> None:
+    """Killed during its first model call, a phase has no turn in the store: it goes
+    on from its user turn, with both its events, as the how-to promises."""
+    store = MemoryStore()
+    calls: list[int] = []
+    crashes: list[str] = []
+
+    async def first_call_hangs(messages: Sequence[ChatMessage], tools: object) -> Reply:
+        calls.append(len(messages))
+        await trio.lowlevel.checkpoint()
+        if len(calls) == 1 and where == "process":
+            await trio.sleep_forever()
+        return Reply(text="fine", usage=Usage(3, 1))
+
+    def estimator(text: str) -> int:
+        if where == "agent" and text == "fine" and not crashes:
+            crashes.append(text)  # (the first reply: a bug, before its turn is recorded)
+            raise RuntimeError("a bug in the estimator")
+        return 1
+
+    make = spec_of(FunctionModel(first_call_hangs), token_estimator=estimator)
+    if where == "process":
+        await crash_after(store, make, lambda: bool(calls))
+        async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+            events = record_events(rt)
+            assert rt.resumed == ("p1",)
+            assert (await rt.resumed_result("p1")).final_text == "fine"
+            await trio.testing.wait_all_tasks_blocked()
+        expected = [
+            PhaseResumed(path="w1", phase_id="p1", turns=0, restart=False),
+            ResumedPhaseEnded(path="w1", phase_id="p1", stop_reason="done"),
+        ]
+    else:
+        async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:
+            events = record_events(rt)
+            agent = await rt.spawn_agent(make(), name="w1")
+            assert (await agent.run("go", phase_id="p1")).final_text == "fine"
+            await trio.testing.wait_all_tasks_blocked()
+        expected = [PhaseResumed(path="w1", phase_id="p1", turns=0, restart=True)]
+    assert calls == [2, 2]  # (the system prompt and the user's turn, each time)
+    resumed = [e for e in events if isinstance(e, (PhaseResumed, ResumedPhaseEnded))]
+    assert resumed == expected

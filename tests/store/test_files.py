@@ -90,7 +90,7 @@ async def test_a_life_numbers_its_segment_after_the_highest(tmp_path: Path) -> N
     segment = await write(tmp_path, [b"x"])
     assert Path(segment).name == "000008.ckpt"
     assert [e.data for e in (await DirectoryStore(tmp_path).load()).entries] == [b"x"]
-    assert sorted(os.listdir(tmp_path)) == ["000007.ckpt", "000008.ckpt", "notes.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["000007.ckpt", "000008.ckpt", "lock", "notes.txt"]
 
 
 async def test_a_taken_name_moves_to_the_next(tmp_path: Path) -> None:
@@ -144,7 +144,8 @@ async def test_a_tail_of_zeros_is_torn(tmp_path: Path) -> None:
         f.write(bytes(100))
     loaded = await DirectoryStore(tmp_path).load()
     assert [e.data for e in loaded.entries] == [b"kept"]
-    assert [(t.offset, t.data) for t in loaded.torn] == [(HEADER + FRAME + 4, bytes(100))]
+    # (the torn record's data: what could be read of it, here its frame header)
+    assert [(t.offset, t.data) for t in loaded.torn] == [(HEADER + FRAME + 4, bytes(FRAME))]
 
 
 async def test_zeros_after_a_bad_checksum_or_a_half_written_header_are_a_torn_tail(
@@ -196,12 +197,12 @@ async def test_a_segment_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path)
         os.close(fd)
 
 
-async def test_a_segment_that_is_a_device_is_refused(tmp_path: Path) -> None:
+async def test_a_segment_that_is_a_link_to_a_device_is_refused(tmp_path: Path) -> None:
     if not os.path.exists(os.devnull) or os.devnull != "/dev/null":
         pytest.skip("no /dev/null here")
     # (A link to /dev/zero would be read without end.)
     os.symlink(os.devnull, tmp_path / "000001.ckpt")
-    with pytest.raises(StoreError, match="not a regular file"):
+    with pytest.raises(StoreError, match="a symbolic link"):
         await DirectoryStore(tmp_path).load()
 
 
@@ -331,7 +332,7 @@ async def test_an_unwritable_or_unreadable_directory(tmp_path: Path) -> None:
 async def test_a_removed_directory_or_an_unreadable_segment(tmp_path: Path) -> None:
     store = DirectoryStore(tmp_path / "ckpt")
     (tmp_path / "ckpt").rmdir()
-    with pytest.raises(StoreError, match="cannot make a checkpoint segment") as info:
+    with pytest.raises(StoreError, match="cannot lock checkpoint store") as info:
         await store.append([b"y"], sync=True)
     assert str(tmp_path / "ckpt") in str(info.value)
     (tmp_path / "ckpt" / "000001.ckpt").mkdir(parents=True)
@@ -548,7 +549,7 @@ async def test_aclose_waits_for_an_append_in_its_thread(tmp_path: Path) -> None:
         (store.segment, b"a"),
         (store.segment, b"b"),
     ]
-    assert sorted(os.listdir(tmp_path)) == ["000001.ckpt"]
+    assert sorted(os.listdir(tmp_path)) == ["000001.ckpt", "lock"]
     with pytest.raises(StoreError, match="closed"):
         await store.append([b"c"], sync=True)
 
@@ -582,3 +583,76 @@ async def test_an_error_closing_the_segment_is_a_store_error(
     with pytest.raises(StoreError, match="cannot close checkpoint segment") as info:
         await store.aclose()
     assert "000002.ckpt" in str(info.value)
+
+
+# -- #21: a hostile disk: a huge hole, a link to a file outside the store -------------
+
+GIB = 1 << 30
+
+
+def _peak_of(fn: object) -> int:
+    """The peak of Python's allocations (every thread's) while *fn* ran, in bytes."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        trio.run(fn)  # type: ignore[arg-type]
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("records", [[], [b"kept"]])
+def test_a_sparse_hole_of_a_gib_loads_in_bounded_memory(
+    records: list[bytes], tmp_path: Path
+) -> None:
+    """A valid header (and records), then a GiB of zeros that take no disk: the hole
+    is a torn tail, and loading it never holds the file in memory (it held 2 GiB)."""
+    segment = trio.run(write, tmp_path, records) if records else str(tmp_path / "000001.ckpt")
+    if not records:
+        Path(segment).write_bytes(MAGIC + struct.pack("<I", FORMAT_VERSION))
+    os.truncate(segment, GIB)
+    found: list[Loaded] = []
+
+    async def load() -> None:
+        with trio.fail_after(120):  # (a hang guard, not a timing)
+            found.append(await DirectoryStore(tmp_path).load())
+
+    peak = _peak_of(load)
+    assert peak < 64 << 20, f"{peak} bytes allocated to load"
+    (loaded,) = found
+    assert [e.data for e in loaded.entries] == records
+    (torn,) = loaded.torn
+    assert torn.offset == HEADER + sum(FRAME + len(r) for r in records)
+    assert torn.data == bytes(FRAME)
+
+
+def test_a_record_then_garbage_far_into_a_hole_is_corrupt(tmp_path: Path) -> None:
+    segment = trio.run(write, tmp_path, [b"kept"])
+    with open(segment, "r+b") as f:
+        f.seek(GIB)
+        f.write(b"\x01")  # (a hole, then a byte that is not zero: not a torn tail)
+
+    async def load() -> None:
+        with trio.fail_after(120), pytest.raises(StoreCorrupt, match="damaged frame header"):
+            await DirectoryStore(tmp_path).load()
+
+    assert _peak_of(load) < 64 << 20
+
+
+def test_a_segment_linked_to_a_file_outside_the_store_is_refused_unread(tmp_path: Path) -> None:
+    """The link is not followed: its target (a GiB, with a valid header and a record)
+    is neither read nor taken for a segment."""
+    outside = trio.run(write, tmp_path / "outside", [b"not this store's"])
+    os.truncate(outside, GIB)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "000001.ckpt").symlink_to(outside)
+
+    async def load() -> None:
+        with trio.fail_after(120), pytest.raises(StoreError, match="symbolic link") as caught:
+            await DirectoryStore(store).load()
+        assert "000001.ckpt" in str(caught.value)
+        assert not isinstance(caught.value, StoreCorrupt)
+
+    assert _peak_of(load) < 64 << 20

@@ -112,7 +112,7 @@ async def test_a_later_schema_is_refused(tmp_path: Path) -> None:
 
 
 async def test_a_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(StoreError, match="unable to open") as info:
+    with pytest.raises(StoreError, match="cannot lock") as info:
         await SQLiteStore(tmp_path / "missing" / "db").load()
     assert str(tmp_path / "missing" / "db") in str(info.value)
 

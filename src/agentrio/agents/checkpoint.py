@@ -62,6 +62,7 @@ from ..messages import (
     CheckpointTorn,
     ContextAppend,
     PhaseResult,
+    PhaseResumed,
     ResumedPhaseEnded,
     RunPhase,
     ToolCallRequest,
@@ -122,11 +123,16 @@ class _Record(msgspec.Struct, frozen=True, tag=True, array_like=True, gc=False):
     ``PhaseResult``)."""
 
 
-# (Totals read back from a store go into the root budget: a negative count, or a
-# cost that is negative, NaN or infinite, is refused as the record is decoded.
-# Checked only when decoding: making and encoding Totals pays nothing for it.)
-_Count = Annotated[int, msgspec.Meta(ge=0)]
+# (Totals read back from a store go into the root budget, and are written again
+# with its next totals: a count that is negative or over _MAX_COUNT (the budget's
+# sums would soon pass what msgpack can hold, 2**64 - 1), or a cost that is
+# negative, NaN or infinite, is refused as the record is decoded, and so is a
+# time that is not one time.time() gives. Checked only when decoding: making and
+# encoding records pays nothing for it.)
+_MAX_COUNT = 2**53
+_Count = Annotated[int, msgspec.Meta(ge=0, le=_MAX_COUNT)]
 _Cost = Annotated[float, msgspec.Meta(ge=0.0, le=1e300)]
+_Time = Annotated[float, msgspec.Meta(ge=0.0, le=1e12)]
 
 
 class Totals(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -165,20 +171,20 @@ class PhaseBegun(_Record, frozen=True):
     agent_id: str  # the durable agent's id, the same in each life
     spec: str  # its spec's registered name
     command: RunPhase
-    at: float = 0.0
+    at: _Time = 0.0
 
 
 class TurnsAdded(_Record, frozen=True):
     phase: str
     messages: tuple[ChatMessage, ...]
-    timestamps: tuple[float, ...]
+    timestamps: tuple[_Time, ...]
     totals: Totals | None = None
 
 
 class ToolsDone(_Record, frozen=True):
     phase: str
     results: tuple[ToolResult, ...]
-    at: float = 0.0
+    at: _Time = 0.0
 
 
 class ToolBegun(_Record, frozen=True):
@@ -209,7 +215,7 @@ class PhaseDone(_Record, frozen=True):
     phase: str
     result: PhaseResult[str]
     messages: tuple[ChatMessage, ...] = ()
-    timestamps: tuple[float, ...] = ()
+    timestamps: tuple[_Time, ...] = ()
     totals: Totals | None = None
 
 
@@ -444,8 +450,18 @@ class PhaseRecorder:
     # -- the phase's records -----------------------------------------------------------
 
     def started(self, phase: Phase) -> None:
-        """The phase began (its user turn is added, nothing is recorded of it yet)."""
+        """The phase began (its user turn is added, nothing is recorded of it yet).
+
+        A phase that goes on with no turn recorded (cut short in its first model
+        call) starts again from its user turn: its ``PhaseResumed`` is published
+        here (``Phase._restore`` publishes that of a phase with turns).
+        """
         self.upto = phase.base
+        resume = self.resume
+        if resume is not None and not resume.messages and phase.bus.active:
+            phase.bus.publish(
+                PhaseResumed(path=phase.path, phase_id=self.id, turns=0, restart=resume.restart)
+            )
         if not self.begun:
             self.begun = True
             durable = self.durable

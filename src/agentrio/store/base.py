@@ -43,7 +43,9 @@ class Loaded(NamedTuple):
     Attributes:
         entries: every complete record, oldest first.
         torn: the torn records found and left out, each where it starts (its
-            ``data`` is what could be read of it). A torn record is the last
+            ``data`` is what could be read of it: its payload, or its frame
+            header when that is what is damaged; never more than one record).
+            A torn record is the last
             thing a crashed writer left (a store written by several lives,
             such as one file per life, may hold one per life); a bad record
             anywhere else is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt].
@@ -62,6 +64,13 @@ class CheckpointStore(Protocol):
     at a time (its checkpoint writer), then
     [`aclose`][agentrio.store.CheckpointStore.aclose] once. A store does its
     blocking I/O off the Trio thread (``trio.to_thread.run_sync``).
+
+    A store has one owner at a time: from its first ``load`` (or ``append``)
+    to ``aclose``, no other store object may load or append the same records
+    (it raises [`StoreLocked`][agentrio.errors.StoreLocked]), or two runtimes
+    would both resume the same phases and run a tool not declared idempotent
+    twice. The stores of agentrio hold a lock file's ``flock``, which the
+    system lets go when the owner's process dies.
     """
 
     async def load(self) -> Loaded:
@@ -99,7 +108,8 @@ class MemoryStore:
     """A store in memory: for tests, and for restarts within one process.
 
     Nothing survives the process. ``MemoryStore`` objects may be shared by
-    runtimes opened one after another in the same process.
+    runtimes opened one after another in the same process; it has no lock
+    (two runtimes open on it at once would both resume its phases).
     """
 
     def __init__(self) -> None:

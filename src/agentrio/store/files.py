@@ -27,23 +27,31 @@ header is damaged with only zero bytes (or nothing) after it (what a power
 loss may leave of blocks that were never written back). Anything else
 is a [`StoreCorrupt`][agentrio.errors.StoreCorrupt] naming the segment and
 the byte offset of the bad frame (or 0 for a bad segment header).
+
+Segments are read frame by frame, never whole, and never through a symbolic
+link. The directory's file ``lock`` is its owner's: see
+[`DirectoryStore`][agentrio.store.DirectoryStore].
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
 import struct
 import tempfile
+import weakref
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import trio
 
 from ..errors import StoreCorrupt, StoreError
+from ._lock import StoreLock, check_lock_timeout
 from .base import Entry, Loaded
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "DirectoryStore"]
@@ -63,6 +71,11 @@ _HEADER = MAGIC + struct.pack("<I", FORMAT_VERSION)
 _FRAME = struct.Struct("<III")  # length, crc of the payload, crc of the 8 bytes before
 _LEN_CRC = struct.Struct("<II")
 _SEGMENT = re.compile(r"(\d{6,})\.ckpt")
+_LOCK = "lock"  # the directory's lock file (see store._lock)
+_READ_BUFFER = 1 << 20
+_ZEROS_BLOCK = 1 << 20
+_SEEK_DATA: int | None = getattr(os, "SEEK_DATA", None)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def frame(data: bytes) -> bytes:
@@ -85,51 +98,90 @@ def segments(directory: Path) -> list[tuple[int, Path]]:
 def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
     """The complete records of the segment at *path*, and its torn tail if any.
 
+    Read frame by frame: what is in memory at once, beside the records
+    returned, is at most one record (``MAX_RECORD``) and a read buffer, however
+    large the file (a sparse hole of a terabyte after its last record included).
+
     Raises:
         StoreCorrupt: a bad segment header, or a bad frame that is not the tail.
-        StoreError: *path* is not a regular file.
+        StoreError: *path* is not a regular file (a symbolic link, a FIFO, a
+            device: refused before anything is read of it).
         OSError: *path* cannot be read.
     """
     source = os.fspath(path)
-    buffer = _read(path)
-    if buffer[: len(_HEADER)] != _HEADER:
-        what = "magic" if buffer[: len(MAGIC)] != MAGIC else "format version"
-        raise StoreCorrupt(
-            f"checkpoint segment {source!r} has a bad header ({what}) at offset 0",
-            source=source,
-            offset=0,
-        )
+    with _open_regular(path) as f:
+        header = f.read(len(_HEADER))
+        if header != _HEADER:
+            what = "magic" if header[: len(MAGIC)] != MAGIC else "format version"
+            raise StoreCorrupt(
+                f"checkpoint segment {source!r} has a bad header ({what}) at offset 0",
+                source=source,
+                offset=0,
+            )
+        return _read_frames(f, source, len(_HEADER))
+
+
+def _read_frames(f: BinaryIO, source: str, pos: int) -> tuple[list[Entry], Entry | None]:
+    """The frames of the segment *f* from *pos* on (see `read_segment`)."""
     entries: list[Entry] = []
-    view = memoryview(buffer)
-    pos, size = len(_HEADER), len(buffer)
-    while pos < size:
-        if size - pos < _FRAME.size:
-            return entries, Entry(source, pos, buffer[pos:])
-        length, crc, head_crc = _FRAME.unpack_from(buffer, pos)
-        if zlib.crc32(view[pos : pos + 8]) != head_crc:
+    read, unpack, crc32 = f.read, _FRAME.unpack, zlib.crc32
+    while True:
+        head = read(_FRAME.size)
+        if len(head) < _FRAME.size:
+            return entries, (Entry(source, pos, head) if head else None)
+        length, crc, head_crc = unpack(head)
+        if crc32(head[:8]) != head_crc:
             # Only zeros after it: no record follows (a record's frame header is
             # never all zeros), so nothing is hidden by leaving it out.
-            if not any(view[pos + _FRAME.size :]):
-                return entries, Entry(source, pos, buffer[pos:])
+            if _zeros_after(f.fileno(), pos + _FRAME.size):
+                return entries, Entry(source, pos, head)
             raise _corrupt(source, pos, "a damaged frame header")
         if length > MAX_RECORD:
             raise _corrupt(source, pos, f"a length of {length} bytes, over MAX_RECORD")
-        start, end = pos + _FRAME.size, pos + _FRAME.size + length
-        if end > size:
-            return entries, Entry(source, pos, buffer[start:])
-        if zlib.crc32(view[start:end]) != crc:
-            if not any(view[end:]):
-                return entries, Entry(source, pos, buffer[start:])
+        data = read(length)
+        end = pos + _FRAME.size + length
+        if len(data) < length:
+            return entries, Entry(source, pos, data)
+        if crc32(data) != crc:
+            if _zeros_after(f.fileno(), end):
+                return entries, Entry(source, pos, data)
             raise _corrupt(source, pos, "a record whose checksum fails")
-        entries.append(Entry(source, pos, buffer[start:end]))
+        entries.append(Entry(source, pos, data))
         pos = end
-    return entries, None
 
 
-def _read(path: Path) -> bytes:
-    """The bytes of the regular file at *path* (a FIFO or a device is refused, not
-    waited on or read without end)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+def _zeros_after(fd: int, pos: int) -> bool:
+    """Does the file hold only zero bytes (or nothing) from *pos* on? Read a block
+    at a time; the holes of a sparse file are skipped, not read."""
+    while True:
+        if _SEEK_DATA is not None:
+            try:
+                pos = os.lseek(fd, pos, _SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data after pos: holes, or the end
+                    return True
+                # (a file system without SEEK_DATA: read on from pos)
+        block = os.pread(fd, _ZEROS_BLOCK, pos)
+        if not block:
+            return True
+        if block.count(0) != len(block):
+            return False
+        pos += len(block)
+
+
+def _open_regular(path: Path) -> BinaryIO:
+    """The regular file at *path*, open to read: a symbolic link is refused without
+    being followed, a FIFO or a device without being waited on or read."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(
+                f"cannot read checkpoint store {os.fspath(path)!r}: a symbolic link, "
+                "not a segment file (refused, not followed)"
+            ) from None
+        raise
     try:
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
     except BaseException:
@@ -138,8 +190,7 @@ def _read(path: Path) -> bytes:
     if not regular:
         os.close(fd)
         raise StoreError(f"cannot read checkpoint store {os.fspath(path)!r}: not a regular file")
-    with open(fd, "rb") as f:
-        return f.read()
+    return open(fd, "rb", buffering=_READ_BUFFER)
 
 
 def _corrupt(source: str, offset: int, what: str) -> StoreCorrupt:
@@ -167,15 +218,24 @@ class DirectoryStore:
     its segment's path and its ``offset`` the byte offset of its frame.
     Reading and writing happen in a worker thread, off the Trio thread.
 
-    Two stores appending to one directory at once is not supported (nothing
-    locks it): give each runtime a directory of its own.
+    A store has one owner at a time: the first ``load`` or ``append`` takes
+    the directory's lock (an exclusive ``flock`` on its file ``lock``, which
+    names the holder's pid and host), held until ``aclose`` (or until the
+    store object is dropped, or its process dies: the system releases it,
+    even after a SIGKILL). Another store on the same directory, in this
+    process or another, then raises [`StoreLocked`][agentrio.errors.StoreLocked]
+    naming the holder, or waits up to *lock_timeout* seconds for it.
 
     Args:
         path: the directory.
+        lock_timeout: how long ``load`` and ``append`` wait for another owner
+            to let the store go, in seconds (default 0: not at all;
+            ``math.inf``: until it does). The wait is cancellable.
 
     Raises:
         StoreError: the directory cannot be made (its parent is missing or not
             writable), or *path* is not a directory.
+        InvalidArgument: *lock_timeout* is not a number of seconds >= 0.
 
     Attributes:
         path: the directory's path.
@@ -183,9 +243,13 @@ class DirectoryStore:
             its first ``append``.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 0.0) -> None:
         self.path = os.fspath(path)
         self.segment: str | None = None
+        self._lock_timeout = check_lock_timeout(lock_timeout)
+        self._lock = StoreLock(os.path.join(self.path, _LOCK), self.path)
+        # (A store dropped without aclose lets its lock go with it.)
+        weakref.finalize(self, self._lock.release)
         self._dir = Path(self.path)
         self._fd: int | None = None
         self._closed = False
@@ -210,11 +274,19 @@ class DirectoryStore:
         """Every complete record of every segment, oldest first, and each
         segment's torn tail (see the module's torn-tail rule).
 
+        Takes the store's lock first, if this store does not hold it yet.
+
         Raises:
             StoreCorrupt: a bad segment header, or a bad record that is not a
                 segment's last; it names the segment and the offset.
-            StoreError: a segment cannot be read.
+            StoreLocked: another store holds the lock (past *lock_timeout*).
+            StoreError: a segment cannot be read (or is not a regular file: a
+                symbolic link is refused, not followed), the lock file cannot
+                be opened, or the store is closed.
         """
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        await self._lock.acquire(self._lock_timeout)
         return await trio.to_thread.run_sync(self._load)
 
     def _load(self) -> Loaded:
@@ -233,9 +305,11 @@ class DirectoryStore:
 
     async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
         """Append *batch* to this store's segment in one write (``fsync``-ed when
-        *sync*), making the segment on the first call.
+        *sync*), making the segment on the first call (and taking the store's
+        lock first, if this store does not hold it yet).
 
         Raises:
+            StoreLocked: another store holds the lock (past *lock_timeout*).
             StoreError: a record over [`MAX_RECORD`][agentrio.store.MAX_RECORD],
                 the store is closed, or the write failed (the message names the
                 segment; after a failed write the next ``append`` starts a new
@@ -250,6 +324,8 @@ class DirectoryStore:
                     f"({MAX_RECORD}) for {self.path!r}"
                 )
         if batch:
+            if not self._lock.held:
+                await self._lock.acquire(self._lock_timeout)
             data = b"".join(map(frame, batch))
             await trio.to_thread.run_sync(self._append, data, sync, limiter=self._limiter)
 
@@ -305,8 +381,8 @@ class DirectoryStore:
             ) from None
 
     async def aclose(self) -> None:
-        """Close this store's segment, once an append in progress has ended;
-        idempotent. Its records stay.
+        """Close this store's segment, once an append in progress has ended, and
+        let its lock go; idempotent. Its records stay.
 
         Raises:
             StoreError: closing the segment failed (the system reported a
@@ -316,13 +392,17 @@ class DirectoryStore:
         with trio.CancelScope(shield=True):
             async with self._limiter:
                 fd, self._fd = self._fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError as exc:  # (NFS, some FUSE systems: a late write error)
-                raise StoreError(
-                    f"cannot close checkpoint segment {self.segment!r}: {exc.strerror}"
-                ) from None
+        if fd is None:
+            self._lock.release()
+            return
+        try:
+            os.close(fd)
+        except OSError as exc:  # (NFS, some FUSE systems: a late write error)
+            raise StoreError(
+                f"cannot close checkpoint segment {self.segment!r}: {exc.strerror}"
+            ) from None
+        finally:
+            self._lock.release()  # (after the segment: its owner is done with it)
 
 
 def _sync_directory(directory: Path) -> None:

@@ -13,12 +13,19 @@ not the one above. A value of another type (a TEXT, a NULL) in a row is a
 Every call to the database runs in a worker thread, one at a time (a
 ``trio.CapacityLimiter(1)``), so the connection is never used by two threads
 at once; the journal is in WAL mode.
+
+The store's owner holds an exclusive ``flock`` on a lock file beside the
+database, ``<database>.lock`` (of its real path: two paths to one database
+share it). Not a lock of the database itself: SQLite's own locks on it are
+POSIX locks, released when any descriptor of the file is closed, and a
+transaction held for a runtime's life would keep its batches uncommitted.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import weakref
 import zlib
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -26,6 +33,7 @@ from typing import TypeVar
 import trio
 
 from ..errors import StoreCorrupt, StoreError
+from ._lock import StoreLock, check_lock_timeout
 from .base import Entry, Loaded
 
 __all__ = ["SQLiteStore"]
@@ -53,20 +61,40 @@ class SQLiteStore:
     returns), with ``sync=False`` with ``NORMAL`` (a crash may lose the last
     batches, whole).
 
+    A store has one owner at a time: the first ``load`` or ``append`` takes
+    the lock file ``<database>.lock`` beside the database (an exclusive
+    ``flock``; it names the holder's pid and host), held until ``aclose``
+    (or until the store object is dropped, or its process dies). Another
+    store on the same database, in this process or another, then raises
+    [`StoreLocked`][agentrio.errors.StoreLocked] naming the holder, or waits
+    up to *lock_timeout* seconds for it. A ``":memory:"`` database is this
+    store's alone and has no lock file.
+
     Args:
         path: the database file.
+        lock_timeout: how long ``load`` and ``append`` wait for another owner
+            to let the store go, in seconds (default 0: not at all;
+            ``math.inf``: until it does). The wait is cancellable.
 
     Raises:
         StoreError: (from ``load``, ``append``) the file cannot be opened, is not
-            a SQLite database, or is another program's; a statement failed. The
-            message names the file.
+            a SQLite database, or is another program's; a statement failed; its
+            lock file cannot be made. The message names the file.
+        StoreLocked: (from ``load``, ``append``) another store owns the
+            database (past *lock_timeout*).
+        InvalidArgument: *lock_timeout* is not a number of seconds >= 0.
 
     Attributes:
         path: the database's path.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 0.0) -> None:
         self.path = os.fspath(path)
+        self._lock_timeout = check_lock_timeout(lock_timeout)
+        self._lock: StoreLock | None = None
+        if self.path not in ("", ":memory:"):  # (a database of its own: nobody else's)
+            self._lock = StoreLock(os.path.realpath(self.path) + ".lock", self.path)
+            weakref.finalize(self, self._lock.release)  # (dropped without aclose)
         self._limiter = trio.CapacityLimiter(1)
         self._db: sqlite3.Connection | None = None
         self._sync: bool | None = None
@@ -78,6 +106,9 @@ class SQLiteStore:
     async def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:
             raise StoreError(f"checkpoint store {self.path!r} is closed")
+        lock = self._lock
+        if lock is not None and not lock.held:
+            await lock.acquire(self._lock_timeout)
         return await trio.to_thread.run_sync(self._run, fn, limiter=self._limiter)
 
     def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -133,6 +164,7 @@ class SQLiteStore:
 
         Raises:
             StoreCorrupt: a row whose checksum fails (its ``offset`` is the row id).
+            StoreLocked: another store owns the database (past *lock_timeout*).
             StoreError: the database cannot be opened or read.
         """
         return await self._call(self._load)
@@ -175,14 +207,18 @@ class SQLiteStore:
             raise
 
     async def aclose(self) -> None:
-        """Close the database; idempotent. Its records stay."""
+        """Close the database and let its lock go; idempotent. Its records stay."""
         if self._closed:
             await trio.lowlevel.checkpoint()
             return
         self._closed = True
         db, self._db = self._db, None
-        if db is not None:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(db.close, limiter=self._limiter)
-        else:
-            await trio.lowlevel.checkpoint()
+        try:
+            if db is not None:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(db.close, limiter=self._limiter)
+            else:
+                await trio.lowlevel.checkpoint()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
