@@ -24,6 +24,7 @@ import trio
 import trio.testing
 
 import agentrio
+import agentrio.agents.mcp
 import agentrio.mcp
 from agentrio import (
     AgentSpec,
@@ -548,6 +549,26 @@ async def test_a_stream_broken_between_calls_is_a_dead_connection(kind: str, why
     assert str(info.value) == (
         f"the MCP server 'h' is down: its connection actor has exited (last: {why})"
     )
+
+
+async def test_an_error_raised_as_the_connect_timeout_cancels_is_still_a_connect_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without agentrio's decoder, the SDK's own reader stalls on bytes that are
+    # not UTF-8 and raises only once the connect timeout cancels the connecting,
+    # grouped with that Cancelled: this used to escape as a crash, restarted for
+    # ever, and connect() never returned.
+    monkeypatch.setattr(agentrio.agents.mcp, "_STDIO_ENCODING", "utf-8")
+    async with agentrio.open_runtime() as rt:
+        with (
+            trio.fail_after(HANG_GUARD),
+            pytest.raises(MCPConnectError, match="UnicodeDecodeError: 'utf-8' codec"),
+        ):
+            async with agentrio.mcp.connect(
+                rt, "h", command=[*HOSTILE, "not_utf8"], connect_timeout=1
+            ):
+                pass
+        assert rt.children() == []
 
 
 def test_the_stdio_decoder_gives_whole_lines_and_marks_where_the_stream_broke() -> None:
