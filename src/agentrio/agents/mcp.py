@@ -9,10 +9,10 @@ timeouts.
 
 The connection is held by an actor (``mcp.<name>``) spawned under a
 supervisor. When the connection is lost (the server process ended, the HTTP
-server went away) the actor crashes and its supervisor restarts it under its
-restart intensity; the restart connects again. Calls in flight when the
-connection is lost fail as tool results; calls made while it reconnects wait
-for it (within their tool timeout).
+server went away, a stdio server broke the protocol) the actor crashes and
+its supervisor restarts it under its restart intensity; the restart connects
+again. Calls in flight when the connection is lost fail as tool results;
+calls made while it reconnects wait for it (within their tool timeout).
 
 How it sits on Trio: the SDK is written on anyio, which runs on Trio (the
 stdio transport's subprocess, the HTTP client and every task group). One task,
@@ -464,20 +464,22 @@ class _Link:
             error = exc
         if self.closing:
             return
-        if self.fault is not None:
-            why = self.fault
-        elif error is not None:
-            why = self.scrub(_described(error))
-        elif scope.cancelled_caught and not connected:
-            why = f"no connection within {self.connect_timeout} s"
-        else:
-            why = "the server closed the connection"
-        self.last_error = why
+        why = self.last_error = self._why_ended(error, scope.cancelled_caught and not connected)
         if not self.connected_once:
             self.failure = why
             self._fire()
             return
         raise MCPConnectError(f"MCP server {self.name!r} ({self.where()}): {why}")
+
+    def _why_ended(self, error: BaseException | None, timed_out: bool) -> str:
+        """Why the connection ended, or was never made, as the errors say it."""
+        if self.fault is not None:
+            return self.fault
+        if error is not None:
+            return self.scrub(_described(error))
+        if timed_out:
+            return f"no connection within {self.connect_timeout} s"
+        return "the server closed the connection"
 
     def _up(self, client: mcp.Client, tools: list[mcp.Tool]) -> None:
         self.client = client
