@@ -24,6 +24,7 @@ import trio
 import trio.testing
 
 import agentrio
+import agentrio.agents.mcp
 import agentrio.mcp
 from agentrio import (
     AgentSpec,
@@ -34,14 +35,15 @@ from agentrio import (
     ToolResult,
     deny_rule,
 )
-from agentrio.agents.mcp import render
+from agentrio.agents.mcp import _BROKEN_HERE, _StdioDecoder, render
 from agentrio.events import ActorFailed, ActorRestarted, Event, EventStream, PermissionDenied
-from agentrio.mcp import MCPConnectError, MCPConnection, MCPTool
+from agentrio.mcp import MCPConnectError, MCPConnection, MCPTool, MCPToolError
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import ToolSchema
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 STDIO = [sys.executable, SERVER, "stdio"]
+HOSTILE = [sys.executable, str(Path(__file__).with_name("mcp_hostile.py"))]
 Recorder = Callable[[agentrio.Runtime], list[Event]]
 
 SECRET_ENV = "env-value-hunter2"
@@ -469,6 +471,125 @@ async def test_over_http_a_dead_server_fails_the_call_then_exhausts_the_restarts
     assert second.status == "failed"
     assert "the MCP server 'web' is down" in second.content
     assert "ConnectError" in second.content
+
+
+# -- a server that breaks its stream (stdio) --------------------------------------------------
+
+# How tests/agents/mcp_hostile.py breaks it (a tool of that name, or its first
+# argument), and what the connection says of it.
+BROKEN_STREAMS = [
+    pytest.param("not_utf8", "the server wrote bytes that are not UTF-8", id="not-utf8"),
+    pytest.param(
+        "not_json", "the server wrote a line that is not a JSON-RPC message", id="not-json"
+    ),
+    pytest.param(
+        "endless", "the server wrote a line longer than 16,777,216 characters", id="endless-line"
+    ),
+]
+# A hang guard, not a timing assertion: each test ends in well under a second
+# (an endless line: two, the SDK's grace for the server to exit), and without
+# its fix waits for a timeout made far longer than this.
+HANG_GUARD = 60
+
+
+@pytest.mark.parametrize(("kind", "why"), BROKEN_STREAMS)
+async def test_a_server_that_breaks_its_stream_at_connect_is_a_connect_error(
+    kind: str, why: str
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        with trio.fail_after(HANG_GUARD), pytest.raises(MCPConnectError) as info:
+            # (It goes on speaking MCP after the break: the break alone must end it.)
+            async with agentrio.mcp.connect(
+                rt, "h", command=[*HOSTILE, kind], connect_timeout=HANG_GUARD * 2
+            ):
+                pass
+        assert str(info.value) == f"MCP server 'h' (stdio 'python'): {why}"
+        assert rt.children() == []
+
+
+@pytest.mark.parametrize(("kind", "why"), BROKEN_STREAMS)
+async def test_a_server_that_breaks_its_stream_mid_call_fails_it_and_is_restarted(
+    kind: str, why: str, record_events: Recorder
+) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        sup = await rt.spawn_supervisor(name="tools", max_restarts=1, restart="temporary")
+        async with agentrio.mcp.connect(rt, "h", command=HOSTILE, under=sup) as server:
+            with trio.fail_after(HANG_GUARD):
+                result, _ = await run(
+                    rt,
+                    server.tools,
+                    calls(("h__pid", {})),
+                    calls((f"h__{kind}", {})),
+                    # Made right away: it waits for the reconnection, then runs.
+                    calls(("h__pid", {})),
+                    limits=Limits(tool_timeout=HANG_GUARD * 2),
+                )
+            assert server.connected
+    (first, broken, second) = result.tool_calls
+    assert (broken.status, broken.content) == (
+        "failed",
+        f"tool 'h__{kind}' raised MCPToolError: "
+        "the connection to the MCP server 'h' was lost during the call",
+    )
+    assert first.status == second.status == "ok"
+    assert first.content != second.content  # a new server process
+    failed = [e for e in events if isinstance(e, ActorFailed)]
+    assert [(e.path, e.error_type, e.error) for e in failed] == [
+        ("tools/mcp.h", "MCPConnectError", f"MCP server 'h' (stdio 'python'): {why}")
+    ]
+
+
+@pytest.mark.parametrize(("kind", "why"), BROKEN_STREAMS)
+async def test_a_stream_broken_between_calls_is_a_dead_connection(kind: str, why: str) -> None:
+    async with agentrio.open_runtime() as rt, rt.events() as events:
+        # No restart allowed: the connection, once dead, stays so.
+        sup = await rt.spawn_supervisor(name="tools", max_restarts=0, restart="temporary")
+        async with agentrio.mcp.connect(rt, "h", command=HOSTILE, under=sup) as server:
+            with trio.fail_after(HANG_GUARD):
+                # It answers, then breaks its stream with no call in flight.
+                answer = await server.tool(kind).invoke({"then_answer": True})
+                assert answer == "answered"
+                failed = await next_event(events, ActorFailed, "tools/mcp.h")
+                assert not server.connected
+                with pytest.raises(MCPToolError) as info:
+                    await server.tool("echo").invoke({})
+            assert not server.connected
+    assert isinstance(failed, ActorFailed) and failed.error.endswith(why)
+    assert str(info.value) == (
+        f"the MCP server 'h' is down: its connection actor has exited (last: {why})"
+    )
+
+
+async def test_an_error_raised_as_the_connect_timeout_cancels_is_still_a_connect_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without agentrio's decoder, the SDK's own reader stalls on bytes that are
+    # not UTF-8 and raises only once the connect timeout cancels the connecting,
+    # grouped with that Cancelled: this used to escape as a crash, restarted for
+    # ever, and connect() never returned.
+    monkeypatch.setattr(agentrio.agents.mcp, "_STDIO_ENCODING", "utf-8")
+    async with agentrio.open_runtime() as rt:
+        with (
+            trio.fail_after(HANG_GUARD),
+            pytest.raises(MCPConnectError, match="UnicodeDecodeError: 'utf-8' codec"),
+        ):
+            async with agentrio.mcp.connect(
+                rt, "h", command=[*HOSTILE, "not_utf8"], connect_timeout=1
+            ):
+                pass
+        assert rt.children() == []
+
+
+def test_the_stdio_decoder_gives_whole_lines_and_marks_where_the_stream_broke() -> None:
+    decoder = _StdioDecoder()
+    assert decoder.decode(b'{"a": "\xc3') == ""  # (half a character, half a line: held)
+    assert decoder.decode(b'\xa9"}\n{"b"') == '{"a": "\u00e9"}\n'
+    assert decoder.decode(b': 1}\n{"c": 2}\n\xff{"d"}\n') == '{"b": 1}\n{"c": 2}\n' + _BROKEN_HERE
+    assert decoder.decode(b'{"e": 3}\n') == ""  # nothing after the break
+    decoder = _StdioDecoder()
+    assert decoder.decode(b"{}\n" + b"x" * 1000) == "{}\n"
+    assert decoder.decode(b"tail", final=True) == "x" * 1000 + "tail"
 
 
 # -- connecting, and what is never shown ------------------------------------------------------

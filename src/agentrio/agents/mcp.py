@@ -9,10 +9,10 @@ timeouts.
 
 The connection is held by an actor (``mcp.<name>``) spawned under a
 supervisor. When the connection is lost (the server process ended, the HTTP
-server went away) the actor crashes and its supervisor restarts it under its
-restart intensity; the restart connects again. Calls in flight when the
-connection is lost fail as tool results; calls made while it reconnects wait
-for it (within their tool timeout).
+server went away, a stdio server broke the protocol) the actor crashes and
+its supervisor restarts it under its restart intensity; the restart connects
+again. Calls in flight when the connection is lost fail as tool results;
+calls made while it reconnects wait for it (within their tool timeout).
 
 How it sits on Trio: the SDK is written on anyio, which runs on Trio (the
 stdio transport's subprocess, the HTTP client and every task group). One task,
@@ -20,6 +20,9 @@ the actor's, holds each connection open (``async with mcp.Client(...)``,
 whose task groups read what the server sends); each tool call sends its
 request from its own task, which the SDK allows, and the SDK wakes every
 call still waiting with "connection closed" on each way the connection ends.
+The stdio transport is given an encoding of this module's (`_StdioDecoder`)
+so that a stream the SDK cannot read (not UTF-8, a line without end) ends
+the connection at once instead of stalling it.
 
 This module imports the SDK, so it is imported only by ``agentrio.mcp``,
 never by ``import agentrio``.
@@ -27,13 +30,15 @@ never by ``import agentrio``.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import contextvars
 import functools
 import math
 import os
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx2
@@ -66,6 +71,9 @@ from ..providers.redact import redact_url, url_secrets
 from .tool import Tool, ToolArgumentsInvalid
 from .tool_call import hide_env
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
 __all__ = ["connect", "MCPConnection", "MCPTool", "MCPToolError", "MCPConnectError"]
 
 _SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,31}$")
@@ -78,6 +86,10 @@ _MAX_TOOLS = 1000
 # stream open, so reads wait long (a tool call's own timeout still applies).
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 _CLIENT_INFO = Implementation(name="agentrio", version=__version__)
+# A line (one message) a stdio server writes may be this long; past it, the
+# connection ends (see _StdioDecoder): a line that never ends must not fill
+# the memory.
+_MAX_LINE_CHARS = 16 * 1024 * 1024
 
 
 class MCPToolError(ToolError):
@@ -95,11 +107,13 @@ class MCPConnectError(AgentrioError):
     """[`connect`][agentrio.mcp.connect] could not connect, or the server's tools cannot be used.
 
     Raised by `connect` when the first connection fails (the program is not
-    found or exits, the server refuses, or it does not answer within
-    `connect_timeout`), or when *include* or the tools' names cannot be met.
+    found or exits, the server refuses or breaks the protocol, or it does
+    not answer within `connect_timeout`), or when *include* or the tools' names cannot be met.
     Also what a connection's actor crashes with when its connection is lost
-    (in [`ActorFailed`][agentrio.events.ActorFailed] events, and in
-    [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded]). The
+    or a stdio server breaks the protocol (bytes that are not UTF-8, a line
+    that is not a JSON-RPC message, a line longer than 16 Mi characters),
+    in [`ActorFailed`][agentrio.events.ActorFailed] events and in
+    [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded]. The
     message says why, in the server's and the SDK's own words, with the
     values of ``env``, ``headers`` and the URL's credentials taken out.
     """
@@ -155,6 +169,97 @@ class _Watched:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+# The text encoding the SDK's stdio reader is given: UTF-8, read by _StdioDecoder.
+_STDIO_ENCODING = "agentrio_mcp_stdio"
+# Where the _StdioDecoder of a connection reports how the stream broke: set by
+# the connection's task before the SDK starts its reader task, which inherits it.
+_stream_fault: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "agentrio_mcp_stream_fault", default=None
+)
+# The line _StdioDecoder puts where the stream broke: not JSON, so the SDK hands
+# it on (after every line before it) as an Exception, which ends the connection.
+_BROKEN_HERE = "[agentrio: the server's stream broke here]\n"
+
+
+class _StdioDecoder(codecs.IncrementalDecoder):
+    """UTF-8, line by line, for the SDK's stdio reader, which can neither survive nor bound it.
+
+    The SDK decodes a server's stdout strictly (bytes that are not UTF-8 stop
+    its reader while the connection stays open: every call then waits out its
+    timeout, and a connection being made never comes up), and it joins a
+    line's chunks with no limit, in time quadratic in the line's length. This
+    decoder gives the reader whole lines only (joined once: linear), and at a
+    fault (bytes that are not UTF-8, a line past `_MAX_LINE_CHARS`) reports
+    why, gives the lines that ended before it and a `_BROKEN_HERE` line, and
+    from then on nothing (the reader reads on, and drops, until the
+    connection's end stops the server).
+    """
+
+    def __init__(self, errors: str = "strict") -> None:
+        super().__init__(errors)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()
+        self._line: list[str] = []  # the line not yet ended, in pieces
+        self._line_chars = 0
+        self._report = _stream_fault.get()
+        self._broken = False
+
+    def decode(self, input: ReadableBuffer, final: bool = False) -> str:
+        if self._broken:
+            return ""
+        try:
+            text = self._utf8.decode(input, final)
+        except UnicodeDecodeError as exc:
+            good = exc.object[: exc.start].decode("utf-8")
+            return self._fault(good, "the server wrote bytes that are not UTF-8")
+        if final:  # (the end of the stream: what is held goes, ended or not)
+            held = "".join([*self._line, text])
+            self.reset()
+            return held
+        end = text.rfind("\n")
+        if end < 0:
+            self._line.append(text)
+            self._line_chars += len(text)
+            if self._line_chars > _MAX_LINE_CHARS:
+                why = f"the server wrote a line longer than {_MAX_LINE_CHARS:,} characters"
+                return self._fault("", why)
+            return ""
+        lines = "".join([*self._line, text[: end + 1]])
+        rest = text[end + 1 :]
+        self._line, self._line_chars = [rest], len(rest)
+        return lines
+
+    def _fault(self, text: str, why: str) -> str:
+        """Report *why*; give the lines that ended before the fault, then `_BROKEN_HERE`.
+
+        *text* is what was read after the line held, up to the fault.
+        """
+        self._broken = True
+        if self._report is not None:
+            self._report(why)
+        held = "".join(self._line) + text
+        return held[: held.rfind("\n") + 1] + _BROKEN_HERE
+
+    def reset(self) -> None:
+        self._utf8.reset()
+        self._line, self._line_chars = [], 0
+
+
+def _find_codec(name: str) -> codecs.CodecInfo | None:
+    if name != _STDIO_ENCODING:
+        return None
+    utf8 = codecs.lookup("utf-8")
+    return codecs.CodecInfo(
+        utf8.encode,
+        utf8.decode,
+        incrementalencoder=utf8.incrementalencoder,
+        incrementaldecoder=_StdioDecoder,
+        name=_STDIO_ENCODING,
+    )
+
+
+codecs.register(_find_codec)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -265,6 +370,7 @@ class _Link:
         self.closing = False
         self.failure: str | None = None  # why the first connection failed
         self.last_error = ""  # why the last connection ended
+        self.fault: str | None = None  # how the server broke the protocol on this connection
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -286,10 +392,18 @@ class _Link:
         ended = functools.partial(self._lose, lost)
         if self.command is not None:
             params = mcp.StdioServerParameters(
-                command=self.command[0], args=list(self.command[1:]), env=self.env, cwd=self.cwd
+                command=self.command[0],
+                args=list(self.command[1:]),
+                env=self.env,
+                cwd=self.cwd,
+                encoding=_STDIO_ENCODING,
             )
-            async with mcp.stdio_client(params) as (read, write):
-                yield _Watched(read, ended), write
+            reporter = _stream_fault.set(functools.partial(self._note_fault, lost))
+            try:
+                async with mcp.stdio_client(params) as (read, write):
+                    yield _Watched(read, ended), write
+            finally:
+                _stream_fault.reset(reporter)
         else:
             assert self.url is not None
             async with (
@@ -321,39 +435,53 @@ class _Link:
         if self.closing:
             return
         lost = self.lost = trio.Event()
+        self.fault = None
         connected = False
         error: BaseException | None = None
-        with trio.CancelScope(deadline=trio.current_time() + self.connect_timeout) as scope:
-            self.scope = scope
-            try:
-                async with mcp.Client(
-                    self._transport(lost), client_info=_CLIENT_INFO, cache=None
-                ) as client:
-                    tools = await self._list_tools(client)
-                    scope.deadline = math.inf
-                    connected = True
-                    self._up(client, tools)
-                    await lost.wait()
-            except Exception as exc:
-                error = exc
-            finally:
-                self.scope = None
-                if connected:
-                    self._down()
+        # stdio: a line that is not a JSON-RPC message ends the connection (the
+        # SDK would drop it, and a call whose answer it was would wait it out).
+        on_message = functools.partial(self._on_message, lost) if self.command is not None else None
+        scope = self.scope = trio.CancelScope(deadline=trio.current_time() + self.connect_timeout)
+        try:
+            # (Caught out here too: an error raised as this scope cancels comes
+            # out of it, without the Cancelled it was grouped with.)
+            with scope:
+                try:
+                    async with mcp.Client(
+                        self._transport(lost),
+                        client_info=_CLIENT_INFO,
+                        cache=None,
+                        message_handler=on_message,
+                    ) as client:
+                        tools = await self._list_tools(client)
+                        scope.deadline = math.inf
+                        connected = True
+                        self._up(client, tools)
+                        await lost.wait()
+                finally:
+                    self.scope = None
+                    if connected:
+                        self._down()
+        except Exception as exc:
+            error = exc
         if self.closing:
             return
-        if error is not None:
-            why = self.scrub(_described(error))
-        elif scope.cancelled_caught and not connected:
-            why = f"no connection within {self.connect_timeout} s"
-        else:
-            why = "the server closed the connection"
-        self.last_error = why
+        why = self.last_error = self._why_ended(error, scope.cancelled_caught and not connected)
         if not self.connected_once:
             self.failure = why
             self._fire()
             return
         raise MCPConnectError(f"MCP server {self.name!r} ({self.where()}): {why}")
+
+    def _why_ended(self, error: BaseException | None, timed_out: bool) -> str:
+        """Why the connection ended, or was never made, as the errors say it."""
+        if self.fault is not None:
+            return self.fault
+        if error is not None:
+            return self.scrub(_described(error))
+        if timed_out:
+            return f"no connection within {self.connect_timeout} s"
+        return "the server closed the connection"
 
     def _up(self, client: mcp.Client, tools: list[mcp.Tool]) -> None:
         self.client = client
@@ -371,6 +499,27 @@ class _Link:
             lost.set()
             if self.client is not None:
                 self._down()
+
+    def _note_fault(self, lost: trio.Event, why: str) -> None:
+        """How the stream of the connection of *lost* broke (it ends at the `_BROKEN_HERE` line)."""
+        if lost is self.lost and self.fault is None:
+            self.fault = why
+
+    def _break(self, lost: trio.Event, why: str) -> None:
+        """The server broke the protocol on the connection of *lost* (*why*): end it now."""
+        if lost is not self.lost or lost.is_set():
+            return
+        self.fault = why
+        if self.client is None and self.scope is not None:
+            self.scope.cancel()  # not up yet: the connecting is abandoned
+        else:
+            self._lose(lost)
+
+    async def _on_message(self, lost: trio.Event, message: object) -> None:
+        """What the SDK hands on besides answers; a line it could not read is an Exception."""
+        if isinstance(message, Exception):
+            why = self.fault or "the server wrote a line that is not a JSON-RPC message"
+            self._break(lost, why)
 
     def _fire(self) -> None:
         changed, self.changed = self.changed, trio.Event()
@@ -669,8 +818,10 @@ async def connect(
                 print((await agent.run("List the notes")).final_text)
 
     The connection is held by an actor, ``mcp.<name>``, spawned under
-    *under* (default: *rt*). When the connection is lost the actor crashes
-    and its supervisor restarts it (which connects again) under that
+    *under* (default: *rt*). When the connection is lost (or a stdio server
+    breaks the protocol: it writes on its stdout what is not a JSON-RPC
+    message in UTF-8, or a line longer than 16 Mi characters) the actor
+    crashes and its supervisor restarts it (which connects again) under that
     supervisor's restart intensity; past it, the supervisor fails as it does
     for any actor (so pass a supervisor of your own, from
     ``rt.spawn_supervisor(...)``, to keep a crash-looping server from
@@ -708,8 +859,9 @@ async def connect(
     Raises:
         InvalidArgument: a bad argument, named in the message.
         MCPConnectError: the first connection failed (the server did not
-            start, refused, or did not answer within *connect_timeout*), or
-            its tools cannot be used as asked (*include*, names).
+            start, refused, broke the protocol, or did not answer within
+            *connect_timeout*), or its tools cannot be used as asked
+            (*include*, names).
     """
     if not isinstance(name, str) or not _SERVER_NAME.match(name):
         raise InvalidArgument(
