@@ -860,11 +860,12 @@ async def test_agents_publish_the_hold_as_waited(
     ]
 
 
-async def test_a_cancelled_hold_takes_nothing(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_held_call_can_be_cancelled(autojump_clock: trio.testing.MockClock) -> None:
     limits = ServerLimits("openai", 60.0)
     limits.read({b"x-ratelimit-remaining-requests": b"1", b"x-ratelimit-reset-requests": b"9s"}.get)
     assert await limits.wait(16) is None  # the last request left
-    with trio.move_on_after(1):
+    with trio.move_on_after(1) as scope:
         await limits.wait(16)  # held: none left
-    await trio.sleep(8)  # the reset
-    assert await limits.wait(16) is None
+    assert scope.cancelled_caught and trio.current_time() == 1
+    assert await limits.wait(16) == 8  # held until the reset
+    assert await limits.wait(16) is None  # past it, nothing holds

@@ -503,6 +503,10 @@ class ServerLimits:
         family: ``"openai"`` (``x-ratelimit-*``, resets as Go durations) or
             ``"anthropic"`` (``anthropic-ratelimit-*``, resets as RFC 3339 times).
         cap: the longest hold, in seconds (the provider's ``max_retry_wait``).
+
+    Attributes:
+        seen: whether an answer has carried a count it could read (until
+            then, no call needs `wait`).
     """
 
     __slots__ = ("_cap", "_gate", "_headers", "_left", "_parse_reset", "_resets", "seen")
@@ -515,7 +519,7 @@ class ServerLimits:
         self._cap = cap
         self._left = [0] * len(self._headers)
         self._resets = [-math.inf] * len(self._headers)  # Trio times: past, no hold
-        self.seen = False  # whether an answer has carried a count (else no call is held)
+        self.seen = False
 
     def read(self, header: HeaderLookup) -> None:
         """Note what an answer's headers say (two lookups when it has none of them).
