@@ -1416,7 +1416,9 @@ class Waited(Event, frozen=True, tag=True):
             ``"rate_limit"`` (the pause after a 429, its ``Retry-After``),
             ``"retry"`` (the backoff before a retry), ``"concurrency"`` (a
             slot of ``max_concurrent`` or of its lane's cap),
-            ``"requests_per_minute"`` or ``"tokens_per_minute"``.
+            ``"requests_per_minute"`` or ``"tokens_per_minute"``,
+            ``"rate_limit_headers"`` (held until a count resets, the
+            server's rate-limit headers having said too little was left).
         seconds: how long it waited.
         provider: the provider's name, for a wait at a provider (``""`` for
             the budget).

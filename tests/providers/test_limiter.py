@@ -1,5 +1,6 @@
 """The shared guards of a provider instance: Retry-After, the circuit breaker, rate windows,
-and the lanes' order and limiter (who gets a freed slot).
+the lanes' order and limiter (who gets a freed slot), and the hold the server's
+rate-limit headers call for (against the fake server).
 
 Time is Trio's MockClock (``autojump_clock``): the breaker's cool-down and the
 windows' minutes pass in virtual time.
@@ -7,23 +8,47 @@ windows' minutes pass in virtual time.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
+import functools
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal
 
+import httpx
 import pytest
 import trio
 import trio.testing
 
-from agentrio import InvalidArgument
+import agentrio
+from agentrio import (
+    AgentSpec,
+    ChatMessage,
+    ConfigError,
+    InvalidArgument,
+    ModelReply,
+    Provider,
+    ProviderConfig,
+    Usage,
+)
+from agentrio.config import parse_config
 from agentrio.providers.limiter import (
     DEFAULT_LANE,
     LANES,
     CircuitBreaker,
     LaneLimiter,
     RateWindow,
+    ServerLimits,
     lane_caps,
     lane_index,
+    parse_rate_reset,
+    parse_rate_reset_time,
+    parse_remaining,
     parse_retry_after,
 )
+from agentrio.testing import FakeLLMServer, FakeRequest, open_fake_llm
 
 # -- Retry-After -------------------------------------------------------------------------
 
@@ -440,3 +465,407 @@ async def test_take_says_how_long_it_waited(autojump_clock: trio.testing.MockClo
     assert waited is None
     _, waited = await window.take(1)  # waits for the first to leave the window
     assert waited == 60
+
+
+# -- the server's rate-limit headers -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1s", 1.0),
+        ("6m0s", 360.0),
+        ("20ms", 0.02),
+        ("1h2m3.5s", 3723.5),
+        (" 0s ", 0.0),
+        ("59.52s", 59.52),
+        ("1500us", 0.0015),
+        ("87600h", 315_360_000.0),  # ten years: read, then capped by the hold
+    ],
+)
+def test_an_openai_reset_is_a_go_duration(value: str, expected: float) -> None:
+    assert parse_rate_reset(value) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "5",
+        "-1s",
+        "1x",
+        "s",
+        "1e9s",
+        "inf",
+        "nan",
+        "1 s",
+        "1.s",
+        "9" * 13 + "s",
+        "1s" * 40,
+    ],
+)
+def test_an_unreadable_openai_reset_is_none(value: str | None) -> None:
+    assert parse_rate_reset(value) is None
+
+
+def test_an_anthropic_reset_is_an_rfc_3339_time() -> None:
+    assert parse_rate_reset_time("2026-11-27T12:00:05Z", now=1_795_780_800.0) == 5.0
+    assert parse_rate_reset_time("2026-11-27T13:00:05+01:00", now=1_795_780_800.0) == 5.0
+    assert parse_rate_reset_time("2026-11-27T11:00:00Z", now=1_795_780_800.0) == 0.0  # past
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "tomorrow",
+        "2026-11-27T12:00:05",  # no offset
+        "2026-11-27",
+        "2026-13-45T99:00:00Z",
+        "1795780805",
+        "2026-11-27T12:00:05." + "0" * 60 + "Z",  # too long to read
+        "\uff12\uff10\uff12\uff16-11-27T12:00:05Z",  # full-width digits
+    ],
+)
+def test_an_unreadable_anthropic_reset_is_none(value: str | None) -> None:
+    assert parse_rate_reset_time(value, now=1_795_780_800.0) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        *[("0", 0), ("59", 59), (" 7 ", 7), ("-1", None), ("1.5", None), ("1e3", None)],
+        *[("", None), ("\uff10", None), ("9" * 19, None), ("0x10", None), (None, None)],
+    ],
+)
+def test_a_remaining_count(value: str | None, expected: int | None) -> None:
+    assert parse_remaining(value) == expected
+
+
+@pytest.mark.parametrize("family", ["openai", "anthropic"])
+def test_an_answer_without_the_headers_costs_two_lookups(
+    family: Literal["openai", "anthropic"],
+) -> None:
+    asked: list[bytes] = []
+
+    def header(name: bytes) -> bytes | None:
+        asked.append(name)
+        return None
+
+    limits = ServerLimits(family, 60.0)
+    limits.read(header)
+    assert len(asked) == 2 and not limits.seen
+
+
+@pytest.mark.parametrize("family", ["openai", "anthropic"])
+async def test_random_bytes_in_the_headers_raise_nothing(
+    family: Literal["openai", "anthropic"],
+) -> None:
+    rng = random.Random(22)
+    limits = ServerLimits(family, 60.0)
+    near = [b"0", b"7", b"1s", b"6m0s", b"-0", b"0s", b"2026-11-27T12:00:05Z", b"", b" "]
+
+    def header(name: bytes) -> bytes:
+        if rng.random() < 0.5:
+            return rng.choice(near) + rng.choice([b"", rng.randbytes(rng.randrange(1, 80))])
+        return rng.randbytes(rng.randrange(0, 80))
+
+    for _ in range(2000):
+        limits.read(header)
+    # (and an answer with the counts but nothing readable leaves the limits unset)
+    ServerLimits(family, 60.0).read(lambda name: b"\xff\x00garbage")
+
+
+HI = [ChatMessage("user", "hi")]
+OK = ModelReply(text="fine", usage=Usage(3, 2))
+
+
+class WaitMeter:
+    """An AttemptMeter that notes the waits it is told of."""
+
+    def __init__(self) -> None:
+        self.waits: list[tuple[str, float, str]] = []
+
+    def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
+        pass
+
+    async def retry(self) -> bool:
+        return True
+
+    def waited(self, what: str, seconds: float, provider: str) -> None:
+        self.waits.append((what, seconds, provider))
+
+
+Make = Callable[[], dict[str, str]]
+
+
+def openai_headers(
+    requests: str = "100", reset: str = "1s", tokens: str = "100000", tokens_reset: str = "1s"
+) -> Make:
+    return lambda: {
+        "x-ratelimit-limit-requests": "100",
+        "x-ratelimit-remaining-requests": requests,
+        "x-ratelimit-reset-requests": reset,
+        "x-ratelimit-limit-tokens": "100000",
+        "x-ratelimit-remaining-tokens": tokens,
+        "x-ratelimit-reset-tokens": tokens_reset,
+    }
+
+
+def rfc3339(seconds_from_now: float) -> str:
+    when = datetime.datetime.fromtimestamp(time.time() + seconds_from_now, datetime.UTC)
+    return when.isoformat().replace("+00:00", "Z")
+
+
+def anthropic_headers(
+    requests: str = "100",
+    reset_in: float = 1.0,
+    *,
+    output: str = "100000",
+    reset: str | None = None,
+) -> Make:
+    def make() -> dict[str, str]:
+        at = rfc3339(reset_in) if reset is None else reset
+        headers = {}
+        for name, left in [
+            ("requests", requests),
+            ("tokens", "100000"),
+            ("input-tokens", "100000"),
+            ("output-tokens", output),
+        ]:
+            headers[f"anthropic-ratelimit-{name}-limit"] = "100000"
+            headers[f"anthropic-ratelimit-{name}-remaining"] = left
+            headers[f"anthropic-ratelimit-{name}-reset"] = at
+        return headers
+
+    return make
+
+
+class Answers:
+    """A fake server's response_headers: each answer's from the next of *makes*
+    (the last repeats); it notes each request's (virtual) time."""
+
+    def __init__(self, *makes: Make) -> None:
+        self.makes = list(makes)
+        self.times: list[float] = []
+
+    def __call__(self, request: FakeRequest) -> list[tuple[str, str]]:
+        self.times.append(trio.current_time())
+        make = self.makes.pop(0) if len(self.makes) > 1 else self.makes[0]
+        return list(make().items())
+
+
+BASE = {"openai": "/v1", "anthropic": "/v1"}
+
+
+@asynccontextmanager
+async def serving(
+    answers: Answers, kind: Literal["openai", "anthropic"] = "openai", **options: Any
+) -> AsyncIterator[tuple[FakeLLMServer, Provider]]:
+    async with open_fake_llm(lambda request: OK) as server:
+        server.response_headers = answers
+        settings: dict[str, Any] = {"max_retries": 0, "seed": 1, **options}
+        url = server.base_url + BASE[kind]
+        async with Provider(ProviderConfig(name="p", kind=kind, base_url=url, **settings)) as p:
+            yield server, p
+
+
+async def calls(provider: Provider, count: int, max_output_tokens: int = 16) -> list[WaitMeter]:
+    """Make *count* calls one after the other; their meters."""
+    meters = [WaitMeter() for _ in range(count)]
+    for meter in meters:
+        reply = await provider.complete(
+            "m", HI, [], max_output_tokens=max_output_tokens, meter=meter
+        )
+        assert reply.text == OK.text
+    return meters
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_no_requests_left_holds_the_next_call_until_the_reset(
+    autojump_clock: trio.testing.MockClock, stream: bool
+) -> None:
+    answers = Answers(openai_headers(requests="0", reset="2s"), openai_headers())
+    async with serving(answers, stream=stream) as (server, p):
+        meters = await calls(p, 3)
+        assert server.statistics().faults["rate_limit"] == 0 and len(server.requests) == 3
+    assert [m.waits for m in meters] == [[], [("rate_limit_headers", 2, "p")], []]
+    assert answers.times[1] - answers.times[0] == 2
+
+
+async def test_anthropic_headers_hold_the_next_call_until_the_reset(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    answers = Answers(anthropic_headers(requests="0", reset_in=3), anthropic_headers())
+    async with serving(answers, "anthropic") as (server, p):
+        meters = await calls(p, 3)
+        assert len(server.requests) == 3
+    assert meters[0].waits == [] and meters[2].waits == []
+    ((what, seconds, provider),) = meters[1].waits
+    # (an RFC 3339 time is measured from the wall clock, which moved on a little)
+    assert (what, provider) == ("rate_limit_headers", "p") and 2 < seconds <= 3
+
+
+@pytest.mark.parametrize(
+    ("kind", "make"),
+    [
+        ("openai", openai_headers(tokens="10", tokens_reset="4s")),
+        ("anthropic", anthropic_headers(output="10", reset_in=4)),
+    ],
+    ids=["openai", "anthropic"],
+)
+@pytest.mark.parametrize(("max_output_tokens", "held"), [(16, True), (8, False)])
+async def test_too_few_tokens_left_for_the_call_holds_it(
+    autojump_clock: trio.testing.MockClock,
+    kind: Literal["openai", "anthropic"],
+    make: Make,
+    max_output_tokens: int,
+    held: bool,
+) -> None:
+    full = openai_headers() if kind == "openai" else anthropic_headers()
+    async with serving(Answers(make, full), kind) as (_, p):
+        meters = await calls(p, 2, max_output_tokens)
+    assert meters[0].waits == []
+    if held:
+        ((what, seconds, _),) = meters[1].waits
+        assert what == "rate_limit_headers" and 3 < seconds <= 4
+    else:
+        assert meters[1].waits == []
+
+
+async def test_calls_that_go_are_taken_off_what_is_left(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Two requests left: of three calls made at once, two go and the third is held.
+    answers = Answers(openai_headers(requests="2", reset="5s"), openai_headers())
+    async with serving(answers) as (server, p):
+        await calls(p, 1)
+        meters = [WaitMeter() for _ in range(3)]
+        async with trio.open_nursery() as nursery:
+            for meter in meters:
+                call = functools.partial(p.complete, max_output_tokens=16, meter=meter)
+                nursery.start_soon(call, "m", HI, [])
+        assert len(server.requests) == 4
+    assert sorted(len(m.waits) for m in meters) == [0, 0, 1]
+    assert [w for m in meters for w in m.waits] == [("rate_limit_headers", 5, "p")]
+    assert answers.times[1] == answers.times[2] and answers.times[3] - answers.times[1] == 5
+
+
+@pytest.mark.parametrize(
+    ("kind", "make"),
+    [
+        ("openai", openai_headers(requests="0", reset="87600h")),  # ten years
+        ("anthropic", anthropic_headers(requests="0", reset="2036-11-27T12:00:00Z")),
+    ],
+    ids=["openai", "anthropic"],
+)
+async def test_a_reset_far_off_is_capped_at_max_retry_wait(
+    autojump_clock: trio.testing.MockClock, kind: Literal["openai", "anthropic"], make: Make
+) -> None:
+    full = openai_headers() if kind == "openai" else anthropic_headers()
+    async with serving(Answers(make, full), kind, max_retry_wait=7) as (_, p):
+        meters = await calls(p, 2)
+    assert meters[1].waits == [("rate_limit_headers", 7, "p")]
+
+
+GARBAGE_OPENAI = [
+    openai_headers(requests="zero", reset="2s"),
+    openai_headers(requests="0", reset="soon"),
+    openai_headers(requests="0", reset="-5s"),
+    openai_headers(requests="0", reset="5"),  # a bare number: not a duration
+    openai_headers(requests="-1", reset="2s"),
+    openai_headers(requests="0x0", reset="2s"),
+    openai_headers(requests="0", reset="nan"),
+    openai_headers(requests="0", reset="9" * 100 + "s"),
+    openai_headers(requests="0", reset="2s, 3s"),  # the header sent twice
+    openai_headers(requests="\uff10", reset="2s"),  # a full-width digit
+    openai_headers(requests="0", reset="\uff12s"),
+    openai_headers(requests="9" * 40, reset="2s"),
+    openai_headers(tokens="1e3", tokens_reset="2s"),
+    openai_headers(tokens="0", tokens_reset="0s"),  # reset already: nothing to hold for
+]
+GARBAGE_ANTHROPIC = [
+    anthropic_headers(requests="0", reset="tomorrow"),
+    anthropic_headers(requests="0", reset="2036-11-27T12:00:00"),  # no offset
+    anthropic_headers(requests="0", reset="2036-11-27"),
+    anthropic_headers(requests="0", reset="1795780805"),
+    anthropic_headers(requests="0", reset="99999-01-01T00:00:00Z"),
+    anthropic_headers(requests="0", reset="2000-01-01T00:00:00Z"),  # past
+    anthropic_headers(requests="none", reset_in=3),
+    anthropic_headers(requests="0", reset="2036-11-27T12:00:00Zé"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "garbage"),
+    [("openai", GARBAGE_OPENAI), ("anthropic", GARBAGE_ANTHROPIC)],
+    ids=["openai", "anthropic"],
+)
+async def test_garbage_headers_are_ignored(
+    autojump_clock: trio.testing.MockClock,
+    kind: Literal["openai", "anthropic"],
+    garbage: list[Make],
+) -> None:
+    async with serving(Answers(*garbage, *garbage[-1:]), kind) as (server, p):
+        meters = await calls(p, len(garbage) + 1)
+        assert len(server.requests) == len(garbage) + 1
+    assert [m.waits for m in meters] == [[]] * (len(garbage) + 1)
+
+
+async def test_the_off_switch(autojump_clock: trio.testing.MockClock) -> None:
+    answers = Answers(openai_headers(requests="0", reset="2s"))
+    async with serving(answers, rate_limit_headers=False) as (_, p):
+        meters = await calls(p, 3)
+    assert [m.waits for m in meters] == [[], [], []]
+    assert answers.times[0] == answers.times[2]
+
+
+def test_the_off_switch_in_agentrio_toml() -> None:
+    table = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"}
+    config = parse_config({"providers": {"p": {**table, "rate_limit_headers": False}}})
+    assert config.providers["p"].rate_limit_headers is False
+    assert parse_config({"providers": {"p": table}}).providers["p"].rate_limit_headers is True
+    with pytest.raises(ConfigError, match="rate_limit_headers"):
+        parse_config({"providers": {"p": {**table, "rate_limit_headers": "no"}}})
+    with pytest.raises(ConfigError, match="rate_limit_headers must be a bool"):
+        ProviderConfig(name="p", rate_limit_headers="no", **table)  # type: ignore[arg-type]
+
+
+async def test_through_an_httpx_client_too(autojump_clock: trio.testing.MockClock) -> None:
+    answers = Answers(openai_headers(requests="0", reset="2s"), openai_headers())
+    async with open_fake_llm(lambda request: OK) as server, httpx.AsyncClient() as client:
+        server.response_headers = answers
+        config = ProviderConfig(name="p", kind="openai", base_url=server.base_url + "/v1")
+        async with Provider(config, client=client) as p:
+            meters = await calls(p, 2)
+    assert meters[1].waits == [("rate_limit_headers", 2, "p")]
+
+
+async def test_agents_publish_the_hold_as_waited(
+    autojump_clock: trio.testing.MockClock,
+    record_events: Callable[[agentrio.Runtime], list[agentrio.events.Event]],
+) -> None:
+    answers = Answers(openai_headers(requests="0", reset="2s"), openai_headers())
+    async with serving(answers) as (_, p), agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(AgentSpec(name="a", model=p.model("m")))
+        for _ in range(2):
+            assert (await agent.run("hi")).stop_reason == "done"
+        await trio.testing.wait_all_tasks_blocked()
+    waits = [e for e in events if isinstance(e, agentrio.events.Waited)]
+    assert waits == [
+        agentrio.events.Waited(path="a", what="rate_limit_headers", seconds=2, provider="p")
+    ]
+
+
+async def test_a_held_call_can_be_cancelled(autojump_clock: trio.testing.MockClock) -> None:
+    limits = ServerLimits("openai", 60.0)
+    limits.read({b"x-ratelimit-remaining-requests": b"1", b"x-ratelimit-reset-requests": b"9s"}.get)
+    assert await limits.wait(16) is None  # the last request left
+    with trio.move_on_after(1) as scope:
+        await limits.wait(16)  # held: none left
+    assert scope.cancelled_caught and trio.current_time() == 1
+    assert await limits.wait(16) == 8  # held until the reset
+    assert await limits.wait(16) is None  # past it, nothing holds

@@ -328,9 +328,11 @@ class AttemptMeter(Protocol):
         wait of the call: the pause after a 429 (``"rate_limit"``), the
         backoff before a retry (``"retry"``), a slot of ``max_concurrent``
         or of its lane's cap (``"concurrency"``), room in
-        ``requests_per_minute`` or ``tokens_per_minute`` (those names); the
-        agent publishes a [`Waited`][agentrio.events.Waited] event. A meter
-        without this method is told nothing.
+        ``requests_per_minute`` or ``tokens_per_minute`` (those names), a
+        hold until a count of the server's rate-limit headers resets
+        (``"rate_limit_headers"``); the agent publishes a
+        [`Waited`][agentrio.events.Waited] event. A meter without this
+        method is told nothing.
 
         Args:
             what: what the call waited for (above).

@@ -1,4 +1,5 @@
-"""The shared guards of a provider: the lanes' limiter, circuit breaker, rate windows, 429 pause.
+"""The shared guards of a provider: the lanes' limiter, circuit breaker, rate windows, 429 pause,
+and the hold the server's rate-limit headers call for.
 
 The lanes (see ``agents/lanes.py``) are ordered here, highest priority first:
 ``interactive`` (also called ``"control"``), ``query`` (the default),
@@ -8,14 +9,17 @@ lanes use the same order and the same `LaneLimiter`.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import heapq
 import itertools
 import math
+import re
 import sys
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Literal
 
 import trio
 
@@ -27,8 +31,12 @@ __all__ = [
     "CircuitBreaker",
     "LaneLimiter",
     "RateWindow",
+    "ServerLimits",
     "lane_caps",
     "lane_index",
+    "parse_rate_reset",
+    "parse_rate_reset_time",
+    "parse_remaining",
     "parse_retry_after",
 ]
 
@@ -378,3 +386,190 @@ class RateWindow:
         if entry in self._entries:
             self._total += amount - entry[1]
             entry[1] = amount
+
+
+# -- the server's rate-limit headers ----------------------------------------------------
+
+_MAX_FIELD = 64  # characters: a longer value is none of these headers' (ignored unread)
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+# A Go duration, as OpenAI writes its resets: "1s", "6m0s", "20ms", "1h2m3.5s".
+# (Each part ends in a unit, so no run of digits can be split two ways.)
+_PART = r"\d{1,12}(?:\.\d{1,12})?(?:h|ms|m|s|us|ns)"
+_DURATION = re.compile(f"(?:{_PART})+")
+_DURATION_PART = re.compile(r"(\d{1,12}(?:\.\d{1,12})?)(h|ms|m|s|us|ns)")
+
+
+def parse_remaining(value: str | None) -> int | None:
+    """A count left from a rate-limit header (``"59"``): ASCII digits, at most 18.
+
+    Returns:
+        The count, or None when the header is absent or is anything else.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        return None
+    return int(text)
+
+
+def parse_rate_reset(value: str | None) -> float | None:
+    """Seconds until a count resets, from OpenAI's ``x-ratelimit-reset-*`` (a Go
+    duration: ``"1s"``, ``"6m0s"``, ``"20ms"``, ``"1h2m3.5s"``).
+
+    Returns:
+        The seconds (finite, never negative), or None when the header is
+        absent or is anything else (a bare number, a sign, another unit).
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if len(text) > _MAX_FIELD or _DURATION.fullmatch(text) is None:
+        return None
+    return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+
+
+def parse_rate_reset_time(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds until a count resets, from Anthropic's ``anthropic-ratelimit-*-reset``
+    (an RFC 3339 time with its offset: ``"2026-11-27T12:00:05Z"``).
+
+    Args:
+        value: the header's value, or None.
+        now: the wall-clock time to measure it from (default ``time.time()``).
+
+    Returns:
+        The seconds (never negative: a time past is 0), or None when the
+        header is absent or unreadable, or has no offset.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if len(text) > _MAX_FIELD or not text.isascii():
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text)
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return max(0.0, seconds)
+
+
+# Each family's counts: (its remaining header, its reset header, what a call takes of it:
+# "requests" one, "tokens" its max_output_tokens, "input" nothing known before it is sent).
+_Takes = Literal["requests", "tokens", "input"]
+_OPENAI_HEADERS: tuple[tuple[bytes, bytes, _Takes], ...] = (
+    (b"x-ratelimit-remaining-requests", b"x-ratelimit-reset-requests", "requests"),
+    (b"x-ratelimit-remaining-tokens", b"x-ratelimit-reset-tokens", "tokens"),
+)
+_ANTHROPIC_HEADERS: tuple[tuple[bytes, bytes, _Takes], ...] = (
+    (b"anthropic-ratelimit-requests-remaining", b"anthropic-ratelimit-requests-reset", "requests"),
+    (b"anthropic-ratelimit-tokens-remaining", b"anthropic-ratelimit-tokens-reset", "tokens"),
+    (
+        b"anthropic-ratelimit-input-tokens-remaining",
+        b"anthropic-ratelimit-input-tokens-reset",
+        "input",
+    ),
+    (
+        b"anthropic-ratelimit-output-tokens-remaining",
+        b"anthropic-ratelimit-output-tokens-reset",
+        "tokens",
+    ),
+)
+
+HeaderLookup = Callable[[bytes], "bytes | str | None"]
+"""A response header's value by its lower-case name (None when absent)."""
+
+
+class ServerLimits:
+    """What a server's rate-limit headers say is left, and the hold that calls for.
+
+    Each answer's headers replace what the last one said of a count (its
+    requests, its tokens; Anthropic's input and output tokens too). A new
+    call is held while a count whose reset is still ahead has less left than
+    the call takes of it: one request; for tokens, the call's
+    ``max_output_tokens`` (what both APIs count a call at before it runs);
+    for Anthropic's input tokens, any at all. The calls that go are taken
+    off what is left, so that calls made before the next answer's headers
+    do not all go on the same count. The hold lasts until the count resets,
+    *cap* seconds at most from when the headers came.
+
+    Everything here is the server's word: a value that cannot be read is
+    ignored (never an exception), a count is used only with its reset, and
+    a reset is capped at *cap*.
+
+    Args:
+        family: ``"openai"`` (``x-ratelimit-*``, resets as Go durations) or
+            ``"anthropic"`` (``anthropic-ratelimit-*``, resets as RFC 3339 times).
+        cap: the longest hold, in seconds (the provider's ``max_retry_wait``).
+
+    Attributes:
+        seen: whether an answer has carried a count it could read (until
+            then, no call needs `wait`).
+    """
+
+    __slots__ = ("_cap", "_gate", "_headers", "_left", "_parse_reset", "_resets", "seen")
+
+    def __init__(self, family: Literal["openai", "anthropic"], cap: float) -> None:
+        self._headers = _ANTHROPIC_HEADERS if family == "anthropic" else _OPENAI_HEADERS
+        self._parse_reset = parse_rate_reset_time if family == "anthropic" else parse_rate_reset
+        # An answer without the remaining requests and tokens is not read further.
+        self._gate = (self._headers[0][0], self._headers[1][0])
+        self._cap = cap
+        self._left = [0] * len(self._headers)
+        self._resets = [-math.inf] * len(self._headers)  # Trio times: past, no hold
+        self.seen = False
+
+    def read(self, header: HeaderLookup) -> None:
+        """Note what an answer's headers say (two lookups when it has none of them).
+
+        Args:
+            header: the answer's header values by lower-case name.
+        """
+        first, second = self._gate
+        if header(first) is None and header(second) is None:
+            return
+        now = trio.current_time()
+        for i, (remaining, reset, _) in enumerate(self._headers):
+            left = parse_remaining(_text(header(remaining)))
+            delay = self._parse_reset(_text(header(reset)))
+            if left is not None and delay is not None:
+                self._left[i] = left
+                self._resets[i] = now + min(delay, self._cap)
+                self.seen = True
+
+    async def wait(self, tokens: int) -> float | None:
+        """Hold until the counts have room for a call of *tokens* output tokens; take it.
+
+        A checkpoint either way; cancelled while held, the call takes nothing.
+
+        Returns:
+            None if it went at once, else the seconds it was held.
+        """
+        await trio.lowlevel.checkpoint()
+        start = now = trio.current_time()
+        while (until := self._held_until(tokens, now)) is not None:
+            await trio.sleep_until(until)
+            now = trio.current_time()
+        self._take(tokens, now)
+        return None if now == start else now - start
+
+    def _held_until(self, tokens: int, now: float) -> float | None:
+        """The latest reset of the counts with too little left for the call, if any."""
+        until = None
+        for i, (_, _, takes) in enumerate(self._headers):
+            reset = self._resets[i]
+            if reset > now and self._left[i] < (tokens if takes == "tokens" else 1):
+                until = reset if until is None else max(until, reset)
+        return until
+
+    def _take(self, tokens: int, now: float) -> None:
+        for i, (_, _, takes) in enumerate(self._headers):
+            if self._resets[i] > now and takes != "input":
+                self._left[i] -= tokens if takes == "tokens" else 1
+
+
+def _text(value: bytes | str | None) -> str | None:
+    """A header's value as text (bytes read as Latin-1, as HTTP has them)."""
+    return value.decode("latin-1") if isinstance(value, bytes) else value

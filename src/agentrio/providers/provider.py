@@ -59,6 +59,7 @@ from .limiter import (
     CircuitBreaker,
     LaneLimiter,
     RateWindow,
+    ServerLimits,
     lane_caps,
     lane_index,
     parse_retry_after,
@@ -332,7 +333,13 @@ class ProviderConfig:
             for (a 429 fails at once with ``RateLimited``, whose
             ``retry_after`` holds the server's value, a 5xx with
             ``ProviderUnavailable``), and neither the backoff nor the shared
-            429 pause exceeds it.
+            429 pause exceeds it, nor a hold for the rate-limit headers.
+        rate_limit_headers: hold new calls, before the server answers 429,
+            while its rate-limit headers (``x-ratelimit-*``, or
+            ``anthropic-ratelimit-*`` for ``kind="anthropic"``) say too
+            little is left, until the count resets (``max_retry_wait`` at
+            most); see [Rate-limit headers][rate-limit-headers]. Default
+            True; False: the headers are not read.
         seed: seeds the jitter, for reproducible tests (None: random).
         max_tokens_field: ``kind="openai"`` only: the request field of the
             output limit, ``"max_completion_tokens"`` (the default; reasoning
@@ -376,6 +383,7 @@ class ProviderConfig:
     max_line_bytes: int = MAX_LINE_BYTES
     max_reply_chars: int = MAX_REPLY_CHARS
     max_retry_wait: float = MAX_RETRY_WAIT
+    rate_limit_headers: bool = True
     seed: int | None = None
     usd_per_million_cached_input_tokens: float | None = None
     usd_per_million_cache_write_tokens: float | None = None
@@ -395,6 +403,11 @@ class ProviderConfig:
         _check_url(self)
         _check_key_env(self)
         _check_numbers(self)
+        if not isinstance(self.rate_limit_headers, bool):
+            got = self.rate_limit_headers
+            raise ConfigError(
+                f"provider {self.name!r}: rate_limit_headers must be a bool, got {got!r}"
+            )
         _check_lane_concurrency(self)
         _check_wire_fields(self)
 
@@ -462,6 +475,10 @@ class _Body:
             str, tuple[ChatMessage, ...], tuple[ToolSchema, ...], int, bool, ModelSettings | None
         ] = (model, tuple(messages), tuple(tools), max_output_tokens, stream, settings)
         self._content: bytes | None = None
+
+    @property
+    def max_output_tokens(self) -> int:
+        return self._args[3]
 
     def content(self) -> bytes:
         """The body, encoded."""
@@ -632,6 +649,13 @@ class Provider:
         self._rpm = RateWindow(config.requests_per_minute) if config.requests_per_minute else None
         self._tpm = RateWindow(config.tokens_per_minute) if config.tokens_per_minute else None
         self._paused_until = 0.0
+        self._server_limits = (
+            ServerLimits(
+                "anthropic" if config.kind == "anthropic" else "openai", config.max_retry_wait
+            )
+            if config.rate_limit_headers
+            else None
+        )
         self._random = random.Random(config.seed)
         self._requests = self._retries = self._failures = self._rate_limited = self._in_flight = 0
 
@@ -1038,6 +1062,11 @@ class Provider:
                 entry, waited = await self._tpm.take(estimate, priority)
                 if waited is not None:
                     self._waited(meter, "tokens_per_minute", waited)
+            limits = self._server_limits
+            if limits is not None and limits.seen:
+                waited = await limits.wait(body.max_output_tokens)
+                if waited is not None:
+                    self._waited(meter, "rate_limit_headers", waited)
             self._requests += 1
             self._in_flight += 1
             if got is not None:
@@ -1142,6 +1171,8 @@ class Provider:
         if _http_log.isEnabledFor(logging.DEBUG):
             line = f"HTTP/1.1 {answer.status_code} {answer.reason.decode('latin-1')}"
             _log_request(self._shown_endpoint, line, len(content), start)
+        if self._server_limits is not None:
+            self._server_limits.read(answer.header)
         if answer.status_code == 200:
             return answer, 200, None
         after = answer.header(b"retry-after")
@@ -1160,6 +1191,8 @@ class Provider:
         if _http_log.isEnabledFor(logging.DEBUG):
             line = f"{sent.http_version} {sent.status_code} {sent.reason_phrase}"
             _log_request(redact_url(self._url), line, len(content), start)
+        if self._server_limits is not None:
+            self._server_limits.read(lambda name: sent.headers.get(name.decode("latin-1")))
         return HttpxBody(sent), sent.status_code, sent.headers.get("retry-after")
 
     async def _whole(

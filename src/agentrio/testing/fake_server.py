@@ -273,6 +273,10 @@ class FakeLLMServer:
         requests: every request that reached the script or handler, in order
             (not those rejected or answered by a fault; none if it was opened
             with ``keep_requests=False``).
+        response_headers: None, or a function of a request returning more
+            headers, as (name, value) pairs, for its answer from the script
+            or handler (whole or streamed): rate-limit headers, say. Set it
+            once the server is open.
     """
 
     def __init__(
@@ -290,6 +294,7 @@ class FakeLLMServer:
         self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self.faults = faults
         self.requests: list[FakeRequest] = []
+        self.response_headers: Callable[[FakeRequest], Iterable[tuple[str, str]]] | None = None
         self._keep_requests = keep_requests
         self._answered = 0  # requests that reached the script or handler
         self._handler = handler
@@ -422,14 +427,18 @@ class FakeLLMServer:
         if malformed:
             self._count("malformed_tool_json")
         answer = Answer(reply, fake.model, number, malformed)
+        extra = None
+        if self.response_headers is not None:
+            extra = [(n.lower().encode(), v.encode()) for n, v in self.response_headers(fake)]
         if not fake.stream:
-            await self._send_json(stream, request, 200, json_bytes(REPLY[fake.api](answer)))
+            body = json_bytes(REPLY[fake.api](answer))
+            await self._send_json(stream, request, 200, body, extra)
             return True
         truncate = "truncate" in plan.drawn
         if truncate:
             self._count("truncate")
         frames = FRAMES[fake.api](answer)
-        await self._send_stream(stream, request, fake.api, frames, truncate)
+        await self._send_stream(stream, request, fake.api, frames, truncate, extra)
         return not truncate and not request.http10
 
     async def _fail(
@@ -509,11 +518,13 @@ class FakeLLMServer:
         api: ApiName,
         frames: list[bytes],
         truncate: bool,
+        extra: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
         headers = [
             *_HEADERS,
             (b"content-type", STREAM_TYPES[api]),
             (b"cache-control", b"no-cache"),
+            *(extra or []),
         ]
         # Truncation keeps fewer than all frames, so the terminator never goes out.
         sent = frames[: len(frames) // 2] if truncate else frames
