@@ -267,11 +267,17 @@ BAD_FILES = [
     ),
     (
         '[providers.local]\nkind = "gemini"\nbase_url = "http://h"',
-        ['providers.local.kind must be one of "openai", "anthropic", "ollama", got "gemini"'],
+        [
+            'providers.local.kind must be one of "openai", "anthropic", "ollama", '
+            '"openai-responses", got "gemini"'
+        ],
     ),
     (
         '[providers.local]\nkind = 5\nbase_url = "http://h"',
-        ['providers.local.kind must be one of "openai", "anthropic", "ollama", got 5'],
+        [
+            'providers.local.kind must be one of "openai", "anthropic", "ollama", '
+            '"openai-responses", got 5'
+        ],
     ),
     (
         '[providers.local]\nkind = "ollama"\nbase_url = "127.0.0.1:11434"',

@@ -692,7 +692,7 @@ async def test_not_found_and_bad_requests() -> None:
     stats = server.statistics()
     assert stats.rejected == {404: 1, 405: 1, 400: 3}
     assert stats.connections == 1 and stats.http_requests == 6
-    assert stats.by_api == {"openai": 1, "anthropic": 0, "ollama": 0}
+    assert stats.by_api == {"openai": 1, "anthropic": 0, "ollama": 0, "responses": 0}
 
 
 async def test_hundred_concurrent_requests() -> None:
@@ -717,7 +717,7 @@ async def test_hundred_concurrent_requests() -> None:
         stats = server.statistics()
     assert all(f"n{i}" in results[i] for i in range(100))
     assert len(server.requests) == 100 and stats.replies == 100
-    assert stats.by_api == {"openai": 34, "anthropic": 33, "ollama": 33}
+    assert stats.by_api == {"openai": 34, "anthropic": 33, "ollama": 33, "responses": 0}
 
 
 async def test_keep_alive_reuses_one_connection() -> None:

@@ -43,7 +43,7 @@ __all__ = [
     "parse_request",
 ]
 
-ApiName = Literal["openai", "anthropic", "ollama"]
+ApiName = Literal["openai", "anthropic", "ollama", "responses"]
 
 MAX_BODY = 32 * 1024 * 1024  # bytes: the largest request body read
 
@@ -52,7 +52,8 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One API request as a reply handler sees it, normalised from its wire format.
 
     Attributes:
-        api: ``"openai"``, ``"anthropic"`` or ``"ollama"``.
+        api: ``"openai"``, ``"anthropic"``, ``"ollama"`` or ``"responses"``
+            (OpenAI's Responses API: see ``_fake_responses``).
         model: the model asked for.
         messages: the conversation: a system prompt first (Anthropic's
             top-level ``system`` included), user and assistant turns (tool
@@ -523,6 +524,10 @@ def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
             ``response_format`` schema marked strict is not in OpenAI's
             strict form; a ``tool_choice`` forces a tool that is not offered.
     """
+    if api == "responses":
+        from ._fake_responses import parse_responses  # (it builds on this module)
+
+        return parse_responses(body)
     try:
         if api == "openai":
             oa = msgspec.convert(body, _OaRequest)
@@ -867,19 +872,43 @@ def _ollama_frames(answer: Answer) -> list[bytes]:
     return [json_bytes(line) + b"\n" for line in lines]
 
 
+def _responses_reply(answer: Answer) -> dict[str, object]:
+    from ._fake_responses import responses_reply  # (it builds on this module)
+
+    return responses_reply(answer)
+
+
+def _responses_frames(answer: Answer) -> list[bytes]:
+    from ._fake_responses import responses_frames
+
+    return responses_frames(answer)
+
+
 # By API: the reply as one JSON object, the reply as stream frames, the streams'
 # content type, and the API of each path served.
-REPLY = {"openai": _openai_reply, "anthropic": _anthropic_reply, "ollama": _ollama_reply}
-FRAMES = {"openai": _openai_frames, "anthropic": _anthropic_frames, "ollama": _ollama_frames}
+REPLY = {
+    "openai": _openai_reply,
+    "anthropic": _anthropic_reply,
+    "ollama": _ollama_reply,
+    "responses": _responses_reply,
+}
+FRAMES = {
+    "openai": _openai_frames,
+    "anthropic": _anthropic_frames,
+    "ollama": _ollama_frames,
+    "responses": _responses_frames,
+}
 STREAM_TYPES = {
     "openai": b"text/event-stream; charset=utf-8",
     "anthropic": b"text/event-stream; charset=utf-8",
     "ollama": b"application/x-ndjson",
+    "responses": b"text/event-stream; charset=utf-8",
 }
 ROUTES: dict[str, ApiName] = {
     "/v1/chat/completions": "openai",
     "/v1/messages": "anthropic",
     "/api/chat": "ollama",
+    "/v1/responses": "responses",
 }
 _OPENAI_ERRORS = {
     400: ("invalid_request_error", None),
