@@ -97,7 +97,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     demo.add_argument("--model", default="demo", help="the model name to ask for (default: demo)")
     demo.add_argument(
         "--kind",
-        choices=["openai", "anthropic", "ollama"],
+        choices=["openai", "anthropic", "ollama", "openai-responses"],
         default=None,
         help="the wire format at --base-url (default: openai); only with --base-url",
     )

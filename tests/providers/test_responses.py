@@ -793,3 +793,17 @@ _line = st.one_of(
 @given(st.lists(_line, max_size=8), st.sampled_from([None, ["lookup"]]))
 def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
     streams(lines, text_tools)
+
+
+# -- the demo on the Responses wire ------------------------------------------------------
+
+
+async def test_the_demo_runs_on_the_responses_wire(autojump_clock: trio.testing.MockClock) -> None:
+    from agentrio.demo import run_demo
+
+    async with open_fake_llm() as server:
+        report = await run_demo(6, base_url=f"{server.base_url}/v1", kind="openai-responses")
+        stats = server.statistics()
+    assert report.stop_reasons == {"done": 6} and report.path == "http"
+    # Three calls an agent (two tools, then the answer), all on /v1/responses.
+    assert stats.by_api["responses"] == 18 and stats.by_api["openai"] == 0
