@@ -807,3 +807,42 @@ async def test_the_demo_runs_on_the_responses_wire(autojump_clock: trio.testing.
     assert report.stop_reasons == {"done": 6} and report.path == "http"
     # Three calls an agent (two tools, then the answer), all on /v1/responses.
     assert stats.by_api["responses"] == 18 and stats.by_api["openai"] == 0
+
+
+# -- against the official SDK's types, when it is installed --------------------------------
+
+
+def test_shapes_validate_against_the_official_sdk() -> None:
+    """What the wire sends, and what the fake server and the fixtures here answer,
+    validated by ``openai.types.responses`` (not a dependency: skipped without it)."""
+    pytest.importorskip("openai")
+    from openai.types.responses import Response, ResponseStreamEvent
+    from openai.types.responses.response_create_params import (
+        ResponseCreateParamsNonStreaming,
+        ResponseCreateParamsStreaming,
+    )
+    from pydantic import TypeAdapter
+
+    from agentrio.testing._fake_wire import FRAMES, Answer
+    from agentrio.testing._fake_wire import REPLY as WHOLE
+
+    events = TypeAdapter(ResponseStreamEvent)
+    cut = ModelReply(text="x", finish_reason="length")
+    for reply in (REPLY, cut, ModelReply(refusal="no", finish_reason="refusal")):
+        answer = Answer(reply, "m", 1)
+        Response.model_validate(json.loads(json.dumps(WHOLE["responses"](answer))))
+        for frame in FRAMES["responses"](answer):
+            events.validate_python(json.loads(frame.split(b"data: ", 1)[1]))
+    Response.model_validate(GOOD)
+    for event in documented_stream(REASONING_ITEM, MESSAGE_ITEM, CALL_ITEM):
+        events.validate_python(json.loads(event.split("data: ", 1)[1]))
+    parts = (TextPart("q"), ImagePart(data=PNG, media_type="image/png"), DocumentPart(data=PDF))
+    messages = [*CONVERSATION, ChatMessage("user", "q", parts=parts)]
+    settings = ModelSettings(tool_choice="lookup", temperature=0.1)
+    output = OutputSchema("Movie", msgspec.json.schema(_Movie))
+    for stream, params in (
+        (False, ResponseCreateParamsNonStreaming),
+        (True, ResponseCreateParamsStreaming),
+    ):
+        body = WIRE.body("gpt-5", messages, [LOOKUP], 100, stream, settings, output)
+        TypeAdapter(params).validate_python(json.loads(json.dumps(body)))
