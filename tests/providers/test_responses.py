@@ -823,8 +823,9 @@ def test_shapes_validate_against_the_official_sdk() -> None:
     )
     from pydantic import TypeAdapter
 
-    from agentrio.testing._fake_wire import FRAMES, Answer
-    from agentrio.testing._fake_wire import REPLY as WHOLE
+    from agentrio.testing._fake_responses import FRAMES
+    from agentrio.testing._fake_responses import REPLY as WHOLE
+    from agentrio.testing._fake_wire import Answer
 
     events = TypeAdapter(ResponseStreamEvent)
     cut = ModelReply(text="x", finish_reason="length")

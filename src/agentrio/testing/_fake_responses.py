@@ -26,9 +26,11 @@ from ..messages import (
     ThinkingBlock,
     ToolCallRequest,
 )
+from . import _fake_wire
 from ._fake_wire import (
     _IMAGE_TYPES,
     Answer,
+    ApiName,
     BadRequest,
     FakeRequest,
     _arguments,
@@ -41,7 +43,14 @@ from ._fake_wire import (
     json_bytes,
 )
 
-__all__ = ["parse_responses", "responses_frames", "responses_reply"]
+__all__ = [
+    "FRAMES",
+    "REPLY",
+    "parse_request",
+    "parse_responses",
+    "responses_frames",
+    "responses_reply",
+]
 
 
 class _Content(msgspec.Struct):
@@ -486,3 +495,13 @@ def responses_frames(answer: Answer) -> list[bytes]:
     end = "response.incomplete" if whole["status"] == "incomplete" else "response.completed"
     events.add(end, response=whole)
     return events.frames
+
+
+# Every API's, the Responses API's with the others (the fake server reads these).
+REPLY = {**_fake_wire.REPLY, "responses": responses_reply}
+FRAMES = {**_fake_wire.FRAMES, "responses": responses_frames}
+
+
+def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
+    """`_fake_wire.parse_request`, and `parse_responses` for the Responses API."""
+    return parse_responses(body) if api == "responses" else _fake_wire.parse_request(api, body)

@@ -524,10 +524,6 @@ def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
             ``response_format`` schema marked strict is not in OpenAI's
             strict form; a ``tool_choice`` forces a tool that is not offered.
     """
-    if api == "responses":
-        from ._fake_responses import parse_responses  # (it builds on this module)
-
-        return parse_responses(body)
     try:
         if api == "openai":
             oa = msgspec.convert(body, _OaRequest)
@@ -872,32 +868,11 @@ def _ollama_frames(answer: Answer) -> list[bytes]:
     return [json_bytes(line) + b"\n" for line in lines]
 
 
-def _responses_reply(answer: Answer) -> dict[str, object]:
-    from ._fake_responses import responses_reply  # (it builds on this module)
-
-    return responses_reply(answer)
-
-
-def _responses_frames(answer: Answer) -> list[bytes]:
-    from ._fake_responses import responses_frames
-
-    return responses_frames(answer)
-
-
 # By API: the reply as one JSON object, the reply as stream frames, the streams'
-# content type, and the API of each path served.
-REPLY = {
-    "openai": _openai_reply,
-    "anthropic": _anthropic_reply,
-    "ollama": _ollama_reply,
-    "responses": _responses_reply,
-}
-FRAMES = {
-    "openai": _openai_frames,
-    "anthropic": _anthropic_frames,
-    "ollama": _ollama_frames,
-    "responses": _responses_frames,
-}
+# content type, and the API of each path served. (The Responses API's reply and
+# frames are _fake_responses', which builds on this module: fake_server joins them.)
+REPLY = {"openai": _openai_reply, "anthropic": _anthropic_reply, "ollama": _ollama_reply}
+FRAMES = {"openai": _openai_frames, "anthropic": _anthropic_frames, "ollama": _ollama_frames}
 STREAM_TYPES = {
     "openai": b"text/event-stream; charset=utf-8",
     "anthropic": b"text/event-stream; charset=utf-8",
