@@ -777,7 +777,8 @@ async def test_cli_serves_until_interrupted() -> None:
                 line += chunk
         match = re.fullmatch(
             r"agentrio fake LLM server on (http://127\.0\.0\.1:(\d+)) "
-            r"\(OpenAI /v1/chat/completions, Anthropic /v1/messages, Ollama /api/chat\)\n",
+            r"\(OpenAI /v1/chat/completions, OpenAI Responses /v1/responses, "
+            r"Anthropic /v1/messages, Ollama /api/chat\)\n",
             line.decode(),
         )
         assert match is not None, line
