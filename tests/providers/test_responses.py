@@ -40,7 +40,7 @@ from agentrio.config import parse_config
 from agentrio.errors import BadResponse
 from agentrio.providers.anthropic import AnthropicWire
 from agentrio.providers.bounded import TooLarge
-from agentrio.providers.responses import ResponsesWire
+from agentrio.providers.responses import INCLUDE, ResponsesWire
 from agentrio.testing import FakeLLMServer, open_fake_llm
 from agentrio.types import OutputSchema, TextPart, ThinkingBlock, ToolSchema
 
@@ -226,12 +226,56 @@ async def test_reasoning_goes_back_with_the_tool_results(
     assert history[1].thinking == (REASONING,) and history[1].content == ""
 
 
-async def test_the_fake_server_refuses_reasoning_without_its_encrypted_content() -> None:
-    bare = ThinkingBlock(id="rs_1", summary=())
-    turn = ChatMessage("assistant", "ok", thinking=(bare,))
-    async with open_fake_llm([ModelReply(text="x")]) as server, provider(server) as p:
-        with pytest.raises(agentrio.ProviderError, match="Items are not persisted when `store`"):
-            await p.complete("m", [ChatMessage("user", "q"), turn], [], max_output_tokens=5)
+def test_with_store_false_a_reasoning_item_without_encrypted_content_stays_home() -> None:
+    bare = ThinkingBlock(id="rs_1", summary=("s",))
+    messages = [ChatMessage("user", "q"), ChatMessage("assistant", "ok", thinking=(bare,))]
+    # (the API would answer 400: with store: false it kept nothing to find it by)
+    assert [i["type"] for i in WIRE.body("m", messages, [], 8, False)["input"]] == [  # type: ignore[union-attr]
+        "message",
+        "message",
+    ]
+    stored = ModelSettings(extra_body={"store": True})
+    sent = WIRE.body("m", messages, [], 8, False, stored)["input"]
+    assert [i["type"] for i in sent] == ["message", "reasoning", "message"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("model", "included"),
+    [
+        ("gpt-5-mini", True),
+        ("o3", True),
+        ("o4-mini-2025-04-16", True),
+        ("gpt-4o-mini", False),
+        ("gpt-4.1", False),
+        ("gpt-5-chat-latest", False),
+        ("openai/gpt-4o", False),
+    ],
+)
+def test_encrypted_reasoning_is_asked_of_the_models_that_reason(model: str, included: bool) -> None:
+    body = WIRE.body(model, [ChatMessage("user", "q")], [], 8, False)
+    assert ("include" in body) is included
+    assert body["store"] is False
+
+
+async def test_the_fake_server_answers_as_the_api_does_to_what_it_refuses() -> None:
+    async with open_fake_llm([ModelReply(text="x"), ModelReply(text="y")]) as server:
+        async with httpx.AsyncClient(base_url=server.base_url, trust_env=False) as client:
+            include = {"model": "gpt-4o", "input": "hi", "include": list(INCLUDE)}
+            refused = await client.post("/v1/responses", json=include)
+            bare = {"type": "reasoning", "id": "rs_1", "summary": []}
+            lost = {
+                "model": "o3",
+                "input": [bare, {"role": "user", "content": "q"}],
+                "store": False,
+            }
+            forgotten = await client.post("/v1/responses", json=lost)
+        async with provider(server) as p:  # (and the wire asks gpt-4o for no encrypted content)
+            reply = await p.complete(
+                "gpt-4o-mini", [ChatMessage("user", "q")], [], max_output_tokens=5
+            )
+    assert refused.status_code == 400 and "Encrypted content is not supported" in refused.text
+    assert forgotten.status_code == 400 and "Items are not persisted" in forgotten.text
+    assert reply.text == "x"
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -56,12 +56,16 @@ from .wire import (
     user_parts,
 )
 
-__all__ = ["INCLUDE", "PARTS", "ResponsesWire"]
+__all__ = ["INCLUDE", "PARTS", "PLAIN_MODELS", "ResponsesWire"]
 
 WIRE = "openai-responses"
-# What every request asks for: the reasoning items' encrypted content, which
-# lets the next request carry them with store: false (no state on the server).
+# What a request asks for: the reasoning items' encrypted content, which lets
+# the next request carry them with store: false (no state on the server)...
 INCLUDE = ("reasoning.encrypted_content",)
+# ...but for the models that do not reason, which refuse it (400 "Encrypted
+# content is not supported with this model."): named by prefix, so that a new
+# model, likelier to reason, gets it. (After a "vendor/" prefix: OpenRouter.)
+PLAIN_MODELS = ("gpt-3.5", "gpt-4", "chatgpt-", "gpt-5-chat")
 _SETTINGS = frozenset(
     (
         "temperature",
@@ -160,6 +164,10 @@ def _item(msg: ChatMessage) -> list[dict[str, object]]:
     if msg.parts:
         content = [_part(p) for p in user_parts(PARTS, msg)]
     return [{"type": "message", "role": msg.role, "content": content}]
+
+
+def _sealed(item: dict[str, object]) -> bool:
+    return bool(item.get("encrypted_content"))
 
 
 def _input(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, object]]]:
@@ -324,9 +332,12 @@ class ResponsesWire:
     """``POST {base_url}/responses``; streams as SSE events ending in
     ``response.completed`` (or ``response.incomplete``).
 
-    Every request says ``store: false`` and asks for
-    ``include: ["reasoning.encrypted_content"]`` (``extra_body`` may say
-    otherwise); function tools go with ``strict: false``.
+    Every request says ``store: false`` and, for a model whose name does not
+    start with one of `PLAIN_MODELS` (the models that do not reason, which
+    refuse it), asks for ``include: ["reasoning.encrypted_content"]``
+    (``extra_body`` may say otherwise for both). With ``store: false``, a
+    reasoning item without its encrypted content is not sent back. Function
+    tools go with ``strict: false``.
     """
 
     path = "/responses"
@@ -358,14 +369,19 @@ class ResponsesWire:
             "max_output_tokens": max_output_tokens,
             "stream": stream,
             "store": False,
-            "include": list(INCLUDE),
         }
+        if not model.rpartition("/")[2].startswith(PLAIN_MODELS):
+            body["include"] = list(INCLUDE)
         if tools:
             body["tools"] = _tools(tools)
         if settings is not None:
             _apply(body, settings, tools)
         if output is not None:
             body["text"] = _text_format(output)
+        if body.get("store") is False:
+            # Nothing on the server to find a reasoning item by: one without its
+            # encrypted content (from a call that did not ask for it) would be a 400.
+            body["input"] = [i for i in items if i["type"] != "reasoning" or _sealed(i)]
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:

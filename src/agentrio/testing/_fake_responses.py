@@ -5,8 +5,9 @@ official SDK's ``openai.types.responses`` types have them.
 What the real API refuses, this refuses too (answered 400): an item without a
 field the API requires, a function tool whose schema is not in strict form
 unless it says ``strict: false``, a ``reasoning`` item that nothing follows,
-and, with ``store: false``, a reasoning item without its ``encrypted_content``
-(the server kept nothing to find it by).
+with ``store: false`` a reasoning item without its ``encrypted_content`` (the
+server kept nothing to find it by), and ``include:
+["reasoning.encrypted_content"]`` for a model that does not reason (``gpt-4o``).
 """
 
 from __future__ import annotations
@@ -310,6 +311,10 @@ def parse_responses(body: dict[str, object]) -> FakeRequest:
         request = msgspec.convert(body, _Request)
     except msgspec.ValidationError as exc:
         raise BadRequest(str(exc)) from exc
+    if "reasoning.encrypted_content" in (request.include or ()) and request.model.startswith(
+        ("gpt-3.5", "gpt-4", "chatgpt-", "gpt-5-chat")
+    ):
+        raise BadRequest("Encrypted content is not supported with this model.")
     schema, choice = _output(request)
     return FakeRequest(
         api="responses",
