@@ -136,6 +136,18 @@ def test_a_later_system_turn_stays_in_place_and_empty_tools_are_left_out() -> No
     assert body["input"][1] == {"type": "message", "role": "system", "content": "now be formal"}  # type: ignore[index]
 
 
+async def test_an_output_limit_below_the_apis_least_goes_out_as_16() -> None:
+    assert WIRE.body("m", [ChatMessage("user", "q")], [], 3, False)["max_output_tokens"] == 16
+    async with open_fake_llm([ModelReply(text="ok")]) as server, provider(server) as p:
+        await p.complete("m", [ChatMessage("user", "q")], [], max_output_tokens=1)
+        async with httpx.AsyncClient(base_url=server.base_url, trust_env=False) as client:
+            refused = await client.post(
+                "/v1/responses", json={"model": "m", "input": "q", "max_output_tokens": 1}
+            )
+    assert server.requests[0].max_tokens == 16
+    assert refused.status_code == 400 and "Expected a value >= 16" in refused.text
+
+
 def test_headers() -> None:
     assert WIRE.headers("k-123") == {"Authorization": "Bearer k-123"}
     assert WIRE.headers(None) == {}

@@ -56,7 +56,7 @@ from .wire import (
     user_parts,
 )
 
-__all__ = ["INCLUDE", "PARTS", "PLAIN_MODELS", "ResponsesWire"]
+__all__ = ["INCLUDE", "MIN_OUTPUT_TOKENS", "PARTS", "PLAIN_MODELS", "ResponsesWire"]
 
 WIRE = "openai-responses"
 # What a request asks for: the reasoning items' encrypted content, which lets
@@ -66,6 +66,9 @@ INCLUDE = ("reasoning.encrypted_content",)
 # content is not supported with this model."): named by prefix, so that a new
 # model, likelier to reason, gets it. (After a "vendor/" prefix: OpenRouter.)
 PLAIN_MODELS = ("gpt-3.5", "gpt-4", "chatgpt-", "gpt-5-chat")
+# The API refuses a max_output_tokens below this ("Expected a value >= 16"): a
+# smaller limit (an agent's near its context window) goes out as this one.
+MIN_OUTPUT_TOKENS = 16
 _SETTINGS = frozenset(
     (
         "temperature",
@@ -337,7 +340,8 @@ class ResponsesWire:
     refuse it), asks for ``include: ["reasoning.encrypted_content"]``
     (``extra_body`` may say otherwise for both). With ``store: false``, a
     reasoning item without its encrypted content is not sent back. Function
-    tools go with ``strict: false``.
+    tools go with ``strict: false``; ``max_output_tokens`` is at least
+    `MIN_OUTPUT_TOKENS` (16), the API's least.
     """
 
     path = "/responses"
@@ -366,7 +370,7 @@ class ResponsesWire:
             body["instructions"] = instructions
         body |= {
             "input": items,
-            "max_output_tokens": max_output_tokens,
+            "max_output_tokens": max(max_output_tokens, MIN_OUTPUT_TOKENS),
             "stream": stream,
             "store": False,
         }

@@ -6,8 +6,9 @@ What the real API refuses, this refuses too (answered 400): an item without a
 field the API requires, a function tool whose schema is not in strict form
 unless it says ``strict: false``, a ``reasoning`` item that nothing follows,
 with ``store: false`` a reasoning item without its ``encrypted_content`` (the
-server kept nothing to find it by), and ``include:
-["reasoning.encrypted_content"]`` for a model that does not reason (``gpt-4o``).
+server kept nothing to find it by), ``include:
+["reasoning.encrypted_content"]`` for a model that does not reason (``gpt-4o``),
+and a ``max_output_tokens`` below 16.
 """
 
 from __future__ import annotations
@@ -311,6 +312,11 @@ def parse_responses(body: dict[str, object]) -> FakeRequest:
         request = msgspec.convert(body, _Request)
     except msgspec.ValidationError as exc:
         raise BadRequest(str(exc)) from exc
+    if request.max_output_tokens is not None and request.max_output_tokens < 16:
+        raise BadRequest(
+            "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, "
+            f"but got {request.max_output_tokens} instead."
+        )
     if "reasoning.encrypted_content" in (request.include or ()) and request.model.startswith(
         ("gpt-3.5", "gpt-4", "chatgpt-", "gpt-5-chat")
     ):
