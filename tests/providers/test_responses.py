@@ -251,6 +251,15 @@ def test_with_store_false_a_reasoning_item_without_encrypted_content_stays_home(
     assert [i["type"] for i in sent] == ["message", "reasoning", "message"]  # type: ignore[union-attr]
 
 
+def test_reasoning_that_led_to_nothing_is_not_sent_back() -> None:
+    # (the API refuses a reasoning item without its following item)
+    cut = ChatMessage("assistant", "", thinking=(REASONING,))
+    body = WIRE.body(
+        "m", [ChatMessage("user", "q"), cut, ChatMessage("user", "go on")], [], 8, False
+    )
+    assert [i["role"] for i in body["input"]] == ["user", "user"]  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("model", "included"),
     [

@@ -136,7 +136,10 @@ def _reasoning(block: ThinkingBlock) -> dict[str, object]:
 
 def _assistant(msg: ChatMessage) -> list[dict[str, object]]:
     # Reasoning first, as it came: the API wants a reasoning item followed by
-    # the item it led to (the message, or the function calls).
+    # the item it led to (the message, or the function calls), and refuses one
+    # that nothing follows (a turn cut while the model was still reasoning).
+    if not (msg.content or msg.tool_calls):
+        return []
     items = [_reasoning(b) for b in msg.thinking if b.id]
     if msg.content:
         items.append({"type": "message", "role": "assistant", "content": msg.content})
