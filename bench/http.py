@@ -19,9 +19,17 @@ them.
             bounded reading, and the answer parsed into a ``ModelReply``
             (streamed: each text delta too).
 
+The same again for OpenAI's Responses API (kind ``openai-responses``, paths
+ending ``/responses``): a ``Response`` object whole, or streamed as its typed
+events (``response.created``, ``response.in_progress``, the item and content
+part added, 47 ``response.output_text.delta``, the done events and
+``response.completed``: 55 in all), each side against its own floor
+(``responses_ratio``, ``responses_stream_ratio``).
+
 Each side runs in a fresh process, the two alternately, with the same
 number of requests in flight; figures are medians. Goal: ``ratio`` and
-``stream_ratio`` (agentrio's requests/s over the floor's) both >= 0.5.
+``stream_ratio`` (agentrio's requests/s over the floor's) both >= 0.5, and
+the Responses wire's two ratios too.
 
 Run: python bench/http.py [--requests 3000] [--concurrency 16] [--repeats 3]
 """
@@ -49,6 +57,7 @@ from _common import main, run_child
 
 import agentrio
 from agentrio.providers.openai import OpenAIWire
+from agentrio.providers.responses import ResponsesWire
 
 MESSAGES = [
     agentrio.ChatMessage("system", "You answer briefly."),
@@ -94,17 +103,96 @@ def _events() -> list[bytes]:
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
 
-def _streamed() -> bytes:
+def _streamed(events: list[bytes] | None = None) -> bytes:
     head = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     )
-    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in _events())
+    body = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events or _events())
     return head + body + b"0\r\n\r\n"
+
+
+# -- the Responses API's answers (openai.types.responses: Response, its stream events) --
+
+
+def _response(done: bool) -> dict[str, Any]:
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "status": "completed" if done else "in_progress",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": TEXT, "annotations": [], "logprobs": []}]
+        if done
+        else [],
+    }
+    usage = {
+        "input_tokens": 40,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": 30,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 70,
+    }
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": "completed" if done else "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": "You answer briefly.",
+        "model": "m",
+        "output": [message] if done else [],
+        "parallel_tool_calls": True,
+        "store": False,
+        "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": usage if done else None,
+    }
+
+
+def _responses_whole() -> bytes:
+    body = json.dumps(_response(True)).encode()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+    return head % len(body) + body
+
+
+def _responses_events() -> list[bytes]:
+    cuts = [len(TEXT) * i // DELTAS for i in range(DELTAS + 1)]
+    pieces = [TEXT[a:b] for a, b in itertools.pairwise(cuts)]
+    start, done = _response(False), _response(True)
+    message = done["output"][0]
+    where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    part = message["content"][0]
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": start},
+        {"type": "response.in_progress", "response": start},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**message, "status": "in_progress", "content": []},
+        },
+        {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
+    ]
+    events += [
+        {"type": "response.output_text.delta", **where, "delta": p, "logprobs": []} for p in pieces
+    ]
+    events += [
+        {"type": "response.output_text.done", **where, "text": TEXT, "logprobs": []},
+        {"type": "response.content_part.done", **where, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": message},
+        {"type": "response.completed", "response": done},
+    ]
+    return [
+        b"event: %s\ndata: %s\n\n"
+        % (e["type"].encode(), json.dumps({**e, "sequence_number": i}).encode())
+        for i, e in enumerate(events)
+    ]
 
 
 def serve(sock: socket.socket) -> None:
     """The canned server (in its own process): answers each request on arrival."""
     whole, streamed = _whole(), _streamed()
+    rs_whole, rs_streamed = _responses_whole(), _streamed(_responses_events())
 
     async def handle(stream: trio.SocketStream) -> None:
         buf = b""
@@ -126,7 +214,12 @@ def serve(sock: socket.socket) -> None:
                         return
                     rest += data
                 buf = rest[size:]
-                await stream.send_all(streamed if head.startswith(b"POST /stream") else whole)
+                line = head.split(b"\r\n", 1)[0]
+                if b"/responses " in line:
+                    answer = rs_streamed if line.startswith(b"POST /stream") else rs_whole
+                else:
+                    answer = streamed if line.startswith(b"POST /stream") else whole
+                await stream.send_all(answer)
         except trio.BrokenResourceError:
             pass
 
@@ -140,11 +233,15 @@ def serve(sock: socket.socket) -> None:
 # -- the floor ----------------------------------------------------------------------------
 
 
-async def _floor(port: int, stream: bool, concurrency: int) -> Callable[[], Awaitable[None]]:
+async def _floor(
+    port: int, stream: bool, concurrency: int, responses: bool = False
+) -> Callable[[], Awaitable[None]]:
     import h11
 
-    body = json.dumps(OpenAIWire().body("m", MESSAGES, (), 256, stream)).encode()
-    target = "/stream/v1/chat/completions" if stream else "/v1/chat/completions"
+    wire = ResponsesWire() if responses else OpenAIWire()
+    body = json.dumps(wire.body("m", MESSAGES, (), 256, stream)).encode()
+    target = ("/stream/v1" if stream else "/v1") + wire.path
+    done = b"data: [DONE]"
     headers = [
         ("host", f"127.0.0.1:{port}"),
         ("content-type", "application/json"),
@@ -172,10 +269,10 @@ async def _floor(port: int, stream: bool, concurrency: int) -> Callable[[], Awai
         answer = b"".join(parts)
         if stream:
             for line in answer.split(b"\n"):
-                if line.startswith(b"data: ") and line != b"data: [DONE]":
+                if line.startswith(b"data: ") and line != done:
                     json.loads(line[6:])
         else:
-            assert json.loads(answer)["choices"]
+            assert json.loads(answer)["output" if responses else "choices"]
         free.append((sock, conn))
 
     return one
@@ -197,15 +294,18 @@ async def _agentrio(
     return one
 
 
-def requests(impl: str, port: int, stream: bool, n: int, concurrency: int) -> dict[str, Any]:
+def requests(
+    impl: str, port: int, stream: bool, n: int, concurrency: int, responses: bool = False
+) -> dict[str, Any]:
     async def run() -> float:
         base = f"http://127.0.0.1:{port}" + ("/stream/v1" if stream else "/v1")
+        kind = "openai-responses" if responses else "openai"
         config = agentrio.ProviderConfig(
-            name="bench", kind="openai", base_url=base, max_concurrent=concurrency, stream=stream
+            name="bench", kind=kind, base_url=base, max_concurrent=concurrency, stream=stream
         )
         async with agentrio.Provider(config) as provider:
             if impl == "floor":
-                one = await _floor(port, stream, concurrency)
+                one = await _floor(port, stream, concurrency, responses)
             else:
                 one = await _agentrio(port, stream, concurrency, provider)
             limiter = trio.CapacityLimiter(concurrency)
@@ -237,11 +337,11 @@ def report(args: Any) -> dict[str, Any]:
     try:
         params = {"port": sock.getsockname()[1], "concurrency": args.concurrency}
         for _ in range(args.repeats):  # alternately, so that both see the same machine
-            for stream in (False, True):
+            for responses, stream in itertools.product((False, True), (False, True)):
                 n = args.requests if not stream else args.requests // 2
                 for impl in ("floor", "agentrio"):
-                    key = f"{impl}{'_stream' if stream else ''}"
-                    one = {**params, "impl": impl, "stream": stream, "n": n}
+                    key = f"{impl}{'_responses' if responses else ''}{'_stream' if stream else ''}"
+                    one = {**params, "impl": impl, "stream": stream, "n": n, "responses": responses}
                     res.setdefault(key, []).append(run_child(script, "requests", one, args.timeout))
     finally:
         server.terminate()
@@ -250,6 +350,8 @@ def report(args: Any) -> dict[str, Any]:
     print(f"[http] {med}", file=sys.stderr, flush=True)
     ratio = med["agentrio"] / med["floor"]
     stream_ratio = med["agentrio_stream"] / med["floor_stream"]
+    responses_ratio = med["agentrio_responses"] / med["floor_responses"]
+    responses_stream_ratio = med["agentrio_responses_stream"] / med["floor_responses_stream"]
     return {
         "bench": "http",
         "requests": args.requests,
@@ -263,7 +365,19 @@ def report(args: Any) -> dict[str, Any]:
         "stream_requests_per_s": med["agentrio_stream"],
         "floor_stream_requests_per_s": med["floor_stream"],
         "stream_ratio": round(stream_ratio, 3),
-        "goals_met": {"ratio>=0.5": ratio >= 0.5, "stream_ratio>=0.5": stream_ratio >= 0.5},
+        "responses_requests_per_s": med["agentrio_responses"],
+        "floor_responses_requests_per_s": med["floor_responses"],
+        "responses_ratio": round(responses_ratio, 3),
+        "responses_stream_requests_per_s": med["agentrio_responses_stream"],
+        "floor_responses_stream_requests_per_s": med["floor_responses_stream"],
+        "responses_stream_ratio": round(responses_stream_ratio, 3),
+        "responses_stream_events": DELTAS + 8,
+        "goals_met": {
+            "ratio>=0.5": ratio >= 0.5,
+            "stream_ratio>=0.5": stream_ratio >= 0.5,
+            "responses_ratio>=0.5": responses_ratio >= 0.5,
+            "responses_stream_ratio>=0.5": responses_stream_ratio >= 0.5,
+        },
     }
 
 

@@ -265,17 +265,24 @@ BAD_FILES = [
         # (a table that gives its kind may leave base_url out: its kind's official one)
         "[providers.local]\nmax_concurrent = 4",
         [
-            'providers.local.kind is missing (required: one of "openai", "anthropic", "ollama")',
+            "providers.local.kind is missing (required: one of "
+            '"openai", "anthropic", "ollama", "openai-responses")','
             "providers.local.base_url is missing (required: a string)",
         ],
     ),
     (
         '[providers.local]\nkind = "gemini"\nbase_url = "http://h"',
-        ['providers.local.kind must be one of "openai", "anthropic", "ollama", got "gemini"'],
+        [
+            'providers.local.kind must be one of "openai", "anthropic", "ollama", '
+            '"openai-responses", got "gemini"'
+        ],
     ),
     (
         '[providers.local]\nkind = 5\nbase_url = "http://h"',
-        ['providers.local.kind must be one of "openai", "anthropic", "ollama", got 5'],
+        [
+            'providers.local.kind must be one of "openai", "anthropic", "ollama", '
+            '"openai-responses", got 5'
+        ],
     ),
     (
         '[providers.local]\nkind = "ollama"\nbase_url = "127.0.0.1:11434"',

@@ -113,7 +113,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     demo.add_argument(
         "--kind",
-        choices=["openai", "anthropic", "ollama"],
+        choices=["openai", "anthropic", "ollama", "openai-responses"],
         default=None,
         help="the wire format at --base-url (default: openai); only with --base-url",
     )
@@ -361,7 +361,7 @@ async def _serve_fake_llm(args: argparse.Namespace) -> str:
             return f"cannot listen on {_address(args.host, args.port)}: {_why(exc)}"
         print(
             f"agentrio fake LLM server on {server.base_url} (OpenAI /v1/chat/completions, "
-            "Anthropic /v1/messages, Ollama /api/chat)",
+            "OpenAI Responses /v1/responses, Anthropic /v1/messages, Ollama /api/chat)",
             flush=True,
         )
     return ""  # pragma: no cover - the server runs until interrupted

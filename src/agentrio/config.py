@@ -599,7 +599,7 @@ def parse_config(data: dict[str, object], *, path: str | None = None) -> Config:
             ``control`` and ``interactive`` both given), a missing key, or a
             bad value; the message names *path*, the key and what was
             expected, in English: ``agentrio.toml: providers.local.kind must
-            be one of "openai", "anthropic", "ollama", got "foo"``.
+            be one of "openai", "anthropic", "ollama", "openai-responses", got "foo"``.
     """
     where = path or "the configuration"
     extra = set(data) - set(_TOP_LEVEL)

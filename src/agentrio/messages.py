@@ -388,22 +388,34 @@ class ToolResult(Message, frozen=True, tag=True):
 
 
 class ThinkingBlock(Message, frozen=True, tag=True):
-    """A model's extended thinking, kept to be sent back as it came (Anthropic).
+    """A model's reasoning, kept to be sent back as it came: an Anthropic thinking
+    block, or an OpenAI Responses reasoning item (the one with an ``id``).
 
-    The API checks the signature when the block comes back, so it is never
-    changed.
+    The APIs check what comes back (Anthropic the signature, OpenAI the
+    encrypted content), so it is never changed. Each wire format sends back
+    only its own kind and leaves the other out. Never answer text.
 
     Attributes:
-        thinking: the thinking text (``""`` for a redacted block).
+        thinking: the thinking text (``""`` for a redacted block); for a
+            reasoning item, its ``reasoning_text`` content, if the server
+            sent any.
         signature: the signature the API sent with it, which it checks
             when the block comes back.
         redacted: for a ``redacted_thinking`` block, its encrypted ``data``
             (``""`` for a plain ``thinking`` block).
+        id: for an OpenAI Responses ``reasoning`` item, its id (``rs_...``);
+            ``""`` for an Anthropic block.
+        encrypted_content: for a reasoning item, its ``encrypted_content``
+            (what lets a model go on from its reasoning with ``store: false``).
+        summary: for a reasoning item, the texts of its ``summary_text`` parts.
     """
 
     thinking: str = ""
     signature: str = ""
     redacted: str = ""
+    id: str = ""
+    encrypted_content: str = ""
+    summary: tuple[str, ...] = ()
 
 
 # -- content parts: text, images and documents in a user turn ------------------------
@@ -619,8 +631,9 @@ class ChatMessage(Message, frozen=True, tag=True):
         tool_call_id: for a tool turn, the call it answers.
         name: for a tool turn, the tool's name.
         thinking: for an assistant turn, the model's thinking blocks, sent
-            back first in that turn (the Anthropic wire; the others leave
-            them out).
+            back first in that turn (Anthropic's thinking blocks by the
+            Anthropic wire, reasoning items by the OpenAI Responses wire; the
+            others leave them out).
         is_error: for a tool turn, the call did not succeed (its status was
             ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
         parts: for a user turn given as content parts (text, images,
@@ -661,8 +674,9 @@ class ModelReply(Message, frozen=True, tag=True):
         refusal: the refusal's text, when the provider sends it apart from
             the answer (OpenAI's ``message.refusal``); the agent uses it as
             the turn's text when *text* is empty.
-        thinking: the model's thinking blocks (Anthropic extended thinking),
-            kept with the assistant's turn in the history and sent back with it.
+        thinking: the model's thinking blocks (Anthropic extended thinking,
+            OpenAI Responses reasoning items), kept with the assistant's turn
+            in the history and sent back with it.
     """
 
     text: str = ""

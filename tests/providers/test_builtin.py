@@ -242,3 +242,11 @@ async def test_an_openai_base_url_is_used_as_given(
                 await model.complete(HI, [], max_output_tokens=9)
         finally:
             await models.aclose()
+
+
+def test_a_responses_table_without_base_url_is_openais_endpoint() -> None:
+    from agentrio.providers.builtin import kind_defaults
+
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    assert kind_defaults("openai-responses", env) == kind_defaults("openai", env)
+    assert kind_defaults("openai-responses", {})["api_key_env"] == "OPENAI_API_KEY"

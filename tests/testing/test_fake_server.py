@@ -692,7 +692,7 @@ async def test_not_found_and_bad_requests() -> None:
     stats = server.statistics()
     assert stats.rejected == {404: 1, 405: 1, 400: 3}
     assert stats.connections == 1 and stats.http_requests == 6
-    assert stats.by_api == {"openai": 1, "anthropic": 0, "ollama": 0}
+    assert stats.by_api == {"openai": 1, "anthropic": 0, "ollama": 0, "responses": 0}
 
 
 async def test_hundred_concurrent_requests() -> None:
@@ -717,7 +717,7 @@ async def test_hundred_concurrent_requests() -> None:
         stats = server.statistics()
     assert all(f"n{i}" in results[i] for i in range(100))
     assert len(server.requests) == 100 and stats.replies == 100
-    assert stats.by_api == {"openai": 34, "anthropic": 33, "ollama": 33}
+    assert stats.by_api == {"openai": 34, "anthropic": 33, "ollama": 33, "responses": 0}
 
 
 async def test_keep_alive_reuses_one_connection() -> None:
@@ -777,7 +777,8 @@ async def test_cli_serves_until_interrupted() -> None:
                 line += chunk
         match = re.fullmatch(
             r"agentrio fake LLM server on (http://127\.0\.0\.1:(\d+)) "
-            r"\(OpenAI /v1/chat/completions, Anthropic /v1/messages, Ollama /api/chat\)\n",
+            r"\(OpenAI /v1/chat/completions, OpenAI Responses /v1/responses, "
+            r"Anthropic /v1/messages, Ollama /api/chat\)\n",
             line.decode(),
         )
         assert match is not None, line

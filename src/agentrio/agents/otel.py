@@ -90,12 +90,13 @@ def _cut(text: str, most: int) -> str:
 
 def provider_name(model: object) -> str:
     """``gen_ai.provider.name`` of *model*: a provider's wire format (``"openai"``,
-    ``"anthropic"``, ``"ollama"``), else the model's class name."""
+    also for ``"openai-responses"``, ``"anthropic"``, ``"ollama"``), else the model's
+    class name."""
     provider = getattr(model, "provider", None)
     config = getattr(provider, "config", None)
     kind = getattr(config, "kind", None)
     if isinstance(kind, str) and kind:
-        return kind
+        return "openai" if kind == "openai-responses" else kind  # (the API's maker)
     return type(model).__name__
 
 

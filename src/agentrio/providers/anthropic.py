@@ -115,7 +115,8 @@ def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
         return [result]
     # Thinking comes first, as it came: with tools, the API wants the last
     # assistant turn's thinking back, signatures and all.
-    blocks = [_thinking(b) for b in msg.thinking] if msg.thinking else []
+    # (A block with an id is an OpenAI reasoning item: not Anthropic's to take.)
+    blocks = [_thinking(b) for b in msg.thinking if not b.id] if msg.thinking else []
     if msg.parts:  # (the text is in its parts, in its place among them)
         blocks.extend(_part(p) for p in user_parts(PARTS, msg) if not _empty(p))
     elif msg.content:

@@ -44,6 +44,8 @@ _OFFICIAL: dict[str, _Official] = {
     "ollama": _Official("ollama", "OLLAMA_HOST", "http://127.0.0.1:11434", None),
 }
 BUILTIN_NAMES = tuple(_OFFICIAL)  # the instances' names, which are also their kinds
+# Kinds that are another wire of a built-in instance's endpoint (and key).
+_SAME_ENDPOINT = {"openai-responses": "openai"}
 _OLLAMA_PORT = "11434"
 
 
@@ -81,7 +83,7 @@ def kind_defaults(kind: str, environ: Mapping[str, str] | None = None) -> dict[s
         ConfigError: the base URL variable is set to something that is not a
             usable URL; the message names the variable, not its value.
     """
-    official = _OFFICIAL.get(kind) if isinstance(kind, str) else None
+    official = _OFFICIAL.get(_SAME_ENDPOINT.get(kind, kind)) if isinstance(kind, str) else None
     if official is None:
         return {}
     env = os.environ if environ is None else environ

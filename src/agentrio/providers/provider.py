@@ -75,6 +75,7 @@ from .redact import (
     shown_env_name,
     url_secrets,
 )
+from .responses import ResponsesWire
 from .tokens import estimate_tokens, parts_tokens
 from .wire import PartRules, StreamParser, WireFormat, check_parts, typed_answer
 
@@ -96,11 +97,12 @@ _http_log = logging.getLogger("agentrio.http")
 # Retries, pauses, the breaker opening, calls given up: never the key nor content.
 _log = logging.getLogger("agentrio.providers")
 
-Kind = Literal["openai", "anthropic", "ollama"]
+Kind = Literal["openai", "anthropic", "ollama", "openai-responses"]
 _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
     "openai": lambda config: OpenAIWire(config.max_tokens_field),
     "anthropic": lambda config: AnthropicWire(config.anthropic_version),
     "ollama": lambda config: OllamaWire(),
+    "openai-responses": lambda config: ResponsesWire(),
 }
 _PRICES = (
     "usd_per_million_input_tokens",
@@ -266,10 +268,12 @@ class ProviderConfig:
 
     Attributes:
         name: the instance's name (``local`` in ``local:qwen2.5:0.5b``); no ``:``.
-        kind: the wire format: ``"openai"`` (also vLLM, LM Studio, Ollama's
-            ``/v1``), ``"anthropic"`` or ``"ollama"`` (native ``/api/chat``).
+        kind: the wire format: ``"openai"`` (chat completions; also vLLM, LM
+            Studio, Ollama's ``/v1``), ``"openai-responses"`` (OpenAI's
+            Responses API, ``/responses``), ``"anthropic"`` or ``"ollama"``
+            (native ``/api/chat``).
         base_url: e.g. ``https://api.openai.com/v1`` (used as given: the
-            wire's ``/chat/completions`` goes right after it),
+            wire's ``/chat/completions`` or ``/responses`` goes right after it),
             ``https://api.anthropic.com`` (with or without ``/v1``: both reach
             ``/v1/messages``), ``http://127.0.0.1:11434``: it starts with ``http://`` or
             ``https://``, has a host, and is a URL httpx can parse (checked
@@ -1211,7 +1215,11 @@ class Provider:
         data = self._json(content)
         if got is not None:
             got.answered = True
-        return self._wire.parse(data, self.name, text_tools)
+        try:
+            return self._wire.parse(data, self.name, text_tools)
+        except BadResponse as exc:  # (it may quote the server's error, which may echo the key)
+            exc.args = (self._redact(str(exc)),)
+            raise
 
     def _json(self, content: bytes) -> object:
         """A whole answer's body read as JSON, or BadResponse (its bytes never quoted)."""

@@ -43,7 +43,7 @@ __all__ = [
     "parse_request",
 ]
 
-ApiName = Literal["openai", "anthropic", "ollama"]
+ApiName = Literal["openai", "anthropic", "ollama", "responses"]
 
 MAX_BODY = 32 * 1024 * 1024  # bytes: the largest request body read
 
@@ -52,7 +52,8 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One API request as a reply handler sees it, normalised from its wire format.
 
     Attributes:
-        api: ``"openai"``, ``"anthropic"`` or ``"ollama"``.
+        api: ``"openai"``, ``"anthropic"``, ``"ollama"`` or ``"responses"``
+            (OpenAI's Responses API: see ``_fake_responses``).
         model: the model asked for.
         messages: the conversation: a system prompt first (Anthropic's
             top-level ``system`` included), user and assistant turns (tool
@@ -879,18 +880,21 @@ def _ollama_frames(answer: Answer) -> list[bytes]:
 
 
 # By API: the reply as one JSON object, the reply as stream frames, the streams'
-# content type, and the API of each path served.
+# content type, and the API of each path served. (The Responses API's reply and
+# frames are _fake_responses', which builds on this module: fake_server joins them.)
 REPLY = {"openai": _openai_reply, "anthropic": _anthropic_reply, "ollama": _ollama_reply}
 FRAMES = {"openai": _openai_frames, "anthropic": _anthropic_frames, "ollama": _ollama_frames}
 STREAM_TYPES = {
     "openai": b"text/event-stream; charset=utf-8",
     "anthropic": b"text/event-stream; charset=utf-8",
     "ollama": b"application/x-ndjson",
+    "responses": b"text/event-stream; charset=utf-8",
 }
 ROUTES: dict[str, ApiName] = {
     "/v1/chat/completions": "openai",
     "/v1/messages": "anthropic",
     "/api/chat": "ollama",
+    "/v1/responses": "responses",
 }
 _OPENAI_ERRORS = {
     400: ("invalid_request_error", None),

@@ -41,10 +41,9 @@ from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..providers.base import ToolSchema
 from ._fake_http import BadHTTP, HTTPRequest, RequestReader, response_head
+from ._fake_responses import FRAMES, REPLY, parse_request
 from ._fake_wire import (
-    FRAMES,
     MAX_BODY,
-    REPLY,
     ROUTES,
     STREAM_TYPES,
     Answer,
@@ -55,7 +54,6 @@ from ._fake_wire import (
     error_body,
     forced_call,
     json_bytes,
-    parse_request,
 )
 
 __all__ = [
