@@ -266,7 +266,7 @@ BAD_FILES = [
         "[providers.local]\nmax_concurrent = 4",
         [
             "providers.local.kind is missing (required: one of "
-            '"openai", "anthropic", "ollama", "openai-responses")','
+            '"openai", "anthropic", "ollama", "openai-responses")',
             "providers.local.base_url is missing (required: a string)",
         ],
     ),
