@@ -653,3 +653,23 @@ async def test_the_fake_server_sends_thinking_as_reasoning_content(stream: bool)
         got = await ask(config, on_text=texts.append)
     reads_the_thought(got, texts)
     assert got.usage == Usage(10, 20, reasoning_tokens=estimate_tokens(THOUGHT))
+
+
+def test_an_unsigned_reasoning_is_not_sent_to_anthropic() -> None:
+    """A history that escalated from a compatible server to Anthropic: its reasoning,
+    which has no signature, would be refused there; Anthropic's own blocks go."""
+    from agentrio.providers.anthropic import AnthropicWire
+
+    signed = ThinkingBlock("mine", signature="sig")
+    turn = ChatMessage(
+        "assistant",
+        "a is 1.",
+        thinking=(ThinkingBlock("theirs"), signed, ThinkingBlock(redacted="opaque")),
+    )
+    body = AnthropicWire().body("claude", [QUESTION[1], turn], [], 64, False)
+    sent = body["messages"][1]["content"]  # type: ignore[index]
+    assert sent == [
+        {"type": "thinking", "thinking": "mine", "signature": "sig"},
+        {"type": "redacted_thinking", "data": "opaque"},
+        {"type": "text", "text": "a is 1."},
+    ]

@@ -114,8 +114,10 @@ def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
             result["is_error"] = True
         return [result]
     # Thinking comes first, as it came: with tools, the API wants the last
-    # assistant turn's thinking back, signatures and all.
-    blocks = [_thinking(b) for b in msg.thinking] if msg.thinking else []
+    # assistant turn's thinking back, signatures and all. A block without a
+    # signature is another API's reasoning (an OpenAI-compatible server's, in
+    # a history that escalated here), which this API would refuse: left out.
+    blocks = [_thinking(b) for b in msg.thinking if b.signature or b.redacted]
     if msg.parts:  # (the text is in its parts, in its place among them)
         blocks.extend(_part(p) for p in user_parts(PARTS, msg) if not _empty(p))
     elif msg.content:
