@@ -812,7 +812,10 @@ class Provider:
         that could not be made, a body that is not an answer). Each retry is
         made only if ``await meter.retry()`` says so; otherwise the attempt's
         error is raised. The reply's usage is the answered attempt's, as the
-        server reported it.
+        server reported it; a server that reported none (some compatible
+        servers) is charged an estimate: the input estimate of *messages*
+        and that of what arrived, at most *max_output_tokens* (see [A server
+        that reports no usage][a-server-that-reports-no-usage]).
 
         *lane* (an agent passes its phase's; None: ``"query"``) decides who
         goes first while ``max_concurrent`` (and ``lane_concurrency``),
