@@ -673,3 +673,62 @@ def test_an_unsigned_reasoning_is_not_sent_to_anthropic() -> None:
         {"type": "redacted_thinking", "data": "opaque"},
         {"type": "text", "text": "a is 1."},
     ]
+
+
+def test_a_stream_cut_after_its_reasoning_is_charged_for_it() -> None:
+    parser = OpenAIWire().stream_parser("p", None, None)
+    for event in pieces("reasoning_content", THOUGHT):
+        parser.feed("data: " + json.dumps(event))
+    assert parser.partial() == (None, None, THOUGHT)
+
+
+# -- the recipes of the docs, as written ----------------------------------------------------
+
+
+def recipes() -> list[ProviderConfig]:
+    """Every provider table of docs/providers.md's "Compatible servers" section."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from agentrio.config import parse_config
+
+    page = (Path(__file__).parents[2] / "docs" / "providers.md").read_text(encoding="utf-8")
+    section = page[page.index("## Compatible servers") : page.index("## agentrio.toml")]
+    found = []
+    for block in re.findall(r"```toml\n(.*?)```", section, re.DOTALL):
+        config = parse_config(tomllib.loads(block), path="docs/providers.md")
+        found += config.providers.values()
+    return found
+
+
+def test_the_docs_give_a_recipe_for_each_server() -> None:
+    names = [config.name for config in recipes()]
+    assert names == ["azure", "azure", "gemini", "openrouter", "llamacpp", "deepseek"]
+
+
+@pytest.mark.parametrize("recipe", recipes(), ids=lambda config: config.base_url)
+async def test_each_recipe_of_the_docs_reaches_its_path_with_its_key(
+    recipe: ProviderConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each table as the docs write it, its host moved to 127.0.0.1: the path, the
+    query and the key's header are what that server expects."""
+    from urllib.parse import urlsplit
+
+    wanted = urlsplit(recipe.base_url)
+    if recipe.api_key_env:
+        monkeypatch.setenv(recipe.api_key_env, KEY)
+    async with serving(DEEPSEEK) as server:
+        config = attrs.evolve(recipe, base_url=server.url + recipe.base_url.split(wanted.netloc)[1])
+        reply = await ask(config)
+    (seen,) = server.seen
+    path, _, query = seen.target.partition("?")
+    assert path == wanted.path.rstrip("/") + "/chat/completions" and query == wanted.query
+    if recipe.auth_header == "api-key":
+        assert seen.headers["api-key"] == KEY and "authorization" not in seen.headers
+    elif recipe.api_key_env:
+        assert seen.headers["authorization"] == f"Bearer {KEY}"
+    else:
+        assert "authorization" not in seen.headers
+    assert recipe.max_tokens_field in seen.body
+    reads_the_thought(reply, [])
