@@ -391,7 +391,9 @@ class ThinkingBlock(Message, frozen=True, tag=True):
     """A model's extended thinking, kept to be sent back as it came (Anthropic).
 
     The API checks the signature when the block comes back, so it is never
-    changed.
+    changed. The reasoning an OpenAI-compatible server sends
+    (``reasoning_content``, ``reasoning``) is a block without a signature,
+    which the Anthropic wire does not send.
 
     Attributes:
         thinking: the thinking text (``""`` for a redacted block).
@@ -619,8 +621,9 @@ class ChatMessage(Message, frozen=True, tag=True):
         tool_call_id: for a tool turn, the call it answers.
         name: for a tool turn, the tool's name.
         thinking: for an assistant turn, the model's thinking blocks, sent
-            back first in that turn (the Anthropic wire; the others leave
-            them out).
+            back first in that turn (the Anthropic wire, those with a
+            signature; the others leave them out, but the OpenAI wire's
+            ``send_reasoning``).
         is_error: for a tool turn, the call did not succeed (its status was
             ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
         parts: for a user turn given as content parts (text, images,
@@ -661,8 +664,10 @@ class ModelReply(Message, frozen=True, tag=True):
         refusal: the refusal's text, when the provider sends it apart from
             the answer (OpenAI's ``message.refusal``); the agent uses it as
             the turn's text when *text* is empty.
-        thinking: the model's thinking blocks (Anthropic extended thinking),
-            kept with the assistant's turn in the history and sent back with it.
+        thinking: the model's thinking blocks (Anthropic extended thinking,
+            or the reasoning an OpenAI-compatible server sends apart from the
+            answer, as one block without a signature), kept with the
+            assistant's turn in the history; never part of *text*.
     """
 
     text: str = ""
