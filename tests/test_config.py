@@ -292,7 +292,7 @@ BAD_FILES = [
         PROVIDER + 'base_ur = "x"',
         [
             "providers.local.base_ur is not a known key (did you mean base_url?)",
-            "the keys of providers.local are anthropic_version, api_key_env, backoff_initial,",
+            "the keys of providers.local are anthropic_version, api_key_env, auth_header,",
         ],
     ),
     (PROVIDER + "max_concurrent = 0", ["providers.local.max_concurrent must be an int > 0"]),

@@ -393,7 +393,10 @@ class ThinkingBlock(Message, frozen=True, tag=True):
 
     The APIs check what comes back (Anthropic the signature, OpenAI the
     encrypted content), so it is never changed. Each wire format sends back
-    only its own kind and leaves the other out. Never answer text.
+    only its own kind and leaves the other out. The reasoning an
+    OpenAI-compatible server sends (``reasoning_content``, ``reasoning``) is
+    a block with neither signature nor id, which the Anthropic wire does not
+    send. Never answer text.
 
     Attributes:
         thinking: the thinking text (``""`` for a redacted block); for a
@@ -631,9 +634,10 @@ class ChatMessage(Message, frozen=True, tag=True):
         tool_call_id: for a tool turn, the call it answers.
         name: for a tool turn, the tool's name.
         thinking: for an assistant turn, the model's thinking blocks, sent
-            back first in that turn (Anthropic's thinking blocks by the
-            Anthropic wire, reasoning items by the OpenAI Responses wire; the
-            others leave them out).
+            back first in that turn (Anthropic's thinking blocks, those with a
+            signature, by the Anthropic wire; reasoning items by the OpenAI
+            Responses wire; a compatible server's reasoning by the OpenAI wire
+            only with its ``send_reasoning``; the others leave them out).
         is_error: for a tool turn, the call did not succeed (its status was
             ``failed``, ``timeout`` or ``denied``): Anthropic's ``is_error``.
         parts: for a user turn given as content parts (text, images,
@@ -675,8 +679,10 @@ class ModelReply(Message, frozen=True, tag=True):
             the answer (OpenAI's ``message.refusal``); the agent uses it as
             the turn's text when *text* is empty.
         thinking: the model's thinking blocks (Anthropic extended thinking,
-            OpenAI Responses reasoning items), kept with the assistant's turn
-            in the history and sent back with it.
+            OpenAI Responses reasoning items, or the reasoning an
+            OpenAI-compatible server sends apart from the answer, as one block
+            without a signature), kept with the assistant's turn in the
+            history and sent back with it; never part of *text*.
     """
 
     text: str = ""

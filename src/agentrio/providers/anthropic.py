@@ -114,9 +114,15 @@ def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
             result["is_error"] = True
         return [result]
     # Thinking comes first, as it came: with tools, the API wants the last
-    # assistant turn's thinking back, signatures and all.
-    # (A block with an id is an OpenAI reasoning item: not Anthropic's to take.)
-    blocks = [_thinking(b) for b in msg.thinking if not b.id] if msg.thinking else []
+    # assistant turn's thinking back, signatures and all. A block with an id is
+    # an OpenAI reasoning item, and one without a signature another API's
+    # reasoning (an OpenAI-compatible server's, in a history that escalated
+    # here): this API would refuse both, so they are left out.
+    blocks = (
+        [_thinking(b) for b in msg.thinking if not b.id and (b.signature or b.redacted)]
+        if msg.thinking
+        else []
+    )
     if msg.parts:  # (the text is in its parts, in its place among them)
         blocks.extend(_part(p) for p in user_parts(PARTS, msg) if not _empty(p))
     elif msg.content:

@@ -1,10 +1,22 @@
-"""The OpenAI chat-completions wire format (OpenAI, vLLM, LM Studio, Ollama's /v1)."""
+"""The OpenAI chat-completions wire format (OpenAI, and the servers compatible with it:
+Azure OpenAI, Gemini's OpenAI endpoint, OpenRouter, vLLM, LM Studio, llama.cpp's server,
+DeepSeek, Ollama's /v1).
+
+What the compatible servers add is read here too: the reasoning some send apart
+from the answer (``reasoning_content``: DeepSeek, vLLM, LM Studio, llama.cpp;
+``reasoning``: OpenRouter, newer vLLM), kept as thinking and never as text, and
+DeepSeek's ``prompt_cache_hit_tokens``. A reply whose server reported no usage
+carries `UNREPORTED`, which the provider replaces with an estimate.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from typing import Any
+
+import msgspec
 
 from ..errors import InvalidArgument
 from ..messages import (
@@ -16,11 +28,13 @@ from ..messages import (
     ImagePart,
     ModelReply,
     ModelSettings,
+    ThinkingBlock,
     ToolCallRequest,
     Usage,
 )
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
+from .tokens import arguments_text, estimate_tokens, message_tokens
 from .wire import (
     CALL_CHARS,
     QUOTED,
@@ -42,7 +56,14 @@ from .wire import (
     user_parts,
 )
 
-__all__ = ["MAX_TOKENS_FIELDS", "PARTS", "OpenAIWire"]
+__all__ = [
+    "MAX_TOKENS_FIELDS",
+    "PARTS",
+    "UNREPORTED",
+    "OpenAIWire",
+    "estimated_usage",
+    "header_name_ok",
+]
 
 # The request field of the output limit: reasoning models refuse max_tokens;
 # servers that predate max_completion_tokens know only max_tokens.
@@ -77,6 +98,18 @@ PARTS = PartRules(
     (),
 )
 assert PARTS.max_image_bytes <= MAX_PART_BYTES
+# The usage of a reply whose server reported none (a local server; a stream
+# from a server that ignores stream_options): the provider charges an estimate
+# instead (`estimated_usage`). Told apart by identity, never by value: a
+# server that reported zeros reported something.
+UNREPORTED = Usage()
+# Where compatible servers send the reasoning they keep apart from the answer,
+# in the order looked at: DeepSeek, vLLM, LM Studio and llama.cpp's
+# "reasoning_content"; OpenRouter's and newer vLLM's "reasoning". A message or
+# delta holding both (vLLM, while it renames the field) holds the same text
+# twice: only the first is taken.
+_REASONING = ("reasoning_content", "reasoning")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 
 
 def _part(part: ContentPart) -> dict[str, object]:
@@ -93,7 +126,7 @@ def _part(part: ContentPart) -> dict[str, object]:
     return {"type": "text", "text": part.text}
 
 
-def _message(msg: ChatMessage) -> dict[str, object]:
+def _message(msg: ChatMessage, send_reasoning: bool = False) -> dict[str, object]:
     out: dict[str, object] = {"role": msg.role, "content": msg.content}
     if msg.parts:
         out["content"] = [_part(p) for p in user_parts(PARTS, msg)]
@@ -107,6 +140,10 @@ def _message(msg: ChatMessage) -> dict[str, object]:
             }
             for c in msg.tool_calls
         ]
+        if send_reasoning:
+            # DeepSeek's thinking mode refuses a history whose tool-calling turns
+            # lack their reasoning ("" when there was none); no other turn's goes.
+            out["reasoning_content"] = "".join(b.thinking for b in msg.thinking if not b.redacted)
     if msg.role == "tool":
         out["tool_call_id"] = msg.tool_call_id or ""
     return out
@@ -121,16 +158,59 @@ def _list(value: object, provider: str, where: str) -> list[Any]:
     return value
 
 
-def _usage(usage: dict[str, Any]) -> Usage:
-    """``usage``, with ``prompt_tokens_details.cached_tokens`` and
-    ``completion_tokens_details.reasoning_tokens`` (both part of the totals)."""
+def _usage(usage: dict[str, Any], reasoning: str = "") -> Usage:
+    """``usage``, with ``prompt_tokens_details.cached_tokens`` (or DeepSeek's
+    ``prompt_cache_hit_tokens``) and ``completion_tokens_details.reasoning_tokens``
+    (both part of the totals). A reply whose *reasoning* came with no count of
+    it (vLLM, LM Studio, llama.cpp) has its reasoning tokens estimated from it."""
     prompt, completion = usage.get("prompt_tokens_details"), usage.get("completion_tokens_details")
+    cached = prompt.get("cached_tokens") if isinstance(prompt, dict) else 0
+    if not count(cached):
+        cached = usage.get("prompt_cache_hit_tokens")
+    thought = completion.get("reasoning_tokens") if isinstance(completion, dict) else 0
+    if reasoning and not count(thought):
+        thought = estimate_tokens(reasoning)
     return usage_of(
-        usage.get("prompt_tokens"),
-        usage.get("completion_tokens"),
-        cached=prompt.get("cached_tokens") if isinstance(prompt, dict) else 0,
-        reasoning=completion.get("reasoning_tokens") if isinstance(completion, dict) else 0,
+        usage.get("prompt_tokens"), usage.get("completion_tokens"), cached=cached, reasoning=thought
     )
+
+
+def _reasoning(fields: dict[str, Any]) -> str:
+    """The reasoning a message or a delta holds apart from its answer ("" if none)."""
+    for key in _REASONING:
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _thinking(reasoning: str) -> tuple[ThinkingBlock, ...]:
+    """The reasoning as the reply's thinking: kept, never shown as its text."""
+    return (ThinkingBlock(reasoning),) if reasoning else ()
+
+
+def estimated_usage(
+    reply: ModelReply, messages: Sequence[ChatMessage], max_output_tokens: int
+) -> ModelReply:
+    """*reply*, whose server reported no usage (`UNREPORTED`), charged an estimate:
+    the input as agentrio's estimator counts *messages* (their images and
+    documents too), the output as it counts what arrived (text, refusal,
+    reasoning, tool calls' names and arguments), at most *max_output_tokens*;
+    the reasoning's share is its reasoning tokens. Token budgets then bound a
+    server that reports nothing."""
+    tokens_in = sum(message_tokens(estimate_tokens, m) for m in messages)
+    thought = "".join(b.thinking for b in reply.thinking)
+    said = reply.text + reply.refusal
+    said += "".join(c.name + arguments_text(c.arguments) for c in reply.tool_calls)
+    reasoning = estimate_tokens(thought) if thought else 0
+    tokens_out = min((estimate_tokens(said) if said else 0) + reasoning, max_output_tokens)
+    usage = usage_of(tokens_in, tokens_out, reasoning=reasoning)
+    return msgspec.structs.replace(reply, usage=usage)
+
+
+def header_name_ok(name: object) -> bool:
+    """Is *name* a str an HTTP header can be named (``api-key``, ``Authorization``)?"""
+    return isinstance(name, str) and _HEADER_NAME.fullmatch(name) is not None
 
 
 def _finish(reason: object, refusal: str) -> FinishReason:
@@ -178,20 +258,46 @@ class OpenAIWire:
         max_tokens_field: the body field of the output limit:
             ``"max_completion_tokens"`` (OpenAI's, which reasoning models
             require) or ``"max_tokens"`` (for servers that know only that one).
+        auth_header: the header that carries the key: ``"Authorization"``
+            (as ``Bearer KEY``) or another header's name, which carries the
+            key as it is (Azure OpenAI's ``"api-key"``).
+        stream_usage: ask a streamed answer for its usage
+            (``stream_options.include_usage``); False for a server that
+            refuses the field (its usage is then estimated).
+        send_reasoning: send an assistant turn's reasoning back, as
+            ``reasoning_content``, with the turn's tool calls (DeepSeek's
+            thinking mode requires it); other turns' never go.
+
+    Raises:
+        InvalidArgument: a *max_tokens_field* or *auth_header* that cannot be.
     """
 
     path = "/chat/completions"
     stream_format = "sse"
     parts = PARTS
 
-    def __init__(self, max_tokens_field: str = "max_completion_tokens") -> None:
+    def __init__(
+        self,
+        max_tokens_field: str = "max_completion_tokens",
+        *,
+        auth_header: str = "Authorization",
+        stream_usage: bool = True,
+        send_reasoning: bool = False,
+    ) -> None:
         if max_tokens_field not in MAX_TOKENS_FIELDS:
             raise InvalidArgument(
                 f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, got {max_tokens_field!r}"
             )
+        if not header_name_ok(auth_header):
+            raise InvalidArgument(f"auth_header must be a header's name, got {auth_header!r}")
         self.max_tokens_field = max_tokens_field
+        self.auth_header = auth_header
+        self.stream_usage = stream_usage
+        self.send_reasoning = send_reasoning
 
     def headers(self, api_key: str | None) -> dict[str, str]:
+        if api_key and self.auth_header.lower() != "authorization":
+            return {self.auth_header: api_key}
         return bearer(api_key)
 
     def check_settings(self, settings: ModelSettings) -> None:
@@ -209,13 +315,13 @@ class OpenAIWire:
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
-            "messages": [_message(m) for m in messages],
+            "messages": [_message(m, self.send_reasoning) for m in messages],
             self.max_tokens_field: max_output_tokens,
             "stream": stream,
         }
         if tools:
             body["tools"] = function_tools(tools)
-        if stream:
+        if stream and self.stream_usage:
             body["stream_options"] = {"include_usage": True}
         if settings is not None:
             _apply(body, settings, tools)
@@ -238,10 +344,19 @@ class OpenAIWire:
         for i, raw in enumerate(_list(message.get("tool_calls"), provider, "message.tool_calls")):
             fn = need(raw, "function", dict, provider, f"tool_calls[{i}]")
             calls.append(tool_call(fn.get("name"), fn.get("arguments"), raw.get("id"), provider))
+        reasoning = _reasoning(message)
         usage = data.get("usage") if isinstance(data, dict) else None
-        reply_usage = _usage(usage) if isinstance(usage, dict) else Usage()
+        reply_usage = _usage(usage, reasoning) if isinstance(usage, dict) else UNREPORTED
         finish = _finish(choices[0].get("finish_reason"), refusal)
-        return finish_reply(text, calls, reply_usage, text_tools, finish, refusal=refusal)
+        return finish_reply(
+            text,
+            calls,
+            reply_usage,
+            text_tools,
+            finish,
+            refusal=refusal,
+            thinking=_thinking(reasoning),
+        )
 
     def stream_parser(
         self,
@@ -265,8 +380,10 @@ class _OpenAIStream(StreamState):
         super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, PartialCall] = {}  # by index
         self.usage: Usage | None = None  # (sent in the last chunk before [DONE])
+        self.reported: dict[str, Any] = {}  # the usage as sent, read again at the end
         self.reason: object = None  # the choice's finish_reason, once sent
         self.refusal: list[str] = []
+        self.reasoning: list[str] = []  # sent apart from the answer: never text
 
     def feed(self, line: str) -> None:
         if not line.startswith("data:"):
@@ -284,6 +401,7 @@ class _OpenAIStream(StreamState):
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = _usage(usage)
+            self.reported = usage
         for choice in _list(chunk.get("choices"), self.provider, "chunk.choices"):
             if not isinstance(choice, dict):
                 continue
@@ -302,6 +420,10 @@ class _OpenAIStream(StreamState):
         if isinstance(refusal, str) and refusal:
             self.grow(len(refusal))
             self.refusal.append(refusal)
+        thought = _reasoning(delta)
+        if thought:  # (no TextDelta: it is not the answer)
+            self.grow(len(thought))
+            self.reasoning.append(thought)
         for raw in _list(delta.get("tool_calls"), self.provider, "delta.tool_calls"):
             if not isinstance(raw, dict):
                 raise bad(self.provider, "a tool-call delta is not a JSON object")
@@ -328,12 +450,19 @@ class _OpenAIStream(StreamState):
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
         refusal = "".join(self.refusal)
         finish = _finish(self.reason, refusal)
-        return self.reply(calls, self.usage or Usage(), "[DONE]", finish, refusal=refusal)
+        reasoning = "".join(self.reasoning)
+        usage = self.usage or UNREPORTED
+        if reasoning and self.usage is not None and not self.usage.reasoning_tokens:
+            usage = _usage(self.reported, reasoning)
+        return self.reply(
+            calls, usage, "[DONE]", finish, refusal=refusal, thinking=_thinking(reasoning)
+        )
 
     def partial(self) -> tuple[int | None, int | None, str] | None:
         if not self.began:
             return None
-        received = self.received("".join(call.text() for call in self.calls.values()))
+        calls = "".join(call.text() for call in self.calls.values())
+        received = self.received("".join(self.reasoning) + calls)
         if self.usage is None:
             return None, None, received
         return self.usage.input_tokens, self.usage.output_tokens, received

@@ -65,7 +65,7 @@ from .limiter import (
     parse_retry_after,
 )
 from .ollama import OllamaWire
-from .openai import MAX_TOKENS_FIELDS, OpenAIWire
+from .openai import MAX_TOKENS_FIELDS, UNREPORTED, OpenAIWire, estimated_usage, header_name_ok
 from .redact import (
     MIN_SECRET,
     env_name_ok,
@@ -99,7 +99,12 @@ _log = logging.getLogger("agentrio.providers")
 
 Kind = Literal["openai", "anthropic", "ollama", "openai-responses"]
 _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
-    "openai": lambda config: OpenAIWire(config.max_tokens_field),
+    "openai": lambda config: OpenAIWire(
+        config.max_tokens_field,
+        auth_header=config.auth_header,
+        stream_usage=config.stream_usage,
+        send_reasoning=config.send_reasoning,
+    ),
     "anthropic": lambda config: AnthropicWire(config.anthropic_version),
     "ollama": lambda config: OllamaWire(),
     "openai-responses": lambda config: ResponsesWire(),
@@ -232,6 +237,17 @@ def _check_wire_fields(config: ProviderConfig) -> None:
             f"provider {config.name!r}: max_tokens_field must be one of "
             f"{list(MAX_TOKENS_FIELDS)}, got {config.max_tokens_field!r}"
         )
+    if not header_name_ok(config.auth_header):
+        raise ConfigError(
+            f"provider {config.name!r}: auth_header must be a header's name (such as "
+            f"'Authorization' or 'api-key'), got {config.auth_header!r}"
+        )
+    for flag in ("stream_usage", "send_reasoning"):
+        if not isinstance(getattr(config, flag), bool):
+            raise ConfigError(
+                f"provider {config.name!r}: {flag} must be true or false, "
+                f"got {getattr(config, flag)!r}"
+            )
     version = config.anthropic_version
     if not isinstance(version, str) or not version or not version.isprintable():
         raise ConfigError(
@@ -351,6 +367,17 @@ class ProviderConfig:
             that know only that one: older vLLM, LM Studio, Ollama's ``/v1``).
         anthropic_version: ``kind="anthropic"`` only: the ``anthropic-version``
             header, a non-empty printable str (default ``"2023-06-01"``).
+        auth_header: ``kind="openai"`` only: the header that carries the key,
+            ``"Authorization"`` (the default, as ``Bearer KEY``) or another
+            header's name, which carries the key as it is (Azure OpenAI's
+            ``"api-key"``). See [Compatible servers][compatible-servers].
+        stream_usage: ``kind="openai"`` only: ask a streamed answer for its
+            usage (``stream_options``, default True); False for a server
+            that refuses the field. A reply whose server reports no usage is
+            charged an estimate (see [Compatible servers][compatible-servers]).
+        send_reasoning: ``kind="openai"`` only: send an assistant turn's
+            reasoning back, as ``reasoning_content``, with the turn's tool
+            calls (default False; DeepSeek's thinking mode needs True).
         settings: request settings for every call of this instance
             ([`ModelSettings`][agentrio.ModelSettings]; a spec's and a run's are laid
             over them; its ``extra_headers`` join the instance's headers).
@@ -394,6 +421,9 @@ class ProviderConfig:
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     anthropic_version: str = API_VERSION
     settings: ModelSettings | None = None
+    auth_header: str = "Authorization"
+    stream_usage: bool = True
+    send_reasoning: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or ":" in self.name:
@@ -810,7 +840,10 @@ class Provider:
         that could not be made, a body that is not an answer). Each retry is
         made only if ``await meter.retry()`` says so; otherwise the attempt's
         error is raised. The reply's usage is the answered attempt's, as the
-        server reported it.
+        server reported it; a server that reported none (some compatible
+        servers) is charged an estimate: the input estimate of *messages*
+        and that of what arrived, at most *max_output_tokens* (see [A server
+        that reports no usage][a-server-that-reports-no-usage]).
 
         *lane* (an agent passes its phase's; None: ``"query"``) decides who
         goes first while ``max_concurrent`` (and ``lane_concurrency``),
@@ -1079,6 +1112,9 @@ class Provider:
                 reply = await self._attempt(body, on_text, text_tools, got=got, headers=headers)
             finally:
                 self._in_flight -= 1
+            if reply.usage is UNREPORTED:  # charged an estimate, not nothing
+                _, messages, _, max_output_tokens, *_ = body._args
+                reply = estimated_usage(reply, messages, max_output_tokens)
             if entry is not None and self._tpm is not None:
                 self._tpm.adjust(entry, reply.usage.input_tokens + reply.usage.output_tokens)
             return reply

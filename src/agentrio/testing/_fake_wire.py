@@ -677,6 +677,11 @@ def _openai_usage(reply: ModelReply) -> dict[str, object]:
     return usage
 
 
+def _reasoning_text(reply: ModelReply) -> str:
+    """A reply's thinking as an OpenAI-compatible server's ``reasoning_content``."""
+    return "".join(b.thinking for b in reply.thinking if not b.redacted)
+
+
 def _openai_finish(reply: ModelReply) -> str:
     if reply.finish_reason in ("length", "content_filter"):
         return reply.finish_reason
@@ -692,6 +697,8 @@ def _openai_reply(answer: Answer) -> dict[str, object]:
     }
     if reply.tool_calls:
         message["tool_calls"] = _openai_calls(answer)
+    if reply.thinking:  # as DeepSeek (and vLLM, LM Studio, llama.cpp) send reasoning
+        message["reasoning_content"] = _reasoning_text(reply)
     choice = {
         "index": 0,
         "message": message,
@@ -722,6 +729,7 @@ def _openai_frames(answer: Answer) -> list[bytes]:
 
     reply = answer.reply
     frames = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    frames += [chunk({"reasoning_content": p}) for p in _pieces(_reasoning_text(reply))]
     frames += [chunk({"content": piece}) for piece in _pieces(reply.text)]
     frames += [chunk({"refusal": piece}) for piece in _pieces(reply.refusal)]
     for i, call in enumerate(reply.tool_calls):
