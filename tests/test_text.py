@@ -176,18 +176,22 @@ def _durable(model: agentrio.types.Model) -> Callable[[], AgentSpec[str]]:
 
 @pytest.mark.parametrize("where", ["memory", "directory"])
 async def test_a_durable_agent_records_a_tool_result_not_utf8(where: str, tmp_path: Path) -> None:
-    store: object = MemoryStore() if where == "memory" else DirectoryStore(tmp_path / "ckpt")
+    memory = MemoryStore()
+
+    def store() -> object:  # (a runtime closes its store: a new one for each life)
+        return memory if where == "memory" else DirectoryStore(tmp_path / "ckpt")
+
     async with (
         open_fake_llm(_two_phases("listing")) as server,
         _provider(server, "openai", True) as p,
     ):
         make = _durable(p.model("m"))
-        async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:  # type: ignore[arg-type]
+        async with agentrio.open_runtime(store=store(), specs={"worker": make}) as rt:  # type: ignore[arg-type]
             agent = await rt.spawn_agent(make(), name="w1")
             first = await agent.run("list", phase_id="p1")
             second = await agent.run("again", phase_id="p2")
         # A second life reads the records back, and finds both phases ended.
-        async with agentrio.open_runtime(store=store, specs={"worker": make}) as rt:  # type: ignore[arg-type]
+        async with agentrio.open_runtime(store=store(), specs={"worker": make}) as rt:  # type: ignore[arg-type]
             assert rt.resumed == ()
             kept = await rt.resumed_result("p2")
     for result in (first, second, kept):

@@ -529,8 +529,11 @@ async def open_runtime(
             the store until its block ends: another runtime opened on it
             meanwhile raises ``StoreLocked`` (a ``DirectoryStore`` or
             ``SQLiteStore`` given with ``lock_timeout=`` waits instead; see
-            [One runtime per store][one-runtime-per-store]). Default: none,
-            and nothing is recorded, at no cost.
+            [One runtime per store][one-runtime-per-store]), and closes it
+            then: give the next runtime the path again, or a new store object
+            (a ``MemoryStore`` may be given again; a closed ``DirectoryStore``
+            or ``SQLiteStore`` raises ``StoreError``). Default: none, and
+            nothing is recorded, at no cost.
         durability: when a phase's records are on disk: ``"batch"`` (the
             default: the store's writer syncs each batch it writes, and the
             agents never wait for it) or ``"turn"`` (each turn's records are
