@@ -34,7 +34,14 @@ import httpx
 import trio
 
 from .._net import RawSocket
-from ._http11 import Connection, Response, TCPConnection, TLSConnection, seconds
+from ._http11 import (
+    Connection,
+    Response,
+    TCPConnection,
+    TLSConnection,
+    seconds,
+    start_request,
+)
 
 __all__ = [
     "ConnectionPool",
@@ -246,8 +253,9 @@ class ConnectionPool:
             data = head
         else:
             data = b"%b%bcontent-length: %d\r\n\r\n%b" % (head, extra, len(body), body)
-        response = Response(self, origin, conn, read_timeout, method == b"HEAD")
+        response = Response(self, origin, conn, read_timeout)
         try:
+            start_request(conn, method)
             # One deadline, moved on each time bytes go out or come in.
             with trio.move_on_after(seconds(read_timeout)) as scope:
                 await conn.send(data)
