@@ -15,10 +15,10 @@ Failures are raised as the ``httpx`` exceptions httpx raises for them
 
 from __future__ import annotations
 
+import re
 import zlib
 from typing import TYPE_CHECKING, cast
 
-import h11
 import httpx
 import trio
 
@@ -27,35 +27,41 @@ from .._net import RawSocket
 if TYPE_CHECKING:
     from .transport import ConnectionPool, Origin
 
-__all__ = [
-    "MAX_HEAD",
-    "Connection",
-    "Response",
-    "TCPConnection",
-    "TLSConnection",
-    "seconds",
-    "start_request",
-]
+__all__ = ["MAX_HEAD", "Connection", "Response", "TCPConnection", "TLSConnection", "seconds"]
 
 # Interim (1xx) answers skipped before one is refused: a server must not
 # keep a call waiting with them for ever.
 _MAX_INTERIM = 10
 MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers
+_MAX_CHUNK_LINE = 4096  # bytes of a chunk-size line or a trailer line
 _RECEIVE = 65536
 _DECODED = 256 * 1024  # the most bytes undoing a content coding yields at a time
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,20}")  # (as h11 reads chunk sizes)
+# RFC 9110's grammar, as h11 reads it: a field name is a token; a field value
+# holds no control character but HTAB (a bare CR or a NUL could end it early
+# for a proxy or a log that reads it again).
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_MAX_LENGTH_DIGITS = 20  # a Content-Length of more digits is refused (as h11 does)
+
+# How a body ends.
+_NONE, _LENGTH, _CHUNKED, _CLOSE = range(4)
+# Where a chunked body is: before a size line, inside a chunk's data, before
+# the CRLF that ends the data, in the trailer section.
+_SIZE, _DATA, _DATA_END, _TRAILERS = range(4)
 
 
 # -- connections ---------------------------------------------------------------------------
 
 
 class TCPConnection:
-    """One plain HTTP/1.1 connection, and the parser of its answers."""
+    """One plain HTTP/1.1 connection, and the bytes received on it and not read yet."""
 
-    __slots__ = ("h11", "idle_since", "raw")
+    __slots__ = ("buffer", "idle_since", "raw")
 
     def __init__(self, raw: RawSocket) -> None:
         self.raw = raw
-        self.h11 = _h11_connection()
+        self.buffer = b""
         self.idle_since = 0.0
 
     async def receive(self) -> bytes:
@@ -86,13 +92,13 @@ class TCPConnection:
 
 
 class TLSConnection:
-    """One HTTP/1.1 connection over TLS, and the parser of its answers."""
+    """One HTTP/1.1 connection over TLS, and the bytes received on it and not read yet."""
 
-    __slots__ = ("h11", "idle_since", "stream")
+    __slots__ = ("buffer", "idle_since", "stream")
 
     def __init__(self, stream: trio.SSLStream[trio.SocketStream]) -> None:
         self.stream = stream
-        self.h11 = _h11_connection()
+        self.buffer = b""
         self.idle_since = 0.0
 
     async def receive(self) -> bytes:
@@ -141,74 +147,6 @@ def seconds(timeout: float | None) -> float:
 # -- responses -----------------------------------------------------------------------------
 
 
-def _h11_connection() -> h11.Connection:
-    """The parser of one connection's answers; a head (or a chunk-size line) over
-    ``MAX_HEAD`` bytes is refused."""
-    return h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
-
-
-_REQUESTS: dict[bytes, h11.Request] = {}
-
-
-def start_request(conn: Connection, method: bytes) -> None:
-    """Tell the connection's parser a request with *method* was sent.
-
-    The request's bytes are built by hand (`transport.request_head`, once
-    per endpoint); the parser is only told its method (a ``HEAD`` answer has
-    no body), through a request of that method it writes and that is not sent.
-
-    Raises:
-        httpx.LocalProtocolError: *method* is not an HTTP token.
-    """
-    request = _REQUESTS.get(method)
-    if request is None:
-        try:
-            request = h11.Request(method=method, target=b"/", headers=[(b"host", b"_")])
-        except h11.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError("the request's method is not an HTTP token") from exc
-        if len(_REQUESTS) < 16:
-            _REQUESTS[method] = request
-    conn.h11.send(request)
-    conn.h11.send(_END)
-
-
-_END = h11.EndOfMessage()
-# What h11 says (the start of its message), and what agentrio says: the same
-# words as before h11 parsed answers, and never a header's bytes.
-_SAYS = (
-    ("illegal status line", "not an HTTP/1.x status line"),
-    ("no response line", "not an HTTP/1.x status line (a blank line)"),
-    ("illegal request line", "not an HTTP/1.x status line"),
-    ("illegal header line", "a malformed header line"),
-    ("continuation line at start", "a malformed header line (folded first)"),
-    ("conflicting Content-Length", "a bad Content-Length (values that differ)"),
-    ("bad Content-Length", "a bad Content-Length"),
-    ("Only Transfer-Encoding", "unsupported Transfer-Encoding (only chunked is)"),
-    ("multiple Transfer-Encoding", "unsupported Transfer-Encoding (sent twice)"),
-    ("illegal chunk header", "a bad chunk size"),
-    ("malformed chunk footer", "a chunk's data is longer than its size"),
-    ("Received server _SWITCH", "the server switched protocols (101)"),
-    ("peer closed connection", "the server closed the connection before the end of the body"),
-    ("peer unexpectedly closed", "the server closed the connection before the end of the body"),
-)
-
-
-def _protocol_error(exc: h11.RemoteProtocolError, in_head: bool) -> httpx.RemoteProtocolError:
-    """h11's *exc* as httpx's error, in agentrio's words."""
-    said = str(exc)
-    if said.startswith("Receive buffer too long"):
-        if in_head:
-            return httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes")
-        return httpx.RemoteProtocolError("a chunk-size or trailer line is too long")
-    for prefix, message in _SAYS:
-        if said.startswith(prefix):
-            if "chunked read" in said:
-                message += " (incomplete chunked read)"
-            return httpx.RemoteProtocolError(message)
-    # h11's message may quote what came: only its first words are kept.
-    return httpx.RemoteProtocolError(f"a malformed response ({said.split(':')[0][:80]})")
-
-
 class Response:
     """A response whose head was read; its body is read with `receive`.
 
@@ -219,15 +157,21 @@ class Response:
     """
 
     __slots__ = (
+        "_chunk_left",
         "_conn",
         "_decoder",
         "_done",
         "_fields",
-        "_first",
-        "_h11_headers",
+        "_framing",
+        "_head_only",
+        "_keep",
+        "_left",
+        "_more",
         "_origin",
         "_pool",
+        "_state",
         "_timeout",
+        "headers",
         "reason",
         "status_code",
     )
@@ -238,32 +182,29 @@ class Response:
         origin: Origin,
         conn: Connection,
         read_timeout: float | None,
+        head_only: bool,
     ) -> None:
         self._pool = pool
         self._origin = origin
         self._conn: Connection | None = conn
         self._timeout = read_timeout
+        self._head_only = head_only
         self.status_code = 0
         self.reason = b""
-        self._h11_headers: h11._headers.Headers | None = None
-        self._fields: dict[bytes, bytes] | None = None  # made on first use
-        self._first = b""  # body bytes that came with the head
+        self.headers: list[tuple[bytes, bytes]] = []
+        self._fields: dict[bytes, bytes] = {}  # lower-case names; repeats joined by ", "
+        self._framing = _NONE
+        self._left = 0  # _LENGTH: bytes of the body still to come
+        self._state = _SIZE  # _CHUNKED: where the decoder is
+        self._chunk_left = 0  # _CHUNKED: bytes of the current chunk still to come
+        self._more = False  # the buffer ends in an incomplete line: read before parsing it
+        self._keep = True
         self._done = False
         self._decoder: _Decoder | None = None
 
-    @property
-    def headers(self) -> list[tuple[bytes, bytes]]:
-        """(name, value) pairs as received, in order."""
-        return [] if self._h11_headers is None else self._h11_headers.raw_items()
-
     def header(self, name: bytes) -> bytes | None:
         """The value of header *name* (lower case; repeats joined by ``, ``), else None."""
-        fields = self._fields
-        if fields is None:
-            fields = self._fields = {}
-            for key, value in self._h11_headers or ():
-                fields[key] = fields[key] + b", " + value if key in fields else value
-        return fields.get(name)
+        return self._fields.get(name)
 
     @property
     def is_closed(self) -> bool:
@@ -271,69 +212,119 @@ class Response:
         return self._conn is None
 
     async def _start(self, decode: bool, scope: trio.CancelScope) -> None:
-        """Read the head (skipping 1xx responses), and the body bytes that came with it."""
+        """Read the head (skipping 1xx responses) and work out how the body ends."""
         conn = self._conn
         assert conn is not None
-        head = await self._read_head(conn, scope)
-        if head.http_version[:1] != b"1":
-            raise httpx.RemoteProtocolError("not an HTTP/1.x status line")
-        self.status_code, self.reason = head.status_code, bytes(head.reason)
-        self._h11_headers = head.headers
+        for _ in range(_MAX_INTERIM + 1):
+            head = await self._read_head(conn, scope)
+            self._parse_head(head)
+            if self.status_code >= 200:
+                break
+            if self.status_code == 101:
+                raise httpx.RemoteProtocolError("the server switched protocols (101)")
+        else:
+            raise httpx.RemoteProtocolError(
+                f"the server sent over {_MAX_INTERIM} interim (1xx) answers"
+            )
+        self._frame()
         if decode:
             self._decoder = _decoder_for(self.header(b"content-encoding"))
-        self._first = self._take(conn)  # (an answer whose body came whole ends here)
+        if self._framing == _NONE:
+            self._finish()
 
-    async def _read_head(self, conn: Connection, scope: trio.CancelScope) -> h11.Response:
-        parser = conn.h11
-        interim = 0
-        received = False  # whether any byte of the head came
+    async def _read_head(self, conn: Connection, scope: trio.CancelScope) -> bytes:
+        buffer = conn.buffer
+        start = 0
         while True:
-            try:
-                event = parser.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise _protocol_error(exc, in_head=True) from None
-            if type(event) is h11.Response:
-                return event
-            if type(event) is h11.InformationalResponse:
-                interim += 1
-                if interim > _MAX_INTERIM:
-                    raise httpx.RemoteProtocolError(
-                        f"the server sent over {_MAX_INTERIM} interim (1xx) answers"
-                    )
-                continue
-            if event is not h11.NEED_DATA:
-                raise httpx.RemoteProtocolError(f"a malformed response ({type(event).__name__})")
-            if received:  # part of the head came: the read timeout starts again
+            if buffer[:1] in (b"\r", b"\n"):  # blank lines before a status line are ignored
+                buffer = buffer.lstrip(b"\r\n")
+            # The head ends at a blank line: CRLF CRLF, or LF LF from a lax server.
+            end = buffer.find(b"\n\r\n", start)
+            lax = buffer.find(b"\n\n", start, None if end < 0 else end)
+            if lax >= 0:
+                conn.buffer = buffer[lax + 2 :]
+                return buffer[:lax]
+            if end >= 0:
+                conn.buffer = buffer[end + 3 :]
+                return buffer[:end]
+            if len(buffer) > MAX_HEAD:
+                raise httpx.RemoteProtocolError(f"the response head is over {MAX_HEAD} bytes")
+            start = max(0, len(buffer) - 2)
+            if buffer:  # part of the head came: the read timeout starts again
                 scope.deadline = trio.current_time() + seconds(self._timeout)
             data = await conn.receive()
             if not data:
-                what = "in the middle of its head" if received else "before answering"
+                what = "in the middle of its head" if buffer else "before answering"
                 raise httpx.RemoteProtocolError(f"the server closed the connection {what}")
-            if not received:  # blank lines before a status line are ignored
-                data = data.lstrip(b"\r\n")
-                received = bool(data)
-            parser.receive_data(data)
+            buffer += data
 
-    def _take(self, conn: Connection) -> bytes:
-        """The body bytes the parser holds now (all of them: at most one read's worth)."""
-        parser = conn.h11
-        pieces: list[bytes | bytearray] = []
-        while True:
-            try:
-                event = parser.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise _protocol_error(exc, in_head=False) from None
-            kind = type(event)
-            if kind is h11.Data:
-                pieces.append(cast(h11.Data, event).data)
-            elif kind is h11.EndOfMessage:
-                self._finish()
-                break
-            elif event is h11.NEED_DATA:
-                break
-            else:  # PAUSED: the answer switched protocols (to a CONNECT); ConnectionClosed
-                raise httpx.RemoteProtocolError("the server switched protocols")
-        return b"".join(pieces)
+    def _parse_head(self, head: bytes) -> None:
+        lines = head.split(b"\n")
+        status = lines[0].rstrip(b"\r").split(b" ", 2)
+        if (
+            len(status) < 2
+            or not status[0].startswith(b"HTTP/1.")
+            or len(status[1]) != 3
+            or not status[1].isdigit()
+        ):
+            raise httpx.RemoteProtocolError(f"not an HTTP/1.x status line: {lines[0][:100]!r}")
+        self.status_code = int(status[1])
+        self.reason = status[2].strip() if len(status) > 2 else b""
+        if status[0] == b"HTTP/1.0":
+            self._keep = False  # unless it says keep-alive (below)
+        headers: list[tuple[bytes, bytes]] = []
+        for line in lines[1:]:
+            line = line.rstrip(b"\r")
+            if line[:1] in (b" ", b"\t") and headers:  # obsolete line folding
+                if _CONTROL.search(line):
+                    raise httpx.RemoteProtocolError("a malformed header line")
+                name, value = headers[-1]
+                headers[-1] = (name, value + b" " + line.strip())
+                continue
+            name, colon, value = line.partition(b":")
+            if not colon or not _TOKEN.fullmatch(name) or _CONTROL.search(value):
+                # (not the line: a header may hold a secret)
+                raise httpx.RemoteProtocolError("a malformed header line")
+            headers.append((name, value.strip()))
+        fields: dict[bytes, bytes] = {}
+        for name, value in headers:
+            key = name.lower()
+            fields[key] = fields[key] + b", " + value if key in fields else value
+        self.headers, self._fields = headers, fields
+
+    def _frame(self) -> None:
+        """How the body ends, and whether the connection outlives it."""
+        connection = (self.header(b"connection") or b"").lower()
+        if b"close" in connection:
+            self._keep = False
+        elif b"keep-alive" in connection:
+            self._keep = True
+        if self._head_only or self.status_code in (204, 304):
+            self._framing = _NONE
+            return
+        coding = self.header(b"transfer-encoding")
+        if coding is not None:
+            if coding.lower().replace(b" ", b"") != b"chunked":
+                raise httpx.RemoteProtocolError(f"unsupported Transfer-Encoding: {coding[:50]!r}")
+            self._framing = _CHUNKED
+            return
+        length = self._content_length()
+        if length is None:
+            self._framing = _CLOSE
+            self._keep = False
+        elif length == 0:
+            self._framing = _NONE
+        else:
+            self._framing, self._left = _LENGTH, length
+
+    def _content_length(self) -> int | None:
+        field = self._fields.get(b"content-length")
+        if field is None:
+            return None
+        values = {v.strip() for v in field.split(b",")}
+        if len(values) > 1 or not all(v.isdigit() and len(v) <= _MAX_LENGTH_DIGITS for v in values):
+            raise httpx.RemoteProtocolError(f"a bad Content-Length: {sorted(values)[:3]!r}")
+        return int(values.pop())
 
     async def receive(self) -> bytes:
         """The next piece of the body, b"" at its end.
@@ -346,19 +337,17 @@ class Response:
         """
         if self._decoder is not None and self._decoder.pending():
             return self._decoder.more()
-        while True:
-            piece, self._first = self._first, b""
+        while not self._done:
             conn = self._conn
-            if not piece:
-                if self._done:
-                    return b""
-                if conn is None:
-                    raise httpx.ReadError("the response was closed")
+            if conn is None:
+                raise httpx.ReadError("the response was closed")
             try:
-                if not piece:
-                    assert conn is not None
-                    conn.h11.receive_data(await self._wait(conn))
-                    piece = self._take(conn)
+                data = conn.buffer
+                if not data or self._more:
+                    data += await self._wait(conn)
+                    self._more = False
+                conn.buffer = b""
+                piece = self._take(conn, data)
                 if self._decoder is not None:
                     piece = self._decoder.feed(piece)
             except BaseException:
@@ -366,11 +355,68 @@ class Response:
                 raise
             if piece:
                 return piece
+        return b""
 
     async def _wait(self, conn: Connection) -> bytes:
         with trio.move_on_after(seconds(self._timeout)):
-            return await conn.receive()  # (b"" at the end: the parser says what that means)
+            data = await conn.receive()
+            if data or self._framing == _CLOSE:
+                return data
+            raise httpx.RemoteProtocolError(
+                "the server closed the connection before the end of the body"
+                + (" (incomplete chunked read)" if self._framing == _CHUNKED else "")
+            )
         raise httpx.ReadTimeout(f"no data within the read timeout ({self._timeout} s)")
+
+    def _take(self, conn: Connection, data: bytes) -> bytes:
+        """The body bytes in *data*; what follows the body stays in the buffer."""
+        if self._framing == _LENGTH:
+            if len(data) >= self._left:
+                piece, conn.buffer = data[: self._left], data[self._left :]
+                self._finish()
+                return piece
+            self._left -= len(data)
+            return data
+        if self._framing == _CHUNKED:
+            return self._dechunk(conn, data)
+        if not data:  # _CLOSE: the end of the connection is the end of the body
+            self._finish()
+        return data
+
+    def _dechunk(self, conn: Connection, data: bytes) -> bytes:
+        out: list[bytes] = []
+        pos, size = 0, len(data)
+        while pos < size:
+            state = self._state
+            if state == _DATA:
+                end = min(size, pos + self._chunk_left)
+                out.append(data[pos:end])
+                self._chunk_left -= end - pos
+                pos = end
+                if not self._chunk_left:
+                    self._state = _DATA_END
+                continue
+            end = data.find(b"\n", pos)
+            if end < 0:
+                if size - pos > _MAX_CHUNK_LINE:
+                    raise httpx.RemoteProtocolError("a chunk-size or trailer line is too long")
+                conn.buffer = data[pos:]  # an incomplete line: wait for the rest
+                self._more = True
+                break
+            line = data[pos:end].rstrip(b"\r")
+            pos = end + 1
+            if state == _DATA_END:
+                if line:
+                    raise httpx.RemoteProtocolError("a chunk's data is longer than its size")
+                self._state = _SIZE
+            elif state == _SIZE:
+                self._chunk_left = _chunk_size(line)
+                self._state = _DATA if self._chunk_left else _TRAILERS
+            elif not line:  # _TRAILERS: the blank line ends the body
+                conn.buffer = data[pos:]
+                self._finish()
+                break
+        return b"".join(out) if len(out) != 1 else out[0]
 
     def _finish(self) -> None:
         """The body has ended: the connection goes back to the pool if it may."""
@@ -378,25 +424,24 @@ class Response:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        parser = conn.h11
         # Bytes beyond the response were not asked for: the connection is out of step.
-        if (
-            parser.their_state is h11.DONE
-            and parser.our_state is h11.DONE
-            and not parser.trailing_data[0]
-        ):
-            parser.start_next_cycle()
-            if self._pool._release(self._origin, conn):
-                return
+        if self._keep and not conn.buffer and self._pool._release(self._origin, conn):
+            return
         conn.close()  # (at once: this is no checkpoint)
 
     async def aclose(self) -> None:
         """Close the response; before the end of the body, that closes the connection."""
         self._done = True
-        self._first = b""
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.aclose()
+
+
+def _chunk_size(line: bytes) -> int:
+    text = line.split(b";", 1)[0].strip()
+    if not _HEX.fullmatch(text):
+        raise httpx.RemoteProtocolError(f"a bad chunk size: {line[:40]!r}")
+    return int(text, 16)
 
 
 # -- content codings ---------------------------------------------------------------------

@@ -34,14 +34,7 @@ import httpx
 import trio
 
 from .._net import RawSocket
-from ._http11 import (
-    Connection,
-    Response,
-    TCPConnection,
-    TLSConnection,
-    seconds,
-    start_request,
-)
+from ._http11 import Connection, Response, TCPConnection, TLSConnection, seconds
 
 __all__ = [
     "ConnectionPool",
@@ -253,9 +246,8 @@ class ConnectionPool:
             data = head
         else:
             data = b"%b%bcontent-length: %d\r\n\r\n%b" % (head, extra, len(body), body)
-        response = Response(self, origin, conn, read_timeout)
+        response = Response(self, origin, conn, read_timeout, method == b"HEAD")
         try:
-            start_request(conn, method)
             # One deadline, moved on each time bytes go out or come in.
             with trio.move_on_after(seconds(read_timeout)) as scope:
                 await conn.send(data)
