@@ -29,7 +29,9 @@ part added, 47 ``response.output_text.delta``, the done events and
 Each side runs in a fresh process, the two alternately, with the same
 number of requests in flight; figures are medians. Goal: ``ratio`` and
 ``stream_ratio`` (agentrio's requests/s over the floor's) both >= 0.5, and
-the Responses wire's two ratios too.
+the Responses wire's two ratios too. The client's CPU per request
+(``process_time``, its own process only) is reported beside them: on a
+shared machine it moves less than requests/s do.
 
 Run: python bench/http.py [--requests 3000] [--concurrency 16] [--repeats 3]
 """
@@ -297,7 +299,7 @@ async def _agentrio(
 def requests(
     impl: str, port: int, stream: bool, n: int, concurrency: int, responses: bool = False
 ) -> dict[str, Any]:
-    async def run() -> float:
+    async def run() -> tuple[float, float]:
         base = f"http://127.0.0.1:{port}" + ("/stream/v1" if stream else "/v1")
         kind = "openai-responses" if responses else "openai"
         config = agentrio.ProviderConfig(
@@ -316,14 +318,14 @@ def requests(
 
             for _ in range(concurrency):  # warm the connections
                 await guarded()
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             async with trio.open_nursery() as nursery:
                 for _ in range(n):
                     nursery.start_soon(guarded)
-            return time.perf_counter() - t0
+            return time.perf_counter() - t0, time.process_time() - cpu0
 
-    dt = trio.run(run)
-    return {"requests_per_s": round(n / dt, 1)}
+    dt, cpu = trio.run(run)
+    return {"requests_per_s": round(n / dt, 1), "cpu_us": round(cpu / n * 1e6, 1)}
 
 
 def report(args: Any) -> dict[str, Any]:
@@ -347,7 +349,8 @@ def report(args: Any) -> dict[str, Any]:
         server.terminate()
         server.join(timeout=10)
     med = {key: statistics.median(r["requests_per_s"] for r in runs) for key, runs in res.items()}
-    print(f"[http] {med}", file=sys.stderr, flush=True)
+    cpu = {key: statistics.median(r["cpu_us"] for r in runs) for key, runs in res.items()}
+    print(f"[http] {med} cpu_us {cpu}", file=sys.stderr, flush=True)
     ratio = med["agentrio"] / med["floor"]
     stream_ratio = med["agentrio_stream"] / med["floor_stream"]
     responses_ratio = med["agentrio_responses"] / med["floor_responses"]
@@ -372,6 +375,12 @@ def report(args: Any) -> dict[str, Any]:
         "floor_responses_stream_requests_per_s": med["floor_responses_stream"],
         "responses_stream_ratio": round(responses_stream_ratio, 3),
         "responses_stream_events": DELTAS + 8,
+        # The client's CPU per request (its process only; the server is another):
+        # steadier than requests/s on a shared machine.
+        "cpu_us_per_request": cpu["agentrio"],
+        "floor_cpu_us_per_request": cpu["floor"],
+        "stream_cpu_us_per_request": cpu["agentrio_stream"],
+        "floor_stream_cpu_us_per_request": cpu["floor_stream"],
         "goals_met": {
             "ratio>=0.5": ratio >= 0.5,
             "stream_ratio>=0.5": stream_ratio >= 0.5,
