@@ -645,6 +645,9 @@ class ChatMessage(Message, frozen=True, tag=True):
             OpenAI and Anthropic wire formats send the parts, Ollama sends
             ``content`` and the images). Empty for a plain-text turn. See
             [Images and documents][images-and-documents].
+
+    ``tool_calls``, ``thinking`` and ``parts`` take any sequence (a list, as
+    one writes them) and are stored as tuples.
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -704,6 +707,9 @@ class ModelReply(Message, frozen=True, tag=True):
             the turn's text when *text* is empty.
         thinking: the model's thinking blocks (Anthropic extended thinking),
             kept with the assistant's turn in the history and sent back with it.
+
+    ``tool_calls`` and ``thinking`` take any sequence (``Reply(tool_calls=[...])``)
+    and are stored as tuples; anything else is an ``InvalidArgument``.
     """
 
     text: str = ""
