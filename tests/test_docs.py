@@ -411,10 +411,12 @@ def test_the_type_check_sees_a_misuse_of_the_api(tmp_path: Path) -> None:
         "spec = agentrio.AgentSpec('a', ScriptedModel([ok]), tools=[print])\n"
         "bad = Reply(tool_calls=['f'])\n"
         "agentrio.AgentSpec('b', 'm', tools=[42])\n"
+        "agentrio.AgentSpec('c', 'm', env={'A': 1}, lane='fastest')\n"
     )
     block = Block("x.md", 10, code, None, None)
     (errors,) = mypy_errors([block], tmp_path).values()
-    assert [line.split(": ")[0] for line in errors if ": error: " in line] == ["x.md:15", "x.md:16"]
+    lines = [line.split(": ")[0] for line in errors if ": error: " in line]
+    assert lines == ["x.md:15", "x.md:16", "x.md:17", "x.md:17"], errors
 
 
 @pytest.fixture(params=["fork server", "own interpreter"])

@@ -131,11 +131,11 @@ def _to_tools(value: Sequence[Tool | Callable[..., object]]) -> tuple[Tool, ...]
     return tuple(v if isinstance(v, Tool) else Tool(v) for v in value)
 
 
-def _to_env(value: object) -> Mapping[str, str]:
+def _to_env(value: Mapping[str, str]) -> Mapping[str, str]:
     return check_env("AgentSpec.env", value)
 
 
-def _to_lane(value: object) -> Lane:
+def _to_lane(value: Lane) -> Lane:
     return check_lane(value, "AgentSpec.lane")
 
 
