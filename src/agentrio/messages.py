@@ -693,6 +693,9 @@ class ModelReply(Message, frozen=True, tag=True):
     with ``"max_output_tokens"``, ``"content_filter"`` or ``"refusal"``; a
     ``"pause_turn"`` reply is followed by another call.
 
+    ``tool_calls`` and ``thinking`` take any sequence (``Reply(tool_calls=[...])``)
+    and are stored as tuples; anything else is an ``InvalidArgument``.
+
     Attributes:
         text: the answer's text.
         tool_calls: the tool calls it asks for.
@@ -707,9 +710,6 @@ class ModelReply(Message, frozen=True, tag=True):
             the turn's text when *text* is empty.
         thinking: the model's thinking blocks (Anthropic extended thinking),
             kept with the assistant's turn in the history and sent back with it.
-
-    ``tool_calls`` and ``thinking`` take any sequence (``Reply(tool_calls=[...])``)
-    and are stored as tuples; anything else is an ``InvalidArgument``.
     """
 
     text: str = ""
