@@ -17,6 +17,12 @@ The conventions (CONTRIBUTING.md, "Writing the docs"):
   needs a real server or a package agentrio does not install) says so in an
   HTML comment on the line before its fence: ``<!-- docs-test: skip (why) -->``.
   Skipped blocks are counted below: a new one is a decision.
+- Every block that runs is also type-checked with ``mypy --strict``, as a
+  user's program would be, but for its own functions, which may be left
+  unannotated (``def model(messages, tools):`` reads better in an example);
+  their bodies are checked all the same (--strict checks untyped defs). A
+  block that runs but cannot type-check says why on the line before its
+  fence, ``<!-- docs-test: no-typecheck (why) -->``, counted in NOT_TYPED.
 """
 
 from __future__ import annotations
@@ -51,8 +57,14 @@ SKIPPED = {
     "docs/providers.md": 3,
 }
 
+# Every block that runs but is not type-checked, by page (keep it empty if you can).
+NOT_TYPED: dict[str, int] = {}
+
 FENCE = re.compile(r"^```(\w*)\s*$")
-MARKER = re.compile(r"^<!-- docs-test: (?:(?P<pytest>pytest)|skip \((?P<why>[^)]+)\)) -->\s*$")
+MARKER = re.compile(
+    r"^<!-- docs-test: (?:(?P<pytest>pytest)|skip \((?P<why>[^)]+)\)"
+    r"|no-typecheck \((?P<untyped>[^)]+)\)) -->\s*$"
+)
 
 
 @dataclass
@@ -63,6 +75,7 @@ class Block:
     output: str | None  # the ```text (or, for a test file, ```console) block that follows
     skip: str | None  # the reason given, if the block is skipped
     pytest: bool = False  # a test file, run with pytest
+    untyped: str | None = None  # the reason given, if the block is not type-checked
 
     def __str__(self) -> str:
         return f"{self.page}:{self.line}"
@@ -112,6 +125,7 @@ def page_blocks(path: Path) -> list[Block]:
                 output,
                 marker.group("why") if marker else None,
                 is_test,
+                marker.group("untyped") if marker else None,
             )
         )
     return blocks
@@ -318,6 +332,91 @@ def test_blocks_are_found() -> None:
     assert {"README.md", "docs/tutorial.md", "docs/agents.md"} <= pages
     assert len(BLOCKS) > 50
     assert all(block.output for block in BLOCKS if block.page == "docs/tutorial.md")
+
+
+# -- The blocks type-check ----------------------------------------------------
+
+MYPY = (
+    "--strict",
+    # The blocks' own functions may be unannotated (their bodies are checked).
+    "--allow-untyped-defs",
+    "--allow-incomplete-defs",
+    "--allow-untyped-calls",
+    "--python-version",
+    "3.11",
+    "--no-error-summary",
+    "--show-error-codes",
+)
+MYPY_LINE = re.compile(r"^(?P<file>[\w.]+\.py):(?P<line>\d+): (?P<kind>error|note): (?P<text>.*)$")
+TYPED = [b for b in BLOCKS if b.skip is None and b.untyped is None]
+
+
+def _module(block: Block) -> str:
+    return "block_" + re.sub(r"\W", "_", block.page.removesuffix(".md")) + f"_{block.line}.py"
+
+
+def mypy_errors(blocks: list[Block], where: Path) -> dict[str, list[str]]:
+    """What ``mypy --strict`` (as MYPY says) finds in each of *blocks*, each a module
+    of its own in *where*: ``str(block)`` to ``"page:line: error: ..."``."""
+    by_file = {_module(block): block for block in blocks}
+    for name, block in by_file.items():
+        (where / name).write_text(block.code, encoding="utf-8")
+    cache = ROOT / ".mypy_cache" / "docs-blocks"  # (kept apart from src/'s)
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", *MYPY, "--cache-dir", str(cache), *sorted(by_file)],
+        cwd=where,  # (no pyproject.toml there: MYPY is the whole configuration)
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    found: dict[str, list[str]] = {str(block): [] for block in blocks}
+    for line in result.stdout.splitlines():
+        match = MYPY_LINE.match(line)
+        assert match is not None and match.group("file") in by_file, result.stdout + result.stderr
+        block = by_file[match.group("file")]
+        at = block.line + int(match.group("line"))
+        found[str(block)].append(f"{block.page}:{at}: {match.group('kind')}: {match.group('text')}")
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return found
+
+
+@pytest.fixture(scope="module")
+def typed_blocks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """mypy's verdict on every block to type-check, in one run (about 15 s cold)."""
+    return mypy_errors(TYPED, tmp_path_factory.mktemp("typed"))
+
+
+@pytest.mark.parametrize("block", TYPED, ids=str)
+def test_block_type_checks(block: Block, typed_blocks: dict[str, list[str]]) -> None:
+    errors = [line for line in typed_blocks[str(block)] if ": error: " in line]
+    assert not errors, "mypy --strict:\n" + "\n".join(typed_blocks[str(block)])
+
+
+def test_blocks_not_type_checked_are_counted() -> None:
+    counted: dict[str, int] = {}
+    for block in BLOCKS:
+        if block.untyped is not None:
+            counted[block.page] = counted.get(block.page, 0) + 1
+    assert counted == NOT_TYPED
+    assert len(TYPED) > 50
+
+
+def test_the_type_check_sees_a_misuse_of_the_api(tmp_path: Path) -> None:
+    # A list where a sequence is accepted passes; a wrong item is caught, and
+    # so is a tool that is not one (AgentSpec.tools was typed object).
+    code = (
+        "import agentrio\n"
+        "from agentrio.testing import Reply, ScriptedModel\n"
+        "ok = Reply(tool_calls=[agentrio.ToolCallRequest('f', {})])\n"
+        "spec = agentrio.AgentSpec('a', ScriptedModel([ok]), tools=[print])\n"
+        "bad = Reply(tool_calls=['f'])\n"
+        "agentrio.AgentSpec('b', 'm', tools=[42])\n"
+        "agentrio.AgentSpec('c', 'm', env={'A': 1}, lane='fastest')\n"
+    )
+    block = Block("x.md", 10, code, None, None)
+    (errors,) = mypy_errors([block], tmp_path).values()
+    lines = [line.split(": ")[0] for line in errors if ": error: " in line]
+    assert lines == ["x.md:15", "x.md:16", "x.md:17", "x.md:17"], errors
 
 
 @pytest.fixture(params=["fork server", "own interpreter"])

@@ -9,10 +9,12 @@ touching this file; a field type the sampler cannot build fails loudly.
 
 from __future__ import annotations
 
+import ast
 import datetime
 import decimal
 import enum
 import importlib
+import inspect
 import json
 import pkgutil
 import re
@@ -24,6 +26,7 @@ import msgspec.inspect as mi
 import pytest
 
 import agentrio
+import agentrio.messages
 import agentrio.types
 from agentrio import InvalidArgument
 from agentrio.testing import ScriptedModel
@@ -502,3 +505,41 @@ def test_a_chat_message_with_parts_round_trips() -> None:
     )
     for codec in (msgspec.json, msgspec.msgpack):
         assert codec.decode(codec.encode(msg), type=agentrio.ChatMessage) == msg
+
+
+# -- sequences where tuples are stored (#21) ------------------------------------------
+
+
+def test_lists_given_to_a_reply_or_a_chat_message_are_stored_as_tuples() -> None:
+    call = agentrio.ToolCallRequest("lookup", {"key": "a"})
+    thought = agentrio.types.ThinkingBlock("hm", "sig")
+    reply = agentrio.ModelReply(tool_calls=[call], thinking=[thought])
+    assert reply.tool_calls == (call,) and reply.thinking == (thought,)
+    assert reply == agentrio.ModelReply(tool_calls=(call,), thinking=(thought,))
+    part = agentrio.types.TextPart("hi")
+    turn = agentrio.ChatMessage("user", "hi", tool_calls=[call], thinking=[thought], parts=[part])
+    assert (turn.tool_calls, turn.thinking, turn.parts) == ((call,), (thought,), (part,))
+    # ...and what is made from a list encodes and decodes as what is made from a tuple.
+    decoded = msgspec.json.decode(msgspec.json.encode(reply), type=agentrio.ModelReply)
+    assert decoded == reply and type(decoded.tool_calls) is tuple
+
+
+@pytest.mark.parametrize("value", ["lookup", b"x", 3, {"a": 1}])
+def test_a_reply_tool_calls_that_are_no_sequence_are_refused(value: object) -> None:
+    with pytest.raises(InvalidArgument, match=r"ModelReply\.tool_calls must be a list or tuple"):
+        agentrio.ModelReply(tool_calls=value)  # type: ignore[arg-type]
+
+
+def _checked_init(cls: type[agentrio.Message]) -> list[str]:
+    """The parameters of the ``__init__`` that *cls* shows type checkers only."""
+    module = ast.parse(inspect.getsource(agentrio.messages))  # (where both are defined)
+    (body,) = [n for n in module.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    for node in ast.walk(body):
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+            return [arg.arg for arg in node.args.args[1:]]
+    raise AssertionError(f"{cls.__name__} shows type checkers no __init__")
+
+
+@pytest.mark.parametrize("cls", [agentrio.ModelReply, agentrio.ChatMessage])
+def test_the_init_type_checkers_see_lists_every_field(cls: type[agentrio.Message]) -> None:
+    assert _checked_init(cls) == list(cls.__struct_fields__)

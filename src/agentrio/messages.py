@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Annotated, Generic, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Generic, Literal
 from urllib.parse import urlsplit
 
 import msgspec
@@ -624,6 +625,21 @@ ContentPart = TextPart | ImagePart | DocumentPart
 [`ImagePart`][agentrio.ImagePart] or [`DocumentPart`][agentrio.DocumentPart]."""
 
 
+def _store_tuples(message: Message, fields: tuple[str, ...]) -> None:
+    """Store each of *fields* of *message* as a tuple (given as a list, or any other
+    sequence); a str, bytes or a non-sequence is an ``InvalidArgument``."""
+    kind = type(message).__name__
+    for name in fields:
+        value = getattr(message, name)
+        if type(value) is tuple:
+            continue
+        if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+            raise InvalidArgument(
+                f"{kind}.{name} must be a list or tuple, got a {type(value).__name__}"
+            )
+        msgspec.structs.force_setattr(message, name, tuple(value))
+
+
 class ChatMessage(Message, frozen=True, tag=True):
     """One entry of a conversation history, as models see it.
 
@@ -646,6 +662,9 @@ class ChatMessage(Message, frozen=True, tag=True):
             OpenAI and Anthropic wire formats send the parts, Ollama sends
             ``content`` and the images). Empty for a plain-text turn. See
             [Images and documents][images-and-documents].
+
+    ``tool_calls``, ``thinking`` and ``parts`` take any sequence (a list, as
+    one writes them) and are stored as tuples.
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -657,6 +676,31 @@ class ChatMessage(Message, frozen=True, tag=True):
     is_error: bool = False
     parts: tuple[ContentPart, ...] = ()
 
+    if TYPE_CHECKING:
+        # What a type checker sees: any sequence where a tuple is stored (a list
+        # is made a tuple by __post_init__). Keep it in step with the fields
+        # (tests/test_messages.py checks that it is).
+        def __init__(
+            self,
+            role: Literal["system", "user", "assistant", "tool"],
+            content: str = "",
+            tool_calls: Sequence[ToolCallRequest] = (),
+            tool_call_id: str | None = None,
+            name: str | None = None,
+            thinking: Sequence[ThinkingBlock] = (),
+            is_error: bool = False,
+            parts: Sequence[ContentPart] = (),
+        ) -> None: ...
+
+    def __post_init__(self) -> None:
+        # (Cheap when all are tuples, as every message the agents make has.)
+        if (
+            type(self.tool_calls) is not tuple
+            or type(self.thinking) is not tuple
+            or type(self.parts) is not tuple
+        ):
+            _store_tuples(self, ("tool_calls", "thinking", "parts"))
+
 
 class ModelReply(Message, frozen=True, tag=True):
     """One answer from a model: text, tool calls, or both, and the usage it reported.
@@ -665,6 +709,9 @@ class ModelReply(Message, frozen=True, tag=True):
     ended ``"length"``, ``"content_filter"`` or ``"refusal"`` ends its phase
     with ``"max_output_tokens"``, ``"content_filter"`` or ``"refusal"``; a
     ``"pause_turn"`` reply is followed by another call.
+
+    ``tool_calls`` and ``thinking`` take any sequence (``Reply(tool_calls=[...])``)
+    and are stored as tuples; anything else is an ``InvalidArgument``.
 
     Attributes:
         text: the answer's text.
@@ -691,6 +738,22 @@ class ModelReply(Message, frozen=True, tag=True):
     finish_reason: FinishReason = "stop"
     refusal: str = ""
     thinking: tuple[ThinkingBlock, ...] = ()
+
+    if TYPE_CHECKING:
+        # As ChatMessage's: sequences accepted, tuples stored.
+        def __init__(
+            self,
+            text: str = "",
+            tool_calls: Sequence[ToolCallRequest] = (),
+            usage: Usage = ...,
+            finish_reason: FinishReason = "stop",
+            refusal: str = "",
+            thinking: Sequence[ThinkingBlock] = (),
+        ) -> None: ...
+
+    def __post_init__(self) -> None:
+        if type(self.tool_calls) is not tuple or type(self.thinking) is not tuple:
+            _store_tuples(self, ("tool_calls", "thinking"))
 
 
 # -- request settings ----------------------------------------------------------------

@@ -1,9 +1,15 @@
 """The HTML report: self-contained, hostile text kept inside its JSON, drawn in a real
-browser (Chromium, when installed) without script errors."""
+browser (Chromium) without script errors.
+
+The browser test is skipped only where Chromium cannot be had: under CI (``CI=true``)
+on a machine with apt-get, a missing Chromium fails it, since ``.ci/run`` installs it
+there.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -86,8 +92,42 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
         )
 
 
-@pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="no Chromium at /usr/bin/chromium")
+def _need_chromium() -> None:
+    """Skip the calling test without Chromium, unless CI could have installed it:
+    then fail, so that a browser test never goes silently unrun in CI."""
+    if shutil.which(CHROMIUM) is not None:
+        return
+    if os.environ.get("CI") == "true" and shutil.which("apt-get") is not None:
+        pytest.fail(
+            f"no Chromium at {CHROMIUM} under CI=true on a machine with apt-get: "
+            ".ci/run installs it (apt-get install chromium)"
+        )
+    pytest.skip(f"no Chromium at {CHROMIUM} (and no apt-get to install it under CI)")
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_a_missing_chromium_fails_under_ci_where_apt_get_exists(
+    ci: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    found = {"apt-get": "/usr/bin/apt-get"}
+    monkeypatch.setattr(shutil, "which", found.get)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="no Chromium"):
+        _need_chromium()
+
+
+def test_a_missing_chromium_skips_where_no_package_manager_exists(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.skip.Exception, match="no apt-get"):
+        _need_chromium()
+
+
 def test_renders_in_a_real_browser(make_trace: Make, tmp_path: pathlib.Path) -> None:
+    _need_chromium()
     page = tmp_path / "report.html"
     # The budget is the one the trace recorded; a third of the agents wait for it.
     page.write_text(report(make_trace(300, budget=6000)), encoding="utf-8")

@@ -124,17 +124,19 @@ class StepInfo:
     tokens: int = 0
 
 
-def _to_tools(value: object) -> tuple[Tool, ...]:
+def _to_tools(value: Sequence[Tool | Callable[..., object]]) -> tuple[Tool, ...]:
+    # (Typed for the spec's __init__, which type checkers read from it; checked
+    # all the same, for callers that are not type-checked.)
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise InvalidArgument(f"AgentSpec.tools must be a list of tools, got {value!r}")
     return tuple(v if isinstance(v, Tool) else Tool(v) for v in value)
 
 
-def _to_env(value: object) -> Mapping[str, str]:
+def _to_env(value: Mapping[str, str]) -> Mapping[str, str]:
     return check_env("AgentSpec.env", value)
 
 
-def _to_lane(value: object) -> Lane:
+def _to_lane(value: Lane) -> Lane:
     return check_lane(value, "AgentSpec.lane")
 
 
