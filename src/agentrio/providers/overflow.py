@@ -1,9 +1,9 @@
 """Recognising a server's answer that says the request is over the model's context window.
 
-One function, [`context_overflow`][agentrio.providers.overflow.context_overflow],
-reads the text of an error (a 4xx or 5xx body, or a stream's error event) and
-says whether it is a context overflow, with the window and the request's size
-when the text gives them. The texts it knows, as the servers write them:
+One function, ``context_overflow``, reads the text of an error (a 4xx or 5xx
+body, or a stream's error event) and says whether it is a context overflow,
+with the window and the request's size when the text gives them. The texts it
+knows, as the servers write them:
 
 - OpenAI (chat completions, Azure, Groq, DeepSeek): ``"code":
   "context_length_exceeded"``, ``This model's maximum context length is 4097
