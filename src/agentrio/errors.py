@@ -239,8 +239,9 @@ class ContextTooLong(ProviderError):
     OpenRouter, Gemini). Never retried: the same request would fail again.
 
     In an agent's phase with ``AgentSpec.compaction``, the history is compacted
-    and the call made once more; otherwise (or if it is still too long) the
-    phase ends with ``"error"`` and ``error_type == "ContextTooLong"``.
+    (what it keeps sized to *limit*, when the server said it) and the call made
+    once more; otherwise (or if it is still too long) the phase ends with
+    ``"error"`` and ``error_type == "ContextTooLong"``.
 
     Attributes:
         limit: the context window in tokens, if the server said (else None).

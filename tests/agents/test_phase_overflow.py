@@ -114,6 +114,20 @@ async def test_an_overflow_compacts_and_the_call_is_made_again(
     assert [e.iteration for e in events if isinstance(e, TurnStarted)] == [1, 2, 3, 4, 5, 5]
 
 
+async def test_the_servers_window_bounds_the_turns_kept(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    summariser = Summariser()
+    # keep_recent=4: by the model's window (128k) the four pages would all be kept
+    # (nothing to summarise), by the server's (120, said in its answer) only the newest
+    compaction = Compaction(model=FunctionModel(summariser), keep_recent=4)
+    async with agent_on("openai", WINDOW, compaction=compaction) as (server, _, agent):
+        outcome = await agent.run("read")
+    assert (outcome.stop_reason, outcome.final_text) == ("done", "done")
+    assert len(summariser.requests) == 1 and server.statistics().rejected == {400: 1}
+    assert server.requests[-1].messages[-1].content.startswith("p4:")
+
+
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_without_compaction_an_overflow_ends_the_phase_with_context_too_long(
     autojump_clock: trio.testing.MockClock, record_events: RecordEvents, kind: Kind

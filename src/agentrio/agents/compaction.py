@@ -265,14 +265,19 @@ def summary_request(
 # -- the compaction ---------------------------------------------------------------------
 
 
-async def compact(phase: Phase) -> bool:
+async def compact(phase: Phase, window: int | None = None) -> bool:
     """Compact *phase*'s history if there is something to replace (its estimate
     has passed the threshold, or the model's server said the request was over
-    its context window); True if part of it was replaced by a summary."""
+    its context window, of *window* tokens if it said); True if part of it was
+    replaced by a summary."""
     st = phase.st
     summariser = st.summariser
     limit = st.compact_at
     assert summariser is not None and limit is not None
+    if window is not None:
+        # The server's window, smaller than the model's says: the turns kept must
+        # fit the real one.
+        limit = min(limit, max(1, int(window * summariser.settings.threshold)))
     history = phase.history
     # (the phase's own user message: the first at or after base, which a
     # compaction, never replacing it, keeps pointing at)

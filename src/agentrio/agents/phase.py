@@ -699,13 +699,14 @@ class Phase:
         self.reason = "stalled"
         await self._final_turn()
 
-    async def _compact(self) -> bool:
-        """Compact the history (if there is something to replace); True if it was."""
+    async def _compact(self, window: int | None = None) -> bool:
+        """Compact the history (if there is something to replace); True if it was.
+        *window*: the context window the model's server said it has, if it did."""
         if self.compaction_off:
             return False
         from .compaction import compact  # (here: it imports this module)
 
-        return await compact(self)
+        return await compact(self, window)
 
     def fix_call_numbers(self) -> None:
         """Number the calls still to come from what the history holds now, before a
@@ -854,7 +855,7 @@ class Phase:
         history and make the call once more, as the same turn; if nothing could be
         compacted, the phase ends with the error."""
         # (Whatever the threshold says: the server has just said the window is full.)
-        if not await self._compact():
+        if not await self._compact(exc.limit):
             self._error(exc)
             return None
         self.iterations -= 1  # (the same turn, made again)
