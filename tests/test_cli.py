@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import pytest
 
 import agentrio
@@ -88,6 +89,18 @@ def test_demo_in_process_flag() -> None:
         result.stdout
     )
     assert "  try           without --in-process, to measure the HTTP path too" in result.stdout
+
+
+def test_fake_llm_context_window_answers_as_the_api_does() -> None:
+    with fake_llm_process("--context-window", "5") as url:
+        messages = [{"role": "user", "content": "x" * 35}]  # 11 tokens
+        long = httpx.post(f"{url}/v1/chat/completions", json={"model": "m", "messages": messages})
+        short = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert long.status_code == 400 and long.json()["error"]["code"] == "context_length_exceeded"
+    assert short.status_code == 200
 
 
 def test_a_demo_refused_by_the_server_exits_1_and_says_why_once() -> None:

@@ -139,6 +139,7 @@ ERRORS = [
     "AuthError",
     "BadResponse",
     "ConfigError",
+    "ContextTooLong",
     "DuplicateName",
     "HelperTurnsExceeded",
     "InvalidArgument",

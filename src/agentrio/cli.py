@@ -70,6 +70,13 @@ def _add_fake_llm(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         fake.add_argument(flag, type=_share, default=0.0, metavar="R", help=f"share to {what}")
     fake.add_argument("--delay-seconds", type=_seconds, default=1.0, metavar="S")
     fake.add_argument("--retry-after", type=_seconds, default=1.0, metavar="S")
+    fake.add_argument(
+        "--context-window",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="answer a request over N tokens as each API answers one over the model's window",
+    )
 
 
 _AGENTS = 1000  # the demo's swarm on the scripted model...
@@ -352,7 +359,12 @@ async def _serve_fake_llm(args: argparse.Namespace) -> str:
         reset=args.reset,
     )
     serve = partial(
-        serve_fake_llm, faults=faults, port=args.port, api_key=args.api_key, host=args.host
+        serve_fake_llm,
+        faults=faults,
+        port=args.port,
+        api_key=args.api_key,
+        host=args.host,
+        context_window=args.context_window,
     )
     async with trio.open_nursery() as nursery:
         try:

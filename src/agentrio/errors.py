@@ -25,7 +25,8 @@ catch the second without hiding the first:
     │   ├── ProviderUnavailable     connection failures, 5xx, or the circuit breaker is open
     │   ├── BadResponse             unparsable, a stream cut short, or past a size limit
     │   │   └── UsageInvalid        the usage reported is negative, NaN or infinite
-    │   └── AuthError               401 / 403: the key is missing or wrong
+    │   ├── AuthError               401 / 403: the key is missing or wrong
+    │   └── ContextTooLong          the request is over the model's context window
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
     ├── OutputInvalid               a typed answer failed validation past its retries
     ├── ToolError                   a tool call could not produce a result
@@ -57,6 +58,7 @@ __all__ = [
     "AuthError",
     "BadResponse",
     "ConfigError",
+    "ContextTooLong",
     "DuplicateName",
     "HelperTurnsExceeded",
     "InvalidArgument",
@@ -228,6 +230,38 @@ class UsageInvalid(BadResponse):
 
 class AuthError(ProviderError):
     """401 or 403: the API key is missing or wrong (never retried)."""
+
+
+class ContextTooLong(ProviderError):
+    """The request is over the model's context window, as the server said: OpenAI's
+    ``context_length_exceeded``, Anthropic's "prompt is too long", or the like
+    text of a compatible server (vLLM, llama.cpp, Ollama, LM Studio,
+    OpenRouter, Gemini). Never retried: the same request would fail again.
+
+    In an agent's phase with ``AgentSpec.compaction``, the history is compacted
+    (what it keeps sized to *limit*, when the server said it) and the call made
+    once more; otherwise (or if it is still too long) the phase ends with
+    ``"error"`` and ``error_type == "ContextTooLong"``.
+
+    Attributes:
+        limit: the context window in tokens, if the server said (else None).
+        requested: the tokens the request came to as the server counted them
+            (its input, or its input and the output asked for, whichever the
+            server reported), if it said (else None).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status: int | None = 400,
+        limit: int | None = None,
+        requested: int | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, status=status)
+        self.limit = limit
+        self.requested = requested
 
 
 class TraceError(AgentrioError):

@@ -37,7 +37,7 @@ from agentrio import (
     Usage,
 )
 from agentrio.config import parse_config
-from agentrio.errors import BadResponse
+from agentrio.errors import BadResponse, ContextTooLong
 from agentrio.providers.anthropic import AnthropicWire
 from agentrio.providers.bounded import TooLarge
 from agentrio.providers.responses import INCLUDE, ResponsesWire
@@ -920,3 +920,23 @@ def test_shapes_validate_against_the_official_sdk() -> None:
     ):
         body = WIRE.body("gpt-5", messages, [LOOKUP], 100, stream, settings, output)
         TypeAdapter(params).validate_python(json.loads(json.dumps(body)))
+
+
+_OVER = {
+    "code": "context_length_exceeded",
+    "message": "Your input exceeds the context window of this model.",
+}
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "error", **_OVER},
+        {"type": "response.failed", "response": {"status": "failed", "error": _OVER}},
+    ],
+    ids=["error", "response.failed"],
+)
+def test_an_overflow_reported_in_the_stream_is_context_too_long(event: dict[str, Any]) -> None:
+    parser = WIRE.stream_parser("rs", None, None)
+    with pytest.raises(ContextTooLong, match="context window"):
+        parser.feed("data: " + json.dumps(event))

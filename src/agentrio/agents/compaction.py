@@ -265,23 +265,28 @@ def summary_request(
 # -- the compaction ---------------------------------------------------------------------
 
 
-async def compact(phase: Phase) -> None:
+async def compact(phase: Phase, window: int | None = None) -> bool:
     """Compact *phase*'s history if there is something to replace (its estimate
-    has passed the threshold)."""
+    has passed the threshold, or the model's server said the request was over
+    its context window, of *window* tokens if it said); True if part of it was
+    replaced by a summary."""
     st = phase.st
     summariser = st.summariser
     limit = st.compact_at
     assert summariser is not None and limit is not None
+    if window is not None:
+        # The server's window, smaller than the model's says: the turns kept must
+        # fit the real one.
+        limit = min(limit, max(1, int(window * summariser.settings.threshold)))
     history = phase.history
     # (the phase's own user message: the first at or after base, which a
     # compaction, never replacing it, keeps pointing at)
     own = next((i for i in range(phase.base, len(history)) if history[i].role == "user"), None)
     span = plan(history, phase.sizes, summariser.settings.keep_recent, limit // 2, own)
     if span is None:
-        return
+        return False
     reply = await _summarise(phase, summariser, *span)
-    if reply is not None:
-        await _apply(phase, *span, reply, limit)
+    return reply is not None and await _apply(phase, *span, reply, limit)
 
 
 async def _summarise(
@@ -347,9 +352,10 @@ async def _summarise(
     return reply
 
 
-async def _apply(phase: Phase, start: int, end: int, reply: ModelReply, limit: int) -> None:
+async def _apply(phase: Phase, start: int, end: int, reply: ModelReply, limit: int) -> bool:
     """Replace ``history[start:end]`` with the summary: in the context actor (the
-    part it holds) and then in the phase's copy (*limit*: the threshold's tokens)."""
+    part it holds) and then in the phase's copy (*limit*: the threshold's tokens);
+    False if the context actor did not apply it (nothing was replaced)."""
     summary = ChatMessage("user", SUMMARY_PREFIX + reply.text.strip())
     base = phase.base
     phase.fix_call_numbers()  # (while the history still holds the calls of the span)
@@ -366,7 +372,7 @@ async def _apply(phase: Phase, start: int, end: int, reply: ModelReply, limit: i
             why = "the stored history changed while the summary was made"
         if not applied:
             _failed(phase, "ContextChanged", why)
-            return
+            return False
         phase.base = start + 1 + max(0, base - end)
     before = phase.total
     size = phase.st.info.estimator(message_text(summary))
@@ -394,6 +400,7 @@ async def _apply(phase: Phase, start: int, end: int, reply: ModelReply, limit: i
                 usage=reply.usage,
             )
         )
+    return True
 
 
 def _failed(phase: Phase, error_type: str, error: str) -> None:

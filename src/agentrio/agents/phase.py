@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from ..errors import InvalidArgument, UsageInvalid
+from ..errors import ContextTooLong, InvalidArgument, UsageInvalid
 from ..messages import (
     BudgetExhausted,
     ChatMessage,
@@ -699,12 +699,14 @@ class Phase:
         self.reason = "stalled"
         await self._final_turn()
 
-    async def _compact(self) -> None:
+    async def _compact(self, window: int | None = None) -> bool:
+        """Compact the history (if there is something to replace); True if it was.
+        *window*: the context window the model's server said it has, if it did."""
         if self.compaction_off:
-            return
+            return False
         from .compaction import compact  # (here: it imports this module)
 
-        await compact(self)
+        return await compact(self, window)
 
     def fix_call_numbers(self) -> None:
         """Number the calls still to come from what the history holds now, before a
@@ -731,8 +733,11 @@ class Phase:
         return kept, after
 
     async def _turn(
-        self, schemas: Sequence[ToolSchema], *, final: bool = False
+        self, schemas: Sequence[ToolSchema], *, final: bool = False, again: bool = False
     ) -> ModelReply | None:
+        """One model call and its reply, added to the history; None if the phase ends
+        there (its reason set). *again*: the call is made again after a compaction
+        (its request was over the model's context window)."""
         st = self.st
         if self._stop_requested():
             return None
@@ -770,6 +775,7 @@ class Phase:
         if self.bus.active:
             self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
         meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
+        overflow: ContextTooLong | None = None
         try:
             if (
                 meter is None
@@ -792,9 +798,14 @@ class Phase:
             if meter is not None and meter.refused:
                 # The retry did not fit: the provider gave up with the attempt's error.
                 self._no_budget(meter.refused)
+            elif isinstance(exc, ContextTooLong) and not again and st.summariser is not None:
+                overflow = exc  # (compacted below, out of the except block)
             else:
                 self._error(exc)
-            return None
+            if overflow is None:
+                return None
+        if overflow is not None:
+            return await self._overflowed(overflow, schemas, final)
         attempts = 0 if meter is None else 1  # the answered attempt
         if pricing is None and type(reply.usage) is Usage:  # (settle_reply's common case)
             charged = reply if lease.settle(reply.usage, attempts=attempts) else None
@@ -836,6 +847,19 @@ class Phase:
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
         return reply
+
+    async def _overflowed(
+        self, exc: ContextTooLong, schemas: Sequence[ToolSchema], final: bool
+    ) -> ModelReply | None:
+        """The call's request was over the model's context window (*exc*): compact the
+        history and make the call once more, as the same turn; if nothing could be
+        compacted, the phase ends with the error."""
+        # (Whatever the threshold says: the server has just said the window is full.)
+        if not await self._compact(exc.limit):
+            self._error(exc)
+            return None
+        self.iterations -= 1  # (the same turn, made again)
+        return await self._turn(schemas, final=final, again=True)
 
     def _no_tool_offer(
         self, view: list[ChatMessage]

@@ -22,9 +22,9 @@ from ..messages import (
 )
 from .base import OUTPUT_TOOL, OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
+from .overflow import stream_error
 from .wire import (
     CALL_CHARS,
-    QUOTED,
     PartialCall,
     PartRules,
     StreamState,
@@ -408,8 +408,7 @@ class _AnthropicStream(StreamState):
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
-            error = repr(event.get("error"))[:QUOTED]
-            raise bad(self.provider, f"the stream reported an error: {error}")
+            raise stream_error(self.provider, event.get("error"))  # (or ContextTooLong)
 
     def _start(self, index: int, block: dict[str, Any]) -> None:
         kind = block.get("type")

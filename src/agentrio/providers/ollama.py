@@ -18,9 +18,9 @@ from ..messages import (
 )
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
+from .overflow import stream_error
 from .wire import (
     CALL_CHARS,
-    QUOTED,
     PartRules,
     StreamState,
     TextSink,
@@ -178,8 +178,7 @@ class _OllamaStream(StreamState):
             return
         chunk = self.json_object(line, "a stream line")
         if "error" in chunk:
-            error = repr(chunk["error"])[:QUOTED]
-            raise bad(self.provider, f"the stream reported an error: {error}")
+            raise stream_error(self.provider, chunk["error"])  # (or ContextTooLong)
         message = chunk.get("message")
         if isinstance(message, dict):
             piece = message.get("content")

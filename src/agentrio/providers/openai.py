@@ -34,10 +34,10 @@ from ..messages import (
 )
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
+from .overflow import stream_error
 from .tokens import arguments_text, estimate_tokens, message_tokens
 from .wire import (
     CALL_CHARS,
-    QUOTED,
     PartialCall,
     PartRules,
     StreamState,
@@ -397,7 +397,7 @@ class _OpenAIStream(StreamState):
         if error:
             # How OpenAI ends a stream that fails mid-answer (openai-python
             # raises on it): its reason quoted, as Anthropic's error event is.
-            raise bad(self.provider, f"the stream reported an error: {repr(error)[:QUOTED]}")
+            raise stream_error(self.provider, error)  # (or ContextTooLong)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             self.usage = _usage(usage)

@@ -34,6 +34,7 @@ from ..errors import (
     AuthError,
     BadResponse,
     ConfigError,
+    ContextTooLong,
     InvalidArgument,
     ProviderError,
     ProviderUnavailable,
@@ -66,6 +67,7 @@ from .limiter import (
 )
 from .ollama import OllamaWire
 from .openai import MAX_TOKENS_FIELDS, UNREPORTED, OpenAIWire, estimated_usage, header_name_ok
+from .overflow import context_overflow, too_long
 from .redact import (
     MIN_SECRET,
     env_name_ok,
@@ -1291,7 +1293,7 @@ class Provider:
                 got.parser = parser
             await self._read_stream(response, parser)
             return parser.finish()
-        except BadResponse as exc:
+        except (BadResponse, ContextTooLong) as exc:
             # The parsers quote the server's text (an error event, a chunk that
             # is not JSON), which may echo the key.
             exc.args = (self._redact(str(exc), body),)
@@ -1344,6 +1346,8 @@ class Provider:
     ) -> None:
         if status == 200:
             return
+        if status not in (401, 403, 429) and (overflow := context_overflow(text)) is not None:
+            raise too_long(self.name, self._redact(text, body), overflow, status)  # (not retried)
         text = self._redact(text, body)  # (what the messages below quote)
         after = parse_retry_after(retry_after)
         if status == 429:

@@ -36,6 +36,7 @@ from ..messages import (
 )
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
+from .overflow import context_overflow, stream_error, too_long
 from .wire import (
     CALL_CHARS,
     QUOTED,
@@ -270,6 +271,9 @@ def _failed(response: dict[str, Any], provider: str) -> None:
     status = response.get("status")
     if status in ("failed", "cancelled"):
         error = repr(response.get("error"))[:QUOTED]
+        overflow = context_overflow(error)
+        if overflow is not None:
+            raise too_long(provider, f"the response {status}: {error}", overflow, None)
         raise bad(provider, f"the response {status}: {error}")
 
 
@@ -504,7 +508,7 @@ class _ResponsesStream(StreamState):
     def _error(self, kind: str, event: dict[str, Any]) -> None:
         if kind == "error":
             error = {k: event.get(k) for k in ("code", "message", "param") if event.get(k)}
-            raise bad(self.provider, f"the stream reported an error: {repr(error)[:QUOTED]}")
+            raise stream_error(self.provider, error)  # (or ContextTooLong)
         response = event.get("response")
         _failed(response if isinstance(response, dict) else {"status": "failed"}, self.provider)
         raise bad(self.provider, "the stream reported response.failed")

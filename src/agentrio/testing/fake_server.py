@@ -41,6 +41,7 @@ from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..providers.base import ToolSchema
 from ._fake_http import BadHTTP, HTTPRequest, RequestReader, response_head
+from ._fake_overflow import overflow_body, request_tokens
 from ._fake_responses import FRAMES, REPLY, parse_request
 from ._fake_wire import (
     MAX_BODY,
@@ -275,6 +276,8 @@ class FakeLLMServer:
             headers, as (name, value) pairs, for its answer from the script
             or handler (whole or streamed): rate-limit headers, say. Set it
             once the server is open.
+        context_window: the tokens past which a request is answered as over
+            the model's context window (None: never).
     """
 
     def __init__(
@@ -286,11 +289,13 @@ class FakeLLMServer:
         faults: Faults,
         api_key: str | None,
         keep_requests: bool = True,
+        context_window: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
         self.faults = faults
+        self.context_window = context_window
         self.requests: list[FakeRequest] = []
         self.response_headers: Callable[[FakeRequest], Iterable[tuple[str, str]]] | None = None
         self._keep_requests = keep_requests
@@ -374,6 +379,12 @@ class FakeLLMServer:
             fake = parse_request(api, _decode_object(request.body))
         except BadRequest as exc:
             return await self._reject(stream, request, api, 400, str(exc))
+        window = self.context_window
+        if window is not None and (tokens := request_tokens(fake)) > window:
+            self._rejected[400] = self._rejected.get(400, 0) + 1
+            body = json_bytes(overflow_body(api, window, tokens))
+            await self._send_json(stream, request, 400, body)
+            return True
         return await self._answer(stream, request, fake)
 
     async def _reject(
@@ -574,12 +585,19 @@ async def _bind(
     api_key: str | None,
     host: str,
     keep_requests: bool,
+    context_window: int | None = None,
 ) -> tuple[FakeLLMServer, list[trio.SocketListener]]:
     """Check the arguments and listen (outside any nursery: errors stay bare)."""
     if not isinstance(faults, Faults):
         raise InvalidArgument(f"faults must be an agentrio.testing.Faults, got {faults!r}")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise InvalidArgument(f"port must be an int from 0 to 65535, got {port!r}")
+    if context_window is not None and (
+        isinstance(context_window, bool)
+        or not isinstance(context_window, int)
+        or context_window < 1
+    ):
+        raise InvalidArgument(f"context_window must be an int >= 1 or None, got {context_window!r}")
     handler = _handler(replies)
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
@@ -590,6 +608,7 @@ async def _bind(
         faults=faults,
         api_key=api_key,
         keep_requests=keep_requests,
+        context_window=context_window,
     )
     return server, listeners
 
@@ -602,6 +621,7 @@ async def serve_fake_llm(
     api_key: str | None = None,
     host: str = "127.0.0.1",
     keep_requests: bool = True,
+    context_window: int | None = None,
     task_status: trio.TaskStatus[FakeLLMServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a fake LLM server until cancelled (for ``nursery.start`` and the CLI).
@@ -613,7 +633,9 @@ async def serve_fake_llm(
         InvalidArgument: a bad argument, named in the message.
         OSError: the address could not be bound.
     """
-    server, listeners = await _bind(replies, faults, port, api_key, host, keep_requests)
+    server, listeners = await _bind(
+        replies, faults, port, api_key, host, keep_requests, context_window
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, server._serve_connection, listeners)
         task_status.started(server)
@@ -628,6 +650,7 @@ async def open_fake_llm(
     api_key: str | None = None,
     host: str = "127.0.0.1",
     keep_requests: bool = True,
+    context_window: int | None = None,
 ) -> AsyncIterator[FakeLLMServer]:
     """Run a fake LLM server for the duration of the block.
 
@@ -659,13 +682,22 @@ async def open_fake_llm(
         keep_requests: keep every request in ``server.requests`` (False: keep
             none, so that a long run, such as the demo's, does not hold every
             request it was sent).
+        context_window: if set, a request whose messages count more tokens
+            than this (by agentrio's default estimate, ``estimate_tokens``) is
+            answered 400 with the body the real API sends for a request over
+            the model's context window (OpenAI's ``context_length_exceeded``,
+            Anthropic's ``prompt is too long: N tokens > M maximum``, Ollama's
+            with ``truncate: false``), draws no fault, and does not reach the
+            script or handler.
 
     Raises:
         InvalidArgument: a bad argument, named in the message (on entering
             the block).
         OSError: the address could not be bound.
     """
-    server, listeners = await _bind(replies, faults, port, api_key, host, keep_requests)
+    server, listeners = await _bind(
+        replies, faults, port, api_key, host, keep_requests, context_window
+    )
     async with trio.open_nursery() as nursery:
         await nursery.start(trio.serve_listeners, server._serve_connection, listeners)
         try:
