@@ -55,6 +55,8 @@ _SETTINGS = frozenset(
         "seed",
         "tool_choice",
         "parallel_tool_calls",
+        "prompt_cache_key",
+        "prompt_cache_retention",
         "extra_headers",
         "extra_body",
     )
@@ -123,14 +125,26 @@ def _list(value: object, provider: str, where: str) -> list[Any]:
 
 def _usage(usage: dict[str, Any]) -> Usage:
     """``usage``, with ``prompt_tokens_details.cached_tokens`` and
-    ``completion_tokens_details.reasoning_tokens`` (both part of the totals)."""
-    prompt, completion = usage.get("prompt_tokens_details"), usage.get("completion_tokens_details")
+    ``completion_tokens_details.reasoning_tokens`` (both part of the totals);
+    the cache writes some compatible servers report (OpenRouter's
+    ``prompt_tokens_details.cache_write_tokens``), and DeepSeek's cache hits
+    (``prompt_cache_hit_tokens``) when there is no ``cached_tokens``."""
+    prompt, completion = (
+        _details(usage, "prompt_tokens_details"),
+        _details(usage, "completion_tokens_details"),
+    )
     return usage_of(
         usage.get("prompt_tokens"),
         usage.get("completion_tokens"),
-        cached=prompt.get("cached_tokens") if isinstance(prompt, dict) else 0,
-        reasoning=completion.get("reasoning_tokens") if isinstance(completion, dict) else 0,
+        cached=prompt.get("cached_tokens", usage.get("prompt_cache_hit_tokens")),
+        written=prompt.get("cache_write_tokens"),
+        reasoning=completion.get("reasoning_tokens"),
     )
+
+
+def _details(usage: dict[str, Any], name: str) -> dict[str, Any]:
+    details = usage.get(name)
+    return details if isinstance(details, dict) else {}
 
 
 def _finish(reason: object, refusal: str) -> FinishReason:
@@ -140,7 +154,7 @@ def _finish(reason: object, refusal: str) -> FinishReason:
 
 def _apply(body: dict[str, object], settings: ModelSettings, tools: Sequence[ToolSchema]) -> None:
     check_settings(settings, "openai", _SETTINGS, _RESERVED)
-    for name in ("temperature", "top_p", "seed"):
+    for name in ("temperature", "top_p", "seed", "prompt_cache_key", "prompt_cache_retention"):
         value = getattr(settings, name)
         if value is not None:
             body[name] = value
