@@ -25,6 +25,7 @@ from agentrio import (
     ProviderConfig,
     ToolCallRequest,
     Usage,
+    load_config,
 )
 from agentrio.agents.budget import UsageTotals, usage_problem
 from agentrio.demo import DemoReport
@@ -452,3 +453,47 @@ async def test_a_short_prompt_is_not_cached() -> None:
         for _ in range(2):
             reply = await p.complete("claude", [ChatMessage("user", "hi")], [], max_output_tokens=8)
             assert reply.usage == Usage(9, 3)
+
+
+def test_the_cache_settings_and_the_one_hour_price_in_agentrio_toml(tmp_path: Path) -> None:
+    path = tmp_path / "agentrio.toml"
+    path.write_text(
+        """
+[providers.claude]
+kind = "anthropic"
+base_url = "https://api.anthropic.com"
+usd_per_million_input_tokens = 3.0
+usd_per_million_cache_write_1h_tokens = 6.0
+settings = {cache = "1h"}
+
+[providers.gpt]
+kind = "openai"
+base_url = "https://api.openai.com/v1"
+settings = {prompt_cache_key = "researcher", prompt_cache_retention = "24h"}
+"""
+    )
+    providers = load_config(path).providers
+    claude, gpt = providers["claude"], providers["gpt"]
+    assert claude.settings == ModelSettings(cache="1h")
+    assert claude.usd_per_million_cache_write_1h_tokens == 6.0
+    assert gpt.settings == ModelSettings(
+        prompt_cache_key="researcher", prompt_cache_retention="24h"
+    )
+    path.write_text(path.read_text().replace('cache = "1h"', 'cache = "2h"'))
+    with pytest.raises(ConfigError, match="cache"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("cache", "later", "read"), [("5m", 299, True), ("5m", 301, False), ("1h", 3599, True)]
+)
+def test_the_fakes_cache_keeps_a_prefix_for_its_ttl(cache: str, later: float, read: bool) -> None:
+    from agentrio.testing._fake_cache import PromptCache
+
+    settings = ModelSettings(cache=cache)  # type: ignore[arg-type]
+    body = WIRE.body("claude", [ChatMessage("user", LONG)], [], 8, False, settings)
+    prompt_cache, reply = PromptCache(), ModelReply(text="x", usage=Usage(9, 3))
+    first = prompt_cache.apply(body, reply, now=0.0).usage
+    again = prompt_cache.apply(body, reply, now=later).usage
+    assert first.cache_write_tokens == first.input_tokens > 1024
+    assert again.cached_input_tokens == (first.input_tokens if read else 0)
