@@ -72,6 +72,16 @@ _PATHS = {
 }
 
 
+def _cache_row(usage: UsageTotals) -> list[tuple[str, str]]:
+    """The prompt cache's row, once a call read from or wrote to one."""
+    if not (usage.cached_input_tokens or usage.cache_write_tokens):
+        return []
+    read, written = usage.cached_input_tokens, usage.cache_write_tokens
+    return [
+        ("prompt cache", f"read={read} written={written} hit ratio={usage.cache_hit_ratio:.1%}")
+    ]
+
+
 @attrs.frozen
 class DemoProgress:
     """A snapshot of a running demo, for `run_demo`'s *on_progress*.
@@ -161,6 +171,7 @@ class DemoReport:
             ("model calls", f"{u.requests}"),
             ("tool calls", f"{u.tool_calls}"),
             ("tokens", f"input={u.input_tokens} output={u.output_tokens} total={u.total_tokens}"),
+            *_cache_row(u),
             ("wall time", f"{self.wall_s:.3f} s"),
             ("runs/s", f"{self.agents / self.wall_s:,.0f}" if self.wall_s else "-"),
         ]

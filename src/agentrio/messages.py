@@ -331,9 +331,14 @@ class Usage(Message, frozen=True, tag=True):
             prompt cache (OpenAI ``cached_tokens``, Anthropic
             ``cache_read_input_tokens``).
         cache_write_tokens: of ``input_tokens``, those written to the
-            prompt cache (Anthropic ``cache_creation_input_tokens``).
+            prompt cache (Anthropic ``cache_creation_input_tokens``, an
+            OpenAI-compatible server's ``cache_write_tokens``).
         reasoning_tokens: of ``output_tokens``, those spent reasoning
-            (OpenAI ``reasoning_tokens``).
+            (OpenAI ``reasoning_tokens``, Anthropic
+            ``output_tokens_details.thinking_tokens``).
+        cache_write_1h_tokens: of ``cache_write_tokens``, those written to
+            Anthropic's 1-hour cache (``cache_creation.ephemeral_1h_input_tokens``),
+            priced apart (``usd_per_million_cache_write_1h_tokens``).
     """
 
     input_tokens: int = 0
@@ -342,6 +347,7 @@ class Usage(Message, frozen=True, tag=True):
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -763,6 +769,23 @@ def _bad_setting(name: str, expected: str, value: object) -> InvalidArgument:
     return InvalidArgument(f"ModelSettings.{name} must be {expected}, got {value!r}")
 
 
+def _check_cache(settings: ModelSettings) -> None:
+    """The prompt-caching settings: ``cache``, ``cache_control`` and OpenAI's two."""
+    if settings.cache is not None and settings.cache not in _CACHE_TTLS:
+        raise _bad_setting("cache", '"5m", "1h" or "off"', settings.cache)
+    _check_table("cache_control", settings.cache_control)
+    key = settings.prompt_cache_key
+    if key is not None and (not isinstance(key, str) or not key):
+        raise _bad_setting("prompt_cache_key", "a non-empty str", key)
+    retention = settings.prompt_cache_retention
+    if retention is not None and retention not in _RETENTIONS:
+        raise _bad_setting("prompt_cache_retention", '"in-memory" or "24h"', retention)
+
+
+_CACHE_TTLS = ("5m", "1h", "off")
+_RETENTIONS = ("in-memory", "24h")
+
+
 def _check_number(name: str, value: object, most: float | None = None) -> None:
     if value is None:
         return
@@ -860,9 +883,19 @@ class ModelSettings(
             ``num_predict`` is ``Limits.max_output_tokens``, not set here.
         keep_alive: how long Ollama keeps the model loaded (``"5m"``, seconds,
             ``-1`` for ever, ``0`` to unload).
-        cache_control: Anthropic's cache marker, e.g. ``{"type": "ephemeral"}``
-            (or with ``"ttl": "1h"``), put on the system prompt and on the
-            last tool so that both are cached as a prefix.
+        cache: Anthropic's prompt caching: ``"5m"`` (the default: None
+            is ``"5m"``), ``"1h"`` (the 1-hour TTL, whose writes cost more) or
+            ``"off"``. On, the call's cache breakpoints are the last tool, the
+            system prompt, the last turn's end and the previous user turn's
+            end (at most the API's four); see [Prompt caching][prompt-caching].
+        cache_control: Anthropic's cache marker put at each breakpoint, e.g.
+            ``{"type": "ephemeral", "ttl": "1h"}`` (None: the marker of
+            ``cache``; ``cache="off"`` sends none).
+        prompt_cache_key: OpenAI's ``prompt_cache_key``: calls with the same
+            key and prefix go to the same cache (a non-empty str; not sent
+            when None).
+        prompt_cache_retention: OpenAI's ``prompt_cache_retention``:
+            ``"in-memory"`` or ``"24h"`` (extended caching).
         extra_headers: more HTTP headers for the request (str to str; a
             value with a line break or NUL is refused).
         extra_body: more top-level fields for the request's JSON body, added
@@ -886,7 +919,10 @@ class ModelSettings(
     parallel_tool_calls: bool | None = None
     options: dict[str, object] | None = None
     keep_alive: str | int | float | None = None
+    cache: Literal["5m", "1h", "off"] | None = None
     cache_control: dict[str, object] | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: Literal["in-memory", "24h"] | None = None
     extra_headers: dict[str, str] | None = None
     extra_body: dict[str, object] | None = None
 
@@ -923,7 +959,7 @@ class ModelSettings(
             isinstance(alive, bool) or not isinstance(alive, (str, int, float))
         ):
             raise _bad_setting("keep_alive", 'a duration ("5m") or a number of seconds', alive)
-        _check_table("cache_control", self.cache_control)
+        _check_cache(self)
         _check_table("extra_headers", self.extra_headers, strings=True, secret=True)
         _check_table("extra_body", self.extra_body, secret=True)
 

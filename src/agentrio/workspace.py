@@ -121,7 +121,9 @@ class Workspace:
         Agents call it after each phase with ``agent``, ``phases``,
         ``stop_reasons`` (phases per stop reason, ``"cancelled"`` included),
         ``input_tokens``, ``output_tokens``, ``total_tokens``, ``requests`` and
-        ``tool_calls``.
+        ``tool_calls``; once a call reported cached input, cache writes or
+        reasoning, also ``cached_input_tokens``, ``cache_write_tokens``,
+        ``reasoning_tokens`` and ``cache_hit_ratio`` (cached input over input).
         """
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / "run_summary.json"

@@ -34,6 +34,8 @@ from agentrio.testing import FakeLLMServer, Reply, open_fake_llm
 from agentrio.types import OutputSchema, ThinkingBlock, ToolSchema
 
 WIRE = AnthropicWire()
+# (for the tests of other shapes: the cache breakpoints have tests of their own)
+NO_CACHE = ModelSettings(cache="off")
 LOOKUP = ToolSchema(
     "lookup", "Look a key up.", {"type": "object", "properties": {"key": {"type": "string"}}}
 )
@@ -74,7 +76,7 @@ def test_body() -> None:
         ChatMessage("assistant", ""),  # nothing to send: left out
         ChatMessage("user", "last"),
     ]
-    body = WIRE.body("claude-x", messages, [LOOKUP], 256, False)
+    body = WIRE.body("claude-x", messages, [LOOKUP], 256, False, NO_CACHE)
     assert (body["model"], body["max_tokens"], body["stream"]) == ("claude-x", 256, False)
     assert body["system"] == "be brief\n\nand kind"
     # Roles alternate: the tool result and the next user turns share one user turn.
@@ -483,7 +485,7 @@ def test_thinking_and_failed_results_go_back_as_the_api_wants_them() -> None:
         ChatMessage("assistant", "Looking.", tool_calls=(call,), thinking=thought),
         ChatMessage("tool", "no such key", tool_call_id="toolu_01", name="lookup", is_error=True),
     ]
-    body = WIRE.body("claude-x", messages, [LOOKUP], 64, False)
+    body = WIRE.body("claude-x", messages, [LOOKUP], 64, False, NO_CACHE)
     assert body["messages"][1:] == [  # type: ignore[index]
         {
             "role": "assistant",
@@ -713,7 +715,7 @@ MOVIE = OutputSchema("Movie", msgspec.json.schema(_Movie))
 
 
 def test_body_forces_the_output_tool() -> None:
-    body = WIRE.body("claude-x", CONVERSATION[:2], [], 64, False, output=MOVIE)
+    body = WIRE.body("claude-x", CONVERSATION[:2], [], 64, False, NO_CACHE, output=MOVIE)
     assert body["tools"] == [
         {
             "name": "final_result",
@@ -723,7 +725,7 @@ def test_body_forces_the_output_tool() -> None:
     ]
     assert body["tool_choice"] == {"type": "tool", "name": "final_result"}
     # Beside other tools: any tool, the answer or one the answer needs.
-    both = WIRE.body("claude-x", CONVERSATION[:2], [LOOKUP], 64, False, output=MOVIE)
+    both = WIRE.body("claude-x", CONVERSATION[:2], [LOOKUP], 64, False, NO_CACHE, output=MOVIE)
     assert [t["name"] for t in both["tools"]] == ["lookup", "final_result"]  # type: ignore[attr-defined]
     assert both["tool_choice"] == {"type": "any"}
     # A tool_choice of the settings is sent instead (with no other tool too).
@@ -815,7 +817,7 @@ async def test_images_and_documents_go_as_image_and_document_blocks() -> None:
         ChatMessage("user", "compare", parts=parts),
     ]
     async with open_fake_llm([ModelReply(text="same")]) as server, provider(server) as p:
-        reply = await p.complete("claude-x", messages, [], max_output_tokens=50)
+        reply = await p.complete("claude-x", messages, [], max_output_tokens=50, settings=NO_CACHE)
     assert reply.text == "same"
     sent = server.requests[0]
     assert sent.body["messages"] == [
@@ -886,7 +888,7 @@ def test_tool_blocks_go_as_text_in_a_call_that_offers_no_tools() -> None:
     failed = ChatMessage("tool", "no such key", tool_call_id="c2", name="lookup", is_error=True)
     calls = (ToolCallRequest("lookup", {"key": "b"}, id="c2"),)
     history = [*CONVERSATION, ChatMessage("assistant", "then b", tool_calls=calls), failed]
-    body = WIRE.body("claude", history, [], 64, False)
+    body = WIRE.body("claude", history, [], 64, False, NO_CACHE)
     assert "tools" not in body
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "what is a?"}]},

@@ -204,10 +204,11 @@ async def test_anthropic_pause_turn_is_continued(autojump_clock: trio.testing.Mo
         agent = await rt.spawn_agent(AgentSpec("a", p.model("claude")))
         result = await agent.run("go")
     assert (result.stop_reason, result.final_text) == ("done", "Found it.")
-    # The paused turn went back as it was, last, for the server to go on from.
+    # The paused turn went back as it was, last, for the server to go on from
+    # (with the rolling cache breakpoint on its end).
     assert recorder.sent(1)["messages"][-1] == {
         "role": "assistant",
-        "content": [{"type": "text", "text": "Searching."}],
+        "content": [{"type": "text", "text": "Searching.", "cache_control": {"type": "ephemeral"}}],
     }
 
 

@@ -727,6 +727,7 @@ class _AgentState:
                 "cached_input_tokens": cached,
                 "cache_write_tokens": written,
                 "reasoning_tokens": reasoning,
+                "cache_hit_ratio": cached / self.input_tokens if self.input_tokens else 0.0,
             }
         # The write runs shielded (the phase has ended): a deadline keeps a
         # write that hangs (a stuck network disk) from holding a cancelled

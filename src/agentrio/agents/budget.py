@@ -71,6 +71,8 @@ class UsageTotals(msgspec.Struct, frozen=True):
         cached_input_tokens: of ``input_tokens``, those read from a prompt cache.
         cache_write_tokens: of ``input_tokens``, those written to a prompt cache.
         reasoning_tokens: of ``output_tokens``, those spent reasoning.
+        cache_hit_ratio: ``cached_input_tokens / input_tokens`` (0.0 before
+            any input): the share of the input read from a prompt cache.
     """
 
     input_tokens: int = 0
@@ -85,6 +87,11 @@ class UsageTotals(msgspec.Struct, frozen=True):
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
+    @property
+    def cache_hit_ratio(self) -> float:
+        """The share of the input read from a prompt cache (0.0 before any input)."""
+        return self.cached_input_tokens / self.input_tokens if self.input_tokens else 0.0
+
 
 _COUNTS = (
     "input_tokens",
@@ -92,6 +99,7 @@ _COUNTS = (
     "cached_input_tokens",
     "cache_write_tokens",
     "reasoning_tokens",
+    "cache_write_1h_tokens",
 )
 
 
@@ -111,7 +119,10 @@ def usage_problem(usage: object) -> str:
         and o >= 0
         and (type(c) is float or type(c) is int)
         and 0.0 <= c < _INF
-        and ((r == 0 and w == 0 and t == 0) or _details_fit(usage))
+        and (
+            (r == 0 and w == 0 and t == 0 and usage.cache_write_1h_tokens == 0)
+            or _details_fit(usage)
+        )
     ):
         return ""
     for name in _COUNTS:
@@ -127,19 +138,27 @@ def usage_problem(usage: object) -> str:
         )
     if t > o:
         return f"reasoning_tokens={t} is more than output_tokens={o} (which counts them)"
+    if usage.cache_write_1h_tokens > w:
+        return (
+            f"cache_write_1h_tokens={usage.cache_write_1h_tokens} is more than "
+            f"cache_write_tokens={w} (which counts them)"
+        )
     return ""
 
 
 def _details_fit(usage: Usage) -> bool:
     """Are the detail counts ints >= 0 within the totals they are part of?"""
     r, w, t = usage.cached_input_tokens, usage.cache_write_tokens, usage.reasoning_tokens
+    h = usage.cache_write_1h_tokens
     return (
         type(r) is int
         and type(w) is int
         and type(t) is int
-        and min(r, w, t) >= 0
+        and type(h) is int
+        and min(r, w, t, h) >= 0
         and r + w <= usage.input_tokens
         and t <= usage.output_tokens
+        and h <= w
     )
 
 

@@ -41,7 +41,7 @@ from .wire import (
     user_parts,
 )
 
-__all__ = ["API_VERSION", "PARTS", "AnthropicWire"]
+__all__ = ["API_VERSION", "MAX_CACHE_MARKS", "PARTS", "AnthropicWire"]
 
 API_VERSION = "2023-06-01"  # the default anthropic-version header
 _SETTINGS = frozenset(
@@ -51,6 +51,7 @@ _SETTINGS = frozenset(
         "stop",
         "tool_choice",
         "parallel_tool_calls",
+        "cache",
         "cache_control",
         "extra_headers",
         "extra_body",
@@ -66,6 +67,14 @@ _FINISH: dict[object, FinishReason] = {
 }
 _CHOICES = {"auto": "auto", "none": "none", "required": "any"}
 _INPUT_COUNTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+MAX_CACHE_MARKS = 4  # the API refuses a request with more cache_control blocks
+# The marker of each ModelSettings.cache TTL (None, the default, is "5m").
+_CACHE_MARKS: dict[str | None, dict[str, object]] = {
+    None: {"type": "ephemeral"},
+    "5m": {"type": "ephemeral"},
+    "1h": {"type": "ephemeral", "ttl": "1h"},
+}
+_UNMARKABLE = ("thinking", "redacted_thinking")  # (the API refuses cache_control there)
 # image blocks (base64 or URL sources) up to the API's 5 MB an image; document
 # blocks for PDFs (base64 or URL) and text files (a text source).
 PARTS = PartRules(
@@ -190,11 +199,76 @@ def _tool_blocks_as_text(turns: list[dict[str, Any]]) -> None:
 
 def _usage(usage: dict[str, Any], output: object = None) -> Usage:
     """``usage``: its ``input_tokens`` leave out the cache reads and writes, which
-    Usage.input_tokens counts (with them apart as details)."""
+    Usage.input_tokens counts (with them apart as details); ``cache_creation``
+    splits the writes by TTL, ``output_tokens_details`` gives the thinking."""
     read = count(usage.get("cache_read_input_tokens"))
-    wrote = count(usage.get("cache_creation_input_tokens"))
+    by_ttl = usage.get("cache_creation")
+    by_ttl = by_ttl if isinstance(by_ttl, dict) else {}
+    wrote_1h = count(by_ttl.get("ephemeral_1h_input_tokens"))
+    wrote = count(usage.get("cache_creation_input_tokens")) or (
+        count(by_ttl.get("ephemeral_5m_input_tokens")) + wrote_1h
+    )
+    details = usage.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else 0
     total = count(usage.get("input_tokens")) + read + wrote
-    return usage_of(total, usage.get("output_tokens") if output is None else output, read, wrote)
+    out = usage.get("output_tokens") if output is None else output
+    return usage_of(total, out, read, wrote, thinking, wrote_1h)
+
+
+def _cache_mark(settings: ModelSettings | None) -> dict[str, object] | None:
+    """The marker of the call's cache breakpoints (None: ``cache="off"``)."""
+    if settings is None:
+        return _CACHE_MARKS[None]
+    if settings.cache == "off":
+        return None
+    return settings.cache_control or _CACHE_MARKS[settings.cache]
+
+
+def _mark_cache(
+    body: dict[str, object],
+    tools: list[dict[str, object]],
+    turns: list[dict[str, Any]],
+    mark: dict[str, object],
+) -> None:
+    """Put the cache breakpoints: the last tool and the system prompt (a prefix
+    every call of the agent shares), then the rolling pair (see ``_rolling``).
+
+    Never more than ``MAX_CACHE_MARKS``: two fixed, two rolling.
+    """
+    marks = 0
+    if tools:
+        tools[-1] = {**tools[-1], "cache_control": dict(mark)}
+        marks += 1
+    system = body.get("system")
+    if isinstance(system, str):
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(mark)}]
+        marks += 1
+    for block in _rolling(turns)[: MAX_CACHE_MARKS - marks]:
+        block["cache_control"] = dict(mark)
+
+
+def _rolling(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks that end the last turn and the latest user turn before it.
+
+    The first is written to the cache by this call and read by the next; the
+    second is where the previous call put its first, so this call reads what
+    that one wrote however many blocks were added since (the API looks back
+    only 20 blocks from a breakpoint).
+    """
+    if not turns:
+        return []
+    ends = [_last_markable(turns[-1])]
+    earlier = next((t for t in reversed(turns[:-1]) if t["role"] == "user"), None)
+    if earlier is not None:
+        ends.append(_last_markable(earlier))
+    return [block for block in ends if block is not None]
+
+
+def _last_markable(turn: dict[str, Any]) -> dict[str, Any] | None:
+    for block in reversed(turn["content"]):
+        if block["type"] not in _UNMARKABLE and block.get("text") != "":
+            return block  # type: ignore[no-any-return]
+    return None
 
 
 def _apply(
@@ -211,14 +285,6 @@ def _apply(
         choice = _tool_choice(settings, tools)
         if choice is not None:
             body["tool_choice"] = choice
-    mark = settings.cache_control
-    if mark is not None:
-        # Marked last: the cached prefix is the tools, then the system prompt.
-        if tools:
-            tools[-1] = {**tools[-1], "cache_control": mark}
-        system = body.get("system")
-        if isinstance(system, str):
-            body["system"] = [{"type": "text", "text": system, "cache_control": mark}]
     if settings.extra_body:
         body.update(settings.extra_body)
 
@@ -329,12 +395,15 @@ class AnthropicWire:
             _apply(body, settings, definitions)
         if output is not None:
             _output_tool(body, definitions, output, settings)
-        if definitions:
-            body["tools"] = definitions
-        elif _holds_tool_blocks(turns):
+        if not definitions and _holds_tool_blocks(turns):
             # (No tool schemas to offer with tool_choice "none", as an agent
             # does when it has them: see ProviderModel.needs_tools_for_tool_turns.)
             _tool_blocks_as_text(turns)
+        mark = _cache_mark(settings)
+        if mark is not None:  # (last: on the blocks as they go out)
+            _mark_cache(body, definitions, turns, mark)
+        if definitions:
+            body["tools"] = definitions
         return body
 
     def parse(self, data: object, provider: str, text_tools: Collection[str] | None) -> ModelReply:
@@ -385,6 +454,7 @@ class _AnthropicStream(StreamState):
         # None until reported: input in message_start, output in message_delta.
         self.usage: dict[str, Any] | None = None
         self.output_tokens: int | None = None
+        self.output_details: object = None  # (thinking tokens, in message_delta)
         self.stop_reason: object = None
 
     def feed(self, line: str) -> None:
@@ -444,13 +514,17 @@ class _AnthropicStream(StreamState):
         usage = event.get("usage")
         if isinstance(usage, dict):
             self.output_tokens = count(usage.get("output_tokens"))
+            if "output_tokens_details" in usage:
+                self.output_details = usage["output_tokens_details"]
             # The counts here are cumulative, the input's too when sent: the
             # larger of each (a server that sends 0 here does not unsay the start).
             if any(k in usage for k in _INPUT_COUNTS):
                 known = self.usage or {}
-                self.usage = {
+                merged: dict[str, Any] = {
                     k: max(count(known.get(k)), count(usage.get(k))) for k in _INPUT_COUNTS
                 }
+                merged["cache_creation"] = usage.get("cache_creation", known.get("cache_creation"))
+                self.usage = merged
 
     def _input_tokens(self) -> int | None:
         return None if self.usage is None else _usage(self.usage, 0).input_tokens
@@ -458,7 +532,8 @@ class _AnthropicStream(StreamState):
     def finish(self) -> ModelReply:
         # (a call streamed without arguments has "": the guard reads it as {})
         calls = [call.request(self.provider) for _, call in sorted(self.calls.items())]
-        usage = _usage(self.usage or {}, self.output_tokens or 0)
+        reported = {**(self.usage or {}), "output_tokens_details": self.output_details}
+        usage = _usage(reported, self.output_tokens or 0)
         thinking = tuple(part.block() for _, part in sorted(self.thinking.items()))
         finish = _FINISH.get(self.stop_reason, "stop")
         return self.reply(calls, usage, "message_stop", finish, thinking=thinking)

@@ -264,7 +264,10 @@ class Model(Protocol):
             taken to have ``DEFAULT_CONTEXT_WINDOW`` (128,000).
         pricing: optional ``(usd_per_input_token, usd_per_output_token)``, or
             ``(input, output, cached_input, cache_write)`` with the prices of
-            input tokens read from and written to the prompt cache. With it,
+            input tokens read from and written to the prompt cache, or
+            ``(input, output, cached_input, cache_write, cache_write_1h)``
+            with the price of writes to Anthropic's 1-hour cache (those of
+            ``Usage.cache_write_1h_tokens``). With it,
             each call reserves its worst-case cost from the budget before it
             is made (every input token at the dearest input price), so
             ``max_cost_usd`` is not overspent while calls use no more tokens
@@ -383,9 +386,18 @@ class Prices:
             (None: *input*).
         cache_write: USD per input token written to the prompt cache
             (None: *input*).
+        cache_write_1h: USD per input token written to a 1-hour cache
+            (Anthropic's; None: *cache_write*).
     """
 
-    __slots__ = ("cache_write", "cached_input", "input", "output", "worst_input")
+    __slots__ = (
+        "cache_write",
+        "cache_write_1h",
+        "cached_input",
+        "input",
+        "output",
+        "worst_input",
+    )
 
     def __init__(
         self,
@@ -393,18 +405,21 @@ class Prices:
         output: float,
         cached_input: float | None = None,
         cache_write: float | None = None,
+        cache_write_1h: float | None = None,
     ) -> None:
         self.input = input
         self.output = output
         self.cached_input = input if cached_input is None else cached_input
         self.cache_write = input if cache_write is None else cache_write
+        self.cache_write_1h = self.cache_write if cache_write_1h is None else cache_write_1h
         # Before a call, nobody knows how its input will split between the kinds.
-        self.worst_input = max(self.input, self.cached_input, self.cache_write)
+        self.worst_input = max(self.input, self.cached_input, self.cache_write, self.cache_write_1h)
 
     def __repr__(self) -> str:
         return (
             f"Prices(input={self.input!r}, output={self.output!r}, "
-            f"cached_input={self.cached_input!r}, cache_write={self.cache_write!r})"
+            f"cached_input={self.cached_input!r}, cache_write={self.cache_write!r}, "
+            f"cache_write_1h={self.cache_write_1h!r})"
         )
 
     def reserve(self, input_tokens: int, output_tokens: int) -> float:
@@ -417,10 +432,12 @@ class Prices:
         if not (cached or written):  # (the common case)
             return usage.input_tokens * self.input + usage.output_tokens * self.output
         uncached = max(0, usage.input_tokens - cached - written)
+        written_1h = min(written, max(0, usage.cache_write_1h_tokens))
         return (
             uncached * self.input
             + cached * self.cached_input
-            + written * self.cache_write
+            + (written - written_1h) * self.cache_write
+            + written_1h * self.cache_write_1h
             + usage.output_tokens * self.output
         )
 
@@ -429,14 +446,14 @@ def model_pricing(model: object) -> Prices | None:
     """The model's ``pricing`` as `Prices`, or None (no pricing, or all zero).
 
     Raises:
-        InvalidArgument: ``pricing`` is set but not two or four numbers >= 0.
+        InvalidArgument: ``pricing`` is set but not two, four or five numbers >= 0.
     """
     pricing = getattr(model, "pricing", None)
     if pricing is None:
         return None
     if (
         not isinstance(pricing, tuple)
-        or len(pricing) not in (2, 4)
+        or len(pricing) not in (2, 4, 5)
         or not all(
             isinstance(p, (int, float)) and not isinstance(p, bool) and p >= 0 for p in pricing
         )
@@ -444,7 +461,8 @@ def model_pricing(model: object) -> Prices | None:
         raise InvalidArgument(
             "model.pricing must be (usd_per_input_token, usd_per_output_token) or "
             "(usd_per_input_token, usd_per_output_token, usd_per_cached_input_token, "
-            f"usd_per_cache_write_token), numbers >= 0; got {pricing!r}"
+            "usd_per_cache_write_token[, usd_per_cache_write_1h_token]), numbers >= 0; "
+            f"got {pricing!r}"
         )
     if not any(pricing):
         return None

@@ -76,6 +76,8 @@ _SETTINGS = frozenset(
         "seed",
         "tool_choice",
         "parallel_tool_calls",
+        "prompt_cache_key",
+        "prompt_cache_retention",
         "extra_headers",
         "extra_body",
     )
@@ -161,18 +163,30 @@ def _list(value: object, provider: str, where: str) -> list[Any]:
 def _usage(usage: dict[str, Any], reasoning: str = "") -> Usage:
     """``usage``, with ``prompt_tokens_details.cached_tokens`` (or DeepSeek's
     ``prompt_cache_hit_tokens``) and ``completion_tokens_details.reasoning_tokens``
-    (both part of the totals). A reply whose *reasoning* came with no count of
-    it (vLLM, LM Studio, llama.cpp) has its reasoning tokens estimated from it."""
-    prompt, completion = usage.get("prompt_tokens_details"), usage.get("completion_tokens_details")
-    cached = prompt.get("cached_tokens") if isinstance(prompt, dict) else 0
+    (both part of the totals), and the cache writes some compatible servers
+    report (OpenRouter's ``prompt_tokens_details.cache_write_tokens``). A reply
+    whose *reasoning* came with no count of it (vLLM, LM Studio, llama.cpp) has
+    its reasoning tokens estimated from it."""
+    prompt = _details(usage, "prompt_tokens_details")
+    completion = _details(usage, "completion_tokens_details")
+    cached = prompt.get("cached_tokens", 0)
     if not count(cached):
         cached = usage.get("prompt_cache_hit_tokens")
-    thought = completion.get("reasoning_tokens") if isinstance(completion, dict) else 0
+    thought = completion.get("reasoning_tokens", 0)
     if reasoning and not count(thought):
         thought = estimate_tokens(reasoning)
     return usage_of(
-        usage.get("prompt_tokens"), usage.get("completion_tokens"), cached=cached, reasoning=thought
+        usage.get("prompt_tokens"),
+        usage.get("completion_tokens"),
+        cached=cached,
+        written=prompt.get("cache_write_tokens"),
+        reasoning=thought,
     )
+
+
+def _details(usage: dict[str, Any], name: str) -> dict[str, Any]:
+    details = usage.get(name)
+    return details if isinstance(details, dict) else {}
 
 
 def _reasoning(fields: dict[str, Any]) -> str:
@@ -220,7 +234,7 @@ def _finish(reason: object, refusal: str) -> FinishReason:
 
 def _apply(body: dict[str, object], settings: ModelSettings, tools: Sequence[ToolSchema]) -> None:
     check_settings(settings, "openai", _SETTINGS, _RESERVED)
-    for name in ("temperature", "top_p", "seed"):
+    for name in ("temperature", "top_p", "seed", "prompt_cache_key", "prompt_cache_retention"):
         value = getattr(settings, name)
         if value is not None:
             body[name] = value

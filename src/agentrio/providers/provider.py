@@ -116,6 +116,7 @@ _PRICES = (
     "usd_per_million_output_tokens",
     "usd_per_million_cached_input_tokens",
     "usd_per_million_cache_write_tokens",
+    "usd_per_million_cache_write_1h_tokens",
 )
 
 
@@ -341,6 +342,9 @@ class ProviderConfig:
         usd_per_million_cache_write_tokens: the price of input tokens written
             to the prompt cache (None: the input price). With either cache
             price set, the models' ``pricing`` has four prices.
+        usd_per_million_cache_write_1h_tokens: the price of input tokens
+            written to Anthropic's 1-hour cache (``ModelSettings.cache="1h"``;
+            None: the cache-write price); set, the models' ``pricing`` has five.
         max_response_bytes: the most bytes one response may have, streamed or
             not (default 64 MiB); past it the call fails with ``BadResponse``.
         max_line_bytes: the most bytes one line of a stream (an SSE line, an
@@ -420,6 +424,7 @@ class ProviderConfig:
     seed: int | None = None
     usd_per_million_cached_input_tokens: float | None = None
     usd_per_million_cache_write_tokens: float | None = None
+    usd_per_million_cache_write_1h_tokens: float | None = None
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     anthropic_version: str = API_VERSION
     settings: ModelSettings | None = None
@@ -1524,7 +1529,8 @@ class ProviderModel:
         context_window: its context window in tokens.
         pricing: USD per token from the instance's prices:
             ``(input, output)``, or ``(input, output, cached_input,
-            cache_write)`` when a cache price is set; None without prices.
+            cache_write)`` when a cache price is set (and ``cache_write_1h``
+            after them when its price is); None without prices.
     """
 
     __slots__ = ("context_window", "name", "pricing", "provider")
@@ -1605,11 +1611,14 @@ def _pricing(config: ProviderConfig) -> tuple[float, ...] | None:
         config.usd_per_million_cached_input_tokens,
         config.usd_per_million_cache_write_tokens,
     )
-    if cached is not None or written is not None:
+    written_1h = config.usd_per_million_cache_write_1h_tokens
+    if cached is not None or written is not None or written_1h is not None:
         prices += [
             prices[0] if cached is None else cached,
             prices[0] if written is None else written,
         ]
+    if written_1h is not None:
+        prices.append(written_1h)
     if not any(prices):
         return None
     return tuple(price / 1e6 for price in prices)

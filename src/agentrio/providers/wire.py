@@ -186,6 +186,7 @@ def usage_of(
     cached: object = 0,
     written: object = 0,
     reasoning: object = 0,
+    written_1h: object = 0,
 ) -> Usage:
     """A Usage from wire counts, the details no larger than the totals they are part of."""
     tokens_in, tokens_out = count(input_tokens), count(output_tokens)
@@ -193,12 +194,14 @@ def usage_of(
     if not (read or wrote or thought):  # (the common case)
         return Usage(tokens_in, tokens_out)
     read = min(read, tokens_in)
+    wrote = min(wrote, tokens_in - read)
     return Usage(
         tokens_in,
         tokens_out,
         cached_input_tokens=read,
-        cache_write_tokens=min(wrote, tokens_in - read),
+        cache_write_tokens=wrote,
         reasoning_tokens=min(thought, tokens_out),
+        cache_write_1h_tokens=min(count(written_1h), wrote),
     )
 
 

@@ -25,6 +25,7 @@ from ..messages import (
     TextPart,
     ToolCallRequest,
 )
+from ._fake_cache import marks_problem
 
 __all__ = [
     "FRAMES",
@@ -545,6 +546,8 @@ def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
             schema, choice = _openai_output(oa)
         elif api == "anthropic":
             an = msgspec.convert(body, _AnRequest)
+            if problem := marks_problem(body):
+                raise BadRequest(problem)
             messages, tools = _anthropic_messages(an), [t.name for t in an.tools or ()]
             stream, limit, model = an.stream, an.max_tokens, an.model
             schema, choice = _anthropic_output(an)
@@ -773,14 +776,21 @@ _ANTHROPIC_STOPS = {"length": "max_tokens", "refusal": "refusal", "pause_turn": 
 def _anthropic_usage(reply: ModelReply) -> dict[str, object]:
     # The API's input_tokens leaves out the cache reads and writes.
     u = reply.usage
-    if not (u.cached_input_tokens or u.cache_write_tokens):
-        return {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
-    return {
-        "input_tokens": u.input_tokens - u.cached_input_tokens - u.cache_write_tokens,
-        "cache_creation_input_tokens": u.cache_write_tokens,
-        "cache_read_input_tokens": u.cached_input_tokens,
-        "output_tokens": u.output_tokens,
-    }
+    usage: dict[str, object] = {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens}
+    if u.cached_input_tokens or u.cache_write_tokens:
+        usage = {
+            "input_tokens": u.input_tokens - u.cached_input_tokens - u.cache_write_tokens,
+            "cache_creation_input_tokens": u.cache_write_tokens,
+            "cache_read_input_tokens": u.cached_input_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": u.cache_write_tokens - u.cache_write_1h_tokens,
+                "ephemeral_1h_input_tokens": u.cache_write_1h_tokens,
+            },
+            "output_tokens": u.output_tokens,
+        }
+    if u.reasoning_tokens:
+        usage["output_tokens_details"] = {"thinking_tokens": u.reasoning_tokens}
+    return usage
 
 
 def _anthropic_reply(answer: Answer) -> dict[str, object]:
@@ -831,6 +841,7 @@ def _anthropic_frames(answer: Answer) -> list[bytes]:
     # output_tokens is 0 at the start (the real API sends a small placeholder):
     # the total comes in message_delta, and clients must take that one.
     usage = {**_anthropic_usage(answer.reply), "output_tokens": 0}
+    usage.pop("output_tokens_details", None)  # (sent in message_delta)
     start = {**full, "content": [], "stop_reason": None, "usage": usage}
     frames = [_sse({"type": "message_start", "message": start}), _sse({"type": "ping"})]
     for index, block in enumerate(_anthropic_content(answer)):
@@ -838,7 +849,11 @@ def _anthropic_frames(answer: Answer) -> list[bytes]:
     delta = {
         "type": "message_delta",
         "delta": {"stop_reason": full["stop_reason"], "stop_sequence": None},
-        "usage": {"output_tokens": answer.reply.usage.output_tokens},
+        "usage": {
+            k: v
+            for k, v in _anthropic_usage(answer.reply).items()
+            if k in ("output_tokens", "output_tokens_details")
+        },
     }
     return [*frames, _sse(delta), _sse({"type": "message_stop"})]
 

@@ -40,6 +40,7 @@ from .._net import RawSocket
 from ..errors import InvalidArgument
 from ..messages import ChatMessage, ModelReply, ToolCallRequest, Usage
 from ..providers.base import ToolSchema
+from ._fake_cache import PromptCache
 from ._fake_http import BadHTTP, HTTPRequest, RequestReader, response_head
 from ._fake_overflow import overflow_body, request_tokens
 from ._fake_responses import FRAMES, REPLY, parse_request
@@ -312,6 +313,7 @@ class FakeLLMServer:
         self._by_api: dict[str, int] = dict.fromkeys(ROUTES.values(), 0)
         self._faults: dict[str, int] = dict.fromkeys(_FAULT_KINDS, 0)
         self._rejected: dict[int, int] = {}
+        self._prompt_cache = PromptCache()  # Anthropic's: see _fake_cache
 
     def __repr__(self) -> str:
         return f"<FakeLLMServer {self.base_url}>"
@@ -430,6 +432,8 @@ class FakeLLMServer:
         reply = await self._reply(stream, request, fake)
         if reply is None:
             return True
+        if fake.api == "anthropic":
+            reply = self._prompt_cache.apply(fake.body, reply, trio.current_time())
         if fake.tool_choice is not None:
             reply = forced_call(fake, reply)
         malformed = "malformed_tool_json" in plan.drawn and bool(reply.tool_calls)

@@ -100,7 +100,8 @@ class ScriptedModel:
         call_settings: every call's ``settings`` (None: none), in order.
         context_window: the window it claims, in tokens.
         pricing: ``(usd_per_input_token, usd_per_output_token)``, with the
-            cached-input and cache-write prices after them if wanted, or None
+            cached-input and cache-write prices (and the 1-hour cache-write
+            price) after them if wanted, or None
             (see [`agentrio.Model`][agentrio.Model]).
         chunk_size: with an int, the model streams: each reply's text is
             given to the call's ``on_text`` in pieces of that many characters,

@@ -34,6 +34,7 @@ class Node:
     stop_reasons: Counter[str] = dataclasses.field(default_factory=Counter)
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
     cost_usd: float = 0.0
     errors: list[str] = dataclasses.field(default_factory=list)
     open_phase: float | None = None
@@ -91,6 +92,7 @@ def build(records: Iterable[TraceRecord]) -> Trace:
         elif isinstance(event, TurnEnded):
             node.input_tokens += event.usage.input_tokens
             node.output_tokens += event.usage.output_tokens
+            node.cached_input_tokens += event.usage.cached_input_tokens
             node.cost_usd += event.usage.cost_usd or 0.0
         elif isinstance(event, Waited):
             node.waited[event.what] = node.waited.get(event.what, 0.0) + event.seconds
@@ -120,6 +122,12 @@ def _budget(opened: RuntimeOpened) -> str:
         if (value := getattr(opened, name)) is not None
     ]
     return ", ".join(limits)
+
+
+def _cache_hits(agents: list[Node], tokens_in: int) -> str:
+    """``, cache hit ratio 42.0%`` once some input was read from a prompt cache."""
+    cached = sum(n.cached_input_tokens for n in agents)
+    return f", cache hit ratio {cached / tokens_in:.1%}" if cached and tokens_in else ""
 
 
 def _cause(error: str) -> str:
@@ -169,7 +177,8 @@ def render(
         f"trace: {trace.events} events over {trace.end - trace.start:.2f}s,"
         f" {len(nodes)} actors, {len(agents)} agents",
         "stop reasons: " + (", ".join(f"{r} {n}" for r, n in stops.most_common()) or "none"),
-        f"tokens: {tokens_in + tokens_out} ({tokens_in} in, {tokens_out} out), cost ${cost:.4f}",
+        f"tokens: {tokens_in + tokens_out} ({tokens_in} in, {tokens_out} out), cost ${cost:.4f}"
+        + _cache_hits(agents, tokens_in),
     ]
     budget = _budget(trace.opened) if trace.opened is not None else ""
     if budget:
