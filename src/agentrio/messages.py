@@ -77,6 +77,7 @@ __all__ = [
     "ActorRestarted",
     "CompactionFailed",
     "WorkspaceWriteFailed",
+    "TraceWriteFailed",
     "ContextCompact",
     "ContextCompacted",
     "ActorStarted",
@@ -1451,3 +1452,27 @@ class RuntimeOpened(Event, frozen=True, tag=True):
     max_requests: int | None = None
     max_tool_calls: int | None = None
     max_cost_usd: float | None = None
+
+
+class TraceWriteFailed(Event, frozen=True, tag=True):
+    """The trace file (``open_runtime(trace=...)``) could not be written: the trace
+    writer stopped writing, and drops (and counts) every event from then on. The
+    agents go on as if nothing happened; when the runtime closes, it raises
+    [`TraceError`][agentrio.errors.TraceError]. Published once; its ``path`` is ``""``.
+
+    Attributes:
+        file: the trace file.
+        error_type: the exception's class name (``"OSError"``, ``"BrokenPipeError"``...).
+        errno: the error's symbolic name (``"ENOSPC"``, ``"EIO"``...), ``""`` if it has none.
+        error: the operating system's words for it (``"No space left on device"``),
+            never the content of an event.
+        written: events written before it.
+        dropped: events dropped so far (the batch that failed, and what waited).
+    """
+
+    file: str = ""
+    error_type: str = ""
+    errno: str = ""
+    error: str = ""
+    written: int = 0
+    dropped: int = 0
