@@ -1458,7 +1458,9 @@ class TraceWriteFailed(Event, frozen=True, tag=True):
     """The trace file (``open_runtime(trace=...)``) could not be written: the trace
     writer stopped writing, and drops (and counts) every event from then on. The
     agents go on as if nothing happened; when the runtime closes, it raises
-    [`TraceError`][agentrio.errors.TraceError]. Published once; its ``path`` is ``""``.
+    [`TraceError`][agentrio.errors.TraceError]. Published once; its ``path`` is ``""``
+    (not at all when the write that fails is the last, made as the runtime
+    closes: its bus has closed; the ``TraceError`` still comes).
 
     Attributes:
         file: the trace file.
