@@ -176,3 +176,32 @@ async def test_a_lone_surrogate_is_written_as_a_replacement_character(
     assert records[0] == events.Stalled(path="a", why="fine")
     assert records[1] == events.ToolEnded(path="a", tool="ls", output_preview="report-\ufffd.txt")
     assert records[2] == events.Stalled(path="a\ufffd", why="\ufffd\U0001f600")
+
+
+async def test_a_fifo_whose_reader_left_stops_the_trace_not_the_agents(
+    tmp_path: pathlib.Path,
+) -> None:
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    left = trio.Event()
+
+    async def read_nothing() -> None:
+        await trio.to_thread.run_sync(lambda: open(fifo, "rb").close())
+        left.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read_nothing)
+        await trio.testing.wait_all_tasks_blocked()  # (the reader waits for a writer)
+        with pytest.raises(TraceError, match=r"\(EPIPE: Broken pipe\); 0 events written") as caught:
+            async with agentrio.open_runtime(trace=fifo) as rt:
+                seen = rt.events()
+                await left.wait()
+                agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
+                assert (await agent.run("go")).stop_reason == "done"
+                async with seen:  # the writer's first write fails: it says so
+                    async for event in seen:
+                        if isinstance(event, events.TraceWriteFailed):
+                            failed = event
+                            break
+    assert (failed.error_type, failed.errno) == ("BrokenPipeError", "EPIPE")
+    assert "'" + str(fifo) + "'" in str(caught.value)
