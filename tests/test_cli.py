@@ -13,11 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import msgspec
 import pytest
 
 import agentrio
+from agentrio import events
 from agentrio.cli import _Progress, main
 from agentrio.demo import DemoProgress
+from agentrio.tracing import MAX_LINE_BYTES, TraceRecord
 
 
 def agentrio_cmd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -439,3 +442,103 @@ def test_trace_of_a_missing_or_corrupt_file(tmp_path: pathlib.Path) -> None:
     bad.write_text("{}\n{}\n")
     corrupt = agentrio_cmd("trace", str(bad))
     assert corrupt.returncode == 1 and "line 1" in corrupt.stderr
+
+
+def synthetic(agents: int) -> list[TraceRecord]:
+    """A trace of *agents* agents under team/, one phase each (4 events an agent)."""
+    out: list[TraceRecord] = []
+    for i in range(agents):
+        path, t = f"team/agent-{i}", 1000.0 + i / 1000
+        usage = agentrio.Usage(input_tokens=10, output_tokens=5)
+        out.append(TraceRecord(t, events.PhaseStarted(path=path)))
+        out.append(TraceRecord(t, events.TurnStarted(path=path, iteration=1)))
+        out.append(TraceRecord(t, events.TurnEnded(path=path, iteration=1, usage=usage)))
+        out.append(TraceRecord(t, events.PhaseEnded(path=path, stop_reason="done", iterations=1)))
+    return out
+
+
+def write_trace(path: pathlib.Path, records: list[TraceRecord], tail: bytes = b"") -> None:
+    """*records* as a trace file, one JSON line each, then *tail*."""
+    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records) + tail)
+
+
+def test_trace_of_a_hostile_file_is_an_error_not_a_traceback(tmp_path: pathlib.Path) -> None:
+    deep = b'{"t":1,"e":{"type":"Stalled","path":"a","x":' + b"[" * 100_000 + b"]" * 100_000
+    cases = {
+        "utf8.jsonl": b'{"t":1,"e":{"type":"Stalled","path":"\xff","why":"x"}}\n',
+        "deep.jsonl": deep + b"}}\n",
+        "long.jsonl": b"x" * (MAX_LINE_BYTES + 10),
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        shown = agentrio_cmd("trace", str(tmp_path / name))
+        assert shown.returncode == 1 and "Traceback" not in shown.stderr, shown.stderr
+        assert shown.stderr.startswith(f"agentrio trace: trace file '{tmp_path / name}', line 1")
+    zero = agentrio_cmd("trace", "/dev/zero")
+    assert zero.returncode == 1 and "longer than 16777216 bytes" in zero.stderr, zero.stderr
+
+
+def test_trace_escapes_control_characters(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    evil = "team/agent-1\x1b[2J\x1b]0;owned\x07"
+    write_trace(
+        trace,
+        [
+            TraceRecord(1.0, events.PhaseStarted(path=evil)),
+            TraceRecord(1.0, events.PhaseError(path=evil, error_type="X", error="\x1b[31mred")),
+            TraceRecord(2.0, events.PhaseEnded(path=evil, stop_reason="error", iterations=1)),
+        ],
+    )
+    shown = agentrio_cmd("trace", str(trace), "--expand")
+    assert shown.returncode == 0, shown.stderr
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    assert "agent-1\\x1b[2J\\x1b]0;owned\\x07" in shown.stdout
+    assert "X: \\x1b[31mred" in shown.stdout
+
+
+def test_trace_into_a_closed_pipe_exits_quietly(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    write_trace(trace, synthetic(5000))  # (more text than a pipe holds)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentrio.cli", "trace", str(trace), "--expand"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    assert process.stdout.readline().startswith(b"trace: ")  # as `| head -1` does
+    process.stdout.close()
+    stderr = process.stderr.read()
+    process.stderr.close()
+    assert process.wait(timeout=120) == 141
+    assert stderr == b""
+
+
+def test_trace_says_when_a_filter_matches_nothing(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    write_trace(trace, synthetic(3))
+    for flags in (["--path", "nobody"], ["--stop-reason", "timeout"], ["--error", "nope"]):
+        shown = agentrio_cmd("trace", str(trace), *flags)
+        assert shown.returncode == 1
+        assert shown.stderr == f"agentrio trace: nothing matches {flags[0]} {flags[1]!r}\n"
+        assert shown.stdout.startswith("trace: 12 events")  # the summary all the same
+    found = agentrio_cmd("trace", str(trace), "--path", "team/agent-1")
+    assert found.returncode == 0 and found.stderr == ""
+
+
+def test_trace_notes_a_torn_last_line(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    write_trace(trace, synthetic(3), tail=b'{"t":3.0,"e":{"type":"Pha\xe2\x82')
+    shown = agentrio_cmd("trace", str(trace))
+    assert shown.returncode == 0 and "3 agents" in shown.stdout
+    assert shown.stderr == (
+        f"agentrio trace: {str(trace)!r}, line 13: torn (the writer stopped in the middle"
+        " of it); left out\n"
+    )
+
+
+def test_trace_sorts_agents_naturally(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    write_trace(trace, synthetic(12))
+    shown = agentrio_cmd("trace", str(trace), "--expand").stdout.splitlines()
+    names = [line.split()[0] for line in shown if line.startswith("  agent-")]
+    assert names == [f"agent-{i}" for i in range(12)]

@@ -124,6 +124,7 @@ EVENTS = [
     "ToolEnded",
     "ToolRetry",
     "ToolStarted",
+    "TraceWriteFailed",
     "TurnEnded",
     "TurnStarted",
     "Waited",

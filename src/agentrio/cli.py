@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -16,6 +17,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .demo import DemoProgress
+    from .tracing.view import Trace
 
 __all__ = ["main"]
 
@@ -403,24 +405,66 @@ def _run_trace(args: argparse.Namespace) -> int:
     from .errors import TraceError
     from .tracing import read_trace
     from .tracing.html import report
-    from .tracing.view import build, render
+    from .tracing.view import build, render, visible
 
+    records = read_trace(args.file)
     try:
         if args.html is not None:
-            page = report(read_trace(args.file), budget_tokens=args.budget_tokens)
+            page = report(records, budget_tokens=args.budget_tokens)
             with open(args.html, "w", encoding="utf-8") as out:
                 out.write(page)
-            print(f"agentrio trace: wrote {args.html}")
-            return 0
-        trace = build(read_trace(args.file))
+            _note_torn(records.torn, args.file)
+            return _out(visible(f"agentrio trace: wrote {args.html}"), 0)
+        trace = build(records)
     except (TraceError, OSError) as exc:
-        print(f"agentrio trace: {exc}", file=sys.stderr)
+        print(visible(f"agentrio trace: {exc}"), file=sys.stderr)
         return 1
+    _note_torn(records.torn, args.file)
     lines = render(
         trace, expand=args.expand, path=args.path, stop_reason=args.stop_reason, error=args.error
     )
-    print("\n".join(lines))
-    return 0
+    return _out("\n".join(lines), _matched(trace, args))
+
+
+def _note_torn(torn: int | None, file: str) -> None:
+    from .tracing.view import visible
+
+    if torn is not None:
+        print(
+            visible(
+                f"agentrio trace: {file!r}, line {torn}: torn (the writer stopped in the middle"
+                " of it); left out"
+            ),
+            file=sys.stderr,
+        )
+
+
+def _matched(trace: Trace, args: argparse.Namespace) -> int:
+    """0; or 1, said on stderr, when filters were given and nothing matches them."""
+    from .tracing.view import select, visible
+
+    given = {"--path": args.path, "--stop-reason": args.stop_reason, "--error": args.error}
+    filters = " ".join(f"{flag} {value!r}" for flag, value in given.items() if value is not None)
+    if not filters or select(
+        trace, expand=args.expand, path=args.path, stop_reason=args.stop_reason, error=args.error
+    ):
+        return 0
+    print(visible(f"agentrio trace: nothing matches {filters}"), file=sys.stderr)
+    return 1
+
+
+def _out(text: str, status: int) -> int:
+    """Print *text* on stdout; returns *status*, or 141 (as a process killed by
+    SIGPIPE) when the reader has gone (``agentrio trace FILE | head -1``)."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python's recipe: point stdout at devnull, or its flush at exit fails again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -429,7 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     Exit statuses: 0 when all went well; 1 when ``demo`` had runs that failed
     (each kind of failure is printed once, on stderr) or could not start; 2
     for a usage error (an unknown flag is named) or when ``fake-llm`` cannot
-    listen; 1 when ``trace`` cannot read its file; 130 when the demo is interrupted.
+    listen; 1 when ``trace`` cannot read its file, or its filters (``--path``,
+    ``--stop-reason``, ``--error``) match nothing (said on stderr); 141 when
+    ``trace``'s reader goes away (``| head``); 130 when the demo is interrupted.
     """
     args, command = _parse(argv)
     _log_to_stderr(args.verbose)

@@ -32,7 +32,7 @@ catch the second without hiding the first:
     ├── ToolError                   a tool call could not produce a result
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
-    ├── TraceError                  a trace file cannot be opened, or a line is not a record
+    ├── TraceError                  a trace file cannot be opened or written, or a bad line
     ├── StoreError                  a checkpoint store cannot be opened, read or written
     │   ├── StoreCorrupt            a damaged record (not the torn tail): source and offset
     │   └── StoreLocked             another runtime owns the store: names the holder
@@ -265,8 +265,14 @@ class ContextTooLong(ProviderError):
 
 
 class TraceError(AgentrioError):
-    """A trace file could not be opened, or a line of it is not a trace record; the
-    message names the file (and the line)."""
+    """A trace file could not be opened or written, or a line of it is not a trace
+    record (or is longer than ``max_line_bytes``); the message names the file (and
+    the line), never a line's or an event's content.
+
+    A trace file that could not be written is raised by ``open_runtime`` when its
+    block ends normally, after every phase ended as it would have (the agents never
+    see it); a [`TraceWriteFailed`][agentrio.events.TraceWriteFailed] event said so
+    when it happened."""
 
 
 class StoreError(AgentrioError):

@@ -55,6 +55,7 @@ from .messages import (
     ToolEnded,
     ToolRetry,
     ToolStarted,
+    TraceWriteFailed,
     TurnEnded,
     TurnStarted,
     Waited,
@@ -87,6 +88,7 @@ __all__ = [
     "BudgetExhausted",
     "Waited",
     "WorkspaceWriteFailed",
+    "TraceWriteFailed",
     # durable agents (open_runtime(store=...))
     "PhaseResumed",
     "ResumedPhaseEnded",

@@ -78,6 +78,7 @@ __all__ = [
     "ActorRestarted",
     "CompactionFailed",
     "WorkspaceWriteFailed",
+    "TraceWriteFailed",
     "ContextCompact",
     "ContextCompacted",
     "ActorStarted",
@@ -1572,3 +1573,29 @@ class RuntimeOpened(Event, frozen=True, tag=True):
     max_requests: int | None = None
     max_tool_calls: int | None = None
     max_cost_usd: float | None = None
+
+
+class TraceWriteFailed(Event, frozen=True, tag=True):
+    """The trace file (``open_runtime(trace=...)``) could not be written: the trace
+    writer stopped writing, and drops (and counts) every event from then on. The
+    agents go on as if nothing happened; when the runtime closes, it raises
+    [`TraceError`][agentrio.errors.TraceError]. Published once; its ``path`` is ``""``
+    (not at all when the write that fails is the last, made as the runtime
+    closes: its bus has closed; the ``TraceError`` still comes).
+
+    Attributes:
+        file: the trace file.
+        error_type: the exception's class name (``"OSError"``, ``"BrokenPipeError"``...).
+        errno: the error's symbolic name (``"ENOSPC"``, ``"EIO"``...), ``""`` if it has none.
+        error: the operating system's words for it (``"No space left on device"``),
+            never the content of an event.
+        written: events written before it.
+        dropped: events dropped so far (the batch that failed, and what waited).
+    """
+
+    file: str = ""
+    error_type: str = ""
+    errno: str = ""
+    error: str = ""
+    written: int = 0
+    dropped: int = 0

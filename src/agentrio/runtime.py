@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .errors import ActorError
     from .messages import PhaseResult
     from .providers.base import Model
+    from .tracing.writer import TraceWriter
 
 from ._version import __version__
 from .agents.agent import check_spec, spawn_agent
@@ -519,6 +520,11 @@ async def open_runtime(
             back by [`read_trace`][agentrio.tracing.read_trace] (see
             [`TraceWriter`][agentrio.tracing.TraceWriter] and the how-to
             "Tracing a run"); default: no trace, and nothing is spent on one.
+            The file is opened in a worker thread (a FIFO waits for its
+            reader; cancelling the open works). A write that fails never
+            reaches the agents: the trace stops, a
+            [`TraceWriteFailed`][agentrio.events.TraceWriteFailed] event says
+            why, and ``TraceError`` is raised when the block ends.
         store: a checkpoint store, for durable agents: a folder's path (a
             [`DirectoryStore`][agentrio.store.DirectoryStore]) or any
             [`CheckpointStore`][agentrio.store.CheckpointStore] object. It is read
@@ -556,6 +562,9 @@ async def open_runtime(
         StoreError: the store cannot be read.
         StoreLocked: another runtime owns the store (raised on entering the
             block, naming the holder).
+        TraceError: the *trace* file cannot be opened (on entering the block),
+            or could not be written (when the block ends normally, after
+            everything has stopped: every result the block got stands).
         StoreCorrupt: a record of the store, other than a torn last one, is
             damaged or of an unknown type (raised on entering the block, naming
             the file and offset); a torn last record is left out, with a
@@ -598,11 +607,6 @@ async def open_runtime(
         lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
-    writer = None
-    if trace is not None:
-        from .tracing.writer import TraceWriter  # (imported only when a trace is asked for)
-
-        writer = TraceWriter(trace)
     checkpoints = _checkpoints(store, durability, specs, budget, tree)
     if checkpoints is not None:
         # Read once, before anything runs (its errors raised as they are, not
@@ -614,6 +618,7 @@ async def open_runtime(
             with trio.CancelScope(shield=True):
                 await checkpoints.store.aclose()
             raise
+    writer = await _trace_writer(trace, checkpoints)
     async with trio.open_nursery() as nursery:
         if writer is not None:
             await nursery.start(writer.run, tree.bus)
@@ -634,6 +639,30 @@ async def open_runtime(
             raise
         else:
             tree.begin_stop()
+    if writer is not None and writer.error is not None:
+        # The agents never saw it (every phase ran on); the caller learns it here.
+        raise writer.error
+
+
+async def _trace_writer(
+    trace: str | os.PathLike[str] | None, checkpoints: Checkpoints | None
+) -> TraceWriter | None:
+    """The trace writer, its file open (None: no *trace*). The file is opened in a
+    worker thread, cancellably (a FIFO with no reader waits for one); if that
+    fails, the store read before is closed."""
+    if trace is None:
+        return None
+    from .tracing.writer import TraceWriter  # (imported only when a trace is asked for)
+
+    writer = TraceWriter(trace)
+    try:
+        await writer.open()
+    except BaseException:
+        if checkpoints is not None:
+            with trio.CancelScope(shield=True):
+                await checkpoints.store.aclose()
+        raise
+    return writer
 
 
 def _opened(budget: Budget) -> RuntimeOpened:

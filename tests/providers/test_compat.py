@@ -666,7 +666,9 @@ def test_an_unsigned_reasoning_is_not_sent_to_anthropic() -> None:
         "a is 1.",
         thinking=(ThinkingBlock("theirs"), signed, ThinkingBlock(redacted="opaque")),
     )
-    body = AnthropicWire().body("claude", [QUESTION[1], turn], [], 64, False)
+    body = AnthropicWire().body(
+        "claude", [QUESTION[1], turn], [], 64, False, ModelSettings(cache="off")
+    )
     sent = body["messages"][1]["content"]  # type: ignore[index]
     assert sent == [
         {"type": "thinking", "thinking": "mine", "signature": "sig"},

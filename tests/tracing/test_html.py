@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
+from agentrio import events
 from agentrio.tracing import TraceRecord
 from agentrio.tracing.html import report
 
@@ -143,3 +144,19 @@ def test_renders_in_a_real_browser(make_trace: Make, tmp_path: pathlib.Path) -> 
     assert shot.exists() and shot.stat().st_size > 1000
     ARTIFACTS.mkdir(exist_ok=True)
     shutil.copy(shot, ARTIFACTS / "trace-report.png")
+
+
+def test_a_lone_surrogate_from_the_trace_is_drawn_as_a_replacement_character() -> None:
+    path = "team/agent-10"
+    records = [
+        TraceRecord(1.0, events.PhaseStarted(path="team/agent-2")),
+        TraceRecord(1.0, events.PhaseStarted(path=path)),
+        TraceRecord(2.0, events.PhaseError(path=path, error_type="X", error="bad \ud800")),
+        TraceRecord(2.0, events.PhaseEnded(path=path, stop_reason="error", iterations=1)),
+        TraceRecord(2.0, events.PhaseEnded(path="team/agent-2", stop_reason="done", iterations=1)),
+    ]
+    data = _data(report(records))
+    agents = data["agents"]
+    assert isinstance(agents, list)
+    assert [a["path"] for a in agents] == ["team/agent-2", "team/agent-10"]  # natural order
+    assert agents[1]["marks"][0][2] == "X: bad \ufffd"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentrio import events
 from agentrio.tracing import TraceRecord
-from agentrio.tracing.view import build, render
+from agentrio.tracing.view import build, natural, render, visible
 
 Make = Callable[..., list[TraceRecord]]
 
@@ -51,3 +52,27 @@ def test_waits_and_the_budget(make_trace: Make) -> None:
     assert line.endswith("waited rate_limit 1 (0.00s)")
     assert "waited" not in render(build(make_trace(12)))[-1]  # none recorded: none shown
     assert not any(line.startswith("budget:") for line in render(build(make_trace(12))))
+
+
+def test_agents_sort_naturally(make_trace: Make) -> None:
+    lines = render(build(make_trace(12)), expand=True)
+    shown = [line.split()[0] for line in lines if line.startswith("  agent-")]
+    assert shown == [f"agent-{i}" for i in range(12)]  # agent-2 before agent-10
+    assert natural("team/agent-2") < natural("team/agent-10") < natural("team/agent-10/sub")
+    assert natural("team/agent-10/sub") < natural("team/agent-10x") < natural("teamx")
+    assert natural("a" + "9" * 5000) > natural("a" + "9" * 4999)  # (no int of 5000 digits)
+
+
+def test_control_characters_from_the_trace_are_escaped() -> None:
+    path = "team/evil\x1b[2J\u202e"
+    records = [
+        TraceRecord(1.0, events.PhaseStarted(path=path)),
+        TraceRecord(
+            2.0, events.PhaseError(path=path, error_type="X", error="\x1b]0;owned\x07\ud800")
+        ),
+        TraceRecord(2.0, events.PhaseEnded(path=path, stop_reason="error", iterations=1)),
+    ]
+    text = "\n".join(render(build(records), expand=True))
+    assert not any(ch in text for ch in "\x1b\x07\u202e\ud800")
+    assert "evil\\x1b[2J\\u202e" in text and "\\x1b]0;owned\\x07\\ud800" in text
+    assert visible("tab\there") == "tab\\x09here"

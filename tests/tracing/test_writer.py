@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
+import threading
 
 import pytest
 import trio
+import trio.testing
 
 import agentrio
 from agentrio import events
@@ -51,10 +54,13 @@ async def test_no_trace_no_subscriber() -> None:
         assert not rt._tree.bus.active  # type: ignore[attr-defined]
 
 
-def test_a_file_that_cannot_be_opened_is_a_typed_error(tmp_path: pathlib.Path) -> None:
+async def test_a_file_that_cannot_be_opened_is_a_typed_error(tmp_path: pathlib.Path) -> None:
     missing = tmp_path / "no" / "such" / "dir" / "run.jsonl"
     with pytest.raises(TraceError, match=r"no/such/dir/run\.jsonl"):
-        TraceWriter(missing)
+        await TraceWriter(missing).open()
+    with pytest.raises(TraceError, match=r"no/such/dir/run\.jsonl"):  # as is, not in a group
+        async with agentrio.open_runtime(trace=missing):
+            pytest.fail("the block ran")
 
 
 async def test_events_past_the_bound_are_dropped_and_counted(tmp_path: pathlib.Path) -> None:
@@ -85,3 +91,117 @@ async def test_a_crash_keeps_what_was_written(tmp_path: pathlib.Path) -> None:
     assert caught.group_contains(ZeroDivisionError)
     kinds = [type(r.e).__name__ for r in read_trace(path)]
     assert "PhaseEnded" in kinds
+
+
+# -- a file that cannot be written, or opened at once ------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+async def test_a_full_disk_stops_the_trace_not_the_agents() -> None:
+    with pytest.raises(TraceError) as caught:
+        async with agentrio.open_runtime(trace="/dev/full") as rt:
+            seen = rt.events()
+            agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
+            first = await agent.run("go")
+            async with seen:  # the writer's first write fails: it says so, once
+                async for event in seen:
+                    if isinstance(event, events.TraceWriteFailed):
+                        failed = event
+                        break
+            second = await agent.run("go on")  # the agents never notice
+    assert (first.stop_reason, second.stop_reason) == ("done", "done")
+    assert failed.file == "/dev/full" and failed.errno == "ENOSPC"
+    assert failed.error_type == "OSError" and failed.error == "No space left on device"
+    assert failed.written == 0 and failed.dropped > 0
+    message = str(caught.value)
+    assert "'/dev/full' could not be written (ENOSPC: No space left on device)" in message
+    dropped = int(message.split("written, ")[1].split(" dropped")[0])
+    assert dropped > failed.dropped  # every later event was counted too
+
+
+async def test_a_fifo_with_no_reader_does_not_hang_the_runtime(
+    tmp_path: pathlib.Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    # (Without the fix the open blocks Trio's thread: this lets it go, late, so the
+    # test fails rather than hangs.)
+    rescue = threading.Timer(30, lambda: os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)))
+    rescue.start()
+    try:
+        with trio.move_on_after(5) as scope:
+            async with agentrio.open_runtime(trace=fifo):
+                pytest.fail("the trace file was opened: nobody reads it")
+    finally:
+        rescue.cancel()
+    assert scope.cancelled_caught
+
+
+async def test_a_fifo_with_a_reader_gets_the_trace(tmp_path: pathlib.Path) -> None:
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(fifo, "rb") as reader:
+            got.append(reader.read())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, read)
+        await trio.testing.wait_all_tasks_blocked()  # (the reader waits for a writer)
+        async with agentrio.open_runtime(trace=fifo) as rt:
+            agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
+            await agent.run("go")
+    assert b'"type":"PhaseEnded"' in got[0]
+
+
+# -- text that is not UTF-8 --------------------------------------------------------------
+
+
+async def test_a_lone_surrogate_is_written_as_a_replacement_character(
+    tmp_path: pathlib.Path,
+) -> None:
+    path = tmp_path / "run.jsonl"
+    bus = agentrio.core.EventBus()
+    writer = TraceWriter(path)
+    name = os.fsdecode(b"report-\xff.txt")  # what os.listdir gives for such a file
+    async with trio.open_nursery() as nursery:
+        await nursery.start(writer.run, bus)
+        bus.publish(events.Stalled(path="a", why="fine"))
+        bus.publish(events.ToolEnded(path="a", tool="ls", output_preview=name))
+        bus.publish(events.Stalled(path="a\ud800", why="\udcff\ud83d\ude00"))
+        bus.close()
+    records = [r.e for r in read_trace(path)]
+    assert writer.written == 3 and writer.dropped == 0 and writer.error is None
+    assert records[0] == events.Stalled(path="a", why="fine")
+    assert records[1] == events.ToolEnded(path="a", tool="ls", output_preview="report-\ufffd.txt")
+    assert records[2] == events.Stalled(path="a\ufffd", why="\ufffd\U0001f600")
+
+
+async def test_a_fifo_whose_reader_left_stops_the_trace_not_the_agents(
+    tmp_path: pathlib.Path,
+) -> None:
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    left = trio.Event()
+
+    async def read_nothing() -> None:
+        await trio.to_thread.run_sync(lambda: open(fifo, "rb").close())
+        left.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read_nothing)
+        await trio.testing.wait_all_tasks_blocked()  # (the reader waits for a writer)
+        with pytest.raises(TraceError, match=r"\(EPIPE: Broken pipe\); 0 events written") as caught:
+            async with agentrio.open_runtime(trace=fifo) as rt:
+                seen = rt.events()
+                await left.wait()
+                agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
+                assert (await agent.run("go")).stop_reason == "done"
+                async with seen:  # the writer's first write fails: it says so
+                    async for event in seen:
+                        if isinstance(event, events.TraceWriteFailed):
+                            failed = event
+                            break
+    assert (failed.error_type, failed.errno) == ("BrokenPipeError", "EPIPE")
+    assert "'" + str(fifo) + "'" in str(caught.value)

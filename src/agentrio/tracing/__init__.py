@@ -8,7 +8,16 @@
 
 from __future__ import annotations
 
-from .reader import TraceRecord, read_trace
+from .reader import MAX_LINE_BYTES, TraceReader, TraceRecord, read_trace
 from .writer import BATCH, FLUSH_INTERVAL, MAX_PENDING, TraceWriter
 
-__all__ = ["BATCH", "FLUSH_INTERVAL", "MAX_PENDING", "TraceRecord", "TraceWriter", "read_trace"]
+__all__ = [
+    "BATCH",
+    "FLUSH_INTERVAL",
+    "MAX_LINE_BYTES",
+    "MAX_PENDING",
+    "TraceReader",
+    "TraceRecord",
+    "TraceWriter",
+    "read_trace",
+]

@@ -27,6 +27,8 @@ from ..messages import (
     Waited,
 )
 from .reader import TraceRecord
+from .view import natural
+from .writer import scrubbed
 
 __all__ = ["TIMELINES", "report"]
 
@@ -83,9 +85,9 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
             marks.setdefault(p, []).append([t, "error", f"{e.error_type}: {e.error}"])
     paths = set(spans) | set(marks)
 
-    def rank(path: str) -> tuple[bool, float, str]:
+    def rank(path: str) -> tuple[bool, float, list[tuple[str, int, str]]]:
         busy = sum(s[2] - s[1] for s in spans.get(path, ()) if s[0] == "phase")
-        return (path not in marks, -busy, path)
+        return (path not in marks, -busy, natural(path))
 
     chosen = sorted(paths, key=rank)[:limit]
     agents = [
@@ -95,7 +97,7 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
             "spans": sorted(spans.get(p, []), key=lambda s: _LAYER[s[0]]),
             "marks": marks.get(p, []),
         }
-        for p in sorted(chosen)
+        for p in sorted(chosen, key=natural)
     ]
     if len(tokens) > 2000:  # keep the curve's size bounded
         step = len(tokens) // 2000 + 1
@@ -110,7 +112,10 @@ def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
 
 
 def _json(data: object) -> str:
-    text = msgspec.json.encode(data).decode()
+    try:
+        text = msgspec.json.encode(data).decode()
+    except UnicodeEncodeError:  # a lone surrogate read from the trace ("\\ud800")
+        text = msgspec.json.encode(scrubbed(data)).decode()
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 

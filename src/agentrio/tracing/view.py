@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -17,9 +18,43 @@ from ..messages import (
 )
 from .reader import TraceRecord
 
-__all__ = ["Node", "Trace", "build", "render"]
+__all__ = ["Node", "Trace", "build", "natural", "render", "select", "visible"]
 
 COLLAPSED = 20  # agents shown when the view is collapsed
+
+# What a terminal would act on rather than show: C0 and C1 controls, DEL, the
+# line and paragraph separators, the bidirectional overrides and isolates (they
+# reorder what follows), and lone surrogates (a JSON "\ud800" decodes to one).
+_UNSEEN = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """*text* safe to print: each character a terminal would act on (a control,
+    ESC included, a bidirectional override, a lone surrogate) written as its
+    escape: ``\\x1b``, ``\\x09``, ``\\u202e``."""
+    return _UNSEEN.sub(_escape, text)
+
+
+def natural(path: str) -> list[tuple[str, int, str]]:
+    """A sort key for paths in natural order: ``team/agent-2`` before
+    ``team/agent-10``, segment by segment (a number compares by its digits'
+    count, then its digits: no int is made of a thousand digits)."""
+    key: list[tuple[str, int, str]] = []
+    for segment in path.split("/"):
+        parts = _DIGITS.split(segment)  # text, number, text, number, ..., text
+        for text, number in zip(parts[::2], [*parts[1::2], None], strict=True):
+            if number is None:  # the segment's end: before any number, so before "a1"
+                key.append((text, -1, ""))
+            else:
+                digits = number.lstrip("0") or "0"
+                key.append((text, len(digits), digits))
+    return key
 
 
 @dataclasses.dataclass
@@ -162,7 +197,9 @@ def render(
 ) -> list[str]:
     """The view's lines: the summary, then the tree (at most *limit* agents unless
     *expand*: the erring and slowest first), filtered by *path* prefix, *stop_reason*
-    and *error* text."""
+    and *error* text (see [`select`][agentrio.tracing.view.select]); paths in natural
+    order (``agent-2`` before ``agent-10``). Text from the trace is made
+    [`visible`][agentrio.tracing.view.visible]: no control character is left raw."""
     nodes = list(trace.nodes.values())
     agents = [n for n in nodes if n.is_agent]
     stops: Counter[str] = Counter()
@@ -193,29 +230,21 @@ def render(
         lines.append(f"waits: {_waits(waits, waited)}")
     if trace.lost:
         lines.append(f"events lost: {trace.lost}")
-    slowest = sorted(agents, key=lambda n: -n.busy)[:5]
+    slowest = sorted(agents, key=lambda n: (-n.busy, natural(n.path)))[:5]
     if slowest:
         lines.append("slowest: " + ", ".join(f"{n.path} {n.busy:.2f}s" for n in slowest))
     if causes:
         lines.append("errors by cause: " + ", ".join(f"{c} {n}" for c, n in causes.most_common()))
     lines.append("")
-
-    def wanted(node: Node) -> bool:
-        if path is not None and not (node.path == path or node.path.startswith(path + "/")):
-            return False
-        if stop_reason is not None and stop_reason not in node.stop_reasons:
-            return False
-        return error is None or any(error in e for e in node.errors)
-
-    chosen = [n for n in nodes if wanted(n) and (n.is_agent or n.errors or expand)]
+    chosen = select(trace, expand=expand, path=path, stop_reason=stop_reason, error=error)
     hidden = 0
     if not expand and len(chosen) > limit:
-        ranked = sorted(chosen, key=lambda n: (not n.errors, -n.busy, n.path))
+        ranked = sorted(chosen, key=lambda n: (not n.errors, -n.busy, natural(n.path)))
         keep = {n.path for n in ranked[:limit]}
         hidden = len(chosen) - limit
         chosen = [n for n in chosen if n.path in keep]
     shown: set[str] = set()
-    for node in sorted(chosen, key=lambda n: n.path.split("/")):
+    for node in sorted(chosen, key=lambda n: natural(n.path)):
         segments = node.path.split("/")
         for depth in range(len(segments) - 1):  # the ancestors not shown yet
             ancestor = "/".join(segments[: depth + 1])
@@ -229,4 +258,26 @@ def render(
         lines.append(
             f"... {hidden} more (use --expand, or filter with --path, --stop-reason, --error)"
         )
-    return lines
+    return [visible(line) for line in lines]
+
+
+def select(
+    trace: Trace,
+    *,
+    expand: bool = False,
+    path: str | None = None,
+    stop_reason: str | None = None,
+    error: str | None = None,
+) -> list[Node]:
+    """The nodes the tree shows (before it is collapsed): the agents and the
+    erring actors (every actor if *expand*) under the *path* prefix, with
+    *stop_reason* among their phases' and *error* in one of their errors."""
+
+    def wanted(node: Node) -> bool:
+        if path is not None and not (node.path == path or node.path.startswith(path + "/")):
+            return False
+        if stop_reason is not None and stop_reason not in node.stop_reasons:
+            return False
+        return error is None or any(error in e for e in node.errors)
+
+    return [n for n in trace.nodes.values() if wanted(n) and (n.is_agent or n.errors or expand)]
