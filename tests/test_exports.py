@@ -196,6 +196,7 @@ TYPES = [
     "OutputSchema",
     "ProviderModel",
     "ProviderStatistics",
+    "RawBlock",
     "Response",
     "RestartPolicy",
     "Rule",

@@ -16,6 +16,7 @@ from ..messages import (
     ImagePart,
     ModelReply,
     ModelSettings,
+    TextPart,
     ToolCallRequest,
     Usage,
 )
@@ -30,6 +31,7 @@ from .wire import (
     TextSink,
     bad,
     bearer,
+    check_parts,
     check_settings,
     count,
     data_url,
@@ -95,7 +97,7 @@ def _part(part: ContentPart) -> dict[str, object]:
 
 def _message(msg: ChatMessage) -> dict[str, object]:
     out: dict[str, object] = {"role": msg.role, "content": msg.content}
-    if msg.parts:
+    if msg.parts and msg.role != "tool":  # (a tool's parts: see _tool_parts)
         out["content"] = [_part(p) for p in user_parts(PARTS, msg)]
     if msg.tool_calls:
         out["content"] = msg.content or None
@@ -110,6 +112,36 @@ def _message(msg: ChatMessage) -> dict[str, object]:
     if msg.role == "tool":
         out["tool_call_id"] = msg.tool_call_id or ""
     return out
+
+
+def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, object]]:
+    """The request's messages; the images and documents tool calls returned follow
+    their tool messages, in a user message (a tool message takes text only)."""
+    out = [_message(m) for m in messages]
+    if not any(m.parts for m in messages if m.role == "tool"):
+        return out  # (the common case)
+    with_parts: list[dict[str, object]] = []
+    held: list[dict[str, object]] = []  # the parts of the tool messages just sent
+    for msg, sent in zip(messages, out, strict=True):
+        if held and msg.role != "tool":
+            with_parts.append({"role": "user", "content": held})
+            held = []
+        with_parts.append(sent)
+        if msg.role == "tool" and msg.parts:
+            held.extend(_tool_parts(msg))
+    if held:
+        with_parts.append({"role": "user", "content": held})
+    return with_parts
+
+
+def _tool_parts(msg: ChatMessage) -> list[dict[str, object]]:
+    """A tool turn's images and documents, for the user message after the tool messages."""
+    check_parts(PARTS, msg.parts, f"tool {msg.name!r} result part")
+    shown = [_part(p) for p in msg.parts if not isinstance(p, TextPart)]
+    if not shown:
+        return []
+    what = f"[the images and documents tool {msg.name} returned (call {msg.tool_call_id})]"
+    return [{"type": "text", "text": what}, *shown]
 
 
 def _list(value: object, provider: str, where: str) -> list[Any]:
@@ -209,7 +241,7 @@ class OpenAIWire:
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
-            "messages": [_message(m) for m in messages],
+            "messages": _messages(messages),
             self.max_tokens_field: max_output_tokens,
             "stream": stream,
         }

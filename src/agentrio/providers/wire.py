@@ -17,6 +17,7 @@ from ..messages import (
     ImagePart,
     ModelReply,
     ModelSettings,
+    RawBlock,
     ThinkingBlock,
     ToolCallRequest,
     Usage,
@@ -163,12 +164,13 @@ def finish_reply(
     *,
     refusal: str = "",
     thinking: tuple[ThinkingBlock, ...] = (),
+    blocks: tuple[RawBlock, ...] = (),
 ) -> ModelReply:
     """The reply, with tool calls written as text turned into calls when asked for."""
     found = tool_calls_in_text(text, text_tools) if not calls and text_tools else ()
     if found:
         text, calls = "", found
-    if finish == "stop" and not refusal and not thinking:  # (the common case)
+    if finish == "stop" and not refusal and not thinking and not blocks:  # (the common case)
         return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
     return ModelReply(
         text=text,
@@ -177,6 +179,7 @@ def finish_reply(
         finish_reason=finish,
         refusal=refusal,
         thinking=thinking,
+        blocks=blocks,
     )
 
 
@@ -348,13 +351,21 @@ class StreamState:
         *,
         refusal: str = "",
         thinking: tuple[ThinkingBlock, ...] = (),
+        blocks: tuple[RawBlock, ...] = (),
     ) -> ModelReply:
         """The whole answer, or BadResponse if the stream never reached *end*."""
         if not self.done:
             raise bad(self.provider, f"the stream ended before {end}")
         text = "".join(self.text)
         return finish_reply(
-            text, calls, usage, self.text_tools, finish, refusal=refusal, thinking=thinking
+            text,
+            calls,
+            usage,
+            self.text_tools,
+            finish,
+            refusal=refusal,
+            thinking=thinking,
+            blocks=blocks,
         )
 
 
@@ -453,12 +464,13 @@ def check_parts(rules: PartRules, parts: Sequence[ContentPart], where: str = "pa
 
 
 def user_parts(rules: PartRules, msg: ChatMessage) -> tuple[ContentPart, ...]:
-    """*msg*'s parts, each checked; only a user turn may hold any."""
-    if msg.role != "user":
+    """*msg*'s parts, each checked; only a user or tool turn may hold any."""
+    if msg.role not in ("user", "tool"):
         raise InvalidArgument(
-            f"{msg.role!r} turn holds content parts: only user turns may (ChatMessage.parts)"
+            f"{msg.role!r} turn holds content parts: only user and tool turns may "
+            "(ChatMessage.parts)"
         )
-    check_parts(rules, msg.parts, "user turn part")
+    check_parts(rules, msg.parts, f"{msg.role} turn part")
     return msg.parts
 
 
