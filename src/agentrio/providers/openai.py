@@ -16,7 +16,6 @@ from ..messages import (
     ImagePart,
     ModelReply,
     ModelSettings,
-    TextPart,
     ToolCallRequest,
     Usage,
 )
@@ -31,7 +30,6 @@ from .wire import (
     TextSink,
     bad,
     bearer,
-    check_parts,
     check_settings,
     count,
     data_url,
@@ -40,6 +38,7 @@ from .wire import (
     need,
     tool_call,
     tool_choice,
+    tool_parts_after,
     usage_of,
     user_parts,
 )
@@ -114,34 +113,10 @@ def _message(msg: ChatMessage) -> dict[str, object]:
     return out
 
 
-def _messages(messages: Sequence[ChatMessage]) -> list[dict[str, object]]:
-    """The request's messages; the images and documents tool calls returned follow
-    their tool messages, in a user message (a tool message takes text only)."""
-    out = [_message(m) for m in messages]
-    if not any(m.parts for m in messages if m.role == "tool"):
-        return out  # (the common case)
-    with_parts: list[dict[str, object]] = []
-    held: list[dict[str, object]] = []  # the parts of the tool messages just sent
-    for msg, sent in zip(messages, out, strict=True):
-        if held and msg.role != "tool":
-            with_parts.append({"role": "user", "content": held})
-            held = []
-        with_parts.append(sent)
-        if msg.role == "tool" and msg.parts:
-            held.extend(_tool_parts(msg))
-    if held:
-        with_parts.append({"role": "user", "content": held})
-    return with_parts
-
-
-def _tool_parts(msg: ChatMessage) -> list[dict[str, object]]:
-    """A tool turn's images and documents, for the user message after the tool messages."""
-    check_parts(PARTS, msg.parts, f"tool {msg.name!r} result part")
-    shown = [_part(p) for p in msg.parts if not isinstance(p, TextPart)]
-    if not shown:
-        return []
-    what = f"[the images and documents tool {msg.name} returned (call {msg.tool_call_id})]"
-    return [{"type": "text", "text": what}, *shown]
+def _tool_parts_message(line: str, parts: tuple[ContentPart, ...]) -> dict[str, object]:
+    # (a tool message takes text only: what a tool returned besides goes after it)
+    content = [{"type": "text", "text": line}, *(_part(p) for p in parts)]
+    return {"role": "user", "content": content}
 
 
 def _list(value: object, provider: str, where: str) -> list[Any]:
@@ -241,7 +216,9 @@ class OpenAIWire:
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
-            "messages": _messages(messages),
+            "messages": tool_parts_after(
+                messages, [_message(m) for m in messages], PARTS, _tool_parts_message
+            ),
             self.max_tokens_field: max_output_tokens,
             "stream": stream,
         }

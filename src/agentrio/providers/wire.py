@@ -18,6 +18,7 @@ from ..messages import (
     ModelReply,
     ModelSettings,
     RawBlock,
+    TextPart,
     ThinkingBlock,
     ToolCallRequest,
     Usage,
@@ -44,6 +45,7 @@ __all__ = [
     "need",
     "tool_call",
     "tool_choice",
+    "tool_parts_after",
     "typed_answer",
     "user_parts",
 ]
@@ -464,14 +466,45 @@ def check_parts(rules: PartRules, parts: Sequence[ContentPart], where: str = "pa
 
 
 def user_parts(rules: PartRules, msg: ChatMessage) -> tuple[ContentPart, ...]:
-    """*msg*'s parts, each checked; only a user or tool turn may hold any."""
-    if msg.role not in ("user", "tool"):
+    """*msg*'s parts, each checked; only a user turn may hold any."""
+    if msg.role != "user":
         raise InvalidArgument(
-            f"{msg.role!r} turn holds content parts: only user and tool turns may "
-            "(ChatMessage.parts)"
+            f"{msg.role!r} turn holds content parts: only user turns may (ChatMessage.parts)"
         )
-    check_parts(rules, msg.parts, f"{msg.role} turn part")
+    check_parts(rules, msg.parts, "user turn part")
     return msg.parts
+
+
+def tool_parts_after(
+    messages: Sequence[ChatMessage],
+    sent: list[dict[str, object]],
+    rules: PartRules,
+    user_message: Callable[[str, tuple[ContentPart, ...]], dict[str, object]],
+) -> list[dict[str, object]]:
+    """*sent* (the request's *messages*, each as sent) with the images and documents
+    tools returned, for a wire whose tool messages take text only: after each run
+    of tool messages, one user message (made by *user_message* from a line that
+    says whose they are and the parts) per tool turn that returned any.
+
+    Raises:
+        InvalidArgument: the wire takes no such part (naming the tool).
+    """
+    if not any(m.parts for m in messages if m.role == "tool"):
+        return sent  # (the common case)
+    out: list[dict[str, object]] = []
+    held: list[dict[str, object]] = []  # for the tool messages just sent
+    for msg, item in zip(messages, sent, strict=True):
+        if held and msg.role != "tool":
+            out.extend(held)
+            held = []
+        out.append(item)
+        shown = tuple(p for p in msg.parts if not isinstance(p, TextPart))
+        if msg.role == "tool" and shown:
+            check_parts(rules, shown, f"tool {msg.name!r} result part")
+            line = f"[the images and documents tool {msg.name} returned (call {msg.tool_call_id})]"
+            held.append(user_message(line, shown))
+    out.extend(held)
+    return out
 
 
 def base64_text(data: bytes) -> str:
