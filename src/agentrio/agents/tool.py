@@ -311,7 +311,8 @@ class Tool:
     ) -> str:
         """Validate, run, and encode the result as the text the model sees.
 
-        A ``str`` result is passed as it is; anything else is encoded as JSON.
+        A ``str`` result is passed as it is; content parts (see `result_parts`)
+        give the text of their text parts; anything else is encoded as JSON.
         Handy to test a tool alone.
 
         Args:
@@ -353,14 +354,17 @@ class Tool:
         return trio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
 
     def encode(self, result: object) -> str:
-        """The text the model sees for *result*: a str as it is, anything else as JSON.
+        """The text the model sees for *result*: a str as it is, the text of a result
+        of content parts (its text parts, joined by newlines; the parts go
+        beside it, see `result_parts`), anything else as JSON.
 
         A string in the result that holds a lone surrogate (a file name from
         ``os.listdir`` that is not UTF-8) is encoded with U+FFFD for it (see
         `agentrio._text.scrub`; the agent scrubs a str result likewise).
 
         Raises:
-            ToolResultInvalid: the result cannot be encoded as JSON.
+            ToolResultInvalid: the result cannot be encoded as JSON, or is a
+                list of parts that holds something else.
         """
         if isinstance(result, str):
             return result

@@ -400,6 +400,7 @@ class _AnthropicStream(StreamState):
         self.calls: dict[int, PartialCall] = {}  # by block index
         self.thinking: dict[int, _PartialThinking] = {}  # by block index
         self.kept: dict[int, PartialBlock] = {}  # the other blocks, by index (kept_blocks)
+        self.special = False  # one of them is more than plain text: keep them
         # None until reported: input in message_start, output in message_delta.
         self.usage: dict[str, Any] | None = None
         self.output_tokens: int | None = None
@@ -442,6 +443,7 @@ class _AnthropicStream(StreamState):
         elif isinstance(kind, str):
             self.grow(len(msgspec.json.encode(block)))
             self.kept[index] = PartialBlock(block)
+            self.special = self.special or kind != "text" or bool(block.get("citations"))
 
     def _delta(self, index: int, delta: object) -> None:
         if not isinstance(delta, dict):
@@ -466,6 +468,7 @@ class _AnthropicStream(StreamState):
                 raise bad(self.provider, "a citations_delta has no citation object")
             self.grow(len(msgspec.json.encode(citation)))
             self.kept[index].citations.append(citation)
+            self.special = True
         elif kind in ("thinking_delta", "signature_delta") and index in self.thinking:
             key = "thinking" if kind == "thinking_delta" else "signature"
             fragment = str(delta.get(key, ""))
@@ -496,7 +499,7 @@ class _AnthropicStream(StreamState):
         usage = _usage(self.usage or {}, self.output_tokens or 0)
         thinking = tuple(part.block() for _, part in sorted(self.thinking.items()))
         finish = _FINISH.get(self.stop_reason, "stop")
-        blocks = streamed_blocks(self.kept, self.provider) if self.kept else ()
+        blocks = streamed_blocks(self.kept, self.provider) if self.special else ()
         return self.reply(calls, usage, "message_stop", finish, thinking=thinking, blocks=blocks)
 
     def partial(self) -> tuple[int | None, int | None, str] | None:
