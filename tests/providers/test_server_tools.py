@@ -190,11 +190,16 @@ def test_server_tools_are_checked_when_made(server_tools: object, message: str) 
 
 
 def test_server_tools_come_from_a_config_file_and_layer_as_settings_do() -> None:
-    import msgspec
+    def provider_table(kind: str) -> dict[str, object]:
+        table = {"kind": kind, "base_url": "http://127.0.0.1:1/v1", "settings": {}}
+        table["settings"] = {"server_tools": [WEB_SEARCH]}
+        return {"providers": {"p": table}}
 
-    settings = msgspec.convert({"server_tools": [WEB_SEARCH]}, ModelSettings)
-    assert settings.server_tools == (WEB_SEARCH,)
+    settings = agentrio.parse_config(provider_table("anthropic")).providers["p"].settings
+    assert settings is not None and settings.server_tools == (WEB_SEARCH,)
     assert ModelSettings(temperature=0.5).over(settings).server_tools == (WEB_SEARCH,)
+    with pytest.raises(agentrio.ConfigError, match="server_tools is not a setting of the openai"):
+        agentrio.parse_config(provider_table("openai"))
 
 
 @pytest.mark.parametrize("kind", ["openai", "ollama"])

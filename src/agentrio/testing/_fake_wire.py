@@ -65,7 +65,11 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
             as ``TextPart``), decoded from OpenAI's ``image_url`` and
             ``file`` parts, Anthropic's ``image`` and ``document`` blocks
             and Ollama's ``images``; a malformed one is answered 400, as
-            the real APIs answer it.
+            the real APIs answer it. A tool turn whose Anthropic
+            ``tool_result`` holds ``image`` or ``document`` blocks has them
+            in its ``parts`` too. An Anthropic assistant turn that holds
+            server-tool blocks or citations has its blocks (but the thinking
+            and ``tool_use`` ones) in ``blocks``, as sent.
         tools: the names of the tools offered.
         stream: whether a streamed answer was asked for.
         max_tokens: the output limit asked for, if any
