@@ -21,6 +21,7 @@ from .guard import loads
 from .wire import PartRules, bad, check_parts
 
 __all__ = [
+    "READ",
     "PartialBlock",
     "kept_blocks",
     "sent_blocks",
