@@ -347,6 +347,19 @@ async def test_the_fake_server_refuses_a_result_without_its_call() -> None:
     assert server.statistics().http_requests == 1
 
 
+async def test_the_fake_server_refuses_a_paused_turn_sent_back_altered() -> None:
+    paused = Reply(blocks=raw(LEAD, SEARCH_USE), finish_reason="pause_turn")
+    altered = {**SEARCH_USE, "input": {"query": "something else"}}
+    async with open_fake_llm([paused, ModelReply(text="no")]) as server, provider(server) as p:
+        turns = [ChatMessage("user", "when?")]
+        reply = await p.complete("m", turns, [], max_output_tokens=9)
+        assert reply.finish_reason == "pause_turn"
+        turns.append(ChatMessage("assistant", reply.text, blocks=raw(LEAD, altered)))
+        with pytest.raises(ProviderError, match="did not come back as it was sent"):
+            await p.complete("m", turns, [], max_output_tokens=9)
+    assert server.statistics().rejected == {400: 1}
+
+
 def test_kept_blocks_count_towards_the_input_estimate() -> None:
     turn = ChatMessage("assistant", "short", blocks=raw(*SEARCH_ANSWER))
     assert message_text(turn) == "".join(b.json for b in turn.blocks)

@@ -35,6 +35,7 @@ __all__ = [
     "STREAM_TYPES",
     "Answer",
     "ApiName",
+    "PausedTurns",
     "BadRequest",
     "FakeRequest",
     "authorized",
@@ -478,6 +479,46 @@ def _server_blocks(
                 f"(tool_use_id {block.tool_use_id!r})"
             )
     return tuple(RawBlock.of(raw[i]) for i, b in enumerate(blocks) if b.type not in _READ)
+
+
+class PausedTurns:
+    """The blocks of the paused server-tool turns answered (``pause_turn``), by the id
+    of their last ``server_tool_use``, to check that they come back as they went.
+
+    At most ``MOST`` are remembered (the oldest are forgotten): a client that
+    never goes on from a paused turn costs nothing for ever.
+    """
+
+    MOST = 10_000
+
+    def __init__(self) -> None:
+        self._sent: dict[str, list[object]] = {}
+
+    def answered(self, reply: ModelReply) -> None:
+        """Remember *reply*'s blocks if it is a paused server-tool turn."""
+        if reply.finish_reason != "pause_turn" or not reply.blocks:
+            return
+        blocks = [msgspec.json.decode(b.json) for b in reply.blocks]
+        uses = [b.get("id") for b in blocks if b.get("type") == "server_tool_use"]
+        if uses and isinstance(uses[-1], str):
+            self._sent[uses[-1]] = blocks
+            if len(self._sent) > self.MOST:
+                del self._sent[next(iter(self._sent))]
+
+    def check(self, request: FakeRequest) -> str | None:
+        """Why *request* is refused, if its last turn is a paused one sent back altered."""
+        if not self._sent or not request.messages or request.messages[-1].role != "assistant":
+            return None
+        sent = [msgspec.json.decode(b.json) for b in request.messages[-1].blocks]
+        for block in sent:
+            key = block.get("id") if block.get("type") == "server_tool_use" else None
+            expected = self._sent.pop(key, None) if isinstance(key, str) else None
+            if expected is not None and sent[-len(expected) :] != expected:
+                return (
+                    f"the paused turn of server_tool_use {key!r} did not come back as it was "
+                    "sent: send its blocks back unchanged, last"
+                )
+        return None
 
 
 # What the real API answers a request whose turns hold tool blocks without tools.

@@ -51,6 +51,7 @@ from ._fake_wire import (
     ApiName,
     BadRequest,
     FakeRequest,
+    PausedTurns,
     authorized,
     error_body,
     forced_call,
@@ -309,6 +310,7 @@ class FakeLLMServer:
         self._by_api: dict[str, int] = dict.fromkeys(ROUTES.values(), 0)
         self._faults: dict[str, int] = dict.fromkeys(_FAULT_KINDS, 0)
         self._rejected: dict[int, int] = {}
+        self._paused = PausedTurns()
 
     def __repr__(self) -> str:
         return f"<FakeLLMServer {self.base_url}>"
@@ -376,6 +378,9 @@ class FakeLLMServer:
             fake = parse_request(api, _decode_object(request.body))
         except BadRequest as exc:
             return await self._reject(stream, request, api, 400, str(exc))
+        altered = self._paused.check(fake) if api == "anthropic" else None
+        if altered is not None:
+            return await self._reject(stream, request, api, 400, altered)
         return await self._answer(stream, request, fake)
 
     async def _reject(
@@ -421,6 +426,8 @@ class FakeLLMServer:
         reply = await self._reply(stream, request, fake)
         if reply is None:
             return True
+        if fake.api == "anthropic":
+            self._paused.answered(reply)
         if fake.tool_choice is not None:
             reply = forced_call(fake, reply)
         malformed = "malformed_tool_json" in plan.drawn and bool(reply.tool_calls)
