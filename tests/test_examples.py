@@ -31,6 +31,10 @@ EXPECTED = {
     "image_input.py": (
         "image_input: 2 phases answered, 2 requests, the URL refused before sending"
     ),
+    "server_tools.py": (
+        "server_tools: 4 requests, server_tool_use + web_search_tool_result + text sent back, "
+        "the chart's image in its tool_result"
+    ),
     "stream_tokens.py": "done: done, 3 pieces of text",
     "logging_demo.py": "logging: retries logged: True, records with the key or content: 0",
     "otel_console.py": "otel: 7 spans in 1 trace, 2 phases, tokens in 170, out 43",

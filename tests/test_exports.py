@@ -198,6 +198,7 @@ TYPES = [
     "OutputSchema",
     "ProviderModel",
     "ProviderStatistics",
+    "RawBlock",
     "Response",
     "RestartPolicy",
     "Rule",

@@ -121,6 +121,8 @@ def _sample_struct(t: mi.StructType, hint: str) -> msgspec.Struct:
     if t.cls in VALID_SAMPLES:
         return VALID_SAMPLES[t.cls]
     kwargs = {f.name: sample(f.type, f"{hint}.{f.name}") for f in t.fields}
+    if t.cls is agentrio.ModelSettings:  # (a server tool's type and name are checked)
+        kwargs["server_tools"] = ({"type": "web_search_20250305", "name": "web_search"},)
     return t.cls(**kwargs)
 
 

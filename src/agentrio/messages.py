@@ -9,6 +9,7 @@ or handles. New fields get defaults (msgspec's schema-evolution rules).
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Generic, Literal
@@ -52,6 +53,7 @@ __all__ = [
     "ResumedPhaseEnded",
     "PermissionDenied",
     "PhaseStarted",
+    "RawBlock",
     "Routed",
     "RunPhase",
     "RuntimeOpened",
@@ -385,7 +387,11 @@ class ToolResult(Message, frozen=True, tag=True):
         status: ``"ok"``, ``"failed"`` (raised, bad arguments, unusable result),
             ``"timeout"`` or ``"denied"`` (not allowed, no budget for it, or
             given up after its lane's retries: a dead letter).
-        content: the result as JSON text, or the error message.
+        content: the result as JSON text, or the error message; for a
+            result of content parts, the text of its text parts.
+        parts: the images and documents (and text) the tool returned, when
+            it returned content parts (see [Tools that return
+            images][tools-that-return-images]); ``()`` otherwise.
     """
 
     id: str
@@ -393,6 +399,7 @@ class ToolResult(Message, frozen=True, tag=True):
     arguments: dict[str, object] = {}
     status: ToolStatus = "ok"
     content: str = ""
+    parts: tuple[ContentPart, ...] = ()
 
 
 class ThinkingBlock(Message, frozen=True, tag=True):
@@ -427,6 +434,44 @@ class ThinkingBlock(Message, frozen=True, tag=True):
     id: str = ""
     encrypted_content: str = ""
     summary: tuple[str, ...] = ()
+
+
+class RawBlock(Message, frozen=True, tag=True):
+    """A block of a model's answer kept as the API sent it, to be sent back unchanged.
+
+    Anthropic's server tools (web search, code execution) answer with blocks
+    of their own (``server_tool_use``, ``web_search_tool_result``,
+    ``code_execution_tool_result``...) among text blocks that may carry
+    ``citations``. When an answer holds any such block, every block of it
+    but the thinking and ``tool_use`` ones is kept, in order, as one of
+    these, so that the next call (a ``pause_turn`` continuation, the call
+    after a tool) sends the turn back as it came. Blocks of a type agentrio
+    does not know are kept the same way.
+
+    Attributes:
+        kind: the block's ``type`` (``"server_tool_use"``, ``"text"``...).
+        json: the block, as the JSON text the API sent.
+    """
+
+    kind: str
+    json: str
+
+    @classmethod
+    def of(cls, block: dict[str, object]) -> RawBlock:
+        """The RawBlock of *block*, a JSON object with a str ``type`` (to script
+        an answer, e.g. ``agentrio.testing.Reply(blocks=...)``).
+
+        Raises:
+            InvalidArgument: *block* has no str ``type``, or is not JSON.
+        """
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str) or not kind:
+            raise InvalidArgument("RawBlock.of: the block must be a dict with a str 'type'")
+        try:
+            text = msgspec.json.encode(block).decode()
+        except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
+            raise InvalidArgument("RawBlock.of: the block must hold JSON values only") from None
+        return cls(kind, text)
 
 
 # -- content parts: text, images and documents in a user turn ------------------------
@@ -668,10 +713,16 @@ class ChatMessage(Message, frozen=True, tag=True):
             its [`TextPart`][agentrio.types.TextPart]s, joined by newlines (the
             OpenAI and Anthropic wire formats send the parts, Ollama sends
             ``content`` and the images). Empty for a plain-text turn. See
-            [Images and documents][images-and-documents].
+            [Images and documents][images-and-documents]. For a tool turn,
+            the images and documents the tool returned (see [Tools that
+            return images][tools-that-return-images]).
+        blocks: for an assistant turn whose answer held server-tool blocks
+            or citations (Anthropic), its blocks but the thinking and tool
+            calls, in order, as the API sent them: the Anthropic wire sends
+            them back in place of ``content`` (the others send ``content``).
 
-    ``tool_calls``, ``thinking`` and ``parts`` take any sequence (a list, as
-    one writes them) and are stored as tuples.
+    ``tool_calls``, ``thinking``, ``parts`` and ``blocks`` take any sequence
+    (a list, as one writes them) and are stored as tuples.
     """
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -682,6 +733,7 @@ class ChatMessage(Message, frozen=True, tag=True):
     thinking: tuple[ThinkingBlock, ...] = ()
     is_error: bool = False
     parts: tuple[ContentPart, ...] = ()
+    blocks: tuple[RawBlock, ...] = ()
 
     if TYPE_CHECKING:
         # What a type checker sees: any sequence where a tuple is stored (a list
@@ -697,6 +749,7 @@ class ChatMessage(Message, frozen=True, tag=True):
             thinking: Sequence[ThinkingBlock] = (),
             is_error: bool = False,
             parts: Sequence[ContentPart] = (),
+            blocks: Sequence[RawBlock] = (),
         ) -> None: ...
 
     def __post_init__(self) -> None:
@@ -705,8 +758,9 @@ class ChatMessage(Message, frozen=True, tag=True):
             type(self.tool_calls) is not tuple
             or type(self.thinking) is not tuple
             or type(self.parts) is not tuple
+            or type(self.blocks) is not tuple
         ):
-            _store_tuples(self, ("tool_calls", "thinking", "parts"))
+            _store_tuples(self, ("tool_calls", "thinking", "parts", "blocks"))
 
 
 class ModelReply(Message, frozen=True, tag=True):
@@ -717,8 +771,9 @@ class ModelReply(Message, frozen=True, tag=True):
     with ``"max_output_tokens"``, ``"content_filter"`` or ``"refusal"``; a
     ``"pause_turn"`` reply is followed by another call.
 
-    ``tool_calls`` and ``thinking`` take any sequence (``Reply(tool_calls=[...])``)
-    and are stored as tuples; anything else is an ``InvalidArgument``.
+    ``tool_calls``, ``thinking`` and ``blocks`` take any sequence
+    (``Reply(tool_calls=[...])``) and are stored as tuples; anything else is an
+    ``InvalidArgument``.
 
     Attributes:
         text: the answer's text.
@@ -737,6 +792,11 @@ class ModelReply(Message, frozen=True, tag=True):
             OpenAI-compatible server sends apart from the answer, as one block
             without a signature), kept with the assistant's turn in the
             history and sent back with it; never part of *text*.
+        blocks: when the answer held server-tool blocks or citations
+            (Anthropic), its blocks but the thinking and tool calls, in order
+            (see [`RawBlock`][agentrio.types.RawBlock]); *text* is still the
+            text of its text blocks. Kept with the assistant's turn and sent
+            back with it.
     """
 
     text: str = ""
@@ -745,6 +805,7 @@ class ModelReply(Message, frozen=True, tag=True):
     finish_reason: FinishReason = "stop"
     refusal: str = ""
     thinking: tuple[ThinkingBlock, ...] = ()
+    blocks: tuple[RawBlock, ...] = ()
 
     if TYPE_CHECKING:
         # As ChatMessage's: sequences accepted, tuples stored.
@@ -756,11 +817,16 @@ class ModelReply(Message, frozen=True, tag=True):
             finish_reason: FinishReason = "stop",
             refusal: str = "",
             thinking: Sequence[ThinkingBlock] = (),
+            blocks: Sequence[RawBlock] = (),
         ) -> None: ...
 
     def __post_init__(self) -> None:
-        if type(self.tool_calls) is not tuple or type(self.thinking) is not tuple:
-            _store_tuples(self, ("tool_calls", "thinking"))
+        if (
+            type(self.tool_calls) is not tuple
+            or type(self.thinking) is not tuple
+            or type(self.blocks) is not tuple
+        ):
+            _store_tuples(self, ("tool_calls", "thinking", "blocks"))
 
 
 # -- request settings ----------------------------------------------------------------
@@ -843,6 +909,11 @@ def _described(value: object) -> _Described:
     return _Described(f"a {type(value).__name__} (not shown)")
 
 
+_SERVER_TOOL_TYPE = re.compile(r"[a-z][a-z0-9_]{0,63}_[0-9]{8}")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_MAX_SERVER_TOOL_JSON = 64 * 1024  # bytes of a server tool's definition, as JSON
+
+
 class ModelSettings(
     msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, forbid_unknown_fields=True
 ):
@@ -903,6 +974,14 @@ class ModelSettings(
             last (they win over the ones settings make; the fields that
             define the call, such as ``model``, ``messages``, ``tools``,
             ``stream``, the output limit and each wire's own, are refused).
+        server_tools: tools the provider's server runs itself, offered
+            beside the agent's (Anthropic's web search, code execution...):
+            each a table as the API's ``tools`` list takes it, with a
+            versioned ``type`` (``"web_search_20250305"``), a ``name``
+            (``"web_search"``) and the tool's other fields (``max_uses``...),
+            at most 64 KiB as JSON; names unique; a list stored as a tuple.
+            The other wire formats refuse it. See [Server
+            tools][server-tools].
 
     Raises:
         InvalidArgument: a field of the wrong type or out of range, named in
@@ -926,8 +1005,12 @@ class ModelSettings(
     prompt_cache_retention: Literal["in-memory", "24h"] | None = None
     extra_headers: dict[str, str] | None = None
     extra_body: dict[str, object] | None = None
+    server_tools: tuple[dict[str, object], ...] | None = None
 
     def __post_init__(self) -> None:
+        _check_server_tools(self.server_tools)
+        if isinstance(self.server_tools, list):
+            msgspec.structs.force_setattr(self, "server_tools", tuple(self.server_tools))
         _check_number("temperature", self.temperature)
         _check_number("top_p", self.top_p, 1.0)
         stop = self.stop
@@ -996,6 +1079,38 @@ class ModelSettings(
 
 
 _TABLES = frozenset(("options", "extra_headers", "extra_body"))
+
+
+def _check_server_tools(tools: object) -> None:
+    if tools is None:
+        return
+    if isinstance(tools, (str, dict)) or not isinstance(tools, (list, tuple)):
+        raise _bad_setting("server_tools", "a list of tables (dicts)", tools)
+    names: set[object] = set()
+    for i, tool in enumerate(tools):
+        _check_server_tool(f"server_tools[{i}]", tool)
+        assert isinstance(tool, dict)
+        if tool["name"] in names:
+            raise _bad_setting(f"server_tools[{i}].name", "a name no other has", tool["name"])
+        names.add(tool["name"])
+
+
+def _check_server_tool(name: str, tool: object) -> None:
+    _check_table(name, tool)
+    assert isinstance(tool, dict)
+    kind, tool_name = tool.get("type"), tool.get("name")
+    if not isinstance(kind, str) or not _SERVER_TOOL_TYPE.fullmatch(kind):
+        raise _bad_setting(f"{name}.type", "a versioned tool type ('web_search_20250305')", kind)
+    if not isinstance(tool_name, str) or not _TOOL_NAME.fullmatch(tool_name):
+        raise _bad_setting(f"{name}.name", "1 to 64 letters, digits, '_' or '-'", tool_name)
+    try:
+        size = len(msgspec.json.encode(tool))
+    except (TypeError, msgspec.EncodeError, UnicodeEncodeError):
+        raise InvalidArgument(f"ModelSettings.{name} must hold JSON values only") from None
+    if size > _MAX_SERVER_TOOL_JSON:
+        raise InvalidArgument(
+            f"ModelSettings.{name} is {size} bytes as JSON, more than {_MAX_SERVER_TOOL_JSON}"
+        )
 
 
 class RunPhase(Message, frozen=True, tag=True):

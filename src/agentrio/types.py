@@ -35,6 +35,7 @@ from .messages import (
     ContextReset,
     FinishReason,
     Lane,
+    RawBlock,
     StopReason,
     TextPart,
     ThinkingBlock,
@@ -68,6 +69,7 @@ __all__ = [
     "OutputSchema",
     # parts of messages
     "ThinkingBlock",
+    "RawBlock",
     "TextPart",
     "Turn",
     # the messages a context actor answers

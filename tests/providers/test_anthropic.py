@@ -31,7 +31,7 @@ from agentrio.errors import BadResponse
 from agentrio.providers.anthropic import API_VERSION, AnthropicWire
 from agentrio.providers.bounded import TooLarge
 from agentrio.testing import FakeLLMServer, Reply, open_fake_llm
-from agentrio.types import OutputSchema, ThinkingBlock, ToolSchema
+from agentrio.types import OutputSchema, RawBlock, ThinkingBlock, ToolSchema
 
 WIRE = AnthropicWire()
 # (for the tests of other shapes: the cache breakpoints have tests of their own)
@@ -159,20 +159,24 @@ def message(*content: object, usage: object = None) -> dict[str, object]:
     return out
 
 
-def test_parse_joins_text_blocks_and_skips_unknown_ones() -> None:
+def test_parse_joins_text_blocks_and_keeps_the_others() -> None:
+    server_use = {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}
     data = message(
         {"type": "thinking", "thinking": "hmm"},
         {"type": "text", "text": "a"},
-        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}},
+        server_use,
         {"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}},
         {"type": "text", "text": "b"},
         usage={"input_tokens": 5, "output_tokens": 6},
     )
+    # (the blocks but the thinking and tool_use ones, in order, to be sent back)
+    blocks = [{"type": "text", "text": "a"}, server_use, {"type": "text", "text": "b"}]
     assert WIRE.parse(data, "an", None) == ModelReply(
         text="ab",
         tool_calls=(ToolCallRequest("f", {"x": 1}, id="t1"),),
         usage=Usage(5, 6),
         thinking=(ThinkingBlock("hmm"),),
+        blocks=tuple(RawBlock.of(b) for b in blocks),
     )
 
 

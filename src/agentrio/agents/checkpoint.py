@@ -272,6 +272,7 @@ def tool_message(result: ToolResult) -> ChatMessage:
         tool_call_id=result.id,
         name=result.name,
         is_error=result.status != "ok",
+        parts=result.parts,
     )
 
 

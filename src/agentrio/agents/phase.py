@@ -821,8 +821,16 @@ class Phase:
         calls = () if final else self._number(reply.tool_calls)
         # (A refusal sent apart from the text is what the model said.)
         text = reply.text or reply.refusal
-        if reply.thinking:  # kept, to be sent back with the tool results
-            self._append(ChatMessage("assistant", text, tool_calls=calls, thinking=reply.thinking))
+        if reply.thinking or reply.blocks:  # kept, to be sent back with the tool results
+            self._append(
+                ChatMessage(
+                    "assistant",
+                    text,
+                    tool_calls=calls,
+                    thinking=reply.thinking,
+                    blocks=reply.blocks,
+                )
+            )
         else:
             self._append(ChatMessage("assistant", text, tool_calls=calls))
         self.final_text = text
@@ -1265,6 +1273,7 @@ class Phase:
                     tool_call_id=item.id,
                     name=item.name,
                     is_error=item.status != "ok",
+                    parts=item.parts,
                 ),
                 now,
             )

@@ -23,8 +23,9 @@ import attrs
 import msgspec
 import trio
 
-from .._text import scrub_json
+from .._text import scrub, scrub_json
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
+from ..messages import ContentPart, DocumentPart, ImagePart, TextPart
 from ..providers.base import ToolSchema
 
 __all__ = [
@@ -33,8 +34,11 @@ __all__ = [
     "ToolContext",
     "ToolResultInvalid",
     "check_env",
+    "result_parts",
     "tool",
 ]
+
+_PARTS = (TextPart, ImagePart, DocumentPart)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -307,7 +311,8 @@ class Tool:
     ) -> str:
         """Validate, run, and encode the result as the text the model sees.
 
-        A ``str`` result is passed as it is; anything else is encoded as JSON.
+        A ``str`` result is passed as it is; content parts (see `result_parts`)
+        give the text of their text parts; anything else is encoded as JSON.
         Handy to test a tool alone.
 
         Args:
@@ -349,17 +354,23 @@ class Tool:
         return trio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
 
     def encode(self, result: object) -> str:
-        """The text the model sees for *result*: a str as it is, anything else as JSON.
+        """The text the model sees for *result*: a str as it is, the text of a result
+        of content parts (its text parts, joined by newlines; the parts go
+        beside it, see `result_parts`), anything else as JSON.
 
         A string in the result that holds a lone surrogate (a file name from
         ``os.listdir`` that is not UTF-8) is encoded with U+FFFD for it (see
         `agentrio._text.scrub`; the agent scrubs a str result likewise).
 
         Raises:
-            ToolResultInvalid: the result cannot be encoded as JSON.
+            ToolResultInvalid: the result cannot be encoded as JSON, or is a
+                list of parts that holds something else.
         """
         if isinstance(result, str):
             return result
+        parts = result_parts(result, self.name)
+        if parts:  # (a result of content parts: the model reads the text beside them)
+            return "\n".join(p.text for p in parts if isinstance(p, TextPart))
         try:
             try:
                 return msgspec.json.encode(result).decode()
@@ -374,6 +385,39 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (no validation)."""
         return self.fn(*args, **kwargs)
+
+
+def result_parts(result: object, name: str) -> tuple[ContentPart, ...]:
+    """The content parts of a tool's *result*, or ``()`` if it returned no parts.
+
+    A part (``ImagePart``, ``DocumentPart``, ``TextPart``) or a list or tuple
+    holding at least one is a result of parts; a ``str`` in the list is a
+    ``TextPart``. The texts are scrubbed (`agentrio._text.scrub`).
+
+    Raises:
+        ToolResultInvalid: a list of parts also holds something that is
+            neither a part nor a str (the tool is *name*).
+    """
+    if isinstance(result, _PARTS):
+        items: list[object] | tuple[object, ...] = (result,)
+    elif isinstance(result, (list, tuple)) and any(isinstance(i, _PARTS) for i in result):
+        items = result
+    else:
+        return ()
+    parts: list[ContentPart] = []
+    for item in items:
+        if isinstance(item, str):
+            parts.append(TextPart(scrub(item)))
+        elif isinstance(item, TextPart):
+            parts.append(TextPart(scrub(item.text)))
+        elif isinstance(item, (ImagePart, DocumentPart)):
+            parts.append(item)
+        else:
+            raise ToolResultInvalid(
+                f"tool {name!r} returned content parts with a {type(item).__name__} among "
+                "them: a result of parts holds TextPart, ImagePart, DocumentPart and str only"
+            )
+    return tuple(parts)
 
 
 @overload

@@ -44,7 +44,7 @@ from .policy import (
     PreToolUse,
     ask_approver,
 )
-from .tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid
+from .tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid, result_parts
 
 if TYPE_CHECKING:
     from ..core import Alarm
@@ -363,9 +363,15 @@ class ToolRunner:
         # (and synced, for a tool not declared idempotent) before it runs.
         self.rec: Recorder | None = None
 
-    def _finish(self, status: ToolStatus, content: str) -> ToolResult:
-        self.result = tool_result(self.request, status, content)
-        return self.result
+    def _finish(self, status: ToolStatus, content: str, value: object = None) -> ToolResult:
+        """The call's result; *value*, what the tool returned, may hold content parts."""
+        result = tool_result(self.request, status, content)
+        if value is not None and type(value) is not str:  # (a str is the fast path)
+            parts = result_parts(value, self.tool.name)
+            if parts:
+                result = msgspec.structs.replace(result, parts=parts)
+        self.result = result
+        return result
 
     def run(self) -> Coroutine[object, None, ToolResult]:
         """Pass the gate, call the tool; a refusal, raise, timeout or bad input is the result.
@@ -435,11 +441,12 @@ class ToolRunner:
             kwargs = tool.validate(self.request.arguments)
             if self.context is not None:
                 self._give_context(kwargs)
-            content = tool.encode(await tool.invoke(kwargs))
+            value = await tool.invoke(kwargs)
+            content = tool.encode(value)
         except Exception as exc:
             result = self._failed(exc)
         else:
-            result = self._finish("ok", content)
+            result = self._finish("ok", content, value)
         finally:
             alarm.disarm()
         if alarm.rang:
@@ -459,10 +466,11 @@ class ToolRunner:
                 kwargs = tool.validate(self.request.arguments)
                 if self.context is not None:
                     self._give_context(kwargs)
-                content = tool.encode(await tool.invoke(kwargs))
+                value = await tool.invoke(kwargs)
+                content = tool.encode(value)
             except Exception as exc:
                 return self._failed(exc)
-            return self._finish("ok", content)
+            return self._finish("ok", content, value)
         assert scope.cancelled_caught
         return self._timeout()
 
@@ -502,10 +510,11 @@ class ToolRunner:
         try:
             with trio.CancelScope(deadline=trio.current_time() + self.timeout):
                 try:
-                    content = self.tool.encode(await self.tool.invoke(kwargs))
+                    value = await self.tool.invoke(kwargs)
+                    content = self.tool.encode(value)
                 except Exception as exc:
                     return exc
-                return self._finish("ok", content)
+                return self._finish("ok", content, value)
             return self._timeout()
         finally:
             if limiter is not None:

@@ -20,6 +20,15 @@ from ..messages import (
     ToolCallRequest,
     Usage,
 )
+from ._anthropic_blocks import (
+    READ,
+    PartialBlock,
+    kept_blocks,
+    sent_blocks,
+    server_tool_definitions,
+    streamed_blocks,
+    tool_result_content,
+)
 from .base import OUTPUT_TOOL, OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .overflow import stream_error
@@ -55,6 +64,7 @@ _SETTINGS = frozenset(
         "cache_control",
         "extra_headers",
         "extra_body",
+        "server_tools",
     )
 )
 _RESERVED = frozenset(("model", "messages", "system", "tools", "stream", "max_tokens"))
@@ -117,7 +127,7 @@ def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
         result: dict[str, object] = {
             "type": "tool_result",
             "tool_use_id": msg.tool_call_id or "",
-            "content": msg.content,
+            "content": tool_result_content(msg, PARTS, _part),
         }
         if msg.is_error:
             result["is_error"] = True
@@ -132,7 +142,9 @@ def _blocks(msg: ChatMessage) -> list[dict[str, object]]:
         if msg.thinking
         else []
     )
-    if msg.parts:  # (the text is in its parts, in its place among them)
+    if msg.blocks:  # (server-tool blocks and cited text, sent back as they came)
+        blocks.extend(sent_blocks(msg))
+    elif msg.parts:  # (the text is in its parts, in its place among them)
         blocks.extend(_part(p) for p in user_parts(PARTS, msg) if not _empty(p))
     elif msg.content:
         blocks.append({"type": "text", "text": msg.content})
@@ -275,6 +287,8 @@ def _apply(
     body: dict[str, object], settings: ModelSettings, tools: list[dict[str, object]]
 ) -> None:
     check_settings(settings, "anthropic", _SETTINGS, _RESERVED)
+    if settings.server_tools:
+        tools.extend(server_tool_definitions(settings.server_tools, tools))
     for name in ("temperature", "top_p"):
         value = getattr(settings, name)
         if value is not None:
@@ -411,8 +425,11 @@ class AnthropicWire:
         text: list[str] = []
         calls: list[ToolCallRequest] = []
         thinking: list[ThinkingBlock] = []
+        others: list[tuple[int, dict[str, Any]]] = []  # (see kept_blocks)
         for i, block in enumerate(content):
             kind = need(block, "type", str, provider, f"content[{i}]")
+            if kind not in READ:
+                others.append((i, block))
             if kind == "text":
                 text.append(str(block.get("text", "")))
             elif kind == "tool_use":
@@ -425,8 +442,15 @@ class AnthropicWire:
         usage = data.get("usage")
         reply_usage = _usage(usage) if isinstance(usage, dict) else Usage()
         finish = _FINISH.get(data.get("stop_reason"), "stop")
+        blocks = kept_blocks(others, provider) if others else ()
         return finish_reply(
-            "".join(text), calls, reply_usage, text_tools, finish, thinking=tuple(thinking)
+            "".join(text),
+            calls,
+            reply_usage,
+            text_tools,
+            finish,
+            thinking=tuple(thinking),
+            blocks=blocks,
         )
 
     def stream_parser(
@@ -451,6 +475,8 @@ class _AnthropicStream(StreamState):
         super().__init__(provider, on_text, text_tools, max_chars)
         self.calls: dict[int, PartialCall] = {}  # by block index
         self.thinking: dict[int, _PartialThinking] = {}  # by block index
+        self.kept: dict[int, PartialBlock] = {}  # the other blocks, by index (kept_blocks)
+        self.special = False  # one of them is more than plain text: keep them
         # None until reported: input in message_start, output in message_delta.
         self.usage: dict[str, Any] | None = None
         self.output_tokens: int | None = None
@@ -490,17 +516,35 @@ class _AnthropicStream(StreamState):
             first = _thinking_block(block)
             self.grow(len(first.thinking) + len(first.signature) + len(first.redacted))
             self.thinking[index] = _PartialThinking(first)
+        elif isinstance(kind, str):
+            self.grow(len(msgspec.json.encode(block)))
+            self.kept[index] = PartialBlock(block)
+            self.special = self.special or kind != "text" or bool(block.get("citations"))
 
     def _delta(self, index: int, delta: object) -> None:
         if not isinstance(delta, dict):
             raise bad(self.provider, "a content_block_delta has no delta object")
         kind = delta.get("type")
         if kind == "text_delta":
-            self.emit(str(delta.get("text", "")))
+            piece = str(delta.get("text", ""))
+            self.emit(piece)
+            if index in self.kept:
+                self.kept[index].text.append(piece)
         elif kind == "input_json_delta" and index in self.calls:
             fragment = str(delta.get("partial_json", ""))
             self.grow(len(fragment))
             self.calls[index].arguments.append(fragment)
+        elif kind == "input_json_delta" and index in self.kept:
+            fragment = str(delta.get("partial_json", ""))
+            self.grow(len(fragment))
+            self.kept[index].input.append(fragment)
+        elif kind == "citations_delta" and index in self.kept:
+            citation = delta.get("citation")
+            if not isinstance(citation, dict):
+                raise bad(self.provider, "a citations_delta has no citation object")
+            self.grow(len(msgspec.json.encode(citation)))
+            self.kept[index].citations.append(citation)
+            self.special = True
         elif kind in ("thinking_delta", "signature_delta") and index in self.thinking:
             key = "thinking" if kind == "thinking_delta" else "signature"
             fragment = str(delta.get(key, ""))
@@ -536,7 +580,8 @@ class _AnthropicStream(StreamState):
         usage = _usage(reported, self.output_tokens or 0)
         thinking = tuple(part.block() for _, part in sorted(self.thinking.items()))
         finish = _FINISH.get(self.stop_reason, "stop")
-        return self.reply(calls, usage, "message_stop", finish, thinking=thinking)
+        blocks = streamed_blocks(self.kept, self.provider) if self.special else ()
+        return self.reply(calls, usage, "message_stop", finish, thinking=thinking, blocks=blocks)
 
     def partial(self) -> tuple[int | None, int | None, str] | None:
         if not self.began:

@@ -9,6 +9,7 @@ import msgspec
 from ..messages import (
     MAX_PART_BYTES,
     ChatMessage,
+    ContentPart,
     FinishReason,
     ImagePart,
     ModelReply,
@@ -33,6 +34,7 @@ from .wire import (
     function_tools,
     need,
     tool_call,
+    tool_parts_after,
     user_parts,
 )
 
@@ -49,7 +51,7 @@ PARTS = PartRules("ollama", ("image/png", "image/jpeg"), MAX_PART_BYTES, False, 
 
 def _message(msg: ChatMessage) -> dict[str, object]:
     out: dict[str, object] = {"role": msg.role, "content": msg.content}
-    if msg.parts:
+    if msg.parts and msg.role != "tool":  # (a tool's images: see _tool_parts_message)
         out["images"] = [
             base64_text(p.data)
             for p in user_parts(PARTS, msg)
@@ -62,6 +64,12 @@ def _message(msg: ChatMessage) -> dict[str, object]:
     if msg.role == "tool" and msg.name:
         out["tool_name"] = msg.name
     return out
+
+
+def _tool_parts_message(line: str, parts: tuple[ContentPart, ...]) -> dict[str, object]:
+    # (the images a tool returned go after its message, as a user's: see tool_parts_after)
+    images = [base64_text(p.data) for p in parts if isinstance(p, ImagePart) and p.data]
+    return {"role": "user", "content": line, "images": images}
 
 
 def _calls(message: dict[str, object], provider: str) -> list[ToolCallRequest]:
@@ -128,7 +136,9 @@ class OllamaWire:
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
-            "messages": [_message(m) for m in messages],
+            "messages": tool_parts_after(
+                messages, [_message(m) for m in messages], PARTS, _tool_parts_message
+            ),
             "stream": stream,  # Ollama streams unless told not to
             "options": {"num_predict": max_output_tokens},
         }

@@ -52,6 +52,7 @@ from .wire import (
     need,
     tool_call,
     tool_choice,
+    tool_parts_after,
     usage_of,
     user_parts,
 )
@@ -130,7 +131,7 @@ def _part(part: ContentPart) -> dict[str, object]:
 
 def _message(msg: ChatMessage, send_reasoning: bool = False) -> dict[str, object]:
     out: dict[str, object] = {"role": msg.role, "content": msg.content}
-    if msg.parts:
+    if msg.parts and msg.role != "tool":  # (a tool's parts: see _tool_parts)
         out["content"] = [_part(p) for p in user_parts(PARTS, msg)]
     if msg.tool_calls:
         out["content"] = msg.content or None
@@ -149,6 +150,12 @@ def _message(msg: ChatMessage, send_reasoning: bool = False) -> dict[str, object
     if msg.role == "tool":
         out["tool_call_id"] = msg.tool_call_id or ""
     return out
+
+
+def _tool_parts_message(line: str, parts: tuple[ContentPart, ...]) -> dict[str, object]:
+    # (a tool message takes text only: what a tool returned besides goes after it)
+    content = [{"type": "text", "text": line}, *(_part(p) for p in parts)]
+    return {"role": "user", "content": content}
 
 
 def _list(value: object, provider: str, where: str) -> list[Any]:
@@ -329,7 +336,12 @@ class OpenAIWire:
     ) -> dict[str, object]:
         body: dict[str, object] = {
             "model": model,
-            "messages": [_message(m, self.send_reasoning) for m in messages],
+            "messages": tool_parts_after(
+                messages,
+                [_message(m, self.send_reasoning) for m in messages],
+                PARTS,
+                _tool_parts_message,
+            ),
             self.max_tokens_field: max_output_tokens,
             "stream": stream,
         }

@@ -30,6 +30,7 @@ from ..messages import (
     ImagePart,
     ModelReply,
     ModelSettings,
+    TextPart,
     ThinkingBlock,
     ToolCallRequest,
     Usage,
@@ -46,6 +47,7 @@ from .wire import (
     TextSink,
     bad,
     bearer,
+    check_parts,
     check_settings,
     count,
     data_url,
@@ -160,11 +162,16 @@ def _item(msg: ChatMessage) -> list[dict[str, object]]:
     if msg.role == "assistant":
         return _assistant(msg)
     if msg.role == "tool":
+        output: object = msg.content
+        shown = tuple(p for p in msg.parts if not isinstance(p, TextPart))
+        if shown:  # (images and documents the tool returned: the output takes them)
+            check_parts(PARTS, shown, f"tool {msg.name!r} result part")
+            output = [{"type": "input_text", "text": msg.content}, *map(_part, shown)]
         return [
             {
                 "type": "function_call_output",
                 "call_id": msg.tool_call_id or "",
-                "output": msg.content,
+                "output": output,
             }
         ]
     content: object = msg.content

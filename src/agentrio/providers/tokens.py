@@ -82,9 +82,11 @@ def message_text(msg: ChatMessage) -> str:
     if they are not JSON, as in a direct call with arbitrary objects).
     """
     calls = msg.tool_calls
+    # (kept server-tool blocks are sent in place of the text: search results and all)
+    content = "".join(b.json for b in msg.blocks) if msg.blocks else msg.content
     if not calls:
-        return msg.content
-    return msg.content + "".join(c.name + arguments_text(c.arguments) for c in calls)
+        return content
+    return content + "".join(c.name + arguments_text(c.arguments) for c in calls)
 
 
 def arguments_text(arguments: object) -> str:

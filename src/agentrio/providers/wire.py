@@ -17,6 +17,8 @@ from ..messages import (
     ImagePart,
     ModelReply,
     ModelSettings,
+    RawBlock,
+    TextPart,
     ThinkingBlock,
     ToolCallRequest,
     Usage,
@@ -43,6 +45,7 @@ __all__ = [
     "need",
     "tool_call",
     "tool_choice",
+    "tool_parts_after",
     "typed_answer",
     "user_parts",
 ]
@@ -163,12 +166,13 @@ def finish_reply(
     *,
     refusal: str = "",
     thinking: tuple[ThinkingBlock, ...] = (),
+    blocks: tuple[RawBlock, ...] = (),
 ) -> ModelReply:
     """The reply, with tool calls written as text turned into calls when asked for."""
     found = tool_calls_in_text(text, text_tools) if not calls and text_tools else ()
     if found:
         text, calls = "", found
-    if finish == "stop" and not refusal and not thinking:  # (the common case)
+    if finish == "stop" and not refusal and not thinking and not blocks:  # (the common case)
         return ModelReply(text=text, tool_calls=tuple(calls), usage=usage)
     return ModelReply(
         text=text,
@@ -177,6 +181,7 @@ def finish_reply(
         finish_reason=finish,
         refusal=refusal,
         thinking=thinking,
+        blocks=blocks,
     )
 
 
@@ -351,13 +356,21 @@ class StreamState:
         *,
         refusal: str = "",
         thinking: tuple[ThinkingBlock, ...] = (),
+        blocks: tuple[RawBlock, ...] = (),
     ) -> ModelReply:
         """The whole answer, or BadResponse if the stream never reached *end*."""
         if not self.done:
             raise bad(self.provider, f"the stream ended before {end}")
         text = "".join(self.text)
         return finish_reply(
-            text, calls, usage, self.text_tools, finish, refusal=refusal, thinking=thinking
+            text,
+            calls,
+            usage,
+            self.text_tools,
+            finish,
+            refusal=refusal,
+            thinking=thinking,
+            blocks=blocks,
         )
 
 
@@ -463,6 +476,38 @@ def user_parts(rules: PartRules, msg: ChatMessage) -> tuple[ContentPart, ...]:
         )
     check_parts(rules, msg.parts, "user turn part")
     return msg.parts
+
+
+def tool_parts_after(
+    messages: Sequence[ChatMessage],
+    sent: list[dict[str, object]],
+    rules: PartRules,
+    user_message: Callable[[str, tuple[ContentPart, ...]], dict[str, object]],
+) -> list[dict[str, object]]:
+    """*sent* (the request's *messages*, each as sent) with the images and documents
+    tools returned, for a wire whose tool messages take text only: after each run
+    of tool messages, one user message (made by *user_message* from a line that
+    says whose they are and the parts) per tool turn that returned any.
+
+    Raises:
+        InvalidArgument: the wire takes no such part (naming the tool).
+    """
+    if not any(m.parts for m in messages if m.role == "tool"):
+        return sent  # (the common case)
+    out: list[dict[str, object]] = []
+    held: list[dict[str, object]] = []  # for the tool messages just sent
+    for msg, item in zip(messages, sent, strict=True):
+        if held and msg.role != "tool":
+            out.extend(held)
+            held = []
+        out.append(item)
+        shown = tuple(p for p in msg.parts if not isinstance(p, TextPart))
+        if msg.role == "tool" and shown:
+            check_parts(rules, shown, f"tool {msg.name!r} result part")
+            line = f"[the images and documents tool {msg.name} returned (call {msg.tool_call_id})]"
+            held.append(user_message(line, shown))
+    out.extend(held)
+    return out
 
 
 def base64_text(data: bytes) -> str:

@@ -245,8 +245,17 @@ class _Turns:
                 _need(item.call_id, "call_id", where)
                 _need(item.output, "output", where)
                 output = item.output
-                text = output if isinstance(output, str) else "".join(p.text for p in output or ())
-                self.out.append(ChatMessage("tool", text, tool_call_id=item.call_id))
+                if isinstance(output, str):
+                    self.out.append(ChatMessage("tool", output, tool_call_id=item.call_id))
+                    return
+                parts = list(output or ())
+                if any(not p.type.startswith("input_") for p in parts):
+                    raise BadRequest(f"{where}.output: takes input_* parts")
+                made = tuple(_input_part(p, f"{where}.output[{i}]") for i, p in enumerate(parts))
+                shown = made if any(not isinstance(p, TextPart) for p in made) else ()
+                self.out.append(
+                    ChatMessage("tool", _parts_text(made), tool_call_id=item.call_id, parts=shown)
+                )
             else:
                 self.out.append(_message(item, where))
 

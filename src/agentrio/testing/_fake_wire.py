@@ -22,6 +22,7 @@ from ..messages import (
     DocumentPart,
     ImagePart,
     ModelReply,
+    RawBlock,
     TextPart,
     ToolCallRequest,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "STREAM_TYPES",
     "Answer",
     "ApiName",
+    "PausedTurns",
     "BadRequest",
     "FakeRequest",
     "authorized",
@@ -66,7 +68,11 @@ class FakeRequest(msgspec.Struct, frozen=True, kw_only=True):
             as ``TextPart``), decoded from OpenAI's ``image_url`` and
             ``file`` parts, Anthropic's ``image`` and ``document`` blocks
             and Ollama's ``images``; a malformed one is answered 400, as
-            the real APIs answer it.
+            the real APIs answer it. A tool turn whose Anthropic
+            ``tool_result`` holds ``image`` or ``document`` blocks has them
+            in its ``parts`` too. An Anthropic assistant turn that holds
+            server-tool blocks or citations has its blocks (but the thinking
+            and ``tool_use`` ones) in ``blocks``, as sent.
         tools: the names of the tools offered.
         stream: whether a streamed answer was asked for.
         max_tokens: the output limit asked for, if any
@@ -196,7 +202,10 @@ class _AnBlock(msgspec.Struct):
     name: str = ""
     input: dict[str, object] = {}
     tool_use_id: str = ""
-    content: str | list[_AnBlock] | None = None
+    # (a server tool's result holds a list of results, or an object: an error,
+    # code execution's output)
+    content: str | list[_AnBlock] | dict[str, object] | None = None
+    citations: list[dict[str, object]] | None = None
 
 
 class _AnMessage(msgspec.Struct):
@@ -358,9 +367,11 @@ def _parts_text(parts: tuple[ContentPart, ...]) -> str:
     return "\n".join(p.text for p in parts if isinstance(p, TextPart))
 
 
-def _text(content: str | list[_Part] | list[_AnBlock] | None) -> str:
+def _text(content: str | list[_Part] | list[_AnBlock] | dict[str, object] | None) -> str:
     if content is None or isinstance(content, str):
         return content or ""
+    if isinstance(content, dict):
+        return ""
     return "".join(part.text for part in content if part.type == "text")
 
 
@@ -403,17 +414,30 @@ def _openai_messages(request: _OaRequest) -> list[ChatMessage]:
     return out
 
 
-def _anthropic_turn(message: _AnMessage, where: str) -> list[ChatMessage]:
+def _tool_turn(block: _AnBlock, where: str) -> ChatMessage:
+    """A ``tool_result`` block: its text, and its images and documents as parts."""
+    content = block.content
+    parts = _anthropic_parts(content, where) if isinstance(content, list) else ()
+    text = _parts_text(parts) if parts else _text(content)
+    return ChatMessage("tool", text, tool_call_id=block.tool_use_id, parts=parts)
+
+
+def _anthropic_turn(
+    message: _AnMessage, raw: list[dict[str, object]], where: str
+) -> list[ChatMessage]:
     if isinstance(message.content, str):
         return [ChatMessage(message.role, message.content)]
     if message.role == "assistant":
         calls = tuple(
             ToolCallRequest(b.name, b.input, b.id) for b in message.content if b.type == "tool_use"
         )
-        return [ChatMessage("assistant", _text(message.content), calls)]
+        blocks = _server_blocks(message.content, raw, where)
+        return [ChatMessage("assistant", _text(message.content), calls, blocks=blocks)]
+    if any(_server_block(b) for b in message.content):
+        raise BadRequest(f"{where}: server tool blocks and citations go in assistant turns only")
     out = [
-        ChatMessage("tool", _text(b.content), tool_call_id=b.tool_use_id)
-        for b in message.content
+        _tool_turn(b, f"{where}.content[{i}]")
+        for i, b in enumerate(message.content)
         if b.type == "tool_result"
     ]
     parts = _anthropic_parts(message.content, where)
@@ -426,6 +450,87 @@ def _anthropic_turn(message: _AnMessage, where: str) -> list[ChatMessage]:
     return out
 
 
+_READ = frozenset(("tool_use", "thinking", "redacted_thinking"))
+
+
+def _server_block(block: _AnBlock) -> bool:
+    """A block that only a server tool makes: its call, its result, cited text."""
+    if block.type == "text":
+        return bool(block.citations)
+    kind = block.type
+    return kind == "server_tool_use" or (kind.endswith("_tool_result") and kind != "tool_result")
+
+
+def _server_blocks(
+    blocks: list[_AnBlock], raw: list[dict[str, object]], where: str
+) -> tuple[RawBlock, ...]:
+    """An assistant turn's blocks (*raw*: as sent) but its thinking and tool calls,
+    when it holds server-tool blocks or citations (as the client keeps them); each result
+    checked to answer a ``server_tool_use`` before it, as the API checks."""
+    if not any(_server_block(b) for b in blocks):
+        return ()
+    used: set[str] = set()
+    for i, block in enumerate(blocks):
+        if block.type == "server_tool_use":
+            if not block.id or not block.name:
+                raise BadRequest(f"{where}.content[{i}]: server_tool_use needs an id and a name")
+            used.add(block.id)
+        elif _server_block(block) and block.type != "text" and block.tool_use_id not in used:
+            raise BadRequest(
+                f"{where}.content[{i}]: {block.type} answers no server_tool_use before it "
+                f"(tool_use_id {block.tool_use_id!r})"
+            )
+    return tuple(RawBlock.of(raw[i]) for i, b in enumerate(blocks) if b.type not in _READ)
+
+
+class PausedTurns:
+    """The blocks of the paused server-tool turns answered (``pause_turn``), by the id
+    of their last ``server_tool_use``, to check that they come back as they went.
+
+    At most ``MOST`` are remembered (the oldest are forgotten): a client that
+    never goes on from a paused turn costs nothing for ever.
+    """
+
+    MOST = 10_000
+
+    def __init__(self) -> None:
+        self._sent: dict[str, list[object]] = {}
+
+    def answered(self, reply: ModelReply) -> None:
+        """Remember *reply*'s blocks if it is a paused server-tool turn."""
+        if reply.finish_reason != "pause_turn" or not reply.blocks:
+            return
+        blocks = [msgspec.json.decode(b.json) for b in reply.blocks]
+        uses = [b.get("id") for b in blocks if b.get("type") == "server_tool_use"]
+        if uses and isinstance(uses[-1], str):
+            self._sent[uses[-1]] = blocks
+            if len(self._sent) > self.MOST:
+                del self._sent[next(iter(self._sent))]
+
+    def check(self, request: FakeRequest) -> str | None:
+        """Why *request* is refused, if its last turn is a paused one sent back altered."""
+        if not self._sent or not request.messages or request.messages[-1].role != "assistant":
+            return None
+        # (a cache_control marker is the client's to put on any block: not a change)
+        sent = [_unmarked(msgspec.json.decode(b.json)) for b in request.messages[-1].blocks]
+        for block in sent:
+            key = block.get("id") if block.get("type") == "server_tool_use" else None
+            expected = self._sent.pop(key, None) if isinstance(key, str) else None
+            if expected is not None and sent[-len(expected) :] != expected:
+                return (
+                    f"the paused turn of server_tool_use {key!r} did not come back as it was "
+                    "sent: send its blocks back unchanged, last"
+                )
+        return None
+
+
+def _unmarked(block: dict[str, object]) -> dict[str, object]:
+    """*block* without its ``cache_control`` marker."""
+    if "cache_control" not in block:
+        return block
+    return {k: v for k, v in block.items() if k != "cache_control"}
+
+
 # What the real API answers a request whose turns hold tool blocks without tools.
 TOOLS_UNDEFINED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
 
@@ -435,12 +540,15 @@ def _tool_blocks(message: _AnMessage) -> bool:
     return any(b.type in ("tool_use", "tool_result") for b in blocks)
 
 
-def _anthropic_messages(request: _AnRequest) -> list[ChatMessage]:
+def _anthropic_messages(request: _AnRequest, body: dict[str, object]) -> list[ChatMessage]:
     if not request.tools and any(_tool_blocks(m) for m in request.messages):
         raise BadRequest(TOOLS_UNDEFINED)
     out = [ChatMessage("system", _text(request.system))] if request.system else []
+    sent = body["messages"]
+    assert isinstance(sent, list)  # (checked as a list of messages)
     for i, message in enumerate(request.messages):
-        out.extend(_anthropic_turn(message, f"messages[{i}]"))
+        raw = sent[i]["content"]
+        out.extend(_anthropic_turn(message, raw if isinstance(raw, list) else [], f"messages[{i}]"))
     return out
 
 
@@ -548,7 +656,7 @@ def parse_request(api: ApiName, body: dict[str, object]) -> FakeRequest:
             an = msgspec.convert(body, _AnRequest)
             if problem := marks_problem(body):
                 raise BadRequest(problem)
-            messages, tools = _anthropic_messages(an), [t.name for t in an.tools or ()]
+            messages, tools = _anthropic_messages(an, body), [t.name for t in an.tools or ()]
             stream, limit, model = an.stream, an.max_tokens, an.model
             schema, choice = _anthropic_output(an)
         else:
@@ -756,7 +864,9 @@ def _anthropic_content(answer: Answer) -> list[dict[str, object]]:
         else {"type": "thinking", "thinking": b.thinking, "signature": b.signature}
         for b in reply.thinking
     ]
-    if reply.text:
+    if reply.blocks:  # (a scripted answer of server-tool blocks: sent as they are)
+        content.extend(msgspec.json.decode(b.json) for b in reply.blocks)
+    elif reply.text:
         content.append({"type": "text", "text": reply.text})
     for i, call in enumerate(reply.tool_calls):
         content.append(
@@ -816,14 +926,19 @@ def _anthropic_block(index: int, block: dict[str, object]) -> list[bytes]:
     if block["type"] == "text":
         start: dict[str, object] = {"type": "text", "text": ""}
         deltas = [{"type": "text_delta", "text": p} for p in _pieces(str(block["text"]))]
+        citations = block.get("citations")
+        if isinstance(citations, list) and citations:  # (as the API streams them: first)
+            start["citations"] = []
+            cited = [{"type": "citations_delta", "citation": c} for c in citations]
+            deltas = [*cited, *deltas]
     elif block["type"] == "thinking":
         start = {"type": "thinking", "thinking": ""}
         deltas = [
             {"type": "thinking_delta", "thinking": p} for p in _pieces(str(block["thinking"]))
         ]
         deltas.append({"type": "signature_delta", "signature": str(block["signature"])})
-    elif block["type"] == "redacted_thinking":
-        start, deltas = block, []  # (it comes whole)
+    elif block["type"] not in ("tool_use", "server_tool_use"):
+        start, deltas = block, []  # (redacted thinking, a server tool's result: it comes whole)
     else:
         start = {**block, "input": {}}
         value = block["input"]

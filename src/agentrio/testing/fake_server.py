@@ -52,6 +52,7 @@ from ._fake_wire import (
     ApiName,
     BadRequest,
     FakeRequest,
+    PausedTurns,
     authorized,
     error_body,
     forced_call,
@@ -314,6 +315,7 @@ class FakeLLMServer:
         self._faults: dict[str, int] = dict.fromkeys(_FAULT_KINDS, 0)
         self._rejected: dict[int, int] = {}
         self._prompt_cache = PromptCache()  # Anthropic's: see _fake_cache
+        self._paused = PausedTurns()
 
     def __repr__(self) -> str:
         return f"<FakeLLMServer {self.base_url}>"
@@ -387,6 +389,9 @@ class FakeLLMServer:
             body = json_bytes(overflow_body(api, window, tokens))
             await self._send_json(stream, request, 400, body)
             return True
+        altered = self._paused.check(fake) if api == "anthropic" else None
+        if altered is not None:
+            return await self._reject(stream, request, api, 400, altered)
         return await self._answer(stream, request, fake)
 
     async def _reject(
@@ -434,6 +439,7 @@ class FakeLLMServer:
             return True
         if fake.api == "anthropic":
             reply = self._prompt_cache.apply(fake.body, reply, trio.current_time())
+            self._paused.answered(reply)
         if fake.tool_choice is not None:
             reply = forced_call(fake, reply)
         malformed = "malformed_tool_json" in plan.drawn and bool(reply.tool_calls)
