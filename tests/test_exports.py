@@ -4,6 +4,7 @@ without constructors."""
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 import json
 import logging
@@ -285,7 +286,7 @@ def test_every_event_and_message_of_agentrio_messages_is_public() -> None:
 
 
 def test_version() -> None:
-    assert agentrio.__version__ == "0.1.0"
+    assert agentrio.__version__ == importlib.metadata.version("agentrio")
 
 
 def _fixed(home: str, name: str) -> bool:
