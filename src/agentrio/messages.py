@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Generic, Literal
 from urllib.parse import urlsplit
 
@@ -457,14 +457,14 @@ class RawBlock(Message, frozen=True, tag=True):
     json: str
 
     @classmethod
-    def of(cls, block: dict[str, object]) -> RawBlock:
+    def of(cls, block: Mapping[str, object]) -> RawBlock:
         """The RawBlock of *block*, a JSON object with a str ``type`` (to script
         an answer, e.g. ``agentrio.testing.Reply(blocks=...)``).
 
         Raises:
             InvalidArgument: *block* has no str ``type``, or is not JSON.
         """
-        kind = block.get("type") if isinstance(block, dict) else None
+        kind = block.get("type") if isinstance(block, Mapping) else None
         if not isinstance(kind, str) or not kind:
             raise InvalidArgument("RawBlock.of: the block must be a dict with a str 'type'")
         try:
@@ -1005,7 +1005,8 @@ class ModelSettings(
     prompt_cache_retention: Literal["in-memory", "24h"] | None = None
     extra_headers: dict[str, str] | None = None
     extra_body: dict[str, object] | None = None
-    server_tools: tuple[dict[str, object], ...] | None = None
+    # (a tuple once made: a list, as one writes it, is made a tuple)
+    server_tools: Sequence[Mapping[str, object]] | None = None
 
     def __post_init__(self) -> None:
         _check_server_tools(self.server_tools)

@@ -10,7 +10,7 @@ and for the calls after it. An answer without them pays nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -83,7 +83,7 @@ def sent_blocks(msg: ChatMessage) -> list[dict[str, object]]:
 
 
 def server_tool_definitions(
-    server_tools: Sequence[dict[str, object]], tools: Sequence[dict[str, object]]
+    server_tools: Sequence[Mapping[str, object]], tools: Sequence[dict[str, object]]
 ) -> list[dict[str, object]]:
     """The ``tools`` entries of *server_tools*, offered beside the agent's *tools*.
 
