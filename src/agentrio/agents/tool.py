@@ -2,7 +2,12 @@
 
 The arguments a model sends are validated by msgspec against a Struct built
 from the signature; the JSON schema the model sees is msgspec's schema of that
-same Struct, so what is advertised and what is checked cannot drift apart.
+same Struct, so what is advertised and what is checked cannot drift apart. A
+signature with anything of Pydantic's (a model, a ``Field``) is read by Pydantic
+instead, the same way: a model built from it gives both (see ``_pydantic``).
+
+The docstring is read by docstring-parser (Google, NumPy or Sphinx style): its
+summary is the description, its parameters' entries the schema's descriptions.
 
 A parameter annotated [`ToolContext`][agentrio.ToolContext] is not the model's to fill: it is
 left out of that Struct (so out of the schema and of validation), found once
@@ -260,13 +265,19 @@ class Tool:
     """A function a model may call, made by [`tool`][agentrio.tool] (or ``Tool(fn, name=...,
     description=...)``).
 
-    The parameters' annotations give the JSON schema (through msgspec); the
-    arguments a model sends are checked against the same schema.
+    The parameters' annotations give the JSON schema (through msgspec, or
+    Pydantic when a parameter is a Pydantic model or has a ``pydantic.Field``);
+    the arguments a model sends are checked against the same schema. The
+    docstring (Google, NumPy or Sphinx style) gives the description, its
+    summary, and each parameter's description in the schema, from its
+    ``Args:`` (a description the annotation gives wins); its other sections
+    (``Returns:``, ``Raises:``...) are left out.
 
     Attributes:
         name: the name models call it by (default ``fn.__name__``); it must
             match ``^[A-Za-z_][A-Za-z0-9_.-]{0,63}$``.
-        description: what models are told it does (default: the docstring).
+        description: what models are told it does (default: the docstring's
+            summary, its text before the first section).
         schema: the [`ToolSchema`][agentrio.types.ToolSchema] advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
         idempotent: calling it twice with the same arguments does no more
@@ -455,13 +466,19 @@ def tool(
 
     Works on ``async def`` and plain functions (run in a worker thread via
     ``trio.to_thread``). The parameters' annotations give the JSON schema;
-    the docstring gives the description.
+    the docstring's summary gives the description, and its ``Args:`` (or
+    NumPy's ``Parameters``, or Sphinx's ``:param x:``) the parameters'
+    descriptions. An explicit ``description=`` replaces the summary only.
 
     Example:
 
         @agentrio.tool
         async def lookup(key: str) -> str:
-            \"\"\"Look a key up in the store.\"\"\"
+            \"\"\"Look a key up in the store.
+
+            Args:
+                key: The key, as the user wrote it.
+            \"\"\"
             return store[key]
 
     Use as ``@agentrio.tool`` or ``@agentrio.tool(name=..., description=...,
