@@ -10,12 +10,14 @@ import sys
 import textwrap
 from typing import Annotated, Literal
 
+import msgspec
 import pydantic
 import pytest
 from pydantic import BaseModel, Field
 
 import agentrio
 from agentrio import AgentSpec, InvalidArgument, ToolCallRequest
+from agentrio.agents._pydantic import PydanticDecoder
 from agentrio.agents.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType
 from agentrio.errors import ToolArgumentsInvalid
 from agentrio.testing import Reply, ScriptedModel, open_fake_llm
@@ -148,6 +150,14 @@ async def test_hostile_answers_get_a_bounded_error_without_the_answer(text: str)
     assert (result.stop_reason, result.error_type) == ("error", "OutputInvalid")
     assert len(result.error) < 200 + WHY_CHARS
     assert "xxxx" not in result.error and "report" not in result.error
+
+
+def test_a_python_value_is_converted_as_a_json_answer_is_decoded() -> None:
+    decoder = OutputType(Movie, 1).decoder
+    assert isinstance(decoder, PydanticDecoder)  # (what a partial answer's value goes through)
+    assert decoder.convert({"title": "Up", "year": "2009"}) == Movie(title="Up", year=2009)
+    with pytest.raises(msgspec.ValidationError, match=r"Field required - at `\$\.year`"):
+        decoder.convert({"title": "Up"})
 
 
 def test_a_discriminator_tag_is_not_quoted() -> None:

@@ -34,8 +34,12 @@ _QUOTING = {"union_tag_invalid": "the tag does not match any of the expected tag
 
 
 def _pydantic() -> Any:
-    """The pydantic module, if the application imported it (None otherwise)."""
-    return sys.modules.get("pydantic")
+    """The pydantic module, if the application imported it and it is v2 or later
+    (None otherwise: Pydantic 1's models are no types of ours)."""
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or str(getattr(pydantic, "VERSION", "1")).startswith(("0.", "1.")):
+        return None
+    return pydantic
 
 
 def uses_pydantic(*annotations: object) -> bool:
@@ -65,6 +69,12 @@ def _mentions(pydantic: Any, item: object, depth: int) -> bool:
         if pydantic.dataclasses.is_pydantic_dataclass(item):
             return True
     return any(_mentions(pydantic, arg, depth + 1) for arg in typing.get_args(item))
+
+
+def _failures(pydantic: Any) -> tuple[type[Exception], ...]:
+    """What Pydantic raises for a type it cannot validate or describe: its user
+    errors (no schema, not fully defined), an undefined name, a bad argument."""
+    return (pydantic.PydanticUserError, NameError, TypeError, ValueError)
 
 
 def describe(exc: Any) -> str:
@@ -103,9 +113,20 @@ class PydanticDecoder:
         try:
             self._adapter = pydantic.TypeAdapter(output_type)
             self.schema: dict[str, object] = self._adapter.json_schema()
-        except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+        except _failures(pydantic) as exc:
             raise TypeError(str(exc).split("\n", 1)[0]) from None
         self._error = pydantic.ValidationError
+
+    def convert(self, value: object) -> object:
+        """*value*, a Python object (a partial answer's, say), validated by Pydantic.
+
+        Raises:
+            msgspec.ValidationError: it does not match (Pydantic's account of why).
+        """
+        try:
+            return self._adapter.validate_python(value)
+        except self._error as exc:
+            raise msgspec.ValidationError(describe(exc)) from None
 
     def decode(self, text: str) -> object:
         """*text* validated by Pydantic (as ``model_validate_json``).
@@ -158,7 +179,7 @@ class ArgumentsModel:
             config = pydantic.ConfigDict(extra="forbid")
             self._model = pydantic.create_model(name, __config__=config, **fields)
             self.schema: dict[str, object] = self._schema()
-        except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError) as exc:
+        except _failures(pydantic) as exc:
             raise TypeError(str(exc).split("\n", 1)[0]) from None
         self._error = pydantic.ValidationError
 
