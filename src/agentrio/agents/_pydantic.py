@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-__all__ = ["ArgumentsModel", "PydanticDecoder", "enc_hook", "uses_pydantic"]
+__all__ = ["ArgumentsModel", "PydanticDecoder", "describe", "enc_hook", "uses_pydantic"]
 
 # Errors past these are counted, not described (the whole is cut at WHY_CHARS anyway).
 _ERRORS_SHOWN = 3
