@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import types
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 import pytest
@@ -139,6 +139,106 @@ def test_no_docstring_means_empty_description() -> None:
         return x
 
     assert agentrio.tool(bare).description == ""
+
+
+# -- descriptions from docstrings ----------------------------------------------------
+
+
+def google(ctx: agentrio.ToolContext, path: str, count: int = 1) -> str:
+    """Read lines of a file.
+
+    Reads from the top, in the agent's workspace.
+
+    Args:
+        ctx: Where the call runs (not the model's).
+        path: The file, relative to the workspace.
+        count: How many lines,
+            at most.
+        other: Not a parameter.
+
+    Returns:
+        The lines.
+
+    Raises:
+        OSError: The file cannot be read.
+    """
+    return path
+
+
+def numpy(path: str, count: int = 1) -> str:
+    """Read lines of a file.
+
+    Reads from the top, in the agent's workspace.
+
+    Parameters
+    ----------
+    path : str
+        The file, relative to the workspace.
+    count : int, optional
+        How many lines,
+        at most.
+
+    Returns
+    -------
+    str
+        The lines.
+    """
+    return path
+
+
+def sphinx(path: str, count: int = 1) -> str:
+    """Read lines of a file.
+
+    Reads from the top, in the agent's workspace.
+
+    :param path: The file, relative to the workspace.
+    :param int count: How many lines,
+        at most.
+    :returns: The lines.
+    :raises OSError: The file cannot be read.
+    """
+    return path
+
+
+@pytest.mark.parametrize("fn", [google, numpy, sphinx])
+def test_the_docstring_gives_the_description_and_the_parameters(fn: types.FunctionType) -> None:
+    made = agentrio.tool(fn)
+    summary = "Read lines of a file.\n\nReads from the top, in the agent's workspace."
+    assert made.description == made.schema.description == summary
+    assert made.schema.parameters["properties"] == {
+        "path": {"type": "string", "description": "The file, relative to the workspace."},
+        "count": {"type": "integer", "default": 1, "description": "How many lines,\nat most."},
+    }
+
+
+def test_an_explicit_description_wins_and_the_parameters_are_still_read() -> None:
+    made = agentrio.tool(description="Read a file.")(google)
+    assert made.description == "Read a file."
+    assert made.schema.parameters["properties"]["path"]["description"].startswith("The file")
+
+
+def test_an_annotation_s_description_wins_over_the_docstring() -> None:
+    def described(n: Annotated[int, msgspec.Meta(description="From the annotation.", ge=0)]) -> int:
+        """Describe.
+
+        Args:
+            n: From the docstring.
+        """
+        return n
+
+    made = agentrio.tool(described)
+    assert made.schema.parameters["properties"]["n"] == {
+        "type": "integer",
+        "description": "From the annotation.",
+        "minimum": 0,
+    }
+    with pytest.raises(ToolArgumentsInvalid, match=">= 0"):  # (Meta's constraint is kept)
+        made.validate({"n": -1})
+
+
+def test_a_one_line_docstring_is_the_description() -> None:
+    assert area.description == "Multiply."
+    assert "description" not in area.schema.parameters["properties"]["width"]
 
 
 @pytest.mark.parametrize("name", ["", "has space", "1abc", "a/b", "x" * 65, "é"])

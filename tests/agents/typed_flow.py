@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import assert_type
 
 import msgspec
+import pydantic
 
 import agentrio
 from agentrio.events import RunDone, RunItem
@@ -54,6 +55,19 @@ async def flow(rt: agentrio.Runtime) -> None:
     assert_type(plain, agentrio.AgentRef[str])
     assert_type((await plain.run("hi")).output, str | None)
     assert_type((await plain.run("hi")).output, Movie | None)  # type: ignore[assert-type]
+
+
+class Review(pydantic.BaseModel):
+    stars: int
+
+
+async def pydantic_flow(rt: agentrio.Runtime) -> None:  # a Pydantic model flows the same
+    spec = agentrio.AgentSpec("critic", ScriptedModel([]), output_type=Review)
+    assert_type(spec, agentrio.AgentSpec[Review])
+    result = await (await rt.spawn_agent(spec)).run("a film")
+    assert_type(result, agentrio.PhaseResult[Review])
+    assert_type(result.output, Review | None)
+    assert_type(result.output, Movie | None)  # type: ignore[assert-type]
 
 
 def hosted(spec: agentrio.AgentSpec[Movie]) -> None:

@@ -28,6 +28,7 @@ from ..messages import (
     ToolCallRequest,
     ToolResult,
 )
+from ._pydantic import enc_hook
 from .agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
 from .budget import Budget
 from .phase import CALLER
@@ -428,7 +429,7 @@ def agent_tool(
         _ended(caller, child, result)
         if result.stop_reason == "done":
             if typed:  # (its value, as the model sees every tool's result: JSON)
-                return msgspec.json.encode(result.output).decode()
+                return msgspec.json.encode(result.output, enc_hook=enc_hook).decode()
             return result.final_text
         return f"{result.final_text}\n(stop_reason: {result.stop_reason})"
 

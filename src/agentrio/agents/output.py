@@ -10,11 +10,14 @@ the value it accepted. A spec without one costs its phases nothing but a
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
+from typing import Protocol
 
 import msgspec
 
 from ..errors import InvalidArgument, OutputInvalid
 from ..providers.base import OutputSchema
+from ._pydantic import PydanticDecoder, uses_pydantic
 
 __all__ = ["OUTPUT_RETRY_PROMPT", "WHY_CHARS", "OutputType", "TypedAnswer", "output_type_of"]
 
@@ -31,24 +34,37 @@ def _cut(text: str) -> str:
     return text if len(text) <= WHY_CHARS else text[: WHY_CHARS - 1] + "…"
 
 
+class _Decoder(Protocol):
+    def decode(self, text: str, /) -> object: ...
+
+
+def _decoder_of(output_type: object) -> tuple[_Decoder, Mapping[str, object]]:
+    """What decodes and describes *output_type*: Pydantic for a type of its (a
+    ``BaseModel``, ``list[Model]``...: see `_pydantic`), msgspec for any other.
+    Either decoder raises msgspec's errors."""
+    if uses_pydantic(output_type):
+        pydantic = PydanticDecoder(output_type)
+        return pydantic, pydantic.schema
+    return msgspec.json.Decoder(output_type), msgspec.json.schema(output_type)
+
+
 class OutputType:
     """What a spec's ``output_type`` gives, once: its decoder and its schema.
 
     Raises:
-        InvalidArgument: msgspec can neither decode nor describe the type.
+        InvalidArgument: neither msgspec nor Pydantic can decode and describe the type.
     """
 
     __slots__ = ("decoder", "label", "retries", "schema", "type")
 
     def __init__(self, output_type: object, retries: int) -> None:
         try:
-            self.decoder: msgspec.json.Decoder[object] = msgspec.json.Decoder(output_type)
-            schema = msgspec.json.schema(output_type)
+            self.decoder, schema = _decoder_of(output_type)
         except (TypeError, ValueError) as exc:  # (msgspec's word for an unsupported type)
             raise InvalidArgument(
-                f"AgentSpec.output_type must be a type msgspec can validate (a "
-                f"msgspec.Struct, an attrs class, a dataclass, list[str]...), "
-                f"got {output_type!r}: {exc}"
+                f"AgentSpec.output_type must be a type msgspec or Pydantic can validate "
+                f"(a msgspec.Struct, an attrs class, a dataclass, a pydantic.BaseModel, "
+                f"list[str]...), got {output_type!r}: {exc}"
             ) from None
         self.type = output_type
         self.retries = retries
@@ -63,7 +79,7 @@ class OutputType:
             return None, "the answer is empty"
         try:
             return self.decoder.decode(text), ""
-        except msgspec.ValidationError as exc:
+        except msgspec.ValidationError as exc:  # (a PydanticDecoder's too: see _pydantic)
             return None, _cut(f"it does not match the schema: {exc}")
         except msgspec.DecodeError as exc:
             return None, _cut(f"it is not JSON: {exc}")
@@ -80,7 +96,7 @@ _MADE_MOST = 256
 
 
 def output_type_of(output_type: object, retries: int) -> OutputType:
-    """The `OutputType` of *output_type*, made once (InvalidArgument if msgspec cannot)."""
+    """The `OutputType` of *output_type*, made once (InvalidArgument if it has none)."""
     key = (output_type, retries)
     try:
         made = _MADE.get(key)

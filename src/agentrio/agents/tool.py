@@ -2,7 +2,12 @@
 
 The arguments a model sends are validated by msgspec against a Struct built
 from the signature; the JSON schema the model sees is msgspec's schema of that
-same Struct, so what is advertised and what is checked cannot drift apart.
+same Struct, so what is advertised and what is checked cannot drift apart. A
+signature with anything of Pydantic's (a model, a ``Field``) is read by Pydantic
+instead, the same way: a model built from it gives both (see ``_pydantic``).
+
+The docstring is read by docstring-parser (Google, NumPy or Sphinx style): its
+summary is the description, its parameters' entries the schema's descriptions.
 
 A parameter annotated [`ToolContext`][agentrio.ToolContext] is not the model's to fill: it is
 left out of that Struct (so out of the schema and of validation), found once
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any, overload
 
 import attrs
+import docstring_parser
 import msgspec
 import trio
 
@@ -27,6 +33,7 @@ from .._text import scrub, scrub_json
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
 from ..messages import ContentPart, DocumentPart, ImagePart, TextPart
 from ..providers.base import ToolSchema
+from ._pydantic import ArgumentsModel, enc_hook, uses_pydantic
 
 __all__ = [
     "Tool",
@@ -41,6 +48,8 @@ __all__ = [
 _PARTS = (TextPart, ImagePart, DocumentPart)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+# A tool's result as the model sees it: JSON, a Pydantic model's included.
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)
 
 
 class _Env(Mapping[str, str]):
@@ -175,13 +184,16 @@ def _inline_schema(args_type: type[msgspec.Struct]) -> dict[str, object]:
     return schema
 
 
-def _args_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Struct], str | None]:
-    """The Struct of the model's arguments, and the parameter taking the ToolContext (if any)."""
+def _parameters(
+    fn: Callable[..., object], name: str
+) -> tuple[list[tuple[str, object, object]], str | None]:
+    """``(name, annotation, default)`` of each parameter the model fills, and the
+    parameter taking the ToolContext (if any)."""
     try:
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:  # unresolvable annotations are the tool author's bug
         raise InvalidArgument(f"tool {name!r}: cannot resolve its annotations: {exc}") from exc
-    fields: list[tuple[str, object] | tuple[str, object, object]] = []
+    params: list[tuple[str, object, object]] = []
     context: str | None = None
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
@@ -198,28 +210,78 @@ def _args_struct(fn: Callable[..., object], name: str) -> tuple[type[msgspec.Str
                     "annotated ToolContext; a tool takes at most one"
                 )
             context = param.name
-        elif param.default is inspect.Parameter.empty:
-            fields.append((param.name, annotation))
         else:
-            fields.append((param.name, annotation, param.default))
+            params.append((param.name, annotation, param.default))
+    return params, context
+
+
+def _arguments_type(
+    params: list[tuple[str, object, object]], name: str
+) -> type[msgspec.Struct] | ArgumentsModel:
+    """What validates the model's arguments: a Struct made from *params*, or a Pydantic
+    model when one of them is Pydantic's (a ``BaseModel``, a ``Field``).
+
+    Raises:
+        TypeError: Pydantic cannot read an annotation.
+    """
     camel = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]", name)) or "Tool"
-    struct = msgspec.defstruct(
-        f"{camel}Arguments", fields, forbid_unknown_fields=True, kw_only=True
-    )
-    return struct, context
+    if uses_pydantic(*(annotation for _, annotation, _ in params), *(d for _, _, d in params)):
+        return ArgumentsModel(f"{camel}Arguments", params)
+    fields: list[tuple[str, object] | tuple[str, object, object]] = [
+        (param, annotation) if default is inspect.Parameter.empty else (param, annotation, default)
+        for param, annotation, default in params
+    ]
+    return msgspec.defstruct(f"{camel}Arguments", fields, forbid_unknown_fields=True, kw_only=True)
+
+
+def _docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
+    """*fn*'s docstring read: its summary (short and long description, without its
+    sections: Args, Returns, Raises, Examples...) and its parameters' descriptions,
+    in Google, NumPy or Sphinx (``:param x:``) style.
+
+    A docstring the parser cannot read is the summary as it is, with no parameters.
+    """
+    doc = inspect.getdoc(fn) or ""
+    if not doc:
+        return "", {}
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return doc, {}
+    parts = [part for part in (parsed.short_description, parsed.long_description) if part]
+    summary = ("\n\n" if parsed.blank_after_short_description else "\n").join(parts)
+    return summary, {p.arg_name: p.description for p in parsed.params if p.description}
+
+
+def _describe(schema: dict[str, object], descriptions: dict[str, str]) -> None:
+    """Give each property of *schema* its docstring's description, unless its annotation
+    gave one (``Meta(description=...)``, ``Field(description=...)``)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return
+    for param, text in descriptions.items():
+        prop = properties.get(param)
+        if isinstance(prop, dict) and "description" not in prop:
+            prop["description"] = text
 
 
 class Tool:
     """A function a model may call, made by [`tool`][agentrio.tool] (or ``Tool(fn, name=...,
     description=...)``).
 
-    The parameters' annotations give the JSON schema (through msgspec); the
-    arguments a model sends are checked against the same schema.
+    The parameters' annotations give the JSON schema (through msgspec, or
+    Pydantic when a parameter is a Pydantic model or has a ``pydantic.Field``);
+    the arguments a model sends are checked against the same schema. The
+    docstring (Google, NumPy or Sphinx style) gives the description, its
+    summary, and each parameter's description in the schema, from its
+    ``Args:`` (a description the annotation gives wins); its other sections
+    (``Returns:``, ``Raises:``...) are left out.
 
     Attributes:
         name: the name models call it by (default ``fn.__name__``); it must
             match ``^[A-Za-z_][A-Za-z0-9_.-]{0,63}$``.
-        description: what models are told it does (default: the docstring).
+        description: what models are told it does (default: the docstring's
+            summary, its text before the first section).
         schema: the [`ToolSchema`][agentrio.types.ToolSchema] advertised to models.
         is_async: True for an ``async def``; sync functions run in a worker thread.
         idempotent: calling it twice with the same arguments does no more
@@ -269,7 +331,8 @@ class Tool:
             raise InvalidArgument(
                 f"tool name must match {_NAME.pattern} (letters, digits, _ . -), got {tool_name!r}"
             )
-        desc = description if description is not None else inspect.getdoc(fn) or ""
+        summary, param_docs = _docstring(fn)
+        desc = description if description is not None else summary
         if not isinstance(desc, str):
             raise InvalidArgument(f"tool description must be a str, got {desc!r}")
         if not isinstance(idempotent, bool):
@@ -281,13 +344,18 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         # True for agent tools: the phase then tells them which agent calls.
         self.needs_caller = False
-        self._args_type, self.context_param = _args_struct(fn, tool_name)
+        params, self.context_param = _parameters(fn, tool_name)
         try:
-            parameters = _inline_schema(self._args_type)
+            self._args_type = _arguments_type(params, tool_name)
+            if isinstance(self._args_type, ArgumentsModel):
+                parameters = self._args_type.schema
+            else:
+                parameters = _inline_schema(self._args_type)
         except TypeError as exc:  # an annotation with no JSON schema (a custom class...)
             raise InvalidArgument(
                 f"tool {tool_name!r}: its parameters' annotations have no JSON schema: {exc}"
             ) from exc
+        _describe(parameters, param_docs)
         self.schema = ToolSchema(tool_name, desc, parameters)
 
     def __repr__(self) -> str:
@@ -300,8 +368,11 @@ class Tool:
         Raises:
             ToolArgumentsInvalid: with msgspec's account of what is wrong.
         """
+        args_type = self._args_type
         try:
-            parsed = msgspec.convert(arguments, self._args_type, strict=False)
+            if isinstance(args_type, ArgumentsModel):
+                return args_type.validate(arguments)
+            parsed = msgspec.convert(arguments, args_type, strict=False)
         except msgspec.ValidationError as exc:
             raise ToolArgumentsInvalid(f"invalid arguments for {self.name!r}: {exc}") from exc
         return msgspec.structs.asdict(parsed)
@@ -373,9 +444,10 @@ class Tool:
             return "\n".join(p.text for p in parts if isinstance(p, TextPart))
         try:
             try:
-                return msgspec.json.encode(result).decode()
+                return _ENCODER.encode(result).decode()
             except UnicodeEncodeError:  # (a lone surrogate: the rare path, a second pass)
-                return msgspec.json.encode(scrub_json(msgspec.to_builtins(result))).decode()
+                builtins = msgspec.to_builtins(result, enc_hook=enc_hook)
+                return _ENCODER.encode(scrub_json(builtins)).decode()
         except (TypeError, msgspec.EncodeError) as exc:
             raise ToolResultInvalid(
                 f"tool {self.name!r} returned a {type(result).__name__}, "
@@ -438,13 +510,19 @@ def tool(
 
     Works on ``async def`` and plain functions (run in a worker thread via
     ``trio.to_thread``). The parameters' annotations give the JSON schema;
-    the docstring gives the description.
+    the docstring's summary gives the description, and its ``Args:`` (or
+    NumPy's ``Parameters``, or Sphinx's ``:param x:``) the parameters'
+    descriptions. An explicit ``description=`` replaces the summary only.
 
     Example:
 
         @agentrio.tool
         async def lookup(key: str) -> str:
-            \"\"\"Look a key up in the store.\"\"\"
+            \"\"\"Look a key up in the store.
+
+            Args:
+                key: The key, as the user wrote it.
+            \"\"\"
             return store[key]
 
     Use as ``@agentrio.tool`` or ``@agentrio.tool(name=..., description=...,
