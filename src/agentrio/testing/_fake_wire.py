@@ -480,7 +480,10 @@ def _server_blocks(
                 f"{where}.content[{i}]: {block.type} answers no server_tool_use before it "
                 f"(tool_use_id {block.tool_use_id!r})"
             )
-    return tuple(RawBlock.of(raw[i]) for i, b in enumerate(blocks) if b.type not in _READ)
+    # (as the client keeps them: without the cache_control markers put on the wire)
+    return tuple(
+        RawBlock.of(_unmarked(raw[i])) for i, b in enumerate(blocks) if b.type not in _READ
+    )
 
 
 class PausedTurns:
@@ -511,8 +514,8 @@ class PausedTurns:
         """Why *request* is refused, if its last turn is a paused one sent back altered."""
         if not self._sent or not request.messages or request.messages[-1].role != "assistant":
             return None
-        # (a cache_control marker is the client's to put on any block: not a change)
-        sent = [_unmarked(msgspec.json.decode(b.json)) for b in request.messages[-1].blocks]
+        # (the request's blocks come without their cache_control markers)
+        sent = [msgspec.json.decode(b.json) for b in request.messages[-1].blocks]
         for block in sent:
             key = block.get("id") if block.get("type") == "server_tool_use" else None
             expected = self._sent.pop(key, None) if isinstance(key, str) else None
