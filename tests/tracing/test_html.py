@@ -254,11 +254,14 @@ def test_zoom_in_a_real_browser_with_ten_thousand_agents(
     assert p0 > z0 and p1 - p0 == pytest.approx(z1 - z0)  # a drag to the left: later
     assert 0 < a0 < a1 < 9.999  # the wheel over the axis zooms, without Ctrl
     assert seen["view"] == "0.000000,9.999000"  # the page says what it shows
-    shot = tmp_path / "trace-report-10k.png"
-    _chromium("--screenshot=" + str(shot), "--window-size=1280,900", page.as_uri())
-    assert shot.exists() and shot.stat().st_size > 1000
     ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copy(shot, ARTIFACTS / "trace-report-10k.png")
+    for name, view in (("trace-report-10k", ""), ("trace-report-10k-zoomed", "#view=0,0.04")):
+        shot = tmp_path / f"{name}.png"  # the whole run, then its first 40 ms
+        _chromium("--screenshot=" + str(shot), "--window-size=1280,900", page.as_uri() + view)
+        assert shot.exists() and shot.stat().st_size > 1000
+        shutil.copy(shot, ARTIFACTS / f"{name}.png")
+    opened = _chromium("--dump-dom", "--window-size=1280,900", page.as_uri() + "#view=0,0.04")
+    assert 'data-view="0.000000,0.040000"' in opened.stdout  # opened on the range asked
 
 
 def test_a_lone_surrogate_from_the_trace_is_drawn_as_a_replacement_character() -> None:

@@ -6,7 +6,7 @@ the page puts every text in the document as text (``textContent``, canvas
 ``fillText``), never as markup. When the page has drawn everything its body gets
 ``data-rendered="ok"``; a script error sets ``data-error`` instead. The body's
 ``data-view`` holds the time range shown (``start,end`` in seconds), after each
-zoom or pan.
+zoom or pan; ``report.html#view=START,END`` opens the page on that range.
 
 The timelines are drawn on a canvas, only the rows in sight, so a report of
 10,000 agents scrolls and zooms as one of ten.
@@ -271,7 +271,8 @@ window.onerror = function (m) { document.body.dataset.error = String(m); };
     tk.at.forEach(function (t) {
       var x = Math.round(xOf(t)) + 0.5;
       c.beginPath(); c.moveTo(x, AXIS - 8); c.lineTo(x, AXIS); c.stroke();
-      c.fillText(tickText(t, tk.step), x + 3, AXIS - 12);
+      var label = tickText(t, tk.step), wide = c.measureText(label).width;
+      c.fillText(label, x + 3 + wide > inner() ? x - 3 - wide : x + 3, AXIS - 12);  // in sight
     });
   }
   function drawRows(tk) {
@@ -415,6 +416,8 @@ window.onerror = function (m) { document.body.dataset.error = String(m); };
   });
 
   size(); draw();
+  var asked = /^#view=([0-9.e-]+),([0-9.e-]+)$/.exec(location.hash);  // report.html#view=1,2.5
+  if (asked) show(parseFloat(asked[1]), parseFloat(asked[2]));
   window.agentrioReport = {hit: hit, zoom: zoom, show: show, xOf: xOf, ROW: ROW, NAME: NAME};
   if (location.hash === "#selftest") selftest();
   document.body.dataset.rendered = "ok";
