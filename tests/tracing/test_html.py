@@ -117,6 +117,19 @@ def test_ten_thousand_agents_each_get_a_timeline_in_a_page_of_a_few_megabytes(
     assert len(page.encode()) < 3_000_000  # 2.2 MB when measured (240 kB gzipped)
 
 
+def test_what_the_trace_left_open_is_drawn_to_its_end() -> None:
+    records = [  # the process died in a model call
+        TraceRecord(1.0, events.PhaseStarted(path="a")),
+        TraceRecord(1.5, events.TurnStarted(path="a", iteration=1)),
+        TraceRecord(3.0, events.Stalled(path="b", why="loop")),
+    ]
+    (agent, _) = _data(report(records))["agents"]  # type: ignore[misc]
+    assert agent["spans"] == [
+        ["phase", 0.0, 2.0, "still open when the trace ended"],
+        ["model", 0.5, 2.0, "still open when the trace ended"],
+    ]
+
+
 def test_many_agents_are_capped(make_trace: Make) -> None:
     data = _data(report(make_trace(1000), limit=50))
     assert len(data["agents"]) == 50 and data["hidden"] == 950  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from agentrio.errors import TraceError
 from agentrio.messages import Usage
 from agentrio.tracing import TraceRecord
 from agentrio.tracing._spans import KINDS
-from agentrio.tracing.perfetto import NAME_CHARS, PID, chrome_trace, encode, write_perfetto
+from agentrio.tracing.perfetto import LANES, NAME_CHARS, PID, chrome_trace, encode, write_perfetto
 
 Make = Callable[..., list[TraceRecord]]
 PHASES = {"X", "i", "M", "C"}
@@ -209,3 +209,31 @@ def test_written_atomically(
         write_perfetto(make_trace(5), out)
     assert out.read_text() == "the old one"  # the old file or the new, never a part
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # no temporary left
+
+
+def test_an_agent_has_at_most_lanes_threads() -> None:
+    calls = 3 * LANES  # every call overlapping every other: a lane each, were there no bound
+    records = [TraceRecord(0.0, events.PhaseStarted(path="a"))]
+    records += [
+        TraceRecord(i / 1000, events.ToolStarted(path="a", tool="t", call_id=str(i)))
+        for i in range(calls)
+    ]
+    records += [
+        TraceRecord(1 + i / 1000, events.ToolEnded(path="a", tool="t", call_id=str(i)))
+        for i in range(calls)
+    ]
+    trace = _events(records)
+    assert len(_threads(trace)) == LANES
+    assert sum(e["ph"] == "X" for e in trace) == calls + 1  # none left out (and the phase)
+
+
+def test_what_the_trace_left_open_ends_with_it() -> None:
+    records = [  # the process died in a tool call
+        TraceRecord(1.0, events.PhaseStarted(path="a")),
+        TraceRecord(1.5, events.ToolStarted(path="a", tool="sh", call_id="c7")),
+        TraceRecord(3.0, events.Stalled(path="b", why="loop")),
+    ]
+    slices = {e["cat"]: e for e in _events(records) if e["ph"] == "X"}
+    assert slices["phase"]["name"] == "phase: still open when the trace ended"
+    assert (slices["phase"]["ts"], slices["phase"]["dur"]) == (0, 2_000_000)
+    assert slices["tool"]["name"] == "tool call: c7: still open when the trace ended"

@@ -87,6 +87,17 @@ class Spans:
         elif isinstance(e, PhaseError | ActorFailed):
             self.marks.setdefault(e.path, []).append((t, "error", f"{e.error_type}: {e.error}"))
 
+    def finish(self) -> None:
+        """Close what the trace left open (the process died, or the trace was cut)
+        at its last record, said so in their text."""
+        for (path, key), start in self._opened.items():
+            kind = key.split(":", 1)[0]
+            text = "still open when the trace ended"
+            if kind == "tool":
+                text = f"{key.split(':', 1)[1]}: {text}"  # the call's id: its tool is unknown
+            self.spans.setdefault(path, []).append((kind, start, self.end, text))
+        self._opened.clear()
+
     def _span(self, path: str, kind: str, key: str, t: float, text: str) -> None:
         start = self._opened.pop((path, key), t)
         self.spans.setdefault(path, []).append((kind, start, t, text))

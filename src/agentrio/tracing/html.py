@@ -33,6 +33,7 @@ TOKEN_POINTS = 2_000  # points of the tokens curve, at most
 def _data(records: Iterable[TraceRecord], limit: int) -> dict[str, Any]:
     gathered = Spans()
     trace = build(gathered.tap(records))
+    gathered.finish()
     spans, marks = gathered.spans, gathered.marks
     paths = set(spans) | set(marks)
 
@@ -329,13 +330,15 @@ window.onerror = function (m) { document.body.dataset.error = String(m); };
     }
     e.preventDefault();
     var x = e.clientX - scroller.getBoundingClientRect().left;
-    zoom(Math.exp(Math.max(-5, Math.min(5, e.deltaY * 0.002))), Math.max(NAME, x));
+    var dy = e.deltaY * (e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? 400 : 1);  // lines, pages
+    zoom(Math.exp(Math.max(-5, Math.min(5, dy * 0.002))), Math.max(NAME, x));
   }
   scroller.addEventListener("wheel", function (e) { onWheel(e, false); }, {passive: false});
   axis.addEventListener("wheel", function (e) { onWheel(e, true); }, {passive: false});
   scroller.addEventListener("scroll", draw);
   var drag = null;
   scroller.addEventListener("mousedown", function (e) {
+    if (e.clientX - scroller.getBoundingClientRect().left > inner()) return;  // the scrollbar
     drag = {x: e.clientX, view: view.slice()}; scroller.style.cursor = "grabbing";
   });
   window.addEventListener("mouseup", function () { drag = null; scroller.style.cursor = ""; });

@@ -8,7 +8,8 @@ happened, its errors, stalls and budget refusals instant events (``"ph": "i"``),
 and the tokens spent a counter (``"ph": "C"``). Times are microseconds since the
 trace's first record. Spans that overlap without nesting (tool calls run in
 parallel) go to more threads of the same agent, named ``path #2``, ``path #3``,
-since a thread's slices must nest.
+since a thread's slices must nest (at most ``LANES`` threads an agent). A span
+the trace left open (the process died) ends at the trace's last record.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from .reader import TraceRecord
 from .view import natural
 from .writer import scrubbed
 
-__all__ = ["NAME_CHARS", "PID", "chrome_trace", "encode", "write_perfetto"]
+__all__ = ["LANES", "NAME_CHARS", "PID", "chrome_trace", "encode", "write_perfetto"]
 
 PID = 1  # the run: one process
+LANES = 32  # threads of one agent, at most: past them, spans go to the last, nested or not
 NAME_CHARS = 80  # a longer text goes to the event's args.detail, the name keeps the kind
 
 Event = dict[str, Any]
@@ -62,7 +64,7 @@ def _lane(stacks: list[list[int]], start: int, end: int) -> int:
             stack.pop()
         if not stack or stack[-1] >= end:
             return number
-    return len(stacks)
+    return len(stacks) if len(stacks) < LANES else LANES - 1  # bounded work per span
 
 
 def _metadata(name: str, tid: int, args: dict[str, Any]) -> Event:
@@ -109,6 +111,7 @@ def chrome_trace(records: Iterable[TraceRecord]) -> dict[str, Any]:
     gathered = Spans()
     for record in records:
         gathered.add(record)
+    gathered.finish()
     out: list[Event] = [_metadata("process_name", 0, {"name": "agentrio run"})]
     tid = 0
     for path in sorted(set(gathered.spans) | set(gathered.marks), key=natural):
