@@ -4,6 +4,7 @@ progress, its failures), argument errors, and ``fake-llm``'s listen errors."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import pathlib
 import socket
@@ -433,6 +434,33 @@ def test_demo_trace_then_trace_and_html(tmp_path: pathlib.Path) -> None:
     assert only.count("phases 1") == 1
     wrote = agentrio_cmd("trace", str(trace), "--html", str(html))
     assert wrote.returncode == 0 and html.read_text().startswith("<!doctype html>")
+
+
+def test_trace_to_perfetto_and_html_at_once(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    demo = agentrio_cmd("demo", "--agents", "12", "--in-process", "--trace", str(trace))
+    assert demo.returncode == 0, demo.stderr
+    html, perfetto = tmp_path / "report.html", tmp_path / "run.json"
+    wrote = agentrio_cmd("trace", str(trace), "--perfetto", str(perfetto), "--html", str(html))
+    assert wrote.returncode == 0, wrote.stderr
+    assert wrote.stdout == f"agentrio trace: wrote {html}\nagentrio trace: wrote {perfetto}\n"
+    assert html.read_text().startswith("<!doctype html>")
+    slices = json.loads(perfetto.read_bytes())["traceEvents"]
+    threads = [e["args"]["name"] for e in slices if e["name"] == "thread_name"]
+    agents = [name for name in threads if "agent-" in name]
+    assert len(agents) == 12 and agents.index("agent-2") < agents.index("agent-10")
+    assert sum(e["name"] == "phase: done" for e in slices) == 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "run.json", "run.jsonl"]
+
+
+def test_trace_to_perfetto_from_a_bad_trace_leaves_the_old_file(tmp_path: pathlib.Path) -> None:
+    bad, out = tmp_path / "bad.jsonl", tmp_path / "run.json"
+    write_trace(bad, synthetic(3), tail=b"not json\n")
+    out.write_text("the old one")
+    shown = agentrio_cmd("trace", str(bad), "--perfetto", str(out))
+    assert shown.returncode == 1 and "line 13" in shown.stderr
+    assert out.read_text() == "the old one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "run.json"]
 
 
 def test_trace_of_a_missing_or_corrupt_file(tmp_path: pathlib.Path) -> None:

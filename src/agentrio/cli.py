@@ -6,6 +6,7 @@ import argparse
 import difflib
 import logging
 import os
+import pathlib
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -147,15 +148,22 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 def _add_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     trace = commands.add_parser(
         "trace",
-        help="show a trace file: a summary and the tree of agents, or an HTML report",
+        help="show a trace file: a summary and the tree of agents, an HTML report, a Perfetto file",
         description="Print a trace (written by open_runtime(trace=FILE) or agentrio demo "
         "--trace FILE): a summary, then the tree of supervisors, agents and helpers with "
         "their phases, stop reasons, tokens, cost and time. Collapsed to the erring and "
-        "slowest agents unless --expand.",
+        "slowest agents unless --expand. --html writes a report to look at in a browser, "
+        "--perfetto the Chrome trace event format for ui.perfetto.dev or chrome://tracing.",
         allow_abbrev=False,
     )
     trace.add_argument("file", help="the trace file")
     trace.add_argument("--html", default=None, metavar="OUT", help="write an HTML report to OUT")
+    trace.add_argument(
+        "--perfetto",
+        default=None,
+        metavar="OUT",
+        help="write OUT in the Chrome trace event format (JSON), for ui.perfetto.dev",
+    )
     trace.add_argument("--expand", action="store_true", help="show every agent")
     trace.add_argument("--path", default=None, help="only this path and what is under it")
     trace.add_argument("--stop-reason", default=None, help="only agents that stopped so")
@@ -404,17 +412,12 @@ def _run_fake_llm(args: argparse.Namespace) -> int:
 def _run_trace(args: argparse.Namespace) -> int:
     from .errors import TraceError
     from .tracing import read_trace
-    from .tracing.html import report
     from .tracing.view import build, render, visible
 
     records = read_trace(args.file)
     try:
-        if args.html is not None:
-            page = report(records, budget_tokens=args.budget_tokens)
-            with open(args.html, "w", encoding="utf-8") as out:
-                out.write(page)
-            _note_torn(records.torn, args.file)
-            return _out(visible(f"agentrio trace: wrote {args.html}"), 0)
+        if args.html is not None or args.perfetto is not None:
+            return _write_reports(args)
         trace = build(records)
     except (TraceError, OSError) as exc:
         print(visible(f"agentrio trace: {exc}"), file=sys.stderr)
@@ -424,6 +427,30 @@ def _run_trace(args: argparse.Namespace) -> int:
         trace, expand=args.expand, path=args.path, stop_reason=args.stop_reason, error=args.error
     )
     return _out("\n".join(lines), _matched(trace, args))
+
+
+def _write_reports(args: argparse.Namespace) -> int:
+    """Write ``--html`` and ``--perfetto``, each atomically (a temporary file renamed
+    over OUT), reading the trace once for each."""
+    from .tracing import read_trace
+    from .tracing.html import report
+    from .tracing.perfetto import chrome_trace, encode
+    from .tracing.view import visible
+    from .workspace import write_atomic
+
+    wrote = []
+    for out, perfetto in ((args.html, False), (args.perfetto, True)):
+        if out is None:
+            continue
+        records = read_trace(args.file)
+        if perfetto:
+            data = encode(chrome_trace(records))
+        else:
+            data = report(records, budget_tokens=args.budget_tokens).encode()
+        write_atomic(pathlib.Path(out), data)
+        _note_torn(records.torn, args.file)
+        wrote.append(visible(f"agentrio trace: wrote {out}"))
+    return _out("\n".join(wrote), 0)
 
 
 def _note_torn(torn: int | None, file: str) -> None:

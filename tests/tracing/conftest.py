@@ -19,7 +19,8 @@ def synthetic(agents: int, *, budget: int | None = None) -> list[TraceRecord]:
 
     With *budget*, the trace begins with the runtime's (``max_total_tokens``), and
     every 3rd agent waits for the budget before its model call (a sixth of its
-    time), every 4th for a rate limit within it (a tenth)."""
+    time), every 4th at its provider within it (a tenth): for a slot of its
+    ``max_concurrent`` (every 8th from the 4th), else for a rate limit."""
     out: list[TraceRecord] = []
     t = 1_000.0
     if budget is not None:
@@ -35,7 +36,8 @@ def synthetic(agents: int, *, budget: int | None = None) -> list[TraceRecord]:
         turn = t + d / 6 if waits else t
         out.append(TraceRecord(turn, events.TurnStarted(path=p, iteration=1)))
         if waits and i % 4 == 0:
-            wait = events.Waited(path=p, what="rate_limit", seconds=d / 10, provider="openai")
+            what = "concurrency" if i % 8 == 4 else "rate_limit"
+            wait = events.Waited(path=p, what=what, seconds=d / 10, provider="openai")
             out.append(TraceRecord(t + d / 3, wait))
         usage = Usage(input_tokens=10, output_tokens=5, cost_usd=0.001)
         out.append(TraceRecord(t + d / 3, events.TurnEnded(path=p, iteration=1, usage=usage)))

@@ -46,8 +46,9 @@ def test_waits_and_the_budget(make_trace: Make) -> None:
     lines = render(build(make_trace(12, budget=900)), expand=True)
     text = "\n".join(lines)
     assert "budget: max_total_tokens 900" in text
-    # agents 0, 3, 6, 9 waited for the budget (i/6 ms), 0, 4, 8 for a rate limit (i/10 ms)
-    assert "waits: budget 4 (0.00s), rate_limit 3 (0.00s)" in text
+    # agents 0, 3, 6, 9 waited for the budget (i/6 ms), 0 and 8 for a rate limit, 4 for a
+    # slot of max_concurrent (i/10 ms)
+    assert "waits: budget 4 (0.00s), rate_limit 2 (0.00s), concurrency 1 (0.00s)" in text
     (line,) = [line for line in lines if line.startswith("  agent-8 ")]
     assert line.endswith("waited rate_limit 1 (0.00s)")
     assert "waited" not in render(build(make_trace(12)))[-1]  # none recorded: none shown

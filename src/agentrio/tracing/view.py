@@ -18,7 +18,18 @@ from ..messages import (
 )
 from .reader import TraceRecord
 
-__all__ = ["Node", "Trace", "build", "natural", "render", "select", "visible"]
+__all__ = [
+    "Node",
+    "Totals",
+    "Trace",
+    "build",
+    "natural",
+    "render",
+    "select",
+    "summary",
+    "totals",
+    "visible",
+]
 
 COLLAPSED = 20  # agents shown when the view is collapsed
 
@@ -159,9 +170,8 @@ def _budget(opened: RuntimeOpened) -> str:
     return ", ".join(limits)
 
 
-def _cache_hits(agents: list[Node], tokens_in: int) -> str:
+def _cache_hits(cached: int, tokens_in: int) -> str:
     """``, cache hit ratio 42.0%`` once some input was read from a prompt cache."""
-    cached = sum(n.cached_input_tokens for n in agents)
     return f", cache hit ratio {cached / tokens_in:.1%}" if cached and tokens_in else ""
 
 
@@ -186,6 +196,90 @@ def _line(node: Node, depth: int) -> str:
     return "  ".join(parts)
 
 
+@dataclasses.dataclass
+class Totals:
+    """What a whole trace adds up to: the summary of the text view and the HTML report."""
+
+    events: int
+    seconds: float  # wall time, from the first record to the last
+    actors: int
+    agents: int
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+    cost_usd: float
+    stop_reasons: Counter[str]
+    waits: Counter[str]  # how many, by what was waited for
+    waited: dict[str, float]  # seconds, by what was waited for
+    causes: Counter[str]  # errors by cause (the exception's class)
+    slowest: list[Node]  # the five agents longest in phases
+    lost: int
+
+
+def totals(trace: Trace) -> Totals:
+    """Add *trace* up: its agents, wall time, tokens, cost, stop reasons, waits, errors."""
+    nodes = list(trace.nodes.values())
+    agents = [n for n in nodes if n.is_agent]
+    stops: Counter[str] = Counter()
+    causes: Counter[str] = Counter()
+    for node in nodes:
+        stops.update(node.stop_reasons)
+        causes.update(_cause(e) for e in node.errors)
+    waits: Counter[str] = Counter()
+    waited: dict[str, float] = {}
+    for node in agents:
+        waits.update(node.waits)
+        for what, seconds in node.waited.items():
+            waited[what] = waited.get(what, 0.0) + seconds
+    return Totals(
+        events=trace.events,
+        seconds=trace.end - trace.start,
+        actors=len(nodes),
+        agents=len(agents),
+        input_tokens=sum(n.input_tokens for n in agents),
+        output_tokens=sum(n.output_tokens for n in agents),
+        cached_input_tokens=sum(n.cached_input_tokens for n in agents),
+        cost_usd=sum(n.cost_usd for n in agents),
+        stop_reasons=stops,
+        waits=waits,
+        waited=waited,
+        causes=causes,
+        slowest=sorted(agents, key=lambda n: (-n.busy, natural(n.path)))[:5],
+        lost=trace.lost,
+    )
+
+
+def summary(trace: Trace) -> list[str]:
+    """The summary's lines (raw: make them [`visible`][agentrio.tracing.view.visible]
+    before a terminal shows them): events, wall time, actors and agents, stop
+    reasons, tokens and cost, the budget, waits, events lost, the slowest agents
+    and the errors by cause."""
+    sums = totals(trace)
+    tokens_in, tokens_out = sums.input_tokens, sums.output_tokens
+    lines = [
+        f"trace: {sums.events} events over {sums.seconds:.2f}s,"
+        f" {sums.actors} actors, {sums.agents} agents",
+        "stop reasons: "
+        + (", ".join(f"{r} {n}" for r, n in sums.stop_reasons.most_common()) or "none"),
+        f"tokens: {tokens_in + tokens_out} ({tokens_in} in, {tokens_out} out),"
+        f" cost ${sums.cost_usd:.4f}" + _cache_hits(sums.cached_input_tokens, tokens_in),
+    ]
+    budget = _budget(trace.opened) if trace.opened is not None else ""
+    if budget:
+        lines.append(f"budget: {budget}")
+    if sums.waits:
+        lines.append(f"waits: {_waits(sums.waits, sums.waited)}")
+    if sums.lost:
+        lines.append(f"events lost: {sums.lost}")
+    if sums.slowest:
+        lines.append("slowest: " + ", ".join(f"{n.path} {n.busy:.2f}s" for n in sums.slowest))
+    if sums.causes:
+        lines.append(
+            "errors by cause: " + ", ".join(f"{c} {n}" for c, n in sums.causes.most_common())
+        )
+    return lines
+
+
 def render(
     trace: Trace,
     *,
@@ -200,42 +294,7 @@ def render(
     and *error* text (see [`select`][agentrio.tracing.view.select]); paths in natural
     order (``agent-2`` before ``agent-10``). Text from the trace is made
     [`visible`][agentrio.tracing.view.visible]: no control character is left raw."""
-    nodes = list(trace.nodes.values())
-    agents = [n for n in nodes if n.is_agent]
-    stops: Counter[str] = Counter()
-    causes: Counter[str] = Counter()
-    for node in nodes:
-        stops.update(node.stop_reasons)
-        causes.update(_cause(e) for e in node.errors)
-    tokens_in = sum(n.input_tokens for n in agents)
-    tokens_out = sum(n.output_tokens for n in agents)
-    cost = sum(n.cost_usd for n in agents)
-    lines = [
-        f"trace: {trace.events} events over {trace.end - trace.start:.2f}s,"
-        f" {len(nodes)} actors, {len(agents)} agents",
-        "stop reasons: " + (", ".join(f"{r} {n}" for r, n in stops.most_common()) or "none"),
-        f"tokens: {tokens_in + tokens_out} ({tokens_in} in, {tokens_out} out), cost ${cost:.4f}"
-        + _cache_hits(agents, tokens_in),
-    ]
-    budget = _budget(trace.opened) if trace.opened is not None else ""
-    if budget:
-        lines.append(f"budget: {budget}")
-    waits: Counter[str] = Counter()
-    waited: dict[str, float] = {}
-    for node in agents:
-        waits.update(node.waits)
-        for what, seconds in node.waited.items():
-            waited[what] = waited.get(what, 0.0) + seconds
-    if waits:
-        lines.append(f"waits: {_waits(waits, waited)}")
-    if trace.lost:
-        lines.append(f"events lost: {trace.lost}")
-    slowest = sorted(agents, key=lambda n: (-n.busy, natural(n.path)))[:5]
-    if slowest:
-        lines.append("slowest: " + ", ".join(f"{n.path} {n.busy:.2f}s" for n in slowest))
-    if causes:
-        lines.append("errors by cause: " + ", ".join(f"{c} {n}" for c, n in causes.most_common()))
-    lines.append("")
+    lines = [*summary(trace), ""]
     chosen = select(trace, expand=expand, path=path, stop_reason=stop_reason, error=error)
     hidden = 0
     if not expand and len(chosen) > limit:
