@@ -146,6 +146,7 @@ ERRORS = [
     "NotAMessage",
     "OutputInvalid",
     "PermissionEscalation",
+    "PhaseFailed",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
@@ -387,7 +388,7 @@ def test_handles_have_no_public_constructor(cls: type) -> None:
         cls()
 
 
-def test_importing_agentrio_installs_no_log_handler() -> None:
+def test_importing_agentrio_installs_only_a_null_handler() -> None:
     # In a fresh interpreter: what logging holds once every public module is imported.
     code = """
 import json, logging
@@ -406,4 +407,7 @@ print(json.dumps({
     )
     found = json.loads(result.stdout)
     assert {"agentrio.providers", "agentrio.core.supervisor"} <= set(found["names"])
-    assert found["handlers"] == [] and set(found["levels"]) == {logging.NOTSET}
+    # One handler: the NullHandler of "agentrio", as a library's (docs/howto/logging.md).
+    assert found["handlers"] == ["<NullHandler (NOTSET)>"]
+    assert set(found["levels"]) == {logging.NOTSET}
+    assert [type(h) for h in logging.getLogger("agentrio").handlers] == [logging.NullHandler]

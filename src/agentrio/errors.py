@@ -28,6 +28,7 @@ catch the second without hiding the first:
     │   └── AuthError               401 / 403: the key is missing or wrong
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
     ├── OutputInvalid               a typed answer failed validation past its retries
+    ├── PhaseFailed                 raise_for_error() of a phase ended by another exception
     ├── ToolError                   a tool call could not produce a result
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
@@ -48,6 +49,8 @@ the boundary with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import inspect
+
 __all__ = [
     "ActorCrashed",
     "ActorError",
@@ -64,6 +67,7 @@ __all__ = [
     "NotAMessage",
     "OutputInvalid",
     "PermissionEscalation",
+    "PhaseFailed",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
@@ -150,6 +154,45 @@ class OutputInvalid(AgentrioError):
     ``error``, why the last answer was refused; its ``output`` is ``None``.
     See [Typed outputs][typed-outputs].
     """
+
+
+class PhaseFailed(AgentrioError):
+    """A phase ended with ``"error"`` by an exception that is not one of
+    ``agentrio.errors`` (a ``ValueError`` of an ``on_step`` hook, a model's own
+    exception): what [`PhaseResult.raise_for_error`][agentrio.PhaseResult.raise_for_error]
+    raises for it. Its message is ``"<error_type>: <error>"``.
+
+    Attributes:
+        error_type: the class name of the exception that ended the phase.
+        result: the phase's [`PhaseResult`][agentrio.PhaseResult].
+    """
+
+    def __init__(self, message: str, *, error_type: str, result: object) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.result = result
+
+
+def phase_error(error_type: str, error: str, result: object) -> AgentrioError:
+    """The exception a phase's result names: its class (*error_type*) if it is one
+    of this module's, made with *error*, else a `PhaseFailed`.
+
+    The attributes an error's constructor asks for and the result does not
+    hold (a ``ProviderError``'s ``provider`` and ``status``, an
+    ``ActorError``'s ``path``...) are None.
+    """
+    cls = globals().get(error_type) if error_type in __all__ else None
+    if not (isinstance(cls, type) and issubclass(cls, AgentrioError)) or cls is PhaseFailed:
+        return PhaseFailed(f"{error_type}: {error}", error_type=error_type, result=result)
+    try:
+        return cls(error)
+    except TypeError:  # keyword-only attributes: not in the result
+        made = cls.__new__(cls, error)
+        Exception.__init__(made, error)
+        for name, param in inspect.signature(cls.__init__).parameters.items():
+            if param.kind is inspect.Parameter.KEYWORD_ONLY:
+                setattr(made, name, None)
+        return made
 
 
 class ToolError(AgentrioError):
