@@ -55,6 +55,7 @@ PUBLIC = [
     "Mode",
     "Model",
     "ModelReply",
+    "ModelRetry",
     "ModelSettings",
     "PermissionPolicy",
     "PhaseResult",
@@ -143,6 +144,7 @@ ERRORS = [
     "HelperTurnsExceeded",
     "InvalidArgument",
     "MailboxFull",
+    "ModelRetry",
     "NotAMessage",
     "OutputInvalid",
     "PermissionEscalation",
@@ -174,6 +176,7 @@ COMMON_ERRORS = [
     "AskTimeout",
     "ConfigError",
     "InvalidArgument",
+    "ModelRetry",  # (raised, not caught: by an output validator)
     "ProviderError",
 ]
 
@@ -252,7 +255,8 @@ def test_public_names_are_pinned() -> None:
 
 
 def test_the_top_level_is_small() -> None:
-    assert len(PUBLIC) <= 60
+    # (61: ModelRetry, raised in a validator as pydantic-ai's users do, #23.)
+    assert len(PUBLIC) <= 61
 
 
 @pytest.mark.parametrize("module", list(NAMESPACES), ids=lambda m: m.__name__)

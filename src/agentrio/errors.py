@@ -3,7 +3,8 @@
 The exceptions code usually catches are at the top level too
 (``agentrio.ActorCrashed`` is ``agentrio.errors.ActorCrashed``): ``AgentrioError``,
 ``InvalidArgument``, ``ConfigError``, ``ActorError``, ``ActorCrashed``,
-``ActorStopped``, ``AskTimeout`` and ``ProviderError``. The rest are spelled
+``ActorStopped``, ``AskTimeout`` and ``ProviderError``, and ``ModelRetry``,
+which an output validator raises. The rest are spelled
 ``agentrio.errors.MailboxFull``.
 
 Misuse of the API (a bug in the calling code) and failures at run time (an
@@ -42,6 +43,10 @@ catch the second without hiding the first:
         ├── AskTimeout              no reply within the timeout (also TimeoutError)
         ├── MailboxFull             send_nowait() on a full mailbox
         └── RestartIntensityExceeded  a supervisor gave up restarting a child
+    ModelRetry                      not an error: an output validator refuses an answer with it
+
+``ModelRetry`` stands apart: it is no error but what an output validator of
+yours raises to refuse an answer (agentrio never raises it at you).
 
 Errors from the libraries underneath (trio, msgspec, httpx) are translated at
 the boundary with ``raise ... from exc``.
@@ -64,6 +69,7 @@ __all__ = [
     "HelperTurnsExceeded",
     "InvalidArgument",
     "MailboxFull",
+    "ModelRetry",
     "NotAMessage",
     "OutputInvalid",
     "PermissionEscalation",
@@ -193,6 +199,33 @@ def phase_error(error_type: str, error: str, result: object) -> AgentrioError:
             if param.kind is inspect.Parameter.KEYWORD_ONLY:
                 setattr(made, name, None)
         return made
+
+
+class ModelRetry(Exception):
+    """Raised by an output validator to refuse the answer and ask the model again.
+
+    Not an [`AgentrioError`][agentrio.errors.AgentrioError]: agentrio never
+    raises it at you. Its message is what the model is told of why its answer
+    was refused (cut at 300 characters), in a user turn of the
+    conversation; past the spec's ``output_retries`` the phase ends with
+    ``"error"`` and [`OutputInvalid`][agentrio.errors.OutputInvalid], which
+    names the last reason. See [Typed outputs][typed-outputs].
+
+    Example:
+
+        def in_the_past(movie: Movie) -> None:
+            if movie.year > 2025:
+                raise agentrio.ModelRetry(f"{movie.year} is in the future")
+
+        spec = AgentSpec("critic", model, output_type=Movie, output_validators=[in_the_past])
+
+    Args:
+        message: why the answer was refused, for the model.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class ToolError(AgentrioError):
