@@ -106,6 +106,7 @@ EVENTS = [
     "Event",
     "EventStream",
     "EventsLost",
+    "PartialOutput",
     "PermissionDenied",
     "PhaseEnded",
     "PhaseError",

@@ -1516,7 +1516,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 f"agent {ref.path!r} was asked to stream a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
             ) from None
-        return create(RunStream, ref, cmd, state.services.bus, max_buffer_size)
+        return create(RunStream, ref, cmd, state.services.bus, max_buffer_size, state.info.output)
 
     async def respond(
         self,
