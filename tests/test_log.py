@@ -143,3 +143,32 @@ async def test_records_carry_the_trace_and_span_ids_when_opentelemetry_is_on(
         if s.context is not None
     }
     assert spans[(record.otelTraceID, record.otelSpanID)] == "invoke_agent a"  # the phase's
+
+
+def test_a_record_factory_that_sets_the_ids_itself_is_left_to_it() -> None:
+    # OpenTelemetry's logging instrumentation sets otelTraceID/otelSpanID in its
+    # record factory: extra= may not set them again (logging raises KeyError).
+    from opentelemetry import trace
+
+    from agentrio._log import log_extra
+
+    default = logging.getLogRecordFactory()
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = default(*args, **kwargs)
+        record.otelTraceID = record.otelSpanID = "theirs"
+        return record
+
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("outer"):
+        span = trace.get_current_span().get_span_context()
+        assert log_extra("a")["otelSpanID"] == format(span.span_id, "016x")
+        logging.setLogRecordFactory(factory)
+        try:
+            assert log_extra("a") == {"agentrio_path": "a"}
+            record = logging.getLogger("agentrio.test").makeRecord(
+                "agentrio.test", logging.WARNING, "f", 1, "m", (), None, extra=log_extra("a")
+            )
+        finally:
+            logging.setLogRecordFactory(default)
+    assert (record.agentrio_path, record.otelSpanID) == ("a", "theirs")

@@ -27,8 +27,6 @@ logging.getLogger("agentrio").addHandler(logging.NullHandler())
 # tasks it starts inherit it): who a provider's retry was for, say.
 ACTOR_PATH: ContextVar[str] = ContextVar("agentrio_actor_path", default="")
 
-_DEFAULT_FACTORY = logging.getLogRecordFactory()
-
 
 def log_extra(path: str | None = None) -> dict[str, str]:
     """The ``extra`` fields of a record about *path* (None: the running actor's)."""
@@ -36,7 +34,7 @@ def log_extra(path: str | None = None) -> dict[str, str]:
     trace = sys.modules.get("opentelemetry.trace")  # (not imported: OpenTelemetry is off)
     # A record factory other than logging's own may be OpenTelemetry's logging
     # instrumentation, which sets the two ids itself (extra may not set them again).
-    if trace is not None and logging.getLogRecordFactory() is _DEFAULT_FACTORY:
+    if trace is not None and logging.getLogRecordFactory() is logging.LogRecord:
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             fields["otelTraceID"] = format(context.trace_id, "032x")
