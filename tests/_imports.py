@@ -58,6 +58,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.messages",
             "agentrio._checks",
             "agentrio._handles",
+            "agentrio._log",
             "agentrio._net",
             "agentrio._text",
             "agentrio._version",

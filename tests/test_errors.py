@@ -87,6 +87,9 @@ def test_the_docstring_draws_the_real_tree() -> None:
 def test_one_except_clause_catches_everything_and_branches_do_not_overlap(
     cls: type[BaseException],
 ) -> None:
+    if cls is errors.ModelRetry:  # (no error: what an output validator raises, #23)
+        assert not issubclass(cls, errors.AgentrioError)
+        return
     # Every error agentrio raises on purpose can be caught with one except clause ...
     assert issubclass(cls, errors.AgentrioError)
     # ... and misuse, runtime failures (and any other branch) never overlap.

@@ -545,3 +545,39 @@ def _checked_init(cls: type[agentrio.Message]) -> list[str]:
 @pytest.mark.parametrize("cls", [agentrio.ModelReply, agentrio.ChatMessage])
 def test_the_init_type_checkers_see_lists_every_field(cls: type[agentrio.Message]) -> None:
     assert _checked_init(cls) == list(cls.__struct_fields__)
+
+
+# -- PhaseResult.raise_for_error ----------------------------------------------------------
+
+
+def test_raise_for_error_returns_a_result_that_did_not_end_in_error() -> None:
+    for reason in ("done", "timeout", "max_iterations", "cancelled"):
+        result = agentrio.PhaseResult[str]("text", (), reason)  # type: ignore[arg-type]
+        assert result.raise_for_error() is result
+
+
+def test_raise_for_error_raises_the_typed_error_it_names() -> None:
+    result = agentrio.PhaseResult[str]("", (), "error", "OutputInvalid", "the last: bad")
+    with pytest.raises(agentrio.errors.OutputInvalid, match=r"^the last: bad$"):
+        result.raise_for_error()
+    # An error whose constructor takes more than the message: what the result
+    # does not hold is None.
+    result = agentrio.PhaseResult[str]("", (), "error", "RateLimited", "HTTP 429")
+    with pytest.raises(agentrio.ProviderError) as caught:
+        result.raise_for_error()
+    assert type(caught.value) is agentrio.errors.RateLimited
+    assert (str(caught.value), caught.value.provider, caught.value.retry_after) == (
+        "HTTP 429",
+        None,
+        None,
+    )
+
+
+def test_raise_for_error_raises_phase_failed_for_another_exception() -> None:
+    for name in ("ValueError", "ScriptExhausted", "__class__", "phase_error", "PhaseFailed"):
+        result = agentrio.PhaseResult[str]("", (), "error", name, "oops")
+        with pytest.raises(agentrio.errors.PhaseFailed) as caught:
+            result.raise_for_error()
+        assert str(caught.value) == f"{name}: oops"
+        assert caught.value.error_type == name
+        assert caught.value.result is result

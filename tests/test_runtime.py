@@ -156,7 +156,7 @@ async def test_a_child_can_use_earlier_siblings_while_it_stops(
 async def test_leaving_with_an_exception_cancels_everything(task_tracker: TaskTracker) -> None:
     log: list[str] = []
     never = trio.Event()
-    with pytest.RaisesGroup(pytest.RaisesExc(ValueError, match="user code failed")):
+    with pytest.raises(ValueError, match="user code failed"):  # (as itself: no group)
         async with agentrio.open_runtime() as rt:
             ref = await rt.spawn(Worker, log, never, name="w")
             ref.send_nowait(Block())
@@ -558,3 +558,42 @@ async def test_what_an_agent_spawns_draws_on_the_runtime_services(
     (tooled, mapped_path) = sorted(seen)  # the agent of an agent tool, and of a map
     assert mapped_path.startswith("team/w.map") and tooled.startswith("team/lead.w-")
     assert seen[mapped_path] is services and seen[tooled] is services
+
+
+# -- the block's own exception comes out as itself ------------------------------------------
+
+
+class Crashy(agentrio.Actor[Crash]):
+    async def handle(self, msg: Crash) -> object:
+        raise ValueError("bad")
+
+
+async def test_an_exception_of_the_block_comes_out_as_itself() -> None:
+    with pytest.raises(agentrio.ConfigError, match="unknown provider instance 'nosuch'"):
+        async with agentrio.open_runtime() as rt:
+            await rt.spawn_agent(agentrio.AgentSpec("a", "nosuch:model"))
+
+
+async def test_a_group_the_block_raises_comes_out_as_that_group() -> None:
+    raised = ExceptionGroup("mine", [KeyError("a"), KeyError("b")])
+    with pytest.raises(ExceptionGroup) as caught:
+        async with agentrio.open_runtime():
+            raise raised
+    assert caught.value is raised
+
+
+async def test_the_blocks_exception_beside_the_runtimes_failure_is_a_group() -> None:
+    with pytest.raises(ExceptionGroup) as caught:
+        async with agentrio.open_runtime(max_restarts=0) as rt:
+            worker = await rt.spawn(Crashy, name="w", restart="permanent")
+            try:
+                await worker.ask(Crash())
+            except ActorCrashed:
+                raise KeyError("mine") from None
+    kinds = sorted(type(e).__name__ for e in caught.value.exceptions)
+    assert kinds == ["KeyError", "RestartIntensityExceeded"]
+
+
+def test_a_sync_hosts_block_raises_its_own_exception_as_itself() -> None:
+    with pytest.raises(agentrio.ConfigError), agentrio.open_runtime_sync() as rt:
+        rt.spawn_agent(agentrio.AgentSpec("a", "nosuch:model"))

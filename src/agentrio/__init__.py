@@ -63,6 +63,7 @@ from .errors import AgentrioError as AgentrioError
 from .errors import AskTimeout as AskTimeout
 from .errors import ConfigError as ConfigError
 from .errors import InvalidArgument as InvalidArgument
+from .errors import ModelRetry as ModelRetry
 from .errors import ProviderError as ProviderError
 from .host import open_runtime_sync as open_runtime_sync
 from .host import run_sync as run_sync
@@ -103,6 +104,7 @@ __all__ = [
     "Workspace",
     "estimate_tokens",
     "looks_unfinished",
+    "ModelRetry",
     # messages, and what a model reads and answers
     "Message",
     "RunPhase",

@@ -3,7 +3,8 @@
 The exceptions code usually catches are at the top level too
 (``agentrio.ActorCrashed`` is ``agentrio.errors.ActorCrashed``): ``AgentrioError``,
 ``InvalidArgument``, ``ConfigError``, ``ActorError``, ``ActorCrashed``,
-``ActorStopped``, ``AskTimeout`` and ``ProviderError``. The rest are spelled
+``ActorStopped``, ``AskTimeout`` and ``ProviderError``, and ``ModelRetry``,
+which an output validator raises. The rest are spelled
 ``agentrio.errors.MailboxFull``.
 
 Misuse of the API (a bug in the calling code) and failures at run time (an
@@ -29,6 +30,7 @@ catch the second without hiding the first:
     │   └── ContextTooLong          the request is over the model's context window
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
     ├── OutputInvalid               a typed answer failed validation past its retries
+    ├── PhaseFailed                 raise_for_error() of a phase ended by another exception
     ├── ToolError                   a tool call could not produce a result
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
@@ -42,12 +44,18 @@ catch the second without hiding the first:
         ├── AskTimeout              no reply within the timeout (also TimeoutError)
         ├── MailboxFull             send_nowait() on a full mailbox
         └── RestartIntensityExceeded  a supervisor gave up restarting a child
+    ModelRetry                      not an error: an output validator refuses an answer with it
+
+``ModelRetry`` stands apart: it is no error but what an output validator of
+yours raises to refuse an answer (agentrio never raises it at you).
 
 Errors from the libraries underneath (trio, msgspec, httpx) are translated at
 the boundary with ``raise ... from exc``.
 """
 
 from __future__ import annotations
+
+import inspect
 
 __all__ = [
     "ActorCrashed",
@@ -63,9 +71,11 @@ __all__ = [
     "HelperTurnsExceeded",
     "InvalidArgument",
     "MailboxFull",
+    "ModelRetry",
     "NotAMessage",
     "OutputInvalid",
     "PermissionEscalation",
+    "PhaseFailed",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
@@ -152,6 +162,72 @@ class OutputInvalid(AgentrioError):
     ``error``, why the last answer was refused; its ``output`` is ``None``.
     See [Typed outputs][typed-outputs].
     """
+
+
+class PhaseFailed(AgentrioError):
+    """A phase ended with ``"error"`` by an exception that is not one of
+    ``agentrio.errors`` (a ``ValueError`` of an ``on_step`` hook, a model's own
+    exception): what [`PhaseResult.raise_for_error`][agentrio.PhaseResult.raise_for_error]
+    raises for it. Its message is ``"<error_type>: <error>"``.
+
+    Attributes:
+        error_type: the class name of the exception that ended the phase.
+        result: the phase's [`PhaseResult`][agentrio.PhaseResult].
+    """
+
+    def __init__(self, message: str, *, error_type: str, result: object) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.result = result
+
+
+def phase_error(error_type: str, error: str, result: object) -> AgentrioError:
+    """The exception a phase's result names: its class (*error_type*) if it is one
+    of this module's, made with *error*, else a `PhaseFailed`.
+
+    The attributes an error's constructor asks for and the result does not
+    hold (a ``ProviderError``'s ``provider`` and ``status``, an
+    ``ActorError``'s ``path``...) are None.
+    """
+    cls = globals().get(error_type) if error_type in __all__ else None
+    if not (isinstance(cls, type) and issubclass(cls, AgentrioError)) or cls is PhaseFailed:
+        return PhaseFailed(f"{error_type}: {error}", error_type=error_type, result=result)
+    try:
+        return cls(error)
+    except TypeError:  # keyword-only attributes: not in the result
+        made = cls.__new__(cls, error)
+        Exception.__init__(made, error)
+        for name, param in inspect.signature(cls.__init__).parameters.items():
+            if param.kind is inspect.Parameter.KEYWORD_ONLY:
+                setattr(made, name, None)
+        return made
+
+
+class ModelRetry(Exception):
+    """Raised by an output validator to refuse the answer and ask the model again.
+
+    Not an [`AgentrioError`][agentrio.errors.AgentrioError]: agentrio never
+    raises it at you. Its message is what the model is told of why its answer
+    was refused (cut at 300 characters), in a user turn of the
+    conversation; past the spec's ``output_retries`` the phase ends with
+    ``"error"`` and [`OutputInvalid`][agentrio.errors.OutputInvalid], which
+    names the last reason. See [Typed outputs][typed-outputs].
+
+    Example:
+
+        def in_the_past(movie: Movie) -> None:
+            if movie.year > 2025:
+                raise agentrio.ModelRetry(f"{movie.year} is in the future")
+
+        spec = AgentSpec("critic", model, output_type=Movie, output_validators=[in_the_past])
+
+    Args:
+        message: why the answer was refused, for the model.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class ToolError(AgentrioError):

@@ -20,7 +20,7 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 ``ToolCallRequest``, ...) are at the top level.
 """
 
-from .agents.stream import RunDone, RunItem
+from .agents.stream import PartialOutput, RunDone, RunItem
 from .core.bus import EventStream
 from .messages import (
     ActorExited,
@@ -110,5 +110,6 @@ __all__ = [
     "SubagentEnded",
     # a run's own stream (AgentRef.stream): its items
     "RunItem",
+    "PartialOutput",
     "RunDone",
 ]

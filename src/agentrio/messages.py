@@ -12,12 +12,12 @@ import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Generic, Literal
+from typing import TYPE_CHECKING, Annotated, Generic, Literal, Self
 from urllib.parse import urlsplit
 
 import msgspec
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, phase_error
 
 if sys.version_info >= (3, 13):
     from typing import TypeVar
@@ -1184,6 +1184,30 @@ class PhaseResult(Message, Generic[OutputT], frozen=True, tag=True):
     error_type: str = ""
     error: str = ""
     output: OutputT | None = None
+
+    def raise_for_error(self) -> Self:
+        """Raise the phase's error if it ended with ``"error"``; else return the result.
+
+        Named for its purpose as httpx's ``raise_for_status`` is, and chained
+        the same way: ``result = (await agent.run(task)).raise_for_error()``.
+        Only ``"error"`` raises: the other stop reasons (``"timeout"``,
+        ``"max_iterations"``, ``"cancelled"``...) are results to read.
+
+        Returns:
+            This result, when its ``stop_reason`` is not ``"error"``.
+
+        Raises:
+            AgentrioError: the exception ``error_type`` names, made again from
+                ``error`` when it is one of [`agentrio.errors`][agentrio.errors]
+                (``OutputInvalid``, ``ProviderUnavailable``, ``UsageInvalid``...;
+                the attributes the result does not hold, such as a
+                ``ProviderError``'s ``provider``, are None), else a
+                [`PhaseFailed`][agentrio.errors.PhaseFailed] that names it
+                (``error_type``) and holds this result.
+        """
+        if self.stop_reason != "error":
+            return self
+        raise phase_error(self.error_type, self.error, self)
 
 
 # -- agent events ------------------------------------------------------------------------

@@ -463,11 +463,14 @@ async def open_runtime(
     Leaving the block stops everything gracefully (every actor drains its
     mailbox and runs ``on_stop``, last spawned first); whatever still runs
     *shutdown_timeout* seconds after the stop began is cancelled. Leaving it
-    with an exception cancels everything. Nothing
-    outlives the block. If the root supervisor exceeds its restart intensity,
-    the block is cancelled and an exception group holding a
+    with an exception cancels everything, and the exception comes out as it
+    was raised (a ``ConfigError`` from ``spawn_agent`` is caught by ``except
+    ConfigError``), not in an exception group. Nothing outlives the block. If
+    the root supervisor exceeds its restart intensity, the block is cancelled
+    and an exception group holding a
     [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded] (naming the actor and its
-    error) is raised.
+    error) is raised; the block's own exception, if it raised one as well,
+    is in that group beside it.
 
     Example:
 
@@ -619,29 +622,66 @@ async def open_runtime(
                 await checkpoints.store.aclose()
             raise
     writer = await _trace_writer(trace, checkpoints)
-    async with trio.open_nursery() as nursery:
-        if writer is not None:
-            await nursery.start(writer.run, tree.bus)
-        if tree.bus.active:  # (a trace's first record: the budget the run had)
-            tree.bus.publish(_opened(services.budget))
-        if checkpoints is not None:
-            await nursery.start(checkpoints.writer.run)
-        await nursery.start(
-            _run_root, tree, configured, checkpoints, name="agentrio root supervisor"
-        )
-        try:
+    body_error: BaseException | None = None  # what the block raised
+    try:
+        async with trio.open_nursery() as nursery:
+            if writer is not None:
+                await nursery.start(writer.run, tree.bus)
+            if tree.bus.active:  # (a trace's first record: the budget the run had)
+                tree.bus.publish(_opened(services.budget))
             if checkpoints is not None:
-                services.checkpoints = checkpoints
-                await checkpoints.resume(rt, services, nursery)
-            yield rt
-        except BaseException:
-            rt.cancel()
+                await nursery.start(checkpoints.writer.run)
+            await nursery.start(
+                _run_root, tree, configured, checkpoints, name="agentrio root supervisor"
+            )
+            try:
+                if checkpoints is not None:
+                    services.checkpoints = checkpoints
+                    await checkpoints.resume(rt, services, nursery)
+                yield rt
+            except BaseException as exc:
+                body_error = exc
+                rt.cancel()
+                raise
+            else:
+                tree.begin_stop()
+    except BaseExceptionGroup as group:
+        # The block's own exception, alone in the nursery's group, comes out as
+        # itself (``except ConfigError`` catches it); a group holding anything
+        # else (the runtime's own failure beside it) stays a group.
+        if body_error is None or not _alone(group, body_error):
             raise
-        else:
-            tree.begin_stop()
+    if body_error is not None:  # (raised outside the except: no group as its context)
+        raise body_error
     if writer is not None and writer.error is not None:
         # The agents never saw it (every phase ran on); the caller learns it here.
         raise writer.error
+
+
+def _alone(group: BaseExceptionGroup[BaseException], error: BaseException) -> bool:
+    """Is *error* all that the nursery's *group* holds? (A group the block raised
+    comes back as Trio's copy of it: the same exceptions, in a new group.)"""
+    if len(group.exceptions) != 1:
+        return False
+    only = group.exceptions[0]
+    if only is error:
+        return True
+    return (
+        isinstance(only, BaseExceptionGroup)
+        and isinstance(error, BaseExceptionGroup)
+        and _leaves(only) == _leaves(error)
+    )
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[int]:
+    """The ids of the exceptions in *group* and in the groups it holds, in order."""
+    found: list[int] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found += _leaves(exc)
+        else:
+            found.append(id(exc))
+    return found
 
 
 async def _trace_writer(

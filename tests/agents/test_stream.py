@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 
+import msgspec
 import pytest
 import trio
 import trio.testing
 
 import agentrio
+import agentrio.agents.stream
 from agentrio import AgentSpec, ChatMessage, Provider, ProviderConfig, ToolCallRequest, Usage
+from agentrio.agents.stream import _NOTHING, _Partials
 from agentrio.errors import ActorStopped, InvalidArgument, SelfAsk, UsageError
 from agentrio.events import (
+    PartialOutput,
     PhaseEnded,
     RunDone,
     RunItem,
@@ -347,3 +352,152 @@ async def test_a_streamed_run_refuses_a_part_the_wire_cannot_take_at_the_call() 
             with pytest.raises(InvalidArgument, match="takes images as data only"):
                 agent.stream(["what is this?", image])
         assert server.statistics().http_requests == 0
+
+
+# -- result(), text() -------------------------------------------------------------------
+
+
+async def test_result_reads_the_rest_and_returns_the_result() -> None:
+    model = ScriptedModel([calling("a"), Reply(text="a is A")], chunk_size=2)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model, tools=[lookup]))
+        async with agent.stream("what is a?") as stream:
+            first = await stream.__anext__()
+            result = await stream.result()
+            assert await stream.result() is result  # (again: at once)
+        with pytest.raises(UsageError, match="inside its block"):
+            await agent.stream("again").result()  # (not entered: nothing runs)
+        async with agent.stream("again") as left:
+            pass
+        with pytest.raises(UsageError, match="inside its async with block"):
+            await left.result()  # (left before its end: the run was cancelled)
+    assert type(first) is TurnEnded
+    assert (result.stop_reason, result.final_text) == ("done", "a is A")
+
+
+async def test_text_gives_the_text_alone_then_result_gives_the_result() -> None:
+    model = ScriptedModel([calling("a"), Reply(text="a is A, as said")], chunk_size=4)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model, tools=[lookup]))
+        async with agent.stream("what is a?") as stream:
+            texts = [text async for text in stream.text()]
+            result = await stream.result()
+    assert texts == ["a is", " A, ", "as s", "aid"]
+    assert result.final_text == "a is A, as said"
+
+
+# -- typed partial output -----------------------------------------------------------------
+
+
+class Movie(msgspec.Struct):
+    title: str
+    year: int
+    genres: list[str] = []
+
+
+MOVIE = '{"title": "Alien", "year": 1979, "genres": ["horror", "sf"]}'
+
+
+async def stream_items(spec: AgentSpec[object]) -> list[RunItem]:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        async with agent.stream("go") as stream:
+            return await read_all(stream)
+
+
+def partial_parser() -> Callable[[bytes], object]:
+    """The parser of cut JSON a typed stream uses (jiter's, else pydantic-core's)."""
+    parse = agentrio.agents.stream._partial_parser()
+    if parse is None:
+        pytest.skip("neither jiter nor pydantic-core is installed")
+    return parse
+
+
+def partials(items: Sequence[RunItem]) -> list[object]:
+    return [item.value for item in items if isinstance(item, PartialOutput)]
+
+
+async def test_a_typed_run_streams_its_answer_as_partial_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    partial_parser()
+    monkeypatch.setattr(agentrio.agents.stream, "PARSE_STEP", 1)  # (parse at each piece)
+    model = ScriptedModel([Reply(text=MOVIE)], chunk_size=12)
+    items = await stream_items(AgentSpec("critic", model, output_type=Movie))
+    assert partials(items) == [
+        {"title": "A"},  # (a string cut short: "A" of "Alien")
+        {"title": "Alien"},
+        {"title": "Alien", "year": 1979},
+        {"title": "Alien", "year": 1979, "genres": ["hor"]},
+        {"title": "Alien", "year": 1979, "genres": ["horror", "sf"]},
+    ]
+    # Each after the text it was parsed from, all before the turn's end.
+    assert kinds(items)[:4] == ["TextDelta", "PartialOutput", "TextDelta", "PartialOutput"]
+    assert kinds(items)[-2:] == ["TurnEnded", "RunDone"]
+    done = items[-1]
+    assert isinstance(done, RunDone)
+    assert done.result.output == Movie("Alien", 1979, ["horror", "sf"])
+
+
+async def test_a_short_answer_is_parsed_once_at_the_turns_end() -> None:
+    partial_parser()
+    model = ScriptedModel([Reply(text=MOVIE)], chunk_size=5)
+    items = await stream_items(AgentSpec("critic", model, output_type=Movie))
+    assert partials(items) == [{"title": "Alien", "year": 1979, "genres": ["horror", "sf"]}]
+    assert kinds(items)[-3:] == ["PartialOutput", "TurnEnded", "RunDone"]
+
+
+async def test_a_long_answer_is_not_parsed_again_at_every_piece(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parse = partial_parser()
+    parsed: list[int] = []
+
+    def counting(data: bytes) -> object:
+        parsed.append(len(data))
+        return parse(data)
+
+    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", counting)
+    words = [f"word{i}" for i in range(5000)]
+    text = msgspec.json.encode(words).decode()  # ~50k characters, in 10-character pieces
+    model = ScriptedModel([Reply(text=text)], chunk_size=10)
+    items = await stream_items(AgentSpec("lister", model, output_type=list[str]))
+    assert partials(items)[-1] == words
+    assert len(parsed) < 40  # (at every piece: 5000 parses)
+    assert sum(parsed) < 10 * len(text)  # (at every piece: ~2500 times the text)
+
+
+async def test_no_partial_values_for_plain_text_nor_without_jiter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    items = await stream_items(AgentSpec("plain", ScriptedModel([Reply(text='{"a": 1}')])))
+    assert partials(items) == []
+    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", None)  # (jiter not installed)
+    model = ScriptedModel([Reply(text=MOVIE)], chunk_size=5)
+    items = await stream_items(AgentSpec("critic", model, output_type=Movie))
+    assert partials(items) == []
+    assert kinds(items)[-2:] == ["TurnEnded", "RunDone"]
+
+
+def test_a_wrapped_answer_is_unwrapped_and_text_that_is_no_json_gives_nothing() -> None:
+    wrapped = _Partials(partial_parser(), wrapped=True)
+    assert wrapped.flush() is _NOTHING
+    wrapped.feed('{"res')
+    assert wrapped.flush() is _NOTHING  # (the wrapper's key not read yet)
+    wrapped.feed('{"result": ["a", "b')
+    assert wrapped.flush() == ["a", "b"]
+    plain = _Partials(partial_parser(), wrapped=False)
+    plain.feed("Let me look that up first.")
+    assert plain.flush() is _NOTHING
+
+
+def test_without_jiter_pydantic_cores_parser_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pydantic_core")
+    monkeypatch.setitem(sys.modules, "jiter", None)  # (an import of it raises ImportError)
+    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", _NOTHING)
+    parse = agentrio.agents.stream._partial_parser()
+    assert parse is not None
+    assert parse(b'{"title": "Ali') == {"title": "Ali"}
+    monkeypatch.setitem(sys.modules, "pydantic_core", None)
+    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", _NOTHING)
+    assert agentrio.agents.stream._partial_parser() is None

@@ -83,12 +83,11 @@ async def test_events_past_the_bound_are_dropped_and_counted(tmp_path: pathlib.P
 
 async def test_a_crash_keeps_what_was_written(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "run.jsonl"
-    with pytest.raises(ExceptionGroup) as caught:
+    with pytest.raises(ZeroDivisionError):  # (the block's own: as itself, no group)
         async with agentrio.open_runtime(trace=path) as rt:
             agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
             await agent.run("go")
             1 / 0  # noqa: B018
-    assert caught.group_contains(ZeroDivisionError)
     kinds = [type(r.e).__name__ for r in read_trace(path)]
     assert "PhaseEnded" in kinds
 

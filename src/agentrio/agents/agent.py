@@ -75,6 +75,7 @@ from .services import Services
 from .stream import RunStream
 from .tool import NO_ENV, Tool, check_env
 from .tool_call import ToolGate
+from .validators import OutputValidator, to_validators
 
 if TYPE_CHECKING:
     from ..core.bus import EventBus
@@ -254,7 +255,17 @@ class AgentSpec(Generic[OutputT]):
             the model, with why they were refused, for another answer (each
             one more model call of the phase's ``max_iterations``); past
             them the phase ends with ``"error"`` (``error_type``
-            ``"OutputInvalid"``). Default 1.
+            ``"OutputInvalid"``). Default 1. Answers refused by
+            *output_validators* count here too.
+        output_validators: functions ``fn(value)``, plain or async, given
+            each answer once it parsed (the ``output_type``'s value, else the
+            text), in order; stored as a tuple. One refuses the answer by
+            raising [`agentrio.ModelRetry`][agentrio.errors.ModelRetry]``(reason)``:
+            the model is told the reason and answers again, within
+            *output_retries*; past them the phase ends with ``"error"``
+            (``OutputInvalid``, naming the last reason). What it returns is
+            not used; anything else it raises ends the phase with
+            ``"error"``. See [Output validators][output-validators].
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -286,7 +297,8 @@ class AgentSpec(Generic[OutputT]):
             *settings* that is not a ``ModelSettings``, or whose
             ``tool_choice`` names a tool the spec does not have; an
             *output_type* msgspec cannot validate, or with a tool named
-            ``final_result``; *output_retries* not an int >= 0.
+            ``final_result``; *output_retries* not an int >= 0;
+            *output_validators* not a list of functions.
         ConfigError: *model* is a string with a colon that is not a valid
             ``"instance:model"``.
     """
@@ -315,6 +327,9 @@ class AgentSpec(Generic[OutputT]):
     settings: ModelSettings | None = None
     output_type: type[OutputT] | None = None
     output_retries: int = 1
+    output_validators: tuple[OutputValidator, ...] = attrs.field(
+        default=(), converter=to_validators
+    )
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -1504,7 +1519,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 f"agent {ref.path!r} was asked to stream a phase from inside its own "
                 "phase (a tool running its own agent): it would deadlock"
             ) from None
-        return create(RunStream, ref, cmd, state.services.bus, max_buffer_size)
+        return create(RunStream, ref, cmd, state.services.bus, max_buffer_size, state.info.output)
 
     async def respond(
         self,

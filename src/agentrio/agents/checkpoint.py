@@ -49,6 +49,7 @@ import msgspec
 import trio
 
 from .._checks import check_int, check_name
+from .._log import log_extra
 from ..errors import (
     ActorCrashed,
     ActorError,
@@ -854,7 +855,11 @@ class Checkpoints:
             # Another phase's id (run() refuses one, but two run() asking at once
             # both pass): this phase is recorded under an id of its own, so that
             # the two never mix their records.
-            _log.warning("phase id %r is another phase's: recorded under a new id", phase_id)
+            _log.warning(
+                "phase id %r is another phase's: recorded under a new id",
+                phase_id,
+                extra=log_extra(),
+            )
             phase_id = new_phase_id()
             resume = None
         else:
@@ -1035,6 +1040,7 @@ class Checkpoints:
                 "checkpoint store: a torn last record at %r offset %d was left out",
                 entry.source,
                 entry.offset,
+                extra=log_extra(),
             )
             if bus.active:  # type: ignore[attr-defined]
                 bus.publish(  # type: ignore[attr-defined]

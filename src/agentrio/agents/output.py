@@ -18,8 +18,17 @@ import msgspec
 from ..errors import InvalidArgument, OutputInvalid
 from ..providers.base import OutputSchema
 from ._pydantic import PydanticDecoder, uses_pydantic
+from .validators import OutputValidator, refusal
 
-__all__ = ["OUTPUT_RETRY_PROMPT", "WHY_CHARS", "OutputType", "TypedAnswer", "output_type_of"]
+__all__ = [
+    "OUTPUT_REFUSED_PROMPT",
+    "OUTPUT_RETRY_PROMPT",
+    "TEXT_REFUSED_PROMPT",
+    "WHY_CHARS",
+    "OutputType",
+    "TypedAnswer",
+    "output_type_of",
+]
 
 # What the model is told of a refused answer (its text is never quoted back:
 # the reason msgspec gives, cut at WHY_CHARS, says where it went wrong).
@@ -28,6 +37,12 @@ OUTPUT_RETRY_PROMPT = (
     "(no other text), matching the required schema."
 )
 WHY_CHARS = 300
+# What the model is told of an answer an output validator refused (ModelRetry's message).
+OUTPUT_REFUSED_PROMPT = (
+    "Your answer was refused: {why}. Give your final answer again, as JSON only "
+    "(no other text), matching the required schema."
+)
+TEXT_REFUSED_PROMPT = "Your answer was refused: {why}. Give your final answer again."
 
 
 def _cut(text: str) -> str:
@@ -129,40 +144,80 @@ def takes_schema(model: object) -> bool:
 
 
 class TypedAnswer:
-    """One phase's typed answer: the answers refused so far, the value accepted.
+    """One phase's answer as its spec checks it: parsed as the spec's output type
+    (if it has one), then given to its output validators (if any); the answers
+    refused so far, and the value accepted.
 
     Args:
-        kind: the spec's output type.
+        kind: the spec's output type (None: the answer is its text).
+        retries: the spec's ``output_retries``: refused answers sent back.
+        validators: the spec's ``output_validators``.
     """
 
-    __slots__ = ("kind", "refused", "value")
+    __slots__ = ("kind", "refused", "retries", "validators", "value")
 
-    def __init__(self, kind: OutputType) -> None:
+    def __init__(
+        self,
+        kind: OutputType | None,
+        retries: int,
+        validators: tuple[OutputValidator, ...] = (),
+    ) -> None:
         self.kind = kind
+        self.retries = retries
+        self.validators = validators
         self.refused = 0
         self.value: object = None
 
     def schema_for(self, model: object) -> OutputSchema | None:
         """What to pass *model*, the model a call goes to, as ``output_schema=``:
-        the schema, or None if it does not take the keyword. (Asked at each
-        call: a phase of ``run(model=...)`` calls another model than the
-        agent's own.)"""
-        return self.kind.schema if takes_schema(model) else None
+        the schema, or None if it does not take the keyword (or the answer is
+        text). (Asked at each call: a phase of ``run(model=...)`` calls another
+        model than the agent's own.)"""
+        kind = self.kind
+        return kind.schema if kind is not None and takes_schema(model) else None
 
     def check(self, text: str, calls_left: bool) -> str | OutputInvalid | None:
-        """Accept *text* as the answer (None), or refuse it: the message to send
-        the model so it answers again, or, past the retries (or with no model
-        call left in the phase: *calls_left* False), the error that ends the phase."""
-        value, why = self.kind.parse(text)
+        """Accept *text* as the answer (None; its value is then ``value``), or refuse
+        it: the message to send the model so it answers again, or, past the
+        retries (or with no model call left in the phase: *calls_left* False),
+        the error that ends the phase. The validators are `validate`'s."""
+        kind = self.kind
+        if kind is None:
+            self.value = text
+            return None
+        value, why = kind.parse(text)
         if not why:
             self.value = value
             return None
         self.refused += 1
-        if self.refused > self.kind.retries or not calls_left:
+        if self.refused > self.retries or not calls_left:
             tries = "answer" if self.refused == 1 else f"{self.refused} answers"
-            left = "" if calls_left or self.refused > self.kind.retries else " (no model call left)"
+            left = "" if calls_left or self.refused > self.retries else " (no model call left)"
             return OutputInvalid(
                 f"the model's {tries} did not match the output type "
-                f"{self.kind.label}{left}; the last: {why}"
+                f"{kind.label}{left}; the last: {why}"
             )
         return OUTPUT_RETRY_PROMPT.format(why=why)
+
+    async def validate(self, calls_left: bool) -> str | OutputInvalid | None:
+        """Give the accepted ``value`` to the validators: None if they all accept
+        it, else what `check` gives for a refusal, with the validator's reason.
+        (What a validator raises other than ``ModelRetry`` goes on up.)"""
+        why = await refusal(self.validators, self.value)
+        if why is None:
+            return None
+        self.value = None
+        why = _cut(why) if why else "no reason given"
+        self.refused += 1
+        if self.refused > self.retries or not calls_left:
+            left = "" if calls_left or self.refused > self.retries else " (no model call left)"
+            if self.refused == 1:
+                return OutputInvalid(
+                    f"the model's answer was refused by an output validator{left}: {why}"
+                )
+            return OutputInvalid(
+                f"the model's {self.refused} answers were refused{left}; "
+                f"the last by an output validator: {why}"
+            )
+        prompt = OUTPUT_REFUSED_PROMPT if self.kind is not None else TEXT_REFUSED_PROMPT
+        return prompt.format(why=why)

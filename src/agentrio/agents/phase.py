@@ -338,7 +338,12 @@ class Phase:
         self.settings = settings
         # The answer's parsing and validation, when the spec has an output_type.
         output = st.info.output
-        self.typed = None if output is None else TypedAnswer(output)
+        validators = st.spec.output_validators
+        self.typed = (
+            None
+            if output is None and not validators
+            else TypedAnswer(output, st.spec.output_retries, validators)
+        )
         # A durable agent's phase records its turns (agents/checkpoint.py);
         # without a checkpoint store, nothing (one test per phase, one per turn).
         checkpoints = st.services.checkpoints
@@ -428,7 +433,7 @@ class Phase:
         result: PhaseResult[object]
         if reason == "error" and error is not None:
             result = PhaseResult(text, tuple(self.calls), "error", error[0], error[1])
-        elif self.typed is None:
+        elif self.typed is None or self.typed.kind is None:  # (text: validated, or not)
             result = PhaseResult(
                 text, tuple(self.calls), reason, "", "", text if reason == "done" else None
             )
@@ -592,7 +597,7 @@ class Phase:
                     continue
                 if self.reason != "error":  # (the continuation detector may have raised)
                     self.reason = "done"
-                    if self.typed is not None and self._answer_refused(reply.text):
+                    if self.typed is not None and await self._answer_refused(reply.text):
                         continue  # the model is told why, and answers again
                 return
             self.pending = reply.tool_calls
@@ -634,18 +639,28 @@ class Phase:
         if self.reason == "error":
             return True
         self.reason = "done"
-        return not (self.typed is not None and self._answer_refused(last.content))
+        return not (self.typed is not None and await self._answer_refused(last.content))
 
-    def _answer_refused(self, text: str) -> bool:
-        """Check the answer *text* against the spec's output type: True if it was
-        refused and the model is asked for another (a user turn says why).
+    async def _answer_refused(self, text: str) -> bool:
+        """Check the answer *text* against the spec's output type, then its output
+        validators: True if it was refused and the model is asked for another (a
+        user turn says why).
 
         Past ``output_retries`` refusals, or with no model call left, the phase
-        ends with ``"error"`` (``OutputInvalid``).
+        ends with ``"error"`` (``OutputInvalid``); and so it does, with the
+        exception, if a validator raises anything but ``ModelRetry``.
         """
         typed = self.typed
         assert typed is not None
-        verdict = typed.check(text, self.iterations < self.cmd.max_iterations)
+        calls_left = self.iterations < self.cmd.max_iterations
+        verdict = typed.check(text, calls_left)
+        if verdict is None and typed.validators:
+            try:
+                verdict = await typed.validate(calls_left)
+            except Exception as exc:
+                typed.value = None
+                self._error(exc)
+                return False
         if verdict is None:
             return False
         if not isinstance(verdict, str):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 import trio
 
+from .._log import log_extra
 from .._text import scrub
 from ..core import interrupt_after
 from ..errors import ToolError
@@ -288,6 +289,7 @@ class ToolLane:
             "%r: tool %r was given up after %d attempts (a dead letter of the %r lane; "
             "the last raised %s)",
             *(self.path, req.name, attempts, self.name, type(exc).__name__),
+            extra=log_extra(self.path),
         )
         if self.bus.active:
             self.bus.publish(

@@ -26,6 +26,7 @@ import trio
 
 from .._checks import check_timeout
 from .._handles import NoPublicConstructor, create
+from .._log import ACTOR_PATH, log_extra
 from ..errors import (
     ActorCrashed,
     ActorStopped,
@@ -458,6 +459,7 @@ async def _serve(cell: _Cell, actor: Actor[Any]) -> None:
     mailbox = cell.mailbox
     assert mailbox is not None
     cell.serving = _SERVING
+    ACTOR_PATH.set(cell.path)  # (the task's own context: who its log records are about)
     # (No locals for mailbox.receive or actor.handle: a bound method kept on
     # each idle actor's frame is one more object for the cyclic GC to walk.)
     item: object = cell.held
@@ -1190,6 +1192,7 @@ def _dead_letter_logged(path: str, msg: object, reason: str, count: int) -> None
         "; further dead letters are only counted (statistics().dead_letters)"
         if count == LOGGED_DEAD_LETTERS
         else "",
+        extra=log_extra(path),
     )
 
 

@@ -23,6 +23,7 @@ import trio
 
 from .._checks import check_int
 from .._handles import NoPublicConstructor, create
+from .._log import log_extra
 from ..messages import Event, EventsLost
 
 __all__ = ["EventBus", "EventStream"]
@@ -33,7 +34,9 @@ QUIET = 10.0  # seconds without a drop before a subscriber's next drop is logged
 
 def _caught_up(lost: int) -> EventsLost:
     """The ``EventsLost`` that ends a streak of drops (logged at DEBUG)."""
-    _log.debug("an event subscriber is told %d event(s) were dropped for it", lost)
+    _log.debug(
+        "an event subscriber is told %d event(s) were dropped for it", lost, extra=log_extra()
+    )
     return EventsLost(path="", count=lost)
 
 
@@ -77,6 +80,7 @@ class EventStream(metaclass=NoPublicConstructor):
                 "an event subscriber fell behind (its buffer of %d events is full): events "
                 "are dropped for it (counted in EventsLost) until it catches up",
                 self._capacity,
+                extra=log_extra(),
             )
         self._quiet_until = now + QUIET
 

@@ -25,6 +25,7 @@ import trio
 
 from .._checks import check_int, check_name, check_seconds
 from .._handles import create
+from .._log import log_extra
 from ..errors import (
     ActorStopped,
     DuplicateName,
@@ -494,6 +495,7 @@ class _Supervisor:
                 _log.warning(
                     "child %r crashed (%s); it is temporary: not restarted",
                     *(cell.path, type(exc).__name__),
+                    extra=log_extra(cell.path),
                 )
             return "exit"
         if self.failure is not None:
@@ -528,6 +530,7 @@ class _Supervisor:
             *(cell.path, type(exc).__name__, cell.restarts + 1),
             " with all its siblings (one_for_all)" if self.strategy == "one_for_all" else "",
             delay,
+            extra=log_extra(cell.path),
         )
         return delay
 
@@ -544,6 +547,7 @@ class _Supervisor:
             "%s escalates: more than %d restarts within %g s (the last: %r, %s)",
             *(where, self.intensity.max_restarts, self.intensity.period, cell.path),
             type(exc).__name__,
+            extra=log_extra(cell.path),
         )
         if self.bus.active:
             self.bus.publish(SupervisorEscalated(path=self.path, child=cell.path, error=str(exc)))

@@ -29,6 +29,7 @@ import attrs
 import msgspec
 import trio
 
+from .._log import log_extra
 from .._version import __version__
 from ..errors import (
     AuthError,
@@ -991,7 +992,11 @@ class Provider:
                     got.report(meter, max_output_tokens)
                 raise
             if self._breaker.state != "closed":  # (a property: no clock read when closed)
-                _log.info("provider %r: circuit breaker closed: a request succeeded", self.name)
+                _log.info(
+                    "provider %r: circuit breaker closed: a request succeeded",
+                    self.name,
+                    extra=log_extra(),
+                )
             self._breaker.success()
             return reply if output_schema is None else typed_answer(reply, output_schema)
 
@@ -1011,6 +1016,7 @@ class Provider:
                 "pauses for %.2f s",
                 self.name,
                 delay,
+                extra=log_extra(),
             )
         self._paused_until = max(self._paused_until, now + delay)
 
@@ -1024,12 +1030,14 @@ class Provider:
             _log.warning(
                 "provider %r: attempt %d failed (%s); retry %d of %d after the pause (%.2f s)",
                 *(self.name, attempt, why, attempt, self.config.max_retries, left),
+                extra=log_extra(),
             )
             return
         delay = retry.retry_after if retry.retry_after is not None else self._backoff(attempt)
         _log.warning(
             "provider %r: attempt %d failed (%s); retry %d of %d in %.2f s",
             *(self.name, attempt, why, attempt, self.config.max_retries, delay),
+            extra=log_extra(),
         )
         await trio.sleep(delay)
         self._waited(meter, "retry", delay)
@@ -1061,6 +1069,7 @@ class Provider:
             _log.warning(
                 "provider %r: circuit breaker open: %s (the last: %s); no request for %g s",
                 *(self.name, after, why, self._breaker.cooldown),
+                extra=log_extra(),
             )
 
     def _gave_up(self, retry: _Retry, attempts: int) -> None:
@@ -1068,6 +1077,7 @@ class Provider:
             "provider %r gave up after %d attempt%s (the last: %s)",
             *(self.name, attempts, "" if attempts == 1 else "s"),
             _why(retry.error, retry.__cause__),
+            extra=log_extra(),
         )
 
     def _backoff(self, attempt: int) -> float:
@@ -1412,7 +1422,9 @@ class Provider:
 
     def _not_retried(self, why: str, *, failure: bool) -> None:
         """Count a failed attempt that fails the call at once (no retry is worth it)."""
-        _log.warning("provider %r gave up at once: %s, not retried", self.name, why)
+        _log.warning(
+            "provider %r gave up at once: %s, not retried", self.name, why, extra=log_extra()
+        )
         self._failures += 1
         if failure:  # counts against the circuit breaker
             self._breaker_failure(why)
@@ -1469,7 +1481,12 @@ def _log_request(endpoint: str, line: str, sent: int, start: float) -> None:
     status line, the bytes sent and how long the answer's head took."""
     took = (time.perf_counter() - start) * 1000
     _http_log.debug(
-        'HTTP Request: POST %s "%s" (%d bytes sent, head in %.1f ms)', endpoint, line, sent, took
+        'HTTP Request: POST %s "%s" (%d bytes sent, head in %.1f ms)',
+        endpoint,
+        line,
+        sent,
+        took,
+        extra=log_extra(),
     )
 
 

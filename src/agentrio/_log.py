@@ -1,0 +1,42 @@
+"""agentrio's logging, as a library's: a NullHandler, and what each record carries.
+
+The package's logger (``agentrio``) gets a `logging.NullHandler`, so that a
+program that configures no logging sees nothing (Python's last-resort
+handler is not used); a program that does (``logging.basicConfig()``) sees
+agentrio's records as any library's.
+
+Each record agentrio writes carries, as ``extra`` fields: ``agentrio_path``,
+the path of the actor it concerns (the agent whose task logs it, or the
+actor named in it; ``""`` when none), and, while an OpenTelemetry span is
+current (the runtime's ``otel=``, or the program's own), ``otelTraceID`` and
+``otelSpanID`` as OpenTelemetry's logging instrumentation names them (which,
+when it is on, sets them itself).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from contextvars import ContextVar
+
+__all__ = ["ACTOR_PATH", "log_extra"]
+
+logging.getLogger("agentrio").addHandler(logging.NullHandler())
+
+# The path of the actor whose task runs (set once when its task starts; the
+# tasks it starts inherit it): who a provider's retry was for, say.
+ACTOR_PATH: ContextVar[str] = ContextVar("agentrio_actor_path", default="")
+
+
+def log_extra(path: str | None = None) -> dict[str, str]:
+    """The ``extra`` fields of a record about *path* (None: the running actor's)."""
+    fields = {"agentrio_path": ACTOR_PATH.get() if path is None else path}
+    trace = sys.modules.get("opentelemetry.trace")  # (not imported: OpenTelemetry is off)
+    # A record factory other than logging's own may be OpenTelemetry's logging
+    # instrumentation, which sets the two ids itself (extra may not set them again).
+    if trace is not None and logging.getLogRecordFactory() is logging.LogRecord:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            fields["otelTraceID"] = format(context.trace_id, "032x")
+            fields["otelSpanID"] = format(context.span_id, "016x")
+    return fields
