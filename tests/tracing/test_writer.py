@@ -61,6 +61,10 @@ async def test_a_file_that_cannot_be_opened_is_a_typed_error(tmp_path: pathlib.P
     with pytest.raises(TraceError, match=r"no/such/dir/run\.jsonl"):  # as is, not in a group
         async with agentrio.open_runtime(trace=missing):
             pytest.fail("the block ran")
+    # A path no file can have (a NUL in it): a TraceError too, not a ValueError.
+    with pytest.raises(TraceError, match="embedded null byte"):
+        async with agentrio.open_runtime(trace=tmp_path / "a\0b.jsonl"):
+            pytest.fail("the block ran")
 
 
 async def test_events_past_the_bound_are_dropped_and_counted(tmp_path: pathlib.Path) -> None:

@@ -249,7 +249,7 @@ class _Opening:
     async def open(self) -> IO[bytes]:
         try:
             return await trio.to_thread.run_sync(self._open, abandon_on_cancel=True)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # (ValueError: a NUL in the path)
             raise TraceError(f"cannot open trace file {self.path!r}: {exc}") from None
         except BaseException:
             self._abandon()
