@@ -168,6 +168,16 @@ def test_a_bad_lock_timeout_is_refused(tmp_path: Path) -> None:
             SQLiteStore(tmp_path / "db", lock_timeout=bad)  # type: ignore[arg-type]
 
 
+async def test_a_path_with_a_nul_is_refused(tmp_path: Path) -> None:
+    # (It was an untyped ValueError from the system call.)
+    for make in (DirectoryStore, SQLiteStore):
+        with pytest.raises(InvalidArgument, match="NUL"):
+            make(tmp_path / "a\0b")
+    with pytest.raises(InvalidArgument, match="NUL"):
+        async with agentrio.open_runtime(store=str(tmp_path / "a\0b"), specs={}):
+            pytest.fail("the block ran")
+
+
 @STORES
 @pytest.mark.parametrize(
     ("content", "holder"),

@@ -28,9 +28,9 @@ import threading
 import trio
 
 from .._checks import check_seconds
-from ..errors import StoreError, StoreLocked
+from ..errors import InvalidArgument, StoreError, StoreLocked
 
-__all__ = ["StoreLock", "check_lock_timeout"]
+__all__ = ["StoreLock", "check_lock_timeout", "check_store_path"]
 
 _HOLDER_BYTES = 256  # the most of a lock file read back
 _PID = re.compile(rb"pid=(\d{1,10})\b")
@@ -41,6 +41,19 @@ _LONGEST_WAIT = 0.5
 # The lock files this process holds, by (device, inode), under _HELD_LOCK.
 _HELD: set[tuple[int, int]] = set()
 _HELD_LOCK = threading.Lock()
+
+
+def check_store_path(path: str | os.PathLike[str]) -> str:
+    """*path* as a str, if a file can have it (no NUL character: the system calls
+    would refuse it with an untyped ``ValueError``).
+
+    Raises:
+        InvalidArgument: it holds a NUL.
+    """
+    text = os.fspath(path)
+    if "\0" in text:
+        raise InvalidArgument(f"a checkpoint store's path holds a NUL character: {text!r}")
+    return text
 
 
 def check_lock_timeout(lock_timeout: object) -> float:

@@ -51,7 +51,7 @@ from typing import BinaryIO
 import trio
 
 from ..errors import StoreCorrupt, StoreError
-from ._lock import StoreLock, check_lock_timeout
+from ._lock import StoreLock, check_lock_timeout, check_store_path
 from .base import Entry, Loaded
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "DirectoryStore"]
@@ -235,7 +235,8 @@ class DirectoryStore:
     Raises:
         StoreError: the directory cannot be made (its parent is missing or not
             writable), or *path* is not a directory.
-        InvalidArgument: *lock_timeout* is not a number of seconds >= 0.
+        InvalidArgument: *lock_timeout* is not a number of seconds >= 0, or *path*
+            holds a NUL character.
 
     Attributes:
         path: the directory's path.
@@ -244,7 +245,7 @@ class DirectoryStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 0.0) -> None:
-        self.path = os.fspath(path)
+        self.path = check_store_path(path)
         self.segment: str | None = None
         self._lock_timeout = check_lock_timeout(lock_timeout)
         self._lock = StoreLock(os.path.join(self.path, _LOCK), self.path)

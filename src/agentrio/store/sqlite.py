@@ -33,7 +33,7 @@ from typing import TypeVar
 import trio
 
 from ..errors import StoreCorrupt, StoreError
-from ._lock import StoreLock, check_lock_timeout
+from ._lock import StoreLock, check_lock_timeout, check_store_path
 from .base import Entry, Loaded
 
 __all__ = ["SQLiteStore"]
@@ -82,14 +82,15 @@ class SQLiteStore:
             lock file cannot be made. The message names the file.
         StoreLocked: (from ``load``, ``append``) another store owns the
             database (past *lock_timeout*).
-        InvalidArgument: *lock_timeout* is not a number of seconds >= 0.
+        InvalidArgument: *lock_timeout* is not a number of seconds >= 0, or *path*
+            holds a NUL character.
 
     Attributes:
         path: the database's path.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 0.0) -> None:
-        self.path = os.fspath(path)
+        self.path = check_store_path(path)
         self._lock_timeout = check_lock_timeout(lock_timeout)
         self._lock: StoreLock | None = None
         if self.path not in ("", ":memory:"):  # (a database of its own: nobody else's)
