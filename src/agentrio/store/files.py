@@ -220,7 +220,8 @@ class DirectoryStore:
 
     A store has one owner at a time: the first ``load`` or ``append`` takes
     the directory's lock (an exclusive ``flock`` on its file ``lock``, which
-    names the holder's pid and host), held until ``aclose`` (or until the
+    names the holder's pid and host, and one on the directory itself, which
+    holds if ``lock`` is removed), held until ``aclose`` (or until the
     store object is dropped, or its process dies: the system releases it,
     even after a SIGKILL). Another store on the same directory, in this
     process or another, then raises [`StoreLocked`][agentrio.errors.StoreLocked]
@@ -248,7 +249,7 @@ class DirectoryStore:
         self.path = check_store_path(path)
         self.segment: str | None = None
         self._lock_timeout = check_lock_timeout(lock_timeout)
-        self._lock = StoreLock(os.path.join(self.path, _LOCK), self.path)
+        self._lock = StoreLock(os.path.join(self.path, _LOCK), self.path, directory=self.path)
         # (A store dropped without aclose lets its lock go with it.)
         weakref.finalize(self, self._lock.release)
         self._dir = Path(self.path)
