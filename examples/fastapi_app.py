@@ -33,6 +33,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import msgspec
@@ -162,8 +163,9 @@ class Served:
         self.thread.join()
 
 
-def sse_events(text: str) -> list[tuple[str, dict[str, object]]]:
-    """``(event name, data)`` of each server-sent event of *text*."""
+def sse_events(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(event name, data)`` of each server-sent event of *text* (data as
+    ``json.loads`` gives it: indexed as the server sent it)."""
     found = []
     for block in text.strip().split("\n\n"):
         fields = dict(line.split(": ", 1) for line in block.splitlines())

@@ -60,7 +60,8 @@ async def main() -> None:
         config = ProviderConfig(name="vision", kind="openai", base_url=server.base_url + "/v1")
         async with Provider(config) as provider, agentrio.open_runtime() as rt:
             agent = await rt.spawn_agent(agentrio.AgentSpec("eye", provider.model("gpt-x")))
-            turn = [
+            # (annotated: a list of a str and parts is a list[object] to a type checker)
+            turn: list[str | ImagePart | DocumentPart] = [
                 "What are these?",
                 ImagePart(data=tiny_png(4, 3), media_type="image/png"),
                 DocumentPart(data=PDF, name="notes.pdf"),

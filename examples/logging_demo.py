@@ -79,8 +79,8 @@ def main(argv: list[str]) -> int:
     logging.getLogger("agentrio").addHandler(counted)
     results = trio.run(run)
     print("runs:", ", ".join(f"{reason}={n}" for reason, n in sorted(Counter(results).items())))
-    for (name, level), n in sorted(counted.seen.items()):
-        print(f"  {name:<20} {level:<8} {n}")
+    for (name, level_name), n in sorted(counted.seen.items()):
+        print(f"  {name:<20} {level_name:<8} {n}")
     retried = counted.seen["agentrio.providers", "WARNING"] > 0
     print(f"logging: retries logged: {retried}, records with the key or content: {counted.leaks}")
     return 0 if retried and not counted.leaks else 1

@@ -96,7 +96,8 @@ async def main() -> None:
                 if metric.name == "gen_ai.client.token.usage":
                     for point in metric.data.data_points:
                         kind = str((point.attributes or {})["gen_ai.token.type"])
-                        tokens[kind] = tokens.get(kind, 0) + int(point.sum)  # type: ignore[union-attr]
+                        # (not every point has .sum to the SDK's newer types; to 1.30's, it has)
+                        tokens[kind] = tokens.get(kind, 0) + int(point.sum)  # type: ignore[union-attr,unused-ignore]
     traces = {s.context.trace_id for s in spans if s.context is not None}
     phases = sum(s.name.startswith("invoke_agent") for s in spans)
     print(

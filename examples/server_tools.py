@@ -17,6 +17,7 @@ Run it with ``python examples/server_tools.py``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import trio
 
@@ -62,7 +63,7 @@ CITED = {
 }
 
 
-def blocks(*given: dict[str, object]) -> tuple[RawBlock, ...]:
+def blocks(*given: Mapping[str, object]) -> tuple[RawBlock, ...]:
     return tuple(RawBlock.of(b) for b in given)
 
 

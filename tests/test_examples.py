@@ -86,3 +86,19 @@ def test_supervised_pool_main(capsys: pytest.CaptureFixture[str]) -> None:
         "events: ActorExited=5, ActorFailed=4, ActorRestarted=4, ActorStarted=9, DeadLetter=4"
         in lines
     )
+
+
+def test_examples_type_check() -> None:
+    # A user's program is type-checked: an example must pass what it would (review of
+    # #21: three examples did not, and CI checked src/ only).
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "mypy", "--strict", "--no-error-summary"),
+            *("--cache-dir", str(ROOT / ".mypy_cache" / "examples"), str(EXAMPLES)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

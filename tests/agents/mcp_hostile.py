@@ -11,7 +11,11 @@ SDK's own server never would. The ways to break the stream, as tools:
 
 A call to one of them breaks the stream instead of answering; with
 ``then_answer: true`` it answers first, then breaks the stream with no call in
-flight. ``echo`` and ``pid`` answer.
+flight. ``echo`` and ``pid`` answer; ``cut_emoji`` answers a text that is a
+JSON escape of a lone surrogate (what ``JSON.stringify`` writes for a string cut
+in the middle of an emoji), and ``server_error`` a JSON-RPC error of code -32000
+(JSON-RPC's first server error code, which the SDK also uses for a connection
+that closed).
 """
 
 from __future__ import annotations
@@ -71,12 +75,18 @@ def answer(request: dict[str, object]) -> None:
             }
         )
     elif method == "tools/list":
-        tools = [tool(name) for name in ("echo", "pid", *BREAKS)]
+        tools = [tool(name) for name in ("echo", "pid", "cut_emoji", "server_error", *BREAKS)]
         send({"jsonrpc": "2.0", "id": ident, "result": {"tools": tools}})
     elif method == "tools/call":
         name = params.get("name")
         arguments = params.get("arguments") or {}
-        if name in BREAKS:
+        if name == "cut_emoji":
+            # (json.dumps writes a lone surrogate as its escape, as JSON.stringify does)
+            send({"jsonrpc": "2.0", "id": ident, "result": result("smile \ud83d")})
+        elif name == "server_error":
+            error = {"code": -32000, "message": "the tool is busy"}
+            send({"jsonrpc": "2.0", "id": ident, "error": error})
+        elif name in BREAKS:
             if arguments.get("then_answer"):
                 send({"jsonrpc": "2.0", "id": ident, "result": result("answered")})
             break_stream(str(name))

@@ -11,6 +11,8 @@ UNFINISHED = [
     "",
     "  \n ",
     "Let me check the logs.",
+    "Let me also check the logs.",
+    "Let me just run the tests once more.",
     "I'll now run the test suite.",
     "Next, I will update the README.",
     "Now I'll look at the second file.",
@@ -111,6 +113,13 @@ FINAL = [
     "Let me note that the numbers are rounded.",
     "Let me stop here.",
     "Let me add that the fix is untested.",
+    # the same with a word between (review of #21), and more remarks
+    "Let me also note the license change.",
+    "Let me just say this works now.",
+    "Let me briefly mention that the cache is cold.",
+    "Let me thank you for your patience.",
+    "Let me recommend option B.",
+    "Let me suggest pinning the version.",
 ]
 
 

@@ -9,6 +9,7 @@ this file made). The model is scripted; the server is not.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 import signal
@@ -559,6 +560,46 @@ async def test_a_stream_broken_between_calls_is_a_dead_connection(kind: str, why
     assert str(info.value) == (
         f"the MCP server 'h' is down: its connection actor has exited (last: {why})"
     )
+
+
+def test_the_stdio_decoder_replaces_only_lone_surrogate_escapes() -> None:
+    decoder = _StdioDecoder()
+    lines = (
+        b'{"a": "cut \\ud83d", "b": "pair \\ud83d\\ude00", "c": "not one \\\\ud800"}\n'
+        b'{"d": "\\udcff"} and not JSON\n'
+    )
+    first, second, _ = decoder.decode(lines).split("\n")
+    assert json.loads(first) == {"a": "cut \ufffd", "b": "pair \U0001f600", "c": "not one \\ud800"}
+    assert second == '{"d": "\\udcff"} and not JSON'  # (left for the SDK to refuse)
+
+
+async def test_a_lone_surrogate_escaped_by_a_stdio_server_is_replaced_not_fatal() -> None:
+    # JSON's escape of a lone surrogate ("\ud83d": an emoji cut in half, as
+    # JSON.stringify or json.dumps writes it) is valid JSON the SDK refuses: the
+    # connection used to end, the call failing as lost. It is U+FFFD, as any
+    # text from outside is.
+    async with agentrio.open_runtime() as rt:
+        sup = await rt.spawn_supervisor(name="tools", max_restarts=0, restart="temporary")
+        async with agentrio.mcp.connect(rt, "h", command=HOSTILE, under=sup) as server:
+            with trio.fail_after(HANG_GUARD):
+                assert await server.tool("cut_emoji").invoke({}) == "smile \ufffd"
+                assert server.connected
+                assert await server.tool("echo").invoke({"a": 1}) == '{"a": 1}'
+
+
+async def test_a_server_error_of_code_32000_fails_the_call_not_the_connection() -> None:
+    # -32000 is the SDK's code for a closed connection, and JSON-RPC's first
+    # server error code: a server's answer with it used to end a live connection.
+    async with agentrio.open_runtime() as rt:
+        sup = await rt.spawn_supervisor(name="tools", max_restarts=0, restart="temporary")
+        async with agentrio.mcp.connect(rt, "h", command=HOSTILE, under=sup) as server:
+            with trio.fail_after(HANG_GUARD):
+                pid = await server.tool("pid").invoke({})
+                with pytest.raises(MCPToolError) as info:
+                    await server.tool("server_error").invoke({})
+                assert server.connected
+                assert await server.tool("pid").invoke({}) == pid  # the same process
+    assert str(info.value) == "the MCP server 'h' refused the call: the tool is busy"
 
 
 async def test_an_error_raised_as_the_connect_timeout_cancels_is_still_a_connect_error(

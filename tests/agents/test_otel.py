@@ -32,7 +32,7 @@ from agentrio.types import ToolSchema
 class Recorded:
     """An OpenTelemetry instance on the SDK's in-memory span exporter and metric reader."""
 
-    def __init__(self, *, capture_content: bool = False) -> None:
+    def __init__(self, *, capture_content: bool = False, content_chars: int = 4096) -> None:
         self.exporter = InMemorySpanExporter()
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
@@ -42,6 +42,7 @@ class Recorded:
             tracer_provider=tracer_provider,
             meter_provider=MeterProvider(metric_readers=[self.reader]),
             capture_content=capture_content,
+            content_chars=content_chars,
         )
 
     def spans(self) -> tuple[ReadableSpan, ...]:
@@ -351,9 +352,13 @@ async def test_content_is_recorded_when_asked_for() -> None:
     # The agent's env values are hidden, as in events.
     assert tool["gen_ai.tool.call.arguments"] == '{"key":"[redacted]"}'
     assert tool["gen_ai.tool.call.result"] == "[redacted]=1"
-    # Bounded: content_chars (4096) at most.
+    # Bounded: content_chars (4096) at most; output messages cut in their text, so
+    # that they stay JSON and keep their finish_reason (review of #21).
     out = str(chats[1]["gen_ai.output.messages"])
-    assert len(out) == 4096 and out.endswith("…")
+    assert len(out) <= 4096
+    (message,) = json.loads(out)
+    assert message["finish_reason"] == "stop"
+    assert message["parts"][0]["content"].endswith("x…")
     phase = recorded.named("invoke_agent lead").attributes or {}
     assert "a question" in str(phase["gen_ai.input.messages"])
 
@@ -378,6 +383,28 @@ async def test_output_messages_carry_their_finish_reason() -> None:
             "finish_reason": "stop",
         }
     ]
+
+
+async def test_long_output_messages_are_cut_in_their_text_and_keep_their_finish_reason() -> None:
+    # Cut as a string, a long reply's JSON lost its end: its finish_reason too.
+    recorded = Recorded(capture_content=True, content_chars=300)
+    long_key = "k" * 1000
+    model = ScriptedModel(
+        [calls(("lookup", {"key": long_key}), ("lookup", {"key": "b"})), Reply(text="é\n" * 900)]
+    )
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        lead = await rt.spawn_agent(lead_spec(model, env={"TOKEN": "kkkkkkkkkk"}))
+        await lead.run("a question")
+    spans = [s for s in recorded.spans() if s.name in ("chat", "invoke_agent lead")]
+    outputs = [str((s.attributes or {})["gen_ai.output.messages"]) for s in spans]
+    assert len(outputs) == 3 and all(len(out) <= 300 for out in outputs)
+    calls_out, answer, final = (json.loads(out)[0] for out in outputs)
+    assert calls_out["finish_reason"] == "tool_call"
+    assert [p["name"] for p in calls_out["parts"]] == ["lookup", "lookup"]
+    assert "kkkkkkkkkk" not in outputs[0] and calls_out["parts"][0]["arguments"].endswith("…")
+    assert answer["finish_reason"] == final["finish_reason"] == "stop"
+    assert answer["parts"][0]["content"].startswith("é\né\n")
+    assert answer["parts"][0]["content"].endswith("…")
 
 
 async def test_nothing_is_recorded_when_it_is_off(recorded: Recorded) -> None:

@@ -392,3 +392,29 @@ def test_settings_secrets_are_the_long_values_as_sent_and_as_an_echo_spells_them
     assert settings_secrets(None, None) == []
     # A key as keys are written has one spelling.
     assert settings_secrets({"k": RUN_HEADER_KEY}, None) == [RUN_HEADER_KEY]
+
+
+@pytest.mark.parametrize("overflow", [False, True])
+async def test_a_failed_responses_answer_echoing_the_request_shows_no_secret(
+    overflow: bool,
+) -> None:
+    # A whole (not streamed) Responses answer that failed is quoted, a context
+    # overflow included: neither the key nor a run's header values may be.
+    said = " context_length_exceeded: maximum context length is 10 tokens" if overflow else ""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        echoed = {k: v for k, v in request.headers.items() if k.startswith(("x-", "auth"))}
+        error = {"code": "bad", "message": f"cannot take {echoed}{said}"}
+        return httpx.Response(200, json={"status": "failed", "output": [], "error": error})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    config = ProviderConfig(
+        name="p", kind="openai-responses", base_url="http://127.0.0.1:9/v1", max_retries=0
+    )
+    settings = ModelSettings(extra_headers={"x-run-key": RUN_HEADER_KEY})
+    async with Provider(config, client=client, api_key=KEY) as provider:
+        with pytest.raises(ProviderError) as caught:
+            await provider.model("m").complete(HI, [], max_output_tokens=8, settings=settings)
+    shown = texts(caught.value)
+    assert "the response failed" in shown and "[redacted]" in shown
+    assert KEY not in shown and RUN_HEADER_KEY not in shown

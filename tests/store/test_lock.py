@@ -168,6 +168,30 @@ def test_a_bad_lock_timeout_is_refused(tmp_path: Path) -> None:
             SQLiteStore(tmp_path / "db", lock_timeout=bad)  # type: ignore[arg-type]
 
 
+async def test_a_lock_file_removed_while_held_still_excludes(tmp_path: Path) -> None:
+    # Removed (a clean-up script), the lock file was made again by the next opener,
+    # which locked it and owned the store too: the directory's own lock holds.
+    first = DirectoryStore(tmp_path)
+    await first.load()
+    os.unlink(tmp_path / "lock")
+    second = DirectoryStore(tmp_path)
+    with pytest.raises(StoreLocked, match="lock file was removed"):
+        await second.load()
+    await first.aclose()
+    await second.load()  # the owner gone, the store is free
+    await second.aclose()
+
+
+async def test_a_path_with_a_nul_is_refused(tmp_path: Path) -> None:
+    # (It was an untyped ValueError from the system call.)
+    for make in (DirectoryStore, SQLiteStore):
+        with pytest.raises(InvalidArgument, match="NUL"):
+            make(tmp_path / "a\0b")
+    with pytest.raises(InvalidArgument, match="NUL"):
+        async with agentrio.open_runtime(store=str(tmp_path / "a\0b"), specs={}):
+            pytest.fail("the block ran")
+
+
 @STORES
 @pytest.mark.parametrize(
     ("content", "holder"),

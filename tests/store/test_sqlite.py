@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import tracemalloc
 import zlib
 from functools import partial
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import trio
 
 from agentrio.errors import StoreCorrupt, StoreError
-from agentrio.store import CheckpointStore, Entry, Loaded, SQLiteStore
+from agentrio.store import MAX_RECORD, CheckpointStore, Entry, Loaded, SQLiteStore
 
 
 async def test_round_trip_and_reopen(tmp_path: Path) -> None:
@@ -63,6 +64,30 @@ async def test_a_row_whose_checksum_fails(tmp_path: Path) -> None:
     assert (info.value.source, info.value.offset) == (str(path), 2)
     assert str(path) in str(info.value)
     assert "tw0" not in str(info.value)
+    await store.aclose()
+
+
+async def test_a_row_over_max_record_is_corrupt_and_never_read(tmp_path: Path) -> None:
+    # (review of #21: rows of any size were read whole, where a DirectoryStore
+    # refuses a frame over MAX_RECORD.)
+    path = tmp_path / "db"
+    store = SQLiteStore(path)
+    await store.append([b"one"], sync=True)
+    await store.aclose()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO records (data, crc) VALUES (zeroblob(?), 0)", (MAX_RECORD + 1,))
+    db.close()
+    store = SQLiteStore(path)
+    tracemalloc.start()
+    try:
+        with pytest.raises(StoreCorrupt, match="over MAX_RECORD, at row 2") as info:
+            await store.load()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.value.offset == 2 and peak < MAX_RECORD // 4
+    with pytest.raises(StoreError, match="over MAX_RECORD"):
+        await store.append([bytes(MAX_RECORD + 1)], sync=False)
     await store.aclose()
 
 

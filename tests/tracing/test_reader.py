@@ -43,6 +43,8 @@ def test_a_corrupt_line_names_file_and_line(tmp_path: pathlib.Path) -> None:
 def test_a_missing_file_is_a_typed_error(tmp_path: pathlib.Path) -> None:
     with pytest.raises(TraceError, match=r"nope\.jsonl"):
         list(read_trace(tmp_path / "nope.jsonl"))
+    with pytest.raises(TraceError, match="embedded null byte"):
+        list(read_trace(tmp_path / "a\0b.jsonl"))
 
 
 # -- hostile files: a TraceError each, in bounded memory ---------------------------------

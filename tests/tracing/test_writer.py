@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -60,6 +63,10 @@ async def test_a_file_that_cannot_be_opened_is_a_typed_error(tmp_path: pathlib.P
         await TraceWriter(missing).open()
     with pytest.raises(TraceError, match=r"no/such/dir/run\.jsonl"):  # as is, not in a group
         async with agentrio.open_runtime(trace=missing):
+            pytest.fail("the block ran")
+    # A path no file can have (a NUL in it): a TraceError too, not a ValueError.
+    with pytest.raises(TraceError, match="embedded null byte"):
+        async with agentrio.open_runtime(trace=tmp_path / "a\0b.jsonl"):
             pytest.fail("the block ran")
 
 
@@ -204,3 +211,61 @@ async def test_a_fifo_whose_reader_left_stops_the_trace_not_the_agents(
                             break
     assert (failed.error_type, failed.errno) == ("BrokenPipeError", "EPIPE")
     assert "'" + str(fifo) + "'" in str(caught.value)
+
+
+# -- a FIFO whose reader reads nothing (review of #21) ------------------------------------
+
+
+@contextlib.contextmanager
+def _stalled_fifo(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A FIFO with a reader that reads nothing, and leaves after 20 s of real time
+    (a writer that waits for it for ever then sees EPIPE: the test fails, not hangs)."""
+    fifo = tmp_path / "trace.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    once = threading.Lock()  # (taken by whoever closes the reader: it is closed once)
+
+    def leave() -> None:
+        if once.acquire(blocking=False):
+            os.close(reader)
+
+    timer = threading.Timer(20, leave)
+    timer.start()
+    try:
+        yield fifo
+    finally:
+        timer.cancel()
+        leave()
+
+
+async def test_a_reader_that_reads_nothing_is_given_up_at_the_end(
+    tmp_path: pathlib.Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The writer waited in a worker thread for the pipe to take a write, for ever:
+    # open_runtime's block never ended, and could not be cancelled.
+    with _stalled_fifo(tmp_path) as fifo:
+        bus = agentrio.core.EventBus()
+        writer = TraceWriter(fifo)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(writer.run, bus)
+            for _ in range(300):  # (far past what the pipe holds)
+                bus.publish(events.Stalled(path="a", why="x" * 1000))
+            await trio.sleep(1)
+            bus.close()
+    assert writer.error is not None
+    assert "(ETIMEDOUT: its reader read nothing for 5 s)" in str(writer.error)
+
+
+async def test_a_reader_that_reads_nothing_does_not_stop_a_cancel(
+    tmp_path: pathlib.Path,
+) -> None:
+    with _stalled_fifo(tmp_path) as fifo:
+        start = time.monotonic()
+        with trio.move_on_after(2) as scope:  # (real time: the cancel must end it)
+            async with agentrio.open_runtime(trace=fifo) as rt:
+                agent = await rt.spawn_agent(agentrio.AgentSpec("a1", FunctionModel(_answer)))
+                for _ in range(1000):  # (their events are more than the pipe holds)
+                    await agent.run("go")
+                await trio.sleep_forever()
+        assert scope.cancelled_caught
+        assert time.monotonic() - start < 10  # (not ended by the reader's leaving, at 20 s)

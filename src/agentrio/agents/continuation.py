@@ -37,7 +37,10 @@ _ACTIONS = "|".join(
 _REMARKS = (
     r"know|be|say|hear|point\ out|note|stop|mention|stress|emphasi[sz]e|remind|warn"
     r"|apologi[sz]e|repeat|reiterate|add\ that|clarify\ that|admit|confess"
+    r"|thank|recommend|suggest|congratulate"
 )
+# Words that may come between "Let me" and a remark ("Let me also note ...").
+_SOFTENERS = r"(?:(?:also|just|briefly|quickly|again|finally|simply|only)\s+)?"
 # A last sentence that announces what the model is about to do, after an
 # optional lead-in ("OK, ", "Now ", "To do this, "). Narrow on purpose: a false
 # positive costs a model call, and final answers end with "Let me know if ...",
@@ -49,13 +52,15 @@ _ANNOUNCES = re.compile(
     r"""
     ^(?:[\w' ]{1,30},\s*)?(?:(?:now|next|first|then|so)\s+)?
     (?:
-        let\ me\s+(?!(?:REMARKS)\b)
+        let\ me\s+(?!SOFTENERS(?:REMARKS)\b)
       | i(?:\ am\ going\ to|'m\ going\ to|\ am\ about\ to|'m\ about\ to)\s+
         (?:now|next|first|then|ACTIONS)\b
       | i\ (?:still\ |also\ )?need\ to\s+(?:(?:now|next|first|then|also)\s+)?
         (?!(?:REMARKS)\b)(?:ACTIONS)\b
     )
-    """.replace("ACTIONS", _ACTIONS).replace("REMARKS", _REMARKS),
+    """.replace("ACTIONS", _ACTIONS)
+    .replace("SOFTENERS", _SOFTENERS)
+    .replace("REMARKS", _REMARKS),
     re.IGNORECASE | re.VERBOSE,
 )
 # "Let's ..." and "I'll ..." also state plans and commitments ("Let's go with
@@ -137,7 +142,8 @@ def looks_unfinished(text: str) -> bool:
     ("next time", "later", "tomorrow", "soon"), that is a question, an offer
     or a condition ("If you want, I'll ..."), that holds a colon ("Let me
     sum up: ..."), that is a remark to the reader ("Let me point out ...",
-    "I need to stop here because ...", "I need to note ..."), or that starts
+    "I need to stop here because ...", "I need to note ...", "Let me also
+    note ...", "Let me thank you ...", "Let me recommend ..."), or that starts
     "Let me know", "Let me be", "Let's hope", "I'll be", "I'll keep", "I need
     to know". Combine it with your own rules
     in a detector of your own:

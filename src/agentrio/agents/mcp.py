@@ -34,6 +34,7 @@ import codecs
 import contextlib
 import contextvars
 import functools
+import json
 import math
 import os
 import re
@@ -67,6 +68,7 @@ from ..core.ref import SupervisorRef
 from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, ToolError
 from ..messages import Message
 from ..providers.base import ToolSchema
+from ..providers.guard import escapes_surrogate, loads
 from ..providers.redact import redact_url, url_secrets
 from .tool import Tool, ToolArgumentsInvalid
 from .tool_call import hide_env
@@ -90,6 +92,8 @@ _CLIENT_INFO = Implementation(name="agentrio", version=__version__)
 # connection ends (see _StdioDecoder): a line that never ends must not fill
 # the memory.
 _MAX_LINE_CHARS = 16 * 1024 * 1024
+# What the SDK says when it fails a call because the connection ended.
+_SDK_CLOSED = "Connection closed"
 
 
 class MCPToolError(ToolError):
@@ -228,7 +232,7 @@ class _StdioDecoder(codecs.IncrementalDecoder):
         lines = "".join([*self._line, text[: end + 1]])
         rest = text[end + 1 :]
         self._line, self._line_chars = [rest], len(rest)
-        return lines
+        return _without_lone_surrogates(lines) if escapes_surrogate(lines) else lines
 
     def _fault(self, text: str, why: str) -> str:
         """Report *why*; give the lines that ended before the fault, then `_BROKEN_HERE`.
@@ -244,6 +248,25 @@ class _StdioDecoder(codecs.IncrementalDecoder):
     def reset(self) -> None:
         self._utf8.reset()
         self._line, self._line_chars = [], 0
+
+
+def _without_lone_surrogates(lines: str) -> str:
+    """*lines* (whole lines of JSON) with each JSON escape of a lone surrogate
+    (``"\\udcff"``) made U+FFFD, as agentrio's rule is for a server's text.
+
+    Such an escape is valid JSON (``JSON.stringify`` writes one for a string cut in
+    the middle of a pair, Python's ``json.dumps`` for ``os.listdir``'s name of a file
+    that is not UTF-8), but the SDK refuses the whole message, and the connection
+    ended. A line that holds one is read by the stdlib, which takes it, scrubbed and
+    written again; a line it cannot read is left for the SDK to refuse.
+    """
+    out = []
+    for line in lines.split("\n"):
+        if escapes_surrogate(line):
+            with contextlib.suppress(ValueError, RecursionError):
+                line = json.dumps(loads(line), ensure_ascii=False, allow_nan=False)
+        out.append(line)
+    return "\n".join(out)
 
 
 def _find_codec(name: str) -> codecs.CodecInfo | None:
@@ -585,7 +608,11 @@ class _Link:
         try:
             result = await client.call_tool(tool, arguments)
         except mcp.MCPError as exc:
-            if exc.code != CONNECTION_CLOSED:
+            # -32000 is CONNECTION_CLOSED to the SDK, but JSON-RPC's first server
+            # error code to servers, which answer with it: a loss only if the
+            # connection did end, or the SDK said so (a write that failed).
+            closed = lost.is_set() or exc.message == _SDK_CLOSED
+            if exc.code != CONNECTION_CLOSED or not closed:
                 raise MCPToolError(
                     f"the MCP server {self.name!r} refused the call: {self.scrub(exc.message)}"
                 ) from None

@@ -537,7 +537,47 @@ class OpenTelemetry:
                 out.append({"role": m.role, "parts": parts})
             else:
                 out.append({"role": m.role, "parts": parts, "finish_reason": finish})
-        return self._content(msgspec.json.encode(out).decode(), st)
+        text = msgspec.json.encode(out).decode()
+        if finish is not None and len(text) > self.content_chars:
+            fitted = self._fitted(out, st)
+            if fitted is not None:
+                return fitted
+        return self._content(text, st)
+
+    def _fitted(self, out: list[dict[str, object]], st: _AgentState) -> str | None:
+        """Output messages *out* as JSON within ``content_chars``, their texts cut (each
+        ending with ``…``; a tool call's arguments then as their JSON text) instead of
+        the JSON, which stays whole: each message keeps its ``finish_reason``. None if
+        even texts of one character do not fit."""
+        env = st.spec.env
+        texts: list[tuple[dict[str, object], str, str]] = []
+        for message in out:
+            parts = message["parts"]
+            assert isinstance(parts, list)
+            for part in parts:
+                for key in ("content", "response", "arguments"):
+                    if key in part:
+                        value = part[key]
+                        if not isinstance(value, str):
+                            value = msgspec.json.encode(value).decode()
+                        texts.append((part, key, hide_env(value, env) if env else value))
+
+        def encoded(most: int) -> str:
+            for part, key, text in texts:
+                part[key] = _cut(text, most)
+            return msgspec.json.encode(out).decode()
+
+        # The longest cut that fits, by bisection (a character may take 6 in JSON).
+        low, high = 0, min(self.content_chars, max((len(t) for _, _, t in texts), default=0))
+        while low < high:
+            middle = (low + high + 1) // 2
+            if len(encoded(middle)) <= self.content_chars:
+                low = middle
+            else:
+                high = middle - 1
+        if low < 1:
+            return None
+        return self._content(encoded(low), st)  # (the ids and names hidden too)
 
 
 # The conventions' finish reasons are "stop", "length", "content_filter", "tool_call"

@@ -1270,8 +1270,10 @@ class Provider:
             got.answered = True
         try:
             return self._wire.parse(data, self.name, text_tools)
-        except BadResponse as exc:  # (it may quote the server's error, which may echo the key)
-            exc.args = (self._redact(str(exc)),)
+        except (BadResponse, ContextTooLong) as exc:
+            # (They may quote the server's error, which may echo the key, or the
+            # values of a run's settings: a failed Responses answer is quoted.)
+            exc.args = (self._redact(str(exc), body),)
             raise
 
     def _json(self, content: bytes) -> object:

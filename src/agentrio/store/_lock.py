@@ -9,6 +9,12 @@ leaves a store locked. Within one process a table of the lock files held
 (by device and inode) excludes too, whatever the file system does with
 ``flock`` (NFS emulates it with POSIX locks, which are the process's).
 
+A store in a directory of its own (a ``DirectoryStore``) also holds an exclusive
+``flock`` on that directory: a lock file removed while it is held (by a
+clean-up script, by hand) would let a second opener make a new one and lock
+it, but the directory is still locked. (Where a file system has no
+``flock`` on directories, the lock file's alone holds.)
+
 The holder writes ``pid=<pid> host=<host>`` in the lock file; another opener
 reads it back to name the holder in its `StoreLocked`. That text comes from
 the disk: read bounded, and only digits and the characters of a host name
@@ -24,13 +30,14 @@ import re
 import socket
 import stat
 import threading
+from types import ModuleType
 
 import trio
 
 from .._checks import check_seconds
-from ..errors import StoreError, StoreLocked
+from ..errors import InvalidArgument, StoreError, StoreLocked
 
-__all__ = ["StoreLock", "check_lock_timeout"]
+__all__ = ["StoreLock", "check_lock_timeout", "check_store_path"]
 
 _HOLDER_BYTES = 256  # the most of a lock file read back
 _PID = re.compile(rb"pid=(\d{1,10})\b")
@@ -41,6 +48,19 @@ _LONGEST_WAIT = 0.5
 # The lock files this process holds, by (device, inode), under _HELD_LOCK.
 _HELD: set[tuple[int, int]] = set()
 _HELD_LOCK = threading.Lock()
+
+
+def check_store_path(path: str | os.PathLike[str]) -> str:
+    """*path* as a str, if a file can have it (no NUL character: the system calls
+    would refuse it with an untyped ``ValueError``).
+
+    Raises:
+        InvalidArgument: it holds a NUL.
+    """
+    text = os.fspath(path)
+    if "\0" in text:
+        raise InvalidArgument(f"a checkpoint store's path holds a NUL character: {text!r}")
+    return text
 
 
 def check_lock_timeout(lock_timeout: object) -> float:
@@ -58,12 +78,14 @@ class StoreLock:
     """The exclusive lock of one store, at *path* (its lock file), for *store*
     (the store's path, as errors name it)."""
 
-    __slots__ = ("_fd", "_key", "_taking", "path", "store")
+    __slots__ = ("_dir_fd", "_fd", "_key", "_taking", "directory", "path", "store")
 
-    def __init__(self, path: str, store: str) -> None:
+    def __init__(self, path: str, store: str, *, directory: str | None = None) -> None:
         self.path = path
         self.store = store
+        self.directory = directory  # locked too, if given (see the module)
         self._fd: int | None = None
+        self._dir_fd: int | None = None
         self._key: tuple[int, int] | None = None
         self._taking = trio.Lock()  # (the store's tasks that ask at once: one takes it)
 
@@ -85,11 +107,14 @@ class StoreLock:
 
     async def _take(self, timeout: float) -> None:
         fd, key = await trio.to_thread.run_sync(self._open)
+        dir_fd: int | None = None
         try:
+            if self.directory is not None:
+                dir_fd = await trio.to_thread.run_sync(_open_directory, self.directory)
             deadline = trio.current_time() + timeout
             wait = _FIRST_WAIT
             while True:
-                holder = await trio.to_thread.run_sync(self._attempt, fd, key)
+                holder = await trio.to_thread.run_sync(self._attempt, fd, key, dir_fd)
                 if holder is None:
                     break
                 left = deadline - trio.current_time()
@@ -99,13 +124,18 @@ class StoreLock:
                 wait = min(wait * 2, _LONGEST_WAIT)
         except BaseException:
             os.close(fd)
+            if dir_fd is not None:
+                os.close(dir_fd)
             raise
-        self._fd, self._key = fd, key
+        self._fd, self._key, self._dir_fd = fd, key, dir_fd
 
     def release(self) -> None:
         """Let the lock go (idempotent; never raises)."""
-        fd, key = self._fd, self._key
-        self._fd = self._key = None
+        fd, key, dir_fd = self._fd, self._key, self._dir_fd
+        self._fd = self._key = self._dir_fd = None
+        if dir_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(dir_fd)
         if fd is None:
             return
         with contextlib.suppress(OSError):
@@ -140,7 +170,7 @@ class StoreLock:
             )
         return fd, (info.st_dev, info.st_ino)
 
-    def _attempt(self, fd: int, key: tuple[int, int]) -> str | None:
+    def _attempt(self, fd: int, key: tuple[int, int], dir_fd: int | None) -> str | None:
         """Try once: None if the lock is now held (and the holder's line written),
         else who holds it."""
         try:
@@ -160,6 +190,9 @@ class StoreLock:
                 raise StoreError(
                     f"cannot lock checkpoint store {self.store!r}: {exc.strerror}"
                 ) from None
+            if dir_fd is not None and not _lock_directory(fcntl, dir_fd):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return "an unknown process (the store's lock file was removed while it held it)"
             _HELD.add(key)
         line = f"pid={os.getpid()} host={socket.gethostname()}\n".encode(errors="replace")
         try:
@@ -177,6 +210,28 @@ class StoreLock:
             path=self.store,
             holder=holder,
         )
+
+
+def _open_directory(path: str) -> int | None:
+    """*path*, a directory, opened to be locked (None if it cannot be: the lock file's
+    lock then holds alone)."""
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _lock_directory(fcntl: ModuleType, dir_fd: int) -> bool:
+    """Lock the directory *dir_fd*; False if another holds it. A file system with
+    no ``flock`` on a directory (NFS: it emulates ``flock`` with POSIX locks, which
+    need a file open for writing) counts as locked: the lock file's lock holds."""
+    try:
+        fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        pass
+    return True
 
 
 def _holder(fd: int) -> str:

@@ -51,7 +51,7 @@ from typing import BinaryIO
 import trio
 
 from ..errors import StoreCorrupt, StoreError
-from ._lock import StoreLock, check_lock_timeout
+from ._lock import StoreLock, check_lock_timeout, check_store_path
 from .base import Entry, Loaded
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "DirectoryStore"]
@@ -220,7 +220,8 @@ class DirectoryStore:
 
     A store has one owner at a time: the first ``load`` or ``append`` takes
     the directory's lock (an exclusive ``flock`` on its file ``lock``, which
-    names the holder's pid and host), held until ``aclose`` (or until the
+    names the holder's pid and host, and one on the directory itself, which
+    holds if ``lock`` is removed), held until ``aclose`` (or until the
     store object is dropped, or its process dies: the system releases it,
     even after a SIGKILL). Another store on the same directory, in this
     process or another, then raises [`StoreLocked`][agentrio.errors.StoreLocked]
@@ -235,7 +236,8 @@ class DirectoryStore:
     Raises:
         StoreError: the directory cannot be made (its parent is missing or not
             writable), or *path* is not a directory.
-        InvalidArgument: *lock_timeout* is not a number of seconds >= 0.
+        InvalidArgument: *lock_timeout* is not a number of seconds >= 0, or *path*
+            holds a NUL character.
 
     Attributes:
         path: the directory's path.
@@ -244,10 +246,10 @@ class DirectoryStore:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 0.0) -> None:
-        self.path = os.fspath(path)
+        self.path = check_store_path(path)
         self.segment: str | None = None
         self._lock_timeout = check_lock_timeout(lock_timeout)
-        self._lock = StoreLock(os.path.join(self.path, _LOCK), self.path)
+        self._lock = StoreLock(os.path.join(self.path, _LOCK), self.path, directory=self.path)
         # (A store dropped without aclose lets its lock go with it.)
         weakref.finalize(self, self._lock.release)
         self._dir = Path(self.path)

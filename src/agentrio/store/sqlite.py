@@ -33,8 +33,9 @@ from typing import TypeVar
 import trio
 
 from ..errors import StoreCorrupt, StoreError
-from ._lock import StoreLock, check_lock_timeout
+from ._lock import StoreLock, check_lock_timeout, check_store_path
 from .base import Entry, Loaded
+from .files import MAX_RECORD
 
 __all__ = ["SQLiteStore"]
 
@@ -82,14 +83,15 @@ class SQLiteStore:
             lock file cannot be made. The message names the file.
         StoreLocked: (from ``load``, ``append``) another store owns the
             database (past *lock_timeout*).
-        InvalidArgument: *lock_timeout* is not a number of seconds >= 0.
+        InvalidArgument: *lock_timeout* is not a number of seconds >= 0, or *path*
+            holds a NUL character.
 
     Attributes:
         path: the database's path.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, lock_timeout: float = 0.0) -> None:
-        self.path = os.fspath(path)
+        self.path = check_store_path(path)
         self._lock_timeout = check_lock_timeout(lock_timeout)
         self._lock: StoreLock | None = None
         if self.path not in ("", ":memory:"):  # (a database of its own: nobody else's)
@@ -162,8 +164,12 @@ class SQLiteStore:
         """Every record, in the order appended (``torn`` is always empty:
         batches are transactions).
 
+        A row longer than [`MAX_RECORD`][agentrio.store.MAX_RECORD] is corrupt, and
+        never read (as a ``DirectoryStore`` refuses such a frame).
+
         Raises:
-            StoreCorrupt: a row whose checksum fails (its ``offset`` is the row id).
+            StoreCorrupt: a row whose checksum fails, or that is longer than
+                ``MAX_RECORD`` (its ``offset`` is the row id).
             StoreLocked: another store owns the database (past *lock_timeout*).
             StoreError: the database cannot be opened or read.
         """
@@ -171,7 +177,20 @@ class SQLiteStore:
 
     def _load(self, db: sqlite3.Connection) -> Loaded:
         entries = []
-        for rowid, data, crc in db.execute("SELECT id, data, crc FROM records ORDER BY id"):
+        # (A row over MAX_RECORD is not read: length() of a blob is in its header.)
+        rows = db.execute(
+            "SELECT id, CASE WHEN length(data) <= ? THEN data END, crc, length(data)"
+            " FROM records ORDER BY id",
+            (MAX_RECORD,),
+        )
+        for rowid, data, crc, length in rows:
+            if isinstance(length, int) and length > MAX_RECORD:
+                raise StoreCorrupt(
+                    f"checkpoint database {self.path!r} holds a record of {length} bytes,"
+                    f" over MAX_RECORD, at row {rowid}",
+                    source=self.path,
+                    offset=rowid,
+                )
             if not isinstance(data, bytes) or zlib.crc32(data) != crc:
                 raise StoreCorrupt(
                     f"checkpoint database {self.path!r} holds a record whose checksum "
@@ -187,8 +206,15 @@ class SQLiteStore:
         when *sync*).
 
         Raises:
-            StoreError: the store is closed, or the database cannot be written.
+            StoreError: a record over [`MAX_RECORD`][agentrio.store.MAX_RECORD], the
+                store is closed, or the database cannot be written.
         """
+        for data in batch:
+            if len(data) > MAX_RECORD:
+                raise StoreError(
+                    f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
+                    f"({MAX_RECORD}) for {self.path!r}"
+                )
         if batch:
             rows = [(bytes(data), zlib.crc32(data)) for data in batch]
             await self._call(lambda db: self._append(db, rows, sync))

@@ -83,7 +83,7 @@ class TraceReader:
         decode = _record_decoder().decode
         try:
             handle = open(self.path, "rb")  # noqa: SIM115
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # (ValueError: a NUL in the path)
             raise TraceError(f"cannot open trace file {self.path!r}: {exc}") from None
         with handle:
             number = 0

@@ -12,7 +12,10 @@ written in their place. Each batch is written to the operating system (not
 its last write, and at most its last line is torn (the reader notes it).
 
 The file is opened in a worker thread too (a FIFO with no reader blocks its
-opener until one comes), and a write that fails (a full disk, an I/O error, a
+opener until one comes). A FIFO or a socket is written from the Trio thread
+without blocking, so that a reader that reads nothing never makes the writer
+uncancellable; once the bus has ended, such a reader is given ``_CLOSE_GRACE``
+seconds to make room, then given up. A write that fails (a full disk, an I/O error, a
 reader gone) never reaches the agents: the writer stops writing, publishes a
 [`TraceWriteFailed`][agentrio.events.TraceWriteFailed], drops and counts every
 later event, and the runtime raises [`TraceError`][agentrio.errors.TraceError]
@@ -39,6 +42,9 @@ from ..messages import Event, EventsLost, TraceWriteFailed
 __all__ = ["BATCH", "FLUSH_INTERVAL", "MAX_PENDING", "TraceWriter"]
 
 FLUSH_INTERVAL = 0.2  # seconds between writes of what has gathered
+# At the runtime's end, how long a FIFO's (or socket's) reader may take nothing
+# before the last write is given up (the runtime then raises TraceError).
+_CLOSE_GRACE = 5.0
 BATCH = 1000  # events that make the writer write at once
 MAX_PENDING = 100_000  # events waiting to be written, past which events are dropped
 
@@ -84,6 +90,11 @@ class TraceWriter:
         self._file: IO[bytes] | None = None
         self._bus: EventBus | None = None
         self._failure: _Failure | None = None
+        # A FIFO or a socket is written from the Trio thread, without blocking:
+        # a reader that reads nothing must not make the writer uncancellable.
+        self._pollable = False
+        self._closing = False  # the last write: a stalled reader is given _CLOSE_GRACE
+        self._waiting: trio.CancelScope | None = None  # a write waiting for its reader
 
     @property
     def error(self) -> TraceError | None:
@@ -109,6 +120,10 @@ class TraceWriter:
         """
         if self._file is None:
             self._file = await _Opening(self.path).open()
+            mode = os.fstat(self._file.fileno()).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                os.set_blocking(self._file.fileno(), False)
+                self._pollable = True
 
     async def aclose(self) -> None:
         """Close the file, if it is open, without writing what waits (``run`` closes
@@ -140,6 +155,7 @@ class TraceWriter:
             await self._flusher()
         finally:
             detach()
+            self._closing = True
             with trio.CancelScope(shield=True):
                 await self._write()
                 await self._close()
@@ -147,6 +163,8 @@ class TraceWriter:
     def _end(self) -> None:
         self._ended = True
         self._wake.set()
+        if self._waiting is not None:  # (a reader that reads nothing now has _CLOSE_GRACE)
+            self._waiting.cancel()
 
     async def _flusher(self) -> None:
         while not self._ended:
@@ -166,11 +184,20 @@ class TraceWriter:
             return
         buffer = self._encode(lines)
         try:
-            await trio.to_thread.run_sync(self._append, bytes(buffer))
+            if self._pollable:
+                await self._append_polled(bytes(buffer))
+            else:
+                await trio.to_thread.run_sync(self._append, bytes(buffer))
         except OSError as exc:
             self.dropped += len(lines)
             await self._fail(exc)
             return
+        except trio.Cancelled:
+            # Cut short waiting for a reader, maybe in the middle of a line: nothing
+            # more may be written after it (the file is closed by run, shielded).
+            self.dropped += len(lines)
+            self._stop(TimeoutError(errno.ETIMEDOUT, "cancelled while its reader read nothing"))
+            raise
         self.written += len(lines)
 
     def _encode(self, lines: list[_Line]) -> bytearray:
@@ -204,8 +231,36 @@ class TraceWriter:
         while view:  # (an unbuffered file may write less than it was given)
             view = view[self._file.write(view) :]
 
+    async def _append_polled(self, data: bytes) -> None:
+        """Write *data* to a FIFO or socket without blocking, waiting (cancellably)
+        for its reader to make room; once the bus has ended, _CLOSE_GRACE at most for
+        each wait."""
+        assert self._file is not None
+        fd = self._file.fileno()
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                if self._closing or self._ended:
+                    with trio.move_on_after(_CLOSE_GRACE):
+                        await trio.lowlevel.wait_writable(fd)
+                        continue
+                    raise TimeoutError(
+                        errno.ETIMEDOUT, f"its reader read nothing for {_CLOSE_GRACE:g} s"
+                    ) from None
+                with trio.CancelScope() as self._waiting:  # (cancelled by _end)
+                    await trio.lowlevel.wait_writable(fd)
+                self._waiting = None
+
     async def _fail(self, exc: OSError) -> None:
         """Stop writing for good: count what waited as dropped, say why once."""
+        self._stop(exc)
+        await self._close()
+
+    def _stop(self, exc: OSError) -> None:
+        """Stop writing for good (the file is left to close): count what waited as
+        dropped, say why once."""
         self._failure = _Failure(
             type(exc).__name__, errno.errorcode.get(exc.errno or 0, ""), exc.strerror or "error"
         )
@@ -224,7 +279,6 @@ class TraceWriter:
                     dropped=self.dropped,
                 )
             )
-        await self._close()
 
     async def _close(self) -> None:
         file, self._file = self._file, None
@@ -249,7 +303,7 @@ class _Opening:
     async def open(self) -> IO[bytes]:
         try:
             return await trio.to_thread.run_sync(self._open, abandon_on_cancel=True)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # (ValueError: a NUL in the path)
             raise TraceError(f"cannot open trace file {self.path!r}: {exc}") from None
         except BaseException:
             self._abandon()
