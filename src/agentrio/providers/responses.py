@@ -78,6 +78,8 @@ _SETTINGS = frozenset(
         "top_p",
         "tool_choice",
         "parallel_tool_calls",
+        "prompt_cache_key",
+        "prompt_cache_retention",
         "extra_headers",
         "extra_body",
     )
@@ -214,7 +216,7 @@ def _tools(tools: Sequence[ToolSchema]) -> list[dict[str, object]]:
 
 def _apply(body: dict[str, object], settings: ModelSettings, tools: Sequence[ToolSchema]) -> None:
     check_settings(settings, WIRE, _SETTINGS, _RESERVED)
-    for name in ("temperature", "top_p"):
+    for name in ("temperature", "top_p", "prompt_cache_key", "prompt_cache_retention"):
         value = getattr(settings, name)
         if value is not None:
             body[name] = value
