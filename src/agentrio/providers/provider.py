@@ -272,6 +272,36 @@ def _check_wire_fields(config: ProviderConfig) -> None:
         raise ConfigError(f"provider {config.name!r}: settings: {exc}") from None
 
 
+class _Official(str):
+    """The default of ``ProviderConfig.base_url``: none was given, so the instance is
+    its kind's official endpoint (told apart from any str a caller passes)."""
+
+    __slots__ = ()
+
+
+_OFFICIAL = _Official("")
+
+
+def _fill_official(config: ProviderConfig) -> None:
+    """Give a config made without ``base_url`` its kind's official endpoint (as its
+    base URL variable sets it) and, unless it names one, its key variable: what a
+    ``[providers.NAME]`` table without ``base_url`` gets."""
+    from .builtin import kind_defaults  # (builtin imports this module)
+
+    if config.kind not in _WIRES:
+        return  # (the kind's own check says so)
+    try:
+        defaults = kind_defaults(config.kind)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"provider {config.name!r} has no base_url, so it is {config.kind}'s official "
+            f"endpoint, but {exc}"
+        ) from None
+    object.__setattr__(config, "base_url", defaults["base_url"])
+    if config.api_key_env is None:
+        object.__setattr__(config, "api_key_env", defaults["api_key_env"])
+
+
 def _url_repr(url: object) -> str:
     return repr(redact_url(url)) if isinstance(url, str) else repr(url)
 
@@ -299,9 +329,18 @@ class ProviderConfig:
             ``https://``, has a host, and is a URL httpx can parse (checked
             here, not at the first request). A ``user:password@`` part and
             query values (``?key=...``) are sent, but shown as
-            ``[redacted]`` in ``repr``, errors and httpx's log line.
+            ``[redacted]`` in ``repr``, errors and httpx's log line. Left
+            out, the instance is its kind's official endpoint, as the
+            built-in instance of that API is (see [No
+            configuration][no-configuration]): ``OPENAI_BASE_URL`` (for
+            ``"openai"`` and ``"openai-responses"``), ``ANTHROPIC_BASE_URL``
+            or ``OLLAMA_HOST`` if set (a ``ConfigError`` naming the variable
+            if it is not a usable URL), else the official URL; and
+            ``api_key_env``, unless given, is that API's key variable
+            (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``; none for Ollama).
         api_key_env: the name of the environment variable holding the key
-            (never the key itself: letters, digits and ``_``, not starting
+            (None: no key is sent, unless ``base_url`` is left out, above;
+            never the key itself: letters, digits and ``_``, not starting
             with a digit; another value is refused, and not echoed; a name
             not written in capitals, such as a key made only of letters and
             digits, is not shown in messages or ``repr``).
@@ -398,7 +437,7 @@ class ProviderConfig:
 
     name: str
     kind: Kind
-    base_url: str = attrs.field(repr=_url_repr)
+    base_url: str = attrs.field(default=_OFFICIAL, repr=_url_repr)
     api_key_env: str | None = attrs.field(default=None, repr=_env_repr)
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
@@ -442,6 +481,8 @@ class ProviderConfig:
             raise ConfigError(
                 f"provider {self.name!r}: kind must be one of {sorted(_WIRES)}, got {self.kind!r}"
             )
+        if type(self.base_url) is _Official:
+            _fill_official(self)
         _check_url(self)
         _check_key_env(self)
         _check_numbers(self)
