@@ -146,6 +146,7 @@ UNUSABLE = [
     ("openai:m", {"OPENAI_BASE_URL": f"https:///v1?key={SECRET}"}, "OPENAI_BASE_URL", "usable"),
     ("openai:m", {"OPENAI_BASE_URL": f"http://u:{SECRET}@[::1/v1"}, "OPENAI_BASE_URL", "usable"),
     ("openai:m", {"OPENAI_BASE_URL": f"https://h/v1?k={SECRET} "}, "OPENAI_BASE_URL", "space"),
+    ("openai:m", {"OPENAI_BASE_URL": f"http://{SECRET}@h:99999/v1"}, "OPENAI_BASE_URL", "usable"),
     ("anthropic:m", {}, "ANTHROPIC_API_KEY", "is not set"),
     ("anthropic:m", {"ANTHROPIC_API_KEY": f"{SECRET}\t"}, "ANTHROPIC_API_KEY", "whitespace"),
     ("anthropic:m", {"ANTHROPIC_BASE_URL": f"{SECRET}"}, "ANTHROPIC_BASE_URL", "usable"),
@@ -153,6 +154,7 @@ UNUSABLE = [
     ("ollama:m", {"OLLAMA_HOST": f"h:{SECRET}"}, "OLLAMA_HOST", "not a usable URL"),
     ("ollama:m", {"OLLAMA_HOST": f"ftp://{SECRET}"}, "OLLAMA_HOST", "not a usable URL"),
     ("ollama:m", {"OLLAMA_HOST": f"{SECRET} :1"}, "OLLAMA_HOST", "whitespace"),
+    ("ollama:m", {"OLLAMA_HOST": "127.0.0.1:114340"}, "OLLAMA_HOST", "not a usable URL"),
 ]
 
 

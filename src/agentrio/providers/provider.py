@@ -212,7 +212,8 @@ def _check_url(config: ProviderConfig) -> None:
     import httpx  # here: only a provider's configuration needs it
 
     try:
-        host = httpx.URL(url).host
+        parsed = httpx.URL(url)
+        host, port = parsed.host, parsed.port
     except httpx.InvalidURL as exc:
         why = str(exc)
         for secret in url_secrets(url):
@@ -220,6 +221,9 @@ def _check_url(config: ProviderConfig) -> None:
         raise ConfigError(f"{where} is not a valid URL ({why}): {redact_url(url)!r}") from None
     if not host:
         raise ConfigError(f"{where} has no host: {redact_url(url)!r}")
+    # (httpx takes any digits, and a sign, as a port: no connection could be made)
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"{where} has a port outside 1-65535: {redact_url(url)!r}")
 
 
 def _check_key_env(config: ProviderConfig) -> None:
@@ -326,7 +330,8 @@ class ProviderConfig:
             wire's ``/chat/completions`` or ``/responses`` goes right after it),
             ``https://api.anthropic.com`` (with or without ``/v1``: both reach
             ``/v1/messages``), ``http://127.0.0.1:11434``: it starts with ``http://`` or
-            ``https://``, has a host, and is a URL httpx can parse (checked
+            ``https://``, has a host (and a port, if any, from 1 to 65535),
+            and is a URL httpx can parse (checked
             here, not at the first request). A ``user:password@`` part and
             query values (``?key=...``) are sent, but shown as
             ``[redacted]`` in ``repr``, errors and httpx's log line. Left
