@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -227,3 +228,31 @@ async def test_on_a_built_in_instance_a_refused_key_names_its_variable(
         f"check the key in ANTHROPIC_API_KEY: {server.base_url} refused it"
     )
     assert "sk-FAKE-SECRET" not in repr(report) + "".join(report.causes())
+
+
+async def test_on_an_instance_without_a_key_the_hints_name_its_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --api-key-env and --kind go only with --base-url: on --model ollama:MODEL,
+    # what to try is the instance's table of agentrio.toml.
+    monkeypatch.delenv("AGENTRIO_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    async with open_fake_llm(api_key="the-right-key") as server:
+        monkeypatch.setenv("OLLAMA_HOST", server.base_url)
+        report = await run_demo(2, model="ollama:qwen3:8b")
+    assert report.stop_reasons == {"error": 2}
+    assert report.instance == "ollama" and report.api_key_env is None
+    steps = report.next_steps()
+    assert steps[0] == (
+        "api_key_env in a [providers.ollama] table of agentrio.toml, naming the "
+        f"environment variable that holds the key {server.base_url} accepts"
+    )
+    assert not any("--api-key-env" in step or "--kind" in step for step in steps)
+    # Other failures on an instance name it too, never --kind.
+    bad = attrs.evolve(report, failures={"BadResponse": {"x": 1}, "ProviderError": {"y": 1}})
+    assert bad.next_steps()[:2] == [
+        f"kind in a [providers.ollama] table of agentrio.toml: the wire format "
+        f"{server.base_url} speaks",
+        f"check the model in --model: {server.base_url} refused the requests",
+    ]

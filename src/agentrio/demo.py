@@ -139,6 +139,10 @@ class DemoReport:
         api_key_env: on a provider instance (``--model INSTANCE:MODEL``),
             the variable its key came from, for what to try when it is
             refused.
+        instance: the provider instance of ``--model INSTANCE:MODEL``
+            (None otherwise): what to try then names its agentrio.toml
+            table, not ``--kind`` or ``--api-key-env``, which go only with
+            ``--base-url``.
     """
 
     agents: int
@@ -152,6 +156,7 @@ class DemoReport:
     max_output_tokens: int = 1024
     base_url: str | None = None
     api_key_env: str | None = None
+    instance: str | None = None
 
     @property
     def failed(self) -> int:
@@ -213,6 +218,14 @@ class DemoReport:
         """What to try next, given what this run measured and how it went."""
         server = self.base_url or "the server"
         hints = dict(_FAILURE_HINTS)
+        if self.instance is not None:
+            table = f"a [providers.{self.instance}] table of agentrio.toml"
+            hints["AuthError"] = (
+                f"api_key_env in {table}, naming the environment variable that holds "
+                "the key {server} accepts"
+            )
+            hints["BadResponse"] = f"kind in {table}: the wire format {{server}} speaks"
+            hints["ProviderError"] = "check the model in --model: {server} refused the requests"
         if self.api_key_env is not None:
             hints["AuthError"] = f"check the key in {self.api_key_env}: {{server}} refused it"
         steps = [hints[k].format(server=server) for k in self.failures if k in hints]
@@ -325,7 +338,8 @@ async def _on_instance(swarm: Callable[..., Awaitable[DemoReport]], model: str) 
     key_env = config.api_key_env and (
         shown_env_name(config.api_key_env) or "the variable named by api_key_env"
     )
-    return attrs.evolve(report, base_url=shown_url, api_key_env=key_env or None)
+    instance = model.partition(":")[0]
+    return attrs.evolve(report, base_url=shown_url, api_key_env=key_env or None, instance=instance)
 
 
 class _Counts:

@@ -963,9 +963,9 @@ class ModelSettings(
         cache_control: Anthropic's cache marker put at each breakpoint, e.g.
             ``{"type": "ephemeral", "ttl": "1h"}`` (None: the marker of
             ``cache``; ``cache="off"`` sends none).
-        prompt_cache_key: OpenAI's ``prompt_cache_key``: calls with the same
-            key and prefix go to the same cache (a non-empty str; not sent
-            when None).
+        prompt_cache_key: OpenAI's ``prompt_cache_key`` (chat completions
+            and the Responses API): calls with the same key and prefix go to
+            the same cache (a non-empty str; not sent when None).
         prompt_cache_retention: OpenAI's ``prompt_cache_retention``:
             ``"in-memory"`` or ``"24h"`` (extended caching).
         extra_headers: more HTTP headers for the request (str to str; a

@@ -20,6 +20,7 @@ import agentrio
 from agentrio import AgentSpec, ConfigError, ModelReply, ProviderError
 from agentrio.config import Config, Models
 from agentrio.providers.builtin import builtin_provider
+from agentrio.providers.provider import Kind
 from agentrio.testing import FakeRequest, open_fake_llm
 
 HI = [agentrio.ChatMessage("user", "hi")]
@@ -145,6 +146,7 @@ UNUSABLE = [
     ("openai:m", {"OPENAI_BASE_URL": f"https:///v1?key={SECRET}"}, "OPENAI_BASE_URL", "usable"),
     ("openai:m", {"OPENAI_BASE_URL": f"http://u:{SECRET}@[::1/v1"}, "OPENAI_BASE_URL", "usable"),
     ("openai:m", {"OPENAI_BASE_URL": f"https://h/v1?k={SECRET} "}, "OPENAI_BASE_URL", "space"),
+    ("openai:m", {"OPENAI_BASE_URL": f"http://{SECRET}@h:99999/v1"}, "OPENAI_BASE_URL", "usable"),
     ("anthropic:m", {}, "ANTHROPIC_API_KEY", "is not set"),
     ("anthropic:m", {"ANTHROPIC_API_KEY": f"{SECRET}\t"}, "ANTHROPIC_API_KEY", "whitespace"),
     ("anthropic:m", {"ANTHROPIC_BASE_URL": f"{SECRET}"}, "ANTHROPIC_BASE_URL", "usable"),
@@ -152,6 +154,7 @@ UNUSABLE = [
     ("ollama:m", {"OLLAMA_HOST": f"h:{SECRET}"}, "OLLAMA_HOST", "not a usable URL"),
     ("ollama:m", {"OLLAMA_HOST": f"ftp://{SECRET}"}, "OLLAMA_HOST", "not a usable URL"),
     ("ollama:m", {"OLLAMA_HOST": f"{SECRET} :1"}, "OLLAMA_HOST", "whitespace"),
+    ("ollama:m", {"OLLAMA_HOST": "127.0.0.1:114340"}, "OLLAMA_HOST", "not a usable URL"),
 ]
 
 
@@ -250,3 +253,52 @@ def test_a_responses_table_without_base_url_is_openais_endpoint() -> None:
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
     assert kind_defaults("openai-responses", env) == kind_defaults("openai", env)
     assert kind_defaults("openai-responses", {})["api_key_env"] == "OPENAI_API_KEY"
+
+
+# -- ProviderConfig without base_url: as a table without one ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "base_url", "key_env"),
+    [
+        ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        ("openai-responses", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+        ("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY"),
+        ("ollama", "http://127.0.0.1:11434", None),
+    ],
+)
+def test_a_provider_config_without_base_url_is_the_official_endpoint(
+    no_config: Path, kind: Kind, base_url: str, key_env: str | None
+) -> None:
+    # The issue's "ProviderConfig needs a base_url; api_key_env defaults to
+    # nothing": in code as in agentrio.toml, leaving base_url out is the official API.
+    config = agentrio.ProviderConfig(name="mine", kind=kind)
+    assert (config.base_url, config.api_key_env) == (base_url, key_env)
+    assert type(config.base_url) is str
+    assert config == agentrio.ProviderConfig(
+        name="mine", kind=kind, base_url=base_url, api_key_env=key_env
+    )
+    own = agentrio.ProviderConfig(name="mine", kind=kind, api_key_env="MY_KEY")
+    assert own.api_key_env == "MY_KEY"
+    # A base URL given gets no key it did not ask for; an empty one is still refused.
+    assert (
+        agentrio.ProviderConfig(name="l", kind="openai", base_url="http://h/v1").api_key_env is None
+    )
+    with pytest.raises(ConfigError, match="must start with http"):
+        agentrio.ProviderConfig(name="l", kind="openai", base_url="")
+
+
+async def test_a_provider_config_without_base_url_follows_the_variables(
+    no_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://{SECRET}@:80/v1")
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL") as info:
+        agentrio.ProviderConfig(name="mine", kind="openai")
+    assert SECRET not in str(info.value)
+    async with open_fake_llm(answer, api_key=SECRET) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        config = agentrio.ProviderConfig(name="mine", kind="openai")
+        async with agentrio.Provider(config) as provider:
+            reply = await provider.complete("gpt-5-mini", HI, [], max_output_tokens=9)
+    assert reply.text == "openai answered gpt-5-mini"

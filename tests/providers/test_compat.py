@@ -293,6 +293,40 @@ async def test_azure_v1_path_takes_the_deployment_as_the_model() -> None:
     assert reply.text == ANSWER
 
 
+async def test_azure_v1_responses_api_takes_the_api_key_header() -> None:
+    # Azure's v1 path serves the Responses API too: auth_header holds on that wire
+    # (it was ignored there, so the key went as Bearer and Azure refused it).
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": ANSWER, "annotations": []}],
+            }
+        ],
+        "usage": {"input_tokens": 21, "output_tokens": 7, "total_tokens": 28},
+    }
+    async with serving(lambda seen: Answer(response)) as server:
+        config = ProviderConfig(
+            name="azure",
+            kind="openai-responses",
+            base_url=server.url + "/openai/v1",
+            auth_header="api-key",
+            max_retries=0,
+        )
+        async with Provider(config, api_key=KEY) as p:
+            reply = await p.complete("gpt-5-mini-prod", QUESTION, [], max_output_tokens=64)
+    (seen,) = server.seen
+    assert seen.target == "/openai/v1/responses"
+    assert seen.headers["api-key"] == KEY and "authorization" not in seen.headers
+    assert reply.text == ANSWER
+
+
 async def test_a_refused_api_key_header_names_no_key() -> None:
     refused = {"error": {"code": "401", "message": f"Access denied: key {KEY} is invalid."}}
     async with serving(lambda seen: Answer(refused, status=401)) as server:

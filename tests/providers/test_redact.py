@@ -138,6 +138,10 @@ async def test_url_credentials_are_kept_out_of_the_request_log(
         (f"http://user:{PASSWORD}@[::1", "not a valid URL"),
         (f"http://[::1/v1?key={PASSWORD}", "not a valid URL"),
         ("http://", "has no host"),
+        # httpx reads these as ports; no connection could be made to one.
+        (f"http://user:{PASSWORD}@127.0.0.1:99999/v1", "has a port outside 1-65535"),
+        (f"http://h:-1/v1?key={PASSWORD}", "has a port outside 1-65535"),
+        ("http://127.0.0.1:0/v1", "has a port outside 1-65535"),
     ],
 )
 def test_a_bad_base_url_is_a_config_error_that_shows_no_secret(url: str, why: str) -> None:

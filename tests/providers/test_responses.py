@@ -433,6 +433,18 @@ def test_settings_map_to_the_responses_fields() -> None:
     assert "tool_choice" not in WIRE.body("m", [], [], 8, False, settings)
 
 
+def test_prompt_cache_settings_go_as_the_responses_fields() -> None:
+    # OpenAI's prompt_cache_key and prompt_cache_retention are Responses fields
+    # as much as chat completions ones: ModelSettings sets them on both wires.
+    settings = ModelSettings(prompt_cache_key="researcher", prompt_cache_retention="24h")
+    WIRE.check_settings(settings)
+    ProviderConfig(name="p", kind="openai-responses", base_url="http://h", settings=settings)
+    body = WIRE.body("m", CONVERSATION[:2], [LOOKUP], 8, False, settings)
+    assert (body["prompt_cache_key"], body["prompt_cache_retention"]) == ("researcher", "24h")
+    plain = WIRE.body("m", CONVERSATION[:2], [LOOKUP], 8, False, ModelSettings())
+    assert "prompt_cache_key" not in plain and "prompt_cache_retention" not in plain
+
+
 @pytest.mark.parametrize(
     ("settings", "named"),
     [

@@ -23,7 +23,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, NoReturn
+from typing import TYPE_CHECKING, Literal, NamedTuple, NoReturn
 
 import attrs
 import msgspec
@@ -110,7 +110,7 @@ _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
     ),
     "anthropic": lambda config: AnthropicWire(config.anthropic_version),
     "ollama": lambda config: OllamaWire(),
-    "openai-responses": lambda config: ResponsesWire(),
+    "openai-responses": lambda config: ResponsesWire(auth_header=config.auth_header),
 }
 _PRICES = (
     "usd_per_million_input_tokens",
@@ -212,7 +212,8 @@ def _check_url(config: ProviderConfig) -> None:
     import httpx  # here: only a provider's configuration needs it
 
     try:
-        host = httpx.URL(url).host
+        parsed = httpx.URL(url)
+        host, port = parsed.host, parsed.port
     except httpx.InvalidURL as exc:
         why = str(exc)
         for secret in url_secrets(url):
@@ -220,6 +221,9 @@ def _check_url(config: ProviderConfig) -> None:
         raise ConfigError(f"{where} is not a valid URL ({why}): {redact_url(url)!r}") from None
     if not host:
         raise ConfigError(f"{where} has no host: {redact_url(url)!r}")
+    # (httpx takes any digits, and a sign, as a port: no connection could be made)
+    if port is not None and not 1 <= port <= 65535:
+        raise ConfigError(f"{where} has a port outside 1-65535: {redact_url(url)!r}")
 
 
 def _check_key_env(config: ProviderConfig) -> None:
@@ -272,6 +276,126 @@ def _check_wire_fields(config: ProviderConfig) -> None:
         raise ConfigError(f"provider {config.name!r}: settings: {exc}") from None
 
 
+# -- the official endpoints (the built-in instances', and a config's without base_url) --
+
+
+class _Official(NamedTuple):
+    kind: Kind
+    url_env: str  # the variable that may move the endpoint
+    url: str  # the endpoint when it is not set
+    key_env: str | None  # the variable that holds the key (None: no key)
+
+
+# OpenAI's base URL is taken as given, /v1 included: compatible servers put
+# their API under different paths, so none is added. Anthropic's may be
+# written with /v1 or without (as its SDK writes it): the provider adds it.
+_OFFICIAL: dict[str, _Official] = {
+    "openai": _Official("openai", "OPENAI_BASE_URL", "https://api.openai.com/v1", "OPENAI_API_KEY"),
+    "anthropic": _Official(
+        "anthropic", "ANTHROPIC_BASE_URL", "https://api.anthropic.com", "ANTHROPIC_API_KEY"
+    ),
+    # (127.0.0.1, not localhost: the address Ollama listens on by default)
+    "ollama": _Official("ollama", "OLLAMA_HOST", "http://127.0.0.1:11434", None),
+}
+BUILTIN_NAMES = tuple(_OFFICIAL)  # the built-in instances' names, also their kinds
+# Kinds that are another wire of a built-in instance's endpoint (and key).
+_SAME_ENDPOINT = {"openai-responses": "openai"}
+_OLLAMA_PORT = "11434"
+
+
+def kind_defaults(kind: str, environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """``base_url`` and ``api_key_env`` of *kind*'s official endpoint, as the environment
+    sets them (an empty dict for an unknown *kind*: its own checks will say so).
+
+    Args:
+        kind: the wire format.
+        environ: where the variables are read (default ``os.environ``).
+
+    Raises:
+        ConfigError: the base URL variable is set to something that is not a
+            usable URL; the message names the variable, not its value.
+    """
+    official = _OFFICIAL.get(_SAME_ENDPOINT.get(kind, kind)) if isinstance(kind, str) else None
+    if official is None:
+        return {}
+    env = os.environ if environ is None else environ
+    return {"base_url": _base_url(official, env), "api_key_env": official.key_env}
+
+
+def _base_url(official: _Official, environ: Mapping[str, str]) -> str:
+    """The endpoint *official*'s variable names (its default when unset), checked."""
+    value = environ.get(official.url_env)
+    if value is None:
+        return official.url
+    url = _ollama_url(value) if official.kind == "ollama" and value else value
+    why = _unusable(url, official.kind)
+    if why:
+        raise ConfigError(
+            f"the environment variable {official.url_env} {why}; "
+            f"unset it to use {official.url}, or set it to a base URL "
+            "(its value is not shown)"
+        )
+    return url
+
+
+def _unusable(url: str, kind: Kind) -> str:
+    """Why *url* cannot be a base URL of *kind*, in words ("": it can)."""
+    if not url:
+        return "is set but empty"
+    if not all("!" <= c <= "~" for c in url):
+        return "holds whitespace, a control character or a character outside ASCII"
+    try:
+        ProviderConfig(name="check", kind=kind, base_url=url)
+    except ConfigError:
+        return "is not a usable URL (http:// or https://, then a host)"
+    return ""
+
+
+def _ollama_url(value: str) -> str:
+    """``OLLAMA_HOST`` as Ollama's CLI reads it: ``host``, ``host:port`` or a URL;
+    without a scheme it is ``http://``, and without a port too, port 11434."""
+    if "://" in value:
+        return value
+    hostport, slash, path = value.partition("/")
+    if hostport.startswith("["):  # [::1] or [::1]:11434
+        has_port = "]:" in hostport
+    elif hostport.count(":") > 1:  # a bare IPv6 address
+        hostport, has_port = f"[{hostport}]", False
+    else:
+        has_port = ":" in hostport
+    if not has_port:
+        hostport = f"{hostport}:{_OLLAMA_PORT}"
+    return f"http://{hostport}{slash}{path}"
+
+
+class _NoBaseUrl(str):
+    """The default of ``ProviderConfig.base_url``: none was given, so the instance is
+    its kind's official endpoint (told apart from any str a caller passes)."""
+
+    __slots__ = ()
+
+
+_NO_BASE_URL = _NoBaseUrl("")
+
+
+def _fill_official(config: ProviderConfig) -> None:
+    """Give a config made without ``base_url`` its kind's official endpoint (as its
+    base URL variable sets it) and, unless it names one, its key variable: what a
+    ``[providers.NAME]`` table without ``base_url`` gets."""
+    if config.kind not in _WIRES:
+        return  # (the kind's own check says so)
+    try:
+        defaults = kind_defaults(config.kind)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"provider {config.name!r} has no base_url, so it is {config.kind}'s official "
+            f"endpoint, but {exc}"
+        ) from None
+    object.__setattr__(config, "base_url", defaults["base_url"])
+    if config.api_key_env is None:
+        object.__setattr__(config, "api_key_env", defaults["api_key_env"])
+
+
 def _url_repr(url: object) -> str:
     return repr(redact_url(url)) if isinstance(url, str) else repr(url)
 
@@ -296,12 +420,22 @@ class ProviderConfig:
             wire's ``/chat/completions`` or ``/responses`` goes right after it),
             ``https://api.anthropic.com`` (with or without ``/v1``: both reach
             ``/v1/messages``), ``http://127.0.0.1:11434``: it starts with ``http://`` or
-            ``https://``, has a host, and is a URL httpx can parse (checked
+            ``https://``, has a host (and a port, if any, from 1 to 65535),
+            and is a URL httpx can parse (checked
             here, not at the first request). A ``user:password@`` part and
             query values (``?key=...``) are sent, but shown as
-            ``[redacted]`` in ``repr``, errors and httpx's log line.
+            ``[redacted]`` in ``repr``, errors and httpx's log line. Left
+            out, the instance is its kind's official endpoint, as the
+            built-in instance of that API is (see [No
+            configuration][no-configuration]): ``OPENAI_BASE_URL`` (for
+            ``"openai"`` and ``"openai-responses"``), ``ANTHROPIC_BASE_URL``
+            or ``OLLAMA_HOST`` if set (a ``ConfigError`` naming the variable
+            if it is not a usable URL), else the official URL; and
+            ``api_key_env``, unless given, is that API's key variable
+            (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``; none for Ollama).
         api_key_env: the name of the environment variable holding the key
-            (never the key itself: letters, digits and ``_``, not starting
+            (None: no key is sent, unless ``base_url`` is left out, above;
+            never the key itself: letters, digits and ``_``, not starting
             with a digit; another value is refused, and not echoed; a name
             not written in capitals, such as a key made only of letters and
             digits, is not shown in messages or ``repr``).
@@ -374,7 +508,8 @@ class ProviderConfig:
             that know only that one: older vLLM, LM Studio, Ollama's ``/v1``).
         anthropic_version: ``kind="anthropic"`` only: the ``anthropic-version``
             header, a non-empty printable str (default ``"2023-06-01"``).
-        auth_header: ``kind="openai"`` only: the header that carries the key,
+        auth_header: ``kind="openai"`` and ``"openai-responses"`` only: the
+            header that carries the key,
             ``"Authorization"`` (the default, as ``Bearer KEY``) or another
             header's name, which carries the key as it is (Azure OpenAI's
             ``"api-key"``). See [Compatible servers][compatible-servers].
@@ -398,7 +533,7 @@ class ProviderConfig:
 
     name: str
     kind: Kind
-    base_url: str = attrs.field(repr=_url_repr)
+    base_url: str = attrs.field(default=_NO_BASE_URL, repr=_url_repr)
     api_key_env: str | None = attrs.field(default=None, repr=_env_repr)
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
@@ -442,6 +577,8 @@ class ProviderConfig:
             raise ConfigError(
                 f"provider {self.name!r}: kind must be one of {sorted(_WIRES)}, got {self.kind!r}"
             )
+        if type(self.base_url) is _NoBaseUrl:
+            _fill_official(self)
         _check_url(self)
         _check_key_env(self)
         _check_numbers(self)

@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from .._text import scrub
+from ..errors import InvalidArgument
 from ..messages import (
     MAX_PART_BYTES,
     ChatMessage,
@@ -37,6 +38,7 @@ from ..messages import (
 )
 from .base import OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
+from .openai import header_name_ok
 from .overflow import context_overflow, stream_error, too_long
 from .wire import (
     CALL_CHARS,
@@ -78,6 +80,8 @@ _SETTINGS = frozenset(
         "top_p",
         "tool_choice",
         "parallel_tool_calls",
+        "prompt_cache_key",
+        "prompt_cache_retention",
         "extra_headers",
         "extra_body",
     )
@@ -214,7 +218,7 @@ def _tools(tools: Sequence[ToolSchema]) -> list[dict[str, object]]:
 
 def _apply(body: dict[str, object], settings: ModelSettings, tools: Sequence[ToolSchema]) -> None:
     check_settings(settings, WIRE, _SETTINGS, _RESERVED)
-    for name in ("temperature", "top_p"):
+    for name in ("temperature", "top_p", "prompt_cache_key", "prompt_cache_retention"):
         value = getattr(settings, name)
         if value is not None:
             body[name] = value
@@ -356,13 +360,28 @@ class ResponsesWire:
     reasoning item without its encrypted content is not sent back. Function
     tools go with ``strict: false``; ``max_output_tokens`` is at least
     `MIN_OUTPUT_TOKENS` (16), the API's least.
+
+    Args:
+        auth_header: the header that carries the key: ``"Authorization"``
+            (the default, as ``Bearer KEY``) or another header's name, which
+            carries the key as it is (Azure OpenAI's ``"api-key"``).
+
+    Raises:
+        InvalidArgument: an *auth_header* that is not a header's name.
     """
 
     path = "/responses"
     stream_format = "sse"
     parts = PARTS
 
+    def __init__(self, *, auth_header: str = "Authorization") -> None:
+        if not header_name_ok(auth_header):
+            raise InvalidArgument(f"auth_header must be a header's name, got {auth_header!r}")
+        self.auth_header = auth_header
+
     def headers(self, api_key: str | None) -> dict[str, str]:
+        if api_key and self.auth_header.lower() != "authorization":
+            return {self.auth_header: api_key}
         return bearer(api_key)
 
     def check_settings(self, settings: ModelSettings) -> None:
