@@ -245,7 +245,9 @@ def _docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     if not doc:
         return "", {}
     try:
-        parsed = docstring_parser.parse(doc)
+        # (After a blank first line: a docstring whose first line is its ``Args:``
+        # is read as sections, not as a summary of "Args:"; the others read the same.)
+        parsed = docstring_parser.parse("\n" + doc)
     except docstring_parser.ParseError:
         return doc, {}
     parts = [part for part in (parsed.short_description, parsed.long_description) if part]
