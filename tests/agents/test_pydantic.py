@@ -213,6 +213,26 @@ def rate(
     return movie.model_copy(update={"genres": [f"{stars} stars"]})
 
 
+async def test_a_streamed_run_s_items_encode_with_the_hook_streaming_md_gives() -> None:
+    # streaming.md: the items encode with msgspec.json.encode(item); a RunDone holding
+    # a model needs the enc_hook the page gives (msgspec knows no BaseModel).
+    spec = spec_of(ScriptedModel([Reply(text='{"title": "Alien", "year": 1979}')]), Movie)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        async with agent.stream("Alien") as stream:
+            items = [item async for item in stream]
+    done = items[-1]
+    assert isinstance(done, agentrio.events.RunDone)
+    with pytest.raises(TypeError, match="Movie"):
+        msgspec.json.encode(done)
+    encoded = msgspec.json.encode(done, enc_hook=lambda m: m.model_dump(mode="json"))
+    assert msgspec.json.decode(encoded)["result"]["output"] == {
+        "title": "Alien",
+        "year": 1979,
+        "genres": [],
+    }
+
+
 def test_a_tool_with_model_and_field_parameters_has_their_schema() -> None:
     params = rate.schema.parameters
     assert rate.schema.description == "Rate a film."
