@@ -23,7 +23,14 @@ from typing import Annotated, Any
 
 import msgspec
 
-__all__ = ["ArgumentsModel", "PydanticDecoder", "describe", "enc_hook", "uses_pydantic"]
+__all__ = [
+    "ArgumentsModel",
+    "PydanticDecoder",
+    "describe",
+    "enc_hook",
+    "imported",
+    "uses_pydantic",
+]
 
 # Errors past these are counted, not described (the whole is cut at WHY_CHARS anyway).
 _ERRORS_SHOWN = 3
@@ -40,6 +47,11 @@ def _pydantic() -> Any:
     if pydantic is None or str(getattr(pydantic, "VERSION", "1")).startswith(("0.", "1.")):
         return None
     return pydantic
+
+
+def imported() -> bool:
+    """Has the application imported Pydantic (v2 or later)? (A look in sys.modules.)"""
+    return _pydantic() is not None
 
 
 def uses_pydantic(*annotations: object) -> bool:

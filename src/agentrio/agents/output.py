@@ -18,6 +18,7 @@ import msgspec
 from ..errors import InvalidArgument, OutputInvalid
 from ..providers.base import OutputSchema
 from ._pydantic import PydanticDecoder, uses_pydantic
+from ._pydantic import imported as pydantic_imported
 from .validators import OutputValidator, refusal
 
 __all__ = [
@@ -60,7 +61,22 @@ def _decoder_of(output_type: object) -> tuple[_Decoder, Mapping[str, object]]:
     if uses_pydantic(output_type):
         pydantic = PydanticDecoder(output_type)
         return pydantic, pydantic.schema
-    return msgspec.json.Decoder(output_type), msgspec.json.schema(output_type)
+    try:
+        return msgspec.json.Decoder(output_type), msgspec.json.schema(output_type)
+    except (TypeError, ValueError):
+        # A class that holds a model in a field (a dataclass, a TypedDict, a
+        # NamedTuple of Pydantic models) is no type of msgspec's: Pydantic reads
+        # it, when the program has Pydantic (only on this failure: a msgspec type
+        # pays nothing). Else, or if Pydantic cannot either, msgspec's error.
+        if not pydantic_imported():
+            raise
+        try:
+            pydantic = PydanticDecoder(output_type)
+        except TypeError:
+            pass
+        else:
+            return pydantic, pydantic.schema
+        raise
 
 
 class OutputType:
