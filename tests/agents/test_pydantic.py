@@ -155,6 +155,10 @@ class Holder:  # neither msgspec nor Pydantic reads it
 def test_a_type_neither_reads_is_still_msgspec_s_invalid_argument() -> None:
     with pytest.raises(InvalidArgument, match=r"(?s)output_type.*Opaque'> is not supported"):
         OutputType(Holder, 1)
+    # (Pydantic reads more than classes holding models: a function is a TypeAdapter's
+    # "call" type. Only a class with a field of Pydantic's goes to it.)
+    with pytest.raises(InvalidArgument, match="output_type"):
+        OutputType(lambda: 1, 1)
 
     def fn(holder: Holder) -> None: ...
 

@@ -28,7 +28,7 @@ __all__ = [
     "PydanticDecoder",
     "describe",
     "enc_hook",
-    "imported",
+    "holds_pydantic",
     "uses_pydantic",
 ]
 
@@ -49,9 +49,28 @@ def _pydantic() -> Any:
     return pydantic
 
 
-def imported() -> bool:
-    """Has the application imported Pydantic (v2 or later)? (A look in sys.modules.)"""
-    return _pydantic() is not None
+def holds_pydantic(*annotations: object) -> bool:
+    """Does a class in *annotations* (or inside one: ``list[Pick]``) have a field
+    that is Pydantic's (a dataclass, a TypedDict, a NamedTuple with a ``Movie``
+    field)? msgspec cannot read such a class; Pydantic can. False at once when
+    Pydantic was never imported."""
+    pydantic = _pydantic()
+    if pydantic is None:
+        return False
+    return any(_holds(pydantic, item, 0) for item in annotations)
+
+
+def _holds(pydantic: Any, item: object, depth: int) -> bool:
+    if depth > _DEPTH:
+        return False
+    if isinstance(item, type):
+        try:
+            hints = typing.get_type_hints(item, include_extras=True)
+        except Exception:  # (names it cannot resolve: not ours to judge)
+            hints = {}
+        if any(_mentions(pydantic, hint, 0) for hint in hints.values()):
+            return True
+    return any(_holds(pydantic, arg, depth + 1) for arg in typing.get_args(item))
 
 
 def uses_pydantic(*annotations: object) -> bool:

@@ -17,8 +17,7 @@ import msgspec
 
 from ..errors import InvalidArgument, OutputInvalid
 from ..providers.base import OutputSchema
-from ._pydantic import PydanticDecoder, uses_pydantic
-from ._pydantic import imported as pydantic_imported
+from ._pydantic import PydanticDecoder, holds_pydantic, uses_pydantic
 from .validators import OutputValidator, refusal
 
 __all__ = [
@@ -68,7 +67,7 @@ def _decoder_of(output_type: object) -> tuple[_Decoder, Mapping[str, object]]:
         # NamedTuple of Pydantic models) is no type of msgspec's: Pydantic reads
         # it, when the program has Pydantic (only on this failure: a msgspec type
         # pays nothing). Else, or if Pydantic cannot either, msgspec's error.
-        if not pydantic_imported():
+        if not holds_pydantic(output_type):
             raise
         try:
             pydantic = PydanticDecoder(output_type)

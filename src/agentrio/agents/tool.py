@@ -33,8 +33,7 @@ from .._text import scrub, scrub_json
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
 from ..messages import ContentPart, DocumentPart, ImagePart, TextPart
 from ..providers.base import ToolSchema
-from ._pydantic import ArgumentsModel, enc_hook, uses_pydantic
-from ._pydantic import imported as pydantic_imported
+from ._pydantic import ArgumentsModel, enc_hook, holds_pydantic, uses_pydantic
 
 __all__ = [
     "Tool",
@@ -369,7 +368,8 @@ class Tool:
         except TypeError as exc:  # an annotation with no JSON schema (a custom class...)
             # (A dataclass or TypedDict holding a Pydantic model is no type of
             # msgspec's: Pydantic reads the tool's parameters, if the program has it.)
-            model = _pydantic_arguments(params, tool_name) if pydantic_imported() else None
+            annotations = (annotation for _, annotation, _ in params)
+            model = _pydantic_arguments(params, tool_name) if holds_pydantic(*annotations) else None
             if model is None:
                 raise InvalidArgument(
                     f"tool {tool_name!r}: its parameters' annotations have no JSON schema: {exc}"
