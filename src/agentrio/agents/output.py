@@ -66,16 +66,12 @@ def _decoder_of(output_type: object) -> tuple[_Decoder, Mapping[str, object]]:
         # A class that holds a model in a field (a dataclass, a TypedDict, a
         # NamedTuple of Pydantic models) is no type of msgspec's: Pydantic reads
         # it, when the program has Pydantic (only on this failure: a msgspec type
-        # pays nothing). Else, or if Pydantic cannot either, msgspec's error.
+        # pays nothing). Else msgspec's error; if Pydantic cannot either, its own
+        # (a typing.TypedDict before 3.12, say: the reason is Pydantic's).
         if not holds_pydantic(output_type):
             raise
-        try:
-            pydantic = PydanticDecoder(output_type)
-        except TypeError:
-            pass
-        else:
-            return pydantic, pydantic.schema
-        raise
+        pydantic = PydanticDecoder(output_type)
+        return pydantic, pydantic.schema
 
 
 class OutputType:
