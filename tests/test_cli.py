@@ -481,6 +481,20 @@ def test_trace_never_writes_over_the_trace_or_one_output_over_the_other(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "run.jsonl"]
 
 
+def test_trace_says_that_the_text_view_s_options_do_not_shape_the_files(
+    tmp_path: pathlib.Path,
+) -> None:
+    trace, out = tmp_path / "run.jsonl", tmp_path / "run.json"
+    write_trace(trace, synthetic(3))
+    shown = agentrio_cmd("trace", str(trace), "--perfetto", str(out), "--path", "agent-1")
+    assert shown.returncode == 0 and shown.stdout == f"agentrio trace: wrote {out}\n"
+    assert shown.stderr == (
+        "agentrio trace: --path shapes the text view only; --html and --perfetto show the"
+        " whole run\n"
+    )
+    assert agentrio_cmd("trace", str(trace), "--perfetto", str(out)).stderr == ""
+
+
 def test_trace_to_a_folder_that_does_not_exist_names_the_output(tmp_path: pathlib.Path) -> None:
     trace = tmp_path / "run.jsonl"
     write_trace(trace, synthetic(3))

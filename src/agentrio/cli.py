@@ -453,6 +453,23 @@ def _write_reports(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    ignored = [
+        option
+        for option, value in (
+            ("--expand", args.expand),
+            ("--path", args.path),
+            ("--stop-reason", args.stop_reason),
+            ("--error", args.error),
+        )
+        if value
+    ]
+    if ignored:  # (said, not silently dropped: the files hold the whole run)
+        print(
+            f"agentrio trace: {', '.join(ignored)} "
+            f"{'shapes' if len(ignored) == 1 else 'shape'} the text view only; "
+            "--html and --perfetto show the whole run",
+            file=sys.stderr,
+        )
     wrote = []
     for out, perfetto in outputs:
         records = read_trace(args.file)
