@@ -463,6 +463,47 @@ def test_trace_to_perfetto_from_a_bad_trace_leaves_the_old_file(tmp_path: pathli
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "run.json"]
 
 
+def test_trace_never_writes_over_the_trace_or_one_output_over_the_other(
+    tmp_path: pathlib.Path,
+) -> None:
+    trace = tmp_path / "run.jsonl"
+    write_trace(trace, synthetic(3))
+    kept = trace.read_bytes()
+    (tmp_path / "link.jsonl").symlink_to(trace)
+    for option in ("--perfetto", "--html"):
+        for out in (str(trace), str(tmp_path / "." / "run.jsonl"), str(tmp_path / "link.jsonl")):
+            shown = agentrio_cmd("trace", str(trace), option, out)
+            assert shown.returncode == 2 and "is the trace file itself" in shown.stderr
+            assert shown.stdout == "" and trace.read_bytes() == kept
+    both = str(tmp_path / "out")
+    shown = agentrio_cmd("trace", str(trace), "--html", both, "--perfetto", both)
+    assert shown.returncode == 2 and "name one file" in shown.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "run.jsonl"]
+
+
+def test_trace_says_that_the_text_view_s_options_do_not_shape_the_files(
+    tmp_path: pathlib.Path,
+) -> None:
+    trace, out = tmp_path / "run.jsonl", tmp_path / "run.json"
+    write_trace(trace, synthetic(3))
+    shown = agentrio_cmd("trace", str(trace), "--perfetto", str(out), "--path", "agent-1")
+    assert shown.returncode == 0 and shown.stdout == f"agentrio trace: wrote {out}\n"
+    assert shown.stderr == (
+        "agentrio trace: --path shapes the text view only; --html and --perfetto show the"
+        " whole run\n"
+    )
+    assert agentrio_cmd("trace", str(trace), "--perfetto", str(out)).stderr == ""
+
+
+def test_trace_to_a_folder_that_does_not_exist_names_the_output(tmp_path: pathlib.Path) -> None:
+    trace = tmp_path / "run.jsonl"
+    write_trace(trace, synthetic(3))
+    out = tmp_path / "no" / "run.json"
+    shown = agentrio_cmd("trace", str(trace), "--perfetto", str(out))
+    assert shown.returncode == 1
+    assert shown.stderr == f"agentrio trace: cannot write {str(out)!r}: no such file or directory\n"
+
+
 def test_trace_of_a_missing_or_corrupt_file(tmp_path: pathlib.Path) -> None:
     missing = agentrio_cmd("trace", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 1 and "nope.jsonl" in missing.stderr

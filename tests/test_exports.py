@@ -189,6 +189,7 @@ TYPES = [
     "AttemptMeter",
     "BackgroundRun",
     "BlockingAgent",
+    "BlockingRunStream",
     "BlockingRuntime",
     "BlockingStream",
     "ContentPart",
@@ -389,6 +390,7 @@ def test_public_classes_and_functions_have_docstrings(home: str, name: str) -> N
         agentrio.types.BlockingRuntime,
         agentrio.types.BlockingAgent,
         agentrio.types.BlockingStream,
+        agentrio.types.BlockingRunStream,
         agentrio.types.RunStream,
     ],
 )

@@ -16,7 +16,7 @@ import trio
 
 import agentrio
 from agentrio import AgentSpec, Budget, ChatMessage, InvalidArgument, ToolCallRequest, Usage
-from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, SelfAsk
+from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, SelfAsk, UsageError
 from agentrio.events import (
     ActorExited,
     Event,
@@ -411,6 +411,32 @@ def test_a_runs_stream_is_read_with_for_and_ends_with_its_result() -> None:
             agent.stream("hello", max_buffer_size=0)
         with pytest.raises(InvalidArgument, match="tool_names"):
             agent.stream("hello", tool_names="wait")  # type: ignore[typeddict-item]
+
+
+def test_a_runs_stream_gives_its_text_alone_and_its_result_as_a_run_stream_does() -> None:
+    # RunStream's result() and text() (#23), from sync code and from asyncio.
+    with agentrio.open_runtime_sync() as rt:
+        agent = rt.spawn_agent(_streaming_spec())
+        with agent.stream("hello") as stream:
+            assert isinstance(stream, BlockingStream)
+            assert list(stream.text()) == ["ec", "ho", ": ", "he", "ll", "o"]
+            assert stream.result().final_text == "echo: hello"
+            assert stream.result().final_text == "echo: hello"  # (at once, again)
+        with agent.stream("again") as stream:
+            assert stream.result().final_text == "echo: again"  # (nothing read first)
+        with agent.stream("left") as stream:
+            pass
+        with pytest.raises(UsageError, match="closed before its result"):
+            stream.result()
+
+    async def main() -> None:
+        async with agentrio.open_runtime_sync() as rt:
+            agent = await rt.aspawn_agent(_streaming_spec())
+            async with await agent.astream("hi") as stream:
+                assert [text async for text in stream.atext()] == ["ec", "ho", ": ", "hi"]
+                assert (await stream.aresult()).final_text == "echo: hi"
+
+    asyncio.run(main())
 
 
 def test_closing_a_runs_stream_early_cancels_the_run() -> None:

@@ -438,19 +438,61 @@ def _write_reports(args: argparse.Namespace) -> int:
     from .tracing.view import visible
     from .workspace import write_atomic
 
+    given = ((args.html, False), (args.perfetto, True))
+    outputs: list[tuple[str, bool]] = [(out, perf) for out, perf in given if out is not None]
+    for out, perfetto in outputs:
+        # (A typo that names the trace, or the other output, would overwrite it.)
+        option = "--perfetto" if perfetto else "--html"
+        if _same_file(out, args.file):
+            why = f"{option} {out!r} is the trace file itself; nothing written"
+            print(visible(f"agentrio trace: {why}"), file=sys.stderr)
+            return 2
+    if len(outputs) == 2 and _same_file(args.html, args.perfetto):
+        print(
+            visible(f"agentrio trace: --html and --perfetto name one file, {args.html!r}"),
+            file=sys.stderr,
+        )
+        return 2
+    ignored = [
+        option
+        for option, value in (
+            ("--expand", args.expand),
+            ("--path", args.path),
+            ("--stop-reason", args.stop_reason),
+            ("--error", args.error),
+        )
+        if value
+    ]
+    if ignored:  # (said, not silently dropped: the files hold the whole run)
+        print(
+            f"agentrio trace: {', '.join(ignored)} "
+            f"{'shapes' if len(ignored) == 1 else 'shape'} the text view only; "
+            "--html and --perfetto show the whole run",
+            file=sys.stderr,
+        )
     wrote = []
-    for out, perfetto in ((args.html, False), (args.perfetto, True)):
-        if out is None:
-            continue
+    for out, perfetto in outputs:
         records = read_trace(args.file)
         if perfetto:
             data = encode(chrome_trace(records))
         else:
             data = report(records, budget_tokens=args.budget_tokens).encode()
-        write_atomic(pathlib.Path(out), data)
+        try:
+            write_atomic(pathlib.Path(out), data)
+        except OSError as exc:  # (its message names the temporary file, not OUT)
+            print(visible(f"agentrio trace: cannot write {out!r}: {_why(exc)}"), file=sys.stderr)
+            return 1
         _note_torn(records.torn, args.file)
         wrote.append(visible(f"agentrio trace: wrote {out}"))
     return _out("\n".join(wrote), 0)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Do paths *a* and *b* name one file (one that exists, or the same path)?"""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _note_torn(torn: int | None, file: str) -> None:

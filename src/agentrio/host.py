@@ -31,19 +31,19 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Generic, Self, TypedDict, TypeVar, Unpack, overload
 
 import trio
 
 from ._handles import NoPublicConstructor, create
 from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
-from .agents.stream import RunItem, RunStream
+from .agents.stream import RunDone, RunItem, RunStream
 from .core.ref import SupervisorRef
-from .errors import RuntimeClosed, SelfAsk
+from .errors import RuntimeClosed, SelfAsk, UsageError
 from .messages import (
     ContentPart,
     Event,
@@ -51,6 +51,7 @@ from .messages import (
     ModelSettings,
     OutputT,
     PhaseResult,
+    TextDelta,
     ToolCallRequest,
 )
 from .runtime import Runtime, open_runtime
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BlockingAgent",
     "BlockingRuntime",
+    "BlockingRunStream",
     "BlockingStream",
     "open_runtime_sync",
     "run_sync",
@@ -672,7 +674,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         *,
         max_buffer_size: int = 64,
         **options: Unpack[_RunOptions],
-    ) -> BlockingStream[RunItem[OutputT]]:
+    ) -> BlockingRunStream[OutputT]:
         """Run one phase and stream it, as [`AgentRef.stream`][agentrio.AgentRef.stream] does.
 
         The run starts when this returns. Read its items with ``for``, in a
@@ -691,7 +693,8 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
             options: ``AgentRef.run``'s keyword arguments.
 
         Returns:
-            A [`BlockingStream`][agentrio.types.BlockingStream] of the run's items.
+            A [`BlockingRunStream`][agentrio.types.BlockingRunStream] of the run's
+            items (with ``result()`` and ``text()``, as a ``RunStream`` has).
 
         Raises:
             InvalidArgument: as ``AgentRef.stream`` raises it.
@@ -705,7 +708,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         except BaseException:
             hosted.abandon(self._host)
             raise
-        return create(BlockingStream, self._host, hosted, hosted.close)
+        return create(BlockingRunStream, self._host, hosted, hosted.close)
 
     async def astream(
         self,
@@ -713,7 +716,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         *,
         max_buffer_size: int = 64,
         **options: Unpack[_RunOptions],
-    ) -> BlockingStream[RunItem[OutputT]]:
+    ) -> BlockingRunStream[OutputT]:
         """``stream()``, awaited (the run starts when it returns); read it with
         ``async for``, in an ``async with`` block."""
         hosted = _HostedRun(self._agent, user_message, max_buffer_size, options)
@@ -723,7 +726,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         except BaseException:  # (a cancelled caller too: nobody could close it)
             hosted.abandon(self._host)
             raise
-        return create(BlockingStream, self._host, hosted, hosted.close)
+        return create(BlockingRunStream, self._host, hosted, hosted.close)
 
     def usage(self) -> UsageTotals:
         """What this agent (with its session helpers) has spent.
@@ -855,7 +858,7 @@ class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
         self._close = close
         self._closed = False
 
-    def __iter__(self) -> BlockingStream[T]:
+    def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> T:
@@ -864,7 +867,7 @@ class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
         except (StopAsyncIteration, RuntimeClosed):
             raise StopIteration from None
 
-    def __aiter__(self) -> BlockingStream[T]:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> T:
@@ -887,7 +890,7 @@ class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
             with contextlib.suppress(RuntimeClosed):
                 await self._host._acall(self._close, None, None, None)
 
-    def __enter__(self) -> BlockingStream[T]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -898,7 +901,7 @@ class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
     ) -> None:
         self.close()
 
-    async def __aenter__(self) -> BlockingStream[T]:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -908,3 +911,87 @@ class BlockingStream(Generic[T], metaclass=NoPublicConstructor):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+class BlockingRunStream(BlockingStream["RunItem[OutputT]"], Generic[OutputT]):
+    """A run's items, read from another thread: a
+    [`BlockingStream`][agentrio.types.BlockingStream] with what a
+    [`RunStream`][agentrio.types.RunStream] offers beside its items.
+
+    From [`BlockingAgent.stream`][agentrio.types.BlockingAgent.stream] (and
+    ``astream``). ``result()`` reads what is left of the stream and returns the
+    run's [`PhaseResult`][agentrio.PhaseResult] (at once once the
+    [`RunDone`][agentrio.events.RunDone] was read); ``text()`` iterates over
+    the text alone. Each has an ``a``-twin for asyncio. No public constructor.
+
+    Example:
+
+        with agent.stream("Tell me a story") as stream:
+            for text in stream.text():
+                print(text, end="")
+            result = stream.result()
+    """
+
+    __slots__ = ("_result",)
+
+    def __init__(
+        self,
+        host: BlockingRuntime,
+        source: AsyncIterator[RunItem[OutputT]],
+        close: Callable[[None, None, None], Awaitable[object]],
+    ) -> None:
+        super().__init__(host, source, close)
+        self._result: PhaseResult[OutputT] | None = None  # the RunDone's, once read
+
+    def __next__(self) -> RunItem[OutputT]:
+        item = super().__next__()
+        if isinstance(item, RunDone):
+            self._result = item.result
+        return item
+
+    async def __anext__(self) -> RunItem[OutputT]:
+        item = await super().__anext__()
+        if isinstance(item, RunDone):
+            self._result = item.result
+        return item
+
+    def result(self) -> PhaseResult[OutputT]:
+        """Read the rest of the stream, its items left unread, and return the run's
+        result (the ``RunDone``'s; at once if it was read).
+
+        Returns:
+            The run's [`PhaseResult`][agentrio.PhaseResult], as ``run()`` returns it.
+
+        Raises:
+            UsageError: the stream was closed (its block left) before its result
+                was read.
+            ActorStopped: as ``run()`` raises it (and ``ActorCrashed``).
+        """
+        for _ in self:
+            pass
+        return self._done()
+
+    async def aresult(self) -> PhaseResult[OutputT]:
+        """``result()``, awaited (the stream read with ``async for``)."""
+        async for _ in self:
+            pass
+        return self._done()
+
+    def text(self) -> Iterator[str]:
+        """An iterator over the run's text alone: each
+        [`TextDelta`][agentrio.events.TextDelta]'s ``text``, in order; the other
+        items are passed over, and ``result()`` then gives the result at once."""
+        for item in self:
+            if isinstance(item, TextDelta):
+                yield item.text
+
+    async def atext(self) -> AsyncIterator[str]:
+        """``text()``, for ``async for``."""
+        async for item in self:
+            if isinstance(item, TextDelta):
+                yield item.text
+
+    def _done(self) -> PhaseResult[OutputT]:
+        if self._result is None:
+            raise UsageError("the stream was closed before its result was read")
+        return self._result

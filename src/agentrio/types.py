@@ -25,7 +25,7 @@ from .agents.stream import RunStream
 from .core.actor import ActorStatistics, RestartPolicy
 from .core.ref import SupervisorStatistics
 from .core.restart import Strategy
-from .host import BlockingAgent, BlockingRuntime, BlockingStream
+from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
     ContentPart,
     ContextAppend,
@@ -55,6 +55,7 @@ __all__ = [
     "BlockingRuntime",
     "BlockingAgent",
     "BlockingStream",
+    "BlockingRunStream",
     "RunStream",
     # statistics snapshots and usage totals
     "ActorStatistics",

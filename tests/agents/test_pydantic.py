@@ -5,6 +5,7 @@ arguments checked; and a program of msgspec types never imports Pydantic."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -32,6 +33,12 @@ class Movie(BaseModel):
 class Cast(BaseModel):
     lead: Movie
     extras: int | None = None
+
+
+@dataclasses.dataclass
+class Pick:  # a stdlib dataclass that holds a model: msgspec cannot read it, Pydantic can
+    movie: Movie
+    stars: int
 
 
 @pydantic.dataclasses.dataclass
@@ -115,6 +122,48 @@ async def test_types_that_hold_pydantic_are_read_by_pydantic(
 ) -> None:
     result = await run(spec_of(ScriptedModel([Reply(text=text)]), output_type))
     assert (result.stop_reason, result.output, result.error) == ("done", value, "")
+
+
+async def test_a_dataclass_holding_a_model_is_read_by_pydantic() -> None:
+    # typed-outputs.md: Pydantic reads a type that is, or holds, something of its.
+    texts = [
+        '{"movie": {"title": "Up"}, "stars": 4}',
+        '{"movie": {"title": "Up", "year": 2009}, "stars": 4}',
+    ]
+    result = await run(spec_of(ScriptedModel([Reply(text=t) for t in texts]), Pick))
+    assert result.output == Pick(Movie(title="Up", year=2009), 4)
+    assert OutputType(Pick, 1).schema.schema["$defs"]["Movie"]["required"] == ["title", "year"]
+
+    @agentrio.tool
+    def rate(pick: Pick) -> str:
+        """Rate a pick."""
+        return f"{pick.movie.title}: {pick.stars}"
+
+    assert rate.schema.parameters["properties"]["pick"] == {"$ref": "#/$defs/Pick"}
+    assert rate.validate({"pick": {"movie": {"title": "Up", "year": 1}, "stars": 2}}) == {
+        "pick": Pick(Movie(title="Up", year=1), 2)
+    }
+    with pytest.raises(ToolArgumentsInvalid, match=r"\$\.pick\.movie\.year"):
+        rate.validate({"pick": {"movie": {"title": "Up"}, "stars": 2}})
+
+
+@dataclasses.dataclass
+class Holder:  # neither msgspec nor Pydantic reads it
+    thing: Opaque
+
+
+def test_a_type_neither_reads_is_still_msgspec_s_invalid_argument() -> None:
+    with pytest.raises(InvalidArgument, match=r"(?s)output_type.*Opaque'> is not supported"):
+        OutputType(Holder, 1)
+    # (Pydantic reads more than classes holding models: a function is a TypeAdapter's
+    # "call" type. Only a class with a field of Pydantic's goes to it.)
+    with pytest.raises(InvalidArgument, match="output_type"):
+        OutputType(lambda: 1, 1)
+
+    def fn(holder: Holder) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="have no JSON schema"):
+        agentrio.Tool(fn, name="t")
 
 
 def test_a_field_constraint_is_checked_by_pydantic() -> None:
@@ -211,6 +260,26 @@ def rate(
         json: Answer in JSON.
     """
     return movie.model_copy(update={"genres": [f"{stars} stars"]})
+
+
+async def test_a_streamed_run_s_items_encode_with_the_hook_streaming_md_gives() -> None:
+    # streaming.md: the items encode with msgspec.json.encode(item); a RunDone holding
+    # a model needs the enc_hook the page gives (msgspec knows no BaseModel).
+    spec = spec_of(ScriptedModel([Reply(text='{"title": "Alien", "year": 1979}')]), Movie)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        async with agent.stream("Alien") as stream:
+            items = [item async for item in stream]
+    done = items[-1]
+    assert isinstance(done, agentrio.events.RunDone)
+    with pytest.raises(TypeError, match="Movie"):
+        msgspec.json.encode(done)
+    encoded = msgspec.json.encode(done, enc_hook=lambda m: m.model_dump(mode="json"))
+    assert msgspec.json.decode(encoded)["result"]["output"] == {
+        "title": "Alien",
+        "year": 1979,
+        "genres": [],
+    }
 
 
 def test_a_tool_with_model_and_field_parameters_has_their_schema() -> None:

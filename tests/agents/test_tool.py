@@ -236,6 +236,41 @@ def test_an_annotation_s_description_wins_over_the_docstring() -> None:
         made.validate({"n": -1})
 
 
+def no_summary(path: str, count: int = 1) -> str:
+    """
+    Args:
+        path: The file, relative to the workspace.
+        count: How many lines,
+            at most.
+    """
+    return path
+
+
+def no_summary_numpy(path: str, count: int = 1) -> str:
+    """
+    Parameters
+    ----------
+    path : str
+        The file, relative to the workspace.
+    count : int, optional
+        How many lines,
+        at most.
+    """
+    return path
+
+
+@pytest.mark.parametrize("fn", [no_summary, no_summary_numpy])
+def test_a_docstring_of_its_parameters_alone_gives_them_and_no_description(
+    fn: types.FunctionType,
+) -> None:
+    made = agentrio.tool(fn)
+    assert made.description == ""
+    assert made.schema.parameters["properties"] == {
+        "path": {"type": "string", "description": "The file, relative to the workspace."},
+        "count": {"type": "integer", "default": 1, "description": "How many lines,\nat most."},
+    }
+
+
 def test_a_one_line_docstring_is_the_description() -> None:
     assert area.description == "Multiply."
     assert "description" not in area.schema.parameters["properties"]["width"]

@@ -152,6 +152,22 @@ def test_output_validators_must_be_functions() -> None:
     assert spec.output_validators == (in_the_past,)
 
 
+def test_a_validator_that_cannot_take_the_answer_alone_is_refused_when_the_spec_is_made() -> None:
+    # (pydantic-ai's fn(ctx, output) would otherwise end every phase with a TypeError.)
+    def two(ctx: object, movie: Movie) -> None: ...
+
+    def keyword_only(*, movie: Movie) -> None: ...
+
+    for bad in (two, keyword_only, lambda: None):
+        with pytest.raises(InvalidArgument, match="one argument, the answer"):
+            AgentSpec("a", ScriptedModel([]), output_validators=[bad])
+
+    def extra_default(movie: Movie, strict: bool = True) -> None: ...
+
+    for good in (extra_default, print, lambda *args: None, in_the_past):
+        AgentSpec("a", ScriptedModel([]), output_validators=[good])
+
+
 # -- streams, map and agent tools honour them ----------------------------------------
 
 

@@ -16,6 +16,7 @@ import pytest
 import trio
 import trio.testing
 
+import agentrio
 from agentrio import ChatMessage, InvalidArgument, ModelReply, ToolCallRequest, Usage
 from agentrio.cli import _parser
 from agentrio.testing import (
@@ -1037,3 +1038,18 @@ async def test_a_handler_sees_the_parts(api: str) -> None:
     (message,) = server.requests[0].messages
     assert message.content == "what?"
     assert message.parts == (TextPart("what?"), ImagePart(data=png, media_type="image/png"))
+
+
+async def test_the_block_s_own_exception_comes_out_as_itself() -> None:
+    # As open_runtime's: `async with open_fake_llm() as server, open_runtime() as rt:`
+    # lets `except ConfigError` catch what spawn_agent raised (#23).
+    with pytest.raises(agentrio.ConfigError, match="unknown provider"):
+        async with open_fake_llm([Reply(text="hi")]), agentrio.open_runtime() as rt:
+            await rt.spawn_agent(agentrio.AgentSpec("a", "nope:model"))
+    with pytest.raises(KeyError):
+        async with open_fake_llm([Reply(text="hi")]):
+            raise KeyError("mine")
+    group = ExceptionGroup("mine", [KeyError("a"), ValueError("b")])
+    with pytest.RaisesGroup(KeyError, ValueError):
+        async with open_fake_llm([Reply(text="hi")]):
+            raise group

@@ -23,7 +23,14 @@ from typing import Annotated, Any
 
 import msgspec
 
-__all__ = ["ArgumentsModel", "PydanticDecoder", "describe", "enc_hook", "uses_pydantic"]
+__all__ = [
+    "ArgumentsModel",
+    "PydanticDecoder",
+    "describe",
+    "enc_hook",
+    "holds_pydantic",
+    "uses_pydantic",
+]
 
 # Errors past these are counted, not described (the whole is cut at WHY_CHARS anyway).
 _ERRORS_SHOWN = 3
@@ -40,6 +47,30 @@ def _pydantic() -> Any:
     if pydantic is None or str(getattr(pydantic, "VERSION", "1")).startswith(("0.", "1.")):
         return None
     return pydantic
+
+
+def holds_pydantic(*annotations: object) -> bool:
+    """Does a class in *annotations* (or inside one: ``list[Pick]``) have a field
+    that is Pydantic's (a dataclass, a TypedDict, a NamedTuple with a ``Movie``
+    field)? msgspec cannot read such a class; Pydantic can. False at once when
+    Pydantic was never imported."""
+    pydantic = _pydantic()
+    if pydantic is None:
+        return False
+    return any(_holds(pydantic, item, 0) for item in annotations)
+
+
+def _holds(pydantic: Any, item: object, depth: int) -> bool:
+    if depth > _DEPTH:
+        return False
+    if isinstance(item, type):
+        try:
+            hints = typing.get_type_hints(item, include_extras=True)
+        except Exception:  # (names it cannot resolve: not ours to judge)
+            hints = {}
+        if any(_mentions(pydantic, hint, 0) for hint in hints.values()):
+            return True
+    return any(_holds(pydantic, arg, depth + 1) for arg in typing.get_args(item))
 
 
 def uses_pydantic(*annotations: object) -> bool:

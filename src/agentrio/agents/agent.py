@@ -298,7 +298,8 @@ class AgentSpec(Generic[OutputT]):
             ``tool_choice`` names a tool the spec does not have; an
             *output_type* msgspec cannot validate, or with a tool named
             ``final_result``; *output_retries* not an int >= 0;
-            *output_validators* not a list of functions.
+            *output_validators* not a list of functions, or one that cannot be
+            called with the answer alone (``fn(ctx, value)``).
         ConfigError: *model* is a string with a colon that is not a valid
             ``"instance:model"``.
     """

@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import InvalidArgument, OutputInvalid
 from ..providers.base import OutputSchema
-from ._pydantic import PydanticDecoder, uses_pydantic
+from ._pydantic import PydanticDecoder, holds_pydantic, uses_pydantic
 from .validators import OutputValidator, refusal
 
 __all__ = [
@@ -60,7 +60,18 @@ def _decoder_of(output_type: object) -> tuple[_Decoder, Mapping[str, object]]:
     if uses_pydantic(output_type):
         pydantic = PydanticDecoder(output_type)
         return pydantic, pydantic.schema
-    return msgspec.json.Decoder(output_type), msgspec.json.schema(output_type)
+    try:
+        return msgspec.json.Decoder(output_type), msgspec.json.schema(output_type)
+    except (TypeError, ValueError):
+        # A class that holds a model in a field (a dataclass, a TypedDict, a
+        # NamedTuple of Pydantic models) is no type of msgspec's: Pydantic reads
+        # it, when the program has Pydantic (only on this failure: a msgspec type
+        # pays nothing). Else msgspec's error; if Pydantic cannot either, its own
+        # (a typing.TypedDict before 3.12, say: the reason is Pydantic's).
+        if not holds_pydantic(output_type):
+            raise
+        pydantic = PydanticDecoder(output_type)
+        return pydantic, pydantic.schema
 
 
 class OutputType:

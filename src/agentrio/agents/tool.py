@@ -33,7 +33,7 @@ from .._text import scrub, scrub_json
 from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
 from ..messages import ContentPart, DocumentPart, ImagePart, TextPart
 from ..providers.base import ToolSchema
-from ._pydantic import ArgumentsModel, enc_hook, uses_pydantic
+from ._pydantic import ArgumentsModel, enc_hook, holds_pydantic, uses_pydantic
 
 __all__ = [
     "Tool",
@@ -215,6 +215,18 @@ def _parameters(
     return params, context
 
 
+def _pydantic_arguments(
+    params: list[tuple[str, object, object]], name: str
+) -> ArgumentsModel | None:
+    """The Pydantic model of *params* that msgspec could not read, or None if
+    Pydantic cannot read them either."""
+    camel = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]", name)) or "Tool"
+    try:
+        return ArgumentsModel(f"{camel}Arguments", params)
+    except TypeError:
+        return None
+
+
 def _arguments_type(
     params: list[tuple[str, object, object]], name: str
 ) -> type[msgspec.Struct] | ArgumentsModel:
@@ -245,7 +257,9 @@ def _docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     if not doc:
         return "", {}
     try:
-        parsed = docstring_parser.parse(doc)
+        # (After a blank first line: a docstring whose first line is its ``Args:``
+        # is read as sections, not as a summary of "Args:"; the others read the same.)
+        parsed = docstring_parser.parse("\n" + doc)
     except docstring_parser.ParseError:
         return doc, {}
     parts = [part for part in (parsed.short_description, parsed.long_description) if part]
@@ -352,9 +366,16 @@ class Tool:
             else:
                 parameters = _inline_schema(self._args_type)
         except TypeError as exc:  # an annotation with no JSON schema (a custom class...)
-            raise InvalidArgument(
-                f"tool {tool_name!r}: its parameters' annotations have no JSON schema: {exc}"
-            ) from exc
+            # (A dataclass or TypedDict holding a Pydantic model is no type of
+            # msgspec's: Pydantic reads the tool's parameters, if the program has it.)
+            annotations = (annotation for _, annotation, _ in params)
+            model = _pydantic_arguments(params, tool_name) if holds_pydantic(*annotations) else None
+            if model is None:
+                raise InvalidArgument(
+                    f"tool {tool_name!r}: its parameters' annotations have no JSON schema: {exc}"
+                ) from exc
+            self._args_type = model
+            parameters = model.schema
         _describe(parameters, param_docs)
         self.schema = ToolSchema(tool_name, desc, parameters)
 

@@ -37,6 +37,19 @@ def to_validators(value: object) -> tuple[OutputValidator, ...]:
             raise InvalidArgument(
                 f"AgentSpec.output_validators must be a list of functions, got {fn!r} in it"
             )
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # (a builtin without one: called as it is)
+            continue
+        try:
+            signature.bind(None)
+        except TypeError:
+            # pydantic-ai's fn(ctx, value) would fail at every answer, ending the
+            # phase with a TypeError: said here, when the spec is made.
+            raise InvalidArgument(
+                f"AgentSpec.output_validators: {fn!r} cannot be called with one "
+                f"argument, the answer (its parameters: {signature})"
+            ) from None
     return tuple(value)
 
 

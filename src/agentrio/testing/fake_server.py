@@ -665,7 +665,8 @@ async def open_fake_llm(
     """Run a fake LLM server for the duration of the block.
 
     Leaving the block closes the listener and every connection; no task
-    outlives it.
+    outlives it. An exception the block raises comes out as itself, not in
+    an exception group, as it does out of ``open_runtime()``.
 
     Example:
 
@@ -708,9 +709,28 @@ async def open_fake_llm(
     server, listeners = await _bind(
         replies, faults, port, api_key, host, keep_requests, context_window
     )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, server._serve_connection, listeners)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
+    body_error: BaseException | None = None  # what the block raised
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, server._serve_connection, listeners)
+            try:
+                yield server
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The block's own exception comes out as itself, as open_runtime's does
+        # (``async with open_fake_llm() as server, open_runtime() as rt:`` lets
+        # ``except ConfigError`` catch a spawn_agent's); the server's own failure
+        # beside it stays a group. (A group the block raised comes back as Trio's
+        # copy of it, alone in the nursery's.)
+        only = group.exceptions[0] if len(group.exceptions) == 1 else None
+        if body_error is None or not (
+            only is body_error
+            or (isinstance(only, BaseExceptionGroup) and isinstance(body_error, BaseExceptionGroup))
+        ):
+            raise
+    if body_error is not None:  # (raised outside the except: no group as its context)
+        raise body_error
