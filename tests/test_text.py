@@ -213,3 +213,52 @@ async def test_a_prompt_or_instructions_not_utf8_are_scrubbed(parts: bool) -> No
         ChatMessage("system", f"You read {SCRUBBED}."),
         ChatMessage("user", f"summarise {SCRUBBED}"),
     ]
+
+
+# -- a Model of the application's: its replies are made valid where they enter ----------
+
+
+@agentrio.tool
+async def echo(key: str) -> str:
+    """Echo the key."""
+    await trio.lowlevel.checkpoint()
+    return f"got {key}"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ToolCallRequest("echo", {"key": NAME}, id="c1"),  # a value
+        ToolCallRequest("echo", {NAME: "x"}, id="c1"),  # a key
+        ToolCallRequest("echo" + NAME, {}, id="c1"),  # the name
+        ToolCallRequest("echo", {"key": "a"}, id="c" + NAME),  # the id
+    ],
+    ids=["value", "key", "name", "id"],
+)
+async def test_a_models_tool_call_not_utf8_poisons_no_phase(
+    call: ToolCallRequest, tmp_path: Path
+) -> None:
+    from agentrio.testing import ScriptedModel
+
+    model = ScriptedModel(
+        [Reply(tool_calls=(call,)), Reply(text="fin " + NAME), Reply(text="again")]
+    )
+    spec = AgentSpec("w", model, tools=[echo])
+    trace = tmp_path / "t.jsonl"
+    async with agentrio.open_runtime(trace=trace) as rt:
+        agent = await rt.spawn_agent(spec)
+        first = await agent.run("go")
+        second = await agent.run("again")
+    assert (first.stop_reason, second.stop_reason) == ("done", "done")
+    assert first.final_text == "fin " + SCRUBBED
+    (made,) = first.tool_calls
+    for text in (made.name, made.id, msgspec.json.encode(made.arguments).decode()):
+        text.encode("utf-8")
+    assert list(read_trace(trace))  # (written whole, and read back)
+
+
+def test_a_valid_reply_is_returned_as_is() -> None:
+    from agentrio._text import valid_reply
+
+    reply = Reply(text="h\u00e9", tool_calls=(ToolCallRequest("t", {"k": ["\u00e9"]}),))
+    assert valid_reply(reply) is reply

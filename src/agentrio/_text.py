@@ -10,7 +10,13 @@ valid where it enters, once, by `scrub`.
 
 from __future__ import annotations
 
-__all__ = ["scrub", "scrub_json"]
+import copy
+
+import msgspec
+
+from .messages import ModelReply, ToolCallRequest
+
+__all__ = ["scrub", "scrub_json", "valid_reply"]
 
 
 def scrub(text: str) -> str:
@@ -61,3 +67,39 @@ def scrub_json(value: object) -> object:
                 item.clear()
                 item.update(pairs)
     return value
+
+
+def valid_reply(reply: ModelReply, *, text: bool = True) -> ModelReply:
+    """*reply* with `scrub` applied to its text (unless *text* is False: a typed
+    answer, which its own check refuses), refusal and tool calls (name, id and
+    every string of the arguments); the same object when they are valid already.
+
+    The providers' replies are valid as they are read; a `Model` of the
+    application's may give anything, and a lone surrogate in a call's name or
+    arguments would fail far from here (the history's encoding, a checkpoint, the
+    trace). The common case costs an ``isascii`` and, per tool call, one JSON
+    encode of its arguments.
+    """
+    answer, refusal, calls = reply.text, reply.refusal, reply.tool_calls
+    changed: dict[str, object] = {}
+    if text and not answer.isascii() and scrub(answer) is not answer:
+        changed["text"] = scrub(answer)
+    if refusal and not refusal.isascii() and scrub(refusal) is not refusal:
+        changed["refusal"] = scrub(refusal)
+    if calls:
+        fixed = tuple(map(_valid_call, calls))
+        if any(a is not b for a, b in zip(fixed, calls, strict=True)):
+            changed["tool_calls"] = fixed
+    return msgspec.structs.replace(reply, **changed) if changed else reply
+
+
+def _valid_call(call: ToolCallRequest) -> ToolCallRequest:
+    try:
+        msgspec.json.encode((call.name, call.id, call.arguments))
+    except UnicodeEncodeError:
+        arguments = scrub_json(copy.deepcopy(call.arguments))
+        assert isinstance(arguments, dict)
+        return ToolCallRequest(scrub(call.name), arguments, scrub(call.id))
+    except (TypeError, msgspec.EncodeError):  # (not JSON: the phase says so, as before)
+        pass
+    return call

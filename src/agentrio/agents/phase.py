@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
+from .._text import valid_reply
 from ..errors import ContextTooLong, InvalidArgument, UsageInvalid
 from ..messages import (
     BudgetExhausted,
@@ -805,6 +806,9 @@ class Phase:
                 reply = await self._complete(view, schemas, max_out, meter, settings)
             if not isinstance(reply, ModelReply):
                 raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
+            # (a Model of the application's may give lone surrogates; a typed
+            # answer's text is left to its own check, which refuses them)
+            reply = valid_reply(reply, text=self.typed is None)
         except BaseException as exc:
             lease.settle(None)
             st.count(None)
