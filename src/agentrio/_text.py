@@ -18,6 +18,8 @@ from .messages import ModelReply, ToolCallRequest
 
 __all__ = ["scrub", "scrub_json", "valid_reply"]
 
+_encode = msgspec.json.Encoder().encode
+
 
 def scrub(text: str) -> str:
     """*text* with each lone surrogate replaced by U+FFFD (REPLACEMENT CHARACTER).
@@ -81,15 +83,23 @@ def valid_reply(reply: ModelReply, *, text: bool = True) -> ModelReply:
     encode of its arguments.
     """
     answer, refusal, calls = reply.text, reply.refusal, reply.tool_calls
+    if calls:
+        try:  # (one encode of every call: the common case, all valid)
+            _encode([(c.name, c.id, c.arguments) for c in calls])
+            calls = ()
+        except UnicodeEncodeError:
+            pass
+        except (TypeError, msgspec.EncodeError):  # (not JSON: the phase says so, as before)
+            calls = ()
+    if (not text or answer.isascii()) and refusal.isascii() and not calls:
+        return reply  # (the common case: nothing to look at further)
     changed: dict[str, object] = {}
-    if text and not answer.isascii() and scrub(answer) is not answer:
+    if text and scrub(answer) is not answer:
         changed["text"] = scrub(answer)
-    if refusal and not refusal.isascii() and scrub(refusal) is not refusal:
+    if scrub(refusal) is not refusal:
         changed["refusal"] = scrub(refusal)
     if calls:
-        fixed = tuple(map(_valid_call, calls))
-        if any(a is not b for a, b in zip(fixed, calls, strict=True)):
-            changed["tool_calls"] = fixed
+        changed["tool_calls"] = tuple(map(_valid_call, calls))
     return msgspec.structs.replace(reply, **changed) if changed else reply
 
 

@@ -970,7 +970,8 @@ def _check_run(
     if isinstance(user_message, str):
         # The caller's text, but it may come from outside too (a file name from
         # os.listdir): no lone surrogate enters a history (see _text.scrub).
-        user_message = scrub(user_message)
+        if not user_message.isascii():
+            user_message = scrub(user_message)
     else:
         user_message, parts = user_parts(user_message)
     names: tuple[str, ...] | None = None

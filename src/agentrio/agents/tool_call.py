@@ -83,7 +83,11 @@ def tool_result(req: ToolCallRequest, status: ToolStatus, content: str) -> ToolR
     in the history would fail every later request, trace line and checkpoint.
     """
     return ToolResult(
-        id=req.id, name=req.name, arguments=req.arguments, status=status, content=scrub(content)
+        id=req.id,
+        name=req.name,
+        arguments=req.arguments,
+        status=status,
+        content=content if content.isascii() else scrub(content),
     )
 
 
