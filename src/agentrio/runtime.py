@@ -621,6 +621,8 @@ async def open_runtime(
             tree.bus.publish(_opened(services.budget))
         if checkpoints is not None:
             await nursery.start(checkpoints.writer.run)
+        if services.otel is not None:  # (its counters and gauges read this runtime's)
+            services.otel.observe(tree, budget)
         await nursery.start(
             _run_root, tree, configured, checkpoints, name="agentrio root supervisor"
         )

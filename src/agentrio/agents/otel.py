@@ -24,8 +24,9 @@ the phase, or the user's span) that ran it.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -46,9 +47,16 @@ from .tool_call import ToolGate, ToolRunner, hide_env
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.metrics import (
+        CallbackOptions,
+        Histogram,
+        Meter,
+        MeterProvider,
+        Observation,
+    )
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
+    from ..core import Tree
     from .agent import _AgentState
     from .budget import Budget
     from .phase import Phase
@@ -82,6 +90,10 @@ _SHARED_MOST = 1024
 
 # The phases in flight past which those that will not end are looked for (see _sweep).
 _SWEEP_AT = 64
+
+# The most agent names whose phases in flight are reported (past it, those with none
+# are forgotten).
+_NAMES_MOST = 1024
 
 
 def _cut(text: str, most: int) -> str:
@@ -135,7 +147,7 @@ class _PhaseSpan:
     """A phase's span, what its model calls added up to, and their attributes
     (the agent's model does not change during a phase)."""
 
-    __slots__ = ("context", "input_tokens", "output_tokens", "shared", "span")
+    __slots__ = ("context", "input_tokens", "output_tokens", "recording", "shared", "span")
 
     def __init__(self, span: Span, context: Context, shared: _Shared) -> None:
         self.span = span
@@ -143,6 +155,10 @@ class _PhaseSpan:
         self.input_tokens = 0
         self.output_tokens = 0
         self.shared = shared
+        # False: the sampler dropped the phase. Its calls then get no span at all
+        # (not even asked for), no attributes and no context of their own: the
+        # histograms are all they record.
+        self.recording = span.is_recording()
 
 
 class OpenTelemetry:
@@ -194,6 +210,7 @@ class OpenTelemetry:
     """
 
     __slots__ = (
+        "_active_names",
         "_attach",
         "_client",
         "_current",
@@ -202,13 +219,16 @@ class OpenTelemetry:
         "_error",
         "_in_context",
         "_internal",
+        "_observation",
         "_parents",
         "_phases",
         "_root",
+        "_runtimes",
         "_shared",
         "_sweep_at",
         "_tokens",
         "_tracer",
+        "_waits",
         "capture_content",
         "content_chars",
     )
@@ -250,6 +270,13 @@ class OpenTelemetry:
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=list(_SECONDS_BUCKETS),
         )
+        self._waits: Histogram = meter.create_histogram(
+            "agentrio.wait.duration",
+            unit="s",
+            description="How long model calls waited, by what they waited for.",
+            explicit_bucket_boundaries_advisory=list(_SECONDS_BUCKETS),
+        )
+        self._observe(meter)
         # OpenTelemetry's functions, kept here: this module does not import the package.
         self._attach = context.attach
         self._detach = context.detach
@@ -268,6 +295,79 @@ class OpenTelemetry:
 
     def __repr__(self) -> str:
         return f"OpenTelemetry(capture_content={self.capture_content})"
+
+    # -- what is read when the metrics are collected -------------------------------------
+
+    def _observe(self, meter: Meter) -> None:
+        """Make the instruments read at each collection (nothing on the agents' path)."""
+        from opentelemetry.metrics import Observation
+
+        self._observation = Observation
+        self._runtimes = _Runtimes()
+        self._active_names: set[str] = set()
+        meter.create_observable_up_down_counter(
+            "agentrio.phases.active",
+            callbacks=[self._phases_active],
+            unit="{phase}",
+            description="Phases in flight.",
+        )
+        meter.create_observable_gauge(
+            "agentrio.budget.remaining",
+            callbacks=[self._budget_remaining],
+            unit="1",
+            description="What is left of the root budget's limits (tokens, requests, USD).",
+        )
+        meter.create_observable_counter(
+            "agentrio.actor.restarts",
+            callbacks=[self._counted(self._runtimes.restarts)],
+            unit="{restart}",
+            description="Actors and supervisors restarted by their supervisor.",
+        )
+        meter.create_observable_counter(
+            "agentrio.events.dropped",
+            callbacks=[self._counted(self._runtimes.dropped)],
+            unit="{event}",
+            description="Events the event bus dropped for subscribers that fell behind.",
+        )
+
+    def observe(self, tree: Tree[Any], budget: Budget) -> None:
+        """Read *tree*'s restarts and dropped events, and *budget*'s room, in the
+        metrics (``open_runtime`` calls it for its runtime, once)."""
+        self._runtimes.add(tree, budget)
+
+    def waited(self, st: _AgentState, what: str, seconds: float) -> None:
+        """Record a model call's wait (made only when it did wait)."""
+        attributes = {"agentrio.wait.kind": what, "gen_ai.agent.name": st.spec.name}
+        self._waits.record(seconds, attributes)
+
+    def _phases_active(self, options: CallbackOptions) -> Iterable[Observation]:
+        counts: dict[str, int] = {}
+        for phase in list(self._phases):  # (a copy: it may run in the reader's thread)
+            if _in_flight(phase):
+                name = phase.st.spec.name
+                counts[name] = counts.get(name, 0) + 1
+        names = self._active_names
+        if len(names) + len(counts) > _NAMES_MOST:
+            names.clear()
+        names.update(counts)
+        # (A name with none now is reported 0, not left at its last count.)
+        return [
+            self._observation(counts.get(name, 0), {"gen_ai.agent.name": name}) for name in names
+        ]
+
+    def _budget_remaining(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            self._observation(left, {"agentrio.budget.kind": kind})
+            for kind, left in self._runtimes.budget_left()
+        ]
+
+    def _counted(
+        self, count: Callable[[], int]
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observed(options: CallbackOptions) -> Iterable[Observation]:
+            return [self._observation(count())]
+
+        return observed
 
     # -- phases ------------------------------------------------------------------------
 
@@ -353,7 +453,7 @@ class OpenTelemetry:
         if record is None:
             record = self._start_phase(phase)
         span = record.span
-        if not span.is_recording():  # (sampled out: its attributes would go nowhere)
+        if not record.recording:  # (sampled out: its attributes would go nowhere)
             span.end()
             return
         st = phase.st
@@ -391,21 +491,19 @@ class OpenTelemetry:
         if record is None:  # (a phase runs within run_phase: not reached)
             record = self._start_phase(phase)
         shared = record.shared
-        attributes = shared.chat
-        if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
-            attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
-            if self.capture_content:
-                attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
-        span = self._tracer.start_span(
-            shared.chat_name, context=record.context, kind=self._client, attributes=attributes
+        span = (
+            self._chat_span(phase, record, messages, max_output_tokens)
+            if record.recording
+            else None
         )
         started = time.perf_counter()
         try:
             reply = await call
         except BaseException as exc:
             error = _error_type(exc)
-            self._failed(span, error)
-            span.end()
+            if span is not None:
+                self._failed(span, error)
+                span.end()
             self._duration.record(
                 time.perf_counter() - started,
                 {**shared.metric, "error.type": error},
@@ -416,10 +514,31 @@ class OpenTelemetry:
         self._duration.record(time.perf_counter() - started, shared.metric, record.context)
         if isinstance(reply, ModelReply):
             self._replied(span, phase, reply, record)
-        span.end()
+        if span is not None:
+            span.end()
         return reply
 
-    def _replied(self, span: Span, phase: Phase, reply: ModelReply, record: _PhaseSpan) -> None:
+    def _chat_span(
+        self,
+        phase: Phase,
+        record: _PhaseSpan,
+        messages: Sequence[ChatMessage],
+        max_output_tokens: int,
+    ) -> Span:
+        """A model call's span, under its phase's (which is recording)."""
+        shared = record.shared
+        attributes = shared.chat
+        if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
+            attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
+            if self.capture_content:
+                attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
+        return self._tracer.start_span(
+            shared.chat_name, context=record.context, kind=self._client, attributes=attributes
+        )
+
+    def _replied(
+        self, span: Span | None, phase: Phase, reply: ModelReply, record: _PhaseSpan
+    ) -> None:
         usage = reply.usage
         tokens_in = tokens_out = None
         if type(usage) is Usage:  # (a model's own object may hold anything: recorded if sound)
@@ -433,7 +552,7 @@ class OpenTelemetry:
                 record.output_tokens += tokens_out
             else:
                 tokens_in = tokens_out = None
-        if not span.is_recording():  # (sampled out: the metrics above are all it gets)
+        if span is None or not span.is_recording():  # (sampled out: the metrics are all)
             return
         finish = _finish_reason(reply)
         attributes: _Attributes = {"gen_ai.response.finish_reasons": (finish,)}
@@ -456,7 +575,11 @@ class OpenTelemetry:
         timeout: float,
         gate: ToolGate | None,
     ) -> ToolRunner:
-        """A runner for one tool call of *phase* that records it in an ``execute_tool`` span."""
+        """A runner for one tool call of *phase* that records it in an ``execute_tool``
+        span (a plain one if the phase is not recorded)."""
+        record = self._phases.get(phase)
+        if record is not None and not record.recording:
+            return ToolRunner(tool, request, timeout, gate)
         runner = _TracedRunner(tool, request, timeout, gate)
         runner.otel = self
         runner.st = phase.st
@@ -594,6 +717,72 @@ def _budget_left(budget: Budget) -> dict[str, int | float]:
                 left[key] = min(left.get(key, now), now)
         b = b.parent
     return left
+
+
+def _in_flight(phase: Phase) -> bool:
+    """Is *phase* still its agent's, and its agent alive (not cancelled mid-phase)?"""
+    ref = phase.st.ref
+    return phase.st.phase is phase and (ref is None or exit_reason(ref) is None)
+
+
+class _Runtimes:
+    """The runtimes an `OpenTelemetry` reads its counters and gauges from.
+
+    The counters are the sums over the runtimes, closed ones included (so they
+    never go down): a runtime found closed is added to the totals and let go.
+    The metrics are collected in the reader's thread, so a lock guards the list.
+    """
+
+    __slots__ = ("_closed_dropped", "_closed_restarts", "_lock", "_open")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: list[tuple[Tree[Any], Budget]] = []
+        self._closed_restarts = 0
+        self._closed_dropped = 0
+
+    def add(self, tree: Tree[Any], budget: Budget) -> None:
+        with self._lock:
+            self._let_go()
+            self._open.append((tree, budget))
+
+    def _let_go(self) -> None:
+        """Add the closed runtimes' counts to the totals, and drop them (lock held)."""
+        still: list[tuple[Tree[Any], Budget]] = []
+        for tree, budget in self._open:
+            if tree.closed:
+                self._closed_restarts += tree.restarts
+                self._closed_dropped += tree.bus.dropped
+            else:
+                still.append((tree, budget))
+        self._open = still
+
+    def restarts(self) -> int:
+        with self._lock:
+            self._let_go()
+            return self._closed_restarts + sum(tree.restarts for tree, _ in self._open)
+
+    def dropped(self) -> int:
+        with self._lock:
+            self._let_go()
+            return self._closed_dropped + sum(tree.bus.dropped for tree, _ in self._open)
+
+    def budget_left(self) -> list[tuple[str, int | float]]:
+        """(kind, what is left) of each limit of each open runtime's root budget."""
+        with self._lock:
+            self._let_go()
+            budgets = [budget for _, budget in self._open]
+        left: list[tuple[str, int | float]] = []
+        for budget in budgets:
+            used = budget.usage()
+            for kind, limit, spent in (
+                ("tokens", budget.max_total_tokens, used.total_tokens),
+                ("requests", budget.max_requests, used.requests),
+                ("cost_usd", budget.max_cost_usd, used.cost_usd),
+            ):
+                if limit is not None:
+                    left.append((kind, max(limit - spent, 0)))
+        return left
 
 
 def check_otel(otel: object) -> OpenTelemetry | None:
