@@ -124,7 +124,7 @@ class _Shared:
     once and shared (`OpenTelemetry._shared`), never changed (a call that needs
     others copies them)."""
 
-    __slots__ = ("chat", "chat_name", "metric", "tokens")
+    __slots__ = ("chat", "chat_name", "metric", "phase_name", "tokens")
 
     def __init__(self, name: str, provider: str, requested: str | None, max_tokens: int) -> None:
         metric: _Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
@@ -141,6 +141,7 @@ class _Shared:
             "gen_ai.request.max_tokens": max_tokens,
         }
         self.chat_name = "chat" if requested is None else f"chat {requested}"
+        self.phase_name = f"invoke_agent {name}"
 
 
 class _PhaseSpan:
@@ -434,17 +435,17 @@ class OpenTelemetry:
             attributes["gen_ai.input.messages"] = self._messages(
                 (ChatMessage("user", cmd.user_message),), st
             )
-        # The caller's context (its baggage too), else a trace of its own.
-        parent = self._parents.get(id(cmd), self._root)
-        span = self._tracer.start_span(
-            f"invoke_agent {name}", context=parent, kind=self._internal, attributes=attributes
-        )
         key = (name, provider, requested, st.spec.limits.max_output_tokens)
         shared = self._shared.get(key)
         if shared is None:
             if len(self._shared) >= _SHARED_MOST:
                 self._shared.clear()
             shared = self._shared[key] = _Shared(*key)
+        # The caller's context (its baggage too), else a trace of its own.
+        parent = self._parents.get(id(cmd), self._root)
+        span = self._tracer.start_span(
+            shared.phase_name, context=parent, kind=self._internal, attributes=attributes
+        )
         return _PhaseSpan(span, self._in_context(span, parent), shared)
 
     def phase_ended(self, phase: Phase) -> None:

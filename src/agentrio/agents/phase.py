@@ -780,9 +780,12 @@ class Phase:
                 and settings is None
                 and self.typed is None
                 and not (st.streams and self.bus.active)
-                and st.services.otel is None
             ):
-                reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
+                if st.services.otel is None:
+                    reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
+                else:  # (in a "chat" span; without _complete's coroutine)
+                    call = st.model.complete(view, schemas, max_output_tokens=max_out)
+                    reply = await st.services.otel.chat(self, view, max_out, call)
             else:
                 reply = await self._complete(view, schemas, max_out, meter, settings)
             if not isinstance(reply, ModelReply):
