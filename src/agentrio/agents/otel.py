@@ -372,11 +372,17 @@ class OpenTelemetry:
 
     # -- phases ------------------------------------------------------------------------
 
-    async def asked(self, cmd: RunPhase, reply: Awaitable[object]) -> object:
-        """Await *reply*, the answer to *cmd*: the phase's span is a child of the
+    def asked(self, cmd: RunPhase, reply: Awaitable[object]) -> Awaitable[object]:
+        """*reply*, the answer to *cmd*, to await: the phase's span is a child of the
         caller's current span (the caller's OpenTelemetry context)."""
+        context = self._current()
+        if not context:  # (no span, no baggage: the phase starts a trace of its own)
+            return reply
+        return self._asked(cmd, reply, context)
+
+    async def _asked(self, cmd: RunPhase, reply: Awaitable[object], context: Context) -> object:
         key = id(cmd)
-        self._parents[key] = self._current()
+        self._parents[key] = context
         try:
             return await reply
         finally:
