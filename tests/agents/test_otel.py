@@ -16,7 +16,7 @@ import opentelemetry.trace
 import pytest
 import trio
 import trio.testing
-from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter, ExemplarFilter, MeterProvider
 from opentelemetry.sdk.metrics.export import DataPointT, HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -34,7 +34,13 @@ from agentrio.types import ToolSchema
 class Recorded:
     """An OpenTelemetry instance on the SDK's in-memory span exporter and metric reader."""
 
-    def __init__(self, *, capture_content: bool = False, sampler: Sampler | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        capture_content: bool = False,
+        sampler: Sampler | None = None,
+        exemplar_filter: ExemplarFilter | None = None,
+    ) -> None:
         self.exporter = InMemorySpanExporter()
         tracer_provider = TracerProvider(sampler=sampler)
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
@@ -42,7 +48,9 @@ class Recorded:
         self.reader = InMemoryMetricReader()
         self.otel = agentrio.otel.OpenTelemetry(
             tracer_provider=tracer_provider,
-            meter_provider=MeterProvider(metric_readers=[self.reader]),
+            meter_provider=MeterProvider(
+                metric_readers=[self.reader], exemplar_filter=exemplar_filter
+            ),
             capture_content=capture_content,
         )
 
@@ -502,7 +510,7 @@ class Dropping(Sampler):
 
 async def test_a_phase_sampled_out_asks_for_no_span_of_its_calls() -> None:
     sampler = Dropping()
-    recorded = Recorded(sampler=sampler)
+    recorded = Recorded(sampler=sampler, exemplar_filter=AlwaysOnExemplarFilter())
     seen: list[opentelemetry.trace.SpanContext] = []
 
     @agentrio.tool
@@ -526,6 +534,8 @@ async def test_a_phase_sampled_out_asks_for_no_span_of_its_calls() -> None:
     (duration,) = recorded.histogram("gen_ai.client.operation.duration")
     assert duration.count == 3
     assert sorted(p.sum for p in recorded.histogram("gen_ai.client.token.usage")) == [10, 20]
+    # With no trace to point to: an exemplar, if the filter takes one, names none.
+    assert duration.exemplars and all(e.trace_id is None for e in duration.exemplars)
 
 
 # -- the operators' metrics ----------------------------------------------------------------------

@@ -148,9 +148,17 @@ class _PhaseSpan:
     """A phase's span, what its model calls added up to, and their attributes
     (the agent's model does not change during a phase)."""
 
-    __slots__ = ("context", "input_tokens", "output_tokens", "recording", "shared", "span")
+    __slots__ = (
+        "context",
+        "input_tokens",
+        "measured",
+        "output_tokens",
+        "recording",
+        "shared",
+        "span",
+    )
 
-    def __init__(self, span: Span, context: Context, shared: _Shared) -> None:
+    def __init__(self, span: Span, context: Context, shared: _Shared, unsampled: Context) -> None:
         self.span = span
         self.context = context  # the caller's, with this span current
         self.input_tokens = 0
@@ -160,6 +168,9 @@ class _PhaseSpan:
         # (not even asked for), no attributes and no context of their own: the
         # histograms are all they record.
         self.recording = span.is_recording()
+        # The context its measurements are given, for their exemplars: none for a
+        # phase not recorded (its trace is nowhere; and the SDK looks no further).
+        self.measured = context if self.recording else unsampled
 
 
 class OpenTelemetry:
@@ -229,6 +240,7 @@ class OpenTelemetry:
         "_sweep_at",
         "_tokens",
         "_tracer",
+        "_unsampled",
         "_waits",
         "capture_content",
         "content_chars",
@@ -283,6 +295,8 @@ class OpenTelemetry:
         self._detach = context.detach
         self._current = context.get_current
         self._root: Context = context.Context()
+        # (Not empty: an empty context is false, and the SDK would look up the current one.)
+        self._unsampled: Context = context.Context({"agentrio.otel.unsampled": True})
         self._in_context = trace.set_span_in_context
         self._internal = trace.SpanKind.INTERNAL
         self._client = trace.SpanKind.CLIENT
@@ -452,7 +466,7 @@ class OpenTelemetry:
         span = self._tracer.start_span(
             shared.phase_name, context=parent, kind=self._internal, attributes=attributes
         )
-        return _PhaseSpan(span, self._in_context(span, parent), shared)
+        return _PhaseSpan(span, self._in_context(span, parent), shared, self._unsampled)
 
     def phase_ended(self, phase: Phase) -> None:
         """End the phase's span (started now if the phase never ran: it failed first)."""
@@ -514,11 +528,11 @@ class OpenTelemetry:
             self._duration.record(
                 time.perf_counter() - started,
                 {**shared.metric, "error.type": error},
-                record.context,
+                record.measured,
             )
             raise
         # (The phase's context, current here: given, the SDK need not look it up.)
-        self._duration.record(time.perf_counter() - started, shared.metric, record.context)
+        self._duration.record(time.perf_counter() - started, shared.metric, record.measured)
         if isinstance(reply, ModelReply):
             self._replied(span, phase, reply, record)
         if span is not None:
@@ -553,8 +567,8 @@ class OpenTelemetry:
             if type(tokens_in) is int and type(tokens_out) is int:
                 if tokens_in >= 0 and tokens_out >= 0:
                     tokens = record.shared.tokens
-                    self._tokens.record(tokens_in, tokens[0], record.context)
-                    self._tokens.record(tokens_out, tokens[1], record.context)
+                    self._tokens.record(tokens_in, tokens[0], record.measured)
+                    self._tokens.record(tokens_out, tokens[1], record.measured)
                 record.input_tokens += tokens_in
                 record.output_tokens += tokens_out
             else:
