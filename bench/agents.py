@@ -21,10 +21,12 @@ exact model-call and tool-call counts.
             handed to the exporter, synchronously: the SDK's whole cost but the
             I/O), and a MeterProvider with an InMemoryMetricReader (every
             histogram record aggregated, never exported). ``otel_ratio`` is its
-            runs/s over agentrio's without it, measured alternately in the same
-            run (goal >= 0.6); null, with ``otel_skipped``, when the SDK is not
-            installed. The figures without it are agentrio's usual ones: off,
-            OpenTelemetry is not even imported. (The SDK's own cost per span
+            runs/s over agentrio's without it (goal >= 0.6): off and the three
+            kinds of on below run in turn, ``--repeats`` rounds, and each ratio
+            is of their medians (``otel_off_runs_per_s`` is off's); all null,
+            with ``otel_skipped``, when the SDK is not installed. The figures
+            without it are agentrio's usual ones: off, OpenTelemetry is not
+            even imported. (The SDK's own cost per span
             is most of the difference: see docs/design.md, "OpenTelemetry".)
   otel_sampled  the same SDK set-up with the sampler
             ``ParentBased(TraceIdRatioBased(0.1))``: one phase in ten traced
