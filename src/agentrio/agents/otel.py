@@ -5,7 +5,9 @@ By the OpenTelemetry GenAI semantic conventions: a span ``invoke_agent
 ``execute_tool {tool}`` for each tool call, with the conventions' attributes
 (``gen_ai.*``, ``error.type``) and agentrio's own (``agentrio.*``); the
 histograms ``gen_ai.client.token.usage`` and
-``gen_ai.client.operation.duration``.
+``gen_ai.client.operation.duration``; and agentrio's metrics for operators
+(``agentrio.*``: phases in flight, the root budget's room, waits, restarts,
+events dropped), the most of them read when the SDK collects.
 
 This module imports no OpenTelemetry package itself: `OpenTelemetry()` does,
 when it is made (the API package, the ``otel`` extra). A runtime without one
@@ -184,7 +186,11 @@ class OpenTelemetry:
     go to the histograms ``gen_ai.client.token.usage`` and
     ``gen_ai.client.operation.duration``. The names and attributes are the
     OpenTelemetry GenAI semantic conventions'; agentrio's own attributes
-    are named ``agentrio.*``. Messages, tool arguments and tool results are
+    are named ``agentrio.*``, and so are its metrics for operators:
+    ``agentrio.phases.active``, ``agentrio.budget.remaining``,
+    ``agentrio.wait.duration``, ``agentrio.actor.restarts`` and
+    ``agentrio.events.dropped``. A phase the sampler drops records its
+    metrics, and no span of its calls. Messages, tool arguments and tool results are
     recorded only with *capture_content*. See [How to trace agents with
     OpenTelemetry][how-to-trace-agents-with-opentelemetry].
 
@@ -205,7 +211,7 @@ class OpenTelemetry:
         tracer_provider: where the spans go (default: OpenTelemetry's global
             tracer provider, as ``opentelemetry.trace.get_tracer_provider()``
             finds it when this object is made).
-        meter_provider: where the histograms go (default: the global meter
+        meter_provider: where the metrics go (default: the global meter
             provider).
         capture_content: also record the messages of each model call
             (``gen_ai.input.messages``, ``gen_ai.output.messages``), a
