@@ -610,14 +610,15 @@ class Crashing(agentrio.Actor[Crash]):
 
 
 async def test_restarts_are_counted_past_the_runtimes_end(recorded: Recorded) -> None:
-    for _ in range(2):
+    for life in (1, 2):
         async with agentrio.open_runtime(otel=recorded.otel, max_restarts=5) as rt:
             ref = await rt.spawn(Crashing, name="c", restart="permanent")
             for _ in range(2):
                 with pytest.raises(agentrio.errors.ActorCrashed):
                     await ref.ask(Crash())
             await trio.testing.wait_all_tasks_blocked()
-            assert recorded.values("agentrio.actor.restarts") in ({(): 2}, {(): 4})
+            assert recorded.values("agentrio.actor.restarts") == {(): 2 * life}
+    # The runtimes closed, their restarts still count (a counter never goes down).
     assert recorded.values("agentrio.actor.restarts") == {(): 4}
 
 
