@@ -7,7 +7,7 @@ By the OpenTelemetry GenAI semantic conventions: a span ``invoke_agent
 histograms ``gen_ai.client.token.usage`` and
 ``gen_ai.client.operation.duration``; and agentrio's metrics for operators
 (``agentrio.*``: phases in flight, the root budget's room, waits, restarts,
-events dropped), the most of them read when the SDK collects.
+events dropped), most of them read when the SDK collects.
 
 This module imports no OpenTelemetry package itself: `OpenTelemetry()` does,
 when it is made (the API package, the ``otel`` extra). A runtime without one
