@@ -21,11 +21,21 @@ exact model-call and tool-call counts.
             handed to the exporter, synchronously: the SDK's whole cost but the
             I/O), and a MeterProvider with an InMemoryMetricReader (every
             histogram record aggregated, never exported). ``otel_ratio`` is its
-            runs/s over agentrio's without it, measured alternately in the same
-            run (goal >= 0.6); null, with ``otel_skipped``, when the SDK is not
-            installed. The figures without it are agentrio's usual ones: off,
-            OpenTelemetry is not even imported. (The SDK's own cost per span
+            runs/s over agentrio's without it (goal >= 0.6): off and the three
+            kinds of on below run in turn, ``--repeats`` rounds, and each ratio
+            is of their medians (``otel_off_runs_per_s`` is off's); all null,
+            with ``otel_skipped``, when the SDK is not installed. The figures
+            without it are agentrio's usual ones: off, OpenTelemetry is not
+            even imported. (The SDK's own cost per span
             is most of the difference: see docs/design.md, "OpenTelemetry".)
+  otel_sampled  the same SDK set-up with the sampler
+            ``ParentBased(TraceIdRatioBased(0.1))``: one phase in ten traced
+            (its calls with it), the metrics of all. ``otel_sampled_ratio``
+            (goal >= 0.8).
+  otel_noop  OpenTelemetry on with the API's no-op providers
+            (``NoOpTracerProvider``, ``NoOpMeterProvider``): what agentrio's
+            own part costs, the SDK's left out. ``otel_noop_ratio`` (goal
+            >= 0.9).
 
 Run: python bench/agents.py --agents 10000 [--repeats 3]; prints one JSON line.
 """
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import gc
 import os
+import statistics
 import sys
 import time
 from typing import Any
@@ -44,7 +55,7 @@ sys.path.sort(key=lambda p: os.path.abspath(p) == os.path.dirname(os.path.abspat
 
 import msgspec
 import trio
-from _common import main, median_of, rss_now_mb
+from _common import main, median_of, rss_now_mb, run_child
 
 import agentrio
 import agentrio.otel
@@ -173,18 +184,22 @@ SPEC = agentrio.AgentSpec(
 )
 
 
-def _otel() -> agentrio.otel.OpenTelemetry:
-    """OpenTelemetry on the SDK, exporting nothing (see the module's docstring)."""
+def _otel(sampled: bool = False) -> agentrio.otel.OpenTelemetry:
+    """OpenTelemetry on the SDK, exporting nothing (see the module's docstring);
+    *sampled*: one trace in ten."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
     class Dropped(SpanExporter):
         def export(self, spans: Any) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    tracer_provider = TracerProvider()
+    tracer_provider = TracerProvider(
+        sampler=ParentBased(TraceIdRatioBased(0.1)) if sampled else ALWAYS_ON
+    )
     tracer_provider.add_span_processor(SimpleSpanProcessor(Dropped()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     return agentrio.otel.OpenTelemetry(
@@ -192,8 +207,26 @@ def _otel() -> agentrio.otel.OpenTelemetry:
     )
 
 
+def _otel_noop() -> agentrio.otel.OpenTelemetry:
+    """OpenTelemetry on the API's no-op providers: agentrio's own part alone."""
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    return agentrio.otel.OpenTelemetry(
+        tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider()
+    )
+
+
 async def _agentrio_otel(n: int) -> tuple[list[str], float]:
     return await _agentrio(n, _otel())
+
+
+async def _agentrio_otel_sampled(n: int) -> tuple[list[str], float]:
+    return await _agentrio(n, _otel(sampled=True))
+
+
+async def _agentrio_otel_noop(n: int) -> tuple[list[str], float]:
+    return await _agentrio(n, _otel_noop())
 
 
 async def _agentrio(
@@ -220,7 +253,13 @@ def runs(n: int, impl: str, gc_tuned: bool = False) -> dict[str, Any]:
     if gc_tuned:
         gc.set_threshold(*GC_TUNED)
     base = rss_now_mb()
-    driver = {"floor": _trio_mailbox, "agentrio": _agentrio, "otel": _agentrio_otel}[impl]
+    driver = {
+        "floor": _trio_mailbox,
+        "agentrio": _agentrio,
+        "otel": _agentrio_otel,
+        "otel_sampled": _agentrio_otel_sampled,
+        "otel_noop": _agentrio_otel_noop,
+    }[impl]
     trio.run(driver, 10)  # warm-up
     COUNTS["model"] = COUNTS["tool"] = 0
     answers, dt = trio.run(driver, n)
@@ -256,30 +295,56 @@ def report(args: Any) -> dict[str, Any]:
         out[f"peak_rss_mb{suffix}"] = ours["peak_rss_mb"]
         out[f"floor_peak_rss_mb{suffix}"] = floor["peak_rss_mb"]
         if suffix == "":
-            _otel_figures(out, script, args, ours)
+            _otel_figures(out, script, args)
     goal = 0.3 if n >= 10_000 else 0.5
     out["goals_met"] = {
         f"ratio>={goal}": out["ratio"] >= goal,
         "peak_rss_mb<150 (at 10k)": n != 10_000 or out["peak_rss_mb"] < 150,
     }
     if out["otel_ratio"] is not None:
-        out["goals_met"]["otel_ratio>=0.6"] = out["otel_ratio"] >= 0.6
+        for key, least in OTEL_GOALS.items():
+            out["goals_met"][f"{key}>={least}"] = out[key] >= least
     return out
 
 
-def _otel_figures(out: dict[str, Any], script: str, args: Any, off: dict[str, Any]) -> None:
-    """Add agentrio's runs/s with OpenTelemetry on, and its ratio to *off*'s."""
+# The OpenTelemetry figures: the runs' impl, and the goal of each ratio to off.
+OTEL_GOALS = {"otel_ratio": 0.6, "otel_sampled_ratio": 0.8, "otel_noop_ratio": 0.9}
+OTEL_IMPLS = {
+    "otel_ratio": "otel",
+    "otel_sampled_ratio": "otel_sampled",
+    "otel_noop_ratio": "otel_noop",
+}
+
+
+def _otel_figures(out: dict[str, Any], script: str, args: Any) -> None:
+    """Add agentrio's runs/s with OpenTelemetry on (the SDK; the SDK sampling one
+    trace in ten; the API's no-op providers), and each one's ratio to *off*'s."""
     try:
         import opentelemetry.sdk  # noqa: F401
     except ImportError:
-        out["otel_ratio"] = None
+        for key in OTEL_IMPLS:
+            out[key] = None
         out["otel_skipped"] = "the OpenTelemetry SDK is not installed (opentelemetry-sdk)"
         return
-    on = median_of(script, "runs", {"n": args.agents, "impl": "otel"}, args.repeats, args.timeout)
-    print(f"[agents] agentrio with otel: {on}", file=sys.stderr, flush=True)
-    out["otel_runs_per_s"] = on["runs_per_s"]
-    out["otel_ratio"] = round(on["runs_per_s"] / off["runs_per_s"], 3)
-    out["otel_peak_rss_mb"] = on["peak_rss_mb"]
+    # Off and the three kinds of on, in turn, each *repeats* times: a ratio
+    # compares runs that shared the machine's load of the same minutes.
+    impls = {"agentrio": "off", **{impl: key for key, impl in OTEL_IMPLS.items()}}
+    measured: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
+    for _ in range(args.repeats):
+        for impl, runs_of in measured.items():
+            params = {"n": args.agents, "impl": impl}
+            runs_of.append(run_child(script, "runs", params, args.timeout))
+    median = {
+        impl: {k: statistics.median(r[k] for r in rs) for k in ("runs_per_s", "peak_rss_mb")}
+        for impl, rs in measured.items()
+    }
+    print(f"[agents] off and on, alternately: {median}", file=sys.stderr, flush=True)
+    out["otel_off_runs_per_s"] = median["agentrio"]["runs_per_s"]
+    for key, impl in OTEL_IMPLS.items():
+        name = key.removesuffix("_ratio")
+        out[f"{name}_runs_per_s"] = median[impl]["runs_per_s"]
+        out[key] = round(median[impl]["runs_per_s"] / median["agentrio"]["runs_per_s"], 3)
+        out[f"{name}_peak_rss_mb"] = median[impl]["peak_rss_mb"]
 
 
 def _args(ap: Any) -> None:

@@ -629,6 +629,8 @@ async def open_runtime(
                 await nursery.start(writer.run, tree.bus)
             if tree.bus.active:  # (a trace's first record: the budget the run had)
                 tree.bus.publish(_opened(services.budget))
+            if services.otel is not None:  # (its counters and gauges read this runtime's)
+                services.otel.observe(tree, budget)
             if checkpoints is not None:
                 await nursery.start(checkpoints.writer.run)
             await nursery.start(

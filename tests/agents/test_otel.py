@@ -12,14 +12,16 @@ import sys
 import textwrap
 from collections.abc import Iterator, Sequence
 
+import opentelemetry.trace
 import pytest
 import trio
 import trio.testing
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.metrics import AlwaysOnExemplarFilter, ExemplarFilter, MeterProvider
+from opentelemetry.sdk.metrics.export import DataPointT, HistogramDataPoint, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 from opentelemetry.trace import StatusCode
 
 import agentrio
@@ -32,15 +34,24 @@ from agentrio.types import ToolSchema
 class Recorded:
     """An OpenTelemetry instance on the SDK's in-memory span exporter and metric reader."""
 
-    def __init__(self, *, capture_content: bool = False, content_chars: int = 4096) -> None:
+    def __init__(
+        self,
+        *,
+        capture_content: bool = False,
+        content_chars: int = 4096,
+        sampler: Sampler | None = None,
+        exemplar_filter: ExemplarFilter | None = None,
+    ) -> None:
         self.exporter = InMemorySpanExporter()
-        tracer_provider = TracerProvider()
+        tracer_provider = TracerProvider(sampler=sampler)
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.tracer = tracer_provider.get_tracer("test")
         self.reader = InMemoryMetricReader()
         self.otel = agentrio.otel.OpenTelemetry(
             tracer_provider=tracer_provider,
-            meter_provider=MeterProvider(metric_readers=[self.reader]),
+            meter_provider=MeterProvider(
+                metric_readers=[self.reader], exemplar_filter=exemplar_filter
+            ),
             capture_content=capture_content,
             content_chars=content_chars,
         )
@@ -79,16 +90,27 @@ class Recorded:
         return lines
 
     def histogram(self, name: str) -> list[HistogramDataPoint]:
+        return self.points(name)  # type: ignore[return-value]
+
+    def points(self, name: str) -> list[DataPointT]:
+        """The data points of the metric *name* (collected now)."""
         data = self.reader.get_metrics_data()
         if data is None:  # nothing recorded
             return []
-        points: list[HistogramDataPoint] = []
+        points: list[DataPointT] = []
         for resource in data.resource_metrics:
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
                     if metric.name == name:
-                        points += metric.data.data_points  # type: ignore[arg-type]
+                        points += metric.data.data_points
         return points
+
+    def values(self, name: str) -> dict[tuple[tuple[str, object], ...], object]:
+        """The values of the sum or gauge *name*, by their attributes (sorted)."""
+        return {
+            tuple(sorted((p.attributes or {}).items())): p.value  # type: ignore[union-attr]
+            for p in self.points(name)
+        }
 
 
 def _is_tool(span: ReadableSpan) -> bool:
@@ -493,3 +515,147 @@ def test_a_runtime_without_it_never_imports_opentelemetry() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# -- sampled out: what a phase the sampler dropped costs ---------------------------------------
+
+
+class Dropping(Sampler):
+    """A sampler that drops every span, and counts the spans it was asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def should_sample(
+        self, parent_context: object, trace_id: int, name: str, *args: object, **kwargs: object
+    ) -> SamplingResult:  # type: ignore[override]
+        self.asked.append(name)
+        return SamplingResult(Decision.DROP)
+
+    def get_description(self) -> str:
+        return "Dropping"
+
+
+async def test_a_phase_sampled_out_asks_for_no_span_of_its_calls() -> None:
+    sampler = Dropping()
+    recorded = Recorded(sampler=sampler, exemplar_filter=AlwaysOnExemplarFilter())
+    seen: list[opentelemetry.trace.SpanContext] = []
+
+    @agentrio.tool
+    async def look(key: str) -> str:
+        """Look."""
+        seen.append(opentelemetry.trace.get_current_span().get_span_context())
+        return key
+
+    model = ScriptedModel(
+        [calls(("look", {"key": "a"})), calls(("look", {"key": "b"})), Reply(text="done")]
+    )
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        agent = await rt.spawn_agent(AgentSpec("lead", model, tools=[look]))
+        assert (await agent.run("go")).stop_reason == "done"
+    # The phase's span only: its 3 model calls and 2 tool calls were not asked about.
+    assert sampler.asked == ["invoke_agent lead"]
+    assert recorded.spans() == ()
+    # Its context is still current in its tools (their own spans follow it, unsampled).
+    assert len(seen) == 2 and all(c.is_valid and not c.trace_flags.sampled for c in seen)
+    # The metrics are all recorded.
+    (duration,) = recorded.histogram("gen_ai.client.operation.duration")
+    assert duration.count == 3
+    assert sorted(p.sum for p in recorded.histogram("gen_ai.client.token.usage")) == [10, 20]
+    # With no trace to point to: an exemplar, if the filter takes one, names none.
+    assert duration.exemplars and all(e.trace_id is None for e in duration.exemplars)
+
+
+# -- the operators' metrics ----------------------------------------------------------------------
+
+
+async def test_phases_in_flight_are_counted(recorded: Recorded) -> None:
+    release = trio.Event()
+
+    async def held(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await release.wait()
+        return Reply(text="ok")
+
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        spec = AgentSpec("held", FunctionModel(held))
+        agents = [await rt.spawn_agent(spec, name=f"held{i}") for i in range(2)]
+        async with trio.open_nursery() as nursery:
+            for agent in agents:
+                nursery.start_soon(agent.run, "go")
+            await trio.testing.wait_all_tasks_blocked()
+            active = recorded.values("agentrio.phases.active")
+            assert active == {(("gen_ai.agent.name", "held"),): 2}
+            release.set()
+    assert recorded.values("agentrio.phases.active") == {(("gen_ai.agent.name", "held"),): 0}
+
+
+async def test_the_root_budgets_room_is_a_gauge(recorded: Recorded) -> None:
+    model = ScriptedModel([Reply(text="ok", usage=Usage(40, 8, cost_usd=0.25))])
+    budget = agentrio.Budget(max_total_tokens=1000, max_cost_usd=1.0)
+    async with agentrio.open_runtime(otel=recorded.otel, budget=budget) as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model, limits=Limits(max_output_tokens=10)))
+        assert (await agent.run("go")).stop_reason == "done"
+        assert recorded.values("agentrio.budget.remaining") == {
+            (("agentrio.budget.kind", "tokens"),): 952,
+            (("agentrio.budget.kind", "cost_usd"),): 0.75,
+        }
+    # A runtime closed is no longer reported.
+    assert recorded.values("agentrio.budget.remaining") == {}
+
+
+async def test_waits_are_recorded_by_kind(
+    autojump_clock: trio.testing.MockClock, recorded: Recorded
+) -> None:
+    async def slow(messages: Sequence[ChatMessage], tools: Sequence[ToolSchema]) -> Reply:
+        await trio.sleep(10)
+        return Reply(text="ok", usage=Usage(1, 1))
+
+    # Each call reserves 2 + 40 tokens: the second fits only once the first settles.
+    spec = AgentSpec(
+        "a", FunctionModel(slow), token_estimator=len, limits=Limits(max_output_tokens=40)
+    )
+    budget = agentrio.Budget(max_total_tokens=60)
+    async with agentrio.open_runtime(otel=recorded.otel, budget=budget) as rt:
+        first = await rt.spawn_agent(spec, name="first")
+        second = await rt.spawn_agent(spec, name="second")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first.run, "go")
+            await trio.sleep(1)
+            nursery.start_soon(second.run, "go")
+    # (No one subscribed to the events: the wait is recorded all the same.)
+    (wait,) = recorded.histogram("agentrio.wait.duration")
+    assert dict(wait.attributes or {}) == {"agentrio.wait.kind": "budget", "gen_ai.agent.name": "a"}
+    assert (wait.count, wait.sum) == (1, 9)
+
+
+class Crash(agentrio.Message):
+    pass
+
+
+class Crashing(agentrio.Actor[Crash]):
+    async def handle(self, msg: Crash) -> object:
+        raise RuntimeError("boom")
+
+
+async def test_restarts_are_counted_past_the_runtimes_end(recorded: Recorded) -> None:
+    for life in (1, 2):
+        async with agentrio.open_runtime(otel=recorded.otel, max_restarts=5) as rt:
+            ref = await rt.spawn(Crashing, name="c", restart="permanent")
+            for _ in range(2):
+                with pytest.raises(agentrio.errors.ActorCrashed):
+                    await ref.ask(Crash())
+            await trio.testing.wait_all_tasks_blocked()
+            assert recorded.values("agentrio.actor.restarts") == {(): 2 * life}
+    # The runtimes closed, their restarts still count (a counter never goes down).
+    assert recorded.values("agentrio.actor.restarts") == {(): 4}
+
+
+async def test_events_dropped_for_a_slow_subscriber_are_counted(recorded: Recorded) -> None:
+    model = ScriptedModel([calls(("lookup", {"key": "a"})), Reply(text="done")])
+    async with agentrio.open_runtime(otel=recorded.otel) as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", model, tools=[lookup]))
+        async with rt.events(capacity=2) as stream:
+            await agent.run("go")  # far more than 2 events, none read
+            lost = stream.lost
+        assert lost > 0
+        assert recorded.values("agentrio.events.dropped") == {(): lost}

@@ -310,7 +310,7 @@ async def _summarise(
     await trio.lowlevel.checkpoint_if_cancelled()
     lease = st.budget.reserve_now(estimate, max_out, cost)
     if lease is None:
-        waited = phase.budget_waited if phase.bus.active else None
+        waited = phase.budget_waited if phase.bus.active or st.services.otel else None
         lease = await st.budget.acquire(estimate, max_out, cost, waited=waited)
     if lease is None:
         limit = st.budget.exhausted(estimate, max_out, cost) or "budget"

@@ -5,7 +5,9 @@ By the OpenTelemetry GenAI semantic conventions: a span ``invoke_agent
 ``execute_tool {tool}`` for each tool call, with the conventions' attributes
 (``gen_ai.*``, ``error.type``) and agentrio's own (``agentrio.*``); the
 histograms ``gen_ai.client.token.usage`` and
-``gen_ai.client.operation.duration``.
+``gen_ai.client.operation.duration``; and agentrio's metrics for operators
+(``agentrio.*``: phases in flight, the root budget's room, waits, restarts,
+events dropped), most of them read when the SDK collects.
 
 This module imports no OpenTelemetry package itself: `OpenTelemetry()` does,
 when it is made (the API package, the ``otel`` extra). A runtime without one
@@ -24,8 +26,9 @@ the phase, or the user's span) that ran it.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -46,9 +49,16 @@ from .tool_call import ToolGate, ToolRunner, hide_env
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.metrics import Histogram, MeterProvider
+    from opentelemetry.metrics import (
+        CallbackOptions,
+        Histogram,
+        Meter,
+        MeterProvider,
+        Observation,
+    )
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
+    from ..core import Tree
     from .agent import _AgentState
     from .budget import Budget
     from .phase import Phase
@@ -83,6 +93,10 @@ _SHARED_MOST = 1024
 # The phases in flight past which those that will not end are looked for (see _sweep).
 _SWEEP_AT = 64
 
+# The most agent names whose phases in flight are reported (past it, those with none
+# are forgotten).
+_NAMES_MOST = 1024
+
 
 def _cut(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
@@ -112,7 +126,7 @@ class _Shared:
     once and shared (`OpenTelemetry._shared`), never changed (a call that needs
     others copies them)."""
 
-    __slots__ = ("chat", "chat_name", "metric", "tokens")
+    __slots__ = ("chat", "chat_name", "metric", "phase_name", "tokens")
 
     def __init__(self, name: str, provider: str, requested: str | None, max_tokens: int) -> None:
         metric: _Attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": provider}
@@ -129,20 +143,36 @@ class _Shared:
             "gen_ai.request.max_tokens": max_tokens,
         }
         self.chat_name = "chat" if requested is None else f"chat {requested}"
+        self.phase_name = f"invoke_agent {name}"
 
 
 class _PhaseSpan:
     """A phase's span, what its model calls added up to, and their attributes
     (the agent's model does not change during a phase)."""
 
-    __slots__ = ("context", "input_tokens", "output_tokens", "shared", "span")
+    __slots__ = (
+        "context",
+        "input_tokens",
+        "measured",
+        "output_tokens",
+        "recording",
+        "shared",
+        "span",
+    )
 
-    def __init__(self, span: Span, context: Context, shared: _Shared) -> None:
+    def __init__(self, span: Span, context: Context, shared: _Shared, unsampled: Context) -> None:
         self.span = span
         self.context = context  # the caller's, with this span current
         self.input_tokens = 0
         self.output_tokens = 0
         self.shared = shared
+        # False: the sampler dropped the phase. Its calls then get no span at all
+        # (not even asked for), no attributes and no context of their own: the
+        # histograms are all they record.
+        self.recording = span.is_recording()
+        # The context its measurements are given, for their exemplars: none for a
+        # phase not recorded (its trace is nowhere; and the SDK looks no further).
+        self.measured = context if self.recording else unsampled
 
 
 class OpenTelemetry:
@@ -156,7 +186,11 @@ class OpenTelemetry:
     go to the histograms ``gen_ai.client.token.usage`` and
     ``gen_ai.client.operation.duration``. The names and attributes are the
     OpenTelemetry GenAI semantic conventions'; agentrio's own attributes
-    are named ``agentrio.*``. Messages, tool arguments and tool results are
+    are named ``agentrio.*``, and so are its metrics for operators:
+    ``agentrio.phases.active``, ``agentrio.budget.remaining``,
+    ``agentrio.wait.duration``, ``agentrio.actor.restarts`` and
+    ``agentrio.events.dropped``. A phase the sampler drops records its
+    metrics, and no span of its calls. Messages, tool arguments and tool results are
     recorded only with *capture_content*. See [How to trace agents with
     OpenTelemetry][how-to-trace-agents-with-opentelemetry].
 
@@ -177,7 +211,7 @@ class OpenTelemetry:
         tracer_provider: where the spans go (default: OpenTelemetry's global
             tracer provider, as ``opentelemetry.trace.get_tracer_provider()``
             finds it when this object is made).
-        meter_provider: where the histograms go (default: the global meter
+        meter_provider: where the metrics go (default: the global meter
             provider).
         capture_content: also record the messages of each model call
             (``gen_ai.input.messages``, ``gen_ai.output.messages``), a
@@ -194,6 +228,7 @@ class OpenTelemetry:
     """
 
     __slots__ = (
+        "_active_names",
         "_attach",
         "_client",
         "_current",
@@ -202,13 +237,17 @@ class OpenTelemetry:
         "_error",
         "_in_context",
         "_internal",
+        "_observation",
         "_parents",
         "_phases",
         "_root",
+        "_runtimes",
         "_shared",
         "_sweep_at",
         "_tokens",
         "_tracer",
+        "_unsampled",
+        "_waits",
         "capture_content",
         "content_chars",
     )
@@ -250,11 +289,20 @@ class OpenTelemetry:
             description="GenAI operation duration.",
             explicit_bucket_boundaries_advisory=list(_SECONDS_BUCKETS),
         )
+        self._waits: Histogram = meter.create_histogram(
+            "agentrio.wait.duration",
+            unit="s",
+            description="How long model calls waited, by what they waited for.",
+            explicit_bucket_boundaries_advisory=list(_SECONDS_BUCKETS),
+        )
+        self._observe(meter)
         # OpenTelemetry's functions, kept here: this module does not import the package.
         self._attach = context.attach
         self._detach = context.detach
         self._current = context.get_current
         self._root: Context = context.Context()
+        # (Not empty: an empty context is false, and the SDK would look up the current one.)
+        self._unsampled: Context = context.Context({"agentrio.otel.unsampled": True})
         self._in_context = trace.set_span_in_context
         self._internal = trace.SpanKind.INTERNAL
         self._client = trace.SpanKind.CLIENT
@@ -269,13 +317,92 @@ class OpenTelemetry:
     def __repr__(self) -> str:
         return f"OpenTelemetry(capture_content={self.capture_content})"
 
+    # -- what is read when the metrics are collected -------------------------------------
+
+    def _observe(self, meter: Meter) -> None:
+        """Make the instruments read at each collection (nothing on the agents' path)."""
+        from opentelemetry.metrics import Observation
+
+        self._observation = Observation
+        self._runtimes = _Runtimes()
+        self._active_names: set[str] = set()
+        meter.create_observable_up_down_counter(
+            "agentrio.phases.active",
+            callbacks=[self._phases_active],
+            unit="{phase}",
+            description="Phases in flight.",
+        )
+        meter.create_observable_gauge(
+            "agentrio.budget.remaining",
+            callbacks=[self._budget_remaining],
+            unit="1",
+            description="What is left of the root budget's limits (tokens, requests, USD).",
+        )
+        meter.create_observable_counter(
+            "agentrio.actor.restarts",
+            callbacks=[self._counted(self._runtimes.restarts)],
+            unit="{restart}",
+            description="Actors and supervisors restarted by their supervisor.",
+        )
+        meter.create_observable_counter(
+            "agentrio.events.dropped",
+            callbacks=[self._counted(self._runtimes.dropped)],
+            unit="{event}",
+            description="Events the event bus dropped for subscribers that fell behind.",
+        )
+
+    def observe(self, tree: Tree[Any], budget: Budget) -> None:
+        """Read *tree*'s restarts and dropped events, and *budget*'s room, in the
+        metrics (``open_runtime`` calls it for its runtime, once)."""
+        self._runtimes.add(tree, budget)
+
+    def waited(self, st: _AgentState, what: str, seconds: float) -> None:
+        """Record a model call's wait (made only when it did wait)."""
+        attributes = {"agentrio.wait.kind": what, "gen_ai.agent.name": st.spec.name}
+        self._waits.record(seconds, attributes)
+
+    def _phases_active(self, options: CallbackOptions) -> Iterable[Observation]:
+        counts: dict[str, int] = {}
+        for phase in list(self._phases):  # (a copy: it may run in the reader's thread)
+            if _in_flight(phase):
+                name = phase.st.spec.name
+                counts[name] = counts.get(name, 0) + 1
+        names = self._active_names
+        if len(names) + len(counts) > _NAMES_MOST:
+            names.clear()
+        names.update(counts)
+        # (A name with none now is reported 0, not left at its last count.)
+        return [
+            self._observation(counts.get(name, 0), {"gen_ai.agent.name": name}) for name in names
+        ]
+
+    def _budget_remaining(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            self._observation(left, {"agentrio.budget.kind": kind})
+            for kind, left in self._runtimes.budget_left()
+        ]
+
+    def _counted(
+        self, count: Callable[[], int]
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observed(options: CallbackOptions) -> Iterable[Observation]:
+            return [self._observation(count())]
+
+        return observed
+
     # -- phases ------------------------------------------------------------------------
 
-    async def asked(self, cmd: RunPhase, reply: Awaitable[object]) -> object:
-        """Await *reply*, the answer to *cmd*: the phase's span is a child of the
+    def asked(self, cmd: RunPhase, reply: Awaitable[object]) -> Awaitable[object]:
+        """*reply*, the answer to *cmd*, to await: the phase's span is a child of the
         caller's current span (the caller's OpenTelemetry context)."""
+        context = self._current()
+        if not context:  # (no span, no baggage: the phase starts a trace of its own)
+            return reply
+        return self._asked(cmd, reply, context)
+
+    async def _asked(self, cmd: RunPhase, reply: Awaitable[object], context: Context) -> object:
         key = id(cmd)
-        self._parents[key] = self._current()
+        self._parents[key] = context
         try:
             return await reply
         finally:
@@ -334,18 +461,18 @@ class OpenTelemetry:
             attributes["gen_ai.input.messages"] = self._messages(
                 (ChatMessage("user", cmd.user_message),), st
             )
-        # The caller's context (its baggage too), else a trace of its own.
-        parent = self._parents.get(id(cmd), self._root)
-        span = self._tracer.start_span(
-            f"invoke_agent {name}", context=parent, kind=self._internal, attributes=attributes
-        )
         key = (name, provider, requested, st.spec.limits.max_output_tokens)
         shared = self._shared.get(key)
         if shared is None:
             if len(self._shared) >= _SHARED_MOST:
                 self._shared.clear()
             shared = self._shared[key] = _Shared(*key)
-        return _PhaseSpan(span, self._in_context(span, parent), shared)
+        # The caller's context (its baggage too), else a trace of its own.
+        parent = self._parents.get(id(cmd), self._root)
+        span = self._tracer.start_span(
+            shared.phase_name, context=parent, kind=self._internal, attributes=attributes
+        )
+        return _PhaseSpan(span, self._in_context(span, parent), shared, self._unsampled)
 
     def phase_ended(self, phase: Phase) -> None:
         """End the phase's span (started now if the phase never ran: it failed first)."""
@@ -353,7 +480,7 @@ class OpenTelemetry:
         if record is None:
             record = self._start_phase(phase)
         span = record.span
-        if not span.is_recording():  # (sampled out: its attributes would go nowhere)
+        if not record.recording:  # (sampled out: its attributes would go nowhere)
             span.end()
             return
         st = phase.st
@@ -391,35 +518,54 @@ class OpenTelemetry:
         if record is None:  # (a phase runs within run_phase: not reached)
             record = self._start_phase(phase)
         shared = record.shared
-        attributes = shared.chat
-        if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
-            attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
-            if self.capture_content:
-                attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
-        span = self._tracer.start_span(
-            shared.chat_name, context=record.context, kind=self._client, attributes=attributes
+        span = (
+            self._chat_span(phase, record, messages, max_output_tokens)
+            if record.recording
+            else None
         )
         started = time.perf_counter()
         try:
             reply = await call
         except BaseException as exc:
             error = _error_type(exc)
-            self._failed(span, error)
-            span.end()
+            if span is not None:
+                self._failed(span, error)
+                span.end()
             self._duration.record(
                 time.perf_counter() - started,
                 {**shared.metric, "error.type": error},
-                record.context,
+                record.measured,
             )
             raise
         # (The phase's context, current here: given, the SDK need not look it up.)
-        self._duration.record(time.perf_counter() - started, shared.metric, record.context)
+        self._duration.record(time.perf_counter() - started, shared.metric, record.measured)
         if isinstance(reply, ModelReply):
             self._replied(span, phase, reply, record)
-        span.end()
+        if span is not None:
+            span.end()
         return reply
 
-    def _replied(self, span: Span, phase: Phase, reply: ModelReply, record: _PhaseSpan) -> None:
+    def _chat_span(
+        self,
+        phase: Phase,
+        record: _PhaseSpan,
+        messages: Sequence[ChatMessage],
+        max_output_tokens: int,
+    ) -> Span:
+        """A model call's span, under its phase's (which is recording)."""
+        shared = record.shared
+        attributes = shared.chat
+        if max_output_tokens != attributes["gen_ai.request.max_tokens"] or self.capture_content:
+            attributes = {**attributes, "gen_ai.request.max_tokens": max_output_tokens}
+            if self.capture_content:
+                attributes["gen_ai.input.messages"] = self._messages(messages, phase.st)
+        return self._tracer.start_span(
+            shared.chat_name, context=record.context, kind=self._client, attributes=attributes
+        )
+
+    def _replied(
+        self, span: Span | None, phase: Phase, reply: ModelReply, record: _PhaseSpan
+    ) -> None:
         usage = reply.usage
         tokens_in = tokens_out = None
         if type(usage) is Usage:  # (a model's own object may hold anything: recorded if sound)
@@ -427,13 +573,13 @@ class OpenTelemetry:
             if type(tokens_in) is int and type(tokens_out) is int:
                 if tokens_in >= 0 and tokens_out >= 0:
                     tokens = record.shared.tokens
-                    self._tokens.record(tokens_in, tokens[0], record.context)
-                    self._tokens.record(tokens_out, tokens[1], record.context)
+                    self._tokens.record(tokens_in, tokens[0], record.measured)
+                    self._tokens.record(tokens_out, tokens[1], record.measured)
                 record.input_tokens += tokens_in
                 record.output_tokens += tokens_out
             else:
                 tokens_in = tokens_out = None
-        if not span.is_recording():  # (sampled out: the metrics above are all it gets)
+        if span is None or not span.is_recording():  # (sampled out: the metrics are all)
             return
         finish = _finish_reason(reply)
         attributes: _Attributes = {"gen_ai.response.finish_reasons": (finish,)}
@@ -456,7 +602,11 @@ class OpenTelemetry:
         timeout: float,
         gate: ToolGate | None,
     ) -> ToolRunner:
-        """A runner for one tool call of *phase* that records it in an ``execute_tool`` span."""
+        """A runner for one tool call of *phase* that records it in an ``execute_tool``
+        span (a plain one if the phase is not recorded)."""
+        record = self._phases.get(phase)
+        if record is not None and not record.recording:
+            return ToolRunner(tool, request, timeout, gate)
         runner = _TracedRunner(tool, request, timeout, gate)
         runner.otel = self
         runner.st = phase.st
@@ -634,6 +784,72 @@ def _budget_left(budget: Budget) -> dict[str, int | float]:
                 left[key] = min(left.get(key, now), now)
         b = b.parent
     return left
+
+
+def _in_flight(phase: Phase) -> bool:
+    """Is *phase* still its agent's, and its agent alive (not cancelled mid-phase)?"""
+    ref = phase.st.ref
+    return phase.st.phase is phase and (ref is None or exit_reason(ref) is None)
+
+
+class _Runtimes:
+    """The runtimes an `OpenTelemetry` reads its counters and gauges from.
+
+    The counters are the sums over the runtimes, closed ones included (so they
+    never go down): a runtime found closed is added to the totals and let go.
+    The metrics are collected in the reader's thread, so a lock guards the list.
+    """
+
+    __slots__ = ("_closed_dropped", "_closed_restarts", "_lock", "_open")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: list[tuple[Tree[Any], Budget]] = []
+        self._closed_restarts = 0
+        self._closed_dropped = 0
+
+    def add(self, tree: Tree[Any], budget: Budget) -> None:
+        with self._lock:
+            self._let_go()
+            self._open.append((tree, budget))
+
+    def _let_go(self) -> None:
+        """Add the closed runtimes' counts to the totals, and drop them (lock held)."""
+        still: list[tuple[Tree[Any], Budget]] = []
+        for tree, budget in self._open:
+            if tree.closed:
+                self._closed_restarts += tree.restarts
+                self._closed_dropped += tree.bus.dropped
+            else:
+                still.append((tree, budget))
+        self._open = still
+
+    def restarts(self) -> int:
+        with self._lock:
+            self._let_go()
+            return self._closed_restarts + sum(tree.restarts for tree, _ in self._open)
+
+    def dropped(self) -> int:
+        with self._lock:
+            self._let_go()
+            return self._closed_dropped + sum(tree.bus.dropped for tree, _ in self._open)
+
+    def budget_left(self) -> list[tuple[str, int | float]]:
+        """(kind, what is left) of each limit of each open runtime's root budget."""
+        with self._lock:
+            self._let_go()
+            budgets = [budget for _, budget in self._open]
+        left: list[tuple[str, int | float]] = []
+        for budget in budgets:
+            used = budget.usage()
+            for kind, limit, spent in (
+                ("tokens", budget.max_total_tokens, used.total_tokens),
+                ("requests", budget.max_requests, used.requests),
+                ("cost_usd", budget.max_cost_usd, used.cost_usd),
+            ):
+                if limit is not None:
+                    left.append((kind, max(limit - spent, 0)))
+        return left
 
 
 def check_otel(otel: object) -> OpenTelemetry | None:

@@ -225,12 +225,15 @@ class _Meter:
         bus = st.services.bus
         if bus.active and st.ref is not None:
             bus.publish(Waited(path=st.ref.path, what=what, seconds=seconds, provider=provider))
+        if st.services.otel is not None:  # (its agentrio.wait.duration)
+            st.services.otel.waited(st, what, seconds)
 
     def _budget_waited(self, seconds: float) -> None:
         self.waited("budget", seconds, "")
 
     async def retry(self) -> bool:
-        waited = self._budget_waited if self.st.services.bus.active else None
+        services = self.st.services
+        waited = self._budget_waited if services.bus.active or services.otel else None
         if await self.lease.renew(waited=waited):
             return True
         self.refused = self.st.budget.exhausted(self.estimate, self.max_out, self.cost) or "budget"
@@ -782,7 +785,7 @@ class Phase:
         await trio.lowlevel.checkpoint_if_cancelled()
         lease = st.budget.reserve_now(estimate, max_out, cost)
         if lease is None:
-            waited = self.budget_waited if self.bus.active else None
+            waited = self.budget_waited if self.bus.active or st.services.otel else None
             lease = await st.budget.acquire(estimate, max_out, cost, waited=waited)
         if lease is None:
             self._no_budget(st.budget.exhausted(estimate, max_out, cost))
@@ -799,9 +802,12 @@ class Phase:
                 and settings is None
                 and self.typed is None
                 and not (st.streams and self.bus.active)
-                and st.services.otel is None
             ):
-                reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
+                if st.services.otel is None:
+                    reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
+                else:  # (in a "chat" span; without _complete's coroutine)
+                    call = st.model.complete(view, schemas, max_output_tokens=max_out)
+                    reply = await st.services.otel.chat(self, view, max_out, call)
             else:
                 reply = await self._complete(view, schemas, max_out, meter, settings)
             if not isinstance(reply, ModelReply):
@@ -948,8 +954,12 @@ class Phase:
         )
 
     def budget_waited(self, seconds: float) -> None:
-        """Publish the model call's wait for the budget (it did wait)."""
-        self.bus.publish(Waited(path=self.path, what="budget", seconds=seconds))
+        """Publish the model call's wait for the budget (it did wait), and record it
+        with the OpenTelemetry."""
+        if self.bus.active:
+            self.bus.publish(Waited(path=self.path, what="budget", seconds=seconds))
+        if self.st.services.otel is not None:
+            self.st.services.otel.waited(self.st, "budget", seconds)
 
     def _no_budget(self, limit: str) -> None:
         self.reason = "budget_exhausted"

@@ -72,6 +72,7 @@ class EventStream(metaclass=NoPublicConstructor):
             if not self._lost:  # the first drop of a streak
                 self._dropping()
             self._lost += 1
+            self._bus.dropped += 1
 
     def _dropping(self) -> None:
         now = trio.current_time()
@@ -173,9 +174,13 @@ class EventBus:
     Attributes:
         active: True while anyone subscribes (a plain attribute: one load
             per event for a bus no one observes).
+        dropped: the events dropped so far, for all the subscribers (one
+            count per subscriber that lost one; what
+            [`OpenTelemetry`][agentrio.otel.OpenTelemetry] reports as
+            ``agentrio.events.dropped``).
     """
 
-    __slots__ = ("_closed", "_subscribers", "active")
+    __slots__ = ("_closed", "_subscribers", "active", "dropped")
 
     def __init__(self) -> None:
         self._subscribers: list[EventStream | _Sink] = []
@@ -183,6 +188,7 @@ class EventBus:
         # True while anyone listens: publishers test it before they build an
         # event, so an unobserved runtime pays one attribute load per event.
         self.active = False
+        self.dropped = 0
 
     def subscribe(self, capacity: int = 1000) -> EventStream:
         """Add a subscriber with a buffer of *capacity* events.

@@ -74,11 +74,12 @@ _log = logging.getLogger("agentrio.core.supervisor")
 class _RuntimeShared:
     """The kernel's runtime-wide state, shared by every supervisor of one runtime."""
 
-    __slots__ = ("dead_letters", "timers")
+    __slots__ = ("dead_letters", "restarts", "timers")
 
     def __init__(self) -> None:
         self.timers: Timers | None = None  # set by open_runtime, for its root
         self.dead_letters = 0
+        self.restarts = 0  # of every actor and supervisor, exited ones too
 
 
 _CHECKED_INLINE: set[type] = set()
@@ -480,6 +481,7 @@ class _Supervisor:
 
     def _restarted(self, cell: _Cell, delay: float) -> None:
         cell.restarts += 1
+        self.shared.restarts += 1
         if self.bus.active:
             self.bus.publish(ActorRestarted(path=cell.path, restarts=cell.restarts, delay=delay))
 

@@ -124,6 +124,17 @@ class Tree(Generic[R]):
             sup.finalize_all("stopped")
             sup.bus.close()
 
+    @property
+    def restarts(self) -> int:
+        """Restarts of the tree's actors and supervisors so far (those that have
+        exited since included)."""
+        return self._sup.shared.restarts
+
+    @property
+    def closed(self) -> bool:
+        """Has the tree stopped (its [`run`][agentrio.core.Tree.run] ended)?"""
+        return self.bus._closed
+
     def begin_stop(self) -> None:
         """Begin a graceful stop of the whole tree, and return at once.
 
