@@ -79,8 +79,8 @@ def valid_reply(reply: ModelReply, *, text: bool = True) -> ModelReply:
     The providers' replies are valid as they are read; a `Model` of the
     application's may give anything, and a lone surrogate in a call's name or
     arguments would fail far from here (the history's encoding, a checkpoint, the
-    trace). The common case costs an ``isascii`` and, per tool call, one JSON
-    encode of its arguments.
+    trace). The common case costs an ``isascii`` and, when it asks for tools, one
+    JSON encode of its calls.
     """
     answer, refusal, calls = reply.text, reply.refusal, reply.tool_calls
     if calls:
