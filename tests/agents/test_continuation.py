@@ -113,6 +113,8 @@ FINAL = [
     "Let me note that the numbers are rounded.",
     "Let me stop here.",
     "Let me add that the fix is untested.",
+    "I need to check with you before deleting anything.",
+    "I need to confirm this with you before I run the migration.",
     # the same with a word between (review of #21), and more remarks
     "Let me also note the license change.",
     "Let me just say this works now.",

@@ -38,6 +38,8 @@ _REMARKS = (
     r"know|be|say|hear|point\ out|note|stop|mention|stress|emphasi[sz]e|remind|warn"
     r"|apologi[sz]e|repeat|reiterate|add\ that|clarify\ that|admit|confess"
     r"|thank|recommend|suggest|congratulate"
+    # (a question put to the reader: "I need to check with you before deleting it.")
+    r"|(?:check|confirm|verify)\ (?:this\ |that\ |it\ )?with\ you"
 )
 # Words that may come between "Let me" and a remark ("Let me also note ...").
 _SOFTENERS = r"(?:(?:also|just|briefly|quickly|again|finally|simply|only)\s+)?"
