@@ -1,6 +1,7 @@
 """A checkpoint store has one owner at a time (#21): two runtimes that both resumed
 one store would run a tool not declared idempotent twice. The lock of a
-DirectoryStore and of a SQLiteStore, in one process and across processes."""
+DirectoryStore, of a SQLiteStore and of a PostgresStore (an advisory lock on a real
+server, tests/store/pg.py), in one process and across processes."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import trio.testing
 
 import agentrio
 from agentrio.errors import InvalidArgument, StoreError, StoreLocked
-from agentrio.store import CheckpointStore, DirectoryStore, SQLiteStore
+from agentrio.store import CheckpointStore, DirectoryStore, PostgresStore, SQLiteStore
+
+from . import pg
 
 Make = Callable[..., CheckpointStore]
 
@@ -34,11 +37,28 @@ def database(root: Path, **options: float) -> CheckpointStore:
     return SQLiteStore(root / "ckpt.db", **options)
 
 
+def postgres(root: Path, **options: float) -> CheckpointStore:
+    """A store named after *root* (a test's own) on the session's server."""
+    assert pg.DSN is not None
+    return PostgresStore(pg.DSN, name=str(root), **options)
+
+
 def lock_file(make: Make, root: Path) -> Path:
     return root / "ckpt" / "lock" if make is directory else root / "ckpt.db.lock"
 
 
-STORES = pytest.mark.parametrize("make", [directory, database], ids=["directory", "sqlite"])
+FILE_STORES = pytest.mark.parametrize("make", [directory, database], ids=["directory", "sqlite"])
+STORES = pytest.mark.parametrize(
+    "make", [directory, database, postgres], ids=["directory", "sqlite", "postgres"]
+)
+
+
+@pytest.fixture(autouse=True)
+def _server_for_postgres(request: pytest.FixtureRequest) -> None:
+    """The session's PostgreSQL server, started for the tests of a PostgresStore."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("make") is postgres:
+        request.getfixturevalue("postgres_dsn")
 
 
 @contextmanager
@@ -56,7 +76,7 @@ def held_elsewhere(path: Path, content: bytes) -> Iterator[None]:
         os.close(fd)
 
 
-@STORES
+@FILE_STORES
 async def test_a_second_store_in_this_process_is_refused(make: Make, tmp_path: Path) -> None:
     first = make(tmp_path)
     await first.append([b"a"], sync=True)
@@ -192,7 +212,7 @@ async def test_a_path_with_a_nul_is_refused(tmp_path: Path) -> None:
             pytest.fail("the block ran")
 
 
-@STORES
+@FILE_STORES
 @pytest.mark.parametrize(
     ("content", "holder"),
     [
@@ -219,7 +239,7 @@ async def test_the_holder_is_read_back_bounded_and_reduced(
     await store.aclose()
 
 
-@STORES
+@FILE_STORES
 async def test_a_lock_file_that_is_a_link_is_not_followed(make: Make, tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_bytes(b"someone else's file")
@@ -241,11 +261,14 @@ async def test_a_lock_file_that_is_not_a_regular_file_is_refused(tmp_path: Path)
 
 OWNER = """
 import sys, trio, agentrio
-from agentrio.store import DirectoryStore, SQLiteStore
+from agentrio.store import DirectoryStore, PostgresStore, SQLiteStore
 
 async def main():
     kind, path = sys.argv[1], sys.argv[2]
-    store = DirectoryStore(path) if kind == "directory" else SQLiteStore(path)
+    if kind == "postgres":
+        store = PostgresStore(sys.argv[3], name=path)
+    else:
+        store = DirectoryStore(path) if kind == "directory" else SQLiteStore(path)
     async with agentrio.open_runtime(store=store):
         print("ready", flush=True)
         await trio.sleep_forever()
@@ -259,16 +282,20 @@ def test_a_store_owned_by_another_process_is_refused_until_it_dies(
     make: Make, tmp_path: Path
 ) -> None:
     path = tmp_path / ("ckpt" if make is directory else "ckpt.db")
+    if make is postgres:
+        path = tmp_path  # (the store's name: see postgres)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     owner = subprocess.Popen(
-        [sys.executable, "-c", OWNER, make.__name__, str(path)], stdout=subprocess.PIPE, env=env
+        [sys.executable, "-c", OWNER, make.__name__, str(path), pg.DSN or ""],
+        stdout=subprocess.PIPE,
+        env=env,
     )
     try:
         assert owner.stdout is not None
         assert owner.stdout.readline() == b"ready\n"
 
-        async def second_runtime() -> None:
-            async with agentrio.open_runtime(store=make(tmp_path)):
+        async def second_runtime(lock_timeout: float = 0) -> None:
+            async with agentrio.open_runtime(store=make(tmp_path, lock_timeout=lock_timeout)):
                 pass
 
         with pytest.raises(StoreLocked) as caught:
@@ -282,4 +309,6 @@ def test_a_store_owned_by_another_process_is_refused_until_it_dies(
         owner.wait(timeout=30)
         if owner.stdout is not None:
             owner.stdout.close()
-    trio.run(second_runtime)  # the kernel let the lock go with the killed owner
+    # The kernel let the lock go with the killed owner (the server, once it sees the
+    # killed owner's connection closed: hence a wait).
+    trio.run(second_runtime, 60)

@@ -4,12 +4,15 @@ A store keeps opaque records and gives them back in order; see
 [`CheckpointStore`][agentrio.store.CheckpointStore] to write one of your own.
 Two ship with agentrio: [`DirectoryStore`][agentrio.store.DirectoryStore]
 (append-only segment files) and [`SQLiteStore`][agentrio.store.SQLiteStore]
-(the standard library's ``sqlite3``). [`CheckpointWriter`][agentrio.store.CheckpointWriter]
+(the standard library's ``sqlite3``), and
+[`PostgresStore`][agentrio.store.PostgresStore] (PostgreSQL, extra ``postgres``).
+[`CheckpointWriter`][agentrio.store.CheckpointWriter]
 is the one task that appends to a store, in batches.
 """
 
 from .base import CheckpointStore, Entry, Loaded, MemoryStore
 from .files import FORMAT_VERSION, MAGIC, MAX_RECORD, DirectoryStore
+from .postgres import PostgresStore
 from .sqlite import SQLiteStore
 from .writer import CheckpointWriter
 
@@ -23,6 +26,7 @@ __all__ = [
     "Entry",
     "Loaded",
     "MemoryStore",
+    "PostgresStore",
     "SQLiteStore",
 ]
 

@@ -37,7 +37,7 @@ import trio
 from .._checks import check_seconds
 from ..errors import InvalidArgument, StoreError, StoreLocked
 
-__all__ = ["StoreLock", "check_lock_timeout", "check_store_path"]
+__all__ = ["StoreLock", "check_lock_timeout", "check_store_path", "describe_holder"]
 
 _HOLDER_BYTES = 256  # the most of a lock file read back
 _PID = re.compile(rb"pid=(\d{1,10})\b")
@@ -240,6 +240,13 @@ def _holder(fd: int) -> str:
         text = os.pread(fd, _HOLDER_BYTES, 0)
     except OSError:
         text = b""
+    return describe_holder(text)
+
+
+def describe_holder(text: bytes) -> str:
+    """Who holds a lock, from its holder's line ``pid=<pid> host=<host>`` (hostile
+    text: the first 256 bytes read, only digits and a host name's characters kept)."""
+    text = text[:_HOLDER_BYTES]
     pid, host = _PID.search(text), _HOST.search(text)
     if pid is None:
         return "an unknown process"
