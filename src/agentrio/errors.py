@@ -377,8 +377,9 @@ class StoreLocked(StoreError):
     by two runtimes at once.
 
     Attributes:
-        path: the store's path (its directory, or its database file).
-        holder: who holds it, as its lock file says (``"pid 4242 on host
+        path: the store's path (its directory, its database file, or a
+            ``PostgresStore``'s ``path``).
+        holder: who holds it, as its lock file (or table) says (``"pid 4242 on host
             'build-7'"``), or ``"an unknown process"``; read back bounded and
             reduced to safe characters.
     """

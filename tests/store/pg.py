@@ -20,6 +20,8 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -43,12 +45,26 @@ def require_server() -> Path:
     found = server_binaries()
     if found is not None:
         return found
+    _missing("no PostgreSQL server binaries")
+
+
+def require_psycopg() -> ModuleType:
+    """psycopg, imported (it needs the system's libpq, which the server's packages
+    bring); without it, skip the calling module as ``require_server`` does."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        _missing(f"psycopg cannot be imported ({exc})")
+    return psycopg
+
+
+def _missing(what: str) -> NoReturn:
     if os.environ.get("CI") == "true" and shutil.which("apt-get") is not None:
         pytest.fail(
-            "no PostgreSQL server binaries under CI=true on a machine with apt-get: "
-            ".ci/run installs them (apt-get install postgresql)"
+            f"{what} under CI=true on a machine with apt-get: .ci/run installs the "
+            "server (apt-get install postgresql)"
         )
-    pytest.skip("no PostgreSQL server binaries (and no apt-get to install them under CI)")
+    pytest.skip(f"{what} (and no apt-get to install them under CI)", allow_module_level=True)
 
 
 def _free_port() -> int:

@@ -11,20 +11,23 @@ from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
 
-import psycopg
 import pytest
 import trio
 import trio.testing
-from psycopg import conninfo
 
 import agentrio
 from agentrio import AgentSpec, ChatMessage, ToolCallRequest, Usage
 from agentrio.errors import InvalidArgument, StoreCorrupt, StoreError, StoreLocked
 from agentrio.store import MAX_RECORD, CheckpointStore, Entry, Loaded, PostgresStore
-from agentrio.store.postgres import _lock_key
 from agentrio.testing import FunctionModel, Reply
 
-from .pg import PASSWORD
+from . import pg
+from .pg import PASSWORD, require_psycopg
+
+psycopg = require_psycopg()  # (no libpq, no apt-get: skipped, as the server's tests are)
+from psycopg import conninfo  # noqa: E402
+
+from agentrio.store.postgres import _lock_key  # noqa: E402
 
 
 @pytest.fixture
@@ -285,6 +288,29 @@ async def test_calls_run_off_the_trio_thread_one_at_a_time(postgres_dsn: str, na
     assert most == 1
     assert len((await store.load()).entries) == 20
     await store.aclose()
+
+
+# -- the server, or a clear reason why not ----------------------------------------------
+
+
+@pytest.mark.parametrize("ci", ["true", ""])
+def test_no_server_fails_under_ci_where_apt_get_exists(
+    ci: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(pg, "server_binaries", lambda: None)
+    monkeypatch.setattr(pg.shutil, "which", {"apt-get": "/usr/bin/apt-get"}.get)
+    outcome = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(outcome, match="no PostgreSQL server binaries"):
+        pg.require_server()
+
+
+def test_no_server_skips_where_no_package_manager_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setattr(pg, "server_binaries", lambda: None)
+    monkeypatch.setattr(pg.shutil, "which", lambda name: None)
+    with pytest.raises(pytest.skip.Exception, match="no apt-get"):
+        pg.require_server()
 
 
 # -- a durable agent resumed from PostgreSQL ----------------------------------------------
