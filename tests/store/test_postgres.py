@@ -226,6 +226,27 @@ async def test_a_second_store_in_this_process_is_refused_until_the_first_closes(
     await second.aclose()
 
 
+async def test_a_lost_connection_fails_the_store_and_never_writes_unlocked(
+    postgres_dsn: str, name: str, sql: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    """The lock went with the connection: the store fails rather than reconnect."""
+    store = PostgresStore(postgres_dsn, name=name)
+    await store.append([b"a"], sync=True)
+    sql.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s)",
+        (_lock_key(name) & 0xFFFFFFFF,),
+    )
+    other = PostgresStore(postgres_dsn, name=name, lock_timeout=30)
+    await other.load()  # (the server let the lock go with the connection)
+    with pytest.raises(StoreError) as info:
+        await store.append([b"b"], sync=True)
+    assert name in str(info.value) and PASSWORD not in str(info.value)
+    assert [e.data for e in (await other.load()).entries] == [b"a"]
+    await store.aclose()
+    await other.aclose()
+
+
 async def test_the_password_is_in_no_message(postgres_dsn: str, name: str) -> None:
     wrong = postgres_dsn.replace(PASSWORD, "not-" + PASSWORD)
     store = PostgresStore(wrong, name=name)
