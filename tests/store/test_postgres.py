@@ -27,6 +27,7 @@ from .pg import PASSWORD, require_psycopg
 psycopg = require_psycopg()  # (no libpq, no apt-get: skipped, as the server's tests are)
 from psycopg import conninfo  # noqa: E402
 
+from agentrio.store import postgres as postgres_module  # noqa: E402
 from agentrio.store.postgres import _lock_key  # noqa: E402
 
 
@@ -245,6 +246,23 @@ async def test_a_lost_connection_fails_the_store_and_never_writes_unlocked(
     assert [e.data for e in (await other.load()).entries] == [b"a"]
     await store.aclose()
     await other.aclose()
+
+
+async def test_a_table_locked_by_another_program_is_waited_on_boundedly(
+    postgres_dsn: str, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement waiting on a table lock holds a thread no cancel reaches: it gives up."""
+    monkeypatch.setattr(postgres_module, "_TABLE_LOCK_WAIT", "200ms")
+    store = PostgresStore(postgres_dsn, name=name)
+    await store.append([b"a"], sync=True)
+    with psycopg.connect(postgres_dsn) as other:  # (a transaction, open until the block ends)
+        other.execute("LOCK TABLE agentrio_records IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(StoreError, match="lock timeout") as info:
+            await store.append([b"b"], sync=True)
+        assert name in str(info.value)
+    await store.append([b"c"], sync=True)  # (the store goes on once the table is free)
+    assert [e.data for e in (await store.load()).entries] == [b"a", b"c"]
+    await store.aclose()
 
 
 async def test_the_password_is_in_no_message(postgres_dsn: str, name: str) -> None:

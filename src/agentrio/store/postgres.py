@@ -16,8 +16,11 @@ The store's owner holds a session-level advisory lock
 (``pg_try_advisory_lock``) keyed by the store's name, on the store's
 connection, from its first ``load`` or ``append`` until ``aclose``: the server
 lets it go when that connection ends, even when the owner's process is
-killed. The owner writes its pid and host into ``agentrio_owners``; another
-opener reads them back (hostile text: bounded, reduced) to name the holder.
+killed. A statement that waits on a table lock gives up after 60 seconds
+(PostgreSQL's ``lock_timeout``, unless the connection string sets one): the
+worker thread it holds is beyond a cancel's reach. The owner writes its pid
+and host into ``agentrio_owners``; another opener reads them back (hostile
+text: bounded, reduced) to name the holder.
 
 The connection string's password is never in a message or a repr.
 """
@@ -53,6 +56,7 @@ _MESSAGE_LENGTH = 300  # the most of a server's message kept in an error
 _CONNECT_TIMEOUT = 10  # seconds, unless the connection string says otherwise
 _FIRST_WAIT = 0.01  # seconds between attempts at the lock, doubled up to _LONGEST_WAIT
 _LONGEST_WAIT = 0.5
+_TABLE_LOCK_WAIT = "60s"  # PostgreSQL's lock_timeout, unless the connection string sets one
 _SCHEMA_KEY = -0x61727472  # the advisory lock taken while the tables are made
 
 _RECORDS = (
@@ -196,6 +200,13 @@ class PostgresStore:
 
         db = psycopg.connect(self._conninfo, autocommit=True)
         try:
+            # A statement waiting on a table lock (another program's migration) would
+            # hold the worker thread, which no cancel reaches, and so aclose too.
+            db.execute(
+                "SELECT set_config('lock_timeout', %s, false)"
+                " WHERE current_setting('lock_timeout') = '0'",
+                (_TABLE_LOCK_WAIT,),
+            )
             with db.transaction():  # (two stores making the tables at once: one does)
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_KEY,))
                 db.execute(_RECORDS)
