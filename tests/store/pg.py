@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -83,7 +84,7 @@ def postgres_dsn() -> Iterator[str]:
     as_user: list[str] = []
     if os.geteuid() == 0:
         as_user = ["runuser", "-u", "nobody", "--"]
-        os.chown(root, 65534, -1)  # (nobody's: the server writes its files there)
+        os.chown(root, pwd.getpwnam("nobody").pw_uid, -1)  # (the server writes there)
     (root / "pw").write_text(PASSWORD)
     os.chmod(root / "pw", 0o644)
     data = root / "data"
