@@ -377,7 +377,7 @@ class ToolCallRequest(Message, frozen=True, tag=True):
     error: str = ""
 
 
-class ToolResult(Message, frozen=True, tag=True):
+class ToolResult(Message, frozen=True, tag=True, omit_defaults=True):
     """What came of one tool call; the model sees ``content``.
 
     Attributes:
@@ -392,6 +392,9 @@ class ToolResult(Message, frozen=True, tag=True):
         parts: the images and documents (and text) the tool returned, when
             it returned content parts (see [Tools that return
             images][tools-that-return-images]); ``()`` otherwise.
+
+    Encoded without the fields that hold their defaults (``omit_defaults``),
+    like `ChatMessage`: a checkpoint record holds every tool result.
     """
 
     id: str
@@ -692,7 +695,7 @@ def _store_tuples(message: Message, fields: tuple[str, ...]) -> None:
         msgspec.structs.force_setattr(message, name, tuple(value))
 
 
-class ChatMessage(Message, frozen=True, tag=True):
+class ChatMessage(Message, frozen=True, tag=True, omit_defaults=True):
     """One entry of a conversation history, as models see it.
 
     Attributes:
@@ -723,6 +726,14 @@ class ChatMessage(Message, frozen=True, tag=True):
 
     ``tool_calls``, ``thinking``, ``parts`` and ``blocks`` take any sequence
     (a list, as one writes them) and are stored as tuples.
+
+    Encoded without the fields that hold their defaults (``omit_defaults``;
+    decoding gives them back): a checkpoint record holds every turn, and
+    most turns leave most fields empty. The empty fields added with server
+    tools had taken a 3-turn phase's first record from 475 to 499 bytes,
+    over pymalloc's 512-byte limit once in a ``bytes`` object, so that
+    10,000 durable agents' waiting records went to the C allocator and
+    fragmented its heap (peak RSS +10-15 MB, see bench/checkpoint.py).
     """
 
     role: Literal["system", "user", "assistant", "tool"]
