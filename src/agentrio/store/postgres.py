@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from .._text import scrub
-from ..errors import InvalidArgument, StoreCorrupt, StoreError, StoreLocked
+from ..errors import InvalidArgument, StoreError, StoreLocked
 from ._lock import check_lock_timeout, describe_holder
-from .base import Entry, Loaded
+from .base import Loaded
 from .files import MAX_RECORD
+from .sqlite import checked_rows
 
 if TYPE_CHECKING:
     import psycopg
@@ -295,29 +296,12 @@ class PostgresStore:
         return await self._call(self._load)
 
     def _load(self, db: psycopg.Connection[Any]) -> Loaded:
-        entries = []
         rows = db.execute(
             "SELECT id, CASE WHEN octet_length(data) <= %s THEN data END, crc,"
             " octet_length(data) FROM agentrio_records WHERE store = %s ORDER BY id",
             (MAX_RECORD, self.name),
         )
-        for rowid, data, crc, length in rows:
-            if isinstance(length, int) and length > MAX_RECORD:
-                raise StoreCorrupt(
-                    f"checkpoint store {self.path} holds a record of {length} bytes,"
-                    f" over MAX_RECORD, at row {rowid}",
-                    source=self.path,
-                    offset=rowid,
-                )
-            if not isinstance(data, bytes) or zlib.crc32(data) != crc:
-                raise StoreCorrupt(
-                    f"checkpoint store {self.path} holds a record whose checksum "
-                    f"fails at row {rowid}",
-                    source=self.path,
-                    offset=rowid,
-                )
-            entries.append(Entry(self.path, rowid, data))
-        return Loaded(entries)
+        return checked_rows(rows, self.path, f"checkpoint store {self.path}")
 
     async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
         """Append *batch* in one transaction (committed with

@@ -27,8 +27,8 @@ import os
 import sqlite3
 import weakref
 import zlib
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import trio
 
@@ -176,30 +176,13 @@ class SQLiteStore:
         return await self._call(self._load)
 
     def _load(self, db: sqlite3.Connection) -> Loaded:
-        entries = []
         # (A row over MAX_RECORD is not read: length() of a blob is in its header.)
         rows = db.execute(
             "SELECT id, CASE WHEN length(data) <= ? THEN data END, crc, length(data)"
             " FROM records ORDER BY id",
             (MAX_RECORD,),
         )
-        for rowid, data, crc, length in rows:
-            if isinstance(length, int) and length > MAX_RECORD:
-                raise StoreCorrupt(
-                    f"checkpoint database {self.path!r} holds a record of {length} bytes,"
-                    f" over MAX_RECORD, at row {rowid}",
-                    source=self.path,
-                    offset=rowid,
-                )
-            if not isinstance(data, bytes) or zlib.crc32(data) != crc:
-                raise StoreCorrupt(
-                    f"checkpoint database {self.path!r} holds a record whose checksum "
-                    f"fails at row {rowid}",
-                    source=self.path,
-                    offset=rowid,
-                )
-            entries.append(Entry(self.path, rowid, data))
-        return Loaded(entries)
+        return checked_rows(rows, self.path, f"checkpoint database {self.path!r}")
 
     async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
         """Append *batch* in one transaction (committed with ``synchronous=FULL``
@@ -248,3 +231,30 @@ class SQLiteStore:
         finally:
             if self._lock is not None:
                 self._lock.release()
+
+
+def checked_rows(rows: Iterable[Sequence[Any]], source: str, shown: str) -> Loaded:
+    """The records of *rows* (``id``, the data or None when it is over ``MAX_RECORD``,
+    its CRC-32, its length), as a table store reads them; *shown* names the store in
+    messages.
+
+    Raises:
+        StoreCorrupt: a row over ``MAX_RECORD`` (never read), or whose checksum
+            fails; named by its id, its content never quoted.
+    """
+    entries = []
+    for rowid, data, crc, length in rows:
+        if isinstance(length, int) and length > MAX_RECORD:
+            raise StoreCorrupt(
+                f"{shown} holds a record of {length} bytes, over MAX_RECORD, at row {rowid}",
+                source=source,
+                offset=rowid,
+            )
+        if not isinstance(data, bytes) or zlib.crc32(data) != crc:
+            raise StoreCorrupt(
+                f"{shown} holds a record whose checksum fails at row {rowid}",
+                source=source,
+                offset=rowid,
+            )
+        entries.append(Entry(source, rowid, data))
+    return Loaded(entries)
