@@ -40,15 +40,16 @@ class Worker(agentrio.Actor[agentrio.Message]):
     def __init__(self, log: list[tuple[object, ...]], wind_up: float = 0.0) -> None:
         self.log = log
         self.wind_up = wind_up
-        self.seen: set[int] = set()
+        # The messages themselves, not their ids: a freed message's id can be reused.
+        self.seen: list[agentrio.Message] = []
 
     async def handle(self, msg: agentrio.Message) -> object:
         if isinstance(msg, Ping):
             self.log.append(("ping",))
             return "pong"
         assert isinstance(msg, Work)
-        again = id(msg) in self.seen
-        self.seen.add(id(msg))
+        again = any(seen is msg for seen in self.seen)
+        self.seen.append(msg)
         self.log.append((msg.n, "again" if again else "first", id(self), withdrawn(self.ref)))
         if again:
             if withdrawn(self.ref) and self.wind_up:
