@@ -25,11 +25,14 @@ import uvicorn
 class Served:
     """An app served on a free port of 127.0.0.1, in a thread."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, make: Callable[[str], Any]) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         host, port = self.sock.getsockname()
         self.url = f"http://{host}:{port}"
-        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        # (A request still hanging at the end, a hostile peer's, is cancelled after 1 s.)
+        config = uvicorn.Config(
+            make(self.url), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
@@ -54,4 +57,11 @@ class Served:
 def serve() -> Iterator[Callable[[Any], Served]]:
     """``serve(app)``: the app served until the test ends (then stopped, its thread joined)."""
     with contextlib.ExitStack() as stack:
-        yield lambda app: stack.enter_context(Served(app))
+        yield lambda app: stack.enter_context(Served(lambda url: app))
+
+
+@pytest.fixture
+def serve_made() -> Iterator[Callable[[Callable[[str], Any]], Served]]:
+    """``serve_made(make)``: the app ``make(url)`` served at *url* until the test ends."""
+    with contextlib.ExitStack() as stack:
+        yield lambda make: stack.enter_context(Served(make))
