@@ -86,6 +86,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.host",
             "agentrio.mcp",
             "agentrio.otel",
+            "agentrio.a2a",
         ),
     ),
 )

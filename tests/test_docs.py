@@ -486,6 +486,7 @@ NAMESPACES = (
     "testing",
     "mcp",
     "otel",
+    "a2a",
 )  # documented whole, each
 
 

@@ -212,3 +212,18 @@ async def test_a_cancelled_call_cancels_the_remote_task(serve_made: Callable[[An
 def test_bad_arguments(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(agentrio.InvalidArgument, match=message):
         agentrio.a2a.a2a_tool(**kwargs)
+
+
+def test_agentrio_a2a_is_the_public_home_of_its_names() -> None:
+    import pickle
+    import traceback
+
+    for name in agentrio.a2a.__all__:
+        value = getattr(agentrio.a2a, name)
+        assert value.__module__ == "agentrio.a2a", name
+        assert pickle.loads(pickle.dumps(value)) is value
+    (line,) = traceback.format_exception_only(A2AToolError("no agent"))
+    assert line == "agentrio.a2a.A2AToolError: no agent\n"
+    skill = agentrio.a2a.A2ASkill("i", "n", "d")
+    card = agentrio.a2a.A2ACard("n", "d", "http://h/", True, (skill,))
+    assert pickle.loads(pickle.dumps(card)) == card
