@@ -129,6 +129,13 @@ class Peer:
     async def ends_early(self, request: Request) -> Response:
         return StreamingResponse(iter([event(TASK)]), media_type="text/event-stream")
 
+    async def lone_surrogate(self, request: Request) -> Response:
+        # (json.dumps writes a lone surrogate as its escape: valid JSON, no valid text.)
+        task = {"id": "t1", "status": {"state": "TASK_STATE_COMPLETED"}}
+        task["artifacts"] = [{"parts": [{"text": "half a pair: \ud83d!"}]}]
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"task": task}})
+        return Response(body, media_type="application/json")
+
     async def echo_secret_500(self, request: Request) -> Response:
         return Response(f"bad auth {request.headers['authorization']}", status_code=500)
 
@@ -199,6 +206,14 @@ async def test_a_secret_the_peer_puts_in_its_answer_is_not_shown(
     peer = Peer("secret_in_answer")
     served = serve_made(peer.make)
     assert await tool_for(peer, served).call({"message": "hi"}) == "your key is [redacted]"
+
+
+async def test_a_lone_surrogate_becomes_a_replacement_character(
+    serve_made: Callable[[Any], Any],
+) -> None:
+    peer = Peer("lone_surrogate", streaming=False)
+    served = serve_made(peer.make)
+    assert await tool_for(peer, served).call({"message": "hi"}) == "half a pair: \ufffd!"
 
 
 def test_a_long_answer_is_cut() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import trio
 from a2a.client import A2ACardResolver, ClientConfig, create_client
@@ -31,6 +32,7 @@ from a2a.types import (
     StreamResponse,
     TaskState,
 )
+from google.protobuf import json_format
 
 import agentrio
 import agentrio.a2a
@@ -271,3 +273,47 @@ def test_import_agentrio_does_not_import_the_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_specs_permissions_are_in_force(
+    rt: agentrio.types.BlockingRuntime, serve: Callable[[Any], Any]
+) -> None:
+    ran: list[str] = []
+
+    @agentrio.tool
+    def wipe(path: str) -> str:
+        """Delete a folder."""
+        ran.append(path)
+        return "wiped"
+
+    def model(messages: Any, tools: Any) -> Reply:
+        if messages[-1].role == "tool":
+            return Reply(text=f"the tool said: {messages[-1].content}")
+        return Reply(tool_calls=[agentrio.ToolCallRequest("wipe", {"path": "/"})])
+
+    policy = agentrio.PermissionPolicy(rules=[agentrio.deny_rule("wipe")])
+    spec = agentrio.AgentSpec("janitor", FunctionModel(model), tools=[wipe], permissions=policy)
+    served = serve(agentrio.a2a.a2a_app(rt, spec))
+    (event,) = asyncio.run(events_of(served.url, request("clean up"), streaming=False))
+    assert event.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(event.task.artifacts[0]).startswith("the tool said:")
+    assert ran == []  # denied: an A2A caller gets no more than the spec allows
+
+
+class Verdict(msgspec.Struct):
+    score: int
+    why: str
+
+
+def test_a_typed_answer_comes_with_a_data_part(
+    rt: agentrio.types.BlockingRuntime, serve: Callable[[Any], Any]
+) -> None:
+    def model(messages: Any, tools: Any) -> Reply:
+        return Reply(text='{"score": 7, "why": "good"}')
+
+    spec = agentrio.AgentSpec("critic", FunctionModel(model), output_type=Verdict)
+    served = serve(agentrio.a2a.a2a_app(rt, spec))
+    (event,) = asyncio.run(events_of(served.url, request("judge"), streaming=False))
+    text, data = event.task.artifacts[0].parts
+    assert text.text == '{"score": 7, "why": "good"}'
+    assert json_format.MessageToDict(data.data) == {"score": 7, "why": "good"}

@@ -35,6 +35,7 @@ from ..agents.tool import Tool, ToolArgumentsInvalid
 from ..agents.tool_call import hide_env
 from ..errors import AgentrioError, InvalidArgument, ToolError
 from ..providers.bounded import HttpxBody, LineSplitter, TooLarge, read_body, sse_data
+from ..providers.guard import escapes_surrogate, loads
 from ..providers.redact import hide_in_httpx_log, redact_url, url_secrets
 from . import _wire
 
@@ -286,7 +287,7 @@ class _Link:
     def _result(self, body: bytes, kind: type[T]) -> T:
         """The result of a JSON-RPC reply, or `A2AToolError` for an error or garbage."""
         with self._translated():
-            envelope = msgspec.json.decode(body, type=_wire.Envelope[kind])  # type: ignore[valid-type]
+            envelope = _decode(body, _wire.Envelope[kind])  # type: ignore[valid-type]
         if envelope.error is not None:
             raise A2AToolError(
                 f"the A2A agent at {self.where()} refused the call: "
@@ -377,6 +378,29 @@ class _Outcome:
         return self.status_text
 
 
+def _decode(body: bytes, kind: type[T]) -> T:
+    """*body* as JSON of *kind*; a lone surrogate's escape in a string is U+FFFD.
+
+    msgspec refuses such an escape (valid JSON all the same: a string cut in the
+    middle of a pair), so a body holding one is read by the stdlib, scrubbed, then
+    converted.
+
+    Raises:
+        msgspec.DecodeError: not JSON, or not of *kind* (a ValidationError).
+        UnicodeDecodeError: not UTF-8.
+    """
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.DecodeError:
+        if not escapes_surrogate(body):
+            raise
+    try:
+        value = loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise msgspec.DecodeError(str(exc)) from None
+    return msgspec.convert(value, kind)
+
+
 def _text(parts: tuple[_wire.Part, ...]) -> str:
     """Parts as the model reads them: text as it is, data as JSON, files as a note."""
     out: list[str] = []
@@ -439,7 +463,7 @@ def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
 
 def _read_card(link: _Link, body: bytes, where: httpx.URL) -> A2ACard:
     try:
-        card = msgspec.json.decode(body, type=_wire.Card)
+        card = _decode(body, _wire.Card)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise A2AConnectError(
             f"the agent card at {link.where()} is not A2A's: {link.scrub(str(exc))}"

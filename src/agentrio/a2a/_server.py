@@ -250,30 +250,30 @@ class _Executor(AgentExecutor):
             await updater.reject(_said("the message holds no text for the agent"))
             return
         running = self.running[task_id] = _Running()
-        agent = await self.contexts.acquire(context_id)
         try:
-            await self._run(agent, prompt, updater, running)
+            await updater.start_work()
+            agent = await self.contexts.acquire(context_id)
+            try:
+                result, artifact_id = await self._run(agent, prompt, updater, running)
+            finally:
+                self.contexts.release(context_id)
+            await _finish(updater, result, artifact_id)
+        except AgentrioError as exc:  # the runtime stopped, the agent crashed...
+            await updater.failed(_said(f"{type(exc).__name__}: {exc}"))
         finally:
-            self.contexts.release(context_id)
             self.running.pop(task_id, None)
             running.done.set()
 
     async def _run(
         self, agent: BlockingAgent[Any], prompt: str, updater: TaskUpdater, running: _Running
-    ) -> None:
-        await updater.start_work()
+    ) -> tuple[PhaseResult[Any] | None, str]:
+        """Run the phase, its deltas relayed; its result (None: cut short) and artifact id."""
         artifact_id = uuid.uuid4().hex
-        try:
-            stream = await agent.astream(prompt, timeout=self.timeout)
-            async with stream:
-                running.stream = stream
-                if running.cancelled:
-                    await stream.aclose()
-                result = await _relay(stream, updater, artifact_id)
-        except AgentrioError as exc:  # the runtime stopped, the agent crashed...
-            await updater.failed(_said(f"{type(exc).__name__}: {exc}"))
-            return
-        await _finish(updater, result, artifact_id)
+        async with await agent.astream(prompt, timeout=self.timeout) as stream:
+            running.stream = stream
+            if running.cancelled:  # (a cancel came before the stream)
+                await stream.aclose()
+            return await _relay(stream, updater, artifact_id), artifact_id
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Cancel the task's phase, and wait for it to end (it then ends the task ``canceled``)."""
