@@ -317,3 +317,24 @@ def test_a_typed_answer_comes_with_a_data_part(
     text, data = event.task.artifacts[0].parts
     assert text.text == '{"score": 7, "why": "good"}'
     assert json_format.MessageToDict(data.data) == {"score": 7, "why": "good"}
+
+
+def test_mounted_in_fastapi_the_card_points_under_the_mount(
+    rt: agentrio.types.BlockingRuntime, serve: Callable[[Any], Any]
+) -> None:
+    from fastapi import FastAPI
+
+    api = FastAPI()
+    spec = agentrio.AgentSpec("shouter", FunctionModel(shout))
+    api.mount("/agents/shouter", agentrio.a2a.a2a_app(rt, spec))
+    served = serve(api)
+    url = served.url + "/agents/shouter"
+
+    async def main() -> Any:
+        async with httpx.AsyncClient(timeout=30) as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+        return card, await events_of(url, request("mounted"), streaming=True)
+
+    card, events = asyncio.run(main())
+    assert card.supported_interfaces[0].url == url + "/"
+    assert get_artifact_text(events[-2].artifact_update.artifact) == "MOUNTED"

@@ -426,7 +426,8 @@ def build_app(
         if url is None:  # the endpoint is where this request came: the app's own URL
             served = AgentCard()
             served.CopyFrom(card)
-            served.supported_interfaces[0].url = str(request.base_url).rstrip("/") + rpc_path
+            here = str(request.url.replace(query=None, fragment=None)).removesuffix(CARD_PATH)
+            served.supported_interfaces[0].url = here + rpc_path
         return JSONResponse(agent_card_to_dict(served))
 
     routes = [
