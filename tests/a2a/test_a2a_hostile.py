@@ -136,6 +136,12 @@ class Peer:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"task": task}})
         return Response(body, media_type="application/json")
 
+    async def no_blank_line(self, request: Request) -> Response:
+        done = {"state": "TASK_STATE_COMPLETED"}
+        task = {"id": "t1", "status": done, "artifacts": [{"parts": [{"text": "the end"}]}]}
+        last = event({"task": task}).rstrip(b"\n")  # the stream ends in the event's data line
+        return StreamingResponse(iter([event(TASK), last]), media_type="text/event-stream")
+
     async def echo_secret_500(self, request: Request) -> Response:
         return Response(f"bad auth {request.headers['authorization']}", status_code=500)
 
@@ -214,6 +220,14 @@ async def test_a_lone_surrogate_becomes_a_replacement_character(
     peer = Peer("lone_surrogate", streaming=False)
     served = serve_made(peer.make)
     assert await tool_for(peer, served).call({"message": "hi"}) == "half a pair: \ufffd!"
+
+
+async def test_a_last_event_without_its_blank_line_counts(
+    serve_made: Callable[[Any], Any],
+) -> None:
+    peer = Peer("no_blank_line")
+    served = serve_made(peer.make)
+    assert await tool_for(peer, served).call({"message": "hi"}) == "the end"
 
 
 def test_a_long_answer_is_cut() -> None:

@@ -203,11 +203,18 @@ class _Link:
         body = HttpxBody(response)
         with self._translated():
             while chunk := await body.receive():
-                for data in sse_data(splitter.split(chunk), pending):
-                    value = data[6:] if data.startswith("data: ") else data[5:]
-                    if outcome.apply(self._result(value.encode(), _wire.Event)):
-                        await body.aclose()
-                        return True
+                if self._apply(sse_data(splitter.split(chunk), pending), outcome):
+                    await body.aclose()
+                    return True
+            # (An event the stream did not end with a blank line counts too.)
+            return self._apply(sse_data([*splitter.close(), ""], pending), outcome)
+
+    def _apply(self, events: list[str], outcome: _Outcome) -> bool:
+        """Apply *events* (SSE ``data:`` values) to *outcome*; True once its task has ended."""
+        for data in events:
+            value = data[6:] if data.startswith("data: ") else data[5:]
+            if outcome.apply(self._result(value.encode(), _wire.Event)):
+                return True
         return False
 
     async def _cancel_remote(self, http: httpx.AsyncClient, endpoint: str, task_id: str) -> None:
