@@ -39,7 +39,6 @@ from agentrio import ToolCallRequest
 from agentrio.a2a import A2AToolError
 from agentrio.testing import Reply, ScriptedModel
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 class Remote(AgentExecutor):
@@ -190,7 +189,9 @@ async def test_a_cancelled_call_cancels_the_remote_task(serve_made: Callable[[An
     with trio.move_on_after(60) as scope:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(tool.call, {"message": "wait"})
-            await trio.to_thread.run_sync(remote.waiting.wait, 30)
+            # The call has read its task's id (before it, there is no task to cancel).
+            while not any(call.task_id for call in tool._link.streaming):
+                await trio.sleep(0.01)
             nursery.cancel_scope.cancel()
     assert not scope.cancelled_caught
     assert len(remote.cancelled) == 1

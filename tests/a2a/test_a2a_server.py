@@ -38,7 +38,6 @@ import agentrio
 import agentrio.a2a
 from agentrio.testing import FunctionModel, Reply
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def shout(messages: Any, tools: Any) -> Reply:

@@ -126,6 +126,7 @@ class _Link:
         self.max_result_chars = max_result_chars
         self.secrets = _secrets(url, headers)
         self._ssl: ssl.SSLContext | None = None  # made once, on the first call
+        self.streaming: set[_Outcome] = set()  # the streamed calls in flight
 
     def where(self) -> str:
         return redact_url(self.url)
@@ -179,6 +180,7 @@ class _Link:
     async def _stream(self, http: httpx.AsyncClient, endpoint: str, message: str) -> str:
         params = {"message": _user_message(message)}
         outcome = _Outcome()
+        self.streaming.add(outcome)
         try:
             async with self._open(http, endpoint, "SendStreamingMessage", params) as response:
                 if "text/event-stream" not in response.headers.get("content-type", ""):
@@ -194,6 +196,8 @@ class _Link:
             if outcome.task_id and not outcome.finished:
                 await self._cancel_remote(http, endpoint, outcome.task_id)
             raise
+        finally:
+            self.streaming.discard(outcome)
         return self._answer(outcome)
 
     async def _read_events(self, response: httpx.Response, outcome: _Outcome) -> bool:
