@@ -40,7 +40,6 @@ from agentrio.a2a import A2AToolError
 from agentrio.testing import Reply, ScriptedModel
 
 
-
 class Remote(AgentExecutor):
     """A remote agent that does what its message says: echo, fail, ask, wait or answer."""
 

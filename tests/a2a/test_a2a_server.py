@@ -39,7 +39,6 @@ import agentrio.a2a
 from agentrio.testing import FunctionModel, Reply
 
 
-
 def shout(messages: Any, tools: Any) -> Reply:
     return Reply(text=messages[-1].content.upper())
 
