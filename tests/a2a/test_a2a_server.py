@@ -32,6 +32,7 @@ from a2a.types import (
     StreamResponse,
     TaskState,
 )
+from a2a.utils.errors import TaskNotFoundError
 from google.protobuf import json_format
 
 import agentrio
@@ -336,3 +337,29 @@ def test_mounted_in_fastapi_the_card_points_under_the_mount(
     card, events = asyncio.run(main())
     assert card.supported_interfaces[0].url == url + "/"
     assert get_artifact_text(events[-2].artifact_update.artifact) == "MOUNTED"
+
+
+def test_at_most_max_tasks_are_kept(
+    rt: agentrio.types.BlockingRuntime, serve: Callable[[Any], Any]
+) -> None:
+    spec = agentrio.AgentSpec("shouter", FunctionModel(shout))
+    served = serve(agentrio.a2a.a2a_app(rt, spec, max_tasks=2))
+
+    async def main() -> list[bool]:
+        ids = []
+        for word in ["one", "two", "three"]:
+            (event,) = await events_of(served.url, request(word), streaming=False)
+            ids.append(event.task.id)
+        async with httpx.AsyncClient(timeout=30) as http:
+            client = await create_client(served.url, ClientConfig(httpx_client=http))
+            kept = []
+            for task_id in ids:
+                try:
+                    await client.get_task(GetTaskRequest(id=task_id))
+                except TaskNotFoundError:
+                    kept.append(False)
+                else:
+                    kept.append(True)
+            return kept
+
+    assert asyncio.run(main()) == [False, True, True]
