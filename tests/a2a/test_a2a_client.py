@@ -8,6 +8,7 @@ from Trio over real HTTP on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -35,9 +36,9 @@ from starlette.applications import Starlette
 
 import agentrio
 import agentrio.a2a
-from agentrio import ToolCallRequest
+from agentrio import ModelReply, ProviderConfig, ToolCallRequest
 from agentrio.a2a import A2AToolError
-from agentrio.testing import Reply, ScriptedModel
+from agentrio.testing import FakeRequest, Reply, ScriptedModel, open_fake_llm
 
 
 class Remote(AgentExecutor):
@@ -227,3 +228,32 @@ def test_agentrio_a2a_is_the_public_home_of_its_names() -> None:
     skill = agentrio.a2a.A2ASkill("i", "n", "d")
     card = agentrio.a2a.A2ACard("n", "d", "http://h/", True, (skill,))
     assert pickle.loads(pickle.dumps(card)) == card
+
+
+async def test_both_ways_over_the_fake_llm_server(serve: Callable[[Any], Any]) -> None:
+    # Both agents' models are the fake LLM server (Ollama's API, streamed): the boss's
+    # tool call goes over A2A to an agent served by a2a_app, and back.
+    def reply(request: FakeRequest) -> ModelReply:
+        if "remote" not in request.tools:  # the served agent
+            return ModelReply(text=f"Lima, I say to {request.messages[-1].content!r}")
+        if request.messages[-1].role == "tool":
+            return ModelReply(text=f"It said: {request.messages[-1].content}")
+        return ModelReply(tool_calls=[ToolCallRequest("remote", {"message": "Peru?"})])
+
+    async with open_fake_llm(reply) as llm:
+        local = ProviderConfig(name="local", kind="ollama", base_url=llm.base_url)
+        config = agentrio.Config(providers={"local": local})
+        served_rt = await trio.to_thread.run_sync(
+            functools.partial(agentrio.open_runtime_sync, config=config)
+        )
+        try:
+            spec = agentrio.AgentSpec("researcher", "local:small")
+            served = await trio.to_thread.run_sync(serve, agentrio.a2a.a2a_app(served_rt, spec))
+            tool = agentrio.a2a.a2a_tool(served.url, name="remote")
+            async with agentrio.open_runtime(config=config) as rt:
+                boss = await rt.spawn_agent(agentrio.AgentSpec("boss", "local:big", tools=[tool]))
+                result = await boss.run("What is the capital of Peru?")
+        finally:
+            await trio.to_thread.run_sync(served_rt.stop)
+    assert result.final_text == "It said: Lima, I say to 'Peru?'"
+    assert [r.model for r in llm.requests] == ["big", "small", "big"]
