@@ -231,7 +231,7 @@ def test_agentrio_a2a_is_the_public_home_of_its_names() -> None:
 
 
 async def test_both_ways_over_the_fake_llm_server(serve: Callable[[Any], Any]) -> None:
-    # Both agents' models are the fake LLM server (Ollama's API, streamed): the boss's
+    # Both agents' models are the fake LLM server (its Ollama API): the boss's
     # tool call goes over A2A to an agent served by a2a_app, and back.
     def reply(request: FakeRequest) -> ModelReply:
         if "remote" not in request.tools:  # the served agent

@@ -579,7 +579,7 @@ class A2ATool(Tool):
     [`A2AToolError`][agentrio.a2a.A2AToolError], a `failed` result.
 
     Attributes:
-        url: the agent's URL, as given.
+        url: the agent's URL, its credentials shown as ``[redacted]``.
         card: its card, once read (``None`` until the first call, unless
             given).
     """
