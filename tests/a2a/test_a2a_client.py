@@ -257,3 +257,24 @@ async def test_both_ways_over_the_fake_llm_server(serve: Callable[[Any], Any]) -
             await trio.to_thread.run_sync(served_rt.stop)
     assert result.final_text == "It said: Lima, I say to 'Peru?'"
     assert [r.model for r in llm.requests] == ["big", "small", "big"]
+
+
+async def test_the_calls_count_against_the_callers_budget(
+    serve_made: Callable[[Any], Any],
+) -> None:
+    remote = Remote()
+    served = serve_made(sdk_app(remote, streaming=True))
+    tool = agentrio.a2a.a2a_tool(served.url, name="remote")
+    model = ScriptedModel(
+        [
+            Reply(tool_calls=[ToolCallRequest("remote", {"message": "echo first"}, id="c1")]),
+            Reply(tool_calls=[ToolCallRequest("remote", {"message": "echo second"}, id="c2")]),
+            Reply(text="done"),
+        ]
+    )
+    async with agentrio.open_runtime(budget=agentrio.Budget(max_tool_calls=1)) as rt:
+        agent = await rt.spawn_agent(agentrio.AgentSpec("boss", model, tools=[tool]))
+        result = await agent.run("ask twice")
+        assert rt.usage().tool_calls == 1
+    assert [c.status for c in result.tool_calls] == ["ok", "denied"]  # the budget was spent
+    assert remote.seen == ["echo first"]  # the second call was never sent
