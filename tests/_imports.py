@@ -86,6 +86,10 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.host",
             "agentrio.mcp",
             "agentrio.otel",
+            # The protocol servers (#28): AG-UI, a swarm as an MCP server, what they share.
+            "agentrio.agui",
+            "agentrio.mcp_server",
+            "agentrio._serving",
         ),
     ),
 )

@@ -1,0 +1,381 @@
+"""A swarm as an MCP server: agentrio agents as MCP tools, over stdio and streamable HTTP.
+
+It needs the `mcp` extra (`pip install 'agentrio[mcp]'`; the HTTP transport
+also wants an ASGI server, uvicorn); `import agentrio` imports neither this
+module nor the SDK. Each [`AgentSpec`][agentrio.AgentSpec] given is one tool,
+named as the spec, which takes a ``prompt``; each call of it is one phase of a
+new agent spawned from the spec (stopped when the call ends), under the
+runtime's budget, permissions and limits. The tool's result is the phase's
+``final_text``, and its structured content the phase's ``stop_reason`` and
+``output``; a phase that ends with ``"error"`` is a result with ``isError``.
+While it runs, a client that asked for progress gets a progress notification
+for each turn and tool call of the run's stream; a client that cancels the
+call (MCP's ``notifications/cancelled``) or goes away cancels the phase.
+
+- [`serve_stdio`][agentrio.mcp_server.serve_stdio] serves over the process's
+  stdin and stdout, in Trio, in the runtime's own task: the SDK is written on
+  anyio, which runs on Trio, so no thread stands between it and the agents.
+- [`streamable_http_app`][agentrio.mcp_server.streamable_http_app] is a
+  Starlette app for an ASGI server (uvicorn, on asyncio), on a
+  [`BlockingRuntime`][agentrio.types.BlockingRuntime]; its runs go through
+  the host's a-methods.
+- ``agentrio mcp-serve module:SPECS`` does either from the command line.
+
+The how-to is [How to serve agents over MCP][how-to-serve-agents-over-mcp].
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import mcp.types as types
+import msgspec
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from ._checks import check_int, check_seconds
+from ._serving import BoundedBody, Runs, open_run
+from ._text import scrub
+from ._version import __version__
+from .agents.agent import AgentSpec
+from .errors import InvalidArgument
+from .messages import PhaseResult, ToolEnded, ToolStarted, TurnEnded
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from .host import BlockingRuntime
+    from .runtime import Runtime
+
+__all__ = ["mcp_server", "serve_stdio", "streamable_http_app"]
+
+# MCP's tool names (the 2025-11-25 spec's advice: 1 to 128 of these characters).
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+DEFAULT_MAX_PROMPT_CHARS = 100_000
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+DEFAULT_BODY_TIMEOUT = 30.0
+
+
+def _schema(spec: AgentSpec[Any]) -> dict[str, object]:
+    return {
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "description": f"The task for the agent {spec.name!r}."}
+        },
+        "required": ["prompt"],
+        "additionalProperties": False,
+    }
+
+
+def _tools(agents: Sequence[AgentSpec[Any]]) -> dict[str, AgentSpec[Any]]:
+    found: dict[str, AgentSpec[Any]] = {}
+    for spec in agents:
+        if not isinstance(spec, AgentSpec):
+            raise InvalidArgument(f"agents must hold AgentSpecs, got {type(spec).__name__}")
+        if not _TOOL_NAME.match(spec.name):
+            raise InvalidArgument(
+                f"agent {spec.name!r} cannot be an MCP tool: a tool's name is 1 to 128 "
+                "letters, digits, '_', '-' or '.'"
+            )
+        if spec.name in found:
+            raise InvalidArgument(f"two agents are named {spec.name!r}: a tool's name is unique")
+        found[spec.name] = spec
+    if not found:
+        raise InvalidArgument("agents must hold at least one AgentSpec")
+    return found
+
+
+class _Swarm:
+    """The tools of one server: its agents, and how a call of one runs."""
+
+    def __init__(
+        self,
+        runs: Runs,
+        agents: Sequence[AgentSpec[Any]],
+        descriptions: Mapping[str, str],
+        max_prompt_chars: int,
+        timeout: float | None,
+    ) -> None:
+        self.runs = runs
+        self.specs = _tools(agents)
+        self.descriptions = dict(descriptions)
+        self.max_prompt_chars = check_int("max_prompt_chars", max_prompt_chars, 1)
+        check_seconds("timeout", timeout, optional=True)
+        self.timeout = timeout
+        self.listing = [
+            types.Tool(
+                name=name,
+                description=self.descriptions.get(name) or _describe(spec),
+                input_schema=_schema(spec),
+            )
+            for name, spec in self.specs.items()
+        ]
+
+    async def list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.listing)
+
+    def input_schema(self, name: str) -> Mapping[str, Any] | None:
+        spec = self.specs.get(name)
+        return None if spec is None else _schema(spec)
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        spec = self.specs.get(params.name)
+        if spec is None:  # a protocol error: the client asked for what was not listed
+            raise MCPError(types.INVALID_PARAMS, f"no tool named {scrub(params.name[:200])!r}")
+        try:
+            prompt = self._prompt(params.arguments)
+        except InvalidArgument as exc:
+            return _error_result("InvalidArgument", str(exc))
+        options = {} if self.timeout is None else {"timeout": self.timeout}
+        progress = 0
+        async with open_run(self.runs, spec, prompt, **options) as items:
+            async for item in items:
+                message = _progress_message(item)
+                if message is not None:
+                    progress += 1
+                    await ctx.session.report_progress(progress, None, message)
+                    continue
+                result = getattr(item, "result", None)
+                if isinstance(result, PhaseResult):
+                    return _result(result)
+        # (The stream ends with its RunDone, or raises: this is not reached.)
+        return _error_result("ActorStopped", "the run ended without a result")
+
+    def _prompt(self, arguments: dict[str, Any] | None) -> str:
+        if not isinstance(arguments, dict) or set(arguments) != {"prompt"}:
+            keys = sorted(arguments) if isinstance(arguments, dict) else arguments
+            raise InvalidArgument(f"the arguments must be {{'prompt': str}}, got keys {keys!r}")
+        prompt = arguments["prompt"]
+        if not isinstance(prompt, str):
+            raise InvalidArgument(f"'prompt' must be a string, got {type(prompt).__name__}")
+        if len(prompt) > self.max_prompt_chars:
+            raise InvalidArgument(
+                f"'prompt' is over {self.max_prompt_chars} characters ({len(prompt)})"
+            )
+        return scrub(prompt)
+
+
+def _describe(spec: AgentSpec[Any]) -> str:
+    if spec.instructions:
+        first = spec.instructions.strip().split("\n\n", 1)[0]
+        return first[:1000]
+    return f"Run the agentrio agent {spec.name!r} on a prompt; its answer is the result."
+
+
+def _progress_message(item: object) -> str | None:
+    match item:
+        case TurnEnded(iteration=iteration, tool_calls=calls):
+            return f"turn {iteration} ended ({calls} tool call(s))"
+        case ToolStarted(tool=tool):
+            return f"tool {tool} started"
+        case ToolEnded(tool=tool, status=status):
+            return f"tool {tool} ended: {status}"
+    return None
+
+
+def _error_result(error_type: str, message: str) -> types.CallToolResult:
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{error_type}: {message}")],
+        structured_content={"stop_reason": "error", "error_type": error_type, "error": message},
+        is_error=True,
+    )
+
+
+def _result(result: PhaseResult[Any]) -> types.CallToolResult:
+    if result.stop_reason == "error":
+        return _error_result(result.error_type, result.error)
+    structured: dict[str, object] = {
+        "stop_reason": result.stop_reason,
+        "output": _json(result.output),
+    }
+    return types.CallToolResult(
+        content=[types.TextContent(text=result.final_text)], structured_content=structured
+    )
+
+
+def _json(value: object) -> object:
+    """*value* as JSON's builtins (a Pydantic model by its ``model_dump``)."""
+
+    def hook(obj: Any) -> object:
+        dump = getattr(obj, "model_dump", None)
+        if callable(dump):
+            return dump(mode="json")
+        raise NotImplementedError
+
+    return msgspec.to_builtins(value, enc_hook=hook)
+
+
+def mcp_server(
+    runtime: Runtime | BlockingRuntime,
+    agents: Sequence[AgentSpec[Any]],
+    *,
+    name: str = "agentrio",
+    instructions: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS,
+    timeout: float | None = None,
+) -> Server[Any]:
+    """The MCP server (the SDK's low-level ``Server``) whose tools are *agents*.
+
+    For a transport of your own; `serve_stdio` and `streamable_http_app` use it.
+
+    Args:
+        runtime: where the calls run: a [`Runtime`][agentrio.Runtime], for a
+            server run in Trio (in the runtime's thread), or a
+            [`BlockingRuntime`][agentrio.types.BlockingRuntime], for one run
+            in asyncio.
+        agents: the specs, one tool each, named as the spec (1 to 128
+            letters, digits, ``_``, ``-``, ``.``; unique).
+        name: the server's name, in its initialization.
+        instructions: the server's instructions to the client, if any.
+        descriptions: a tool's description by its name (default: the first
+            paragraph of the spec's ``instructions``).
+        max_prompt_chars: the longest ``prompt`` taken; a longer one is an
+            ``isError`` result naming ``InvalidArgument``.
+        timeout: each phase's timeout in seconds (default: the spec's).
+
+    Returns:
+        The SDK's ``mcp.server.lowlevel.Server``.
+
+    Raises:
+        InvalidArgument: *agents* is empty, holds no spec, a name that is no
+            tool's, or one twice; a bad *max_prompt_chars* or *timeout*; a
+            *runtime* that is neither.
+    """
+    swarm = _Swarm(Runs(runtime, "mcp"), agents, descriptions or {}, max_prompt_chars, timeout)
+    return Server(
+        name,
+        version=__version__,
+        instructions=instructions,
+        get_tool_input_schema=swarm.input_schema,
+        on_list_tools=swarm.list_tools,
+        on_call_tool=swarm.call_tool,
+    )
+
+
+async def serve_stdio(
+    runtime: Runtime,
+    agents: Sequence[AgentSpec[Any]],
+    *,
+    name: str = "agentrio",
+    instructions: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS,
+    timeout: float | None = None,
+) -> None:
+    """Serve *agents* as MCP tools over this process's stdin and stdout, until stdin ends.
+
+    Runs in Trio, in the runtime's own thread (the SDK's anyio code runs on
+    Trio): each call is a phase of a new agent of *runtime*, and a cancelled
+    call cancels it. While it serves, the process's stdout is the protocol's
+    (the SDK points file descriptor 1 at stderr meanwhile, so a stray
+    ``print`` does not break it). Cancel the task that awaits it to stop
+    serving.
+
+    Example:
+
+        async with agentrio.open_runtime() as rt:
+            await agentrio.mcp_server.serve_stdio(rt, [researcher, writer])
+
+    Args:
+        runtime: the [`Runtime`][agentrio.Runtime] the calls run in.
+        agents: the specs served, one tool each (see `mcp_server`).
+        name: the server's name.
+        instructions: the server's instructions to the client.
+        descriptions: a tool's description by its name.
+        max_prompt_chars: the longest ``prompt`` taken.
+        timeout: each phase's timeout in seconds (default: the spec's).
+
+    Raises:
+        InvalidArgument: as `mcp_server` raises it.
+    """
+    server = mcp_server(
+        runtime,
+        agents,
+        name=name,
+        instructions=instructions,
+        descriptions=descriptions,
+        max_prompt_chars=max_prompt_chars,
+        timeout=timeout,
+    )
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def streamable_http_app(
+    host: BlockingRuntime,
+    agents: Sequence[AgentSpec[Any]],
+    *,
+    name: str = "agentrio",
+    path: str = "/mcp",
+    instructions: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS,
+    timeout: float | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    stateless: bool = False,
+) -> Starlette:
+    """A Starlette app serving *agents* as MCP tools over streamable HTTP, at *path*.
+
+    Serve it with an ASGI server on asyncio (uvicorn); its calls run in
+    *host*, a [`BlockingRuntime`][agentrio.types.BlockingRuntime] (from
+    [`open_runtime_sync`][agentrio.open_runtime_sync]). Its lifespan runs
+    the SDK's session manager: serve it with the lifespan on (uvicorn's
+    default). The SDK's DNS-rebinding protection allows 127.0.0.1 and
+    localhost only; behind another name, mount the SDK's own
+    ``mcp_server(...).streamable_http_app(transport_security=...)``.
+
+    Example:
+
+        rt = agentrio.open_runtime_sync()
+        app = agentrio.mcp_server.streamable_http_app(rt, [researcher, writer])
+        uvicorn.run(app, host="127.0.0.1", port=8000)
+
+    Args:
+        host: the runtime the calls run in.
+        agents: the specs served, one tool each (see `mcp_server`).
+        name: the server's name.
+        path: where the endpoint is.
+        instructions: the server's instructions to the client.
+        descriptions: a tool's description by its name.
+        max_prompt_chars: the longest ``prompt`` taken.
+        timeout: each phase's timeout in seconds (default: the spec's).
+        max_body_bytes: the largest request body; a larger one gets HTTP 413.
+        body_timeout: seconds a request's body may take to arrive; a slower
+            one gets HTTP 408.
+        stateless: no session kept between requests (the SDK's
+            ``stateless_http``).
+
+    Returns:
+        The ``starlette.applications.Starlette`` app.
+
+    Raises:
+        InvalidArgument: as `mcp_server` raises it; a bad *max_body_bytes* or
+            *body_timeout*.
+    """
+    check_int("max_body_bytes", max_body_bytes, 1)
+    check_seconds("body_timeout", body_timeout)
+    server = mcp_server(
+        host,
+        agents,
+        name=name,
+        instructions=instructions,
+        descriptions=descriptions,
+        max_prompt_chars=max_prompt_chars,
+        timeout=timeout,
+    )
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        stateless_http=stateless,
+        max_request_body_size=max_body_bytes,
+    )
+    app.add_middleware(BoundedBody, max_bytes=max_body_bytes, timeout=body_timeout)
+    return app
