@@ -67,12 +67,11 @@ def fails(messages: Sequence[ChatMessage], tools: object) -> Reply:
     raise agentrio.errors.ProviderUnavailable("the model is down", provider="fake")
 
 
-hold = trio.Event()  # (never set: the hanging model waits forever)
-
-
 async def hangs(messages: Sequence[ChatMessage], tools: object) -> Reply:
-    await hold.wait()
-    return Reply(text="never")
+    # Long enough for any test; bounded, so that a run nobody cancels fails its
+    # test (ending "done") rather than hanging it.
+    await trio.sleep(60)
+    return Reply(text="not cancelled")
 
 
 class Movie(msgspec.Struct):
@@ -299,3 +298,16 @@ def test_import_agentrio_imports_neither_ag_ui_nor_starlette() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_thread_whose_agent_stopped_starts_again_with_a_new_one() -> None:
+    spec = agentrio.AgentSpec("mem", FunctionModel(remembers))
+    with agui(spec) as (url, rt):
+        first = read_run(url, run_input("one", thread="a", run="1"))
+        rt.call(lambda: rt.runtime.lookup("mem-agui-1").cancel())  # (not by the app)
+        failed = read_run(url, run_input("two", thread="a", run="2"))
+        again = read_run(url, run_input("three", thread="a", run="3"))
+    assert first[-1].result["final_text"] == "one"
+    assert [e.type for e in failed] == [EventType.RUN_STARTED, EventType.RUN_ERROR]
+    assert failed[-1].code == "ActorStopped"
+    assert again[-1].result["final_text"] == "three"  # a new agent, a new conversation

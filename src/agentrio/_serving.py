@@ -27,6 +27,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import trio
 
 from .agents.agent import AgentSpec
@@ -38,7 +39,7 @@ from .runtime import Runtime
 if TYPE_CHECKING:
     from .messages import ContentPart
 
-__all__ = ["BoundedBody", "Runs", "open_run"]
+__all__ = ["BoundedBody", "Runs", "open_run", "refuse", "to_json"]
 
 # The seconds an agent made for a request may take to stop, once its run has
 # ended (it has nothing left to do: this bounds a bug, not a wait).
@@ -123,6 +124,18 @@ async def _hosted_run(
     finally:
         with anyio.move_on_after(STOP_TIMEOUT, shield=True):
             await agent.astop()
+
+
+def to_json(value: object) -> object:
+    """*value* (a phase's output) as JSON's builtins; a Pydantic model by its ``model_dump``."""
+
+    def hook(obj: Any) -> object:
+        dump = getattr(obj, "model_dump", None)
+        if callable(dump):
+            return dump(mode="json")
+        raise NotImplementedError(f"{type(obj).__name__} is not JSON")
+
+    return msgspec.to_builtins(value, enc_hook=hook)
 
 
 # -- the request's body --------------------------------------------------------------

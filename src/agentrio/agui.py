@@ -35,7 +35,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 from ag_ui.core import (
     BaseEvent,
     RunAgentInput,
@@ -56,11 +55,11 @@ from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
 
 from ._checks import check_int, check_seconds
-from ._serving import refuse
+from ._serving import refuse, to_json
 from ._text import scrub
 from .agents.agent import AgentSpec
 from .agents.stream import PartialOutput, RunDone, RunItem
-from .errors import InvalidArgument
+from .errors import ActorError, InvalidArgument
 from .host import BlockingAgent, BlockingRuntime
 from .messages import PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
 
@@ -182,9 +181,9 @@ class _Endpoint:
         try:
             if thread.new and prompt.earlier:
                 prompt.text = f"{prompt.earlier}\n\n{prompt.text}"
-            await _serve(thread.agent, run_input, prompt.text, self.options, receive, send)
+            await _serve(thread, run_input, prompt.text, self.options, receive, send)
         finally:
-            self.threads.leave(thread)
+            self.threads.leave(run_input.thread_id, thread)
 
     async def _body(self, receive: Receive, send: Send) -> bytes | None:
         """The request's body; or None, and the peer was answered."""
@@ -281,12 +280,13 @@ def _prompt(run_input: RunAgentInput, max_chars: int) -> _Prompt:
 
 
 class _Thread:
-    __slots__ = ("agent", "new", "runs")
+    __slots__ = ("agent", "broken", "new", "runs")
 
     def __init__(self, agent: BlockingAgent[Any]) -> None:
         self.agent = agent
         self.new = True  # (until its first run has been given)
         self.runs = 0  # its runs under way
+        self.broken = False  # its agent stopped or crashed: the thread starts again
 
 
 class _Threads:
@@ -328,15 +328,17 @@ class _Threads:
         thread.runs += 1
         return thread
 
-    def leave(self, thread: _Thread) -> None:
+    def leave(self, thread_id: str, thread: _Thread) -> None:
         thread.runs -= 1
+        if thread.broken and self.threads.get(thread_id) is thread:
+            del self.threads[thread_id]  # (its next run gets a new agent)
 
 
 # -- the run, as AG-UI events -------------------------------------------------------------
 
 
 async def _serve(
-    agent: BlockingAgent[Any],
+    thread: _Thread,
     run_input: RunAgentInput,
     prompt: str,
     options: dict[str, Any],
@@ -360,7 +362,7 @@ async def _serve(
 
         group.start_soon(watch)
         try:
-            async for event in _events(agent, run_input, prompt, options):
+            async for event in _events(thread, run_input, prompt, options):
                 chunk = encoder.encode(event).encode()
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -370,14 +372,15 @@ async def _serve(
 
 
 async def _events(
-    agent: BlockingAgent[Any], run_input: RunAgentInput, prompt: str, options: dict[str, Any]
+    thread: _Thread, run_input: RunAgentInput, prompt: str, options: dict[str, Any]
 ) -> AsyncIterator[BaseEvent]:
     thread_id, run_id = run_input.thread_id, run_input.run_id
     yield RunStartedEvent(thread_id=thread_id, run_id=run_id)
     events = _Translation(run_id)
     try:
-        stream = await agent.astream(prompt, **options)
+        stream = await thread.agent.astream(prompt, **options)
     except Exception as exc:  # (InvalidArgument, RuntimeClosed...: said, as the run's error)
+        thread.broken = isinstance(exc, ActorError)
         yield _run_error(exc)
         return
     try:
@@ -388,6 +391,7 @@ async def _events(
                 yield _finished(thread_id, run_id, item.result)
                 return
     except Exception as exc:  # ActorStopped, ActorCrashed: after the items before them
+        thread.broken = isinstance(exc, ActorError)
         for event in events.close_text():
             yield event
         yield _run_error(exc)
@@ -406,21 +410,9 @@ def _finished(thread_id: str, run_id: str, result: PhaseResult[Any]) -> BaseEven
     summary = {
         "stop_reason": result.stop_reason,
         "final_text": result.final_text,
-        "output": _json(result.output),
+        "output": to_json(result.output),
     }
     return RunFinishedEvent(thread_id=thread_id, run_id=run_id, result=summary)
-
-
-def _json(value: object) -> object:
-    """*value* as JSON's builtins (a Pydantic model by its ``model_dump``)."""
-
-    def hook(obj: Any) -> object:
-        dump = getattr(obj, "model_dump", None)
-        if callable(dump):
-            return dump(mode="json")
-        raise NotImplementedError
-
-    return msgspec.to_builtins(value, enc_hook=hook)
 
 
 class _Translation:

@@ -31,13 +31,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
-import msgspec
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from ._checks import check_int, check_seconds
-from ._serving import BoundedBody, Runs, open_run
+from ._serving import BoundedBody, Runs, open_run, to_json
 from ._text import scrub
 from ._version import __version__
 from .agents.agent import AgentSpec
@@ -193,23 +192,11 @@ def _result(result: PhaseResult[Any]) -> types.CallToolResult:
         return _error_result(result.error_type, result.error)
     structured: dict[str, object] = {
         "stop_reason": result.stop_reason,
-        "output": _json(result.output),
+        "output": to_json(result.output),
     }
     return types.CallToolResult(
         content=[types.TextContent(text=result.final_text)], structured_content=structured
     )
-
-
-def _json(value: object) -> object:
-    """*value* as JSON's builtins (a Pydantic model by its ``model_dump``)."""
-
-    def hook(obj: Any) -> object:
-        dump = getattr(obj, "model_dump", None)
-        if callable(dump):
-            return dump(mode="json")
-        raise NotImplementedError
-
-    return msgspec.to_builtins(value, enc_hook=hook)
 
 
 def mcp_server(
