@@ -486,6 +486,8 @@ NAMESPACES = (
     "testing",
     "mcp",
     "otel",
+    "mcp_server",
+    "agui",
 )  # documented whole, each
 
 

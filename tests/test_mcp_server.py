@@ -83,16 +83,16 @@ async def calls_and_cancel(client: mcp.Client) -> list[Any]:
     assert list(tools) == ["shout", "critic", "down", "hang"]
     assert tools["shout"].description == "Shout the prompt back."
     assert tools["shout"].input_schema["required"] == ["prompt"]
-    progress: list[tuple[float, str | None]] = []
+    reported: list[tuple[float, str | None]] = []
 
-    async def on_progress(done: float, total: float | None, message: str | None) -> None:
-        progress.append((done, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append((progress, message))
 
     shout = await client.call_tool("shout", {"prompt": "hello"}, progress_callback=on_progress)
     assert not shout.is_error
     assert [block.text for block in shout.content] == ["HELLO!"]  # type: ignore[union-attr]
     assert shout.structured_content == {"stop_reason": "done", "output": "HELLO!"}
-    assert progress == [
+    assert reported == [
         (1, "turn 1 ended (1 tool call(s))"),
         (2, "tool upper started"),
         (3, "tool upper ended: ok"),

@@ -457,8 +457,9 @@ class _Translation:
         return [end]
 
     def _call_id(self, tool: str, call_id: str, *, start: bool) -> str:
+        # (Prefixed by the run's id: a model's ids ("call_1") may repeat in a thread.)
         if call_id:
-            return call_id
+            return f"{self.run_id}-{call_id}"
         pending = self.calls.setdefault(tool, collections.deque())
         if start:
             made = f"{self.run_id}-call-{next(self.numbers)}"
