@@ -137,11 +137,13 @@ async def test_http_list_call_progress_error_and_cancel(tmp_path: Path) -> None:
         async with http_client(url) as client:
             (again,) = await calls_and_cancel(client)
             assert again.content[0].text == "AGAIN!"  # type: ignore[union-attr]
-    assert phases(trace) == [
-        ("shout-mcp-1", "done"),
+    # (Sorted: over HTTP the cancel reaches the runtime's thread through the host, and
+    # the next call's phase may end before the cancelled one has.)
+    assert sorted(phases(trace)) == [
         ("critic-mcp-2", "done"),
         ("down-mcp-3", "error"),
         ("hang-mcp-4", "cancelled"),
+        ("shout-mcp-1", "done"),
         ("shout-mcp-5", "done"),
     ]
 
