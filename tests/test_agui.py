@@ -275,7 +275,8 @@ def test_all_threads_running_gets_503() -> None:
         httpx.Client(timeout=30) as client,
         client.stream("POST", url + "/", json=run_input("a", thread="a")) as running,
     ):
-        next(line for line in running.iter_lines() if line)
+        lines = running.iter_lines()  # (held: a generator dropped closes the stream)
+        next(line for line in lines if line)
         reply = client.post(url + "/", json=run_input("b", thread="b"))
         assert reply.status_code == 503
         assert "all 1 threads are running" in reply.json()["message"]
