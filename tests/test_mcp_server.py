@@ -225,3 +225,46 @@ def test_import_agentrio_does_not_import_the_server() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ
     )
     assert out.stdout.strip() == "[]"
+
+
+def _high_water_kib(pid: int) -> int:
+    """The process's peak resident memory (VmHWM), in KiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_stdio_garbage_and_an_endless_line_are_passed_over_in_bounded_memory() -> None:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    proc = subprocess.Popen(
+        SERVE, cwd=TESTS, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(json.dumps(init).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        before = _high_water_kib(proc.pid)
+        proc.stdin.write(b"garbage, not JSON\n\xff\xfe\x00\n")
+        proc.stdin.write(b'{"jsonrpc": "2.0", "id": 2, "method": "ping", "x": "')
+        for _ in range(64):  # a line of 64 MiB: 4 times the server's limit
+            proc.stdin.write(b"x" * (1 << 20))
+        proc.stdin.write(b'"}\n{"jsonrpc": "2.0", "id": 3, "method": "ping"}\n')
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        assert answer == {"jsonrpc": "2.0", "id": 3, "result": {}}  # the line after: read
+        grown_mib = (_high_water_kib(proc.pid) - before) / 1024
+        assert grown_mib < 40, f"the server grew by {grown_mib:.0f} MiB"
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
+        proc.stdout.close()

@@ -26,10 +26,13 @@ The how-to is [How to serve agents over MCP][how-to-serve-agents-over-mcp].
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
+import anyio
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -56,6 +59,8 @@ _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 DEFAULT_MAX_PROMPT_CHARS = 100_000
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT = 30.0
+# The longest message a stdio client may send (as agentrio.mcp's client takes).
+DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 def _schema(spec: AgentSpec[Any]) -> dict[str, object]:
@@ -256,6 +261,7 @@ async def serve_stdio(
     descriptions: Mapping[str, str] | None = None,
     max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS,
     timeout: float | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> None:
     """Serve *agents* as MCP tools over this process's stdin and stdout, until stdin ends.
 
@@ -279,10 +285,13 @@ async def serve_stdio(
         descriptions: a tool's description by its name.
         max_prompt_chars: the longest ``prompt`` taken.
         timeout: each phase's timeout in seconds (default: the spec's).
+        max_line_bytes: the longest message (one line) read from stdin; a
+            longer one is dropped, unread, and the server goes on.
 
     Raises:
-        InvalidArgument: as `mcp_server` raises it.
+        InvalidArgument: as `mcp_server` raises it; a bad *max_line_bytes*.
     """
+    check_int("max_line_bytes", max_line_bytes, 1)
     server = mcp_server(
         runtime,
         agents,
@@ -292,8 +301,56 @@ async def serve_stdio(
         max_prompt_chars=max_prompt_chars,
         timeout=timeout,
     )
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    with _wire_stdin() as wire:
+        # (The SDK's reader calls only readline: duck-typed as a text file.)
+        stdin = anyio.wrap_file(cast("IO[str]", _BoundedLines(wire, max_line_bytes)))
+        async with stdio_server(stdin=stdin) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+
+@contextlib.contextmanager
+def _wire_stdin() -> Iterator[BinaryIO]:
+    """The protocol's stdin, from a private copy of fd 0, while fd 0 reads /dev/null.
+
+    As the SDK does for the stdin it opens itself (one given to it is not
+    diverted): a tool or child process that reads stdin gets nothing, rather
+    than the client's messages.
+    """
+    wire = os.dup(0)
+    saved = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        with open(wire, "rb", buffering=1 << 16) as raw:  # (closes wire)
+            yield raw
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(null)
+
+
+class _BoundedLines:
+    """stdin's lines for the SDK's reader (its ``readline``), each at most *limit* bytes.
+
+    A longer line is read to its end and dropped, and the SDK is given a line
+    that is no JSON-RPC message in its place (which it passes over, as any
+    garbage): a peer's endless line costs *limit* bytes of memory, not its
+    length. Bytes that are not UTF-8 become U+FFFD, as in the SDK's own reader.
+    """
+
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
+        self.raw = raw
+        self.limit = limit
+
+    def readline(self) -> str:
+        line = self.raw.readline(self.limit + 1)
+        if len(line) > self.limit and not line.endswith(b"\n"):
+            while True:  # (the rest of the line, dropped a piece at a time)
+                rest = self.raw.readline(1 << 16)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            return "a line over the server's limit\n"
+        return line.decode("utf-8", "replace")
 
 
 def streamable_http_app(
