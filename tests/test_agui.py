@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import queue
 import socket
 import subprocess
 import sys
@@ -40,7 +41,7 @@ import agentrio
 import agentrio.agui
 from agentrio import ChatMessage, ToolCallRequest
 from agentrio.events import PhaseEnded
-from agentrio.testing import FunctionModel, Reply
+from agentrio.testing import FunctionModel, Reply, open_fake_llm
 from agentrio.types import BlockingRuntime
 
 EVENT = pydantic.TypeAdapter(Event)
@@ -168,6 +169,51 @@ def test_a_run_is_its_ag_ui_events_text_tool_call_and_result() -> None:
         "final_text": "The capital of Peru is Lima.",
         "output": "The capital of Peru is Lima.",
     }
+
+
+@contextlib.contextmanager
+def fake_llm(replies: list[Reply]) -> Iterator[str]:
+    """The project's fake LLM server, in a Trio thread of its own: its base URL."""
+    ready: queue.Queue[tuple[str, trio.lowlevel.TrioToken, trio.CancelScope]] = queue.Queue()
+
+    async def serve() -> None:
+        with trio.CancelScope() as scope:
+            async with open_fake_llm(replies) as server:
+                ready.put((server.base_url, trio.lowlevel.current_trio_token(), scope))
+                await trio.sleep_forever()
+
+    thread = threading.Thread(target=trio.run, args=(serve,))
+    thread.start()
+    base_url, token, scope = ready.get(timeout=30)
+    try:
+        yield base_url
+    finally:
+        trio.from_thread.run_sync(scope.cancel, trio_token=token)
+        thread.join()
+
+
+def test_a_run_on_a_provider_over_http_streams_its_deltas(tmp_path: Any) -> None:
+    replies = [
+        Reply(tool_calls=[ToolCallRequest("capital", {"country": "Peru"}, id="call_9")]),
+        Reply(text="The capital of Peru is Lima, as the tool says."),
+    ]
+    with fake_llm(replies) as base_url:
+        config = tmp_path / "agentrio.toml"
+        config.write_text(
+            f'[providers.fake]\nkind = "openai"\nbase_url = "{base_url}/v1"\nstream = true\n'
+        )
+        spec = agentrio.AgentSpec("geo", "fake:m", tools=[capital])
+        with (
+            agentrio.open_runtime_sync(config=config) as rt,
+            served(agentrio.agui.agui_app(rt, spec)) as url,
+        ):
+            events = read_run(url, run_input("Capital of Peru?", run="r1"))
+    calls = [e for e in events if isinstance(e, ToolCallStartEvent)]
+    assert [(c.tool_call_id, c.tool_call_name) for c in calls] == [("r1-call_9", "capital")]
+    deltas = [e.delta for e in events if isinstance(e, TextMessageContentEvent)]
+    assert len(deltas) > 1  # the provider's stream, piece by piece
+    assert "".join(deltas) == "The capital of Peru is Lima, as the tool says."
+    assert events[-1].type == EventType.RUN_FINISHED
 
 
 def test_a_thread_keeps_its_agent_and_a_new_one_gets_the_history_as_text() -> None:
