@@ -7,6 +7,7 @@ answers; ``critic`` answers typed; ``down`` fails; ``hang`` never answers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import trio
@@ -42,7 +43,16 @@ class Movie(msgspec.Struct):
     year: int
 
 
-SPECS = [
+@agentrio.tool
+async def broken(reason: str) -> str:
+    """Always fail."""
+    raise RuntimeError(f"broken: {reason}")
+
+
+# Tools served as they are, beside an agent (`agentrio mcp-serve swarm_specs:MIXED`).
+MIXED = [upper, broken]
+
+SPECS: list[agentrio.AgentSpec[Any]] = [
     agentrio.AgentSpec(
         "shout", FunctionModel(shouts), tools=[upper], instructions="Shout the prompt back."
     ),
@@ -54,3 +64,5 @@ SPECS = [
     agentrio.AgentSpec("down", FunctionModel(fails)),
     agentrio.AgentSpec("hang", FunctionModel(hangs)),
 ]
+
+MIXED.insert(0, SPECS[0])

@@ -43,10 +43,9 @@ def phases(trace: Path) -> list[tuple[str, str]]:
 
 
 @contextlib.asynccontextmanager
-async def stdio_client(trace: Path) -> AsyncIterator[mcp.Client]:
-    params = mcp.StdioServerParameters(
-        command=SERVE[0], args=[*SERVE[1:], "--trace", str(trace)], cwd=str(TESTS)
-    )
+async def stdio_client(trace: Path, target: str = "swarm_specs:SPECS") -> AsyncIterator[mcp.Client]:
+    args = [*SERVE[1:-1], target, "--trace", str(trace)]
+    params = mcp.StdioServerParameters(command=SERVE[0], args=args, cwd=str(TESTS))
     async with mcp.Client(mcp.stdio_client(params)) as client:
         yield client
 
@@ -167,6 +166,33 @@ async def test_bad_calls_get_typed_errors_and_the_server_goes_on(tmp_path: Path)
         assert ok.content[0].text == "STILL!"  # type: ignore[union-attr]
 
 
+async def test_tools_served_as_they_are_beside_an_agent(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    async with stdio_client(trace, "swarm_specs:MIXED") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert list(tools) == ["shout", "upper", "broken"]
+        assert tools["upper"].description == "The text in capitals."
+        assert tools["upper"].input_schema["properties"] == {"text": {"type": "string"}}
+        upper = await client.call_tool("upper", {"text": "quiet"})
+        assert not upper.is_error and upper.structured_content == {"status": "ok"}
+        assert upper.content[0].text == "QUIET"  # type: ignore[union-attr]
+        missing = await client.call_tool("upper", {})
+        assert missing.is_error
+        assert missing.content[0].text.startswith("failed: ")  # type: ignore[union-attr]
+        broken = await client.call_tool("broken", {"reason": "on purpose"})
+        assert broken.is_error and broken.structured_content == {"status": "failed"}
+        assert "broken: on purpose" in broken.content[0].text  # type: ignore[union-attr]
+        huge = await client.call_tool("upper", {"text": "x" * 200_000})
+        assert huge.is_error
+        assert "the arguments are over 100000 characters" in huge.content[0].text  # type: ignore[union-attr]
+    # Each call a phase of direct tool calls, of an agent of its own.
+    assert phases(trace) == [
+        ("upper-mcp-1", "done"),
+        ("upper-mcp-2", "done"),
+        ("broken-mcp-3", "done"),
+    ]
+
+
 def test_http_garbage_huge_and_hanging_peers_get_errors_in_bounded_time(tmp_path: Path) -> None:
     with http_server(tmp_path / "trace.jsonl") as url:
         headers = {"accept": "application/json, text/event-stream"}
@@ -190,7 +216,7 @@ def test_the_cli_refuses_what_is_no_spec() -> None:
     for target, why in [
         ("swarm_specs", "expected MODULE:NAME"),
         ("swarm_specs:NOTHING", "cannot load"),
-        ("swarm_specs:upper", "is not an AgentSpec"),
+        ("swarm_specs:Movie", "is not an AgentSpec or a Tool"),
     ]:
         done = subprocess.run(
             [*SERVE[:-1], target], cwd=TESTS, capture_output=True, text=True, timeout=60
@@ -202,18 +228,22 @@ def test_the_cli_refuses_what_is_no_spec() -> None:
 async def test_bad_arguments() -> None:
     spec = agentrio.AgentSpec("a", "x:y")
     async with agentrio.open_runtime() as rt:
-        for agents, why in [
-            ([], "at least one AgentSpec"),
-            ([spec, spec], "two agents are named 'a'"),
-            ([agentrio.AgentSpec("a b", "x:y")], "cannot be an MCP tool"),
-            (["a"], "must hold AgentSpecs"),
+        for agents, tools, why in [
+            ([], [], "at least one AgentSpec"),
+            ([spec, spec], [], "two tools are named 'a'"),
+            ([spec], [agentrio.Tool(lambda: "", name="a")], "two tools are named 'a'"),
+            ([agentrio.AgentSpec("a b", "x:y")], [], "'a b' cannot be an MCP tool's name"),
+            (["a"], [], "must hold AgentSpecs and tools Tools"),
+            ([], [spec], "must hold AgentSpecs and tools Tools"),
         ]:
             with pytest.raises(agentrio.InvalidArgument, match=why):
-                agentrio.mcp_server.mcp_server(rt, agents)  # type: ignore[arg-type]
+                agentrio.mcp_server.mcp_server(rt, agents, tools=tools)  # type: ignore[arg-type]
         with pytest.raises(agentrio.InvalidArgument, match="max_prompt_chars"):
             agentrio.mcp_server.mcp_server(rt, [spec], max_prompt_chars=0)
         with pytest.raises(agentrio.InvalidArgument, match="expected a Runtime"):
             agentrio.mcp_server.mcp_server(object(), [spec])  # type: ignore[arg-type]
+        with pytest.raises(agentrio.InvalidArgument, match="max_line_bytes"):
+            await agentrio.mcp_server.serve_stdio(rt, [spec], max_line_bytes=0)
 
 
 def test_import_agentrio_does_not_import_the_server() -> None:

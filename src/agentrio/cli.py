@@ -18,6 +18,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .agents.agent import AgentSpec
+    from .agents.tool import Tool
     from .demo import DemoProgress
     from .tracing.view import Trace
 
@@ -181,10 +182,10 @@ def _add_mcp_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     serve = commands.add_parser(
         "mcp-serve",
         help="serve agents as MCP tools, over stdio or streamable HTTP",
-        description="Serve the agents of MODULE:NAME (an AgentSpec, a list of them, or a "
-        "function that returns either) as MCP tools, one per agent, each call a phase of a "
-        "new agent: over stdin and stdout (the default), or over streamable HTTP with "
-        "--port. Needs the mcp extra (and uvicorn for HTTP).",
+        description="Serve the agents of MODULE:NAME (an AgentSpec or a Tool, a list of "
+        "them, or a function that returns either) as MCP tools, one per agent (or tool), "
+        "each call a phase of a new agent: over stdin and stdout (the default), or over "
+        "streamable HTTP with --port. Needs the mcp extra (and uvicorn for HTTP).",
         allow_abbrev=False,
     )
     serve.add_argument("target", metavar="MODULE:NAME", help="where the specs are")
@@ -442,12 +443,13 @@ def _run_fake_llm(args: argparse.Namespace) -> int:
     return 2
 
 
-def _load_specs(target: str) -> list[AgentSpec[Any]]:
-    """The specs at *target* (``module:name``), else UsageError saying why."""
+def _load_served(target: str) -> tuple[list[AgentSpec[Any]], list[Tool]]:
+    """The specs and tools at *target* (``module:name``), else UsageError saying why."""
     import importlib
     import inspect
 
     from .agents.agent import AgentSpec
+    from .agents.tool import Tool
     from .errors import UsageError
 
     module_name, _, name = target.partition(":")
@@ -462,23 +464,24 @@ def _load_specs(target: str) -> list[AgentSpec[Any]]:
         sys.path.pop(0)
     if inspect.isroutine(value):  # (a function that makes them; a Tool is callable too)
         value = value()
-    specs = [value] if isinstance(value, AgentSpec) else value
-    if not isinstance(specs, list | tuple) or not specs:
-        specs = [None]  # (refused below)
-    if not all(isinstance(spec, AgentSpec) for spec in specs):
-        raise UsageError(f"{target!r} is not an AgentSpec, nor a list of them")
-    return list(specs)
+    items = [value] if isinstance(value, AgentSpec | Tool) else value
+    if not isinstance(items, list | tuple) or not items:
+        items = [None]  # (refused below)
+    if not all(isinstance(item, AgentSpec | Tool) for item in items):
+        raise UsageError(f"{target!r} is not an AgentSpec or a Tool, nor a list of them")
+    specs = [item for item in items if isinstance(item, AgentSpec)]
+    return specs, [item for item in items if isinstance(item, Tool)]
 
 
 def _run_mcp_serve(args: argparse.Namespace) -> int:
     from .errors import UsageError
 
     try:
-        specs = _load_specs(args.target)
+        served = _load_served(args.target)
         if args.port is None:
-            trio.run(_serve_mcp_stdio, args, specs)
+            trio.run(_serve_mcp_stdio, args, served)
         else:
-            _serve_mcp_http(args, specs)
+            _serve_mcp_http(args, served)
     except UsageError as exc:  # (InvalidArgument, ConfigError too)
         print(f"agentrio mcp-serve: {exc}", file=sys.stderr)
         return 2
@@ -489,16 +492,21 @@ def _run_mcp_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve_mcp_stdio(args: argparse.Namespace, specs: list[AgentSpec[Any]]) -> None:
+async def _serve_mcp_stdio(
+    args: argparse.Namespace, served: tuple[list[AgentSpec[Any]], list[Tool]]
+) -> None:
     from . import mcp_server
     from .runtime import open_runtime
 
+    specs, tools = served
     async with open_runtime(config=args.config, trace=args.trace) as rt:
-        await mcp_server.serve_stdio(rt, specs, timeout=args.timeout)
+        await mcp_server.serve_stdio(rt, specs, tools=tools, timeout=args.timeout)
         rt.cancel()  # stdin ended: the client is gone, and so are its calls
 
 
-def _serve_mcp_http(args: argparse.Namespace, specs: list[AgentSpec[Any]]) -> None:
+def _serve_mcp_http(
+    args: argparse.Namespace, served: tuple[list[AgentSpec[Any]], list[Tool]]
+) -> None:
     import socket
 
     import uvicorn
@@ -508,8 +516,9 @@ def _serve_mcp_http(args: argparse.Namespace, specs: list[AgentSpec[Any]]) -> No
 
     sock = socket.create_server((args.host, args.port))
     with sock, open_runtime_sync(config=args.config, trace=args.trace) as rt:
+        specs, tools = served
         app = mcp_server.streamable_http_app(
-            rt, specs, timeout=args.timeout, body_timeout=args.body_timeout
+            rt, specs, tools=tools, timeout=args.timeout, body_timeout=args.body_timeout
         )
         host, port = sock.getsockname()[:2]
         print(f"agentrio mcp-serve: http://{host}:{port}/mcp", file=sys.stderr, flush=True)

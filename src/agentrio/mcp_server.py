@@ -11,6 +11,8 @@ runtime's budget, permissions and limits. The tool's result is the phase's
 While it runs, a client that asked for progress gets a progress notification
 for each turn and tool call of the run's stream; a client that cancels the
 call (MCP's ``notifications/cancelled``) or goes away cancels the phase.
+agentrio [`Tool`][agentrio.Tool]s can be served too (``tools=``), each call a
+phase of direct tool calls.
 
 - [`serve_stdio`][agentrio.mcp_server.serve_stdio] serves over the process's
   stdin and stdout, in Trio, in the runtime's own task: the SDK is written on
@@ -27,6 +29,7 @@ The how-to is [How to serve agents over MCP][how-to-serve-agents-over-mcp].
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,11 +43,12 @@ from mcp.shared.exceptions import MCPError
 
 from ._checks import check_int, check_seconds
 from ._serving import BoundedBody, Runs, open_run, to_json
-from ._text import scrub
+from ._text import scrub, scrub_json
 from ._version import __version__
 from .agents.agent import AgentSpec
-from .errors import InvalidArgument
-from .messages import PhaseResult, ToolEnded, ToolStarted, TurnEnded
+from .agents.tool import Tool
+from .errors import InvalidArgument, UsageError
+from .messages import ModelReply, PhaseResult, ToolCallRequest, ToolEnded, ToolStarted, TurnEnded
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -74,48 +78,87 @@ def _schema(spec: AgentSpec[Any]) -> dict[str, object]:
     }
 
 
-def _tools(agents: Sequence[AgentSpec[Any]]) -> dict[str, AgentSpec[Any]]:
-    found: dict[str, AgentSpec[Any]] = {}
-    for spec in agents:
-        if not isinstance(spec, AgentSpec):
-            raise InvalidArgument(f"agents must hold AgentSpecs, got {type(spec).__name__}")
-        if not _TOOL_NAME.match(spec.name):
+class _Entry:
+    """One MCP tool: an agent (its spec; a call runs a phase of the prompt), or one
+    of agentrio's tools (a spec of its own whose phase calls it directly)."""
+
+    __slots__ = ("description", "schema", "spec", "tool")
+
+    def __init__(self, spec: AgentSpec[Any], tool: Tool | None) -> None:
+        self.spec = spec
+        self.tool = tool
+        if tool is None:
+            self.description = _describe(spec)
+            self.schema: dict[str, object] = _schema(spec)
+        else:
+            self.description = tool.description
+            self.schema = dict(tool.schema.parameters)
+
+
+def _entries(agents: Sequence[AgentSpec[Any]], tools: Sequence[Tool]) -> dict[str, _Entry]:
+    found: dict[str, _Entry] = {}
+    kinds = [(item, AgentSpec) for item in agents] + [(item, Tool) for item in tools]
+    for item, kind in kinds:
+        if not isinstance(item, kind):
             raise InvalidArgument(
-                f"agent {spec.name!r} cannot be an MCP tool: a tool's name is 1 to 128 "
-                "letters, digits, '_', '-' or '.'"
+                f"agents must hold AgentSpecs and tools Tools, got {type(item).__name__}"
             )
-        if spec.name in found:
-            raise InvalidArgument(f"two agents are named {spec.name!r}: a tool's name is unique")
-        found[spec.name] = spec
+        if isinstance(item, AgentSpec):
+            name, entry = item.name, _Entry(item, None)
+        else:
+            assert isinstance(item, Tool)
+            spec = AgentSpec(item.name, _NO_MODEL, tools=[item])
+            name, entry = item.name, _Entry(spec, item)
+        if not _TOOL_NAME.match(name):
+            raise InvalidArgument(
+                f"{name!r} cannot be an MCP tool's name: 1 to 128 letters, digits, '_', '-' or '.'"
+            )
+        if name in found:
+            raise InvalidArgument(f"two tools are named {name!r}: a tool's name is unique")
+        found[name] = entry
     if not found:
-        raise InvalidArgument("agents must hold at least one AgentSpec")
+        raise InvalidArgument("give at least one AgentSpec (agents) or Tool (tools)")
     return found
 
 
+class _NoModel:
+    """The model of a tool's agent, whose phases are direct tool calls: never called."""
+
+    context_window = 1 << 20
+
+    async def complete(
+        self, messages: Sequence[object], tools: Sequence[object], *, max_output_tokens: int
+    ) -> ModelReply:
+        raise UsageError("a tool served over MCP runs no model")
+
+
+_NO_MODEL = _NoModel()
+
+
 class _Swarm:
-    """The tools of one server: its agents, and how a call of one runs."""
+    """The tools of one server: its agents and tools, and how a call of one runs."""
 
     def __init__(
         self,
         runs: Runs,
         agents: Sequence[AgentSpec[Any]],
+        tools: Sequence[Tool],
         descriptions: Mapping[str, str],
         max_prompt_chars: int,
         timeout: float | None,
     ) -> None:
         self.runs = runs
-        self.specs = _tools(agents)
-        self.descriptions = dict(descriptions)
+        self.entries = _entries(agents, tools)
         self.max_prompt_chars = check_int("max_prompt_chars", max_prompt_chars, 1)
         check_seconds("timeout", timeout, optional=True)
         self.timeout = timeout
         self.listing = [
             types.Tool(
                 name=name,
-                description=self.descriptions.get(name) or _describe(spec),
-                input_schema=_schema(spec),
+                description=descriptions.get(name) or entry.description,
+                input_schema=entry.schema,
             )
-            for name, spec in self.specs.items()
+            for name, entry in self.entries.items()
         ]
 
     async def list_tools(
@@ -124,22 +167,27 @@ class _Swarm:
         return types.ListToolsResult(tools=self.listing)
 
     def input_schema(self, name: str) -> Mapping[str, Any] | None:
-        spec = self.specs.get(name)
-        return None if spec is None else _schema(spec)
+        entry = self.entries.get(name)
+        return None if entry is None else entry.schema
 
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        spec = self.specs.get(params.name)
-        if spec is None:  # a protocol error: the client asked for what was not listed
+        entry = self.entries.get(params.name)
+        if entry is None:  # a protocol error: the client asked for what was not listed
             raise MCPError(types.INVALID_PARAMS, f"no tool named {scrub(params.name[:200])!r}")
+        options: dict[str, Any] = {} if self.timeout is None else {"timeout": self.timeout}
         try:
-            prompt = self._prompt(params.arguments)
+            if entry.tool is None:
+                prompt = self._prompt(params.arguments)
+            else:
+                prompt = ""
+                call = ToolCallRequest(entry.tool.name, self._arguments(params.arguments))
+                options["direct_tool_calls"] = [call]
         except InvalidArgument as exc:
             return _error_result("InvalidArgument", str(exc))
-        options = {} if self.timeout is None else {"timeout": self.timeout}
         progress = 0
-        async with open_run(self.runs, spec, prompt, **options) as items:
+        async with open_run(self.runs, entry.spec, prompt, **options) as items:
             async for item in items:
                 message = _progress_message(item)
                 if message is not None:
@@ -148,9 +196,25 @@ class _Swarm:
                     continue
                 result = getattr(item, "result", None)
                 if isinstance(result, PhaseResult):
-                    return _result(result)
+                    return _result(result) if entry.tool is None else _tool_result(result)
         # (The stream ends with its RunDone, or raises: this is not reached.)
         return _error_result("ActorStopped", "the run ended without a result")
+
+    def _arguments(self, arguments: dict[str, Any] | None) -> dict[str, object]:
+        if arguments is None:
+            return {}
+        if not isinstance(arguments, dict):
+            raise InvalidArgument(
+                f"the arguments must be an object, got {type(arguments).__name__}"
+            )
+        size = len(json.dumps(arguments, default=str))
+        if size > self.max_prompt_chars:
+            raise InvalidArgument(
+                f"the arguments are over {self.max_prompt_chars} characters of JSON ({size})"
+            )
+        scrubbed = scrub_json(arguments)
+        assert isinstance(scrubbed, dict)
+        return scrubbed
 
     def _prompt(self, arguments: dict[str, Any] | None) -> str:
         if not isinstance(arguments, dict) or set(arguments) != {"prompt"}:
@@ -192,6 +256,21 @@ def _error_result(error_type: str, message: str) -> types.CallToolResult:
     )
 
 
+def _tool_result(result: PhaseResult[Any]) -> types.CallToolResult:
+    """A tool's call, as the phase of direct calls ran it (its one ToolResult)."""
+    if result.stop_reason == "error" or not result.tool_calls:
+        return _error_result(result.error_type or "ToolError", result.error or result.stop_reason)
+    call = result.tool_calls[0]
+    failed = call.status != "ok"
+    return types.CallToolResult(
+        content=[
+            types.TextContent(text=f"{call.status}: {call.content}" if failed else call.content)
+        ],
+        structured_content={"status": call.status},
+        is_error=failed,
+    )
+
+
 def _result(result: PhaseResult[Any]) -> types.CallToolResult:
     if result.stop_reason == "error":
         return _error_result(result.error_type, result.error)
@@ -206,8 +285,9 @@ def _result(result: PhaseResult[Any]) -> types.CallToolResult:
 
 def mcp_server(
     runtime: Runtime | BlockingRuntime,
-    agents: Sequence[AgentSpec[Any]],
+    agents: Sequence[AgentSpec[Any]] = (),
     *,
+    tools: Sequence[Tool] = (),
     name: str = "agentrio",
     instructions: str | None = None,
     descriptions: Mapping[str, str] | None = None,
@@ -224,24 +304,36 @@ def mcp_server(
             [`BlockingRuntime`][agentrio.types.BlockingRuntime], for one run
             in asyncio.
         agents: the specs, one tool each, named as the spec (1 to 128
-            letters, digits, ``_``, ``-``, ``.``; unique).
+            letters, digits, ``_``, ``-``, ``.``; unique), taking a ``prompt``.
+        tools: agentrio [`Tool`][agentrio.Tool]s served as they are: named
+            as the tool, with its schema; a call is a phase of direct tool
+            calls (no model) of an agent of its own, so the call is
+            validated, timed out and reported as any tool call is. Its
+            result's text is the tool's content (``"<status>: <content>"``
+            and ``isError`` unless ``"ok"``), its structured content
+            ``{"status": ...}``. (A runtime's registered tools are those
+            given to ``register_tool``: pass them here.)
         name: the server's name, in its initialization.
         instructions: the server's instructions to the client, if any.
         descriptions: a tool's description by its name (default: the first
             paragraph of the spec's ``instructions``).
-        max_prompt_chars: the longest ``prompt`` taken; a longer one is an
-            ``isError`` result naming ``InvalidArgument``.
+        max_prompt_chars: the longest ``prompt`` taken (for a tool, the
+            longest arguments, as JSON); a longer one is an ``isError``
+            result naming ``InvalidArgument``.
         timeout: each phase's timeout in seconds (default: the spec's).
 
     Returns:
         The SDK's ``mcp.server.lowlevel.Server``.
 
     Raises:
-        InvalidArgument: *agents* is empty, holds no spec, a name that is no
-            tool's, or one twice; a bad *max_prompt_chars* or *timeout*; a
-            *runtime* that is neither.
+        InvalidArgument: neither *agents* nor *tools* holds anything; one
+            holds what is no spec (no Tool), a name that is no MCP tool's, or
+            one twice; a bad *max_prompt_chars* or *timeout*; a *runtime*
+            that is neither.
     """
-    swarm = _Swarm(Runs(runtime, "mcp"), agents, descriptions or {}, max_prompt_chars, timeout)
+    swarm = _Swarm(
+        Runs(runtime, "mcp"), agents, tools, descriptions or {}, max_prompt_chars, timeout
+    )
     return Server(
         name,
         version=__version__,
@@ -254,8 +346,9 @@ def mcp_server(
 
 async def serve_stdio(
     runtime: Runtime,
-    agents: Sequence[AgentSpec[Any]],
+    agents: Sequence[AgentSpec[Any]] = (),
     *,
+    tools: Sequence[Tool] = (),
     name: str = "agentrio",
     instructions: str | None = None,
     descriptions: Mapping[str, str] | None = None,
@@ -280,6 +373,7 @@ async def serve_stdio(
     Args:
         runtime: the [`Runtime`][agentrio.Runtime] the calls run in.
         agents: the specs served, one tool each (see `mcp_server`).
+        tools: agentrio tools served as they are (see `mcp_server`).
         name: the server's name.
         instructions: the server's instructions to the client.
         descriptions: a tool's description by its name.
@@ -295,6 +389,7 @@ async def serve_stdio(
     server = mcp_server(
         runtime,
         agents,
+        tools=tools,
         name=name,
         instructions=instructions,
         descriptions=descriptions,
@@ -355,8 +450,9 @@ class _BoundedLines:
 
 def streamable_http_app(
     host: BlockingRuntime,
-    agents: Sequence[AgentSpec[Any]],
+    agents: Sequence[AgentSpec[Any]] = (),
     *,
+    tools: Sequence[Tool] = (),
     name: str = "agentrio",
     path: str = "/mcp",
     instructions: str | None = None,
@@ -386,6 +482,7 @@ def streamable_http_app(
     Args:
         host: the runtime the calls run in.
         agents: the specs served, one tool each (see `mcp_server`).
+        tools: agentrio tools served as they are (see `mcp_server`).
         name: the server's name.
         path: where the endpoint is.
         instructions: the server's instructions to the client.
@@ -410,6 +507,7 @@ def streamable_http_app(
     server = mcp_server(
         host,
         agents,
+        tools=tools,
         name=name,
         instructions=instructions,
         descriptions=descriptions,
