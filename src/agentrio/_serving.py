@@ -1,8 +1,9 @@
 """What agentrio's protocol servers share: a run per request, and a bounded request body.
 
-`agentrio.agui` (AG-UI) and `agentrio.mcp_server` (MCP) each turn a peer's
-request into one phase of a new agent, read its stream, and stop the agent
-when the request is done. `open_run` does that on either side of the host:
+`agentrio.mcp_server` turns each call into one phase of a new agent, reads
+its stream, and stops the agent when the call is done (`agentrio.agui` keeps
+an agent per thread instead, and shares the rest). `open_run` does that on
+either side of the host:
 with a [`Runtime`][agentrio.Runtime], in Trio (the MCP server over stdio runs
 in the runtime's own thread), or with a
 [`BlockingRuntime`][agentrio.types.BlockingRuntime], from asyncio (a Starlette
@@ -161,32 +162,32 @@ class BoundedBody:
             return
         import anyio
 
-        body: bytes | None = None
-        with anyio.move_on_after(self.timeout if math.isfinite(self.timeout) else None):
-            body = await self._read(receive)
-        if body is None:
+        body, gone = b"", False
+        timeout = self.timeout if math.isfinite(self.timeout) else None
+        with anyio.move_on_after(timeout) as late:
+            body, gone = await self._read(receive)
+        if late.cancelled_caught:
             why = f"the request's body did not arrive within {self.timeout:g} seconds"
             await refuse(send, 408, why)
-            return
-        if len(body) > self.max_bytes:
+        elif len(body) > self.max_bytes:
             await refuse(send, 413, f"the request's body is over {self.max_bytes} bytes")
-            return
-        await self.app(scope, _replay(body, receive), send)
+        elif not gone:  # (a peer gone mid-body has nobody to answer)
+            await self.app(scope, _replay(body, receive), send)
 
-    async def _read(self, receive: Receive) -> bytes:
-        """The body, or its first *max_bytes* + 1 bytes (enough to refuse it)."""
+    async def _read(self, receive: Receive) -> tuple[bytes, bool]:
+        """The body, or its first *max_bytes* + 1 bytes (enough to refuse it); and
+        whether the peer went away before its end."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
-            if message["type"] != "http.request":  # (a disconnect: what came is all)
-                break
+            if message["type"] != "http.request":
+                return b"", True
             chunk = message.get("body", b"")
             chunks.append(chunk)
             size += len(chunk)
             if size > self.max_bytes or not message.get("more_body", False):
-                break
-        return b"".join(chunks)
+                return b"".join(chunks), False
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

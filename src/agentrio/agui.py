@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +54,7 @@ from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
 
 from ._checks import check_int, check_seconds
-from ._serving import refuse, to_json
+from ._serving import BoundedBody, refuse, to_json
 from ._text import scrub
 from .agents.agent import AgentSpec
 from .agents.stream import PartialOutput, RunDone, RunItem
@@ -130,14 +129,15 @@ def agui_app(
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    endpoint = _Endpoint(
-        host, spec, max_threads, timeout, max_body_bytes, body_timeout, max_prompt_chars
-    )
-    return Starlette(routes=[Route("/", endpoint, methods=["POST"])])
+    check_int("max_body_bytes", max_body_bytes, 1)
+    check_seconds("body_timeout", body_timeout)
+    endpoint = _Endpoint(host, spec, max_threads, timeout, max_prompt_chars)
+    bounded = BoundedBody(endpoint, max_bytes=max_body_bytes, timeout=body_timeout)
+    return Starlette(routes=[Route("/", bounded, methods=["POST"])])
 
 
 class _Endpoint:
-    """The ASGI endpoint: the body read and checked, then the run streamed as it goes."""
+    """The ASGI endpoint: the body checked, then the run streamed as it goes."""
 
     def __init__(
         self,
@@ -145,8 +145,6 @@ class _Endpoint:
         spec: AgentSpec[Any],
         max_threads: int,
         timeout: float | None,
-        max_body_bytes: int,
-        body_timeout: float,
         max_prompt_chars: int,
     ) -> None:
         if not isinstance(host, BlockingRuntime):
@@ -156,17 +154,15 @@ class _Endpoint:
         if not isinstance(spec, AgentSpec):
             raise InvalidArgument(f"spec must be an AgentSpec, got {type(spec).__name__}")
         check_seconds("timeout", timeout, optional=True)
-        check_seconds("body_timeout", body_timeout)
         self.threads = _Threads(host, spec, check_int("max_threads", max_threads, 1))
         self.options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        self.max_body_bytes = check_int("max_body_bytes", max_body_bytes, 1)
-        self.body_timeout = body_timeout
         self.max_prompt_chars = check_int("max_prompt_chars", max_prompt_chars, 1)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await self._body(receive, send)
-        if body is None:
-            return
+        message = await receive()  # (the whole body: BoundedBody read it, within bounds)
+        if message["type"] != "http.request":
+            return  # gone before its body arrived: nobody to answer
+        body: bytes = message.get("body", b"")
         try:
             run_input = _parse(body)
             prompt = _prompt(run_input, self.max_prompt_chars)
@@ -184,32 +180,6 @@ class _Endpoint:
             await _serve(thread, run_input, prompt.text, self.options, receive, send)
         finally:
             self.threads.leave(run_input.thread_id, thread)
-
-    async def _body(self, receive: Receive, send: Send) -> bytes | None:
-        """The request's body; or None, and the peer was answered."""
-        chunks: list[bytes] = []
-        size = 0
-        timeout = self.body_timeout if math.isfinite(self.body_timeout) else None
-        with anyio.move_on_after(timeout) as late:
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return None  # gone before its body arrived: nobody to answer
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    await refuse(
-                        send, 413, f"the request's body is over {self.max_body_bytes} bytes"
-                    )
-                    return None
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-        if late.cancelled_caught:
-            why = f"the request's body did not arrive within {self.body_timeout:g} seconds"
-            await refuse(send, 408, why)
-            return None
-        return b"".join(chunks)
 
 
 class _Refused(Exception):
