@@ -289,7 +289,8 @@ class _Threads:
             with anyio.CancelScope(shield=True):  # (await: another request may come in)
                 await evicted.agent.astop()
         name = f"{self.spec.name}-agui-{next(self.numbers)}"
-        agent = await self.host.aspawn_agent(self.spec, name=name)  # (await)
+        with anyio.CancelScope(shield=True):  # (a spawn cut short would leave an agent)
+            agent = await self.host.aspawn_agent(self.spec, name=name)  # (await)
         thread = self.threads.setdefault(thread_id, _Thread(agent))
         if thread.agent is not agent:  # another request for it spawned one meanwhile
             with anyio.CancelScope(shield=True):
