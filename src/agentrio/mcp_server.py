@@ -218,7 +218,12 @@ class _Swarm:
 
     def _prompt(self, arguments: dict[str, Any] | None) -> str:
         if not isinstance(arguments, dict) or set(arguments) != {"prompt"}:
-            keys = sorted(arguments) if isinstance(arguments, dict) else arguments
+            # (The peer's keys, bounded: ten of them, 50 characters each.)
+            keys = (
+                [scrub(str(k)[:50]) for k in sorted(arguments)[:10]]
+                if isinstance(arguments, dict)
+                else type(arguments).__name__
+            )
             raise InvalidArgument(f"the arguments must be {{'prompt': str}}, got keys {keys!r}")
         prompt = arguments["prompt"]
         if not isinstance(prompt, str):
