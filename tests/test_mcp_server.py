@@ -233,6 +233,8 @@ async def test_bad_arguments() -> None:
             ([spec, spec], [], "two tools are named 'a'"),
             ([spec], [agentrio.Tool(lambda: "", name="a")], "two tools are named 'a'"),
             ([agentrio.AgentSpec("a b", "x:y")], [], "'a b' cannot be an MCP tool's name"),
+            ([agentrio.AgentSpec("a\n", "x:y")], [], "cannot be an MCP tool's name"),
+            (spec, [], "agents and tools are lists"),
             (["a"], [], "must hold AgentSpecs and tools Tools"),
             ([], [spec], "must hold AgentSpecs and tools Tools"),
         ]:

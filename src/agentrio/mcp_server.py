@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 __all__ = ["mcp_server", "serve_stdio", "streamable_http_app"]
 
 # MCP's tool names (the 2025-11-25 spec's advice: 1 to 128 of these characters).
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 DEFAULT_MAX_PROMPT_CHARS = 100_000
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DEFAULT_BODY_TIMEOUT = 30.0
@@ -96,6 +96,8 @@ class _Entry:
 
 
 def _entries(agents: Sequence[AgentSpec[Any]], tools: Sequence[Tool]) -> dict[str, _Entry]:
+    if isinstance(agents, AgentSpec) or isinstance(tools, Tool):
+        raise InvalidArgument("agents and tools are lists: give [spec], [tool]")
     found: dict[str, _Entry] = {}
     kinds = [(item, AgentSpec) for item in agents] + [(item, Tool) for item in tools]
     for item, kind in kinds:
@@ -109,7 +111,7 @@ def _entries(agents: Sequence[AgentSpec[Any]], tools: Sequence[Tool]) -> dict[st
             assert isinstance(item, Tool)
             spec = AgentSpec(item.name, _NO_MODEL, tools=[item])
             name, entry = item.name, _Entry(spec, item)
-        if not _TOOL_NAME.match(name):
+        if not _TOOL_NAME.fullmatch(name):
             raise InvalidArgument(
                 f"{name!r} cannot be an MCP tool's name: 1 to 128 letters, digits, '_', '-' or '.'"
             )
