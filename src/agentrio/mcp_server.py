@@ -47,7 +47,7 @@ from ._text import scrub, scrub_json
 from ._version import __version__
 from .agents.agent import AgentSpec
 from .agents.tool import Tool
-from .errors import InvalidArgument, UsageError
+from .errors import ActorStopped, AgentrioError, InvalidArgument, UsageError
 from .messages import ModelReply, PhaseResult, ToolCallRequest, ToolEnded, ToolStarted, TurnEnded
 
 if TYPE_CHECKING:
@@ -188,19 +188,28 @@ class _Swarm:
                 options["direct_tool_calls"] = [call]
         except InvalidArgument as exc:
             return _error_result("InvalidArgument", str(exc))
+        try:
+            result = await self._run(ctx, entry.spec, prompt, options)
+        except AgentrioError as exc:  # (the runtime stopped, the agent crashed...)
+            return _error_result(type(exc).__name__, scrub(str(exc))[:2000])
+        return _result(result) if entry.tool is None else _tool_result(result)
+
+    async def _run(
+        self, ctx: Any, spec: AgentSpec[Any], prompt: str, options: dict[str, Any]
+    ) -> PhaseResult[Any]:
+        """The phase's result; each turn and tool call of its stream a progress notification."""
         progress = 0
-        async with open_run(self.runs, entry.spec, prompt, **options) as items:
+        async with open_run(self.runs, spec, prompt, **options) as items:
             async for item in items:
                 message = _progress_message(item)
                 if message is not None:
                     progress += 1
                     await ctx.session.report_progress(progress, None, message)
-                    continue
                 result = getattr(item, "result", None)
                 if isinstance(result, PhaseResult):
-                    return _result(result) if entry.tool is None else _tool_result(result)
-        # (The stream ends with its RunDone, or raises: this is not reached.)
-        return _error_result("ActorStopped", "the run ended without a result")
+                    return result
+        # (Not reached: a run's stream ends with its RunDone, or raises.)
+        raise ActorStopped("the run ended without a result", path=spec.name, reason="stopped")
 
     def _arguments(self, arguments: dict[str, Any] | None) -> dict[str, object]:
         if arguments is None:
