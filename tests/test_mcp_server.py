@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 import agentrio
 import agentrio.mcp_server
+from agentrio.testing import FunctionModel, Reply
 
 TESTS = Path(__file__).resolve().parent
 SERVE = [sys.executable, "-m", "agentrio", "mcp-serve", "swarm_specs:SPECS"]
@@ -300,3 +301,18 @@ def test_stdio_garbage_and_an_endless_line_are_passed_over_in_bounded_memory() -
         proc.stdin.close()
         proc.wait(30)
         proc.stdout.close()
+
+
+async def test_in_process_an_agent_stopped_mid_call_is_an_error_result() -> None:
+    async with agentrio.open_runtime() as rt:
+
+        async def quits(messages: object, tools: object) -> Reply:
+            rt.lookup("quits-mcp-1").cancel()  # (as a crash or a stop from elsewhere would)
+            await trio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        spec = agentrio.AgentSpec("quits", FunctionModel(quits))
+        async with mcp.Client(agentrio.mcp_server.mcp_server(rt, [spec])) as client:
+            result = await client.call_tool("quits", {"prompt": "x"})
+    assert result.is_error
+    assert result.structured_content["error_type"] == "ActorStopped"  # type: ignore[index]
