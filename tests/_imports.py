@@ -87,6 +87,10 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.mcp",
             "agentrio.otel",
             "agentrio.a2a",
+            # The protocol servers (#28): AG-UI, a swarm as an MCP server, what they share.
+            "agentrio.agui",
+            "agentrio.mcp_server",
+            "agentrio._serving",
         ),
     ),
 )

@@ -487,6 +487,8 @@ NAMESPACES = (
     "mcp",
     "otel",
     "a2a",
+    "mcp_server",
+    "agui",
 )  # documented whole, each
 
 

@@ -10,13 +10,15 @@ import pathlib
 import sys
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
 
 from ._version import __version__
 
 if TYPE_CHECKING:
+    from .agents.agent import AgentSpec
+    from .agents.tool import Tool
     from .demo import DemoProgress
     from .tracing.view import Trace
 
@@ -176,6 +178,37 @@ def _add_trace(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
 
 
+def _add_mcp_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "mcp-serve",
+        help="serve agents as MCP tools, over stdio or streamable HTTP",
+        description="Serve the agents of MODULE:NAME (an AgentSpec or a Tool, a list of "
+        "them, or a function that returns either) as MCP tools, one per agent (or tool), "
+        "each call a phase of a new agent: over stdin and stdout (the default), or over "
+        "streamable HTTP with --port. Needs the mcp extra (and uvicorn for HTTP).",
+        allow_abbrev=False,
+    )
+    serve.add_argument("target", metavar="MODULE:NAME", help="where the specs are")
+    serve.add_argument(
+        "--port", type=_port, default=None, help="serve streamable HTTP here (0: a free one)"
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    serve.add_argument("--config", default=None, help="the runtime's agentrio.toml")
+    serve.add_argument("--trace", default=None, metavar="FILE", help="write a trace to FILE")
+    serve.add_argument(
+        "--timeout", type=_seconds, default=None, metavar="S", help="each call's timeout"
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="HTTP: seconds a request's body may take to arrive (default 30)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentrio",
@@ -187,6 +220,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_demo(commands)
     _add_fake_llm(commands)
     _add_trace(commands)
+    _add_mcp_serve(commands)
     _add_verbose(parser, 0)
     for command in commands.choices.values():  # (after the command too: demo -v)
         _add_verbose(command, argparse.SUPPRESS)
@@ -409,6 +443,88 @@ def _run_fake_llm(args: argparse.Namespace) -> int:
     return 2
 
 
+def _load_served(target: str) -> tuple[list[AgentSpec[Any]], list[Tool]]:
+    """The specs and tools at *target* (``module:name``), else UsageError saying why."""
+    import importlib
+    import inspect
+
+    from .agents.agent import AgentSpec
+    from .agents.tool import Tool
+    from .errors import UsageError
+
+    module_name, _, name = target.partition(":")
+    if not module_name or not name:
+        raise UsageError(f"expected MODULE:NAME, got {target!r}")
+    sys.path.insert(0, os.getcwd())  # (as `python -m` does: the module beside you)
+    try:
+        value = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot load {target!r}: {exc}") from exc
+    finally:
+        sys.path.pop(0)
+    if inspect.isroutine(value):  # (a function that makes them; a Tool is callable too)
+        value = value()
+    items = [value] if isinstance(value, AgentSpec | Tool) else value
+    if not isinstance(items, list | tuple) or not items:
+        items = [None]  # (refused below)
+    if not all(isinstance(item, AgentSpec | Tool) for item in items):
+        raise UsageError(f"{target!r} is not an AgentSpec or a Tool, nor a list of them")
+    specs = [item for item in items if isinstance(item, AgentSpec)]
+    return specs, [item for item in items if isinstance(item, Tool)]
+
+
+def _run_mcp_serve(args: argparse.Namespace) -> int:
+    from .errors import UsageError
+
+    try:
+        served = _load_served(args.target)
+        if args.port is None:
+            trio.run(_serve_mcp_stdio, args, served)
+        else:
+            _serve_mcp_http(args, served)
+    except UsageError as exc:  # (InvalidArgument, ConfigError too)
+        print(f"agentrio mcp-serve: {exc}", file=sys.stderr)
+        return 2
+    except BaseException as exc:
+        if _interrupted(exc):  # Ctrl-C is the way to stop it
+            return 0
+        raise
+    return 0
+
+
+async def _serve_mcp_stdio(
+    args: argparse.Namespace, served: tuple[list[AgentSpec[Any]], list[Tool]]
+) -> None:
+    from . import mcp_server
+    from .runtime import open_runtime
+
+    specs, tools = served
+    async with open_runtime(config=args.config, trace=args.trace) as rt:
+        await mcp_server.serve_stdio(rt, specs, tools=tools, timeout=args.timeout)
+        rt.cancel()  # stdin ended: the client is gone, and so are its calls
+
+
+def _serve_mcp_http(
+    args: argparse.Namespace, served: tuple[list[AgentSpec[Any]], list[Tool]]
+) -> None:
+    import socket
+
+    import uvicorn
+
+    from . import mcp_server
+    from .host import open_runtime_sync
+
+    sock = socket.create_server((args.host, args.port))
+    with sock, open_runtime_sync(config=args.config, trace=args.trace) as rt:
+        specs, tools = served
+        app = mcp_server.streamable_http_app(
+            rt, specs, tools=tools, timeout=args.timeout, body_timeout=args.body_timeout
+        )
+        host, port = sock.getsockname()[:2]
+        print(f"agentrio mcp-serve: http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
 def _run_trace(args: argparse.Namespace) -> int:
     from .errors import TraceError
     from .tracing import read_trace
@@ -544,7 +660,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for a usage error (an unknown flag is named) or when ``fake-llm`` cannot
     listen; 1 when ``trace`` cannot read its file, or its filters (``--path``,
     ``--stop-reason``, ``--error``) match nothing (said on stderr); 141 when
-    ``trace``'s reader goes away (``| head``); 130 when the demo is interrupted.
+    ``trace``'s reader goes away (``| head``); 130 when the demo is interrupted;
+    2 when ``mcp-serve`` cannot load its specs or serve them (said on stderr).
     """
     args, command = _parse(argv)
     _log_to_stderr(args.verbose)
@@ -555,6 +672,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_fake_llm(args)
     if args.command == "trace":
         return _run_trace(args)
+    if args.command == "mcp-serve":
+        return _run_mcp_serve(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
