@@ -172,3 +172,36 @@ def test_a_record_factory_that_sets_the_ids_itself_is_left_to_it() -> None:
         finally:
             logging.setLogRecordFactory(default)
     assert (record.agentrio_path, record.otelSpanID) == ("a", "theirs")
+
+
+def test_a_record_factory_that_does_not_set_the_ids_gets_them_from_agentrio() -> None:
+    # `import ray` installs a record factory of its own that sets no otel ids: the
+    # records keep theirs (and a program that used Ray once keeps them in the trace).
+    from opentelemetry import trace
+
+    from agentrio._log import log_extra
+
+    default = logging.getLogRecordFactory()
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = default(*args, **kwargs)
+        record.other = "theirs"
+        return record
+
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("outer"):
+        span = trace.get_current_span().get_span_context()
+        logging.setLogRecordFactory(factory)
+        try:
+            extra = log_extra("a")
+            record = logging.getLogger("agentrio.test").makeRecord(
+                "agentrio.test", logging.WARNING, "f", 1, "m", (), None, extra=extra
+            )
+        finally:
+            logging.setLogRecordFactory(default)
+    assert extra["otelSpanID"] == format(span.span_id, "016x")
+    assert (record.agentrio_path, record.otelSpanID, record.other) == (
+        "a",
+        format(span.span_id, "016x"),
+        "theirs",
+    )

@@ -32,11 +32,29 @@ def log_extra(path: str | None = None) -> dict[str, str]:
     """The ``extra`` fields of a record about *path* (None: the running actor's)."""
     fields = {"agentrio_path": ACTOR_PATH.get() if path is None else path}
     trace = sys.modules.get("opentelemetry.trace")  # (not imported: OpenTelemetry is off)
-    # A record factory other than logging's own may be OpenTelemetry's logging
-    # instrumentation, which sets the two ids itself (extra may not set them again).
-    if trace is not None and logging.getLogRecordFactory() is logging.LogRecord:
+    # A record factory may be OpenTelemetry's logging instrumentation, which sets
+    # the two ids itself (extra may not set them again); another one (Ray's, say,
+    # which `import ray` installs) does not, and they are set here as usual.
+    if trace is not None and not _factory_sets_ids(logging.getLogRecordFactory()):
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             fields["otelTraceID"] = format(context.trace_id, "032x")
             fields["otelSpanID"] = format(context.span_id, "016x")
     return fields
+
+
+_FACTORY_SETS_IDS: dict[object, bool] = {logging.LogRecord: False}
+
+
+def _factory_sets_ids(factory: object) -> bool:
+    """Whether the records *factory* makes carry ``otelTraceID`` already (asked once)."""
+    known = _FACTORY_SETS_IDS.get(factory)
+    if known is None:
+        try:
+            record = factory("agentrio", logging.DEBUG, "", 0, "", (), None)  # type: ignore[operator]
+            known = hasattr(record, "otelTraceID")
+        except Exception:  # a factory of the program's that fails: let logging say so
+            known = False
+        if len(_FACTORY_SETS_IDS) < 16:  # (a program swapping factories keeps few)
+            _FACTORY_SETS_IDS[factory] = known
+    return known
