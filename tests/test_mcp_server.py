@@ -67,8 +67,11 @@ def http_server(trace: Path) -> Iterator[str]:
         yield line.split(": ", 1)[1].strip()
     finally:
         proc.terminate()
-        proc.wait(30)
+        code = proc.wait(30)
         proc.stderr.close()  # type: ignore[union-attr]
+    # SIGTERM stops it gracefully (its runtime stopped, its trace whole), not by
+    # the signal uvicorn raises again once it has shut down (-15).
+    assert code == 0
 
 
 @contextlib.asynccontextmanager

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import logging
 import os
 import pathlib
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -522,7 +524,29 @@ def _serve_mcp_http(
         )
         host, port = sock.getsockname()[:2]
         print(f"agentrio mcp-serve: http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        with _signals_end_the_server():
+            server.run(sockets=[sock])
+        # (The block then stops the runtime gracefully: its phases end, its trace is written.)
+
+
+@contextlib.contextmanager
+def _signals_end_the_server() -> Iterator[None]:
+    """uvicorn shuts down on SIGINT or SIGTERM, then raises that signal again for
+    the handlers it found: let those do nothing while it serves, so the process
+    goes on to stop its runtime (and write its trace) rather than dying there."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handled = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda sig, frame: None) for sig in handled}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _run_trace(args: argparse.Namespace) -> int:
