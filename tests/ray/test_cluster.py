@@ -149,6 +149,20 @@ async def test_stream_brings_the_remote_run_items_then_its_result(
     assert items[-1].result.final_text == "echo: streamed" == result.final_text
 
 
+async def test_a_stream_sends_no_more_than_its_buffer_ahead_of_its_reader(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        agent = await cluster.spawn_agent(make_pid(), host=0)
+        async with agent.stream("who runs me", max_buffer_size=1) as stream:
+            await trio.sleep(2)  # (the run's items, unread: the host waits for credit)
+            unread = stream._items.statistics().current_buffer_used
+            items = [item async for item in stream]
+    assert unread == 1
+    assert [type(item).__name__ for item in items].count("TurnEnded") == 2
+    assert items[-1].result.final_text.startswith("echo: ")
+
+
 async def test_a_cancelled_caller_cancels_the_remote_phase(
     ray_cluster: LocalCluster, fake_config: agentrio.Config
 ) -> None:
