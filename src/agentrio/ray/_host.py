@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -34,7 +34,7 @@ import msgspec
 import ray
 import trio
 
-from ..errors import ActorError, HostLost, InvalidArgument, UnknownName
+from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
@@ -63,7 +63,14 @@ if TYPE_CHECKING:
     from ..agents.agent import AgentRef, AgentSpec
     from ..agents.otel import OpenTelemetry
 
-__all__ = ["HostOptions", "HostStatus", "NodeHost", "await_ref", "current_host"]
+__all__ = [
+    "HostOptions",
+    "HostStatus",
+    "NodeHost",
+    "await_ref",
+    "caller_deadline",
+    "current_host",
+]
 
 DRIVER = "driver"  # the endpoint name of the cluster's caller
 START_TIMEOUT = 60.0  # seconds a host's runtime may take to open
@@ -287,7 +294,9 @@ class _Host:
             while drop < len(frames) and frames[drop].seq <= cursor:
                 drop += 1
             del frames[:drop]
-            if not frames and self._thread.is_alive():
+            if not frames:
+                if not self._thread.is_alive():  # (its runtime has ended: nothing comes)
+                    raise HostLost(f"{self.name}: its runtime has ended", path="", host=self.index)
                 self._driver.wait(wait)
             return _batch.encode_batch(frames[:POLL_MOST])
 
@@ -499,8 +508,9 @@ class _Host:
         call = self._pending.open()
         self._pending_to[call] = to
         try:
-            await self._outbox(to).send(Ask(call, self.name, path, kind, body, timeout))
-            reply = await self._pending.wait(call)
+            with caller_deadline(timeout, path):
+                await self._outbox(to).send(Ask(call, self.name, path, kind, body, timeout))
+                reply = await self._pending.wait(call)
         finally:
             self._pending.close(call)
             del self._pending_to[call]
@@ -517,6 +527,23 @@ class _Host:
     async def local_ask(self, path: str, message: Any, timeout: float | None) -> Any:
         """Ask the actor at *path* of this host (no batch: an in-process ask)."""
         return await self._rt.lookup(path).ask(message, timeout=timeout)
+
+
+ASK_GRACE = 5.0  # seconds a caller waits past an ask's timeout for the host's answer
+
+
+@contextlib.contextmanager
+def caller_deadline(timeout: float | None, path: str) -> Iterator[None]:
+    """The caller's own bound on a remote ask: its *timeout* (measured on the
+    target's host) and `ASK_GRACE` more for the answer to cross; past it,
+    ``AskTimeout`` (the host may be gone, or too slow to answer)."""
+    if timeout is None:
+        yield
+        return
+    with trio.move_on_after(timeout + ASK_GRACE) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise AskTimeout(f"no reply from {path!r} within {timeout:g} s", path=path)
 
 
 class _otel_context:
