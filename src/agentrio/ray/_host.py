@@ -340,7 +340,10 @@ class _Host:
         elif isinstance(frame, MapRun):
             self._start_call(frame.reply_to, frame.call, self._map, frame)
         elif isinstance(frame, Ask):
-            self._start_call(frame.reply_to, frame.call, self._ask, frame)
+            if frame.reply_to == DRIVER:  # (the driver may cancel it)
+                self._start_call(frame.reply_to, frame.call, self._ask, frame)
+            else:  # (a host's ask is never cancelled: no scope to keep, the hot path)
+                self._nursery.start_soon(self._serve_ask, frame)
         elif isinstance(frame, StopAgent):
             self._start_call(frame.reply_to, frame.call, self._stop_agent, frame)
         elif isinstance(frame, Cancel):
@@ -423,6 +426,13 @@ class _Host:
         await agent.stop()  # (after a cancel: waits until it has exited)
         del self._agents[frame.agent]
         return Reply(call, "", _batch.encode_value(None))
+
+    async def _serve_ask(self, frame: Ask) -> None:
+        try:
+            answer = await self._ask(frame.call, frame)
+        except Exception as exc:
+            answer = _batch.failed(frame.call, exc)
+        self.send(frame.reply_to, answer)
 
     async def _ask(self, call: int, frame: Ask) -> Frame:
         message = _batch.message_from_wire(frame.kind, frame.body)
@@ -508,9 +518,15 @@ class _Host:
         call = self._pending.open()
         self._pending_to[call] = to
         try:
-            with caller_deadline(timeout, path):
-                await self._outbox(to).send(Ask(call, self.name, path, kind, body, timeout))
+            ask = Ask(call, self.name, path, kind, body, timeout)
+            outbox = self._outbox(to)
+            if timeout is None and outbox.has_room:  # (the hot path: no extra checkpoint)
+                outbox.put(ask)
                 reply = await self._pending.wait(call)
+            else:
+                with caller_deadline(timeout, path):
+                    await outbox.send(ask)
+                    reply = await self._pending.wait(call)
         finally:
             self._pending.close(call)
             del self._pending_to[call]
