@@ -463,10 +463,11 @@ class Cluster(metaclass=NoPublicConstructor):
             self._lost(link, exc)
 
     def _lost(self, link: _Link, exc: BaseException) -> None:
-        """*link*'s host is gone: every call waiting on it fails with ``HostLost``."""
+        """*link*'s host is gone: every call waiting on it fails with ``HostLost``,
+        and so does every later one, at once."""
         why = f"host {link.index} is gone: {type(exc).__name__}"
-        link.lost = why
         self._pending.fail_all(lambda: HostLost(why, path="", host=link.index), set(link.calls))
+        link.lost = why
 
 
 class ClusterStatistics(msgspec.Struct, frozen=True):
