@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, Union
 
@@ -118,7 +118,12 @@ class Cluster(metaclass=NoPublicConstructor):
 
     It offers what a [`Runtime`][agentrio.Runtime] offers an application:
     `spawn_agent`, `map`, `events`, `usage`, `statistics`, with the agents
-    placed on hosts. No public constructor.
+    placed on hosts; and `spawn`, `ref` and `ping` for actors and hosts. No
+    public constructor.
+
+    Attributes:
+        id: the cluster's id (eight hex digits), in its hosts' Ray names
+            (``agentrio-<id>-host-<i>``) and in its `RemoteRef`s.
     """
 
     def __init__(
@@ -237,12 +242,13 @@ class Cluster(metaclass=NoPublicConstructor):
             frame_inputs = inputs[start : start + count]
             chunks[i] = await self._map_on(self._links[i], spec, frame_inputs, width[i])
 
-        async with trio.open_nursery() as nursery:
-            start = 0
-            for i, count in enumerate(shares):
-                if count:
-                    nursery.start_soon(one, i, start, count)
-                start += count
+        with _ungrouped():
+            async with trio.open_nursery() as nursery:
+                start = 0
+                for i, count in enumerate(shares):
+                    if count:
+                        nursery.start_soon(one, i, start, count)
+                    start += count
         for chunk in chunks:
             results.extend(chunk)
         return results
@@ -770,19 +776,20 @@ async def open_cluster(
             for link in links:
                 await cluster._control(link, link.handle.connect.remote(handles))
         clusters[cluster_id] = cluster
-        async with trio.open_nursery() as nursery:
-            writer = await _trace(trace, cluster, nursery)
-            for link in links:
-                await nursery.start(cluster._poll, link)
-                await nursery.start(cluster._send, link)
-            try:
-                yield cluster
-            finally:
-                cluster._closed = True
-                with trio.CancelScope(shield=True):
-                    await _stop_hosts(links)
-                nursery.cancel_scope.cancel()
-                cluster._bus.close()
+        with _ungrouped():
+            async with trio.open_nursery() as nursery:
+                writer = await _trace(trace, cluster, nursery)
+                for link in links:
+                    await nursery.start(cluster._poll, link)
+                    await nursery.start(cluster._send, link)
+                try:
+                    yield cluster
+                finally:
+                    cluster._closed = True
+                    with trio.CancelScope(shield=True):
+                        await _stop_hosts(links)
+                    nursery.cancel_scope.cancel()
+                    cluster._bus.close()
         if writer is not None and writer.error is not None:
             raise writer.error
     except trio.TooSlowError:
@@ -894,6 +901,27 @@ async def _trace(
     await nursery.start(writer.run, cluster._bus)
     cluster._watch()
     return writer
+
+
+@contextlib.contextmanager
+def _ungrouped() -> Iterator[None]:
+    """A nursery's exception group that holds one exception raised as that one,
+    as ``open_runtime``'s block and ``Runtime.map`` raise theirs (``except
+    HostLost`` catches it); a group of more stays a group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) != 1:
+            raise
+        raise leaves[0] from None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 def _carrier() -> dict[str, str]:
