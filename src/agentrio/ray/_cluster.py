@@ -761,14 +761,25 @@ async def open_cluster(
     )
     started_ray = await _init_ray(address)
     cluster_id = uuid.uuid4().hex[:8]
-    started: list[Any] = []  # the placement group, then the hosts' handles
+    group = placement_group(
+        [{"CPU": 1}] * hosts, strategy="SPREAD", name=f"agentrio-{cluster_id}", lifetime="detached"
+    )
+    handles: list[Any] = []
     try:
-        cluster = await _start(cluster_id, hosts, options, placement, started)
+        with _starting(hosts):
+            await await_ref(group.ready())
+        handles = [_start_host(cluster_id, i, group, options) for i in range(hosts)]
+        sender = f"{DRIVER}/{cluster_id}/{uuid.uuid4().hex[:8]}"
+        links = [_Link(i, h, sender, options) for i, h in enumerate(handles)]
+        cluster = create(Cluster, cluster_id, links, options.specs, placement)
+        with _starting(hosts):
+            for link in links:
+                await cluster._control(link, link.handle.connect.remote(handles))
         clusters[cluster_id] = cluster
         with _ungrouped():
             async with trio.open_nursery() as nursery:
                 writer = await _trace(trace, cluster, nursery)
-                for link in cluster._links:
+                for link in links:
                     await nursery.start(cluster._poll, link)
                     await nursery.start(cluster._send, link)
                 try:
@@ -776,41 +787,29 @@ async def open_cluster(
                 finally:
                     cluster._closed = True
                     with trio.CancelScope(shield=True):
-                        await _stop_hosts(cluster._links)
+                        await _stop_hosts(links)
                     nursery.cancel_scope.cancel()
                     cluster._bus.close()
         if writer is not None and writer.error is not None:
             raise writer.error
     finally:
         clusters.pop(cluster_id, None)
-        _remove(started)
+        for handle in handles:
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(handle, no_restart=True)
+        with contextlib.suppress(ray.exceptions.RayError, ValueError):
+            remove_placement_group(group)
         if started_ray:
             ray.shutdown()
 
 
-async def _start(
-    cluster_id: str, hosts: int, options: HostOptions, placement: Placement, started: list[Any]
-) -> Cluster:
-    """The placement group and the hosts, started (each appended to *started* as it
-    is made, for `_remove`), and the cluster of them.
-
-    Raises:
-        HostLost: they did not start within `START_TIMEOUT` (or a host failed).
-    """
-    group = placement_group(
-        [{"CPU": 1}] * hosts, strategy="SPREAD", name=f"agentrio-{cluster_id}", lifetime="detached"
-    )
-    started.append(group)
+@contextlib.contextmanager
+def _starting(hosts: int) -> Iterator[None]:
+    """A step of the hosts' start, bounded by `START_TIMEOUT` (then ``HostLost``;
+    only there: a ``TooSlowError`` of the caller's own block stays itself)."""
     try:
         with trio.fail_after(START_TIMEOUT):
-            await await_ref(group.ready())
-            handles = [_start_host(cluster_id, i, group, options) for i in range(hosts)]
-            started.extend(handles)
-            sender = f"{DRIVER}/{cluster_id}/{uuid.uuid4().hex[:8]}"
-            links = [_Link(i, h, sender, options) for i, h in enumerate(handles)]
-            cluster = create(Cluster, cluster_id, links, options.specs, placement)
-            for link in links:
-                await cluster._control(link, link.handle.connect.remote(handles))
+            yield
     except trio.TooSlowError:
         raise HostLost(
             f"the {hosts} hosts did not start within {START_TIMEOUT:g} s "
@@ -818,18 +817,6 @@ async def _start(
             path="",
             host=-1,
         ) from None
-    return cluster
-
-
-def _remove(started: list[Any]) -> None:
-    """Kill the hosts' actors and remove the placement group (what `_start` made)."""
-    group, handles = started[:1], started[1:]
-    for handle in handles:
-        with contextlib.suppress(ray.exceptions.RayError, ValueError):
-            ray.kill(handle, no_restart=True)
-    for made in group:
-        with contextlib.suppress(ray.exceptions.RayError, ValueError):
-            remove_placement_group(made)
 
 
 def _options(
