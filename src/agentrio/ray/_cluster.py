@@ -469,11 +469,10 @@ class Cluster(metaclass=NoPublicConstructor):
             self._lost(link, exc)
 
     def _lost(self, link: _Link, exc: BaseException) -> None:
-        """*link*'s host is gone: every call waiting on it fails with ``HostLost``,
-        and so does every later one, at once."""
+        """*link*'s host is gone: every call waiting on it fails with ``HostLost``."""
         why = f"host {link.index} is gone: {type(exc).__name__}"
         self._pending.fail_all(lambda: HostLost(why, path="", host=link.index), set(link.calls))
-        link.lost = why
+        link.lost = why  # (and every later call, at once)
 
 
 class ClusterStatistics(msgspec.Struct, frozen=True):
@@ -776,22 +775,23 @@ async def open_cluster(
             for link in links:
                 await cluster._control(link, link.handle.connect.remote(handles))
         clusters[cluster_id] = cluster
-        with _ungrouped():
-            async with trio.open_nursery() as nursery:
-                writer = await _trace(trace, cluster, nursery)
-                for link in links:
-                    await nursery.start(cluster._poll, link)
-                    await nursery.start(cluster._send, link)
-                try:
-                    yield cluster
-                finally:
-                    cluster._closed = True
-                    with trio.CancelScope(shield=True):
-                        await _stop_hosts(links)
-                    nursery.cancel_scope.cancel()
-                    cluster._bus.close()
+        async with trio.open_nursery() as nursery:
+            writer = await _trace(trace, cluster, nursery)
+            for link in links:
+                await nursery.start(cluster._poll, link)
+                await nursery.start(cluster._send, link)
+            try:
+                yield cluster
+            finally:
+                cluster._closed = True
+                with trio.CancelScope(shield=True):
+                    await _stop_hosts(links)
+                nursery.cancel_scope.cancel()
+                cluster._bus.close()
         if writer is not None and writer.error is not None:
             raise writer.error
+    except BaseExceptionGroup as group:  # (the block's own exception: as itself)
+        raise _lone(group) from None
     finally:
         clusters.pop(cluster_id, None)
         for handle in handles:
@@ -920,10 +920,13 @@ def _ungrouped() -> Iterator[None]:
     try:
         yield
     except BaseExceptionGroup as group:
-        leaves = _leaves(group)
-        if len(leaves) != 1:
-            raise
-        raise leaves[0] from None
+        raise _lone(group) from None
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception *group* holds (at any depth), or *group* if it holds more."""
+    leaves = _leaves(group)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
