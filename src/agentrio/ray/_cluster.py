@@ -765,13 +765,13 @@ async def open_cluster(
     )
     handles: list[Any] = []
     try:
-        with _starting(hosts):
+        with trio.fail_after(START_TIMEOUT):
             await await_ref(group.ready())
         handles = [_start_host(cluster_id, i, group, options) for i in range(hosts)]
         sender = f"{DRIVER}/{cluster_id}/{uuid.uuid4().hex[:8]}"
         links = [_Link(i, h, sender, options) for i, h in enumerate(handles)]
         cluster = create(Cluster, cluster_id, links, options.specs, placement)
-        with _starting(hosts):
+        with trio.fail_after(START_TIMEOUT):
             for link in links:
                 await cluster._control(link, link.handle.connect.remote(handles))
         clusters[cluster_id] = cluster
@@ -790,6 +790,15 @@ async def open_cluster(
                 cluster._bus.close()
         if writer is not None and writer.error is not None:
             raise writer.error
+    except trio.TooSlowError:
+        if cluster_id in clusters:  # (the block's own: the hosts had started)
+            raise
+        raise HostLost(
+            f"the {hosts} hosts did not start within {START_TIMEOUT:g} s "
+            "(does the Ray cluster have a CPU free for each?)",
+            path="",
+            host=-1,
+        ) from None
     except BaseExceptionGroup as group:  # (the block's own exception: as itself)
         raise _lone(group) from None
     finally:
@@ -801,22 +810,6 @@ async def open_cluster(
             remove_placement_group(group)
         if started_ray:
             ray.shutdown()
-
-
-@contextlib.contextmanager
-def _starting(hosts: int) -> Iterator[None]:
-    """A step of the hosts' start, bounded by `START_TIMEOUT` (then ``HostLost``;
-    only there: a ``TooSlowError`` of the caller's own block stays itself)."""
-    try:
-        with trio.fail_after(START_TIMEOUT):
-            yield
-    except trio.TooSlowError:
-        raise HostLost(
-            f"the {hosts} hosts did not start within {START_TIMEOUT:g} s "
-            "(does the Ray cluster have a CPU free for each?)",
-            path="",
-            host=-1,
-        ) from None
 
 
 def _options(
