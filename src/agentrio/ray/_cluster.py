@@ -799,8 +799,8 @@ async def open_cluster(
             path="",
             host=-1,
         ) from None
-    except BaseExceptionGroup as group:  # (the block's own exception: as itself)
-        raise _lone(group) from None
+    except BaseExceptionGroup as raised:  # (the block's own exception: as itself)
+        raise _lone(raised) from None
     finally:
         clusters.pop(cluster_id, None)
         for handle in handles:
