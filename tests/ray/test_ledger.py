@@ -488,3 +488,56 @@ def test_a_leased_budget_must_be_a_free_root() -> None:
 
     with pytest.raises(InvalidArgument, match="root budget"):
         LeaseHolder(ask, "h", Budget().child())
+
+
+# -- on a real Ray cluster: two hosts, one budget -----------------------------------------
+
+CLUSTER_LIMITS = {"max_total_tokens": 6_000, "max_requests": 300}
+
+
+async def swarm_model(messages: Sequence[ChatMessage], schemas: Sequence[ToolSchema]) -> Reply:
+    """Honest usage (within the call's reservation), a little later."""
+    rng = random.Random(len(messages) * 7919 + len(message_text(messages[-1])))
+    await trio.sleep(rng.choice([0, 0.001, 0.01, 0.05]))
+    usage = agentrio.Usage(
+        input_tokens=rng.randint(1, prompt_estimate(messages)), output_tokens=rng.randint(0, 20)
+    )
+    return Reply(text="t", usage=usage)
+
+
+def make_swarm() -> AgentSpec:
+    """The spec registered as "swarm" on the hosts (they import this module)."""
+    return AgentSpec(
+        "swarm",
+        FunctionModel(swarm_model),
+        limits=Limits(max_output_tokens=20, max_iterations=3),
+    )
+
+
+async def test_a_swarm_on_two_hosts_never_passes_one_budget(ray_cluster: object) -> None:
+    """400 phases on two real hosts (two Ray nodes) under one budget too small for
+    them: together they stop at its limits, with none passed, and the ledger's
+    leases end with the cluster."""
+    ray = pytest.importorskip("ray")
+    import agentrio.ray
+
+    address = ray_cluster.address  # type: ignore[attr-defined]
+    budget = Budget(**CLUSTER_LIMITS)
+    terms = agentrio.ray.LeaseTerms(share=0.05, ttl=5.0, renew_every=0.5)
+    async with agentrio.ray.open_cluster(
+        hosts=2, specs={"swarm": make_swarm}, budget=budget, lease=terms, address=address
+    ) as cluster:
+        inputs = [f"question {i}" for i in range(400)]
+        results = await cluster.map(make_swarm(), inputs, concurrency=200)
+        usage = cluster.usage()
+        ledger = ray.get_actor(f"agentrio-{cluster.id}-ledger", namespace="agentrio")
+        stats = await trio.to_thread.run_sync(ray.get, ledger.statistics.remote())
+    reasons = [getattr(r, "stop_reason", type(r).__name__) for r in results]
+    assert set(reasons) <= {"done", "max_iterations", "budget_exhausted"}, set(reasons)
+    assert "budget_exhausted" in reasons and "done" in reasons
+    assert usage.total_tokens <= CLUSTER_LIMITS["max_total_tokens"]
+    assert usage.requests <= CLUSTER_LIMITS["max_requests"]
+    assert usage.overruns == 0
+    assert stats.live == 2  # both hosts held a lease
+    assert stats.committed[0] <= CLUSTER_LIMITS["max_total_tokens"]
+    assert stats.committed[3] <= CLUSTER_LIMITS["max_requests"]

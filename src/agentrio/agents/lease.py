@@ -42,6 +42,7 @@ __all__ = [
     "check_counts",
     "leased_budget",
     "limits_of",
+    "report_lost",
     "usage_counts",
 ]
 
@@ -424,3 +425,18 @@ async def leased_budget(ask: Ask, host: str) -> AsyncIterator[LeaseHolder]:
         await nursery.start(holder.run)
         yield holder
         nursery.cancel_scope.cancel()
+
+
+async def report_lost(budget: Budget, host: str, spent: UsageTotals | None) -> None:
+    """Tell the ledger that *budget*'s host opened lost *host*'s store, whose checkpoints
+    say it spent *spent* (the ``restored`` usage of the adopted runtime's budget); so
+    the lost host's unspent lease goes back to the pool once it has expired.
+
+    Nothing is sent if *budget*'s root is not leased (no ledger).
+
+    Raises:
+        whatever the ledger's transport raises.
+    """
+    source = budget._root()._source
+    if isinstance(source, LeaseHolder):
+        await source.report_lost(host, spent)

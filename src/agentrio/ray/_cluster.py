@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, Union
 
+import attrs
 import msgspec
 import ray
 import trio
@@ -56,6 +57,7 @@ from ._batch import (
     WatchEvents,
 )
 from ._host import DRIVER, HostOptions, HostStatus, NodeHost, await_ref
+from ._ledger import LeaseTerms, start_ledger
 from ._remote import RemoteRef, clusters
 
 if TYPE_CHECKING:
@@ -596,6 +598,7 @@ async def open_cluster(
     specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None = None,
     store: str | os.PathLike[str] | None = None,
     budget: Budget | None = None,
+    lease: LeaseTerms | None = None,
     config: Config | str | os.PathLike[str] | None = None,
     address: str | None = None,
     placement: Placement = "least-loaded",
@@ -624,7 +627,10 @@ async def open_cluster(
         specs: spec factories by name (the hosts call them to make the specs,
             as durable resume does).
         store: a folder for durable agents: host *i* owns ``<store>/host-<i>``.
-        budget: the cluster's budget (its ledger; see "One budget").
+        budget: the cluster's budget: one ledger leases its limits to the
+            hosts (see "One budget" in the how-to); None: each host's runtime
+            has a budget with no limits of its own.
+        lease: how the budget is leased (lease size, low-water mark, ttl).
         config: the hosts' configuration (a ``Config`` or an agentrio.toml path).
         address: the Ray cluster's address (default: Ray's own choice: the
             ``RAY_ADDRESS`` cluster, or a local one it starts). Ignored if Ray
@@ -660,7 +666,11 @@ async def open_cluster(
         [{"CPU": 1}] * hosts, strategy="SPREAD", name=f"agentrio-{cluster_id}", lifetime="detached"
     )
     handles: list[Any] = []
+    ledger: Any = None
     try:
+        if budget is not None:  # (ray-ledger) one budget for the cluster
+            ledger = start_ledger(f"agentrio-{cluster_id}-ledger", budget, lease)
+            options = attrs.evolve(options, ledger=ledger)
         with trio.fail_after(START_TIMEOUT):
             await await_ref(group.ready())
         handles = [_start_host(cluster_id, i, group, options) for i in range(hosts)]
@@ -697,6 +707,8 @@ async def open_cluster(
         clusters.pop(cluster_id, None)
         for handle in handles:
             ray.kill(handle, no_restart=True)
+        if ledger is not None:  # (after the hosts: they ended their leases)
+            ray.kill(ledger, no_restart=True)
         remove_placement_group(group)
         if started_ray:
             ray.shutdown()

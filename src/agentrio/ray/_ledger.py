@@ -32,16 +32,28 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
 
 import attrs
 import msgspec
 
 from ..agents.budget import Budget
-from ..agents.lease import COUNTERS, NO_COUNTS, Counts, Grant, Lost, Report, check_counts, limits_of
+from ..agents.lease import (
+    COUNTERS,
+    NO_COUNTS,
+    Ask,
+    Counts,
+    Grant,
+    Lost,
+    Report,
+    check_counts,
+    leased_budget,
+    limits_of,
+)
 from ..errors import InvalidArgument
 
-__all__ = ["LeaseTerms", "Ledger", "LedgerStatistics", "start_ledger"]
+__all__ = ["LeaseTerms", "Ledger", "LedgerStatistics", "ray_ask", "run_leased", "start_ledger"]
 
 _INF = math.inf
 _COST = COUNTERS.index("max_cost_usd")
@@ -364,6 +376,38 @@ def start_ledger(name: str, budget: Budget, terms: LeaseTerms | None = None) -> 
     """
     import ray  # (only on a cluster)
 
+    Ledger(budget, terms)  # (a bad budget or terms: InvalidArgument here, not in Ray)
+
     actor = ray.remote(num_cpus=0, max_restarts=0)(_LedgerActor)
     options = actor.options(name=name, lifetime="detached", max_concurrency=1)
     return options.remote(budget, terms if terms is not None else LeaseTerms())
+
+
+def ray_ask(ledger: Any, wait: Callable[[Any], Awaitable[Any]]) -> Ask:
+    """The ledger actor *ledger* as a host's Trio thread asks it: *wait* is the host's
+    ``await_ref`` (no thread held, no ``ray.get``)."""
+
+    async def ask(message: Report | Lost) -> object:
+        return await wait(ledger.handle.remote(message))
+
+    return ask
+
+
+async def run_leased(
+    ledger: Any,
+    host: str,
+    main: Callable[[Budget | None], Awaitable[None]],
+    wait: Callable[[Any], Awaitable[Any]],
+) -> None:
+    """Run a host's *main* (its runtime) with a root budget leased from the cluster's
+    *ledger* (none: ``main(None)``, a budget of the runtime's own); *wait* awaits a
+    Ray result from Trio (the host's ``await_ref``).
+
+    The first lease is taken before *main* starts; the lease ends (what was not
+    spent goes back) after it returns.
+    """
+    if ledger is None:
+        await main(None)
+        return
+    async with leased_budget(ray_ask(ledger, wait), host) as holder:
+        await main(holder.budget)
