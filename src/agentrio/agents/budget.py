@@ -170,16 +170,17 @@ def _details_fit(usage: Usage) -> bool:
 class LeaseSource(Protocol):
     """Where a root budget's limits come from when a ledger leases them (``agentrio.ray``).
 
-    Set on a root budget as its ``_source`` (by ``agentrio.ray``'s lease
-    holder). The budget calls it only off its usual path: after a
-    reservation (`low`), and when a call would not fit even with every call
-    in flight settled for nothing at the root (`may_grow`,
-    `tool_call`). The source raises the root's limits as room is granted
-    and then calls ``root._admit()``.
+    Set on a root budget as its ``_source`` (by the lease holder of
+    ``agents.lease``). The budget calls it only off its usual path but for
+    one test: after the agent loop's reservation (`reserve_now`) and when a
+    call queues (`low`), and when a call would not fit even with every call
+    in flight settled for nothing at the root (`may_grow`, `tool_call`). The
+    source raises the root's limits as room is granted and then calls
+    ``root._admit()``.
     """
 
     def low(self, root: Budget) -> None:
-        """A reservation was taken on *root*: ask for a refill if its room is low."""
+        """A call reserved (or queued) on *root*: ask for a refill if its room is low."""
 
     def may_grow(
         self, budget: Budget, tokens_in: int, tokens_out: int, cost: float, requests: int
@@ -412,9 +413,13 @@ class Budget:
         before ``acquire``, which spares a coroutine per model call in the
         common case.
         """
-        if self._root()._waiters:
+        root = self._root()
+        if root._waiters:
             return None
-        return self.reserve(input_tokens, output_tokens, cost_usd)
+        lease = self.reserve(input_tokens, output_tokens, cost_usd)
+        if root._source is not None:  # (a leased root: its room may be low now)
+            root._source.low(root)
+        return lease
 
     async def acquire(
         self,
@@ -488,18 +493,13 @@ class Budget:
         """
         if self.blocked(input_tokens, output_tokens, cost_usd):
             return None
-        budget = self
-        while True:
+        budget: Budget | None = self
+        while budget is not None:
             budget._r_in += input_tokens
             budget._r_out += output_tokens
             budget._r_requests += 1
             budget._r_cost += cost_usd
-            parent = budget.parent
-            if parent is None:
-                break
-            budget = parent
-        if budget._source is not None:  # (a leased root: its room may be low now)
-            budget._source.low(budget)
+            budget = budget.parent
         return Lease(self, input_tokens, output_tokens, cost_usd)
 
     def take_tool_call(self) -> bool:
