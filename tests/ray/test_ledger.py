@@ -340,6 +340,27 @@ def total(usages: list[UsageTotals], name: str) -> float:
     return sum(getattr(u, name) for u in usages)
 
 
+async def test_a_host_refills_at_its_low_water_mark(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ledger = Ledger(Budget(max_total_tokens=10_000), LeaseTerms(share=0.01))  # 100, low 50
+    async with leased_budget(local(ledger), "h") as holder:
+        budget = holder.budget
+        assert budget.max_total_tokens == 100 and holder.renewals == 1
+        lease = budget.reserve_now(40, 30)  # free room 30: under the low-water mark
+        assert lease is not None
+        lease.settle(agentrio.Usage(input_tokens=40, output_tokens=30))
+        await trio.sleep(0.01)  # (a heartbeat is 1 s away)
+        assert holder.renewals == 2 and budget.max_total_tokens == 170  # spent + a lease
+        assert budget.reserve_now(10, 0) is not None  # free room 90: no refill
+        await trio.sleep(0.01)
+        assert holder.renewals == 2
+        await trio.sleep(1)
+        assert holder.renewals == 3  # the heartbeat
+    stats = ledger.statistics()
+    assert stats.closed == 1 and stats.committed[0] == 70 + 10  # spent, and what was held
+
+
 async def test_hosts_wait_for_refills_instead_of_failing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -425,6 +446,35 @@ async def test_a_host_gives_back_its_lease_to_one_that_waits(
         assert result.stop_reason == "done"
         assert idle.budget.max_total_tokens == 0  # it gave its room back
         assert trio.current_time() < 5  # within a few renewals
+
+
+async def test_a_call_waiting_for_room_is_cancellable_and_an_expired_lease_stays_spent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Host a holds the whole budget and then cannot reach the ledger: b's call waits
+    (a's room may come back), can be cancelled while it waits, and once a's lease has
+    expired, with no checkpoint to say what it spent, b's calls are exhausted."""
+    ledger = Ledger(Budget(max_total_tokens=1000), LeaseTerms(share=1.0))
+    cut = trio.Event()
+
+    async def model(messages: Sequence[ChatMessage], schemas: Sequence[ToolSchema]) -> Reply:
+        return Reply(text="ok", usage=agentrio.Usage(input_tokens=1, output_tokens=1))
+
+    spec = AgentSpec("w", FunctionModel(model), limits=Limits(max_output_tokens=50))
+    async with leased_budget(local(ledger, cut), "a") as a, leased_budget(local(ledger), "b") as b:
+        assert a.budget.max_total_tokens == 1000 and b.budget.max_total_tokens == 0
+        cut.set()
+        async with agentrio.open_runtime(budget=b.budget) as rt:
+            agent = await rt.spawn_agent(spec, name="w")
+            with trio.move_on_after(2) as scope:
+                await agent.run("waits")
+            assert scope.cancelled_caught
+            assert b.budget.reserved_tokens == 0 and not b.budget._waiters  # it left the queue
+            await trio.sleep(5)  # a's lease expires
+            result = await agent.run("again")
+        assert result.stop_reason == "budget_exhausted"
+    stats = ledger.statistics()
+    assert stats.expired == 1 and stats.committed[0] == 1000
 
 
 async def test_a_call_past_the_cluster_ceiling_is_exhausted_at_once(
