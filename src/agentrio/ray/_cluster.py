@@ -669,7 +669,8 @@ async def open_cluster(
     ledger: Any = None
     try:
         if budget is not None:  # (ray-ledger) one budget for the cluster
-            ledger = start_ledger(f"agentrio-{cluster_id}-ledger", budget, lease)
+            name = f"agentrio-{cluster_id}-ledger"
+            ledger = start_ledger(name, budget, lease, namespace=NAMESPACE)
             options = attrs.evolve(options, ledger=ledger)
         with trio.fail_after(START_TIMEOUT):
             await await_ref(group.ready())

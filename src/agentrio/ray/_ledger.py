@@ -3,7 +3,8 @@
 The cluster's limits live in one `Ledger` (in a named, detached Ray actor,
 `start_ledger`; the class itself needs no Ray, so its logic is tested
 alone). Each host's root [`Budget`][agentrio.Budget] has *leased* limits: its
-`LeaseHolder` sets them to what the ledger granted it, and the host reserves
+lease holder (``agents/lease.py``, no Ray in it either; `run_leased` runs a
+host's runtime inside one) sets them to what the ledger granted it, and the host reserves
 against them exactly as one process does (no call is made that does not fit
 its lease). The holder renews the lease every ``renew_every`` seconds (a
 heartbeat that reports the host's settled usage) and at once when the
@@ -364,7 +365,9 @@ class _LedgerActor:
         return self._ledger.statistics()
 
 
-def start_ledger(name: str, budget: Budget, terms: LeaseTerms | None = None) -> object:
+def start_ledger(
+    name: str, budget: Budget, terms: LeaseTerms | None = None, *, namespace: str | None = None
+) -> object:
     """Start the cluster's ledger: a named, detached Ray actor (no CPU of its own).
 
     Ray does not restart it (``max_restarts=0``): a ledger that came back
@@ -379,7 +382,7 @@ def start_ledger(name: str, budget: Budget, terms: LeaseTerms | None = None) -> 
     Ledger(budget, terms)  # (a bad budget or terms: InvalidArgument here, not in Ray)
 
     actor = ray.remote(num_cpus=0, max_restarts=0)(_LedgerActor)
-    options = actor.options(name=name, lifetime="detached", max_concurrency=1)
+    options = actor.options(name=name, namespace=namespace, lifetime="detached", max_concurrency=1)
     return options.remote(budget, terms if terms is not None else LeaseTerms())
 
 
