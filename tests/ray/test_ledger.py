@@ -428,6 +428,33 @@ async def test_tool_calls_wait_for_a_refill(autojump_clock: trio.testing.MockClo
     assert rt.usage().tool_calls == 8
 
 
+async def test_a_tool_call_waits_for_its_refill_even_once_the_cost_is_spent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As in one process, the cost limit stops model calls, not tool calls."""
+    ledger = Ledger(Budget(max_tool_calls=10, max_cost_usd=1.0), LeaseTerms(share=0.1))
+    ran: list[int] = []
+
+    @agentrio.tool
+    async def count(n: int) -> int:
+        """Count a call."""
+        ran.append(n)
+        return n
+
+    async def model(messages: Sequence[ChatMessage], schemas: Sequence[ToolSchema]) -> Reply:
+        calls = tuple(ToolCallRequest("count", {"n": i}) for i in range(5))
+        return Reply(text="t", tool_calls=calls, usage=agentrio.Usage(cost_usd=1.0))
+
+    spec = AgentSpec("a", FunctionModel(model), tools=[count], limits=Limits(max_iterations=3))
+    async with (
+        leased_budget(local(ledger), "h") as holder,
+        agentrio.open_runtime(budget=holder.budget) as rt,
+    ):
+        result = await (await rt.spawn_agent(spec, name="a")).run("go")
+    assert sorted(ran) == [0, 1, 2, 3, 4]  # each waited for a lease of one
+    assert result.stop_reason == "budget_exhausted"  # the next model call: no cost left
+
+
 async def test_a_host_gives_back_its_lease_to_one_that_waits(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

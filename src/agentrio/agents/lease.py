@@ -153,6 +153,8 @@ def usage_counts(usage: UsageTotals) -> Counts:
     )
 
 
+_ONE_TOOL_CALL: Counts = (0, 0, 0, 0, 1, 0.0)
+
 # Sends a message to the ledger, returns its answer (Ledger.handle's).
 Ask: TypeAlias = Callable[[Report | Lost], Awaitable[object]]
 
@@ -248,7 +250,7 @@ class LeaseHolder:
                 if level.max_tool_calls is not None and level._tool_calls >= level.max_tool_calls:
                     return False
                 level = level.parent
-            if self.closed or not self._fits_ceiling(level, (0, 0, 0, 0, 1, 0.0)):
+            if self.closed or not self._fits_ceiling(level, _ONE_TOOL_CALL):
                 return False
             self._tool_need += 1
             self._wake.set()
@@ -260,10 +262,16 @@ class LeaseHolder:
         return True
 
     def _fits_ceiling(self, root: Budget, call: tuple[float, ...]) -> bool:
+        """Could *call* fit if every other host's lease came back unused? (A model
+        call is refused once the cost reached the ceiling, as in one process; a
+        tool call costs nothing.)"""
         spent = _spent(root)
         ceiling = self._ceiling
+        model_call = call is not _ONE_TOOL_CALL
         for i in self._limited:
-            if spent[i] + call[i] > ceiling[i] or (i == _COST and spent[i] >= ceiling[i]):
+            if spent[i] + call[i] > ceiling[i]:
+                return False
+            if i == _COST and model_call and spent[i] >= ceiling[i]:
                 return False
         return True
 
