@@ -342,6 +342,48 @@ def total(usages: list[UsageTotals], name: str) -> float:
     return sum(getattr(u, name) for u in usages)
 
 
+def cluster_limits() -> st.SearchStrategy[dict[str, int | None]]:
+    maybe = st.one_of(st.none(), st.integers(0, 6000))
+    return st.fixed_dictionaries(
+        {
+            "max_total_tokens": maybe,
+            "max_input_tokens": maybe,
+            "max_output_tokens": maybe,
+            "max_requests": st.one_of(st.none(), st.integers(0, 300)),
+            "max_tool_calls": st.one_of(st.none(), st.integers(0, 300)),
+        }
+    )
+
+
+@settings(deadline=None, max_examples=20)
+@given(
+    limits=cluster_limits(),
+    share=st.sampled_from([0.001, 0.01, 0.1, 0.5, 1.0]),
+    hosts=st.integers(1, 4),
+    agents=st.integers(1, 60),
+    seed=st.integers(0, 2**32),
+)
+def test_any_swarm_on_any_hosts_ends_within_the_budget(
+    limits: dict[str, int | None], share: float, hosts: int, agents: int, seed: int
+) -> None:
+    """Whatever the limits, lease size and hosts: every phase ends (no host waits for
+    ever on room that another holds), and no limit is passed."""
+
+    async def main() -> list[UsageTotals]:
+        rng = random.Random(seed)
+        ledger = Ledger(Budget(**limits), LeaseTerms(share=share))  # type: ignore[arg-type]
+        reasons, usages, _ = await run_hosts(ledger, swarm_spec(rng, 20), hosts, agents, rng)
+        assert len(reasons) == hosts * agents
+        # ("stalled": a model that asks again for tool calls the budget denies)
+        assert set(reasons) <= {"done", "max_iterations", "budget_exhausted", "stalled"}
+        return usages
+
+    usages = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    for name, limit in limits.items():
+        if limit is not None:
+            assert total(usages, name.removeprefix("max_")) <= limit, name
+
+
 async def test_a_host_refills_at_its_low_water_mark(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
