@@ -6,6 +6,8 @@ hosts (other processes) reach it over HTTP, as they would reach a real provider.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import tomllib
 from collections.abc import AsyncIterator
@@ -15,8 +17,12 @@ from typing import Any
 import pytest
 import trio
 from cluster import LocalCluster
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentrio
+import agentrio.otel
 from agentrio.testing import FakeRequest, Reply, open_fake_llm
 from agentrio.tracing import read_trace
 
@@ -143,6 +149,20 @@ async def test_stream_brings_the_remote_run_items_then_its_result(
     assert items[-1].result.final_text == "echo: streamed" == result.final_text
 
 
+async def test_a_stream_sends_no_more_than_its_buffer_ahead_of_its_reader(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        agent = await cluster.spawn_agent(make_pid(), host=0)
+        async with agent.stream("who runs me", max_buffer_size=1) as stream:
+            await trio.sleep(2)  # (the run's items, unread: the host waits for credit)
+            unread = stream._items.statistics().current_buffer_used
+            items = [item async for item in stream]
+    assert unread == 1
+    assert [type(item).__name__ for item in items].count("TurnEnded") == 2
+    assert items[-1].result.final_text.startswith("echo: ")
+
+
 async def test_a_cancelled_caller_cancels_the_remote_phase(
     ray_cluster: LocalCluster, fake_config: agentrio.Config
 ) -> None:
@@ -187,3 +207,58 @@ async def test_events_and_usage_of_every_host_reach_the_caller(
     assert usage.requests == 2
     ended = {r.e.path for r in read_trace(trace) if type(r.e).__name__ == "PhaseEnded"}
     assert ended == {"e0", "e1"}
+
+
+class SpanFile(SpanExporter):
+    """Writes each span as a JSON line (the hosts' spans, read back by the test)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def export(self, spans: Any) -> SpanExportResult:
+        with open(self.path, "a") as file:
+            for span in spans:
+                parent = span.parent.span_id if span.parent is not None else None
+                line = {
+                    "name": span.name,
+                    "trace": span.context.trace_id,
+                    "span": span.context.span_id,
+                    "parent": parent,
+                    "operation": span.attributes.get("gen_ai.operation.name"),
+                }
+                file.write(json.dumps(line) + "\n")
+        return SpanExportResult.SUCCESS
+
+
+def make_otel(path: str) -> Any:
+    """The hosts' OpenTelemetry: spans to the file *path* (called on each host)."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SpanFile(path)))
+    return agentrio.otel.OpenTelemetry(tracer_provider=provider)
+
+
+async def test_a_runs_spans_form_one_tree_across_hosts(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config, tmp_path: Path
+) -> None:
+    spans_file = tmp_path / "spans.jsonl"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("caller")
+    otel = functools.partial(make_otel, str(spans_file))
+    async with cluster_of(ray_cluster, fake_config, otel=otel) as cluster:
+        agent = await cluster.spawn_agent(make_pid(), host=1)
+        with tracer.start_as_current_span("caller"):
+            await agent.run("who am I")
+    (caller,) = exporter.get_finished_spans()
+    spans = [json.loads(line) for line in spans_file.read_text().splitlines()]
+    by_id = {span["span"]: span for span in spans}
+    (phase,) = [span for span in spans if span["operation"] == "invoke_agent"]
+    assert phase["parent"] == caller.context.span_id  # the caller's span, in the driver
+    assert {span["trace"] for span in spans} == {caller.context.trace_id}
+    # Every host span hangs, through its parents, from the phase: one tree.
+    for span in spans:
+        while span["parent"] in by_id:
+            span = by_id[span["parent"]]
+        assert span is phase
+    assert {"chat", "execute_tool"} <= {span["operation"] for span in spans}

@@ -25,6 +25,7 @@ import trio
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from .._checks import check_int
 from .._handles import NoPublicConstructor, create
 from ..agents.agent import AgentSpec
 from ..agents.budget import Budget, UsageTotals
@@ -43,6 +44,7 @@ from . import _batch
 from ._batch import (
     Ask,
     Cancel,
+    Credit,
     EventOut,
     Failed,
     Item,
@@ -57,7 +59,7 @@ from ._batch import (
     WatchEvents,
 )
 from ._host import DRIVER, HostOptions, HostStatus, NodeHost, await_ref
-from ._ledger import LeaseTerms, start_ledger
+from ._ledger import LeaseTerms, check_budget, start_ledger
 from ._remote import RemoteRef, clusters
 
 if TYPE_CHECKING:
@@ -71,6 +73,20 @@ NAMESPACE = "agentrio"  # the Ray namespace of the hosts' names
 START_TIMEOUT = 120.0  # seconds the placement group and the hosts may take to start
 POLL_WAIT = 0.5  # seconds a long-poll waits on a quiet host before it returns empty
 STOP_WAIT = 30.0  # seconds leaving the block waits for the hosts to stop
+# AgentRef.run's options that are plain data, and so can cross to a host.
+RUN_OPTIONS = frozenset(
+    {
+        "tool_names",
+        "max_iterations",
+        "continue_context",
+        "context_label",
+        "timeout",
+        "mode",
+        "model",
+        "lane",
+        "phase_id",
+    }
+)
 
 
 class _Link:
@@ -421,10 +437,18 @@ class Cluster(metaclass=NoPublicConstructor):
             except ray.exceptions.RayError as exc:
                 self._lost(link, exc)
                 return
-            for envelope in _batch.decode_batch(data):
+            try:
+                envelopes = _batch.decode_batch(data)
+            except InvalidArgument as exc:  # (no host of ours answers that)
+                self._lost(link, exc)
+                return
+            for envelope in envelopes:
                 if envelope.seq > cursor:
                     cursor = envelope.seq
-                    self._frame(link, envelope.frame)
+                    # (A frame that does not decode, an event of a newer agentrio on
+                    # that host, is left out.)
+                    with contextlib.suppress(msgspec.DecodeError, InvalidArgument):
+                        self._frame(link, envelope.frame)
 
     async def _send(self, link: _Link, task_status: trio.TaskStatus[None]) -> None:
         task_status.started()
@@ -503,20 +527,38 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         decoded: PhaseResult[OutputT] = _result_decoder(self.spec).decode(reply.body)
         return decoded
 
-    def stream(self, user_message: str, **options: Any) -> ClusterRunStream[OutputT]:
+    def stream(
+        self, user_message: str, *, max_buffer_size: int = 64, **options: Any
+    ) -> ClusterRunStream[OutputT]:
         """Run one phase as ``run()`` does, and stream its items, as ``AgentRef.stream``:
         ``async with agent.stream(...) as stream: async for item in stream``; the
         last item is a ``RunDone`` with the result. Leaving the block early cancels
-        the remote run, and waits for it to end."""
+        the remote run, and waits for it to end.
+
+        As in-process, the stream loses nothing and has backpressure: the host
+        sends at most *max_buffer_size* items ahead of the caller's reading (it
+        is told, in credits, what was read), and past them the run waits before
+        its next model call.
+
+        Raises:
+            InvalidArgument: as ``run()``; *max_buffer_size* is not an int >= 1.
+        """
         self._cluster._check_open()
-        return create(ClusterRunStream, self, self._frame(user_message, options, stream=True))
+        check_int("max_buffer_size", max_buffer_size, 1)
+        frame = self._frame(user_message, options, stream=True, window=max_buffer_size)
+        return create(ClusterRunStream, self, frame, max_buffer_size)
 
     def _frame(
-        self, user_message: str, options: dict[str, Any], *, stream: bool
+        self, user_message: str, options: dict[str, Any], *, stream: bool, window: int = 64
     ) -> Callable[[int], Run]:
         if not isinstance(user_message, str):
             raise InvalidArgument(
                 f"user_message must be a str on a cluster, got {type(user_message).__name__}"
+            )
+        unknown = sorted(set(options) - RUN_OPTIONS)
+        if unknown:
+            raise InvalidArgument(
+                f"run options on a cluster are {sorted(RUN_OPTIONS)}, got {unknown}"
             )
         try:
             msgspec.msgpack.encode(options)
@@ -525,7 +567,7 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         carrier = _carrier()
 
         def frame(call: int) -> Run:
-            return Run(call, DRIVER, self.name, user_message, options, stream, carrier)
+            return Run(call, DRIVER, self.name, user_message, options, stream, carrier, window)
 
         return frame
 
@@ -537,9 +579,13 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
     ``ToolStarted``, ``ToolEnded``, ``TurnEnded``) and last a ``RunDone``.
     """
 
-    def __init__(self, agent: ClusterAgent[OutputT], frame: Callable[[int], Run]) -> None:
+    def __init__(
+        self, agent: ClusterAgent[OutputT], frame: Callable[[int], Run], window: int
+    ) -> None:
         self._agent = agent
         self._make = frame
+        self._window = window
+        self._read = 0  # items read and not yet credited back
         self._items: trio.MemoryReceiveChannel[bytes] | None = None
         self._result: PhaseResult[OutputT] | None = None
         self._call = 0
@@ -577,10 +623,16 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
         except trio.EndOfChannel:
             self._done = True
             return _RunDone(path=self._agent.path, result=await self.result())
+        self._read += 1
+        if self._read * 2 >= self._window:  # (credits back in halves of the window)
+            self._agent._link.outbox.put(Credit(self._call, DRIVER, self._read))
+            self._read = 0
         return _event_decoder().decode(body)
 
     async def result(self) -> PhaseResult[OutputT]:
-        """The run's result (reads the rest of the stream first)."""
+        """The run's result (reads the rest of the stream first, and drops it)."""
+        while not self._done and self._result is None:
+            await self.__anext__()
         if self._result is None:
             cluster = self._agent._cluster
             reply = await cluster._reply(self._agent._link, self._call)
@@ -650,6 +702,7 @@ async def open_cluster(
         HostLost: the hosts could not be started (the cluster lacks the CPUs,
             or a host failed to open its runtime).
     """
+    check_budget(budget, lease)  # (ray-ledger: before Ray is started)
     options = _options(hosts, specs, store, config, otel, shutdown_timeout, placement)
     options = HostOptions(
         specs=options.specs,
@@ -707,10 +760,13 @@ async def open_cluster(
     finally:
         clusters.pop(cluster_id, None)
         for handle in handles:
-            ray.kill(handle, no_restart=True)
-        if ledger is not None:  # (after the hosts: they ended their leases)
-            ray.kill(ledger, no_restart=True)
-        remove_placement_group(group)
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(handle, no_restart=True)
+        if ledger is not None:  # (ray-ledger; after the hosts: they ended their leases)
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(ledger, no_restart=True)
+        with contextlib.suppress(ray.exceptions.RayError, ValueError):
+            remove_placement_group(group)
         if started_ray:
             ray.shutdown()
 

@@ -54,7 +54,15 @@ from ..agents.lease import (
 )
 from ..errors import InvalidArgument
 
-__all__ = ["LeaseTerms", "Ledger", "LedgerStatistics", "ray_ask", "run_leased", "start_ledger"]
+__all__ = [
+    "LeaseTerms",
+    "Ledger",
+    "LedgerStatistics",
+    "check_budget",
+    "ray_ask",
+    "run_leased",
+    "start_ledger",
+]
 
 _INF = math.inf
 _COST = COUNTERS.index("max_cost_usd")
@@ -363,6 +371,21 @@ class _LedgerActor:
     def statistics(self) -> LedgerStatistics:
         self._ledger.expire(time.monotonic())
         return self._ledger.statistics()
+
+
+def check_budget(budget: object, lease: object) -> None:
+    """Refuse a cluster's *budget* that is not a Budget (or None), or *lease* terms
+    that are not a LeaseTerms (or None), or given without a budget.
+
+    Raises:
+        InvalidArgument: naming which.
+    """
+    if budget is not None and not isinstance(budget, Budget):
+        raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
+    if lease is not None and not isinstance(lease, LeaseTerms):
+        raise InvalidArgument(f"lease must be an agentrio.ray.LeaseTerms or None, got {lease!r}")
+    if lease is not None and budget is None:
+        raise InvalidArgument("lease= is how a budget is leased: give the cluster a budget=")
 
 
 def start_ledger(
