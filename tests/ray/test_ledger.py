@@ -28,7 +28,7 @@ from agentrio.testing import FunctionModel, Reply
 from agentrio.types import ToolSchema, UsageTotals
 
 pytest.importorskip("ray")  # (agentrio.ray imports it; its ledger's logic needs no cluster)
-from agentrio.ray._ledger import LeaseTerms, Ledger
+from agentrio.ray._ledger import LeaseTerms, Ledger, check_budget
 
 INF = math.inf
 ZERO = (0, 0, 0, 0, 0, 0.0)
@@ -197,6 +197,22 @@ def test_bad_reports_and_terms_are_refused() -> None:
         LeaseTerms(ttl=1.0, renew_every=1.0)
     with pytest.raises(InvalidArgument, match="Budget"):
         Ledger(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="budget must be"):
+        check_budget({"max_total_tokens": 5}, None)
+    with pytest.raises(InvalidArgument, match="lease must be"):
+        check_budget(Budget(), {"share": 0.1})
+    with pytest.raises(InvalidArgument, match="give the cluster a budget"):
+        check_budget(None, LeaseTerms())
+    check_budget(None, None)
+
+
+async def test_a_host_without_its_first_lease_does_not_start() -> None:
+    async def unreachable(message: Report | Lost) -> object:
+        raise ConnectionError("no ledger")
+
+    with pytest.raises(ConnectionError):
+        async with leased_budget(unreachable, "h"):
+            raise AssertionError("a host without a lease ran")
 
 
 @settings(deadline=None, max_examples=60)

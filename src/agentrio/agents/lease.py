@@ -278,17 +278,27 @@ class LeaseHolder:
     # -- the refill task ---------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Take the first lease (before ``started``), then renew until cancelled; on the
-        way out, end the lease (what was not spent goes back).
+        """`open` the lease, then `serve` it (``await nursery.start(holder.run)``)."""
+        await self.open()
+        task_status.started()
+        await self.serve()
+
+    async def open(self) -> None:
+        """Take the first lease and lease the root budget's limits from it.
 
         Raises:
-            Whatever the ledger's transport raises for the first lease (the
-            host cannot run without one). Later failures are logged and the
-            renewal tried again: meanwhile the host spends only its lease.
+            Whatever the ledger's transport raises (a host cannot run without
+            a lease).
         """
         await self._renew()
         self.budget._source = self
-        task_status.started()
+
+    async def serve(self) -> None:
+        """Renew the lease until cancelled; then end it (what was not spent goes back).
+
+        A renewal that fails is logged and tried again: meanwhile the host
+        spends only its lease.
+        """
         try:
             while True:
                 await self._wait_for_renewal()
@@ -429,8 +439,9 @@ async def leased_budget(ask: Ask, host: str) -> AsyncIterator[LeaseHolder]:
         host: the host's name, its lease's key.
     """
     holder = LeaseHolder(ask, host, Budget())
+    await holder.open()  # (its error raised as itself, not in a group)
     async with trio.open_nursery() as nursery:
-        await nursery.start(holder.run)
+        nursery.start_soon(holder.serve)
         yield holder
         nursery.cancel_scope.cancel()
 
