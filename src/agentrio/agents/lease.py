@@ -26,6 +26,7 @@ from typing import TypeAlias
 import msgspec
 import trio
 
+from .._checks import short_repr
 from .._log import log_extra
 from ..errors import InvalidArgument
 from .budget import Budget, UsageTotals
@@ -134,10 +135,10 @@ def _counts(values: list[float]) -> Counts:
 def check_counts(what: str, counts: object) -> Counts:
     """*counts* as Counts, or InvalidArgument: six numbers >= 0 (``inf`` allowed)."""
     if not isinstance(counts, tuple) or len(counts) != 6:
-        raise InvalidArgument(f"{what} must be 6 numbers, got {counts!r}")
+        raise InvalidArgument(f"{what} must be 6 numbers, got {short_repr(counts)}")
     for value in counts:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise InvalidArgument(f"{what} must be numbers >= 0, got {counts!r}")
+            raise InvalidArgument(f"{what} must be numbers >= 0, got {short_repr(counts)}")
     return counts
 
 
@@ -337,7 +338,9 @@ class LeaseHolder:
         )
         grant = await self._ask(report)
         if not isinstance(grant, Grant):
-            raise InvalidArgument(f"the ledger answered a Report with {grant!r}, not a Grant")
+            raise InvalidArgument(
+                f"the ledger answered a Report with {short_repr(grant)}, not a Grant"
+            )
         self.renewals += 1
         self._apply(grant)
         self._dry = self._short(root)

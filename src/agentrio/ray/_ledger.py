@@ -39,6 +39,7 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
+from .._checks import short_repr
 from ..agents.budget import Budget
 from ..agents.lease import (
     COUNTERS,
@@ -93,12 +94,16 @@ class LedgerStatistics(msgspec.Struct, frozen=True):
 
 def _check_share(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise InvalidArgument(f"LeaseTerms.{attribute.name} must be in (0, 1], got {value!r}")
+        raise InvalidArgument(
+            f"LeaseTerms.{attribute.name} must be in (0, 1], got {short_repr(value)}"
+        )
 
 
 def _check_seconds(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < _INF:
-        raise InvalidArgument(f"LeaseTerms.{attribute.name} must be seconds > 0, got {value!r}")
+        raise InvalidArgument(
+            f"LeaseTerms.{attribute.name} must be seconds > 0, got {short_repr(value)}"
+        )
 
 
 @attrs.frozen
@@ -178,7 +183,7 @@ class Ledger:
 
     def __init__(self, budget: Budget, terms: LeaseTerms | None = None) -> None:
         if not isinstance(budget, Budget):
-            raise InvalidArgument(f"budget must be an agentrio.Budget, got {budget!r}")
+            raise InvalidArgument(f"budget must be an agentrio.Budget, got {short_repr(budget)}")
         self.terms = terms if terms is not None else LeaseTerms()
         self.limit = limits_of(budget)
         self._limited = tuple(i for i, v in enumerate(self.limit) if v < _INF)
@@ -203,7 +208,7 @@ class Ledger:
             return self.renew(message, now)
         if isinstance(message, Lost):
             return self.lost(message.host, message.spent, now)
-        raise InvalidArgument(f"a ledger takes a Report or a Lost, got {message!r}")
+        raise InvalidArgument(f"a ledger takes a Report or a Lost, got {short_repr(message)}")
 
     def renew(self, report: Report, now: float) -> Grant:
         """Take a host's report, renew its lease, and grant it room if it is low.
@@ -381,9 +386,13 @@ def check_budget(budget: object, lease: object) -> None:
         InvalidArgument: naming which.
     """
     if budget is not None and not isinstance(budget, Budget):
-        raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
+        raise InvalidArgument(
+            f"budget must be an agentrio.Budget or None, got {short_repr(budget)}"
+        )
     if lease is not None and not isinstance(lease, LeaseTerms):
-        raise InvalidArgument(f"lease must be an agentrio.ray.LeaseTerms or None, got {lease!r}")
+        raise InvalidArgument(
+            f"lease must be an agentrio.ray.LeaseTerms or None, got {short_repr(lease)}"
+        )
     if lease is not None and budget is None:
         raise InvalidArgument("lease= is how a budget is leased: give the cluster a budget=")
 
