@@ -206,6 +206,28 @@ def test_bad_reports_and_terms_are_refused() -> None:
     check_budget(None, None)
 
 
+async def test_a_ledger_that_does_not_answer_leaves_the_lease_as_it_is(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Renewals that hang are given up (and logged, with no more than the reason),
+    the host keeps its lease, and ending the lease is bounded too."""
+    ledger = Ledger(Budget(max_total_tokens=1000), LeaseTerms(share=0.1))
+    asked = 0
+
+    async def hangs_after_the_first(message: Report | Lost) -> object:
+        nonlocal asked
+        asked += 1
+        if asked > 1:
+            await trio.sleep_forever()
+        return ledger.handle(message, trio.current_time())
+
+    async with leased_budget(hangs_after_the_first, "h") as holder:
+        await trio.sleep(20)
+        assert holder.renewals == 1 and holder.budget.max_total_tokens == 100
+    assert trio.current_time() < 30  # the close gave up too
+    assert "could not renew its budget lease: no answer" in caplog.text
+
+
 async def test_a_host_without_its_first_lease_does_not_start() -> None:
     async def unreachable(message: Report | Lost) -> object:
         raise ConnectionError("no ledger")

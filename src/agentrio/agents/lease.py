@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("agentrio.agents.lease")
+RENEW_TIMEOUT_PERIODS = 4  # a renewal not answered within 4 periods is given up, tried again
 _INF = math.inf
 
 # The counters, in the order of every Counts: the Budget limits of the same names.
@@ -303,13 +304,21 @@ class LeaseHolder:
         try:
             while True:
                 await self._wait_for_renewal()
-                try:
-                    await self._renew()
-                except Exception as exc:  # (the transport's: the lease stands, tried again)
+                why = ""
+                # (A ledger that does not answer: the grant it may still make is never
+                # held, so the host holds less than the ledger counts, never more.)
+                with trio.move_on_after(self._renew_every * RENEW_TIMEOUT_PERIODS) as scope:
+                    try:
+                        await self._renew()
+                    except Exception as exc:  # (the transport's: the lease stands)
+                        why = type(exc).__name__
+                if scope.cancelled_caught:
+                    why = "no answer"
+                if why:
                     _log.warning(
                         "agentrio: host %s could not renew its budget lease: %s",
                         self.host,
-                        type(exc).__name__,
+                        why,
                         extra=log_extra(),
                     )
         finally:
