@@ -87,6 +87,15 @@ class Cancel(Frame, frozen=True):
     reply_to: str
 
 
+class StopAgent(Frame, frozen=True):
+    """Stop the agent *agent* of the receiving host: gracefully, or cancel it now."""
+
+    call: int
+    reply_to: str
+    agent: str
+    cancel: bool = False
+
+
 class Credit(Frame, frozen=True):
     """The caller of the streamed run *call* has read *items* more of its items."""
 
@@ -158,7 +167,7 @@ class WatchEvents(Frame, frozen=True):
 
 
 AnyFrame = Run | MapRun | Cancel | Credit | Ask | Tell | Reply | Item | Failed | EventOut
-AnyFrame |= UsageReport | WatchEvents
+AnyFrame |= UsageReport | WatchEvents | StopAgent
 
 
 class Envelope(msgspec.Struct, frozen=True, array_like=True, gc=False):

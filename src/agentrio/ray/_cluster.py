@@ -32,11 +32,13 @@ from ..agents.budget import Budget, UsageTotals
 from ..core.bus import EventBus, EventStream
 from ..errors import (
     ActorError,
+    ActorStopped,
     AgentrioError,
     DuplicateName,
     HostLost,
     InvalidArgument,
     RuntimeClosed,
+    UnknownName,
 )
 from ..messages import OutputT, PhaseResult
 from ..tracing.reader import event_types
@@ -54,6 +56,7 @@ from ._batch import (
     Pending,
     Reply,
     Run,
+    StopAgent,
     Tell,
     UsageReport,
     WatchEvents,
@@ -547,6 +550,39 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         check_int("max_buffer_size", max_buffer_size, 1)
         frame = self._frame(user_message, options, stream=True, window=max_buffer_size)
         return create(ClusterRunStream, self, frame, max_buffer_size)
+
+    async def stop(self) -> None:
+        """Stop the agent gracefully, as ``AgentRef.stop``: its queued phases run,
+        then it stops; returns once it has exited on its host. Its name is free
+        again, and its host counts one agent less for placement.
+
+        Raises:
+            HostLost: its host is gone.
+        """
+        await self._stop(cancel=False)
+
+    async def cancel(self) -> None:
+        """Cancel the agent now, as ``AgentRef.cancel``: a running phase is
+        abandoned and its ``run()`` raises ``ActorStopped``; returns once it has
+        exited on its host.
+
+        Raises:
+            HostLost: its host is gone.
+        """
+        await self._stop(cancel=True)
+
+    async def _stop(self, *, cancel: bool) -> None:
+        cluster, link = self._cluster, self._link
+        if cluster._names.get(self.name) != link.index:
+            return  # (stopped already)
+
+        def frame(call: int) -> StopAgent:
+            return StopAgent(call, DRIVER, self.name, cancel)
+
+        with contextlib.suppress(ActorStopped, UnknownName):  # (it had stopped already)
+            await cluster._call(link, frame)
+        del cluster._names[self.name]
+        link.agents -= 1
 
     def _frame(
         self, user_message: str, options: dict[str, Any], *, stream: bool, window: int = 64

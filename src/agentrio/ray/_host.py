@@ -54,6 +54,7 @@ from ._batch import (
     Pending,
     Reply,
     Run,
+    StopAgent,
     Tell,
     UsageReport,
     WatchEvents,
@@ -336,6 +337,8 @@ class _Host:
             self._start_call(frame.reply_to, frame.call, self._map, frame)
         elif isinstance(frame, Ask):
             self._start_call(frame.reply_to, frame.call, self._ask, frame)
+        elif isinstance(frame, StopAgent):
+            self._start_call(frame.reply_to, frame.call, self._stop_agent, frame)
         elif isinstance(frame, Cancel):
             scope = self._calls.get((frame.reply_to, frame.call))
             if scope is not None:
@@ -408,6 +411,14 @@ class _Host:
             for r in results
         ]
         return Reply(call, "", _batch.encode_value(out))
+
+    async def _stop_agent(self, call: int, frame: StopAgent) -> Frame:
+        agent = self._agent(frame.agent)
+        if frame.cancel:
+            agent.cancel()
+        await agent.stop()  # (after a cancel: waits until it has exited)
+        del self._agents[frame.agent]
+        return Reply(call, "", _batch.encode_value(None))
 
     async def _ask(self, call: int, frame: Ask) -> Frame:
         message = _batch.message_from_wire(frame.kind, frame.body)
