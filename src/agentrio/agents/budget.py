@@ -14,6 +14,11 @@ A call retried by its provider is charged for every attempt: each failed
 attempt is charged at once ([`Lease.charge`][agentrio.types.Lease.charge]) and the call's room is
 reserved again before the next one ([`Lease.renew`][agentrio.types.Lease.renew]), so the attempts
 together never take more than the budget holds.
+
+A root budget may have *leased* limits (``agentrio.ray``: one budget for a
+cluster): a `LeaseSource` set on it raises its limits as a ledger grants
+room. Without one (``_source`` is None) nothing here changes: the hot path
+tests that attribute once per reservation.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import msgspec
 import outcome
@@ -31,7 +36,7 @@ from .._checks import short_repr
 from ..errors import InvalidArgument
 from ..messages import Usage
 
-__all__ = ["Budget", "Lease", "UsageTotals", "usage_problem"]
+__all__ = ["Budget", "Lease", "LeaseSource", "UsageTotals", "usage_problem"]
 
 _INF = math.inf
 _T = TypeVar("_T")
@@ -162,6 +167,38 @@ def _details_fit(usage: Usage) -> bool:
     )
 
 
+class LeaseSource(Protocol):
+    """Where a root budget's limits come from when a ledger leases them (``agentrio.ray``).
+
+    Set on a root budget as its ``_source`` (by the lease holder of
+    ``agents.lease``). The budget calls it only off its usual path but for
+    one test: after the agent loop's reservation (`reserve_now`) and when a
+    call queues (`low`), and when a call would not fit even with every call
+    in flight settled for nothing at the root (`may_grow`, `tool_call`). The
+    source raises the root's limits as room is granted and then calls
+    ``root._admit()``.
+    """
+
+    def low(self, root: Budget) -> None:
+        """A call reserved (or queued) on *root*: ask for a refill if its room is low."""
+
+    def may_grow(
+        self, budget: Budget, tokens_in: int, tokens_out: int, cost: float, requests: int
+    ) -> bool:
+        """May a call of this size on *budget*, which does not fit the root's
+        limits now, fit once more room is granted? (True: it waits for it;
+        a refill has been asked for.)"""
+        ...
+
+    async def tool_call(self, budget: Budget) -> bool:
+        """Count one tool call on *budget* once the root's lease has room for it.
+
+        Returns:
+            False when the cluster's ``max_tool_calls`` is exhausted.
+        """
+        ...
+
+
 def _check_limit(name: str, value: object) -> None:
     if value is None:
         return
@@ -206,6 +243,8 @@ class Budget:
         "_r_out",
         "_r_requests",
         "_requests",
+        "_restored",
+        "_source",
         "_tool_calls",
         "_waiters",
         "max_cost_usd",
@@ -255,6 +294,9 @@ class Budget:
         self._r_in = self._r_out = self._r_requests = 0
         self._r_cost = 0.0
         self._waiters: deque[_Waiter] | None = None
+        # Where a leased root's limits come from (agentrio.ray); None: they are its own.
+        self._source: LeaseSource | None = None
+        self._restored: UsageTotals | None = None
 
     def __repr__(self) -> str:
         limits = ", ".join(
@@ -371,9 +413,13 @@ class Budget:
         before ``acquire``, which spares a coroutine per model call in the
         common case.
         """
-        if self._root()._waiters:
+        root = self._root()
+        if root._waiters:
             return None
-        return self.reserve(input_tokens, output_tokens, cost_usd)
+        lease = self.reserve(input_tokens, output_tokens, cost_usd)
+        if root._source is not None:  # (a leased root: its room may be low now)
+            root._source.low(root)
+        return lease
 
     async def acquire(
         self,
@@ -403,17 +449,27 @@ class Budget:
             lease = self.reserve(input_tokens, output_tokens, cost_usd)
             if lease is not None:
                 return lease
-        if self.exhausted(input_tokens, output_tokens, cost_usd):
+        if self.exhausted(input_tokens, output_tokens, cost_usd) and not self._may_grow(
+            input_tokens, output_tokens, cost_usd, 1
+        ):
             return None
         waiter = _Waiter(root, self, input_tokens, output_tokens, cost_usd)
         if root._waiters is None:
             root._waiters = deque()
         root._waiters.append(waiter)
+        if root._source is not None:
+            root._source.low(root)  # (a waiter: a refill may let it in sooner)
         since = trio.current_time() if waited is not None else 0.0
         granted: Lease | None = await trio.lowlevel.wait_task_rescheduled(waiter)
         if waited is not None:
             waited(trio.current_time() - since)
         return granted
+
+    def _may_grow(self, tokens_in: int, tokens_out: int, cost: float, requests: int) -> bool:
+        """Does a leased root expect room for this call, which does not fit its limits
+        now? (False without a lease: the budget is exhausted for it.)"""
+        source = self._root()._source
+        return source is not None and source.may_grow(self, tokens_in, tokens_out, cost, requests)
 
     def _admit(self) -> None:
         """Hand leases to waiters, in order, while the head of the queue fits (root only)."""
@@ -464,6 +520,19 @@ class Budget:
             budget = budget.parent
         return True
 
+    async def wait_tool_call(self) -> bool:
+        """After [`take_tool_call`][agentrio.Budget.take_tool_call] refused: count the call once a
+        leased root's refill makes room for it (``agentrio.ray``).
+
+        Returns:
+            False at once without a lease, or when the cluster's tool calls
+            are exhausted; True once the call is counted.
+        """
+        source = self._root()._source
+        if source is None:
+            return False
+        return await source.tool_call(self)
+
     def usage(self) -> UsageTotals:
         """What this budget (with its children) has spent so far."""
         cached, written, reasoning = self._details or (0, 0, 0)
@@ -497,9 +566,17 @@ class Budget:
             reasoning,
         )
 
+    @property
+    def restored(self) -> UsageTotals | None:
+        """What an earlier life spent, as the checkpoints of the store its runtime
+        opened say (their last totals; None: no store, or none in it). Part of
+        `usage`. ``agentrio.ray`` reads it from a lost host's store."""
+        return self._restored
+
     def _restore(self, totals: UsageTotals) -> None:
         """Add *totals*, spent by an earlier life of the runtime (its checkpoints),
         to this root budget's."""
+        self._restored = totals
         self._in += totals.input_tokens
         self._out += totals.output_tokens
         self._requests += totals.requests
@@ -647,7 +724,9 @@ class Lease:
         root = budget._root()
         if self._take() is not None:
             return True
-        if budget._first_blocked(self._in, self._out, self._cost, reserved=False, requests=0):
+        if budget._first_blocked(
+            self._in, self._out, self._cost, reserved=False, requests=0
+        ) and not budget._may_grow(self._in, self._out, self._cost, 0):
             if root._waiters:
                 root._admit()  # the room this call gave up may fit them
             return False
@@ -797,7 +876,7 @@ class _Waiter:
             self.budget._first_blocked(
                 self.tokens_in, self.tokens_out, self.cost, reserved=False, requests=requests
             )
-        )
+        ) and not self.budget._may_grow(self.tokens_in, self.tokens_out, self.cost, requests)
 
     def __call__(self, _raise_cancel: object) -> trio.lowlevel.Abort:
         waiters = self.root._waiters

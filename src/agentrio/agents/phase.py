@@ -1111,7 +1111,8 @@ class Phase:
                 batch.append(refuse(self.bus, self.path, req, why))
                 continue
             if model_driven:
-                if not st.budget.take_tool_call():
+                # (wait_tool_call: only a leased budget waits for a refill; else False at once)
+                if not st.budget.take_tool_call() and not await st.budget.wait_tool_call():
                     if self.bus.active:
                         self.bus.publish(BudgetExhausted(path=self.path, limit="max_tool_calls"))
                     batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))

@@ -22,6 +22,7 @@ from ._cluster import ClusterRunStream as ClusterRunStream
 from ._cluster import ClusterStatistics as ClusterStatistics
 from ._cluster import open_cluster as open_cluster
 from ._host import HostStatus as HostStatus
+from ._ledger import LeaseTerms as LeaseTerms
 from ._remote import RemoteRef as RemoteRef
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ClusterRunStream",
     "ClusterStatistics",
     "HostStatus",
+    "LeaseTerms",
     "RemoteRef",
     "open_cluster",
 ]

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, Union
 
+import attrs
 import msgspec
 import ray
 import trio
@@ -61,6 +62,7 @@ from ._batch import (
     WatchEvents,
 )
 from ._host import DRIVER, HostOptions, HostStatus, NodeHost, await_ref, caller_deadline
+from ._ledger import LeaseTerms, check_budget, start_ledger
 from ._remote import RemoteRef, clusters
 
 if TYPE_CHECKING:
@@ -697,6 +699,7 @@ async def open_cluster(
     specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None = None,
     store: str | os.PathLike[str] | None = None,
     budget: Budget | None = None,
+    lease: LeaseTerms | None = None,
     config: Config | str | os.PathLike[str] | None = None,
     address: str | None = None,
     placement: Placement = "least-loaded",
@@ -725,8 +728,10 @@ async def open_cluster(
         specs: spec factories by name (the hosts call them to make the specs,
             as durable resume does).
         store: a folder for durable agents: host *i* owns ``<store>/host-<i>``.
-        budget: the cluster's budget, kept by its ledger (see "One budget");
-            without the ledger, a budget is refused (never ignored).
+        budget: the cluster's budget: one ledger leases its limits to the
+            hosts (see "One budget" in the how-to); None: each host's runtime
+            has a budget with no limits of its own.
+        lease: how the budget is leased (lease size, low-water mark, ttl).
         config: the hosts' configuration (a ``Config`` or an agentrio.toml path).
         address: the Ray cluster's address (default: Ray's own choice: the
             ``RAY_ADDRESS`` cluster, or a local one it starts). Ignored if Ray
@@ -746,8 +751,7 @@ async def open_cluster(
         HostLost: the hosts could not be started (the cluster lacks the CPUs,
             or a host failed to open its runtime).
     """
-    if budget is not None:  # (ray-ledger: the cluster's ledger takes it from here)
-        raise InvalidArgument("open_cluster(budget=...) needs the cluster's budget ledger")
+    check_budget(budget, lease)  # (ray-ledger: before Ray is started)
     options = _options(hosts, specs, store, config, otel, shutdown_timeout, placement)
     options = HostOptions(
         specs=options.specs,
@@ -764,7 +768,12 @@ async def open_cluster(
         [{"CPU": 1}] * hosts, strategy="SPREAD", name=f"agentrio-{cluster_id}", lifetime="detached"
     )
     handles: list[Any] = []
+    ledger: Any = None
     try:
+        if budget is not None:  # (ray-ledger) one budget for the cluster
+            name = f"agentrio-{cluster_id}-ledger"
+            ledger = start_ledger(name, budget, lease, namespace=NAMESPACE)
+            options = attrs.evolve(options, ledger=ledger)
         with trio.fail_after(START_TIMEOUT):
             await await_ref(group.ready())
         handles = [_start_host(cluster_id, i, group, options) for i in range(hosts)]
@@ -806,6 +815,9 @@ async def open_cluster(
         for handle in handles:
             with contextlib.suppress(ray.exceptions.RayError, ValueError):
                 ray.kill(handle, no_restart=True)
+        if ledger is not None:  # (ray-ledger; after the hosts: they ended their leases)
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(ledger, no_restart=True)
         with contextlib.suppress(ray.exceptions.RayError, ValueError):
             remove_placement_group(group)
         if started_ray:

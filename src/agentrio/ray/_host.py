@@ -34,6 +34,7 @@ import msgspec
 import ray
 import trio
 
+from ..agents.budget import Budget
 from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
@@ -58,6 +59,7 @@ from ._batch import (
     UsageReport,
     WatchEvents,
 )
+from ._ledger import run_leased
 
 if TYPE_CHECKING:
     from ..agents.agent import AgentRef, AgentSpec
@@ -116,6 +118,7 @@ class HostOptions:
     shutdown_timeout: float = 5.0
     flush_seconds: float = _batch.FLUSH_SECONDS
     batch_messages: int = _batch.BATCH_MESSAGES
+    ledger: Any = None  # (ray-ledger) the cluster's budget ledger: its actor's handle
 
 
 class HostStatus(msgspec.Struct, frozen=True):
@@ -185,7 +188,8 @@ class _Host:
 
     def _thread_main(self) -> None:
         try:
-            trio.run(self._main)
+            # (ray-ledger: the runtime's root budget leased from the cluster's ledger)
+            trio.run(run_leased, self._options.ledger, self.name, self._main, await_ref)
         except BaseException as exc:  # (a failure to open is raised by __init__)
             self._failure = exc
         finally:
@@ -206,8 +210,9 @@ class _Host:
             kwargs["otel"] = options.otel()
         return kwargs
 
-    async def _main(self) -> None:
-        async with open_runtime(**self._runtime_options()) as rt, trio.open_nursery() as nursery:
+    async def _main(self, budget: Budget | None = None) -> None:
+        options = self._runtime_options()
+        async with open_runtime(**options, budget=budget) as rt, trio.open_nursery() as nursery:
             self._rt: Runtime = rt
             self._nursery = nursery
             self._agents: dict[str, AgentRef[Any]] = {}
