@@ -7,8 +7,8 @@ tests can feed it a synthetic source tree and watch it fail.
 An import is read wherever it is written: at module level, inside functions and
 methods, in class bodies, under ``if TYPE_CHECKING:``, in ``try``/``except``. Each
 ``import a.b.c`` names module ``a.b.c``; each ``from m import n`` names module ``m.n``
-if that is a module on disk (``from agentrio.core import actor``), else the name ``n``
-of module ``m`` (``from agentrio.core.actor import _Cell``). Relative imports of any
+if that is a module on disk (``from agentrio.actors import actor``), else the name ``n``
+of module ``m`` (``from agentrio.actors.actor import _Cell``). Relative imports of any
 level are resolved against the importing module's package. Parent packages, which
 Python also runs (``agentrio/__init__.py`` for every import of agentrio), are not
 counted: they would put every module in one cycle with the top package.
@@ -34,7 +34,7 @@ ROOT = "agentrio"
 class Layer:
     """One layer: its name, its modules and packages, and the lower layers it may import.
 
-    ``members`` are dotted names: a package (``agentrio.core``) holds every module
+    ``members`` are dotted names: a package (``agentrio.actors``) holds every module
     under it, the top package ``agentrio`` only its ``__init__``. ``uses`` is None when
     the layer may import every lower layer, else the names of the lower layers it may
     import (a layer *beside* another, not above it, leaves that one out).
@@ -65,7 +65,10 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.workspace",
         ),
     ),
-    Layer("core", ("agentrio.core",)),
+    # The kernel: actors, and the supervisors on them (an actor reaches its
+    # supervisor through the interface actors.actor.Parent declares).
+    Layer("actors", ("agentrio.actors",)),
+    Layer("supervisors", ("agentrio.supervisors",)),
     # Providers sit beside the kernel, not on it: a model call needs no actor.
     Layer("providers", ("agentrio.providers",), uses=("base",)),
     # Checkpoint stores keep opaque records: beside the kernel too, on the base only.
@@ -150,8 +153,8 @@ class Tree:
     def package_of(self, module: str) -> str:
         """The package a module's private names are private to.
 
-        A folder under agentrio is one package (``agentrio.core`` for
-        ``agentrio.core.actor``); the base layer's modules are one package, ``base``
+        A folder under agentrio is one package (``agentrio.actors`` for
+        ``agentrio.actors.actor``); the base layer's modules are one package, ``base``
         (they share their helpers); every other top-level module (``config``,
         ``runtime``, ``cli``, ``demo``, ``__main__``) and the top package itself are
         each a package of their own.

@@ -9,8 +9,9 @@ catch. The rest has one documented home each:
 - `agentrio.types`: the types of what agentrio hands you (results, handles,
   statistics, hook arguments, literal aliases, the context actor's messages);
 - `agentrio.testing`: scripted models and a fake LLM server;
-- `agentrio.core`: the kernel's primitives (link, interrupt, alarms,
-  linked asks) that the agent layer is built on;
+- `agentrio.actors`: the kernel's primitives (link, interrupt, alarms,
+  linked asks, the event bus) that the agent layer is built on;
+- `agentrio.supervisors`: the kernel's supervision tree (`Tree`);
 - `agentrio.mcp`: tools from MCP servers (the `mcp` extra).
 
 The modules behind them (``agentrio.agents``, ``agentrio.providers``, ...)
@@ -24,6 +25,9 @@ import typing as _typing
 from . import events as _events
 from . import types as _types
 from ._version import __version__ as __version__
+from .actors.actor import Actor as Actor
+from .actors.actor import ActorRef as ActorRef
+from .actors.actor import InlineActor as InlineActor
 from .agents.agent import AgentRef as AgentRef
 from .agents.agent import AgentSpec as AgentSpec
 from .agents.budget import Budget as Budget
@@ -50,12 +54,6 @@ from .agents.tool import tool as tool
 from .config import Config as Config
 from .config import load_config as load_config
 from .config import parse_config as parse_config
-from .core.actor import Actor as Actor
-from .core.actor import ActorRef as ActorRef
-from .core.actor import InlineActor as InlineActor
-from .core.ref import SupervisorRef as SupervisorRef
-from .core.restart import Backoff as Backoff
-from .core.restart import RestartIntensity as RestartIntensity
 from .errors import ActorCrashed as ActorCrashed
 from .errors import ActorError as ActorError
 from .errors import ActorStopped as ActorStopped
@@ -84,6 +82,9 @@ from .providers.provider import ProviderConfig as ProviderConfig
 from .providers.tokens import estimate_tokens as estimate_tokens
 from .runtime import Runtime as Runtime
 from .runtime import open_runtime as open_runtime
+from .supervisors.ref import SupervisorRef as SupervisorRef
+from .supervisors.restart import Backoff as Backoff
+from .supervisors.restart import RestartIntensity as RestartIntensity
 from .workspace import Workspace as Workspace
 
 __all__ = [

@@ -42,7 +42,6 @@ from ._handles import NoPublicConstructor, create
 from .agents.agent import AgentRef, AgentSpec
 from .agents.budget import Budget, UsageTotals
 from .agents.stream import RunDone, RunItem, RunStream
-from .core.ref import SupervisorRef
 from .errors import RuntimeClosed, SelfAsk, UsageError
 from .messages import (
     ContentPart,
@@ -55,6 +54,7 @@ from .messages import (
     ToolCallRequest,
 )
 from .runtime import Runtime, open_runtime
+from .supervisors.ref import SupervisorRef
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
@@ -66,8 +66,8 @@ if TYPE_CHECKING:
     from .agents.router import Router
     from .agents.tool import Tool
     from .config import Config
-    from .core.restart import Backoff, Strategy
     from .store import CheckpointStore
+    from .supervisors.restart import Backoff, Strategy
 
 __all__ = [
     "BlockingAgent",

@@ -1,7 +1,7 @@
 """``open_runtime()``: the root supervisor, the agents' services, the event bus.
 
 The runtime joins the layers: the kernel's supervision tree (a
-[`Tree`][agentrio.core.Tree] of ``core``, whose root's ref is the
+[`Tree`][agentrio.supervisors.Tree] of ``supervisors``, whose root's ref is the
 [`Runtime`][agentrio.Runtime]), and what the agents of the runtime draw on
 (``agents.services.Services``: its budget, tools, tool lanes, modes and
 router, and its configuration's models, from ``config``).
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .tracing.writer import TraceWriter
 
 from ._version import __version__
+from .actors.bus import EventStream
 from .agents.agent import check_spec, spawn_agent
 from .agents.budget import Budget, UsageTotals
 from .agents.checkpoint import Checkpoints, Durability, plan
@@ -41,13 +42,12 @@ from .agents.otel import check_otel
 from .agents.respond import check_runtime_routing
 from .agents.services import Services
 from .config import Config, Models, find_config, found_config, load_config
-from .core.bus import EventStream
-from .core.ref import SupervisorRef, SupervisorStatistics
-from .core.restart import Backoff, Strategy
-from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
 from .messages import RuntimeOpened
 from .store import CheckpointStore, CheckpointWriter, DirectoryStore
+from .supervisors.ref import SupervisorRef, SupervisorStatistics
+from .supervisors.restart import Backoff, Strategy
+from .supervisors.tree import Tree
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -95,7 +95,7 @@ class Runtime(SupervisorRef):
     """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
 
     It is a [`SupervisorRef`][agentrio.SupervisorRef] with path and name ``""``
-    (the root's ref of the runtime's [`Tree`][agentrio.core.Tree]: ``spawn``,
+    (the root's ref of the runtime's [`Tree`][agentrio.supervisors.Tree]: ``spawn``,
     ``spawn_nowait``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor``,
     ``children``, ``closed`` and ``shutdown_timeout`` work as documented
     there) with the runtime-wide services on top: agents, helpers and maps

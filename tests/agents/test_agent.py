@@ -1124,7 +1124,7 @@ async def test_a_ref_ask_of_a_phase_is_not_cancelled_with_its_asker(
 async def test_an_interrupt_from_outside_ends_the_phase_cancelled(
     autojump_clock: trio.testing.MockClock, record_events: Recorder
 ) -> None:
-    # agentrio.core.interrupt on the agent's actor: its phase is handed back to
+    # agentrio.actors.interrupt on the agent's actor: its phase is handed back to
     # it, neither timed out nor withdrawn; it ends "cancelled" and its caller
     # gets that result (what it did stays), and the agent goes on.
     model = ScriptedModel([calling(ToolCallRequest("forever")), answer("after")])
@@ -1140,7 +1140,7 @@ async def test_an_interrupt_from_outside_ends_the_phase_cancelled(
 
             nursery.start_soon(run)
             await trio.sleep(5)
-            assert agentrio.core.interrupt(agent.ref) is True
+            assert agentrio.actors.interrupt(agent.ref) is True
         (result,) = results
         assert trio.current_time() == 5
         assert result.stop_reason == "cancelled"

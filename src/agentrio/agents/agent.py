@@ -21,8 +21,8 @@ import trio
 from .._checks import check_int, check_name, check_timeout, short_repr
 from .._handles import NoPublicConstructor, create
 from .._text import scrub
-from ..core import exit_reason, withdrawn
-from ..core.actor import Actor, ActorRef, ActorStatistics
+from ..actors.actor import Actor, ActorRef, ActorStatistics
+from ..actors import exit_reason, withdrawn
 from ..errors import (
     ActorCrashed,
     ActorError,
@@ -78,8 +78,8 @@ from .tool_call import ToolGate
 from .validators import OutputValidator, to_validators
 
 if TYPE_CHECKING:
-    from ..core.bus import EventBus
-    from ..core.ref import SupervisorRef
+    from ..actors.bus import EventBus
+    from ..supervisors.ref import SupervisorRef
     from .helper import Helper
     from .respond import BackgroundRun, Response
     from .router import Router
@@ -805,7 +805,7 @@ class AgentActor(Actor[RunPhase]):
         state = self.state
         phase = state.phase
         if phase is not None and phase.cmd is msg:
-            # Delivered again: its phase was interrupted (agentrio.core.interrupt).
+            # Delivered again: its phase was interrupted (agentrio.actors.interrupt).
             return self._again(msg, phase)
         if msg.model is not None:
             return self._on_model(msg, Phase(state, msg))

@@ -76,9 +76,9 @@ from .lanes import check_lane
 from .modes import check_mode_timeout
 
 if TYPE_CHECKING:
-    from ..core.ref import SupervisorRef
     from ..store.base import CheckpointStore
     from ..store.writer import CheckpointWriter
+    from ..supervisors.ref import SupervisorRef
     from .agent import _AgentState
     from .budget import Budget
     from .phase import Phase

@@ -18,7 +18,7 @@ import msgspec
 import trio
 
 from .._checks import check_int
-from ..core import begin_stop, exit_reason, link, wait_exited
+from ..actors import begin_stop, exit_reason, link, wait_exited
 from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
 from ..messages import (
     ConfirmationRequired,
@@ -45,8 +45,8 @@ from .policy import (
 from .tool import Tool
 
 if TYPE_CHECKING:
-    from ..core.actor import ActorRef
-    from ..core.ref import SupervisorRef
+    from ..actors.actor import ActorRef
+    from ..supervisors.ref import SupervisorRef
     from .services import Services
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]

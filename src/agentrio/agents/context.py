@@ -12,7 +12,7 @@ import time
 from array import array
 from collections.abc import Sequence
 
-from ..core.actor import InlineActor
+from ..actors.actor import InlineActor
 from ..messages import (
     ChatMessage,
     ContextAppend,

@@ -38,7 +38,7 @@ from .policy import PermissionPolicy
 from .tool import Tool, check_env
 
 if TYPE_CHECKING:
-    from ..core.ref import SupervisorRef
+    from ..supervisors.ref import SupervisorRef
     from .budget import Budget
     from .services import Services
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .._checks import check_int
-from ..core import exit_reason
+from ..actors import exit_reason
 from ..errors import InvalidArgument
 from ..messages import (
     ChatMessage,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     )
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ..core import Tree
+    from ..supervisors import Tree
     from .agent import _AgentState
     from .budget import Budget
     from .phase import Phase

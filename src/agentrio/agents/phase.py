@@ -65,7 +65,7 @@ from .tool import ToolContext
 from .tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
-    from ..core.actor import ActorRef
+    from ..actors.actor import ActorRef
     from ..providers.base import Model, Prices, ToolSchema
     from .agent import _AgentState
     from .checkpoint import PhaseRecorder
@@ -396,7 +396,7 @@ class Phase:
 
     async def cancelled(self) -> PhaseResult[object]:
         """End the phase, interrupted, with ``"cancelled"``: its caller was cancelled
-        (``agentrio.core.withdrawn``), or something else interrupted it.
+        (``agentrio.actors.withdrawn``), or something else interrupted it.
 
         What it did so far stays: the turns it completed go to its context, the
         model call in flight was settled as it unwound, and the tool calls it
@@ -1140,7 +1140,7 @@ class Phase:
             # A batch of one needs no parallelism: the call runs in the
             # agent's task, which saves a task, a nursery and two wake-ups per
             # tool call; and its timeout is a runtime alarm rather than a
-            # cancel scope (agentrio.core.interrupt_after): if it goes off, the
+            # cancel scope (agentrio.actors.interrupt_after): if it goes off, the
             # agent's phase is interrupted and delivered again, and goes on
             # from here (see lone_expired and _resume_tools).
             runner = runners[0]

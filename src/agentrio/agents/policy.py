@@ -23,7 +23,7 @@ from ..errors import InvalidArgument
 from ..messages import ConfirmationRequired, ToolCallRequest, ToolResult
 
 if TYPE_CHECKING:
-    from ..core.actor import ActorRef
+    from ..actors.actor import ActorRef
 
 __all__ = [
     "Approval",
@@ -209,7 +209,7 @@ async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequi
     (``"no"``, ``1``, ``None``) is a refusal whose reason names what came back,
     so a sloppy approver can never approve by accident.
     """
-    from ..core.actor import ActorRef
+    from ..actors.actor import ActorRef
 
     if isinstance(approver, ActorRef):
         answer: object = await approver.ask(request)

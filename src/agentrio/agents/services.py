@@ -23,7 +23,7 @@ from .router import Router, RuleRouter
 from .tool import Tool
 
 if TYPE_CHECKING:
-    from ..core import EventBus
+    from ..actors import EventBus
     from .checkpoint import Checkpoints
     from .lanes import ToolLanes
     from .otel import OpenTelemetry

@@ -37,14 +37,14 @@ import msgspec
 import trio
 
 from .._handles import NoPublicConstructor
-from ..core.bus import EventBus
+from ..actors.bus import EventBus
 from ..errors import UsageError
 from ..messages import Event, OutputT, PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from ..core.actor import ActorRef
+    from ..actors.actor import ActorRef
     from ..messages import RunPhase
     from .output import OutputType
 

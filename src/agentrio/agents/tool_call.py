@@ -3,7 +3,7 @@
 A runner is a plain object, not an actor: it is made for one
 [`ToolCallRequest`][agentrio.ToolCallRequest] and ends with its
 [`ToolResult`][agentrio.ToolResult]. A turn's only call runs in the agent's
-own task, timed by a runtime alarm (``agentrio.core.interrupt_after``: at
+own task, timed by a runtime alarm (``agentrio.actors.interrupt_after``: at
 the deadline the agent's phase is interrupted and delivered again, and goes
 on with the call as a timeout); several run as tasks of a nursery the agent
 opens for the batch, each under a cancel scope of its own, and the agent is
@@ -23,7 +23,7 @@ import trio
 
 from .._log import log_extra
 from .._text import scrub
-from ..core import interrupt_after
+from ..actors import interrupt_after
 from ..errors import ToolError
 from ..messages import (
     ConfirmationReceived,
@@ -48,9 +48,9 @@ from .policy import (
 from .tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid, result_parts
 
 if TYPE_CHECKING:
-    from ..core import Alarm
-    from ..core.actor import ActorRef
-    from ..core.bus import EventBus
+    from ..actors.actor import ActorRef
+    from ..actors.bus import EventBus
+    from ..actors import Alarm
 
 
 class Journal(Protocol):

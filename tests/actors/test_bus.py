@@ -15,7 +15,7 @@ import agentrio
 from agentrio import (
     InvalidArgument,
 )
-from agentrio.core.bus import QUIET, EventBus
+from agentrio.actors.bus import QUIET, EventBus
 from agentrio.events import (
     ActorExited,
     ActorFailed,
@@ -57,10 +57,10 @@ async def drain(stream: agentrio.events.EventStream) -> list[agentrio.events.Eve
 
 def test_the_bus_is_public_in_agentrio_core() -> None:
     # The agent layer publishes on it: a documented seam of the kernel.
-    assert agentrio.core.EventBus is EventBus
-    assert "EventBus" in agentrio.core.__all__
-    assert EventBus.__module__ == "agentrio.core"
-    tree = agentrio.core.Tree(agentrio.SupervisorRef)
+    assert agentrio.actors.EventBus is EventBus
+    assert "EventBus" in agentrio.actors.__all__
+    assert EventBus.__module__ == "agentrio.actors"
+    tree = agentrio.supervisors.Tree(agentrio.SupervisorRef)
     assert type(tree.bus) is EventBus and not tree.bus.active
 
 
@@ -283,7 +283,7 @@ async def test_no_subscriber_no_event_but_dead_letters_are_counted() -> None:
 async def test_drops_are_logged_once_per_stretch_not_once_per_event(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="agentrio.core.bus")
+    caplog.set_level(logging.DEBUG, logger="agentrio.actors.bus")
     warned = "an event subscriber fell behind (its buffer of 2 events is full): events are "
     warned += "dropped for it (counted in EventsLost) until it catches up"
     bus = EventBus()
@@ -314,7 +314,7 @@ async def test_drops_are_logged_once_per_stretch_not_once_per_event(
 
 
 def test_attach_calls_back_at_publish_and_on_close() -> None:
-    from agentrio.core import EventBus
+    from agentrio.actors import EventBus
     from agentrio.events import Stalled
 
     bus = EventBus()

@@ -7,8 +7,9 @@ import trio
 import trio.testing
 
 import agentrio
-from agentrio.core import Tree, exit_reason, interrupt_after
+from agentrio.actors import exit_reason, interrupt_after
 from agentrio.errors import RestartIntensityExceeded, RuntimeClosed
+from agentrio.supervisors import Tree
 
 
 class Ping(agentrio.Message):

@@ -26,6 +26,21 @@ import trio
 from .._checks import check_int, check_name, check_seconds
 from .._handles import create
 from .._log import log_extra
+from ..actors.actor import (
+    _INTERRUPTED,
+    _OUT,
+    RESTART_POLICIES,
+    Actor,
+    ActorRef,
+    InlineActor,
+    _Cell,
+    _serve,
+    cancel_cell,
+    drain,
+    fail_item,
+    reopen,
+    stop_cell,
+)
 from ..errors import (
     ActorStopped,
     DuplicateName,
@@ -42,33 +57,18 @@ from ..messages import (
     ExitReason,
     SupervisorEscalated,
 )
-from .actor import (
-    _INTERRUPTED,
-    _OUT,
-    RESTART_POLICIES,
-    Actor,
-    ActorRef,
-    InlineActor,
-    _Cell,
-    _serve,
-    cancel_cell,
-    drain,
-    fail_item,
-    reopen,
-    stop_cell,
-)
 from .ref import SupervisorRef, SupervisorStatistics
 from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy
 
 if TYPE_CHECKING:
-    from .bus import EventBus
-    from .timers import Timers
+    from ..actors.bus import EventBus
+    from ..actors.timers import Timers
 
 __all__: list[str] = []  # the public names are in restart.py and ref.py
 
 # Restarts after a crash and escalations (the exception's type, never its text:
 # it may quote a message's content).
-_log = logging.getLogger("agentrio.core.supervisor")
+_log = logging.getLogger("agentrio.supervisors.supervisor")
 
 
 class _RuntimeShared:

@@ -1,4 +1,4 @@
-"""The kernel's primitives (agentrio.core): link, interrupt, withdrawn, linked and later
+"""The kernel's primitives (agentrio.actors): link, interrupt, withdrawn, linked and later
 asks, begin_stop, exit_reason, wait_exited. (interrupt_after: test_timers.py.)"""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 import agentrio
-from agentrio.core import (
+from agentrio.actors import (
     PendingAsk,
     begin_stop,
     exit_reason,
@@ -201,7 +201,7 @@ async def test_an_owner_does_not_keep_every_actor_it_owned(
 PRIMITIVES: list[tuple[str, Callable[[object], object]]] = [
     ("link", lambda ref: link(ref, ref)),  # type: ignore[arg-type]
     ("interrupt", interrupt),  # type: ignore[list-item]
-    ("interrupt_after", lambda ref: agentrio.core.interrupt_after(ref, 1.0)),  # type: ignore[arg-type]
+    ("interrupt_after", lambda ref: agentrio.actors.interrupt_after(ref, 1.0)),  # type: ignore[arg-type]
     ("withdrawn", withdrawn),  # type: ignore[list-item]
     ("begin_stop", begin_stop),  # type: ignore[list-item]
     ("exit_reason", exit_reason),  # type: ignore[list-item]

@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from .._handles import create
+from ..actors.bus import EventBus
+from ..actors.timers import Timers
 from ..errors import InvalidArgument, RuntimeClosed
-from .bus import EventBus
 from .ref import SupervisorRef, cancel_root, root_state
 from .restart import Backoff, Strategy
 from .supervisor import _RuntimeShared, _Supervisor
-from .timers import Timers
 
 __all__ = ["Tree"]
 
@@ -29,7 +29,7 @@ class Tree(Generic[R]):
 
     Example:
 
-        tree = agentrio.core.Tree(agentrio.SupervisorRef)
+        tree = agentrio.supervisors.Tree(agentrio.SupervisorRef)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(tree.run)
             echo = await tree.ref.spawn(Echo, name="echo")
@@ -44,7 +44,7 @@ class Tree(Generic[R]):
             after).
         strategy: the root's strategy, ``"one_for_one"`` or ``"one_for_all"``.
         max_restarts: restarts the root allows within *period* seconds; one
-            more and [`run`][agentrio.core.Tree.run] raises
+            more and [`run`][agentrio.supervisors.Tree.run] raises
             [`RestartIntensityExceeded`][agentrio.errors.RestartIntensityExceeded].
         period: the restart-intensity window, in seconds.
         backoff: delay root-level restarts (see [`Backoff`][agentrio.Backoff]).
@@ -54,7 +54,7 @@ class Tree(Generic[R]):
     Attributes:
         ref: the root supervisor's ref (path and name ``""``), an instance
             of *ref_class*: spawn the tree's children with it.
-        bus: the tree's [`EventBus`][agentrio.core.EventBus]
+        bus: the tree's [`EventBus`][agentrio.actors.EventBus]
             (``bus.subscribe(capacity)``, ``bus.publish(event)``; closed
             when the tree has stopped).
 
@@ -101,9 +101,9 @@ class Tree(Generic[R]):
         """Run the tree until it has stopped, in a task of its own (it runs once).
 
         Children spawned before it runs start when it does. It returns once
-        a graceful stop ([`begin_stop`][agentrio.core.Tree.begin_stop], or
+        a graceful stop ([`begin_stop`][agentrio.supervisors.Tree.begin_stop], or
         ``ref.stop()``) has stopped every child, or a
-        [`cancel`][agentrio.core.Tree.cancel] has ended them; if the task
+        [`cancel`][agentrio.supervisors.Tree.cancel] has ended them; if the task
         running it is cancelled, so is every actor of the tree. When it
         returns or raises, every actor of the tree has ended (a child still
         held, or suspended, is finalized ``"cancelled"``) and the event bus
@@ -132,14 +132,14 @@ class Tree(Generic[R]):
 
     @property
     def closed(self) -> bool:
-        """Has the tree stopped (its [`run`][agentrio.core.Tree.run] ended)?"""
+        """Has the tree stopped (its [`run`][agentrio.supervisors.Tree.run] ended)?"""
         return self.bus._closed
 
     def begin_stop(self) -> None:
         """Begin a graceful stop of the whole tree, and return at once.
 
         Every child is stopped in turn, last spawned first, within the
-        root's ``shutdown_timeout``; [`run`][agentrio.core.Tree.run] returns
+        root's ``shutdown_timeout``; [`run`][agentrio.supervisors.Tree.run] returns
         once they have. From now on the root takes no new child (but an
         owned one: see ``SupervisorRef.spawn``'s ``owner``).
         """
@@ -148,10 +148,10 @@ class Tree(Generic[R]):
     def cancel(self) -> None:
         """Cancel every actor and supervisor of the tree now, without waiting.
 
-        The task that awaits [`run`][agentrio.core.Tree.run] is not cancelled:
+        The task that awaits [`run`][agentrio.supervisors.Tree.run] is not cancelled:
         ``run`` returns once the tree has ended. (Before ``run`` has begun,
         nothing runs yet to be cancelled: this is then
-        [`begin_stop`][agentrio.core.Tree.begin_stop].)
+        [`begin_stop`][agentrio.supervisors.Tree.begin_stop].)
         """
         cancel_root(self._sup)
 

@@ -8,7 +8,7 @@ counted with one attribute increment per message and read on demand. An
 [`InlineActor`][agentrio.InlineActor] has no mailbox or task: ``deliver`` runs its ``handle`` in
 the sender's task, at send time.
 
-The kernel's primitives for the layers above (see ``agentrio.core``) live here
+The kernel's primitives for the layers above (see ``agentrio.actors``) live here
 too: ``link``, ``interrupt``, ``withdrawn``, ``begin_stop``, ``exit_reason``,
 ``wait_exited``, ``ActorRef.ask(linked=True)`` and
 [`ActorRef.ask_later`][agentrio.ActorRef.ask_later]; ``timers.interrupt_after`` is in timers.py.
@@ -42,7 +42,7 @@ from .mailbox import Mailbox
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
-    from .supervisor import _Supervisor
+    from ..supervisors.supervisor import _Supervisor
 
 __all__ = [
     "Actor",
@@ -69,7 +69,7 @@ RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "tempora
 
 # Dead letters among the first LOGGED_DEAD_LETTERS of a runtime (their message's
 # type, never its content), the last of them saying the rest are only counted.
-_log = logging.getLogger("agentrio.core.actor")
+_log = logging.getLogger("agentrio.actors.actor")
 LOGGED_DEAD_LETTERS = 10
 
 # _Cell.serving: where an actor's task is, for interrupt().
@@ -122,8 +122,8 @@ class Actor(Generic[MsgT]):
         askers get ``ActorStopped``). The default implementation raises
         ``NotImplementedError``.
 
-        If the handling is interrupted (``agentrio.core.interrupt``, an
-        alarm of ``agentrio.core.interrupt_after``, the cancelled asker of
+        If the handling is interrupted (``agentrio.actors.interrupt``, an
+        alarm of ``agentrio.actors.interrupt_after``, the cancelled asker of
         a linked ask), it sees ``trio.Cancelled``, and this is called again
         with the same message.
         """
@@ -243,8 +243,8 @@ class _Ask:
 
     A *linked* ask (``ask(linked=True)``) is withdrawn with its asker: if it
     is still queued, the serve loop drops it unhandled; if the actor is
-    handling it, the handling is interrupted ([`interrupt`][agentrio.core.interrupt]) and the
-    message delivered again, with [`withdrawn`][agentrio.core.withdrawn] true, and a cancelled
+    handling it, the handling is interrupted ([`interrupt`][agentrio.actors.interrupt]) and the
+    message delivered again, with [`withdrawn`][agentrio.actors.withdrawn] true, and a cancelled
     asker waits for that handling to end before it sees its
     ``trio.Cancelled``.
     """
@@ -396,7 +396,7 @@ class _Cell:
         self.ref._cell = self
 
     def own(self, child: _Cell) -> None:
-        """Make *child* this cell's: it ends after this one (see [`link`][agentrio.core.link])."""
+        """Make *child* this cell's: it ends after this one (see [`link`][agentrio.actors.link])."""
         child.owner = self
         deps = self.dependents
         if deps is None:
@@ -452,9 +452,9 @@ class _Cell:
 async def _serve(cell: _Cell, actor: Actor[Any]) -> None:
     """The actor loop: one message at a time until the mailbox is closed and drained.
 
-    A message in ``cell.held`` was interrupted (see [`interrupt`][agentrio.core.interrupt]): it is
+    A message in ``cell.held`` was interrupted (see [`interrupt`][agentrio.actors.interrupt]): it is
     handed to ``handle`` again first, and kept there while it is (for
-    [`withdrawn`][agentrio.core.withdrawn]).
+    [`withdrawn`][agentrio.actors.withdrawn]).
     """
     mailbox = cell.mailbox
     assert mailbox is not None
@@ -608,8 +608,8 @@ class ActorRef(metaclass=NoPublicConstructor):
         the reply is dropped. A *linked* ask is work done for its asker and
         ends with it: withdrawn while queued, it is dropped unhandled (not a
         dead letter); withdrawn while it is handled, the handling is
-        interrupted ([`interrupt`][agentrio.core.interrupt]) and the message handed
-        to ``handle`` again, where [`withdrawn`][agentrio.core.withdrawn] is true
+        interrupted ([`interrupt`][agentrio.actors.interrupt]) and the message handed
+        to ``handle`` again, where [`withdrawn`][agentrio.actors.withdrawn] is true
         (the actor winds it up, its reply is dropped), and the cancelled
         asker waits for that handling to end before it sees its
         ``trio.Cancelled``.
@@ -654,7 +654,7 @@ class ActorRef(metaclass=NoPublicConstructor):
 
         The message takes its place in the mailbox when this returns (it
         waits for room as ``send`` does), ahead of anything asked after
-        it; [`PendingAsk.reply`][agentrio.core.PendingAsk.reply] then waits for the reply,
+        it; [`PendingAsk.reply`][agentrio.actors.PendingAsk.reply] then waits for the reply,
         in whichever
         task awaits it, as ``ask`` would (*linked* as there: the task
         awaiting the reply is the asker).
@@ -691,7 +691,7 @@ class ActorRef(metaclass=NoPublicConstructor):
         Waits until the actor has exited. Called by the actor on itself, it
         returns at once; the actor handles what is already queued, then exits;
         a ``permanent`` actor that stops itself is restarted. Stopping a stopped
-        actor does nothing. ([`begin_stop`][agentrio.core.begin_stop] stops it without
+        actor does nothing. ([`begin_stop`][agentrio.actors.begin_stop] stops it without
         waiting.)
         """
         cell = self._cell
@@ -803,7 +803,7 @@ class PendingAsk(metaclass=NoPublicConstructor):
             ActorCrashed: the actor raised while handling the message.
             ActorStopped: the actor stopped before it handled the message.
             InvalidArgument: the reply was awaited already; or the ask was
-                withdrawn ([`withdraw`][agentrio.core.PendingAsk.withdraw]),
+                withdrawn ([`withdraw`][agentrio.actors.PendingAsk.withdraw]),
                 before this call or while it waited (from another task).
         """
         ask = self._ask
@@ -823,7 +823,7 @@ class PendingAsk(metaclass=NoPublicConstructor):
 
         A linked ask still queued is then dropped unhandled; one being
         handled is interrupted and delivered again, with
-        [`withdrawn`][agentrio.core.withdrawn] true. (Not linked, the
+        [`withdrawn`][agentrio.actors.withdrawn] true. (Not linked, the
         message is handled all the same.) Whatever the actor replies is
         dropped, even if it has replied already: ``reply`` raises
         ``InvalidArgument`` from now on, and a ``reply`` waiting in another
@@ -964,7 +964,7 @@ def cancel_cell(cell: _Cell) -> None:
     _close(cell)
 
 
-# -- the kernel's primitives for the layers above (exported by agentrio.core) ----------
+# -- the kernel's primitives for the layers above (exported by agentrio.actors) ----------
 
 
 def not_a_ref(func: str, arg: str, value: object) -> NoReturn:
@@ -1003,7 +1003,7 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
 
     ```python
     sub = await sup.spawn(Worker)
-    agentrio.core.link(sub, owner)
+    agentrio.actors.link(sub, owner)
     # or at once, with the owner's privileges (a draining supervisor,
     # its reserved names): sup.spawn_nowait(Worker, owner=owner)
     ```
@@ -1053,7 +1053,7 @@ def interrupt(ref: ActorRef) -> bool:
     again with the same message, before any other (an ask's reply still
     goes to its asker; the message counts as handled once). Nothing is
     restarted and no event is published. As a Trio deadline calls
-    ``cancel()``, a timer calls this: see [`interrupt_after`][agentrio.core.interrupt_after].
+    ``cancel()``, a timer calls this: see [`interrupt_after`][agentrio.actors.interrupt_after].
 
     The handler sees ``trio.Cancelled`` at its next checkpoint; one that
     returns before reaching one is not handled again. A handler that
@@ -1096,7 +1096,7 @@ def withdrawn(ref: ActorRef) -> bool:
 
     True in ``handle`` of a linked ask delivered again because its asker
     was cancelled (or withdrew it:
-    [`PendingAsk.withdraw`][agentrio.core.PendingAsk.withdraw]): no one
+    [`PendingAsk.withdraw`][agentrio.actors.PendingAsk.withdraw]): no one
     waits for the reply, and the actor should wind the work up. False for
     everything else (a tell, an ask whose asker still waits, a first
     delivery). See [`ActorRef.ask`][agentrio.ActorRef.ask].
@@ -1115,7 +1115,7 @@ def begin_stop(ref: ActorRef) -> None:
     [`ActorRef.stop`][agentrio.ActorRef.stop] does, without waiting.
 
     Its mailbox takes nothing more; it handles what is queued, runs
-    ``on_stop`` and exits. ([`wait_exited`][agentrio.core.wait_exited] waits for that.)
+    ``on_stop`` and exits. ([`wait_exited`][agentrio.actors.wait_exited] waits for that.)
 
     Raises:
         InvalidArgument: *ref* is not an [`ActorRef`][agentrio.ActorRef].
@@ -1147,7 +1147,7 @@ def exit_reason(ref: ActorRef) -> ExitReason | None:
 
 async def wait_exited(ref: ActorRef) -> None:
     """Wait until *ref*'s actor has exited, and every actor linked to it
-    ([`link`][agentrio.core.link]).
+    ([`link`][agentrio.actors.link]).
 
     It is a checkpoint; cancelling it stops the waiting, not the actors.
 

@@ -2,8 +2,8 @@
 
 A lone tool call runs in its agent's own task. Giving each call a Trio cancel
 scope with a deadline costs two scope entries per call, about a fifth of an
-agent's whole run at 1,000 agents. Instead the call arms an [`Alarm`][agentrio.core.Alarm]
-here (a push on a heap, [`interrupt_after`][agentrio.core.interrupt_after]) and disarms it when it
+agent's whole run at 1,000 agents. Instead the call arms an [`Alarm`][agentrio.actors.Alarm]
+here (a push on a heap, [`interrupt_after`][agentrio.actors.interrupt_after]) and disarms it when it
 returns (one attribute). The timer task sleeps until the earliest armed
 deadline; when one passes while its alarm is still armed, it interrupts the
 alarm's actor (``actor.interrupt``), as a Trio deadline cancels its
@@ -24,13 +24,13 @@ from .._handles import NoPublicConstructor
 from .actor import ActorRef, _Cell, _interrupt, not_a_ref
 
 if TYPE_CHECKING:
-    from .supervisor import _Supervisor
+    from ..supervisors.supervisor import _Supervisor
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
 
 
 class Alarm(metaclass=NoPublicConstructor):
-    """An armed deadline from [`interrupt_after`][agentrio.core.interrupt_after]: disarm it
+    """An armed deadline from [`interrupt_after`][agentrio.actors.interrupt_after]: disarm it
     when the wait ends in time.
 
     Attributes:
@@ -68,7 +68,7 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
     """Interrupt *ref*'s actor in *seconds*, unless the returned alarm is disarmed first.
 
     At the deadline the runtime's timer task calls
-    [`interrupt`][agentrio.core.interrupt] on the actor, as a Trio deadline calls
+    [`interrupt`][agentrio.actors.interrupt] on the actor, as a Trio deadline calls
     ``cancel()``: the message it is handling then is cut short and handed to
     ``handle`` again, which can tell from ``Alarm.rang`` (or its own
     record of the deadline) that its time ran out. Costs a push on the
@@ -78,7 +78,7 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
     For example, in the actor's ``handle``:
 
     ```python
-    alarm = agentrio.core.interrupt_after(self.ref, 5.0)
+    alarm = agentrio.actors.interrupt_after(self.ref, 5.0)
     if alarm is None:  # no runtime timer: keep a deadline of your own
         with trio.fail_after(5.0):
             await slow_work()
@@ -90,7 +90,7 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
     ```
 
     Returns:
-        The [`Alarm`][agentrio.core.Alarm]; None when the runtime's root supervisor is not
+        The [`Alarm`][agentrio.actors.Alarm]; None when the runtime's root supervisor is not
         running (before ``open_runtime`` has started it, or after it has
         closed): the caller then keeps a deadline of its own.
 
@@ -132,7 +132,7 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
 
 class Timers:
     """The runtime's timer task and its heap of ``(deadline, seq, alarm)``
-    ([`interrupt_after`][agentrio.core.interrupt_after] pushes on it)."""
+    ([`interrupt_after`][agentrio.actors.interrupt_after] pushes on it)."""
 
     __slots__ = ("_heap", "_live", "_root", "_running", "_seq", "_sleep")
 

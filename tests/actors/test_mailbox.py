@@ -11,7 +11,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrio.core.mailbox import Mailbox
+from agentrio.actors.mailbox import Mailbox
 
 
 async def test_fifo_and_capacity() -> None:

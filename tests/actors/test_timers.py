@@ -11,8 +11,8 @@ import trio
 import trio.testing
 
 import agentrio
-from agentrio.core import Alarm, interrupt_after
-from agentrio.core.timers import Timers
+from agentrio.actors import Alarm, interrupt_after
+from agentrio.actors.timers import Timers
 
 if TYPE_CHECKING:
     from conftest import TaskTracker

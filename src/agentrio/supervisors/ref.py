@@ -8,8 +8,7 @@ import msgspec
 import trio
 
 from .._handles import NoPublicConstructor
-from ..errors import UnknownName
-from .actor import (
+from ..actors.actor import (
     Actor,
     ActorRef,
     InlineActor,
@@ -18,6 +17,7 @@ from .actor import (
     cancel_cell,
     stop_cell,
 )
+from ..errors import UnknownName
 from .restart import Backoff, Strategy
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     Made by [`spawn_supervisor`][agentrio.SupervisorRef.spawn_supervisor], and returned by
     ``lookup_supervisor`` and ``children``; the runtime itself is the root
-    supervisor (a [`Tree`][agentrio.core.Tree]'s root). Agents, helpers and maps
+    supervisor (a [`Tree`][agentrio.supervisors.Tree]'s root). Agents, helpers and maps
     are spawned through the runtime, under a supervisor of choice:
     ``rt.spawn_agent(spec, under=team)``. No public constructor.
     """
@@ -111,7 +111,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
             restart: ``"permanent"`` (restarted after a crash, and after it
                 stops itself), ``"transient"`` (restarted after a crash only)
                 or ``"temporary"`` (never restarted).
-            owner: an actor to [`link`][agentrio.core.link] the new one to
+            owner: an actor to [`link`][agentrio.actors.link] the new one to
                 (it then ends after its owner), a child of this supervisor
                 (as for ``link``). An owned actor may also be
                 spawned while this supervisor stops gracefully (its owner may
@@ -162,8 +162,8 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         a = team.spawn_nowait(Echo, name="a")
         context = team.spawn_nowait(Echo, name="a.context", owner=a)
         await a.stop()
-        await agentrio.core.wait_exited(a)  # and what it owns: context stops after it
-        assert agentrio.core.exit_reason(context) == "stopped"
+        await agentrio.actors.wait_exited(a)  # and what it owns: context stops after it
+        assert agentrio.actors.exit_reason(context) == "stopped"
         ```
         """
         return self._sup.spawn_actor(actor_class, args, name, mailbox, restart, owner).ref
@@ -302,7 +302,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Its children end with reason ``"cancelled"``; it is not restarted.
         It is [`closed`][agentrio.SupervisorRef.closed] from the call on.
         On a tree's root, the whole tree is cancelled (see
-        [`Tree.cancel`][agentrio.core.Tree.cancel]).
+        [`Tree.cancel`][agentrio.supervisors.Tree.cancel]).
         """
         if self._cell is None:
             cancel_root(self._sup)

@@ -870,7 +870,7 @@ async def test_at_the_deadline_an_owner_still_exits_before_what_it_owns(
 async def test_restarts_and_escalations_are_logged_without_the_error_text(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="agentrio.core.supervisor")
+    caplog.set_level(logging.DEBUG, logger="agentrio.supervisors.supervisor")
     backoff = Backoff(initial=2, factor=2, maximum=5)
     async with agentrio.open_runtime(max_restarts=5, backoff=backoff) as rt:
         team = await rt.spawn_supervisor(
@@ -883,7 +883,7 @@ async def test_restarts_and_escalations_are_logged_without_the_error_text(
         once = await rt.spawn(Worker, [], name="once", restart="temporary")
         await _crash(once, "secret text 3")
         await trio.testing.wait_all_tasks_blocked()
-    records = [r for r in caplog.records if r.name == "agentrio.core.supervisor"]
+    records = [r for r in caplog.records if r.name == "agentrio.supervisors.supervisor"]
     assert [(r.levelno, r.getMessage()) for r in records] == [
         (
             logging.WARNING,

@@ -5,7 +5,7 @@ buffer; when it is full the event is dropped for that subscriber only and
 counted, and the subscriber later receives one [`EventsLost`][agentrio.events.EventsLost] with the
 count, in the place where the events went missing.
 
-Drops are logged on the ``agentrio.core.bus`` logger: a WARNING when a
+Drops are logged on the ``agentrio.actors.bus`` logger: a WARNING when a
 subscriber starts dropping events, then none for it until it has gone
 ``QUIET`` seconds without a drop (a subscriber always behind logs once, not
 once per event); each ``EventsLost`` at DEBUG, with its count.
@@ -28,7 +28,7 @@ from ..messages import Event, EventsLost
 
 __all__ = ["EventBus", "EventStream"]
 
-_log = logging.getLogger("agentrio.core.bus")
+_log = logging.getLogger("agentrio.actors.bus")
 QUIET = 10.0  # seconds without a drop before a subscriber's next drop is logged again
 
 
@@ -152,7 +152,7 @@ class _Sink:
 
 class EventBus:
     """Fans events out to bounded subscribers: a tree's bus
-    ([`Tree.bus`][agentrio.core.Tree]; the runtime's is its tree's).
+    ([`Tree.bus`][agentrio.supervisors.Tree]; the runtime's is its tree's).
 
     The kernel publishes its events on it (actors started, exited,
     restarted, dead letters...), and the layers above publish theirs on

@@ -21,7 +21,7 @@ from agentrio import (
     AskTimeout,
     InvalidArgument,
 )
-from agentrio.core.actor import LOGGED_DEAD_LETTERS
+from agentrio.actors.actor import LOGGED_DEAD_LETTERS
 from agentrio.errors import MailboxFull, NotAMessage, RestartIntensityExceeded, SelfAsk
 from agentrio.events import (
     ActorExited,
@@ -1133,7 +1133,7 @@ async def test_a_tell_to_itself_is_handled_right_after_and_an_ask_raises_self_as
         def handle(self, msg: agentrio.Message) -> object:
             # ask() is async and a plain handle cannot await it: this is the
             # ask as the runtime delivers it, to an actor that is busy.
-            from agentrio.core.actor import deliver
+            from agentrio.actors.actor import deliver
 
             try:
                 deliver(self.ref._cell, Get(), asked=True)
@@ -1221,7 +1221,7 @@ async def test_a_cycle_of_inline_tells_is_handled_in_order_without_a_crash(
 
 
 async def test_an_uncaught_self_ask_crashes_the_inline_actor(record_events: RecordEvents) -> None:
-    from agentrio.core.actor import deliver
+    from agentrio.actors.actor import deliver
 
     class Asker(agentrio.InlineActor[agentrio.Message]):
         def handle(self, msg: agentrio.Message) -> object:
@@ -1434,7 +1434,7 @@ async def test_spawn_rejects_what_is_neither_actor_nor_inline_actor(actor_class:
 async def test_the_first_dead_letters_are_logged_then_only_counted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="agentrio.core.actor")
+    caplog.set_level(logging.DEBUG, logger="agentrio.actors.actor")
     async with agentrio.open_runtime() as rt:
         ref = await rt.spawn(Recorder, name="gone", restart="temporary")
         with pytest.raises(ActorCrashed):
@@ -1444,7 +1444,7 @@ async def test_the_first_dead_letters_are_logged_then_only_counted(
             with pytest.raises(ActorStopped):
                 ref.send_nowait(Put(n=4242))
         assert rt.statistics().dead_letters == LOGGED_DEAD_LETTERS + 6
-    records = [r for r in caplog.records if r.name == "agentrio.core.actor"]
+    records = [r for r in caplog.records if r.name == "agentrio.actors.actor"]
     lines = [r.getMessage() for r in records]
     line = "dead letter: a Put for 'gone' was not handled (crashed)"
     assert lines == [line] * (LOGGED_DEAD_LETTERS - 2) + [

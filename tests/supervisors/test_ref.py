@@ -285,10 +285,10 @@ async def test_an_owned_actor_ends_after_its_owner(
             owned = rt.spawn_nowait(Echo, name="owned", owner=owner)
             inline = rt.spawn_nowait(Tally, name="tally", owner=owned)
         with pytest.raises(InvalidArgument, match="linked to 'owner' already"):
-            agentrio.core.link(owned, inline)  # it is linked: to its owner
+            agentrio.actors.link(owned, inline)  # it is linked: to its owner
         await owner.stop()
-        await agentrio.core.wait_exited(owner)  # (and what it owns)
-        assert [agentrio.core.exit_reason(r) for r in (owner, owned, inline)] == ["stopped"] * 3
+        await agentrio.actors.wait_exited(owner)  # (and what it owns)
+        assert [agentrio.actors.exit_reason(r) for r in (owner, owned, inline)] == ["stopped"] * 3
         await trio.testing.wait_all_tasks_blocked()
     assert _exits(events) == [("owner", "stopped"), ("owned", "stopped"), ("tally", "stopped")]
 
