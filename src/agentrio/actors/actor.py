@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, Protocol, TypeVar
 
 import msgspec
 import outcome
@@ -42,13 +42,14 @@ from .mailbox import Mailbox
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
-    from ..supervisors.supervisor import _Supervisor
+    from .bus import EventBus
 
 __all__ = [
     "Actor",
     "ActorRef",
     "ActorStatistics",
     "InlineActor",
+    "Parent",
     "PendingAsk",
     "RestartPolicy",
     "begin_stop",
@@ -296,6 +297,57 @@ class _Ask:
         return trio.lowlevel.Abort.SUCCEEDED
 
 
+class Shared(Protocol):
+    """What every supervisor of one tree shares, as an actor sees it."""
+
+    dead_letters: int
+
+    @property
+    def timers(self) -> object:
+        """The tree's ``timers.Timers`` (None until the tree is made)."""
+
+
+class Parent(Protocol):
+    """A supervisor, as the actors it holds see it (``_Cell.parent``, ``_Cell.sup``).
+
+    The kernel's one look upward, declared here and met by
+    ``supervisors.supervisor._Supervisor`` (as trio's core reaches its runner): an
+    actor tells its supervisor of an inline child's crash, restart and stop, and of
+    an end, and reads the tree's bus, counts and timer task; it imports nothing of
+    ``agentrio.supervisors``.
+    """
+
+    path: str
+    stopping: bool
+
+    @property
+    def bus(self) -> EventBus:
+        """The tree's event bus."""
+
+    @property
+    def shared(self) -> Shared:
+        """What every supervisor of the tree shares."""
+
+    @property
+    def nursery(self) -> trio.Nursery | None:
+        """Where its children's tasks run (None while it does not run)."""
+
+    def begin_stop(self) -> None:
+        """Begin a graceful stop of this supervisor (and so of its children)."""
+
+    def remake_inline(self, cell: _Cell) -> None:
+        """Restart inline child *cell* now: a fresh instance."""
+
+    def inline_crashed(self, cell: _Cell, msg: object, exc: Exception) -> None:
+        """Inline child *cell* raised handling *msg*: apply its restart policy."""
+
+    def stop_inline(self, cell: _Cell) -> None:
+        """Stop inline child *cell* gracefully."""
+
+    def finalize(self, cell: _Cell, reason: ExitReason) -> None:
+        """End child *cell* for good."""
+
+
 class _Cell:
     """Everything the runtime holds for one child slot (an actor or a supervisor).
 
@@ -337,13 +389,13 @@ class _Cell:
 
     def __init__(
         self,
-        parent: _Supervisor,
+        parent: Parent,
         name: str,
         factory: Callable[..., Actor[Any] | InlineActor[Any]] | None,
         args: tuple[object, ...],
         capacity: int,
         restart: RestartPolicy,
-        sup: _Supervisor | None = None,
+        sup: Parent | None = None,
     ) -> None:
         self.parent = parent
         self.name = name

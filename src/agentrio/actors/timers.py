@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import TYPE_CHECKING
 
 import trio
 
 from .._checks import check_seconds
 from .._handles import NoPublicConstructor
-from .actor import ActorRef, _Cell, _interrupt, not_a_ref
-
-if TYPE_CHECKING:
-    from ..supervisors.supervisor import _Supervisor
+from .actor import ActorRef, Parent, _Cell, _interrupt, not_a_ref
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
 
@@ -106,7 +102,7 @@ def interrupt_after(ref: ActorRef, seconds: float) -> Alarm | None:
         check_seconds("seconds", seconds)  # (raises)
     cell = ref._cell
     timers = cell.parent.shared.timers
-    if timers is None:
+    if type(timers) is not Timers:  # (None: no tree's timer task)
         return None
     # (Timers' arming, inlined: one call less for every lone tool call.)
     if not timers._running and not timers._start():
@@ -136,7 +132,7 @@ class Timers:
 
     __slots__ = ("_heap", "_live", "_root", "_running", "_seq", "_sleep")
 
-    def __init__(self, root: _Supervisor) -> None:
+    def __init__(self, root: Parent) -> None:
         self._root = root
         self._heap: list[tuple[float, int, Alarm]] = []
         self._live = 0

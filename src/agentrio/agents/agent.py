@@ -21,8 +21,8 @@ import trio
 from .._checks import check_int, check_name, check_timeout, short_repr
 from .._handles import NoPublicConstructor, create
 from .._text import scrub
-from ..actors.actor import Actor, ActorRef, ActorStatistics
 from ..actors import exit_reason, withdrawn
+from ..actors.actor import Actor, ActorRef, ActorStatistics
 from ..errors import (
     ActorCrashed,
     ActorError,

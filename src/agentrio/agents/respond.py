@@ -27,8 +27,8 @@ import attrs
 import trio
 
 from .._handles import NoPublicConstructor, create
-from ..actors.actor import Actor, ActorRef
 from ..actors import PendingAsk, exit_reason, wait_exited
+from ..actors.actor import Actor, ActorRef
 from ..errors import ActorError, ActorStopped, InvalidArgument, RuntimeClosed
 from ..messages import PhaseResult, Routed, RunPhase
 from .modes import Mode

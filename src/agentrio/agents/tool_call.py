@@ -48,9 +48,9 @@ from .policy import (
 from .tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid, result_parts
 
 if TYPE_CHECKING:
+    from ..actors import Alarm
     from ..actors.actor import ActorRef
     from ..actors.bus import EventBus
-    from ..actors import Alarm
 
 
 class Journal(Protocol):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 import trio
 
-from .._handles import NoPublicConstructor
+from .._handles import NoPublicConstructor, create
 from ..actors.actor import (
     Actor,
     ActorRef,
@@ -19,6 +19,7 @@ from ..actors.actor import (
 )
 from ..errors import UnknownName
 from .restart import Backoff, Strategy
+from .supervisor import sup_of
 
 if TYPE_CHECKING:
     from .supervisor import _Supervisor
@@ -226,13 +227,14 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         sup = self._sup.spawn_supervisor(
             name,
             restart,
+            _make_ref,
             strategy=strategy,
             max_restarts=max_restarts,
             period=period,
             backoff=backoff,
             shutdown_timeout=shutdown_timeout,
         )
-        return sup.ref
+        return _ref_of(sup)
 
     def lookup(self, name: str) -> ActorRef:
         """Return the live actor called *name* (a ``"/"``-separated path below this one).
@@ -260,7 +262,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         cell = self._sup.find(name)
         if cell.sup is None:
             raise UnknownName(f"{cell.path!r} is an actor: use lookup()")
-        return cell.sup.ref
+        return _ref_of(sup_of(cell))
 
     def children(self) -> list[ActorRef | SupervisorRef]:
         """The live direct children, in the order they were spawned.
@@ -268,7 +270,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         Suspended children are included; children that have ended are not.
         """
         return [
-            c.sup.ref if c.sup is not None else c.ref
+            _ref_of(sup_of(c)) if c.sup is not None else c.ref
             for c in self._sup.children.values()
             if c.state != "exited"
         ]
@@ -312,8 +314,49 @@ class SupervisorRef(metaclass=NoPublicConstructor):
     def statistics(self) -> SupervisorStatistics:
         """A snapshot of this supervisor's subtree."""
         if self._cell is None:
-            return self._sup.statistics(root_state(self._sup))
-        return self._sup.statistics(self._cell.state)
+            return _statistics(self._sup, root_state(self._sup))
+        return _statistics(self._sup, self._cell.state)
+
+
+def _make_ref(sup: _Supervisor, cell: _Cell) -> SupervisorRef:
+    """A child supervisor's handle."""
+    return create(SupervisorRef, sup, cell)
+
+
+def _ref_of(sup: _Supervisor) -> SupervisorRef:
+    """The handle of *sup* (made with it: by ``_make_ref``, or by its tree)."""
+    return cast(SupervisorRef, sup.ref)
+
+
+def _statistics(sup: _Supervisor, state: str) -> SupervisorStatistics:
+    """A snapshot of *sup*'s subtree, its own state being *state*."""
+    children = actors = supervisors = handled = restarts = waiting = 0
+    for cell in sup.children.values():
+        children += 1
+        restarts += cell.restarts
+        if cell.sup is not None:
+            sub = _statistics(sup_of(cell), cell.state)
+            supervisors += 1 + sub.supervisors
+            actors += sub.actors
+            handled += sub.messages_handled
+            restarts += sub.restarts
+            waiting += sub.mailbox_size
+        else:
+            actors += 1
+            handled += cell.handled
+            if cell.mailbox is not None and cell.state != "exited":
+                waiting += len(cell.mailbox)
+    return SupervisorStatistics(
+        path=sup.path,
+        state=state,
+        children=children,
+        actors=actors,
+        supervisors=supervisors,
+        messages_handled=handled,
+        restarts=restarts,
+        mailbox_size=waiting,
+        dead_letters=sup.shared.dead_letters,
+    )
 
 
 def root_state(sup: _Supervisor) -> str:

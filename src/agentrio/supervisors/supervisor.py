@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import trio
 
 from .._checks import check_int, check_name, check_seconds
-from .._handles import create
 from .._log import log_extra
 from ..actors.actor import (
     _INTERRUPTED,
@@ -57,14 +56,22 @@ from ..messages import (
     ExitReason,
     SupervisorEscalated,
 )
-from .ref import SupervisorRef, SupervisorStatistics
 from .restart import STRATEGIES, Backoff, RestartIntensity, Strategy
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..actors.bus import EventBus
     from ..actors.timers import Timers
 
 __all__: list[str] = []  # the public names are in restart.py and ref.py
+
+
+def sup_of(cell: _Cell) -> _Supervisor:
+    """The supervisor a supervisor's cell holds (``cell.sup``: typed as the
+    actors' ``Parent``, the kernel's look upward, and always a ``_Supervisor``)."""
+    return cast("_Supervisor", cell.sup)
+
 
 # Restarts after a crash and escalations (the exception's type, never its text:
 # it may quote a message's content).
@@ -157,7 +164,9 @@ class _Supervisor:
         self.closed = False
         self.served = False  # has serve() run before (is this a restart)?
         self._names = itertools.count(1)
-        self.ref: SupervisorRef = create(SupervisorRef, self, None)
+        # Its handle (a SupervisorRef, or the tree's root ref class), made by
+        # supervisors.ref, the layer above this state: set by whoever makes it.
+        self.ref: object = None
 
     # -- the supervisor's task -------------------------------------------------
 
@@ -316,7 +325,7 @@ class _Supervisor:
                             actor = cast("Actor[Any] | None", self._make(cell))
                             if actor is None:
                                 self._started(cell)
-                                await cell.sup.serve()  # type: ignore[union-attr]
+                                await sup_of(cell).serve()
                             else:
                                 await actor.on_start()
                                 self._started(cell)
@@ -566,7 +575,7 @@ class _Supervisor:
         cell.state = "exited"
         cell.instance = None
         if cell.sup is not None:
-            cell.sup.finalize_all(reason)
+            sup_of(cell).finalize_all(reason)
         else:
             drain(cell, reason)
         if self.children.get(cell.name) is cell:
@@ -653,14 +662,21 @@ class _Supervisor:
         self._adopt(cell)
         return cell
 
-    def spawn_supervisor(self, name: object, restart: object, **options: Any) -> _Supervisor:
+    def spawn_supervisor(
+        self,
+        name: object,
+        restart: object,
+        make_ref: Callable[[_Supervisor, _Cell], object],
+        **options: Any,
+    ) -> _Supervisor:
+        """Make and start a child supervisor; *make_ref* makes its handle (before it starts)."""
         _check_choice("restart", restart, RESTART_POLICIES)
         self.check_open()
         checked = self._new_name("supervisor", name)
         path = f"{self.path}/{checked}" if self.path else checked
         sup = _Supervisor(path, bus=self.bus, shared=self.shared, **options)
         cell = _Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
-        sup.ref = create(SupervisorRef, sup, cell)
+        sup.ref = make_ref(sup, cell)
         self._adopt(cell)
         return sup
 
@@ -686,34 +702,5 @@ class _Supervisor:
                 return cell
             if cell.sup is None:
                 raise UnknownName(f"{cell.path!r} is an actor, not a supervisor: cannot look in it")
-            sup = cell.sup
+            sup = sup_of(cell)
         raise AssertionError("unreachable")
-
-    def statistics(self, state: str) -> SupervisorStatistics:
-        children = actors = supervisors = handled = restarts = waiting = 0
-        for cell in self.children.values():
-            children += 1
-            restarts += cell.restarts
-            if cell.sup is not None:
-                sub = cell.sup.statistics(cell.state)
-                supervisors += 1 + sub.supervisors
-                actors += sub.actors
-                handled += sub.messages_handled
-                restarts += sub.restarts
-                waiting += sub.mailbox_size
-            else:
-                actors += 1
-                handled += cell.handled
-                if cell.mailbox is not None and cell.state != "exited":
-                    waiting += len(cell.mailbox)
-        return SupervisorStatistics(
-            path=self.path,
-            state=state,
-            children=children,
-            actors=actors,
-            supervisors=supervisors,
-            messages_handled=handled,
-            restarts=restarts,
-            mailbox_size=waiting,
-            dead_letters=self.shared.dead_letters,
-        )
