@@ -8,7 +8,7 @@ An import is read wherever it is written: at module level, inside functions and
 methods, in class bodies, under ``if TYPE_CHECKING:``, in ``try``/``except``. Each
 ``import a.b.c`` names module ``a.b.c``; each ``from m import n`` names module ``m.n``
 if that is a module on disk (``from agentrio.actors import actor``), else the name ``n``
-of module ``m`` (``from agentrio.actors.actor import _Cell``). Relative imports of any
+of module ``m`` (``from agentrio.actors.actor import _Ask``). Relative imports of any
 level are resolved against the importing module's package. Parent packages, which
 Python also runs (``agentrio/__init__.py`` for every import of agentrio), are not
 counted: they would put every module in one cycle with the top package.

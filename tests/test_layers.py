@@ -59,12 +59,6 @@ CYCLES_WITHIN_PACKAGES = [
         "agentrio.agents.respond",
         "agentrio.agents.services",
     ],
-    [
-        "agentrio.actors.actor",
-        "agentrio.supervisors.ref",
-        "agentrio.supervisors.supervisor",
-        "agentrio.actors.timers",
-    ],
     ["agentrio.providers._http11", "agentrio.providers.transport"],
 ]
 

@@ -1,6 +1,6 @@
 """The actor base class, actor references and the serve loop (the mailbox is mailbox.py).
 
-The hot path is ``ActorRef.send`` -> `Mailbox` -> ``_serve`` ->
+The hot path is ``ActorRef.send`` -> `Mailbox` -> ``serve_cell`` ->
 ``handle``. A tell puts the message itself in the mailbox (no envelope); an ask
 puts a small `_Ask` slot that the serve loop settles by rescheduling the
 waiting task directly, so a reply needs no second channel. Statistics are
@@ -73,10 +73,10 @@ RESTART_POLICIES: frozenset[str] = frozenset(("permanent", "transient", "tempora
 _log = logging.getLogger("agentrio.actors.actor")
 LOGGED_DEAD_LETTERS = 10
 
-# _Cell.serving: where an actor's task is, for interrupt().
-_OUT = 0  # outside the serve loop: starting, in on_stop, no task (inline, a supervisor)
-_SERVING = 1  # in the serve loop
-_INTERRUPTED = 2  # in it, and interrupted: the message in hand is delivered again
+# Cell.serving: where an actor's task is, for interrupt().
+OUT = 0  # outside the serve loop: starting, in on_stop, no task (inline, a supervisor)
+SERVING = 1  # in the serve loop
+INTERRUPTED = 2  # in it, and interrupted: the message in hand is delivered again
 
 
 class Actor(Generic[MsgT]):
@@ -252,7 +252,7 @@ class _Ask:
 
     __slots__ = ("abandoned", "cancel", "handling", "linked", "msg", "outcome", "task", "waiting")
 
-    def __init__(self, msg: Message, task: trio.lowlevel.Task, linked: _Cell | None = None) -> None:
+    def __init__(self, msg: Message, task: trio.lowlevel.Task, linked: Cell | None = None) -> None:
         self.msg = msg
         self.task = task
         self.outcome: outcome.Outcome[object] | None = None
@@ -308,7 +308,7 @@ class Shared(Protocol):
 
 
 class Parent(Protocol):
-    """A supervisor, as the actors it holds see it (``_Cell.parent``, ``_Cell.sup``).
+    """A supervisor, as the actors it holds see it (``Cell.parent``, ``Cell.sup``).
 
     The kernel's one look upward, declared here and met by
     ``supervisors.supervisor._Supervisor`` (as trio's core reaches its runner): an
@@ -335,20 +335,20 @@ class Parent(Protocol):
     def begin_stop(self) -> None:
         """Begin a graceful stop of this supervisor (and so of its children)."""
 
-    def remake_inline(self, cell: _Cell) -> None:
+    def remake_inline(self, cell: Cell) -> None:
         """Restart inline child *cell* now: a fresh instance."""
 
-    def inline_crashed(self, cell: _Cell, msg: object, exc: Exception) -> None:
+    def inline_crashed(self, cell: Cell, msg: object, exc: Exception) -> None:
         """Inline child *cell* raised handling *msg*: apply its restart policy."""
 
-    def stop_inline(self, cell: _Cell) -> None:
+    def stop_inline(self, cell: Cell) -> None:
         """Stop inline child *cell* gracefully."""
 
-    def finalize(self, cell: _Cell, reason: ExitReason) -> None:
+    def finalize(self, cell: Cell, reason: ExitReason) -> None:
         """End child *cell* for good."""
 
 
-class _Cell:
+class Cell:
     """Everything the runtime holds for one child slot (an actor or a supervisor).
 
     The cell outlives incarnations: restarts swap `instance` but keep the
@@ -423,10 +423,10 @@ class _Cell:
         self.state = "running"
         self.stop_reason: ExitReason = "stopped"
         self.cancel_requested = False
-        # Where the task is, for interrupt(): outside the serve loop (_OUT:
-        # starting, stopping, or no task at all), in it (_SERVING), or in it and
-        # interrupted (_INTERRUPTED: the message in hand is delivered again).
-        self.serving = _OUT
+        # Where the task is, for interrupt(): outside the serve loop (OUT:
+        # starting, stopping, or no task at all), in it (SERVING), or in it and
+        # interrupted (INTERRUPTED: the message in hand is delivered again).
+        self.serving = OUT
         self.restart_pending = False
         self.self_stopped = False
         # The message whose handling was cut short: by an interrupt (it is
@@ -437,8 +437,8 @@ class _Cell:
         # A linked cell (an agent's context, a subagent: see link()) is stopped
         # by its owner's exit, not by its supervisor's shutdown, so it outlives
         # its owner's last use.
-        self.owner: _Cell | None = None
-        self.dependents: list[_Cell] | None = None
+        self.owner: Cell | None = None
+        self.dependents: list[Cell] | None = None
         # The Trio task running this child: a self-ask (which could never be
         # answered) is an ask from this task.
         self.task: trio.lowlevel.Task | None = None
@@ -447,7 +447,7 @@ class _Cell:
         self.ref: ActorRef = object.__new__(ActorRef)
         self.ref._cell = self
 
-    def own(self, child: _Cell) -> None:
+    def own(self, child: Cell) -> None:
         """Make *child* this cell's: it ends after this one (see [`link`][agentrio.actors.link])."""
         child.owner = self
         deps = self.dependents
@@ -501,7 +501,12 @@ class _Cell:
         await self.exited.wait()
 
 
-async def _serve(cell: _Cell, actor: Actor[Any]) -> None:
+def cell_of(ref: ActorRef) -> Cell:
+    """The cell behind *ref* (for the supervisors, which hold the cells)."""
+    return ref._cell
+
+
+async def serve_cell(cell: Cell, actor: Actor[Any]) -> None:
     """The actor loop: one message at a time until the mailbox is closed and drained.
 
     A message in ``cell.held`` was interrupted (see [`interrupt`][agentrio.actors.interrupt]): it is
@@ -510,7 +515,7 @@ async def _serve(cell: _Cell, actor: Actor[Any]) -> None:
     """
     mailbox = cell.mailbox
     assert mailbox is not None
-    cell.serving = _SERVING
+    cell.serving = SERVING
     ACTOR_PATH.set(cell.path)  # (the task's own context: who its log records are about)
     # (No locals for mailbox.receive or actor.handle: a bound method kept on
     # each idle actor's frame is one more object for the cyclic GC to walk.)
@@ -556,7 +561,7 @@ async def _serve(cell: _Cell, actor: Actor[Any]) -> None:
             item = None
     except trio.EndOfChannel:
         if item is None:  # from receive: closed and drained, a graceful stop
-            cell.serving = _OUT
+            cell.serving = OUT
             return
         cell.held = item
         raise
@@ -585,7 +590,7 @@ class ActorRef(metaclass=NoPublicConstructor):
 
     __slots__ = ("_cell",)
 
-    def __init__(self, cell: _Cell) -> None:
+    def __init__(self, cell: Cell) -> None:
         self._cell = cell
 
     @property
@@ -782,7 +787,7 @@ class ActorRef(metaclass=NoPublicConstructor):
         )
 
 
-async def _ask(cell: _Cell, msg: Message, task: trio.lowlevel.Task, linked: bool) -> object:
+async def _ask(cell: Cell, msg: Message, task: trio.lowlevel.Task, linked: bool) -> object:
     """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask])."""
     await trio.lowlevel.checkpoint_if_cancelled()
     if cell.inline:
@@ -805,14 +810,14 @@ async def _ask(cell: _Cell, msg: Message, task: trio.lowlevel.Task, linked: bool
 
 
 async def _ask_within(
-    cell: _Cell, msg: Message, task: trio.lowlevel.Task, linked: bool, timeout: float
+    cell: Cell, msg: Message, task: trio.lowlevel.Task, linked: bool, timeout: float
 ) -> object:
     with trio.move_on_after(timeout):
         return await _ask(cell, msg, task, linked)
     raise AskTimeout(f"no reply from {cell.path!r} within {timeout} s", path=cell.path)
 
 
-async def _put(cell: _Cell, ask: _Ask) -> None:
+async def _put(cell: Cell, ask: _Ask) -> None:
     """Put *ask* in *cell*'s mailbox, waiting for room."""
     mailbox = cell.mailbox
     assert mailbox is not None
@@ -900,7 +905,7 @@ def _withdrawn_error() -> InvalidArgument:
     )
 
 
-def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
+def deliver(cell: Cell, msg: Message, *, asked: bool) -> object:
     """Have inline actor *cell* handle *msg* now; its reply (None for a tell).
 
     A crash is handed to the supervisor; the asker (not a teller) is told.
@@ -947,7 +952,7 @@ def deliver(cell: _Cell, msg: Message, *, asked: bool) -> object:
     return reply
 
 
-def _handle_inline(cell: _Cell, msg: Message, asked: bool) -> object:
+def _handle_inline(cell: Cell, msg: Message, asked: bool) -> object:
     actor = cell.instance
     assert isinstance(actor, InlineActor)
     try:
@@ -961,7 +966,7 @@ def _handle_inline(cell: _Cell, msg: Message, asked: bool) -> object:
     return reply
 
 
-def _crashed(cell: _Cell, msg: Message, exc: BaseException) -> ActorCrashed:
+def _crashed(cell: Cell, msg: Message, exc: BaseException) -> ActorCrashed:
     return ActorCrashed(
         f"actor {cell.path!r} crashed handling {type(msg).__name__}: {exc!r}",
         path=cell.path,
@@ -969,7 +974,7 @@ def _crashed(cell: _Cell, msg: Message, exc: BaseException) -> ActorCrashed:
     )
 
 
-def _refuse(cell: _Cell, msg: Message) -> NoReturn:
+def _refuse(cell: Cell, msg: Message) -> NoReturn:
     if cell.state != "exited":  # crashed, and left for its supervisor's restart
         cell.dead_letter(msg, "crashed")
         raise ActorStopped(
@@ -981,12 +986,12 @@ def _refuse(cell: _Cell, msg: Message) -> NoReturn:
     raise cell.stopped_error(msg)
 
 
-def _close(cell: _Cell) -> None:
+def _close(cell: Cell) -> None:
     if cell.mailbox is not None:
         cell.mailbox.close()
 
 
-def stop_cell(cell: _Cell) -> None:
+def stop_cell(cell: Cell) -> None:
     """Begin a graceful stop of *cell* (an actor or a supervisor)."""
     if cell.state in ("exited", "stopping"):
         return
@@ -999,7 +1004,7 @@ def stop_cell(cell: _Cell) -> None:
         _close(cell)
 
 
-def cancel_cell(cell: _Cell) -> None:
+def cancel_cell(cell: Cell) -> None:
     """Cancel *cell* now (an actor or a supervisor); it is not restarted."""
     if cell.state == "exited":
         return
@@ -1083,7 +1088,7 @@ def link(owned: ActorRef, owner: ActorRef) -> None:
         )
     if child.owner is not None:
         raise InvalidArgument(f"{child.path!r} is linked to {child.owner.path!r} already")
-    above: _Cell | None = cell
+    above: Cell | None = cell
     while above is not None:
         if above is child:
             raise InvalidArgument(f"linking {child.path!r} to {cell.path!r} would make a cycle")
@@ -1124,10 +1129,10 @@ def interrupt(ref: ActorRef) -> bool:
     return _interrupt(ref._cell)
 
 
-def _interrupt(cell: _Cell) -> bool:
+def _interrupt(cell: Cell) -> bool:
     serving = cell.serving
-    if serving != _SERVING:
-        return serving == _INTERRUPTED
+    if serving != SERVING:
+        return serving == INTERRUPTED
     scope = cell.scope
     mailbox = cell.mailbox
     if (
@@ -1138,7 +1143,7 @@ def _interrupt(cell: _Cell) -> bool:
         or cell.restart_pending
     ):
         return False
-    cell.serving = _INTERRUPTED
+    cell.serving = INTERRUPTED
     scope.cancel()
     return True
 
@@ -1211,13 +1216,13 @@ async def wait_exited(ref: ActorRef) -> None:
     await _gone(ref._cell)
 
 
-async def _gone(cell: _Cell) -> None:
+async def _gone(cell: Cell) -> None:
     await cell.wait_exited()
     for dependent in cell.dependents or ():
         await _gone(dependent)
 
 
-def fail_item(cell: _Cell, item: object, reason: str, exc: BaseException | None) -> None:
+def fail_item(cell: Cell, item: object, reason: str, exc: BaseException | None) -> None:
     """Settle one undelivered or crashing mailbox item: dead letter, and fail its asker."""
     if item is None:
         return
@@ -1248,7 +1253,7 @@ def _dead_letter_logged(path: str, msg: object, reason: str, count: int) -> None
     )
 
 
-def drain(cell: _Cell, reason: str) -> None:
+def drain(cell: Cell, reason: str) -> None:
     """Close *cell*'s mailbox for good and settle everything still in it."""
     mailbox = cell.mailbox
     if mailbox is None:
@@ -1262,7 +1267,7 @@ def drain(cell: _Cell, reason: str) -> None:
         fail_item(cell, item, reason, None)
 
 
-def reopen(cell: _Cell) -> None:
+def reopen(cell: Cell) -> None:
     """Give a restarted actor that had closed its own mailbox a fresh one."""
     drain(cell, "stopped")
     cell.mailbox = Mailbox(cell.capacity)

@@ -126,7 +126,7 @@ class Mailbox:
     async def receive(self) -> object:
         """Take the next item, waiting for one; ``trio.EndOfChannel`` once closed and empty.
 
-        (The actor loop, ``_serve``, does the same with `receive_nowait`
+        (The actor loop, ``serve_cell``, does the same with `receive_nowait`
         and `park` itself, to keep this coroutine off idle actors' stacks.)
         """
         await checkpoint_if_cancelled()

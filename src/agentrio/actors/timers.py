@@ -20,7 +20,7 @@ import trio
 
 from .._checks import check_seconds
 from .._handles import NoPublicConstructor
-from .actor import ActorRef, Parent, _Cell, _interrupt, not_a_ref
+from .actor import ActorRef, Cell, Parent, _interrupt, not_a_ref
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
 
@@ -37,9 +37,9 @@ class Alarm(metaclass=NoPublicConstructor):
 
     __slots__ = ("_cell", "_timers", "deadline", "rang")
 
-    def __init__(self, timers: Timers, cell: _Cell, deadline: float) -> None:
+    def __init__(self, timers: Timers, cell: Cell, deadline: float) -> None:
         self._timers = timers
-        self._cell: _Cell | None = cell  # None once it has rung or been disarmed
+        self._cell: Cell | None = cell  # None once it has rung or been disarmed
         self.deadline = deadline
         self.rang = False
 

@@ -11,9 +11,9 @@ from .._handles import NoPublicConstructor, create
 from ..actors.actor import (
     Actor,
     ActorRef,
+    Cell,
     InlineActor,
     RestartPolicy,
-    _Cell,
     cancel_cell,
     stop_cell,
 )
@@ -66,7 +66,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
 
     __slots__ = ("_cell", "_sup")
 
-    def __init__(self, sup: _Supervisor, cell: _Cell | None) -> None:
+    def __init__(self, sup: _Supervisor, cell: Cell | None) -> None:
         self._sup = sup
         self._cell = cell
 
@@ -318,7 +318,7 @@ class SupervisorRef(metaclass=NoPublicConstructor):
         return _statistics(self._sup, self._cell.state)
 
 
-def _make_ref(sup: _Supervisor, cell: _Cell) -> SupervisorRef:
+def _make_ref(sup: _Supervisor, cell: Cell) -> SupervisorRef:
     """A child supervisor's handle."""
     return create(SupervisorRef, sup, cell)
 

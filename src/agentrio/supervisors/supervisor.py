@@ -26,18 +26,19 @@ import trio
 from .._checks import check_int, check_name, check_seconds
 from .._log import log_extra
 from ..actors.actor import (
-    _INTERRUPTED,
-    _OUT,
+    INTERRUPTED,
+    OUT,
     RESTART_POLICIES,
     Actor,
     ActorRef,
+    Cell,
     InlineActor,
-    _Cell,
-    _serve,
     cancel_cell,
+    cell_of,
     drain,
     fail_item,
     reopen,
+    serve_cell,
     stop_cell,
 )
 from ..errors import (
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
 __all__: list[str] = []  # the public names are in restart.py and ref.py
 
 
-def sup_of(cell: _Cell) -> _Supervisor:
+def sup_of(cell: Cell) -> _Supervisor:
     """The supervisor a supervisor's cell holds (``cell.sup``: typed as the
     actors' ``Parent``, the kernel's look upward, and always a ``_Supervisor``)."""
     return cast("_Supervisor", cell.sup)
@@ -104,9 +105,9 @@ def _check_inline(actor_class: type[InlineActor[Any]]) -> None:
     _CHECKED_INLINE.add(actor_class)
 
 
-def _live_owner(owner: ActorRef, sup: _Supervisor) -> _Cell:
+def _live_owner(owner: ActorRef, sup: _Supervisor) -> Cell:
     """The cell of *owner*, a child of *sup* that has not exited (for ``spawn(owner=)``)."""
-    cell = owner._cell
+    cell = cell_of(owner)
     if cell.parent is not sup:
         where = repr(sup.path) if sup.path else "the runtime"
         raise InvalidArgument(
@@ -156,7 +157,7 @@ class _Supervisor:
         self.intensity = intensity
         self.backoff = backoff
         self.shutdown_timeout = shutdown_timeout
-        self.children: dict[str, _Cell] = {}
+        self.children: dict[str, Cell] = {}
         self.nursery: trio.Nursery | None = None
         self.failure: RestartIntensityExceeded | None = None
         self.wake: trio.Event | None = None
@@ -249,12 +250,12 @@ class _Supervisor:
                 if cell.state != "exited":
                     await cell.wait_exited()
 
-    def _owned_here(self, cell: _Cell) -> bool:
+    def _owned_here(self, cell: Cell) -> bool:
         """Is *cell* owned by a live sibling (which is to end before it)?"""
         owner = cell.owner
         return owner is not None and owner.state != "exited" and owner.parent is self
 
-    def _stop_idle(self, cell: _Cell) -> bool:
+    def _stop_idle(self, cell: Cell) -> bool:
         """Stop *cell* here and now if it is idle and has nothing to do on the way out.
 
         An actor parked on an empty mailbox, whose ``on_stop`` is the default
@@ -286,11 +287,11 @@ class _Supervisor:
         if self.wake is not None:
             self.wake.set()
 
-    def _start(self, cell: _Cell) -> None:
+    def _start(self, cell: Cell) -> None:
         assert self.nursery is not None
         self.nursery.start_soon(self._child_main, cell, name=cell.path)
 
-    async def _child_main(self, cell: _Cell) -> None:
+    async def _child_main(self, cell: Cell) -> None:
         cell.task = trio.lowlevel.current_task()
         reason: ExitReason | None = None
         if cell.state == "suspended":
@@ -315,7 +316,7 @@ class _Supervisor:
                             # the message it was handling (cell.held) first.
                             assert actor is not None
                             again = False
-                            await _serve(cell, actor)
+                            await serve_cell(cell, actor)
                             await actor.on_stop()
                         else:
                             if delay:
@@ -329,14 +330,14 @@ class _Supervisor:
                             else:
                                 await actor.on_start()
                                 self._started(cell)
-                                await _serve(cell, actor)
+                                await serve_cell(cell, actor)
                                 await actor.on_stop()
                     except Exception as e:
                         exc = e
                 cell.scope = None
-                serving, cell.serving = cell.serving, _OUT
+                serving, cell.serving = cell.serving, OUT
                 if (
-                    serving == _INTERRUPTED
+                    serving == INTERRUPTED
                     and exc is None
                     and scope.cancelled_caught
                     and not cell.cancel_requested
@@ -391,7 +392,7 @@ class _Supervisor:
             # (tests/test_runtime.py checks the cancel gets through.)
             pass
         finally:
-            cell.serving = _OUT
+            cell.serving = OUT
             if cell.held is not None:
                 fail_item(cell, cell.held, "cancelled", None)
                 cell.held = None
@@ -401,7 +402,7 @@ class _Supervisor:
             else:
                 self.finalize(cell, reason)
 
-    def _make(self, cell: _Cell) -> Actor[Any] | InlineActor[Any] | None:
+    def _make(self, cell: Cell) -> Actor[Any] | InlineActor[Any] | None:
         """The child's next incarnation: a fresh actor, its ref set (None for a supervisor)."""
         if cell.state != "stopping":
             cell.state = "running"
@@ -415,7 +416,7 @@ class _Supervisor:
 
     # -- inline actors (no task: everything happens in the caller's) ---------------
 
-    def _resume_inline(self, cell: _Cell) -> None:
+    def _resume_inline(self, cell: Cell) -> None:
         """Start an inline child as `serve` begins: remake it only on a restart.
 
         An inline child is made at spawn; a restart of this supervisor (or a
@@ -429,7 +430,7 @@ class _Supervisor:
             return
         self.remake_inline(cell)
 
-    def _incarnate_inline(self, cell: _Cell) -> None:
+    def _incarnate_inline(self, cell: Cell) -> None:
         """Make (or remake) an inline actor; if ``on_start`` raises, that is a crash."""
         while True:
             try:
@@ -442,18 +443,18 @@ class _Supervisor:
             self._started(cell)
             return
 
-    def remake_inline(self, cell: _Cell) -> None:
+    def remake_inline(self, cell: Cell) -> None:
         """Restart an inline actor now: a fresh instance, as a restart makes."""
         self._restarted(cell, 0.0)
         self._incarnate_inline(cell)
 
-    def inline_crashed(self, cell: _Cell, msg: object, exc: Exception) -> None:
+    def inline_crashed(self, cell: Cell, msg: object, exc: Exception) -> None:
         """Inline actor *cell* raised handling *msg*: apply its restart policy now."""
         cell.held = msg
         if self._inline_failed(cell, exc):
             self._incarnate_inline(cell)
 
-    def _inline_failed(self, cell: _Cell, exc: Exception) -> bool:
+    def _inline_failed(self, cell: Cell, exc: Exception) -> bool:
         """Judge an inline actor's crash; True if it is to be remade at once."""
         cell.instance = None
         decision = self._on_crash(cell, exc)
@@ -466,7 +467,7 @@ class _Supervisor:
         self._restarted(cell, 0.0)
         return True
 
-    def stop_inline(self, cell: _Cell) -> None:
+    def stop_inline(self, cell: Cell) -> None:
         """Stop an inline actor gracefully: ``on_stop``, then exit (a raise is a crash)."""
         actor = cell.instance
         if isinstance(actor, InlineActor):
@@ -478,23 +479,23 @@ class _Supervisor:
                 return
         self.finalize(cell, "stopped")
 
-    def _started(self, cell: _Cell) -> None:
+    def _started(self, cell: Cell) -> None:
         if self.bus.active:
             self.bus.publish(ActorStarted(path=cell.path, restarts=cell.restarts))
 
-    def _failed(self, cell: _Cell, exc: Exception) -> None:
+    def _failed(self, cell: Cell, exc: Exception) -> None:
         if self.bus.active:
             self.bus.publish(
                 ActorFailed(path=cell.path, error_type=type(exc).__name__, error=str(exc))
             )
 
-    def _restarted(self, cell: _Cell, delay: float) -> None:
+    def _restarted(self, cell: Cell, delay: float) -> None:
         cell.restarts += 1
         self.shared.restarts += 1
         if self.bus.active:
             self.bus.publish(ActorRestarted(path=cell.path, restarts=cell.restarts, delay=delay))
 
-    def _on_crash(self, cell: _Cell, exc: Exception) -> float | Literal["exit", "suspend"]:
+    def _on_crash(self, cell: Cell, exc: Exception) -> float | Literal["exit", "suspend"]:
         item, cell.held = cell.held, None
         fail_item(cell, item, "crashed_on", exc)
         self._failed(cell, exc)
@@ -545,7 +546,7 @@ class _Supervisor:
         )
         return delay
 
-    def _fail(self, cell: _Cell, exc: Exception) -> None:
+    def _fail(self, cell: Cell, exc: Exception) -> None:
         where = f"supervisor {self.path!r}" if self.path else "the root supervisor"
         self.failure = RestartIntensityExceeded(
             f"{where} gave up: more than {self.intensity.max_restarts} restarts "
@@ -567,7 +568,7 @@ class _Supervisor:
 
     # -- final exits -------------------------------------------------------------
 
-    def finalize(self, cell: _Cell, reason: ExitReason) -> None:
+    def finalize(self, cell: Cell, reason: ExitReason) -> None:
         """End *cell* for good: settle its mailbox, free its name, tell the waiters."""
         if cell.state == "exited":
             return
@@ -631,7 +632,7 @@ class _Supervisor:
         mailbox: object,
         restart: object,
         owner: object = None,
-    ) -> _Cell:
+    ) -> Cell:
         """Make and start a child actor (``SupervisorRef.spawn``); with an *owner*
         (an ActorRef), linked to it, and allowed while this supervisor drains and
         to take the owner's reserved names (``<owner>.context[.<label>]``)."""
@@ -647,7 +648,7 @@ class _Supervisor:
         if owner is None:
             self.check_open()
             checked = self._new_name(actor_class.__name__, name)
-            cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
+            cell = Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
             self._adopt(cell)
             return cell
         if not isinstance(owner, ActorRef):
@@ -655,7 +656,7 @@ class _Supervisor:
         self.check_open(stopping_ok=True)
         owning = _live_owner(owner, self)
         checked = self._new_name(actor_class.__name__, name, owning.name)
-        cell = _Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
+        cell = Cell(self, checked, actor_class, args, capacity, restart)  # type: ignore[arg-type]
         # Owned before it starts: an inline actor's on_start runs in _adopt, and
         # what it owns must already end after its owner.
         owning.own(cell)
@@ -666,7 +667,7 @@ class _Supervisor:
         self,
         name: object,
         restart: object,
-        make_ref: Callable[[_Supervisor, _Cell], object],
+        make_ref: Callable[[_Supervisor, Cell], object],
         **options: Any,
     ) -> _Supervisor:
         """Make and start a child supervisor; *make_ref* makes its handle (before it starts)."""
@@ -675,12 +676,12 @@ class _Supervisor:
         checked = self._new_name("supervisor", name)
         path = f"{self.path}/{checked}" if self.path else checked
         sup = _Supervisor(path, bus=self.bus, shared=self.shared, **options)
-        cell = _Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
+        cell = Cell(self, checked, None, (), 0, restart, sup)  # type: ignore[arg-type]
         sup.ref = make_ref(sup, cell)
         self._adopt(cell)
         return sup
 
-    def _adopt(self, cell: _Cell) -> None:
+    def _adopt(self, cell: Cell) -> None:
         cell.state = "starting"
         self.children[cell.name] = cell
         if cell.inline:
@@ -688,7 +689,7 @@ class _Supervisor:
         elif self.nursery is not None:
             self._start(cell)
 
-    def find(self, name: str) -> _Cell:
+    def find(self, name: str) -> Cell:
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"name must be a non-empty str, got {name!r}")
         sup = self

@@ -62,7 +62,7 @@ class Tree(Generic[R]):
         InvalidArgument: a bad argument, named in the message.
     """
 
-    __slots__ = ("_ran", "_sup", "bus", "ref")
+    __slots__ = ("_ended", "_ran", "_sup", "bus", "ref")
 
     def __init__(
         self,
@@ -93,6 +93,7 @@ class Tree(Generic[R]):
         self.ref: R = create(ref_class, sup, None)
         sup.ref = self.ref
         self._ran = False
+        self._ended = False
 
     def __repr__(self) -> str:
         return f"<Tree {self.ref!r} {root_state(self._sup)}>"
@@ -123,6 +124,7 @@ class Tree(Generic[R]):
         finally:
             sup.finalize_all("stopped")
             sup.bus.close()
+            self._ended = True
 
     @property
     def restarts(self) -> int:
@@ -133,7 +135,7 @@ class Tree(Generic[R]):
     @property
     def closed(self) -> bool:
         """Has the tree stopped (its [`run`][agentrio.supervisors.Tree.run] ended)?"""
-        return self.bus._closed
+        return self._ended
 
     def begin_stop(self) -> None:
         """Begin a graceful stop of the whole tree, and return at once.
