@@ -22,10 +22,10 @@ from typing import Literal
 import attrs
 import trio
 
-from .agents.agent import AgentRef, AgentSpec
-from .agents.budget import Budget, UsageTotals
-from .agents.limits import Limits
-from .agents.tool import tool
+from .agents.budgets.budget import Budget, UsageTotals
+from .agents.budgets.limits import Limits
+from .agents.loop.agent import AgentRef, AgentSpec
+from .agents.tools.tool import tool
 from .config import Models, found_config
 from .messages import PhaseResult
 from .providers.base import Model

@@ -21,7 +21,7 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 """
 
 from .actors.bus import EventStream
-from .agents.stream import PartialOutput, RunDone, RunItem
+from .agents.loop.stream import PartialOutput, RunDone, RunItem
 from .messages import (
     ActorExited,
     ActorFailed,

@@ -3,7 +3,7 @@
 The runtime joins the layers: the kernel's supervision tree (a
 [`Tree`][agentrio.supervisors.Tree] of ``supervisors``, whose root's ref is the
 [`Runtime`][agentrio.Runtime]), and what the agents of the runtime draw on
-(``agents.services.Services``: its budget, tools, tool lanes, modes and
+(``agents.loop.services.Services``: its budget, tools, tool lanes, modes and
 router, and its configuration's models, from ``config``).
 [`Runtime`][agentrio.Runtime] spawns agents, helpers and maps, under the root or
 under any supervisor of the runtime (``under=``).
@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 if TYPE_CHECKING:
-    from .agents.agent import AgentRef, AgentSpec
-    from .agents.helper import Helper
-    from .agents.modes import Mode
-    from .agents.otel import OpenTelemetry
-    from .agents.router import Router
-    from .agents.tool import Tool
+    from .agents.composition.helper import Helper
+    from .agents.loop.agent import AgentRef, AgentSpec
+    from .agents.observation.otel import OpenTelemetry
+    from .agents.routing.modes import Mode
+    from .agents.routing.router import Router
+    from .agents.tools.tool import Tool
     from .errors import ActorError
     from .messages import PhaseResult
     from .providers.base import Model
@@ -32,15 +32,15 @@ if TYPE_CHECKING:
 
 from ._version import __version__
 from .actors.bus import EventStream
-from .agents.agent import check_spec, spawn_agent
-from .agents.budget import Budget, UsageTotals
-from .agents.checkpoint import Checkpoints, Durability, plan
-from .agents.compose import map_phases
-from .agents.helper import infrastructure_helper
-from .agents.lanes import Lanes, ToolLanes
-from .agents.otel import check_otel
-from .agents.respond import check_runtime_routing
-from .agents.services import Services
+from .agents.budgets.budget import Budget, UsageTotals
+from .agents.composition.compose import map_phases
+from .agents.composition.helper import infrastructure_helper
+from .agents.composition.respond import check_runtime_routing
+from .agents.durability.checkpoint import Checkpoints, Durability, plan
+from .agents.loop.agent import check_spec, spawn_agent
+from .agents.loop.services import Services
+from .agents.observation.otel import check_otel
+from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
 from .errors import ConfigError, InvalidArgument
 from .messages import RuntimeOpened

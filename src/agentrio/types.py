@@ -17,12 +17,12 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 """
 
 from .actors.actor import ActorStatistics, RestartPolicy
-from .agents.agent import StepInfo
-from .agents.budget import Lease, UsageTotals
-from .agents.helper import HelperResult
-from .agents.policy import Rule
-from .agents.respond import BackgroundRun, Response
-from .agents.stream import RunStream
+from .agents.budgets.budget import Lease, UsageTotals
+from .agents.composition.helper import HelperResult
+from .agents.composition.respond import BackgroundRun, Response
+from .agents.loop.agent import StepInfo
+from .agents.loop.stream import RunStream
+from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
     ContentPart,

@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Annotated, Literal, Union
 import msgspec
 import trio
 
-from .._checks import check_int, check_name
-from .._log import log_extra
-from ..errors import (
+from ..._checks import check_int, check_name
+from ..._log import log_extra
+from ...errors import (
     ActorCrashed,
     ActorError,
     InvalidArgument,
@@ -58,7 +58,7 @@ from ..errors import (
     StoreError,
     UnknownName,
 )
-from ..messages import (
+from ...messages import (
     ChatMessage,
     CheckpointTorn,
     ContextAppend,
@@ -69,21 +69,21 @@ from ..messages import (
     ToolCallRequest,
     ToolResult,
 )
-from ..store.base import Entry, Loaded
-from .agent import AgentRef, AgentSpec, spawn_agent
-from .budget import UsageTotals
-from .lanes import check_lane
-from .modes import check_mode_timeout
+from ...store.base import Entry, Loaded
+from ..budgets.budget import UsageTotals
+from ..loop.agent import AgentRef, AgentSpec, spawn_agent
+from ..routing.modes import check_mode_timeout
+from ..tools.lanes import check_lane
 
 if TYPE_CHECKING:
-    from ..store.base import CheckpointStore
-    from ..store.writer import CheckpointWriter
-    from ..supervisors.ref import SupervisorRef
-    from .agent import _AgentState
-    from .budget import Budget
-    from .phase import Phase
-    from .services import Services
-    from .tool_call import ToolRunner
+    from ...store.base import CheckpointStore
+    from ...store.writer import CheckpointWriter
+    from ...supervisors.ref import SupervisorRef
+    from ..budgets.budget import Budget
+    from ..loop.agent import _AgentState
+    from ..loop.phase import Phase
+    from ..loop.services import Services
+    from ..tools.tool_call import ToolRunner
 
 __all__ = [
     "INTERRUPTED",
@@ -110,7 +110,7 @@ INTERRUPTED = (
 """The content of the ``"failed"`` result a model sees for a call that was in flight
 at a crash, of a tool not declared idempotent."""
 
-_log = logging.getLogger("agentrio.agents.checkpoint")
+_log = logging.getLogger("agentrio.agents.durability.checkpoint")
 
 
 # -- the records -------------------------------------------------------------------------

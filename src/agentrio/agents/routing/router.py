@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 
-from .._checks import check_int
-from ..errors import InvalidArgument
-from ..providers.tokens import estimate_tokens
+from ..._checks import check_int
+from ...errors import InvalidArgument
+from ...providers.tokens import estimate_tokens
 
 __all__ = ["Route", "Router", "RuleRouter", "choose_route"]
 

@@ -12,8 +12,8 @@ import time
 from array import array
 from collections.abc import Sequence
 
-from ..actors.actor import InlineActor
-from ..messages import (
+from ...actors.actor import InlineActor
+from ...messages import (
     ChatMessage,
     ContextAppend,
     ContextCompact,

@@ -29,9 +29,9 @@ from typing import cast
 
 import attrs
 
-from ..errors import ConfigError
-from ..messages import Lane
-from ..providers.limiter import LANES, LaneLimiter, lane_caps, lane_index
+from ...errors import ConfigError
+from ...messages import Lane
+from ...providers.limiter import LANES, LaneLimiter, lane_caps, lane_index
 
 __all__ = ["LanePolicy", "Lanes", "ToolLanes", "check_lane"]
 

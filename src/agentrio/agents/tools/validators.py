@@ -15,8 +15,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-from .._text import scrub
-from ..errors import InvalidArgument, ModelRetry
+from ..._text import scrub
+from ...errors import InvalidArgument, ModelRetry
 
 __all__ = ["OutputValidator", "refusal", "to_validators"]
 

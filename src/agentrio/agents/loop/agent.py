@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import attrs
 import trio
 
-from .._checks import check_int, check_name, check_timeout, short_repr
-from .._handles import NoPublicConstructor, create
-from .._text import scrub
-from ..actors import exit_reason, withdrawn
-from ..actors.actor import Actor, ActorRef, ActorStatistics
-from ..errors import (
+from ..._checks import check_int, check_name, check_timeout, short_repr
+from ..._handles import NoPublicConstructor, create
+from ..._text import scrub
+from ...actors import exit_reason, withdrawn
+from ...actors.actor import Actor, ActorRef, ActorStatistics
+from ...errors import (
     ActorCrashed,
     ActorError,
     ActorStopped,
@@ -31,7 +31,7 @@ from ..errors import (
     InvalidArgument,
     SelfAsk,
 )
-from ..messages import (
+from ...messages import (
     ChatMessage,
     ContentPart,
     ContextReadTurns,
@@ -48,7 +48,7 @@ from ..messages import (
     Usage,
     WorkspaceWriteFailed,
 )
-from ..providers.base import (
+from ...providers.base import (
     OUTPUT_TOOL,
     Model,
     Prices,
@@ -58,31 +58,31 @@ from ..providers.base import (
     model_pricing,
     split_model,
 )
-from ..providers.limiter import DEFAULT_LANE
-from ..providers.tokens import TokenEstimator, estimate_tokens, message_text
-from ..workspace import Workspace, agent_workspace
-from .budget import Budget, UsageTotals
+from ...providers.limiter import DEFAULT_LANE
+from ...providers.tokens import TokenEstimator, estimate_tokens, message_text
+from ...workspace import Workspace, agent_workspace
+from ..budgets.budget import Budget, UsageTotals
+from ..budgets.limits import Limits
+from ..routing.modes import Mode, check_mode_timeout
+from ..tools.lanes import check_lane
+from ..tools.output import output_type_of
+from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
+from ..tools.tool import NO_ENV, Tool, check_env
+from ..tools.tool_call import ToolGate
+from ..tools.validators import OutputValidator, to_validators
 from .compaction import Compaction, Summariser
 from .context import ContextActor
 from .continuation import ContinuationDetector
-from .lanes import check_lane
-from .limits import Limits
-from .modes import Mode, check_mode_timeout
-from .output import output_type_of
 from .phase import Phase
-from .policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from .services import Services
 from .stream import RunStream
-from .tool import NO_ENV, Tool, check_env
-from .tool_call import ToolGate
-from .validators import OutputValidator, to_validators
 
 if TYPE_CHECKING:
-    from ..actors.bus import EventBus
-    from ..supervisors.ref import SupervisorRef
-    from .helper import Helper
-    from .respond import BackgroundRun, Response
-    from .router import Router
+    from ...actors.bus import EventBus
+    from ...supervisors.ref import SupervisorRef
+    from ..composition.helper import Helper
+    from ..composition.respond import BackgroundRun, Response
+    from ..routing.router import Router
 
 __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
 
@@ -1160,7 +1160,7 @@ def _run_command(
     checkpoints = state.services.checkpoints
     if checkpoints is not None:
         if phase_id is None:
-            from .checkpoint import new_phase_id
+            from ..durability.checkpoint import new_phase_id
 
             phase_id = new_phase_id()
         elif isinstance(phase_id, str):
@@ -1420,7 +1420,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             if checkpoints is None or not checkpoints.restarted(cmd):
                 raise
             # A durable agent crashed, and was restarted: its phase goes on
-            # from its last completed turn (agents/checkpoint.py).
+            # from its last completed turn (agents/durability/checkpoint.py).
             result = await checkpoints.rerun(self, cmd, linked=True)
         assert isinstance(result, PhaseResult)
         return result
@@ -1562,7 +1562,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ActorStopped, ActorCrashed: as for [`run`][agentrio.AgentRef.run], and
                 whatever the router raises, as it is.
         """
-        from .respond import respond
+        from ..composition.respond import respond
 
         return await respond(
             self, request, router=router, context_label=context_label, escalate=escalate
@@ -1591,7 +1591,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             RuntimeClosed: the agent's supervisor has stopped.
             ActorStopped: the agent has stopped.
         """
-        from .respond import continue_in_background
+        from ..composition.respond import continue_in_background
 
         return await continue_in_background(self, response, message)
 
@@ -1629,7 +1629,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             RuntimeClosed: the agent's supervisor has stopped.
             ActorStopped: the agent has stopped.
         """
-        from .respond import start_background
+        from ..composition.respond import start_background
 
         cmd, chosen = _phase_command(
             self._state,
@@ -1753,7 +1753,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             InvalidArgument: *max_turns* is not an int >= 1; a *name* against
                 these rules or those of ``AgentSpec.name``.
         """
-        from .helper import session_helper
+        from ..composition.helper import session_helper
 
         return session_helper(
             self._state,
@@ -1792,7 +1792,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ActorStopped: this agent has exited.
             DuplicateName, RuntimeClosed: as for ``spawn_agent``.
         """
-        from .compose import spawn_child
+        from ..composition.compose import spawn_child
 
         check_spec(spec)
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -1813,7 +1813,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         apply). Cancelling its caller ends the phases under way with
         ``"cancelled"``, as there.
         """
-        from .compose import map_phases
+        from ..composition.compose import map_phases
 
         return await map_phases(
             self._state.services,

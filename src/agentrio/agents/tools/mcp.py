@@ -60,16 +60,16 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from .._checks import check_int, check_seconds
-from .._text import scrub, scrub_json
-from .._version import __version__
-from ..actors.actor import Actor, ActorRef
-from ..errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, ToolError
-from ..messages import Message
-from ..providers.base import ToolSchema
-from ..providers.guard import escapes_surrogate, loads
-from ..providers.redact import redact_url, url_secrets
-from ..supervisors.ref import SupervisorRef
+from ..._checks import check_int, check_seconds
+from ..._text import scrub, scrub_json
+from ..._version import __version__
+from ...actors.actor import Actor, ActorRef
+from ...errors import ActorError, ActorStopped, AgentrioError, InvalidArgument, ToolError
+from ...messages import Message
+from ...providers.base import ToolSchema
+from ...providers.guard import escapes_surrogate, loads
+from ...providers.redact import redact_url, url_secrets
+from ...supervisors.ref import SupervisorRef
 from .tool import Tool, ToolArgumentsInvalid
 from .tool_call import hide_env
 

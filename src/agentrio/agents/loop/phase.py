@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
-from .._text import valid_reply
-from ..errors import ContextTooLong, InvalidArgument, UsageInvalid
-from ..messages import (
+from ..._text import valid_reply
+from ...errors import ContextTooLong, InvalidArgument, UsageInvalid
+from ...messages import (
     BudgetExhausted,
     ChatMessage,
     ContextAppend,
@@ -53,22 +53,22 @@ from ..messages import (
     Usage,
     Waited,
 )
-from ..providers.limiter import lane_index
-from ..providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
-from .budget import Lease, usage_problem
+from ...providers.limiter import lane_index
+from ...providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
+from ..budgets.budget import Lease, usage_problem
+from ..tools.lanes import ToolLanes
+from ..tools.output import TypedAnswer
+from ..tools.tool import ToolContext
+from ..tools.tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 from .context import fit_window
 from .continuation import CONTINUATION_PROMPT, looks_unfinished
-from .lanes import ToolLanes
-from .output import TypedAnswer
 from .stream import RUN_BUSES, RunBus
-from .tool import ToolContext
-from .tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
 
 if TYPE_CHECKING:
-    from ..actors.actor import ActorRef
-    from ..providers.base import Model, Prices, ToolSchema
+    from ...actors.actor import ActorRef
+    from ...providers.base import Model, Prices, ToolSchema
+    from ..durability.checkpoint import PhaseRecorder
     from .agent import _AgentState
-    from .checkpoint import PhaseRecorder
 
 __all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
 
@@ -348,7 +348,7 @@ class Phase:
             if output is None and not validators
             else TypedAnswer(output, st.spec.output_retries, validators)
         )
-        # A durable agent's phase records its turns (agents/checkpoint.py);
+        # A durable agent's phase records its turns (agents/durability/checkpoint.py);
         # without a checkpoint store, nothing (one test per phase, one per turn).
         checkpoints = st.services.checkpoints
         self.rec = None if checkpoints is None else checkpoints.recorder(self)
@@ -765,7 +765,7 @@ class Phase:
             await self.rec.ck.synced()
         if self.bus.active and type(self.bus) is RunBus and self.bus.held:
             # A streamed run whose reader is behind: it waits for the reader
-            # here, before the call's reservation (see agents/stream.py).
+            # here, before the call's reservation (see agents/loop/stream.py).
             await self.bus.drain()
         if st.compact_at is not None and self.total > st.compact_at:
             await self._compact()

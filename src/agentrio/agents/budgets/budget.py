@@ -27,9 +27,9 @@ import msgspec
 import outcome
 import trio
 
-from .._checks import short_repr
-from ..errors import InvalidArgument
-from ..messages import Usage
+from ..._checks import short_repr
+from ...errors import InvalidArgument
+from ...messages import Usage
 
 __all__ = ["Budget", "Lease", "UsageTotals", "usage_problem"]
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import trio
 
-from .._checks import short_repr
-from ..errors import InvalidArgument
-from ..messages import ConfirmationRequired, ToolCallRequest, ToolResult
+from ..._checks import short_repr
+from ...errors import InvalidArgument
+from ...messages import ConfirmationRequired, ToolCallRequest, ToolResult
 
 if TYPE_CHECKING:
-    from ..actors.actor import ActorRef
+    from ...actors.actor import ActorRef
 
 __all__ = [
     "Approval",
@@ -209,7 +209,7 @@ async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequi
     (``"no"``, ``1``, ``None``) is a refusal whose reason names what came back,
     so a sloppy approver can never approve by accident.
     """
-    from ..actors.actor import ActorRef
+    from ...actors.actor import ActorRef
 
     if isinstance(approver, ActorRef):
         answer: object = await approver.ask(request)

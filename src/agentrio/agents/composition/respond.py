@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._handles import NoPublicConstructor, create
-from ..actors import PendingAsk, exit_reason, wait_exited
-from ..actors.actor import Actor, ActorRef
-from ..errors import ActorError, ActorStopped, InvalidArgument, RuntimeClosed
-from ..messages import PhaseResult, Routed, RunPhase
-from .modes import Mode
-from .router import Route, choose_route
+from ..._handles import NoPublicConstructor, create
+from ...actors import PendingAsk, exit_reason, wait_exited
+from ...actors.actor import Actor, ActorRef
+from ...errors import ActorError, ActorStopped, InvalidArgument, RuntimeClosed
+from ...messages import PhaseResult, Routed, RunPhase
+from ..routing.modes import Mode
+from ..routing.router import Route, choose_route
 
 if TYPE_CHECKING:
-    from .agent import AgentRef
+    from ..loop.agent import AgentRef
 
 __all__ = [
     "BACKGROUND_PROMPT",

@@ -36,17 +36,17 @@ from typing import TYPE_CHECKING, Any, Generic, TypeAlias
 import msgspec
 import trio
 
-from .._handles import NoPublicConstructor
-from ..actors.bus import EventBus
-from ..errors import UsageError
-from ..messages import Event, OutputT, PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
+from ..._handles import NoPublicConstructor
+from ...actors.bus import EventBus
+from ...errors import UsageError
+from ...messages import Event, OutputT, PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from ..actors.actor import ActorRef
-    from ..messages import RunPhase
-    from .output import OutputType
+    from ...actors.actor import ActorRef
+    from ...messages import RunPhase
+    from ..tools.output import OutputType
 
 __all__ = ["RUN_BUSES", "PartialOutput", "RunBus", "RunDone", "RunItem", "RunStream"]
 

@@ -15,18 +15,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import InvalidArgument
-from ..providers.base import Model
-from .budget import Budget
-from .modes import PRESETS, Mode
-from .router import Router, RuleRouter
-from .tool import Tool
+from ...errors import InvalidArgument
+from ...providers.base import Model
+from ..budgets.budget import Budget
+from ..routing.modes import PRESETS, Mode
+from ..routing.router import Router, RuleRouter
+from ..tools.tool import Tool
 
 if TYPE_CHECKING:
-    from ..actors import EventBus
-    from .checkpoint import Checkpoints
-    from .lanes import ToolLanes
-    from .otel import OpenTelemetry
+    from ...actors import EventBus
+    from ..durability.checkpoint import Checkpoints
+    from ..observation.otel import OpenTelemetry
+    from ..tools.lanes import ToolLanes
 
 __all__ = ["Configuration", "Services"]
 

@@ -4,7 +4,7 @@ The arguments a model sends are validated by msgspec against a Struct built
 from the signature; the JSON schema the model sees is msgspec's schema of that
 same Struct, so what is advertised and what is checked cannot drift apart. A
 signature with anything of Pydantic's (a model, a ``Field``) is read by Pydantic
-instead, the same way: a model built from it gives both (see ``_pydantic``).
+instead, the same way: a model built from it gives both (see ``pydantic_models``).
 
 The docstring is read by docstring-parser (Google, NumPy or Sphinx style): its
 summary is the description, its parameters' entries the schema's descriptions.
@@ -29,11 +29,11 @@ import docstring_parser
 import msgspec
 import trio
 
-from .._text import scrub, scrub_json
-from ..errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
-from ..messages import ContentPart, DocumentPart, ImagePart, TextPart
-from ..providers.base import ToolSchema
-from ._pydantic import ArgumentsModel, enc_hook, holds_pydantic, uses_pydantic
+from ..._text import scrub, scrub_json
+from ...errors import InvalidArgument, ToolArgumentsInvalid, ToolResultInvalid
+from ...messages import ContentPart, DocumentPart, ImagePart, TextPart
+from ...providers.base import ToolSchema
+from .pydantic_models import ArgumentsModel, enc_hook, holds_pydantic, uses_pydantic
 
 __all__ = [
     "Tool",

@@ -25,22 +25,22 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._checks import check_int, check_name
-from .._handles import NoPublicConstructor, create
-from ..errors import HelperTurnsExceeded, InvalidArgument
-from ..messages import StopReason, ToolCallRequest, ToolResult
-from ..providers.base import Model
-from .agent import AgentRef, AgentSpec, _AgentState, spawn_agent
-from .budget import UsageTotals
+from ..._checks import check_int, check_name
+from ..._handles import NoPublicConstructor, create
+from ...errors import HelperTurnsExceeded, InvalidArgument
+from ...messages import StopReason, ToolCallRequest, ToolResult
+from ...providers.base import Model
+from ..budgets.budget import UsageTotals
+from ..budgets.limits import Limits
+from ..loop.agent import AgentRef, AgentSpec, _AgentState, spawn_agent
+from ..tools.policy import PermissionPolicy
+from ..tools.tool import Tool, check_env
 from .compose import spawn_child
-from .limits import Limits
-from .policy import PermissionPolicy
-from .tool import Tool, check_env
 
 if TYPE_CHECKING:
-    from ..supervisors.ref import SupervisorRef
-    from .budget import Budget
-    from .services import Services
+    from ...supervisors.ref import SupervisorRef
+    from ..budgets.budget import Budget
+    from ..loop.services import Services
 
 __all__ = ["Helper", "HelperResult", "infrastructure_helper", "session_helper"]
 

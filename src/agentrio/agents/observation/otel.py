@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .._checks import check_int
-from ..actors import exit_reason
-from ..errors import InvalidArgument
-from ..messages import (
+from ..._checks import check_int
+from ...actors import exit_reason
+from ...errors import InvalidArgument
+from ...messages import (
     ChatMessage,
     ModelReply,
     PhaseResult,
@@ -45,7 +45,7 @@ from ..messages import (
     ToolResult,
     Usage,
 )
-from .tool_call import ToolGate, ToolRunner, hide_env
+from ..tools.tool_call import ToolGate, ToolRunner, hide_env
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -58,11 +58,11 @@ if TYPE_CHECKING:
     )
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from ..supervisors import Tree
-    from .agent import _AgentState
-    from .budget import Budget
-    from .phase import Phase
-    from .tool import Tool
+    from ...supervisors import Tree
+    from ..budgets.budget import Budget
+    from ..loop.agent import _AgentState
+    from ..loop.phase import Phase
+    from ..tools.tool import Tool
 
 __all__ = ["OpenTelemetry"]
 
@@ -271,7 +271,7 @@ class OpenTelemetry:
                 "agentrio.otel.OpenTelemetry needs the OpenTelemetry API: "
                 "pip install 'agentrio[otel]' (or opentelemetry-api)"
             ) from exc
-        from .._version import __version__
+        from ..._version import __version__
 
         self._tracer: Tracer = trace.get_tracer(
             "agentrio", __version__, tracer_provider=tracer_provider

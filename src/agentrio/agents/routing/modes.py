@@ -14,9 +14,9 @@ from collections.abc import Mapping
 
 import attrs
 
-from .._checks import check_int
-from ..errors import InvalidArgument
-from .lanes import check_lane
+from ..._checks import check_int
+from ...errors import InvalidArgument
+from ..tools.lanes import check_lane
 
 __all__ = ["BACKGROUND", "INLINE", "PRESETS", "Mode", "check_mode_timeout"]
 

@@ -15,9 +15,9 @@ from typing import Protocol
 
 import msgspec
 
-from ..errors import InvalidArgument, OutputInvalid
-from ..providers.base import OutputSchema
-from ._pydantic import PydanticDecoder, holds_pydantic, uses_pydantic
+from ...errors import InvalidArgument, OutputInvalid
+from ...providers.base import OutputSchema
+from .pydantic_models import PydanticDecoder, holds_pydantic, uses_pydantic
 from .validators import OutputValidator, refusal
 
 __all__ = [
@@ -55,7 +55,7 @@ class _Decoder(Protocol):
 
 def _decoder_of(output_type: object) -> tuple[_Decoder, Mapping[str, object]]:
     """What decodes and describes *output_type*: Pydantic for a type of its (a
-    ``BaseModel``, ``list[Model]``...: see `_pydantic`), msgspec for any other.
+    ``BaseModel``, ``list[Model]``...: see `pydantic_models`), msgspec for any other.
     Either decoder raises msgspec's errors."""
     if uses_pydantic(output_type):
         pydantic = PydanticDecoder(output_type)
@@ -105,7 +105,7 @@ class OutputType:
             return None, "the answer is empty"
         try:
             return self.decoder.decode(text), ""
-        except msgspec.ValidationError as exc:  # (a PydanticDecoder's too: see _pydantic)
+        except msgspec.ValidationError as exc:  # (a PydanticDecoder's too: see pydantic_models)
             return None, _cut(f"it does not match the schema: {exc}")
         except msgspec.DecodeError as exc:
             return None, _cut(f"it is not JSON: {exc}")

@@ -17,10 +17,10 @@ import attrs
 import msgspec
 import trio
 
-from .._checks import check_int
-from ..actors import begin_stop, exit_reason, link, wait_exited
-from ..errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
-from ..messages import (
+from ..._checks import check_int
+from ...actors import begin_stop, exit_reason, link, wait_exited
+from ...errors import ActorError, ActorStopped, InvalidArgument, PermissionEscalation
+from ...messages import (
     ConfirmationRequired,
     PhaseResult,
     SubagentEnded,
@@ -28,11 +28,10 @@ from ..messages import (
     ToolCallRequest,
     ToolResult,
 )
-from ._pydantic import enc_hook
-from .agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
-from .budget import Budget
-from .phase import CALLER
-from .policy import (
+from ..budgets.budget import Budget
+from ..loop.agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
+from ..loop.phase import CALLER
+from ..tools.policy import (
     Approval,
     Approver,
     Decision,
@@ -42,12 +41,13 @@ from .policy import (
     PreToolUse,
     ask_approver,
 )
-from .tool import Tool
+from ..tools.pydantic_models import enc_hook
+from ..tools.tool import Tool
 
 if TYPE_CHECKING:
-    from ..actors.actor import ActorRef
-    from ..supervisors.ref import SupervisorRef
-    from .services import Services
+    from ...actors.actor import ActorRef
+    from ...supervisors.ref import SupervisorRef
+    from ..loop.services import Services
 
 __all__ = ["agent_tool", "combine_policies", "map_phases", "spawn_child"]
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 import trio
 
-from .._log import log_extra
-from .._text import scrub
-from ..actors import interrupt_after
-from ..errors import ToolError
-from ..messages import (
+from ..._log import log_extra
+from ..._text import scrub
+from ...actors import interrupt_after
+from ...errors import ToolError
+from ...messages import (
     ConfirmationReceived,
     ConfirmationRequired,
     PermissionDenied,
@@ -35,7 +35,7 @@ from ..messages import (
     ToolRetry,
     ToolStatus,
 )
-from ..providers.limiter import LANES, lane_index
+from ...providers.limiter import LANES, lane_index
 from .lanes import LanePolicy, ToolLanes
 from .policy import (
     Approver,
@@ -48,9 +48,9 @@ from .policy import (
 from .tool import Tool, ToolArgumentsInvalid, ToolContext, ToolResultInvalid, result_parts
 
 if TYPE_CHECKING:
-    from ..actors import Alarm
-    from ..actors.actor import ActorRef
-    from ..actors.bus import EventBus
+    from ...actors import Alarm
+    from ...actors.actor import ActorRef
+    from ...actors.bus import EventBus
 
 
 class Journal(Protocol):
@@ -71,7 +71,7 @@ __all__ = ["ToolGate", "ToolLane", "ToolRunner", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
 # Tool calls given up (dead letters): the tool's name, never its arguments.
-_log = logging.getLogger("agentrio.agents.tool_call")
+_log = logging.getLogger("agentrio.agents.tools.tool_call")
 
 
 def tool_result(req: ToolCallRequest, status: ToolStatus, content: str) -> ToolResult:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._checks import check_int
-from ..errors import ActorError, InvalidArgument
-from ..messages import (
+from ..._checks import check_int
+from ...errors import ActorError, InvalidArgument
+from ...messages import (
     ChatMessage,
     CompactionFailed,
     ContextCompact,
@@ -33,8 +33,8 @@ from ..messages import (
     ModelReply,
     Usage,
 )
-from ..providers.base import Model, Prices, check_model, context_window, split_model
-from ..providers.tokens import TokenEstimator, arguments_text, message_text
+from ...providers.base import Model, Prices, check_model, context_window, split_model
+from ...providers.tokens import TokenEstimator, arguments_text, message_text
 from .context import turn_units
 from .phase import _Meter, _usage_invalid, settle_reply
 

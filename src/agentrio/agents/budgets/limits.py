@@ -6,8 +6,8 @@ import math
 
 import attrs
 
-from .._checks import check_int
-from ..errors import InvalidArgument
+from ..._checks import check_int
+from ...errors import InvalidArgument
 
 __all__ = ["Limits"]
 
