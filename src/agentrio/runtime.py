@@ -197,7 +197,7 @@ class Runtime(SupervisorRef):
         """
         sup = self if under is None else self._under(under)
         await trio.lowlevel.checkpoint_if_cancelled()
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         if checkpoints is None:
             return spawn_agent(self._services, sup, spec, name, budget)
         check_spec(spec)
@@ -288,7 +288,7 @@ class Runtime(SupervisorRef):
                 that returns it), another factory is registered as *name*, or
                 the runtime has no checkpoint store.
         """
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         if checkpoints is None:
             raise InvalidArgument(
                 "register_spec: this runtime has no checkpoint store (open_runtime(store=...))"
@@ -300,7 +300,7 @@ class Runtime(SupervisorRef):
         """The ids of the phases this runtime resumed from its checkpoint store when it
         opened (phases a crash had cut short), in the order they were begun; ``()``
         without a store. Each one's result: [`resumed_result`][agentrio.Runtime.resumed_result]."""
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         return () if checkpoints is None else checkpoints.resumed
 
     async def resumed_result(self, phase_id: str) -> PhaseResult[Any]:
@@ -320,7 +320,7 @@ class Runtime(SupervisorRef):
             ActorStopped, ActorCrashed: the resumed phase's agent stopped (the
                 runtime closed) or crashed past its restarts before it ended.
         """
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         if checkpoints is None:
             raise InvalidArgument(
                 "resumed_result: this runtime has no checkpoint store (open_runtime(store=...))"
@@ -705,6 +705,13 @@ async def _trace_writer(
                 await checkpoints.store.aclose()
         raise
     return writer
+
+
+def _held_checkpoints(services: Services) -> Checkpoints | None:
+    """The runtime's checkpoints (its services hold them as the loop's Checkpointing)."""
+    held = services.checkpoints
+    assert held is None or isinstance(held, Checkpoints)
+    return held
 
 
 def _opened(budget: Budget) -> RuntimeOpened:

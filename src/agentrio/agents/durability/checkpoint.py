@@ -40,10 +40,9 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union, cast
 
 import msgspec
 import trio
@@ -71,7 +70,7 @@ from ...messages import (
 )
 from ...store.base import Entry, Loaded
 from ..budgets.budget import UsageTotals
-from ..loop.agent import AgentRef, AgentSpec, spawn_agent
+from ..loop.agent import AgentRef, AgentSpec, new_phase_id, spawn_agent
 from ..routing.modes import check_mode_timeout
 from ..tools.lanes import check_lane
 
@@ -287,11 +286,6 @@ def _kept(cmd: RunPhase) -> RunPhase:
     return msgspec.structs.replace(cmd, settings=kept if kept.fields_set() else None)
 
 
-def new_phase_id() -> str:
-    """A phase id no other phase has (96 random bits)."""
-    return secrets.token_urlsafe(12)
-
-
 # -- what a phase goes on from ---------------------------------------------------------
 
 
@@ -400,26 +394,31 @@ class _Durable:
 
     # (the agent's tool gate asks these, for its approvals)
 
+    def _recorder(self) -> PhaseRecorder | None:
+        """The recorder of the phase under way (the loop holds it as its
+        ``PhaseRecording``: it is always one of ours)."""
+        phase = self.state.phase
+        return None if phase is None else cast("PhaseRecorder | None", phase.rec)
+
     def approval(self, call_id: str) -> tuple[bool, str] | None:
         """The answer recorded for *call_id* in the phase under way (resumed), if any."""
-        phase = self.state.phase
-        rec = None if phase is None else phase.rec
+        rec = self._recorder()
         if rec is None or rec.resume is None:
             return None
         return rec.resume.approvals.get(call_id)
 
     def asked(self, req: ToolCallRequest) -> None:
-        phase = self.state.phase
-        if phase is not None and phase.rec is not None:
-            phase.rec.put(ApprovalAsked(phase.rec.id, req.id, req.name))
+        rec = self._recorder()
+        if rec is not None:
+            rec.put(ApprovalAsked(rec.id, req.id, req.name))
 
     def answered(self, req: ToolCallRequest, approved: bool, reason: str) -> None:
-        phase = self.state.phase
-        if phase is not None and phase.rec is not None:
+        rec = self._recorder()
+        if rec is not None:
             if self.answers is None:
                 self.answers = {}
-            self.answers[phase.rec.id, req.id] = (approved, reason)
-            phase.rec.put(ApprovalAnswered(phase.rec.id, req.id, approved, reason))
+            self.answers[rec.id, req.id] = (approved, reason)
+            rec.put(ApprovalAnswered(rec.id, req.id, approved, reason))
 
 
 class PhaseRecorder:
@@ -445,6 +444,15 @@ class PhaseRecorder:
 
     def put(self, record: Record) -> None:
         self.ck.writer.put_nowait(_ENCODE(record))
+
+    @property
+    def sync_turns(self) -> bool:
+        """Is each model call preceded by a sync (``durability="turn"``)?"""
+        return self.ck.sync_turns
+
+    async def synced(self) -> None:
+        """Wait until what was recorded so far is durable."""
+        await self.ck.synced()
 
     def totals(self) -> Totals:
         return self.ck.budget._totals(Totals)

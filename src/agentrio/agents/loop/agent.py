@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import secrets
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -1160,8 +1161,6 @@ def _run_command(
     checkpoints = state.services.checkpoints
     if checkpoints is not None:
         if phase_id is None:
-            from ..durability.checkpoint import new_phase_id
-
             phase_id = new_phase_id()
         elif isinstance(phase_id, str):
             checkpoints.check_free(phase_id)
@@ -1202,6 +1201,11 @@ def _run_command(
     if cmd.parts:
         _check_phase_parts(state, cmd)
     return cmd
+
+
+def new_phase_id() -> str:
+    """A phase id no other phase has (96 random bits)."""
+    return secrets.token_urlsafe(12)
 
 
 def _request_stop_tree(state: _AgentState) -> None:

@@ -67,8 +67,8 @@ from .stream import RUN_BUSES, RunBus
 if TYPE_CHECKING:
     from ...actors.actor import ActorRef
     from ...providers.base import Model, Prices, ToolSchema
-    from ..durability.checkpoint import PhaseRecorder
     from .agent import _AgentState
+    from .seams import PhaseRecording
 
 __all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
 
@@ -511,7 +511,7 @@ class Phase:
         if rec is not None:
             rec.started(self)
 
-    def _restore(self, rec: PhaseRecorder) -> None:
+    def _restore(self, rec: PhaseRecording) -> None:
         """Go on from what the phase recorded before a crash: the history it read,
         then its own recorded turns (no new user turn)."""
         resume = rec.resume
@@ -760,9 +760,9 @@ class Phase:
         st = self.st
         if self._stop_requested():
             return None
-        if self.rec is not None and self.rec.ck.sync_turns:
+        if self.rec is not None and self.rec.sync_turns:
             # (durability="turn": the turns so far are on disk before the next call)
-            await self.rec.ck.synced()
+            await self.rec.synced()
         if self.bus.active and type(self.bus) is RunBus and self.bus.held:
             # A streamed run whose reader is behind: it waits for the reader
             # here, before the call's reservation (see agents/loop/stream.py).

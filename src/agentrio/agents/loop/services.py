@@ -24,9 +24,8 @@ from ..tools.tool import Tool
 
 if TYPE_CHECKING:
     from ...actors import EventBus
-    from ..durability.checkpoint import Checkpoints
-    from ..observation.otel import OpenTelemetry
     from ..tools.lanes import ToolLanes
+    from .seams import Checkpointing, Observer
 
 __all__ = ["Configuration", "Services"]
 
@@ -101,8 +100,8 @@ class Services:
         self.budget = budget
         self.bus = bus
         self.tool_lanes = tool_lanes
-        self.otel: OpenTelemetry | None = None
-        self.checkpoints: Checkpoints | None = None
+        self.otel: Observer | None = None
+        self.checkpoints: Checkpointing | None = None
         self.tools: dict[str, Tool] = {}
         self.resolve = resolve
         # The runtime's configuration when it has one (given, or found as for
