@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 if TYPE_CHECKING:
-    from .agents.composition.helper import Helper
     from .agents.loop.agent import AgentRef, AgentSpec
+    from .agents.loop.handles import Helper
     from .agents.observation.otel import OpenTelemetry
     from .agents.routing.modes import Mode
     from .agents.routing.router import Router
@@ -34,6 +34,7 @@ from ._version import __version__
 from .actors.bus import EventStream
 from .agents.budgets.budget import Budget, UsageTotals
 from .agents.composition.compose import map_phases
+from .agents.composition.composer import COMPOSER
 from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability, plan
@@ -594,6 +595,7 @@ async def open_runtime(
         bus=tree.bus,
         resolve=configured.resolve,
         configuration=configured.configuration,
+        composer=COMPOSER,
         modes=modes,
         router=router,
     )

@@ -23,16 +23,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
-import trio
 
 from ..._checks import check_int, check_name
-from ..._handles import NoPublicConstructor, create
-from ...errors import HelperTurnsExceeded, InvalidArgument
-from ...messages import StopReason, ToolCallRequest, ToolResult
+from ..._handles import create
 from ...providers.base import Model
-from ..budgets.budget import UsageTotals
 from ..budgets.limits import Limits
-from ..loop.agent import AgentRef, AgentSpec, _AgentState, spawn_agent
+from ..loop.agent import AgentSpec, _AgentState, spawn_agent
+from ..loop.handles import Helper
 from ..tools.policy import PermissionPolicy
 from ..tools.tool import Tool, check_env
 from .compose import spawn_child
@@ -42,118 +39,9 @@ if TYPE_CHECKING:
     from ..budgets.budget import Budget
     from ..loop.services import Services
 
-__all__ = ["Helper", "HelperResult", "infrastructure_helper", "session_helper"]
+__all__ = ["infrastructure_helper", "session_helper"]
 
 _numbers = itertools.count(1)
-
-
-@attrs.frozen
-class HelperResult:
-    """What one [`Helper.execute`][agentrio.Helper.execute] produced.
-
-    Attributes:
-        content: the model's final text.
-        tool_calls: the tool calls it made, in order.
-        tool_results: their results, in the same order.
-        usage: what this execute spent (tokens, requests, tool calls).
-        stop_reason: why its phase ended (``done`` unless a limit was hit).
-    """
-
-    content: str
-    tool_calls: tuple[ToolCallRequest, ...]
-    tool_results: tuple[ToolResult, ...]
-    usage: UsageTotals
-    stop_reason: StopReason = "done"
-
-
-def _minus(after: UsageTotals, before: UsageTotals) -> UsageTotals:
-    return UsageTotals(
-        input_tokens=after.input_tokens - before.input_tokens,
-        output_tokens=after.output_tokens - before.output_tokens,
-        total_tokens=after.total_tokens - before.total_tokens,
-        requests=after.requests - before.requests,
-        tool_calls=after.tool_calls - before.tool_calls,
-        attempts=after.attempts - before.attempts,
-        cached_input_tokens=after.cached_input_tokens - before.cached_input_tokens,
-        cache_write_tokens=after.cache_write_tokens - before.cache_write_tokens,
-        reasoning_tokens=after.reasoning_tokens - before.reasoning_tokens,
-    )
-
-
-class Helper(metaclass=NoPublicConstructor):
-    """An LLM called like a function, from [`Runtime.helper`][agentrio.Runtime.helper]
-    (infrastructure) or [`AgentRef.helper`][agentrio.AgentRef.helper] (session).
-
-    Behind it is an agent actor. No public constructor.
-    """
-
-    __slots__ = ("_agent", "_final_answer", "_lock", "_max_turns")
-
-    def __init__(self, agent: AgentRef, max_turns: int, final_answer: bool) -> None:
-        self._agent = agent
-        # One execute at a time, so each one's usage is its own (the agent runs
-        # phases one at a time anyway).
-        self._lock = trio.Lock()
-        self._max_turns = max_turns
-        self._final_answer = final_answer
-
-    @property
-    def agent(self) -> AgentRef:
-        """The agent actor behind the helper."""
-        return self._agent
-
-    def __repr__(self) -> str:
-        return f"<Helper {self._agent.path!r}>"
-
-    async def execute(self, prompt: str) -> HelperResult:
-        """Run *prompt* to a final answer (up to ``max_turns`` model calls) in a fresh context.
-
-        If the task awaiting ``execute()`` is cancelled, its phase ends with
-        ``"cancelled"``, as for [`AgentRef.run`][agentrio.AgentRef.run], and the
-        helper takes its next ``execute()`` as usual.
-
-        Returns:
-            A [`HelperResult`][agentrio.types.HelperResult].
-
-        Raises:
-            HelperTurnsExceeded: ``max_turns`` was reached without a final
-                answer (unless the helper was made with ``final_answer=True``).
-            InvalidArgument: *prompt* is not a str.
-            ActorStopped: the helper (or its caller) has stopped.
-            trio.Cancelled: the caller was cancelled (once the phase has ended).
-        """
-        if not isinstance(prompt, str):
-            raise InvalidArgument(f"prompt must be a str, got {prompt!r}")
-        async with self._lock:
-            before = self._agent.usage()
-            phase = await self._agent.run(
-                prompt, max_iterations=self._max_turns, continue_context=False
-            )
-            spent = _minus(self._agent.usage(), before)
-        result = HelperResult(
-            content=phase.final_text,
-            tool_calls=tuple(
-                ToolCallRequest(r.name, r.arguments, id=r.id) for r in phase.tool_calls
-            ),
-            tool_results=phase.tool_calls,
-            usage=spent,
-            stop_reason=phase.stop_reason,
-        )
-        if phase.stop_reason == "max_iterations" and not self._final_answer:
-            raise HelperTurnsExceeded(
-                f"helper {self._agent.path!r} used its {self._max_turns} turns "
-                "without a final answer",
-                result=result,
-            )
-        return result
-
-    async def stop(self) -> None:
-        """Stop the helper's agent.
-
-        It is also stopped with its caller: a session helper with its agent,
-        an infrastructure helper with its supervisor.
-        """
-        await self._agent.stop()
 
 
 def _check_turns(max_turns: object) -> int:

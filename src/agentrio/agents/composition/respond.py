@@ -23,24 +23,22 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
-from ..._handles import NoPublicConstructor, create
-from ...actors import PendingAsk, exit_reason, wait_exited
-from ...actors.actor import Actor, ActorRef
-from ...errors import ActorError, ActorStopped, InvalidArgument, RuntimeClosed
+from ..._handles import create
+from ...actors import PendingAsk
+from ...actors.actor import Actor
+from ...errors import ActorError, InvalidArgument, RuntimeClosed
 from ...messages import PhaseResult, Routed, RunPhase
+from ..loop.handles import BackgroundRun, Response
 from ..routing.modes import Mode
-from ..routing.router import Route, choose_route
+from ..routing.router import choose_route
 
 if TYPE_CHECKING:
     from ..loop.agent import AgentRef
 
 __all__ = [
     "BACKGROUND_PROMPT",
-    "BackgroundRun",
-    "Response",
     "check_runtime_routing",
     "continue_in_background",
     "respond",
@@ -80,35 +78,6 @@ def check_runtime_routing(modes: object, router: object) -> None:
 
 # The stop reasons of a run cut short by a cap of its mode: it can go on in the background.
 _CONTINUABLE = frozenset(("max_iterations", "timeout"))
-
-
-@attrs.frozen
-class Response:
-    """What [`AgentRef.respond`][agentrio.AgentRef.respond] produced.
-
-    Attributes:
-        agent: the path of the agent that ran it.
-        route: the router's decision.
-        mode: the mode it ran in.
-        tier: the tier the result came from: the route's, or the next one
-            after a stall (None: the agent's own model).
-        escalated: the route's tier stalled and the request ran again on ``tier``.
-        result: the phase's [`PhaseResult`][agentrio.PhaseResult].
-        can_continue: the run ended at one of its caps (``"max_iterations"``
-            or ``"timeout"``) in a mode other than ``background``:
-            [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] can go on
-            with it.
-        context_label: the conversation it ran in (None: the primary one).
-    """
-
-    agent: str
-    route: Route
-    mode: Mode
-    tier: str | None
-    escalated: bool
-    result: PhaseResult[object]
-    can_continue: bool
-    context_label: str | None = None
 
 
 async def respond(
@@ -161,103 +130,6 @@ async def respond(
 
 
 # -- background runs ---------------------------------------------------------------------
-
-
-class BackgroundRun(metaclass=NoPublicConstructor):
-    """A phase running in the background, from
-    [`AgentRef.continue_in_background`][agentrio.AgentRef.continue_in_background] or
-    [`AgentRef.start_background`][agentrio.AgentRef.start_background].
-
-    Await it later with [`wait`][agentrio.types.BackgroundRun.wait]; watch it through the runtime's
-    events, which carry the agent's path (``PhaseStarted``, ``TurnStarted``,
-    ``ToolStarted``... ``PhaseEnded``). It runs in the agent like any phase
-    (after the phases queued before it), for a small actor under the
-    agent's supervisor ([`path`][agentrio.types.BackgroundRun.path]), and ends with the runtime.
-    No public constructor.
-    """
-
-    __slots__ = ("_agent", "_context_label", "_error", "_mode", "_result", "_runner")
-
-    def __init__(
-        self, agent: AgentRef[object], mode: Mode | None, context_label: str | None
-    ) -> None:
-        self._agent = agent
-        self._mode = mode
-        self._context_label = context_label
-        self._runner: ActorRef | None = None  # the actor's, once spawned
-        self._result: PhaseResult[object] | None = None
-        self._error: ActorError | None = None
-
-    @property
-    def agent(self) -> AgentRef[object]:
-        """The agent that runs it."""
-        return self._agent
-
-    @property
-    def mode(self) -> Mode | None:
-        """The mode it runs in (None: the spec's limits)."""
-        return self._mode
-
-    @property
-    def context_label(self) -> str | None:
-        """The conversation it continues (None: the primary one)."""
-        return self._context_label
-
-    @property
-    def path(self) -> str:
-        """The path of the actor that waits for the phase,
-        ``"<agent's supervisor>/<agent>.background-<n>"`` (``ActorStarted`` and
-        ``ActorExited`` events carry it)."""
-        assert self._runner is not None
-        return self._runner.path
-
-    @property
-    def done(self) -> bool:
-        """True once it has ended (with a result or an error)."""
-        assert self._runner is not None
-        ended = self._result is not None or self._error is not None
-        return ended or exit_reason(self._runner) is not None
-
-    @property
-    def result(self) -> PhaseResult[object] | None:
-        """Its result, once it has one (None until then, or if it failed)."""
-        return self._result
-
-    def __repr__(self) -> str:
-        state = "running" if not self.done else "done" if self._result else "failed"
-        return f"<BackgroundRun {self.path!r} {state}>"
-
-    async def wait(self) -> PhaseResult[object]:
-        """Wait until the phase has ended; its result.
-
-        Returns at once if it has ended; call it as often as you like.
-        Cancelling the wait does not cancel the phase: it belongs to the
-        runtime (``agent.request_stop()`` ends it early, with a result).
-
-        Raises:
-            ActorStopped: (reason ``"cancelled"``, ``path`` the agent's) the
-                agent stopped or was cancelled before the phase ended, or the
-                runtime (or the agent's supervisor) stopped and cancelled it.
-            ActorCrashed: the agent crashed.
-        """
-        assert self._runner is not None
-        if self._result is None:
-            # The actor keeps the outcome before it exits; an actor cancelled
-            # (with its supervisor) before it could has none.
-            await wait_exited(self._runner)
-        else:
-            await trio.lowlevel.checkpoint()
-        if self._result is not None:
-            return self._result
-        if self._error is not None:
-            raise self._error
-        agent = self._agent.path
-        raise ActorStopped(
-            f"the background phase of agent {agent!r} was cancelled before it ended "
-            f"(its supervisor or the runtime stopped)",
-            path=agent,
-            reason="cancelled",
-        )
 
 
 class _Background(Actor[RunPhase]):

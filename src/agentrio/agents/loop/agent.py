@@ -81,9 +81,8 @@ from .stream import RunStream
 if TYPE_CHECKING:
     from ...actors.bus import EventBus
     from ...supervisors.ref import SupervisorRef
-    from ..composition.helper import Helper
-    from ..composition.respond import BackgroundRun, Response
     from ..routing.router import Router
+    from .handles import BackgroundRun, Helper, Response
 
 __all__ = ["AgentActor", "AgentRef", "AgentSpec", "StepInfo"]
 
@@ -1566,9 +1565,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ActorStopped, ActorCrashed: as for [`run`][agentrio.AgentRef.run], and
                 whatever the router raises, as it is.
         """
-        from ..composition.respond import respond
-
-        return await respond(
+        return await self._state.services.composer.respond(
             self, request, router=router, context_label=context_label, escalate=escalate
         )
 
@@ -1595,9 +1592,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             RuntimeClosed: the agent's supervisor has stopped.
             ActorStopped: the agent has stopped.
         """
-        from ..composition.respond import continue_in_background
-
-        return await continue_in_background(self, response, message)
+        return await self._state.services.composer.continue_in_background(self, response, message)
 
     async def start_background(
         self,
@@ -1633,8 +1628,6 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             RuntimeClosed: the agent's supervisor has stopped.
             ActorStopped: the agent has stopped.
         """
-        from ..composition.respond import start_background
-
         cmd, chosen = _phase_command(
             self._state,
             user_message,
@@ -1649,7 +1642,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         )
         if cmd.parts:
             _check_phase_parts(self._state, cmd)
-        return await start_background(self, cmd, chosen)
+        return await self._state.services.composer.start_background(self, cmd, chosen)
 
     async def request_stop(self) -> None:
         """Ask the agent to stop at the start of its next iteration (``stop_requested``).
@@ -1757,9 +1750,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             InvalidArgument: *max_turns* is not an int >= 1; a *name* against
                 these rules or those of ``AgentSpec.name``.
         """
-        from ..composition.helper import session_helper
-
-        return session_helper(
+        return self._state.services.composer.session_helper(
             self._state,
             model,
             instructions=instructions,
@@ -1796,11 +1787,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ActorStopped: this agent has exited.
             DuplicateName, RuntimeClosed: as for ``spawn_agent``.
         """
-        from ..composition.compose import spawn_child
-
         check_spec(spec)
         await trio.lowlevel.checkpoint_if_cancelled()
-        return spawn_child(self._state, spec, name=name, budget=budget)
+        return self._state.services.composer.spawn_child(
+            self._state, spec, name=name, budget=budget
+        )
 
     async def map(
         self,
@@ -1817,9 +1808,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         apply). Cancelling its caller ends the phases under way with
         ``"cancelled"``, as there.
         """
-        from ..composition.compose import map_phases
-
-        return await map_phases(
+        return await self._state.services.composer.map_phases(
             self._state.services,
             self._state.sup,
             spec,

@@ -1,20 +1,23 @@
 """The loop's seams: what plugs into it from the rooms above, declared here.
 
 The loop calls out at a few points: to an observer (``observation``:
-OpenTelemetry's spans and metrics) and to a durable agent's recording
-(``durability``: checkpoint records, a phase going on after a crash). Each is
-a Protocol of this module, held by `Services` (``services.otel``,
-``services.checkpoints``; None when off, which costs the loop one test), and
-met by the room above, which imports the loop, never the other way round (as
-the kernel's actors reach their supervisor through ``actors.actor.Parent``).
+OpenTelemetry's spans and metrics), to a durable agent's recording
+(``durability``: checkpoint records, a phase going on after a crash), and,
+from `AgentRef`'s composing methods, to ``composition`` (respond, background
+runs, helpers, subagents, maps). Each is a Protocol of this module, held by
+`Services` (``services.otel``, ``services.checkpoints``: None when off, which
+costs the loop one test; ``services.composer``), and met by the room above,
+which imports the loop, never the other way round (as the kernel's actors
+reach their supervisor through ``actors.actor.Parent``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from ...errors import ActorError
     from ...messages import (
         ChatMessage,
         ModelReply,
@@ -23,12 +26,20 @@ if TYPE_CHECKING:
         ToolCallRequest,
         ToolResult,
     )
+    from ...providers.base import Model
+    from ...supervisors.ref import SupervisorRef
+    from ..budgets.budget import Budget
+    from ..routing.modes import Mode
     from ..tools.tool import Tool
     from ..tools.tool_call import ToolGate, ToolRunner
-    from .agent import AgentRef, _AgentState
+    from .agent import AgentRef, AgentSpec, _AgentState
+    from .handles import BackgroundRun, Helper, Response
     from .phase import Phase
+    from .services import Services
 
-__all__ = ["Checkpointing", "Observer", "PhaseRecording", "Resumed"]
+__all__ = ["Checkpointing", "Composer", "Observer", "PhaseRecording", "Resumed"]
+
+_T = TypeVar("_T")
 
 
 class Observer(Protocol):
@@ -138,3 +149,63 @@ class Checkpointing(Protocol):
 
     async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
         """Ask the restarted agent with *cmd* again, until nothing is left to go on from."""
+
+
+class Composer(Protocol):
+    """What `AgentRef`'s composing methods call (``composition.composer.COMPOSER``)."""
+
+    async def respond(
+        self,
+        agent: AgentRef[object],
+        request: object,
+        *,
+        router: object,
+        context_label: object,
+        escalate: object,
+    ) -> Response:
+        """The body of ``AgentRef.respond``."""
+
+    async def continue_in_background(
+        self, agent: AgentRef[object], response: object, message: object
+    ) -> BackgroundRun:
+        """The body of ``AgentRef.continue_in_background``."""
+
+    async def start_background(
+        self, agent: AgentRef[object], cmd: RunPhase, mode: Mode | None
+    ) -> BackgroundRun:
+        """Queue *cmd* on *agent* and spawn the actor that waits for it."""
+
+    def session_helper(
+        self,
+        parent: _AgentState,
+        model: Model | str | None,
+        *,
+        instructions: str,
+        max_turns: int,
+        final_answer: bool,
+        name: str | None,
+    ) -> Helper:
+        """The body of ``AgentRef.helper``."""
+
+    def spawn_child(
+        self,
+        parent: _AgentState,
+        spec: AgentSpec[_T],
+        *,
+        name: str | None = None,
+        budget: Budget | None = None,
+    ) -> AgentRef[_T]:
+        """Spawn *spec* as a subagent of *parent*."""
+
+    async def map_phases(
+        self,
+        services: Services,
+        sup: SupervisorRef,
+        spec: AgentSpec[_T],
+        inputs: Sequence[str],
+        *,
+        concurrency: int,
+        budget: Budget | None,
+        parent: _AgentState | None,
+    ) -> list[PhaseResult[_T] | ActorError]:
+        """One fresh agent per input, at most *concurrency* at once."""

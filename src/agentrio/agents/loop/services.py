@@ -25,7 +25,7 @@ from ..tools.tool import Tool
 if TYPE_CHECKING:
     from ...actors import EventBus
     from ..tools.lanes import ToolLanes
-    from .seams import Checkpointing, Observer
+    from .seams import Checkpointing, Composer, Observer
 
 __all__ = ["Configuration", "Services"]
 
@@ -67,6 +67,8 @@ class Services:
             OpenTelemetry (None: nothing does, and they pay one test for it).
         checkpoints: the runtime's checkpoints, when it has a store (None:
             nothing is recorded, and a phase pays one test for it).
+        composer: what ``AgentRef``'s composing methods call (respond,
+            background runs, helpers, subagents, maps: ``composition/``).
         resolve: turns a tier name or an ``"instance:model"`` string into a
             model object, through the runtime's configuration (loaded on first
             use). Raises ``ConfigError`` for a name it does not know, or when
@@ -80,6 +82,7 @@ class Services:
         "budget",
         "bus",
         "checkpoints",
+        "composer",
         "otel",
         "resolve",
         "tool_lanes",
@@ -93,6 +96,7 @@ class Services:
         bus: EventBus,
         resolve: Callable[[str], Model],
         configuration: Callable[[], Configuration | None],
+        composer: Composer,
         modes: Sequence[Mode] = (),
         router: Router | None = None,
         tool_lanes: ToolLanes | None = None,
@@ -100,6 +104,7 @@ class Services:
         self.budget = budget
         self.bus = bus
         self.tool_lanes = tool_lanes
+        self.composer = composer
         self.otel: Observer | None = None
         self.checkpoints: Checkpointing | None = None
         self.tools: dict[str, Tool] = {}
