@@ -94,6 +94,31 @@ LAYERS: tuple[Layer, ...] = (
 )
 
 
+# The agent layer's rooms, lowest first: each a subpackage of agentrio.agents with one
+# job, read like LAYERS (a room may import its own and those named in ``uses``), and
+# with no import cycle between any two (function-body and TYPE_CHECKING imports
+# included). docs/design.md draws it (its "rooms" block, checked by tests/test_rooms.py).
+# What sits above the loop plugs into it through loop/seams.py's Protocols.
+ROOMS: tuple[Layer, ...] = (
+    Layer("budgets", ("agentrio.agents.budgets",), uses=()),
+    Layer("tools", ("agentrio.agents.tools",), uses=()),
+    Layer("routing", ("agentrio.agents.routing",), uses=("tools",)),
+    Layer("loop", ("agentrio.agents.loop",), uses=("budgets", "tools", "routing")),
+    Layer("observation", ("agentrio.agents.observation",), uses=("budgets", "tools", "loop")),
+    Layer(
+        "durability",
+        ("agentrio.agents.durability",),
+        uses=("budgets", "tools", "routing", "loop"),
+    ),
+    Layer(
+        "composition",
+        ("agentrio.agents.composition",),
+        uses=("budgets", "tools", "routing", "loop"),
+    ),
+)
+ROOMS_HOME = "agentrio.agents"  # the package the rooms divide
+
+
 @dataclasses.dataclass(frozen=True)
 class Import:
     """One name an import statement brings in.
@@ -563,3 +588,36 @@ def against_known(found: Iterable[Violation], known: Iterable[str], kind: str) -
     problems = [str(v) for v in found if v.key not in known]
     problems += [f"no longer occurs, remove it from KNOWN_VIOLATIONS: {k}" for k in known - keys]
     return sorted(set(problems))
+
+
+# -- the agent layer's rooms ------------------------------------------------------------
+
+
+def roomless(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[str]:
+    """The agent layer's modules that no room holds (its ``__init__`` aside)."""
+    home = ROOMS_HOME + "."
+    return [m for m in tree.modules if m.startswith(home) and layer_of(m, rooms) is None]
+
+
+def room_violations(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[Violation]:
+    """Every import of a room that the importing module's room may not use."""
+    found = layer_violations(tree, rooms)
+    return [
+        Violation(v.key.replace("layer: ", "room: ", 1).replace(" a layer ", " a room "), v.where)
+        for v in found
+    ]
+
+
+def room_graph(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> dict[str, set[str]]:
+    """Room -> the rooms it imports (every import counted, wherever it is written)."""
+    graph: dict[str, set[str]] = {room.name: set() for room in rooms}
+    for imp in tree.imports():
+        source, target = layer_of(imp.module, rooms), layer_of(imp.target, rooms)
+        if source is not None and target is not None and source is not target:
+            graph[source.name].add(target.name)
+    return graph
+
+
+def room_cycles(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[list[str]]:
+    """The import cycles between rooms (see :func:`strongly_connected`)."""
+    return strongly_connected(room_graph(tree, rooms))
