@@ -51,8 +51,10 @@ CYCLES_WITHIN_PACKAGES = [
         "agentrio.agents.loop.compaction",
         "agentrio.agents.loop.handles",
         "agentrio.agents.loop.phase",
+        "agentrio.agents.loop.ref",
         "agentrio.agents.loop.seams",
         "agentrio.agents.loop.services",
+        "agentrio.agents.loop.spec",
     ],
     ["agentrio.providers._http11", "agentrio.providers.transport"],
 ]

@@ -2,9 +2,10 @@
 
 As docs/design.md measured before: ``PYTHONHASHSEED=0``, the collector off (its
 passes fall differently with each change of code), N agents (1,000) each running one
-phase; a process that only warms up (10 agents) is counted too and subtracted, and
-what is left is divided by N. Give ``--src`` to count another copy of the package
-(the code before a change, say) with this same script.
+phase; trio's scheduler seeded (it reverses batches of runnable tasks at random); a
+process that only warms up (10 agents) is counted too and subtracted, and what is left
+is divided by N. Give ``--src`` to count another copy of the package (the code before
+a change, say) with this same script.
 
 Run: python tools/callgrind_agents.py [--agents 1000] [--src DIR] [--rounds 1]
 """
@@ -28,8 +29,12 @@ def _child(agents: int) -> None:
 
     sys.path.append(str(REPO / "bench"))
     import trio
+    import trio._core._run
     from agents import _agentrio  # type: ignore[import-not-found]  # bench/agents.py
 
+    # Trio reverses each batch of runnable tasks at random: seeded, the same
+    # order in every process (an empty mailbox's deque or not, ...).
+    trio._core._run._r.seed(0)
     gc.disable()
     trio.run(_agentrio, 10)
     if agents:

@@ -24,7 +24,8 @@ import trio
 
 from .agents.budgets.budget import Budget, UsageTotals
 from .agents.budgets.limits import Limits
-from .agents.loop.agent import AgentRef, AgentSpec
+from .agents.loop.ref import AgentRef
+from .agents.loop.spec import AgentSpec
 from .agents.tools.tool import tool
 from .config import Models, found_config
 from .messages import PhaseResult

@@ -40,7 +40,8 @@ import trio
 
 from ._handles import NoPublicConstructor, create
 from .agents.budgets.budget import Budget, UsageTotals
-from .agents.loop.agent import AgentRef, AgentSpec
+from .agents.loop.ref import AgentRef
+from .agents.loop.spec import AgentSpec
 from .agents.loop.stream import RunDone, RunItem, RunStream
 from .errors import RuntimeClosed, SelfAsk, UsageError
 from .messages import (

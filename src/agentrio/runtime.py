@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 if TYPE_CHECKING:
-    from .agents.loop.agent import AgentRef, AgentSpec
     from .agents.loop.handles import Helper
+    from .agents.loop.ref import AgentRef
+    from .agents.loop.spec import AgentSpec
     from .agents.observation.otel import OpenTelemetry
     from .agents.routing.modes import Mode
     from .agents.routing.router import Router
@@ -38,8 +39,9 @@ from .agents.composition.composer import COMPOSER
 from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability, plan
-from .agents.loop.agent import check_spec, spawn_agent
+from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
+from .agents.loop.spec import check_spec
 from .agents.observation.otel import check_otel
 from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config

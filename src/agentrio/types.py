@@ -18,8 +18,8 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 
 from .actors.actor import ActorStatistics, RestartPolicy
 from .agents.budgets.budget import Lease, UsageTotals
-from .agents.loop.agent import StepInfo
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
+from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
 from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream

@@ -29,7 +29,7 @@ from agentrio import (
     Usage,
 )
 from agentrio._checks import check_name, is_reserved
-from agentrio.agents.loop.agent import context_name
+from agentrio.agents.loop.spec import context_name
 from agentrio.errors import DuplicateName
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import ContextRead, ToolSchema

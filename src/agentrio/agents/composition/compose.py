@@ -29,8 +29,10 @@ from ...messages import (
     ToolResult,
 )
 from ..budgets.budget import Budget
-from ..loop.agent import AgentRef, AgentSpec, _AgentState, check_spec, spawn_agent
+from ..loop.agent import _AgentState
 from ..loop.phase import CALLER
+from ..loop.ref import AgentRef, spawn_agent
+from ..loop.spec import AgentSpec, check_spec
 from ..tools.policy import (
     Approval,
     Approver,

@@ -35,7 +35,7 @@ from ..routing.modes import Mode
 from ..routing.router import choose_route
 
 if TYPE_CHECKING:
-    from ..loop.agent import AgentRef
+    from ..loop.ref import AgentRef
 
 __all__ = [
     "BACKGROUND_PROMPT",

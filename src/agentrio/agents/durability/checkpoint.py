@@ -70,7 +70,9 @@ from ...messages import (
 )
 from ...store.base import Entry, Loaded
 from ..budgets.budget import UsageTotals
-from ..loop.agent import AgentRef, AgentSpec, new_phase_id, spawn_agent
+from ..loop.agent import new_phase_id
+from ..loop.ref import AgentRef, spawn_agent
+from ..loop.spec import AgentSpec
 from ..routing.modes import check_mode_timeout
 from ..tools.lanes import check_lane
 

@@ -23,7 +23,7 @@ from ..routing.router import Route
 
 if TYPE_CHECKING:
     from ...actors.actor import ActorRef
-    from .agent import AgentRef
+    from .ref import AgentRef
 
 __all__ = ["BackgroundRun", "Helper", "HelperResult", "Response"]
 

@@ -1006,7 +1006,7 @@ class Phase:
         """
         hook = self.st.spec.on_step
         assert hook is not None
-        from .agent import StepInfo
+        from .spec import StepInfo
 
         info = StepInfo(
             self.path,

@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     from ..routing.modes import Mode
     from ..tools.tool import Tool
     from ..tools.tool_call import ToolGate, ToolRunner
-    from .agent import AgentRef, AgentSpec, _AgentState
+    from .agent import _AgentState
     from .handles import BackgroundRun, Helper, Response
     from .phase import Phase
+    from .ref import AgentRef
     from .services import Services
+    from .spec import AgentSpec
 
 __all__ = ["Checkpointing", "Composer", "Observer", "PhaseRecording", "Resumed"]
 
