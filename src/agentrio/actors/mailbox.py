@@ -114,6 +114,11 @@ class Mailbox:
                 blocked = senders.popleft()
                 buffer.append(blocked.item)
                 reschedule(blocked.task)
+            elif not buffer:
+                # Emptied: let it go now, not only when the receiver parks. An
+                # actor that handles a long message (an agent's phase) would hold
+                # its empty deque, about 760 bytes, for all of it.
+                self._buffer = None
             return item
         if senders:  # capacity 0: take straight from a waiting sender
             blocked = senders.popleft()
