@@ -27,6 +27,21 @@ async def test_fifo_and_capacity() -> None:
         box.receive_nowait()
 
 
+def test_an_emptied_mailbox_holds_no_buffer() -> None:
+    # An actor handling a long message (an agent's phase) does not keep an empty
+    # deque for all of it: the buffer goes with the last item taken.
+    mailbox = Mailbox(4)
+    mailbox.send_nowait("a")
+    mailbox.send_nowait("b")
+    assert mailbox.receive_nowait() == "a"
+    assert mailbox._buffer is not None  # (one item left)
+    assert mailbox.receive_nowait() == "b"
+    assert mailbox._buffer is None
+    assert len(mailbox) == 0
+    mailbox.send_nowait("c")  # and a new one when needed
+    assert mailbox.receive_nowait() == "c"
+
+
 async def test_send_waits_while_full_and_resumes_when_one_is_taken() -> None:
     box = Mailbox(1)
     box.send_nowait("a")
