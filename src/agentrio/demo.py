@@ -22,8 +22,9 @@ from typing import Literal
 import attrs
 import trio
 
-from .agents.budgets.budget import Budget, UsageTotals
+from .agents.budgets.budget import Budget
 from .agents.budgets.limits import Limits
+from .agents.budgets.usage import UsageTotals
 from .agents.loop.ref import AgentRef
 from .agents.loop.spec import AgentSpec
 from .agents.tools.tool import tool

@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypedDict, TypeVar, Unpack
 import trio
 
 from ._handles import NoPublicConstructor, create
-from .agents.budgets.budget import Budget, UsageTotals
+from .agents.budgets.budget import Budget
+from .agents.budgets.usage import UsageTotals
 from .agents.loop.ref import AgentRef
 from .agents.loop.spec import AgentSpec
 from .agents.loop.stream import RunDone, RunItem, RunStream

@@ -33,12 +33,14 @@ if TYPE_CHECKING:
 
 from ._version import __version__
 from .actors.bus import EventStream
-from .agents.budgets.budget import Budget, UsageTotals
+from .agents.budgets.budget import Budget
+from .agents.budgets.usage import UsageTotals
 from .agents.composition.compose import map_phases
 from .agents.composition.composer import COMPOSER
 from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
-from .agents.durability.checkpoint import Checkpoints, Durability, plan
+from .agents.durability.checkpoint import Checkpoints, Durability
+from .agents.durability.resume import plan
 from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
 from .agents.loop.spec import check_spec

@@ -17,7 +17,8 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 """
 
 from .actors.actor import ActorStatistics, RestartPolicy
-from .agents.budgets.budget import Lease, UsageTotals
+from .agents.budgets.budget import Lease
+from .agents.budgets.usage import UsageTotals
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream

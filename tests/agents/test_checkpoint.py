@@ -22,7 +22,7 @@ from agentrio import (
     Usage,
     ask_rule,
 )
-from agentrio.agents.durability.checkpoint import (
+from agentrio.agents.durability.records import (
     INTERRUPTED,
     PhaseBegun,
     PhaseDone,

@@ -36,7 +36,7 @@ from agentrio import (
     ToolResult,
     deny_rule,
 )
-from agentrio.agents.tools.mcp import _BROKEN_HERE, _StdioDecoder, render
+from agentrio.agents.tools.mcp_wire import _BROKEN_HERE, _StdioDecoder, render
 from agentrio.events import ActorFailed, ActorRestarted, Event, EventStream, PermissionDenied
 from agentrio.mcp import MCPConnectError, MCPConnection, MCPTool, MCPToolError
 from agentrio.testing import FunctionModel, Reply, ScriptedModel

@@ -42,7 +42,8 @@ from ...providers.base import (
     model_pricing,
 )
 from ...workspace import Workspace, agent_workspace
-from ..budgets.budget import Budget, UsageTotals
+from ..budgets.budget import Budget
+from ..budgets.usage import UsageTotals
 from ..routing.modes import Mode, check_mode_timeout
 from ..tools.lanes import check_lane
 from ..tools.tool_call import ToolGate

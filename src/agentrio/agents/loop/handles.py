@@ -17,7 +17,7 @@ from ..._handles import NoPublicConstructor
 from ...actors import exit_reason, wait_exited
 from ...errors import ActorError, ActorStopped, HelperTurnsExceeded, InvalidArgument
 from ...messages import PhaseResult, StopReason, ToolCallRequest, ToolResult
-from ..budgets.budget import UsageTotals
+from ..budgets.usage import UsageTotals
 from ..routing.modes import Mode
 from ..routing.router import Route
 

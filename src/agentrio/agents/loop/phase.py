@@ -55,7 +55,8 @@ from ...messages import (
 )
 from ...providers.limiter import lane_index
 from ...providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
-from ..budgets.budget import Lease, usage_problem
+from ..budgets.budget import Lease
+from ..budgets.usage import usage_problem
 from ..tools.lanes import ToolLanes
 from ..tools.output import TypedAnswer
 from ..tools.tool import ToolContext

@@ -32,7 +32,8 @@ from ...providers.base import (
     Model,
 )
 from ...workspace import Workspace
-from ..budgets.budget import Budget, UsageTotals
+from ..budgets.budget import Budget
+from ..budgets.usage import UsageTotals
 from ..routing.modes import Mode
 from .agent import (
     AgentActor,
