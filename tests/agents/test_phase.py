@@ -28,7 +28,8 @@ from agentrio import (
     Usage,
 )
 from agentrio.agents.loop.continuation import CONTINUATION_PROMPT
-from agentrio.agents.loop.phase import FINAL_ANSWER_PROMPT, Phase
+from agentrio.agents.loop.endings import FINAL_ANSWER_PROMPT
+from agentrio.agents.loop.phase import Phase
 from agentrio.config import Config
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
 from agentrio.types import ToolSchema
@@ -1425,7 +1426,7 @@ async def test_an_agent_tools_child_gets_its_own_context(
 async def test_only_calls_of_tools_that_declare_it_build_a_context(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agentrio.agents.loop.phase as phase_module
+    import agentrio.agents.loop.tool_turns as phase_module
 
     built: list[agentrio.ToolContext] = []
 

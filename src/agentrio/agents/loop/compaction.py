@@ -36,7 +36,7 @@ from ...messages import (
 from ...providers.base import Model, Prices, check_model, context_window, split_model
 from ...providers.tokens import TokenEstimator, arguments_text, message_text
 from .context import turn_units
-from .phase import _Meter, _usage_invalid, settle_reply
+from .metering import _Meter, _usage_invalid, settle_reply
 
 if TYPE_CHECKING:
     from .phase import Phase

@@ -12,19 +12,17 @@ room for it.
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from collections.abc import Coroutine, Sequence
 from contextvars import ContextVar
-from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
 from ..._text import valid_reply
-from ...errors import ContextTooLong, InvalidArgument, UsageInvalid
+from ...errors import ContextTooLong, InvalidArgument
 from ...messages import (
     BudgetExhausted,
     ChatMessage,
@@ -32,77 +30,46 @@ from ...messages import (
     ContextRead,
     ContextReset,
     ContextTruncated,
-    ContinuationInjected,
     ModelReply,
     ModelSettings,
     PhaseEnded,
     PhaseError,
     PhaseResult,
-    PhaseResumed,
     PhaseStarted,
     RunPhase,
-    Stalled,
     StopReason,
     TextDelta,
     ToolCallRequest,
-    ToolEnded,
     ToolResult,
-    ToolStarted,
     TurnEnded,
     TurnStarted,
     Usage,
     Waited,
 )
 from ...providers.limiter import lane_index
-from ...providers.tokens import arguments_text, message_text, message_tokens, parts_tokens
-from ..budgets.budget import Lease
-from ..budgets.usage import usage_problem
-from ..tools.lanes import ToolLanes
+from ...providers.tokens import message_text, message_tokens, parts_tokens
 from ..tools.output import TypedAnswer
-from ..tools.tool import ToolContext
-from ..tools.tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
+from ..tools.tool_call import ToolRunner
 from .context import fit_window
-from .continuation import CONTINUATION_PROMPT, looks_unfinished
+from .endings import _CUT, Endings
 from .stream import RUN_BUSES, RunBus
 
 if TYPE_CHECKING:
     from ...actors.actor import ActorRef
-    from ...providers.base import Model, Prices, ToolSchema
+    from ...providers.base import ToolSchema
     from .agent import _AgentState
-    from .seams import PhaseRecording
 
-__all__ = ["FINAL_ANSWER_PROMPT", "Phase"]
+from .metering import _Meter, _usage_invalid, settle_reply
+
+__all__ = ["Phase"]
 
 # The agent whose phase is running tools now; set only for agents that hold an
 # agent tool, which spawns its child under the caller.
 CALLER: ContextVar[_AgentState | None] = ContextVar("agentrio_calling_agent", default=None)
 
-FINAL_ANSWER_PROMPT = (
-    "You are repeating yourself. Give your best final answer now, without calling any tools."
-)
-
-# The calls a phase has seen are a list up to this many, then a set (see _watch).
-_SEEN_AS_LIST = 8
-
-_NUMBERS = ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-
-
-def _spelled(n: int) -> str:
-    return _NUMBERS[n - 2] if n - 2 < len(_NUMBERS) else str(n)
-
-
-# The most characters of a ToolEnded event's previews of arguments and output.
-PREVIEW_CHARS = 200
 
 # How a phase ends on a reply without tool calls that the model did not end
 # by itself (a "pause_turn" reply is not one: the phase calls again).
-_CUT: dict[str, StopReason] = {
-    "length": "max_output_tokens",
-    "content_filter": "content_filter",
-    "refusal": "refusal",
-}
-
-
 def _numbered(history: Sequence[ChatMessage]) -> int:
     """How many calls *history* holds, or more if an id ``call_<n>`` is higher.
 
@@ -121,163 +88,31 @@ def _numbered(history: Sequence[ChatMessage]) -> int:
     return n
 
 
-def _summary(text: str) -> str:
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _preview(text: str) -> str:
-    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
-
-
 async def _shielded(write: Coroutine[object, None, None]) -> None:
     # Once a phase has ended, a cancel must not cut it short (it would end twice).
     with trio.CancelScope(shield=True):
         await write
 
 
-def _priced(reply: ModelReply, pricing: Prices) -> ModelReply:
-    """*reply* with its cost from the model's pricing (the provider did not price it)."""
-    usage = reply.usage
-    try:
-        priced = pricing.cost(usage)
-    except TypeError:  # counts that are not numbers: the settle refuses them
-        return reply
-    return msgspec.structs.replace(reply, usage=msgspec.structs.replace(usage, cost_usd=priced))
-
-
-def settle_reply(
-    lease: Lease, reply: ModelReply, pricing: Prices | None, attempts: int
-) -> ModelReply | None:
-    """Settle *lease* with what *reply* used (priced from *pricing* if the model
-    has one and the reply has no cost); the reply as charged.
-
-    None if its usage cannot be charged (not a ``Usage``, or negative, NaN or
-    infinite numbers): the call's room was charged instead.
-    """
-    usage = reply.usage
-    if not isinstance(usage, Usage):  # (None, a tuple, a dict: from a model object)
-        lease.settle_unusable(attempts=attempts)
-        return None
-    if pricing and not usage.cost_usd:
-        reply = _priced(reply, pricing)
-    if not lease.settle(reply.usage, attempts=attempts):
-        return None
-    return reply
-
-
-def _usage_invalid(model: object, usage: object) -> UsageInvalid:
-    provider = getattr(model, "provider", None)
-    name = getattr(provider, "name", None) or type(model).__name__
-    return UsageInvalid(
-        f"model {name!r} reported usage that cannot be charged: {usage_problem(usage)}; "
-        "the call's reservation was charged instead",
-        provider=name,
-    )
-
-
-class _Meter:
-    """Charges each failed attempt of one model call, and allows a retry only
-    when the budget has room for it (an ``AttemptMeter``: see providers/base.py).
-
-    A failed attempt that did not report its usage is charged the call's input
-    estimate (what was reserved for it) plus the estimate of what it received,
-    at most ``max_out``: never more than the room the call held.
-    """
-
-    __slots__ = ("cost", "estimate", "lease", "max_out", "model", "pricing", "refused", "st")
-
-    def __init__(
-        self,
-        st: _AgentState,
-        lease: Lease,
-        estimate: int,
-        max_out: int,
-        cost: float,
-        model: Model | None = None,
-        pricing: Prices | None = None,
-    ) -> None:
-        self.st = st
-        self.lease = lease
-        self.estimate = estimate
-        self.max_out = max_out
-        self.cost = cost
-        # The model called, if not the agent's (a summary model): its pricing too.
-        self.model, self.pricing = (st.model, st.pricing) if model is None else (model, pricing)
-        self.refused = ""  # the limit that left no room for a retry
-
-    def failed(self, input_tokens: int | None, output_tokens: int | None, received: str) -> None:
-        st = self.st
-        if input_tokens is None:
-            input_tokens = self.estimate
-        if output_tokens is None:
-            output_tokens = min(st.info.estimator(received), self.max_out) if received else 0
-        pricing = self.pricing
-        # (How the attempt's input split between cache reads, writes and the
-        # rest is not known: it is priced as the reservation was.)
-        cost = pricing.reserve(input_tokens, output_tokens) if pricing else 0.0
-        spent = Usage(input_tokens, output_tokens, cost)
-        if not self.lease.charge(spent):
-            st.count(Usage(self.estimate, self.max_out, self.cost), 0, 1)
-            raise _usage_invalid(self.model, spent)
-        st.count(spent, 0, 1)
-
-    def waited(self, what: str, seconds: float, provider: str) -> None:
-        st = self.st
-        bus = st.services.bus
-        if bus.active and st.ref is not None:
-            bus.publish(Waited(path=st.ref.path, what=what, seconds=seconds, provider=provider))
-        if st.services.otel is not None:  # (its agentrio.wait.duration)
-            st.services.otel.waited(st, what, seconds)
-
-    def _budget_waited(self, seconds: float) -> None:
-        self.waited("budget", seconds, "")
-
-    async def retry(self) -> bool:
-        services = self.st.services
-        waited = self._budget_waited if services.bus.active or services.otel else None
-        if await self.lease.renew(waited=waited):
-            return True
-        self.refused = self.st.budget.exhausted(self.estimate, self.max_out, self.cost) or "budget"
-        return False
-
-
-class Phase:
+class Phase(Endings):
     """The working state of one phase; `run` returns its result."""
 
     __slots__ = (
         "allowed",
         "base",
-        "batch",
         "bus",
-        "calls",
         "cmd",
         "compaction_off",
-        "continued",
         "ctx",
         "deadline",
         "error",
         "escalating",
-        "final_text",
         "history",
         "id_base",
-        "iterations",
-        "last_result",
-        "lone",
-        "parse_failures",
         "path",
-        "pending",
-        "reason",
         "rec",
-        "repeats",
-        "same_results",
-        "seen",
         "settings",
-        "sizes",
         "st",
-        "stall",
-        "step",
-        "timestamps",
-        "total",
         "typed",
     )
 
@@ -512,37 +347,6 @@ class Phase:
         if rec is not None:
             rec.started(self)
 
-    def _restore(self, rec: PhaseRecording) -> None:
-        """Go on from what the phase recorded before a crash: the history it read,
-        then its own recorded turns (no new user turn)."""
-        resume = rec.resume
-        assert resume is not None
-        estimate = self.st.info.estimator
-        for m in resume.messages:
-            self.history.append(m)
-        self.timestamps = list(resume.timestamps)
-        self.sizes = [message_tokens(estimate, m) for m in self.history]
-        self.total = sum(self.sizes)
-        self.calls = list(resume.calls)
-        if self.cmd.direct_tool_calls is None:
-            self.iterations = sum(1 for m in resume.messages if m.role == "assistant")
-        for m in reversed(resume.messages):
-            if m.role == "assistant":
-                self.final_text = m.content
-                break
-        rec.started(self)
-        rec.upto = len(self.history)
-        resume.going_on = True  # (_loop or _direct goes on from its last turn)
-        if self.bus.active:
-            self.bus.publish(
-                PhaseResumed(
-                    path=self.path,
-                    phase_id=rec.id,
-                    turns=len(resume.messages),
-                    restart=resume.restart,
-                )
-            )
-
     def _persist(self) -> None:
         ctx = self.ctx
         new = tuple(self.history[self.base :])
@@ -615,109 +419,6 @@ class Phase:
         self.reason = "max_iterations"
         if self.st.spec.limits.final_answer:
             await self._final_turn()
-
-    async def _resumed(self) -> bool:
-        """Go on from the turn the phase last recorded before a crash: run the calls
-        it had asked for (their recorded results replayed), or take its last
-        reply as it was taken then. True if the phase ends there."""
-        rec = self.rec
-        assert rec is not None and rec.resume is not None
-        resume = rec.resume
-        last = resume.messages[-1]
-        if last.role != "assistant":
-            return False  # (its last turn was tool results: the next model call)
-        if last.tool_calls:
-            self.pending = last.tool_calls
-            await self._run_tools(last.tool_calls, model_driven=True)
-            if self._tools_end_phase(last.tool_calls):
-                return True
-            if self.stall:
-                await self._stalled()
-                return True
-            return False
-        # A reply without tool calls, recorded before the crash: what came next.
-        limit = self.cmd.max_continuation_turns
-        if limit is None:
-            limit = self.st.spec.limits.max_continuation_turns
-        if self.continued < limit and await self._continued(last.content):
-            return False
-        if self.reason == "error":
-            return True
-        self.reason = "done"
-        return not (self.typed is not None and await self._answer_refused(last.content))
-
-    async def _answer_refused(self, text: str) -> bool:
-        """Check the answer *text* against the spec's output type, then its output
-        validators: True if it was refused and the model is asked for another (a
-        user turn says why).
-
-        Past ``output_retries`` refusals, or with no model call left, the phase
-        ends with ``"error"`` (``OutputInvalid``); and so it does, with the
-        exception, if a validator raises anything but ``ModelRetry``.
-        """
-        typed = self.typed
-        assert typed is not None
-        calls_left = self.iterations < self.cmd.max_iterations
-        verdict = typed.check(text, calls_left)
-        if verdict is None and typed.validators:
-            try:
-                verdict = await typed.validate(calls_left)
-            except Exception as exc:
-                typed.value = None
-                self._error(exc)
-                return False
-        if verdict is None:
-            return False
-        if not isinstance(verdict, str):
-            self._error(verdict)
-            return False
-        self._append(ChatMessage("user", verdict))
-        return True
-
-    async def _continued(self, text: str) -> bool:
-        """Go on after a reply without tool calls? If its *text* reads as
-        unfinished, add the continuation message and say so (True).
-
-        Only while the phase has a model call left: the continued turn is one
-        of its ``max_iterations``.
-        """
-        if self.iterations >= self.cmd.max_iterations:
-            return False
-        detector = self.st.spec.continuation_detector or looks_unfinished
-        try:
-            unfinished = detector(text)
-            if inspect.isawaitable(unfinished):
-                unfinished = await unfinished
-        except Exception as exc:
-            self._error(exc)
-            return False
-        if unfinished is not True:
-            return False
-        self.continued += 1
-        self._append(ChatMessage("user", CONTINUATION_PROMPT))
-        if self.bus.active:
-            self.bus.publish(
-                ContinuationInjected(
-                    path=self.path, iteration=self.iterations, count=self.continued, text=text
-                )
-            )
-        return True
-
-    async def _final_turn(self) -> None:
-        # An answered last call leaves the reason (max_iterations, stalled) as
-        # it is, unless its answer was cut (max_output_tokens, content_filter,
-        # refusal); one that could not be made or failed says why:
-        # stop_requested, budget_exhausted or error.
-        reply = await self._turn((), final=True)
-        if reply is not None and reply.finish_reason in _CUT:
-            self.reason = _CUT[reply.finish_reason]
-
-    async def _stalled(self) -> None:
-        if self.bus.active:
-            self.bus.publish(Stalled(path=self.path, why=self.stall))
-        self._append(ChatMessage("user", FINAL_ANSWER_PROMPT))
-        self.reason = "stalled"
-        await self._final_turn()
 
     async def _compact(self, window: int | None = None) -> bool:
         """Compact the history (if there is something to replace); True if it was.
@@ -994,364 +695,4 @@ class Phase:
         if self.bus.active:
             self.bus.publish(PhaseError(path=self.path, error_type=error_type, error=error))
 
-    async def _on_step(
-        self,
-        tool_name: str | None,
-        summary: str,
-        arguments: dict[str, object] | None,
-        tokens: int,
-    ) -> bool:
-        """Tell the spec's on_step hook (set) of step ``self.step``; False if it raised.
-
-        *tokens* is the history's estimated size up to this step.
-        """
-        hook = self.st.spec.on_step
-        assert hook is not None
-        from .spec import StepInfo
-
-        info = StepInfo(
-            self.path,
-            self.step,
-            tool_name,
-            _summary(summary),
-            iteration=self.iterations,
-            max_iterations=self.cmd.max_iterations,
-            tool_arguments=None if arguments is None else MappingProxyType(arguments),
-            tokens=tokens,
-        )
-        try:
-            result = hook(info)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as exc:
-            self._error(exc)
-            return False
-        return True
-
     # -- tool calls --------------------------------------------------------------------
-
-    async def _direct(self, calls: tuple[ToolCallRequest, ...]) -> None:
-        if self.lone is not None:  # going on after the lone call's timeout
-            await self._resume_tools()
-        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
-            self.rec.resume.going_on = False
-            pending = self.rec.resume.pending()  # (the calls whose results are not recorded)
-            if pending:
-                await self._run_tools(pending, model_driven=False)
-        else:
-            if self._stop_requested():
-                return
-            numbered = self._number(calls)
-            self._append(ChatMessage("assistant", "", tool_calls=numbered))
-            if self.rec is not None:
-                self.rec.turn(self, totals=False)
-            await self._run_tools(numbered, model_driven=False)
-        if self.reason != "error":
-            self.reason = "done"
-
-    def _stop_requested(self) -> bool:
-        """Take a pending stop request; True (the phase ends ``stop_requested``) if one was."""
-        st = self.st
-        if not st.stop_requested:
-            return False
-        st.stop_requested = False
-        self.reason = "stop_requested"
-        return True
-
-    def _tools_end_phase(self, calls: Sequence[ToolCallRequest]) -> bool:
-        """After a model's turn of *calls*: must the phase end (an on_step hook
-        raised after a tool call, or too many turns of unreadable arguments)?"""
-        cap = self.st.spec.limits.max_tool_calls_per_turn
-        if len(calls) > cap:
-            calls = calls[:cap]  # (the calls past the cap were not run: not read either)
-        return self.reason == "error" or self._parse_failed(calls)
-
-    def _parse_failed(self, calls: Sequence[ToolCallRequest]) -> bool:
-        """Count turns in a row with unparseable arguments; True when the phase must end."""
-        for c in calls:  # (a loop, not any() of a generator: this runs every turn)
-            if c.error:
-                break
-        else:
-            self.parse_failures = 0
-            return False
-        self.parse_failures += 1
-        if self.parse_failures < self.st.spec.limits.max_parse_retries:
-            return False
-        self._error(
-            ValueError(
-                f"the model's tool-call arguments could not be parsed "
-                f"{self.parse_failures} turns in a row"
-            )
-        )
-        return True
-
-    async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
-        st, limits = self.st, self.st.spec.limits
-        batch: list[ToolRunner | ToolResult] = []
-        runners: list[ToolRunner] = []
-        not_run: list[ToolResult] = []
-        if model_driven and len(calls) > limits.max_tool_calls_per_turn:
-            calls, not_run = self._over_cap(calls, limits.max_tool_calls_per_turn)
-        rec = self.rec
-        resume = None if rec is None else rec.resume
-        for req in calls:
-            if resume is not None:  # the calls a crash cut short: replayed, or not run again
-                known = st.info.tools.get(req.name)
-                replayed = resume.replay(req, known is not None and known.idempotent)
-                if replayed is not None:
-                    batch.append(replayed)
-                    continue
-            if req.error:
-                why = f"tool {req.name!r} was not run: {req.error}"
-                batch.append(tool_result(req, "failed", why))
-                continue
-            tool = st.info.tools.get(req.name)
-            if tool is None or req.name not in self.allowed:
-                # (an allowlist refusal is audited like a policy one)
-                why = f"tool {req.name!r} is not allowed here"
-                batch.append(refuse(self.bus, self.path, req, why))
-                continue
-            if model_driven:
-                if not st.budget.take_tool_call():
-                    if self.bus.active:
-                        self.bus.publish(BudgetExhausted(path=self.path, limit="max_tool_calls"))
-                    batch.append(tool_result(req, "denied", "the tool-call budget is exhausted"))
-                    continue
-                st.count_tool_call()
-            # (No local for the OpenTelemetry: this frame waits on each agent's tool.)
-            if st.services.otel is None:
-                runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
-            else:  # (the call in an "execute_tool" span)
-                runner = st.services.otel.runner(self, tool, req, limits.tool_timeout, st.gate)
-            if tool.context_param is not None:
-                runner.context = self._tool_context(req, len(batch))
-            if rec is not None:
-                runner.rec = rec
-            batch.append(runner)
-            runners.append(runner)
-            if self.bus.active:
-                runner.started = trio.current_time()  # (for its ToolEnded's duration)
-                self.bus.publish(ToolStarted(path=self.path, tool=req.name, call_id=req.id))
-        lanes = st.services.tool_lanes
-        if lanes is not None and runners:
-            self._in_lane(runners, lanes)
-        batch += not_run  # (the tail: the batch stays in call order)
-        self.batch = batch
-        if len(runners) == 1:
-            # A batch of one needs no parallelism: the call runs in the
-            # agent's task, which saves a task, a nursery and two wake-ups per
-            # tool call; and its timeout is a runtime alarm rather than a
-            # cancel scope (agentrio.actors.interrupt_after): if it goes off, the
-            # agent's phase is interrupted and delivered again, and goes on
-            # from here (see lone_expired and _resume_tools).
-            runner = runners[0]
-            runner.agent = st.ref
-            self.lone = runner
-            result = await runner.run()
-            self.lone = None
-            self._tool_done(runner, result)
-        elif runners:
-            # (A durable phase records each call of the batch as it ends.)
-            done = self._tool_done if rec is None else self._tool_recorded
-            async with trio.open_nursery() as nursery:
-                start_batch(nursery, runners, limits.max_parallel_tools, done)
-        steps = self._tools_ran()
-        if steps is not None:
-            await steps
-
-    def _in_lane(self, runners: list[ToolRunner], lanes: ToolLanes) -> None:
-        """Put the turn's calls in the phase's lane (the runtime's lanes limit or retry them).
-
-        Not an agent tool's: its child's own calls take the slots, and one
-        held by the parent while its child waits for another could deadlock.
-        """
-        st = self.st
-        lane = ToolLane(lanes, self.cmd.lane or st.spec.lane, self.bus, self.path, st.spec.env)
-        for runner in runners:
-            if not runner.tool.needs_caller:
-                runner.lane = lane
-
-    def _tool_context(self, req: ToolCallRequest, index: int) -> ToolContext:
-        """The context of the call *req*, at *index* in the turn's batch.
-
-        Its step is the one ``on_step`` gives its result: the batch's results
-        are numbered in call order after the model's turn.
-        """
-        st = self.st
-        workspace = st.workspace
-        return ToolContext(
-            agent=self.path,
-            context_label=self.cmd.context_label,
-            call_id=req.id,
-            step=self.step + index + 1,
-            workspace=workspace.root if workspace is not None else None,
-            env=st.spec.env,
-        )
-
-    @staticmethod
-    def _over_cap(
-        calls: Sequence[ToolCallRequest], cap: int
-    ) -> tuple[Sequence[ToolCallRequest], list[ToolResult]]:
-        """The first *cap* calls of a model's reply, and denied results for the rest.
-
-        The calls past the cap are not run (nor counted against the budget's
-        ``max_tool_calls``), but each has its result: the model sees why, and
-        a provider refuses a call without one.
-        """
-        why = (
-            f"was not run: this reply asked for {len(calls)} tool calls, and at most {cap} "
-            f"are run per turn (Limits.max_tool_calls_per_turn); ask for it again in a later "
-            f"turn if it is still needed"
-        )
-        return calls[:cap], [
-            tool_result(req, "denied", f"tool {req.name!r} {why}") for req in calls[cap:]
-        ]
-
-    def _tools_ran(self) -> Coroutine[object, None, None] | None:
-        """Record the batch; the on_step hook's calls to await, if the spec has one."""
-        results = self._settle_batch("")
-        if self.st.spec.on_step is None:
-            self.step += len(results)
-            return None
-        return self._steps(results)
-
-    async def _steps(self, results: list[ToolResult]) -> None:
-        # The results are the history's last messages: each step's estimate
-        # counts the results up to its own.
-        sizes = self.sizes
-        tokens = self.total - sum(sizes[len(sizes) - len(results) :])
-        for n, result in enumerate(results, len(sizes) - len(results)):
-            self.step += 1
-            tokens += sizes[n]
-            summary = f"{result.status}: {result.content}"
-            if not await self._on_step(result.name, summary, result.arguments, tokens):
-                return
-
-    async def _resume_tools(self) -> None:
-        """Go on after the lone call whose alarm went off: it is a timeout."""
-        runner, self.lone = self.lone, None
-        assert runner is not None
-        self._tool_done(runner, await runner.timed_out())
-        steps = self._tools_ran()
-        if steps is not None:
-            await steps
-
-    def _tool_done(self, runner: ToolRunner, result: ToolResult) -> None:
-        if self.bus.active:
-            started = runner.started
-            runner.started = None  # (its ToolEnded is published: see _settle_batch)
-            self.bus.publish(
-                ToolEnded(
-                    path=self.path,
-                    tool=result.name,
-                    call_id=result.id,
-                    status=result.status,
-                    duration=0.0 if started is None else trio.current_time() - started,
-                    arguments_preview=self._shown(arguments_text(result.arguments)),
-                    output_preview=self._shown(result.content),
-                )
-            )
-
-    def _tool_recorded(self, runner: ToolRunner, result: ToolResult) -> None:
-        """A call of a durable phase's parallel batch ended: record it, say it."""
-        assert self.rec is not None
-        self.rec.tool_done(result)
-        self._tool_done(runner, result)
-
-    def _shown(self, text: str) -> str:
-        """*text* as a ``ToolEnded`` preview: the agent's env values hidden, then cut."""
-        env = self.st.spec.env
-        return _preview(hide_env(text, env) if env else text)
-
-    def _settle_batch(self, interrupted: str) -> list[ToolResult]:
-        """Record the batch's results in call order (interrupted calls as timeouts)."""
-        assert self.batch is not None
-        # The calls of a model's reply past Limits.max_tool_calls_per_turn (the
-        # batch's tail) were not run: not watched for stalls either, or a model
-        # asking again for them would look like one repeating itself (and
-        # their refusals alike, like three identical results).
-        if self.cmd.direct_tool_calls is None:
-            watched = self.st.spec.limits.max_tool_calls_per_turn
-        else:
-            watched = len(self.batch)
-        results = []
-        # The turn's results are added together, all made when its last call
-        # ended: one reading of the clock for all of them (see "Reading a history").
-        now = time.time()
-        for n, item in enumerate(self.batch):
-            if isinstance(item, ToolRunner):
-                unread = n >= watched
-                if item.result is None or (interrupted and item.started is not None):
-                    # Cut short by the phase's end (in the tool, or in a hook
-                    # after it): it ends here, as every call that started does.
-                    result = item.interrupted(interrupted)
-                    self._tool_done(item, result)
-                    item = result
-                else:
-                    item = item.result
-            else:
-                # A ready "failed" result is a call whose arguments could not be read:
-                # not watched for stalls (its {} makes any two such calls look the
-                # same); Limits.max_parse_retries bounds those turns instead.
-                unread = n >= watched or item.status == "failed"
-            results.append(item)
-            self.calls.append(item)
-            self._append(
-                ChatMessage(
-                    "tool",
-                    item.content,
-                    tool_call_id=item.id,
-                    name=item.name,
-                    is_error=item.status != "ok",
-                    parts=item.parts,
-                ),
-                now,
-            )
-            if not unread:
-                self._watch(item)
-        self.batch = None
-        if self.rec is not None:
-            self.rec.tools(self, results, now)
-        return results
-
-    def _watch(self, result: ToolResult) -> None:
-        """Stall detection: ``Limits.max_identical_calls`` (the same call made
-        that many times in the phase) and ``max_identical_results`` (that many
-        identical results in a row); each may be off (None)."""
-        limits = self.st.spec.limits
-        most = limits.max_identical_calls
-        if most is not None:
-            key = msgspec.json.encode((result.name, result.arguments), order="sorted")
-            seen = self.seen
-            if key in seen:
-                if not self.stall and self._repeated(key, most):
-                    times = "" if most == 2 else f" {_spelled(most)} times"
-                    args = msgspec.json.encode(result.arguments, order="sorted").decode()
-                    self.stall = f"repeated call {result.name}({args}){times}"
-            elif isinstance(seen, set):
-                seen.add(key)
-            elif len(seen) < _SEEN_AS_LIST:
-                seen.append(key)
-            else:
-                # Past a handful of calls, a set: each check is then O(1), and a
-                # phase's calls cost time linear in their number, not quadratic.
-                self.seen = {*seen, key}
-        most = limits.max_identical_results
-        if most is not None:
-            now = (result.name, result.content)
-            if now == self.last_result:
-                self.same_results += 1
-            else:
-                self.last_result, self.same_results = now, 1
-            if self.same_results >= most and not self.stall:
-                self.stall = f"{_spelled(most)} identical results from {result.name}"
-
-    def _repeated(self, key: bytes, most: int) -> bool:
-        """*key*, a call made before, is made again: is that the ``most``-th time?"""
-        if most == 2:
-            return True
-        repeats = self.repeats
-        if repeats is None:
-            repeats = self.repeats = {}
-        made = repeats[key] = repeats.get(key, 1) + 1
-        return made >= most
