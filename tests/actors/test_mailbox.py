@@ -42,6 +42,19 @@ def test_an_emptied_mailbox_holds_no_buffer() -> None:
     assert mailbox.receive_nowait() == "c"
 
 
+def test_take_says_empty_without_raising() -> None:
+    # The actor loop takes with take(): an exception raised through its frame (a
+    # WouldBlock) would keep a frame object alive for the actor's life.
+    mailbox = Mailbox(2)
+    assert mailbox.take() is None
+    mailbox.send_nowait("a")
+    assert mailbox.take() == "a"
+    assert mailbox.take() is None
+    mailbox.close()
+    with pytest.raises(trio.EndOfChannel):
+        mailbox.take()
+
+
 async def test_send_waits_while_full_and_resumes_when_one_is_taken() -> None:
     box = Mailbox(1)
     box.send_nowait("a")

@@ -537,13 +537,10 @@ async def serve_cell(cell: Cell, actor: Actor[Any]) -> None:
             # Mailbox.receive, inlined: one coroutine frame less per idle actor.
             if not first:
                 await trio.lowlevel.checkpoint_if_cancelled()
-            try:
-                item = mailbox.receive_nowait()
-            except trio.WouldBlock:
-                item = None
+            # (take(), not receive_nowait(): an exception raised through this
+            # frame would make Python keep a frame object for the actor's life.)
+            item = mailbox.take()
             if item is None:
-                # Parked outside the except clause, so that the WouldBlock (its
-                # traceback and frame) is not kept alive while the actor idles.
                 mailbox.park()
                 item = await trio.lowlevel.wait_task_rescheduled(mailbox)
             elif not first:
