@@ -167,6 +167,18 @@ UP = "a layer above it"
         ("from .. import runtime\n", 1, "agentrio.runtime"),
         ("from ..config import Config\n", 1, "agentrio.config"),
         ("from ..agents import *\n", 1, "agentrio.agents"),
+        # the kernel's actors below its supervisors (they reach them through Parent)
+        (
+            "from ..supervisors.supervisor import _Supervisor\n",
+            1,
+            "agentrio.supervisors.supervisor",
+        ),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from ..supervisors.ref import SupervisorRef\n",
+            3,
+            "agentrio.supervisors.ref",
+        ),
         # in a function body, a method, a class body
         ("def f():\n    from ..agents.agent import AgentRef\n", 2, "agentrio.agents.agent"),
         (
