@@ -7,8 +7,8 @@ tests can feed it a synthetic source tree and watch it fail.
 An import is read wherever it is written: at module level, inside functions and
 methods, in class bodies, under ``if TYPE_CHECKING:``, in ``try``/``except``. Each
 ``import a.b.c`` names module ``a.b.c``; each ``from m import n`` names module ``m.n``
-if that is a module on disk (``from agentrio.core import actor``), else the name ``n``
-of module ``m`` (``from agentrio.core.actor import _Cell``). Relative imports of any
+if that is a module on disk (``from agentrio.actors import actor``), else the name ``n``
+of module ``m`` (``from agentrio.actors.actor import _Ask``). Relative imports of any
 level are resolved against the importing module's package. Parent packages, which
 Python also runs (``agentrio/__init__.py`` for every import of agentrio), are not
 counted: they would put every module in one cycle with the top package.
@@ -34,7 +34,7 @@ ROOT = "agentrio"
 class Layer:
     """One layer: its name, its modules and packages, and the lower layers it may import.
 
-    ``members`` are dotted names: a package (``agentrio.core``) holds every module
+    ``members`` are dotted names: a package (``agentrio.actors``) holds every module
     under it, the top package ``agentrio`` only its ``__init__``. ``uses`` is None when
     the layer may import every lower layer, else the names of the lower layers it may
     import (a layer *beside* another, not above it, leaves that one out).
@@ -65,7 +65,10 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.workspace",
         ),
     ),
-    Layer("core", ("agentrio.core",)),
+    # The kernel: actors, and the supervisors on them (an actor reaches its
+    # supervisor through the interface actors.actor.Parent declares).
+    Layer("actors", ("agentrio.actors",)),
+    Layer("supervisors", ("agentrio.supervisors",)),
     # Providers sit beside the kernel, not on it: a model call needs no actor.
     Layer("providers", ("agentrio.providers",), uses=("base",)),
     # Checkpoint stores keep opaque records: beside the kernel too, on the base only.
@@ -96,6 +99,31 @@ LAYERS: tuple[Layer, ...] = (
         ),
     ),
 )
+
+
+# The agent layer's rooms, lowest first: each a subpackage of agentrio.agents with one
+# job, read like LAYERS (a room may import its own and those named in ``uses``), and
+# with no import cycle between any two (function-body and TYPE_CHECKING imports
+# included). docs/design.md draws it (its "rooms" block, checked by tests/test_rooms.py).
+# What sits above the loop plugs into it through loop/seams.py's Protocols.
+ROOMS: tuple[Layer, ...] = (
+    Layer("budgets", ("agentrio.agents.budgets",), uses=()),
+    Layer("tools", ("agentrio.agents.tools",), uses=()),
+    Layer("routing", ("agentrio.agents.routing",), uses=("tools",)),
+    Layer("loop", ("agentrio.agents.loop",), uses=("budgets", "tools", "routing")),
+    Layer("observation", ("agentrio.agents.observation",), uses=("budgets", "tools", "loop")),
+    Layer(
+        "durability",
+        ("agentrio.agents.durability",),
+        uses=("budgets", "tools", "routing", "loop"),
+    ),
+    Layer(
+        "composition",
+        ("agentrio.agents.composition",),
+        uses=("budgets", "tools", "routing", "loop"),
+    ),
+)
+ROOMS_HOME = "agentrio.agents"  # the package the rooms divide
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +185,8 @@ class Tree:
     def package_of(self, module: str) -> str:
         """The package a module's private names are private to.
 
-        A folder under agentrio is one package (``agentrio.core`` for
-        ``agentrio.core.actor``); the base layer's modules are one package, ``base``
+        A folder under agentrio is one package (``agentrio.actors`` for
+        ``agentrio.actors.actor``); the base layer's modules are one package, ``base``
         (they share their helpers); every other top-level module (``config``,
         ``runtime``, ``cli``, ``demo``, ``__main__``) and the top package itself are
         each a package of their own.
@@ -567,3 +595,36 @@ def against_known(found: Iterable[Violation], known: Iterable[str], kind: str) -
     problems = [str(v) for v in found if v.key not in known]
     problems += [f"no longer occurs, remove it from KNOWN_VIOLATIONS: {k}" for k in known - keys]
     return sorted(set(problems))
+
+
+# -- the agent layer's rooms ------------------------------------------------------------
+
+
+def roomless(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[str]:
+    """The agent layer's modules that no room holds (its ``__init__`` aside)."""
+    home = ROOMS_HOME + "."
+    return [m for m in tree.modules if m.startswith(home) and layer_of(m, rooms) is None]
+
+
+def room_violations(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[Violation]:
+    """Every import of a room that the importing module's room may not use."""
+    found = layer_violations(tree, rooms)
+    return [
+        Violation(v.key.replace("layer: ", "room: ", 1).replace(" a layer ", " a room "), v.where)
+        for v in found
+    ]
+
+
+def room_graph(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> dict[str, set[str]]:
+    """Room -> the rooms it imports (every import counted, wherever it is written)."""
+    graph: dict[str, set[str]] = {room.name: set() for room in rooms}
+    for imp in tree.imports():
+        source, target = layer_of(imp.module, rooms), layer_of(imp.target, rooms)
+        if source is not None and target is not None and source is not target:
+            graph[source.name].add(target.name)
+    return graph
+
+
+def room_cycles(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[list[str]]:
+    """The import cycles between rooms (see :func:`strongly_connected`)."""
+    return strongly_connected(room_graph(tree, rooms))

@@ -480,7 +480,8 @@ DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)
 
 
 NAMESPACES = (
-    "core",
+    "actors",
+    "supervisors",
     "events",
     "errors",
     "types",

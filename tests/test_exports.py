@@ -405,7 +405,8 @@ def test_importing_agentrio_installs_only_a_null_handler() -> None:
     # In a fresh interpreter: what logging holds once every public module is imported.
     code = """
 import json, logging
-import agentrio, agentrio.core, agentrio.events, agentrio.types, agentrio.errors
+import agentrio, agentrio.actors, agentrio.supervisors, agentrio.events, agentrio.types
+import agentrio.errors
 import agentrio.testing, agentrio.mcp, agentrio.otel, agentrio.cli, agentrio.demo
 names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "agentrio"]
 loggers = [logging.getLogger(), *map(logging.getLogger, names)]
@@ -419,7 +420,7 @@ print(json.dumps({
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     found = json.loads(result.stdout)
-    assert {"agentrio.providers", "agentrio.core.supervisor"} <= set(found["names"])
+    assert {"agentrio.providers", "agentrio.supervisors.supervisor"} <= set(found["names"])
     # One handler: the NullHandler of "agentrio", as a library's (docs/howto/logging.md).
     assert found["handlers"] == ["<NullHandler (NOTSET)>"]
     assert set(found["levels"]) == {logging.NOTSET}

@@ -45,25 +45,20 @@ KNOWN_VIOLATIONS: set[str] = set()
 # one is seen (and named in the closing note of a change), not forbidden.
 CYCLES_WITHIN_PACKAGES = [
     [
-        "agentrio.agents.agent",
-        # checkpoint: it spawns agents again (agent), and the phase and the
-        # agent record through it (under TYPE_CHECKING, and in a function).
-        "agentrio.agents.checkpoint",
-        "agentrio.agents.compaction",
-        "agentrio.agents.compose",
-        "agentrio.agents.helper",
-        # otel: the phase calls it, and it reads the phase and its agent (under
-        # TYPE_CHECKING); services holds it (its type, under TYPE_CHECKING).
-        "agentrio.agents.otel",
-        "agentrio.agents.phase",
-        "agentrio.agents.respond",
-        "agentrio.agents.services",
-    ],
-    [
-        "agentrio.core.actor",
-        "agentrio.core.ref",
-        "agentrio.core.supervisor",
-        "agentrio.core.timers",
+        # The loop's own circle, inside its room (between the rooms there is none:
+        # tests/test_rooms.py): the phase and its mixins, the agent and its state, the
+        # seams (which name them all, under TYPE_CHECKING).
+        "agentrio.agents.loop.agent",
+        "agentrio.agents.loop.compaction",
+        "agentrio.agents.loop.endings",
+        "agentrio.agents.loop.handles",
+        "agentrio.agents.loop.metering",
+        "agentrio.agents.loop.phase",
+        "agentrio.agents.loop.ref",
+        "agentrio.agents.loop.seams",
+        "agentrio.agents.loop.services",
+        "agentrio.agents.loop.spec",
+        "agentrio.agents.loop.tool_turns",
     ],
     ["agentrio.providers._http11", "agentrio.providers.transport"],
 ]
@@ -116,8 +111,8 @@ def test_the_cycles_within_packages_are_the_known_ones(real: Tree) -> None:
 def test_the_reader_sees_the_real_trees_imports(real: Tree) -> None:
     # Guards the tests above against passing because nothing was read.
     graph = import_graph(real)
-    assert "agentrio.core.actor" in graph["agentrio.core.supervisor"]
-    assert "agentrio.errors" in graph["agentrio.core.actor"]
+    assert "agentrio.actors.actor" in graph["agentrio.supervisors.supervisor"]
+    assert "agentrio.errors" in graph["agentrio.actors.actor"]
     assert "agentrio.testing.fake_server" in graph["agentrio.testing"]
     assert sum(map(len, graph.values())) > 200
 
@@ -131,8 +126,9 @@ def _tree(tmp_path: pathlib.Path, files: dict[str, str]) -> Tree:
         "agentrio/__init__.py": "",
         "agentrio/errors.py": "",
         "agentrio/_checks.py": "",
-        "agentrio/core/__init__.py": "",
-        "agentrio/core/actor.py": "",
+        "agentrio/actors/__init__.py": "",
+        "agentrio/actors/actor.py": "",
+        "agentrio/supervisors/__init__.py": "",
         "agentrio/providers/__init__.py": "",
         "agentrio/agents/__init__.py": "",
         "agentrio/agents/agent.py": "",
@@ -171,6 +167,18 @@ UP = "a layer above it"
         ("from .. import runtime\n", 1, "agentrio.runtime"),
         ("from ..config import Config\n", 1, "agentrio.config"),
         ("from ..agents import *\n", 1, "agentrio.agents"),
+        # the kernel's actors below its supervisors (they reach them through Parent)
+        (
+            "from ..supervisors.supervisor import _Supervisor\n",
+            1,
+            "agentrio.supervisors.supervisor",
+        ),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from ..supervisors.ref import SupervisorRef\n",
+            3,
+            "agentrio.supervisors.ref",
+        ),
         # in a function body, a method, a class body
         ("def f():\n    from ..agents.agent import AgentRef\n", 2, "agentrio.agents.agent"),
         (
@@ -207,18 +215,18 @@ UP = "a layer above it"
 def test_an_upward_import_is_reported_wherever_it_is(
     tmp_path: pathlib.Path, source: str, line: int, target: str
 ) -> None:
-    tree = _tree(tmp_path, {"agentrio/core/mailbox.py": source})
+    tree = _tree(tmp_path, {"agentrio/actors/mailbox.py": source})
     (found,) = layer_violations(tree)
-    assert found.where == f"src/agentrio/core/mailbox.py:{line}"
-    assert found.key.startswith(f"layer: agentrio.core.mailbox (core) imports {target} (")
+    assert found.where == f"src/agentrio/actors/mailbox.py:{line}"
+    assert found.key.startswith(f"layer: agentrio.actors.mailbox (actors) imports {target} (")
     assert found.key.endswith(UP)
 
 
 def test_relative_imports_resolve_from_a_package_init(tmp_path: pathlib.Path) -> None:
     # In a package's __init__, "." is the package itself.
-    tree = _tree(tmp_path, {"agentrio/core/__init__.py": "from .. import config\n"})
+    tree = _tree(tmp_path, {"agentrio/actors/__init__.py": "from .. import config\n"})
     assert _keys(layer_violations(tree)) == [
-        "src/agentrio/core/__init__.py:1: layer: agentrio.core (core) imports"
+        "src/agentrio/actors/__init__.py:1: layer: agentrio.actors (actors) imports"
         " agentrio.config (config), a layer above it"
     ]
 
@@ -237,23 +245,23 @@ def test_three_upward_imports_in_one_module_are_each_reported(tmp_path: pathlib.
         def spawn() -> None:
             from agentrio.runtime import open_runtime
     """
-    tree = _tree(tmp_path, {"agentrio/core/ref.py": source})
+    tree = _tree(tmp_path, {"agentrio/actors/ref.py": source})
     assert _keys(layer_violations(tree)) == [
-        "src/agentrio/core/ref.py:3: layer: agentrio.core.ref (core) imports"
+        "src/agentrio/actors/ref.py:3: layer: agentrio.actors.ref (actors) imports"
         " agentrio.agents.agent (agents), a layer above it",
-        "src/agentrio/core/ref.py:7: layer: agentrio.core.ref (core) imports"
+        "src/agentrio/actors/ref.py:7: layer: agentrio.actors.ref (actors) imports"
         " agentrio.config (config), a layer above it",
-        "src/agentrio/core/ref.py:11: layer: agentrio.core.ref (core) imports"
+        "src/agentrio/actors/ref.py:11: layer: agentrio.actors.ref (actors) imports"
         " agentrio.runtime (runtime), a layer above it",
     ]
 
 
 def test_providers_import_only_the_base_layer(tmp_path: pathlib.Path) -> None:
-    source = "from ..errors import ProviderError\nfrom ..core.actor import ActorRef\n"
+    source = "from ..errors import ProviderError\nfrom ..actors.actor import ActorRef\n"
     tree = _tree(tmp_path, {"agentrio/providers/provider.py": source})
     assert _keys(layer_violations(tree)) == [
         "src/agentrio/providers/provider.py:2: layer: agentrio.providers.provider (providers)"
-        " imports agentrio.core.actor (core), a layer beside it"
+        " imports agentrio.actors.actor (actors), a layer beside it"
     ]
 
 
@@ -261,9 +269,9 @@ def test_imports_of_the_same_or_a_lower_layer_are_not_reported(tmp_path: pathlib
     tree = _tree(
         tmp_path,
         {
-            "agentrio/core/ref.py": "from . import actor\nfrom .._checks import x\n"
+            "agentrio/actors/ref.py": "from . import actor\nfrom .._checks import x\n"
             "import agentrio.errors\nimport trio\nfrom typing import TYPE_CHECKING\n",
-            "agentrio/agents/phase.py": "from ..core.actor import Actor\nfrom .agent import A\n",
+            "agentrio/agents/phase.py": "from ..actors.actor import Actor\nfrom .agent import A\n",
             "agentrio/runtime.py": "from .agents import agent\nfrom .config import Config\n",
             "agentrio/cli.py": "from . import runtime\nfrom .testing import x\nimport agentrio\n",
         },
@@ -279,13 +287,14 @@ def test_a_module_outside_the_layer_table_fails(tmp_path: pathlib.Path) -> None:
     )
     assert unlayered(tree) == ["agentrio.extras", "agentrio.kernel", "agentrio.kernel.x"]
     # A new module in a layer's folder is in that layer.
-    assert layer_of("agentrio.core.new") == layer_of("agentrio.core")
+    assert layer_of("agentrio.actors.new") == layer_of("agentrio.actors")
 
 
 def test_the_layer_table() -> None:
     assert [layer.name for layer in LAYERS] == [
         "base",
-        "core",
+        "actors",
+        "supervisors",
         "providers",
         "store",
         "agents",
@@ -295,32 +304,44 @@ def test_the_layer_table() -> None:
     ]
     by_name = {layer.name: layer for layer in LAYERS}
     assert allowed(by_name["base"]) == ("base",)
-    assert allowed(by_name["core"]) == ("base", "core")
+    assert allowed(by_name["actors"]) == ("base", "actors")
+    assert allowed(by_name["supervisors"]) == ("base", "actors", "supervisors")
     assert allowed(by_name["providers"]) == ("base", "providers")
     assert allowed(by_name["store"]) == ("base", "store")
-    assert allowed(by_name["agents"]) == ("base", "core", "providers", "store", "agents")
+    assert allowed(by_name["agents"]) == (
+        "base",
+        "actors",
+        "supervisors",
+        "providers",
+        "store",
+        "agents",
+    )
     members = [m for layer in LAYERS for m in layer.members]
     assert len(members) == len(set(members))
 
 
 TYPE_CHECKING_CELL = (
-    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .core.actor import _Cell\n"
+    "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .actors.actor import _Cell\n"
 )
 
 
 @pytest.mark.parametrize(
     ("module", "source", "reported"),
     [
-        ("agents/agent.py", "from ..core.actor import _Cell, ActorRef\n", "core.actor._Cell"),
-        ("agents/agent.py", "def f():\n from agentrio.core.actor import _ask\n", "core.actor._ask"),
-        ("runtime.py", TYPE_CHECKING_CELL, "core.actor._Cell"),
+        ("agents/agent.py", "from ..actors.actor import _Cell, ActorRef\n", "actors.actor._Cell"),
+        (
+            "agents/agent.py",
+            "def f():\n from agentrio.actors.actor import _ask\n",
+            "actors.actor._ask",
+        ),
+        ("runtime.py", TYPE_CHECKING_CELL, "actors.actor._Cell"),
         ("demo.py", "from .testing import _fake_wire\n", "testing._fake_wire"),
         ("demo.py", "from .testing._fake_wire import frame\n", "testing._fake_wire"),
         ("demo.py", "import agentrio.testing._fake_wire\n", "testing._fake_wire"),
         ("testing/fake_server.py", "from ..demo import _script\n", "demo._script"),
         ("cli.py", "from .runtime import _Shared\n", "runtime._Shared"),
-        ("core/actor.py", "from ..errors import _tree\n", "errors._tree"),
-        ("core/actor.py", "from .._checks import _helper\n", "_checks._helper"),
+        ("actors/actor.py", "from ..errors import _tree\n", "errors._tree"),
+        ("actors/actor.py", "from .._checks import _helper\n", "_checks._helper"),
     ],
 )  # fmt: skip
 def test_a_private_import_from_another_package_is_reported(
@@ -338,8 +359,10 @@ def test_private_names_inside_their_package_are_not_reported(tmp_path: pathlib.P
         tmp_path,
         {
             # a private module of the top package is shared by every layer
-            "agentrio/core/actor.py": "from .._checks import check\nfrom agentrio import _checks\n",
-            "agentrio/core/ref.py": "from .actor import _Cell\nfrom agentrio.core import _x\n",
+            "agentrio/actors/actor.py": (
+                "from .._checks import check\nfrom agentrio import _checks\n"
+            ),
+            "agentrio/actors/ref.py": "from .actor import _Cell\nfrom agentrio.actors import _x\n",
             "agentrio/testing/fake_server.py": "from ._fake_wire import _frame\n",
             "agentrio/testing/_fake_wire.py": "",
             "agentrio/providers/transport.py": "from . import _http11\n",
@@ -356,7 +379,7 @@ def test_a_private_attribute_of_another_package_is_reported(tmp_path: pathlib.Pa
     tree = _tree(
         tmp_path,
         {
-            "agentrio/core/actor.py": """\
+            "agentrio/actors/actor.py": """\
                 class ActorRef:
                     __slots__ = ("_cell",)
 
@@ -368,8 +391,8 @@ def test_a_private_attribute_of_another_package_is_reported(tmp_path: pathlib.Pa
                 _registry = {}
             """,
             "agentrio/agents/agent.py": """\
-                from ..core import actor
-                from ..core.actor import Actor
+                from ..actors import actor
+                from ..actors.actor import Actor
 
                 class Agent(Actor):
                     def __init__(self, ref):
@@ -383,13 +406,13 @@ def test_a_private_attribute_of_another_package_is_reported(tmp_path: pathlib.Pa
     )
     assert _keys(private_attribute_violations(tree)) == [
         "src/agentrio/agents/agent.py:6: private attribute: agentrio.agents.agent uses ._cell"
-        " of agentrio.core",
+        " of agentrio.actors",
         "src/agentrio/agents/agent.py:7: private attribute: agentrio.agents.agent uses ._resume"
-        " of agentrio.core",
+        " of agentrio.actors",
         "src/agentrio/agents/agent.py:8: private attribute: agentrio.agents.agent uses ._ask"
-        " of agentrio.core",
+        " of agentrio.actors",
         "src/agentrio/agents/agent.py:9: private attribute: agentrio.agents.agent uses"
-        " ._registry of agentrio.core",
+        " ._registry of agentrio.actors",
     ]
 
 
@@ -399,7 +422,7 @@ def test_a_private_attribute_both_packages_define_is_not_reported_untyped(
     # (The limit of the check: an unannotated receiver, own definitions win.)
     core = "class Actor:\n    def __init__(self):\n        self._cell = 1\n"
     agents = "class Ref:\n    _cell: int\n\ndef f(ref):\n    return ref._cell\n"
-    tree = _tree(tmp_path, {"agentrio/core/actor.py": core, "agentrio/agents/agent.py": agents})
+    tree = _tree(tmp_path, {"agentrio/actors/actor.py": core, "agentrio/agents/agent.py": agents})
     assert private_attribute_violations(tree) == []
 
 
@@ -411,8 +434,8 @@ def test_a_private_attribute_both_packages_define_is_reported_on_a_foreign_type(
     tree = _tree(
         tmp_path,
         {
-            "agentrio/core/__init__.py": "from .actor import ActorRef, Actor\n",
-            "agentrio/core/actor.py": """\
+            "agentrio/actors/__init__.py": "from .actor import ActorRef, Actor\n",
+            "agentrio/actors/actor.py": """\
                 class ActorRef:
                     __slots__ = ("_cell",)
 
@@ -422,11 +445,11 @@ def test_a_private_attribute_both_packages_define_is_reported_on_a_foreign_type(
             "agentrio/agents/agent.py": """\
                 from typing import TYPE_CHECKING
 
-                from .. import core
-                from ..core import ActorRef
+                from .. import actors
+                from ..actors import ActorRef
 
                 if TYPE_CHECKING:
-                    from ..core import Actor as Base
+                    from ..actors import Actor as Base
 
                 class Ref:
                     _cell: int
@@ -437,7 +460,7 @@ def test_a_private_attribute_both_packages_define_is_reported_on_a_foreign_type(
                     other._cell
                     base._cell
 
-                def g(ref: core.ActorRef, plain):
+                def g(ref: actors.ActorRef, plain):
                     local: ActorRef = ref
                     plain._cell
                     return local._cell, ref._cell
@@ -445,7 +468,7 @@ def test_a_private_attribute_both_packages_define_is_reported_on_a_foreign_type(
         },
     )
     prefix = "src/agentrio/agents/agent.py"
-    message = "private attribute: agentrio.agents.agent uses ._cell of agentrio.core"
+    message = "private attribute: agentrio.agents.agent uses ._cell of agentrio.actors"
     assert _keys(private_attribute_violations(tree)) == [
         f"{prefix}:{line}: {message}"
         for line in (14, 15, 16, 21)  # (one per line)
@@ -473,14 +496,14 @@ def test_a_cycle_across_packages_is_reported(tmp_path: pathlib.Path) -> None:
     tree = _tree(
         tmp_path,
         {
-            "agentrio/core/actor.py": "def f():\n    from . import ref\n",
-            "agentrio/core/ref.py": "from .actor import Actor\n",
+            "agentrio/actors/actor.py": "def f():\n    from . import ref\n",
+            "agentrio/actors/ref.py": "from .actor import Actor\n",
             "agentrio/demo.py": "from .testing import fake_server\n",
             "agentrio/testing/fake_server.py": "def f():\n    from ..demo import script\n",
         },
     )
     assert cycles(tree) == [
-        ["agentrio.core.actor", "agentrio.core.ref"],
+        ["agentrio.actors.actor", "agentrio.actors.ref"],
         ["agentrio.demo", "agentrio.testing.fake_server"],
     ]
     assert [v.key for v in cycle_violations(tree)] == [
@@ -509,7 +532,7 @@ def _fenced_block_after(marker: str) -> list[str]:
 
 
 def _dotted(entry: str) -> str:
-    """``core/`` -> agentrio.core, ``config.py`` -> agentrio.config, ``__init__.py`` ->
+    """``actors/`` -> agentrio.actors, ``config.py`` -> agentrio.config, ``__init__.py`` ->
     agentrio."""
     parts = entry.removesuffix("/").removesuffix(".py").split("/")
     return ".".join(["agentrio", *parts]).removesuffix(".__init__")
@@ -564,4 +587,4 @@ def test_design_md_shows_every_module_and_no_ghost(real: Tree) -> None:
 
 def test_design_md_reader_sees_the_tree() -> None:
     shown = _design_tree()
-    assert {"agentrio.core.actor", "agentrio.providers._http11", "agentrio.cli"} <= shown
+    assert {"agentrio.actors.actor", "agentrio.providers._http11", "agentrio.cli"} <= shown

@@ -63,8 +63,8 @@ def test_nothing_is_printed_unless_the_program_configures_logging() -> None:
     configured = run_restart("configured")
     assert configured.returncode == 0, configured.stderr
     assert (
-        "WARNING agentrio.core.supervisor worker: child 'worker' crashed (ValueError); restart 1"
-        in configured.stderr
+        "WARNING agentrio.supervisors.supervisor worker: child 'worker' crashed (ValueError);"
+        " restart 1" in configured.stderr
     )
 
 

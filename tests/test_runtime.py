@@ -17,8 +17,8 @@ from agentrio import (
     InvalidArgument,
     PhaseResult,
 )
-from agentrio.agents.compose import agent_tool
-from agentrio.agents.phase import CALLER
+from agentrio.agents.composition.compose import agent_tool
+from agentrio.agents.loop.phase import CALLER
 from agentrio.errors import RestartIntensityExceeded, RuntimeClosed, UnknownName
 from agentrio.testing import FunctionModel, Reply
 

@@ -9,8 +9,9 @@ catch. The rest has one documented home each:
 - `agentrio.types`: the types of what agentrio hands you (results, handles,
   statistics, hook arguments, literal aliases, the context actor's messages);
 - `agentrio.testing`: scripted models and a fake LLM server;
-- `agentrio.core`: the kernel's primitives (link, interrupt, alarms,
-  linked asks) that the agent layer is built on;
+- `agentrio.actors`: the kernel's primitives (link, interrupt, alarms,
+  linked asks, the event bus) that the agent layer is built on;
+- `agentrio.supervisors`: the kernel's supervision tree (`Tree`);
 - `agentrio.mcp`: tools from MCP servers (the `mcp` extra).
 
 The modules behind them (``agentrio.agents``, ``agentrio.providers``, ...)
@@ -24,38 +25,35 @@ import typing as _typing
 from . import events as _events
 from . import types as _types
 from ._version import __version__ as __version__
-from .agents.agent import AgentRef as AgentRef
-from .agents.agent import AgentSpec as AgentSpec
-from .agents.budget import Budget as Budget
-from .agents.compaction import Compaction as Compaction
-from .agents.compose import agent_tool as agent_tool
-from .agents.continuation import looks_unfinished as looks_unfinished
-from .agents.helper import Helper as Helper
-from .agents.lanes import LanePolicy as LanePolicy
-from .agents.lanes import Lanes as Lanes
-from .agents.limits import Limits as Limits
-from .agents.modes import Mode as Mode
-from .agents.policy import Approval as Approval
-from .agents.policy import Deny as Deny
-from .agents.policy import PermissionPolicy as PermissionPolicy
-from .agents.policy import allow_rule as allow_rule
-from .agents.policy import ask_rule as ask_rule
-from .agents.policy import deny_rule as deny_rule
-from .agents.policy import terminal_approver as terminal_approver
-from .agents.router import Route as Route
-from .agents.router import RuleRouter as RuleRouter
-from .agents.tool import Tool as Tool
-from .agents.tool import ToolContext as ToolContext
-from .agents.tool import tool as tool
+from .actors.actor import Actor as Actor
+from .actors.actor import ActorRef as ActorRef
+from .actors.actor import InlineActor as InlineActor
+from .agents.budgets.budget import Budget as Budget
+from .agents.budgets.limits import Limits as Limits
+from .agents.composition.compose import agent_tool as agent_tool
+from .agents.loop.compaction import Compaction as Compaction
+from .agents.loop.continuation import looks_unfinished as looks_unfinished
+from .agents.loop.handles import Helper as Helper
+from .agents.loop.ref import AgentRef as AgentRef
+from .agents.loop.spec import AgentSpec as AgentSpec
+from .agents.routing.modes import Mode as Mode
+from .agents.routing.router import Route as Route
+from .agents.routing.router import RuleRouter as RuleRouter
+from .agents.tools.lanes import LanePolicy as LanePolicy
+from .agents.tools.lanes import Lanes as Lanes
+from .agents.tools.policy import Approval as Approval
+from .agents.tools.policy import Deny as Deny
+from .agents.tools.policy import PermissionPolicy as PermissionPolicy
+from .agents.tools.policy import allow_rule as allow_rule
+from .agents.tools.policy import ask_rule as ask_rule
+from .agents.tools.policy import deny_rule as deny_rule
+from .agents.tools.policy import terminal_approver as terminal_approver
+from .agents.tools.tool import Tool as Tool
+from .agents.tools.tool import ToolContext as ToolContext
+from .agents.tools.tool import tool as tool
 from .config import Config as Config
 from .config import load_config as load_config
 from .config import parse_config as parse_config
-from .core.actor import Actor as Actor
-from .core.actor import ActorRef as ActorRef
-from .core.actor import InlineActor as InlineActor
-from .core.ref import SupervisorRef as SupervisorRef
-from .core.restart import Backoff as Backoff
-from .core.restart import RestartIntensity as RestartIntensity
 from .errors import ActorCrashed as ActorCrashed
 from .errors import ActorError as ActorError
 from .errors import ActorStopped as ActorStopped
@@ -84,6 +82,9 @@ from .providers.provider import ProviderConfig as ProviderConfig
 from .providers.tokens import estimate_tokens as estimate_tokens
 from .runtime import Runtime as Runtime
 from .runtime import open_runtime as open_runtime
+from .supervisors.ref import SupervisorRef as SupervisorRef
+from .supervisors.restart import Backoff as Backoff
+from .supervisors.restart import RestartIntensity as RestartIntensity
 from .workspace import Workspace as Workspace
 
 __all__ = [

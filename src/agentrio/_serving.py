@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from .agents.agent import AgentSpec
-from .agents.stream import RunItem
+from .agents.loop.spec import AgentSpec
+from .agents.loop.stream import RunItem
 from .errors import InvalidArgument
 from .host import BlockingRuntime
 from .runtime import Runtime

@@ -56,8 +56,8 @@ from pydantic import ValidationError
 from ._checks import check_int, check_seconds
 from ._serving import BoundedBody, refuse, to_json
 from ._text import scrub
-from .agents.agent import AgentSpec
-from .agents.stream import PartialOutput, RunDone, RunItem
+from .agents.loop.spec import AgentSpec
+from .agents.loop.stream import PartialOutput, RunDone, RunItem
 from .errors import ActorError, InvalidArgument
 from .host import BlockingAgent, BlockingRuntime
 from .messages import PhaseResult, TextDelta, ToolEnded, ToolStarted, TurnEnded

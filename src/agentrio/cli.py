@@ -19,8 +19,8 @@ import trio
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .agents.agent import AgentSpec
-    from .agents.tool import Tool
+    from .agents.loop.spec import AgentSpec
+    from .agents.tools.tool import Tool
     from .demo import DemoProgress
     from .tracing.view import Trace
 
@@ -450,8 +450,8 @@ def _load_served(target: str) -> tuple[list[AgentSpec[Any]], list[Tool]]:
     import importlib
     import inspect
 
-    from .agents.agent import AgentSpec
-    from .agents.tool import Tool
+    from .agents.loop.spec import AgentSpec
+    from .agents.tools.tool import Tool
     from .errors import UsageError
 
     module_name, _, name = target.partition(":")

@@ -63,10 +63,10 @@ import attrs
 if TYPE_CHECKING:
     import cattrs
 
-from .agents.lanes import Lanes
-from .agents.limits import Limits
-from .agents.modes import PRESETS, Mode
-from .agents.router import RuleRouter
+from .agents.budgets.limits import Limits
+from .agents.routing.modes import PRESETS, Mode
+from .agents.routing.router import RuleRouter
+from .agents.tools.lanes import Lanes
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
 from .providers.base import MODEL_FORMAT, Model, split_model

@@ -22,10 +22,12 @@ from typing import Literal
 import attrs
 import trio
 
-from .agents.agent import AgentRef, AgentSpec
-from .agents.budget import Budget, UsageTotals
-from .agents.limits import Limits
-from .agents.tool import tool
+from .agents.budgets.budget import Budget
+from .agents.budgets.limits import Limits
+from .agents.budgets.usage import UsageTotals
+from .agents.loop.ref import AgentRef
+from .agents.loop.spec import AgentSpec
+from .agents.tools.tool import tool
 from .config import Models, found_config
 from .messages import PhaseResult
 from .providers.base import Model

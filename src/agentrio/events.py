@@ -20,8 +20,8 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 ``ToolCallRequest``, ...) are at the top level.
 """
 
-from .agents.stream import PartialOutput, RunDone, RunItem
-from .core.bus import EventStream
+from .actors.bus import EventStream
+from .agents.loop.stream import PartialOutput, RunDone, RunItem
 from .messages import (
     ActorExited,
     ActorFailed,

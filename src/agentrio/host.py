@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypedDict, TypeVar, Unpack
 import trio
 
 from ._handles import NoPublicConstructor, create
-from .agents.agent import AgentRef, AgentSpec
-from .agents.budget import Budget, UsageTotals
-from .agents.stream import RunDone, RunItem, RunStream
-from .core.ref import SupervisorRef
+from .agents.budgets.budget import Budget
+from .agents.budgets.usage import UsageTotals
+from .agents.loop.ref import AgentRef
+from .agents.loop.spec import AgentSpec
+from .agents.loop.stream import RunDone, RunItem, RunStream
 from .errors import RuntimeClosed, SelfAsk, UsageError
 from .messages import (
     ContentPart,
@@ -55,19 +56,20 @@ from .messages import (
     ToolCallRequest,
 )
 from .runtime import Runtime, open_runtime
+from .supervisors.ref import SupervisorRef
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
-    from .agents.checkpoint import Durability
-    from .agents.lanes import Lanes
-    from .agents.modes import Mode
-    from .agents.otel import OpenTelemetry
-    from .agents.router import Router
-    from .agents.tool import Tool
+    from .agents.durability.checkpoint import Durability
+    from .agents.observation.otel import OpenTelemetry
+    from .agents.routing.modes import Mode
+    from .agents.routing.router import Router
+    from .agents.tools.lanes import Lanes
+    from .agents.tools.tool import Tool
     from .config import Config
-    from .core.restart import Backoff, Strategy
     from .store import CheckpointStore
+    from .supervisors.restart import Backoff, Strategy
 
 __all__ = [
     "BlockingAgent",

@@ -21,11 +21,11 @@ Example:
             )
 """
 
-from .agents.mcp import MCPConnectError as MCPConnectError
-from .agents.mcp import MCPConnection as MCPConnection
-from .agents.mcp import MCPTool as MCPTool
-from .agents.mcp import MCPToolError as MCPToolError
-from .agents.mcp import connect as connect
+from .agents.tools.mcp import MCPConnectError as MCPConnectError
+from .agents.tools.mcp import MCPConnection as MCPConnection
+from .agents.tools.mcp import MCPTool as MCPTool
+from .agents.tools.mcp import MCPToolError as MCPToolError
+from .agents.tools.mcp import connect as connect
 
 __all__ = ["connect", "MCPConnection", "MCPTool", "MCPToolError", "MCPConnectError"]
 

@@ -45,8 +45,8 @@ from ._checks import check_int, check_seconds
 from ._serving import BoundedBody, Runs, open_run, to_json
 from ._text import scrub, scrub_json
 from ._version import __version__
-from .agents.agent import AgentSpec
-from .agents.tool import Tool
+from .agents.loop.spec import AgentSpec
+from .agents.tools.tool import Tool
 from .errors import ActorStopped, AgentrioError, InvalidArgument, UsageError
 from .messages import ModelReply, PhaseResult, ToolCallRequest, ToolEnded, ToolStarted, TurnEnded
 

@@ -16,7 +16,7 @@ Example:
         ...
 """
 
-from .agents.otel import OpenTelemetry as OpenTelemetry
+from .agents.observation.otel import OpenTelemetry as OpenTelemetry
 
 __all__ = ["OpenTelemetry"]
 

@@ -1,9 +1,9 @@
 """``open_runtime()``: the root supervisor, the agents' services, the event bus.
 
 The runtime joins the layers: the kernel's supervision tree (a
-[`Tree`][agentrio.core.Tree] of ``core``, whose root's ref is the
+[`Tree`][agentrio.supervisors.Tree] of ``supervisors``, whose root's ref is the
 [`Runtime`][agentrio.Runtime]), and what the agents of the runtime draw on
-(``agents.services.Services``: its budget, tools, tool lanes, modes and
+(``agents.loop.services.Services``: its budget, tools, tool lanes, modes and
 router, and its configuration's models, from ``config``).
 [`Runtime`][agentrio.Runtime] spawns agents, helpers and maps, under the root or
 under any supervisor of the runtime (``under=``).
@@ -19,35 +19,40 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 if TYPE_CHECKING:
-    from .agents.agent import AgentRef, AgentSpec
-    from .agents.helper import Helper
-    from .agents.modes import Mode
-    from .agents.otel import OpenTelemetry
-    from .agents.router import Router
-    from .agents.tool import Tool
+    from .agents.loop.handles import Helper
+    from .agents.loop.ref import AgentRef
+    from .agents.loop.spec import AgentSpec
+    from .agents.observation.otel import OpenTelemetry
+    from .agents.routing.modes import Mode
+    from .agents.routing.router import Router
+    from .agents.tools.tool import Tool
     from .errors import ActorError
     from .messages import PhaseResult
     from .providers.base import Model
     from .tracing.writer import TraceWriter
 
 from ._version import __version__
-from .agents.agent import check_spec, spawn_agent
-from .agents.budget import Budget, UsageTotals
-from .agents.checkpoint import Checkpoints, Durability, plan
-from .agents.compose import map_phases
-from .agents.helper import infrastructure_helper
-from .agents.lanes import Lanes, ToolLanes
-from .agents.otel import check_otel
-from .agents.respond import check_runtime_routing
-from .agents.services import Services
+from .actors.bus import EventStream
+from .agents.budgets.budget import Budget
+from .agents.budgets.usage import UsageTotals
+from .agents.composition.compose import map_phases
+from .agents.composition.composer import COMPOSER
+from .agents.composition.helper import infrastructure_helper
+from .agents.composition.respond import check_runtime_routing
+from .agents.durability.checkpoint import Checkpoints, Durability
+from .agents.durability.resume import plan
+from .agents.loop.ref import spawn_agent
+from .agents.loop.services import Services
+from .agents.loop.spec import check_spec
+from .agents.observation.otel import check_otel
+from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
-from .core.bus import EventStream
-from .core.ref import SupervisorRef, SupervisorStatistics
-from .core.restart import Backoff, Strategy
-from .core.tree import Tree
 from .errors import ConfigError, InvalidArgument
 from .messages import RuntimeOpened
 from .store import CheckpointStore, CheckpointWriter, DirectoryStore
+from .supervisors.ref import SupervisorRef, SupervisorStatistics
+from .supervisors.restart import Backoff, Strategy
+from .supervisors.tree import Tree
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -95,7 +100,7 @@ class Runtime(SupervisorRef):
     """The root of a supervision tree, from [`open_runtime`][agentrio.open_runtime].
 
     It is a [`SupervisorRef`][agentrio.SupervisorRef] with path and name ``""``
-    (the root's ref of the runtime's [`Tree`][agentrio.core.Tree]: ``spawn``,
+    (the root's ref of the runtime's [`Tree`][agentrio.supervisors.Tree]: ``spawn``,
     ``spawn_nowait``, ``spawn_supervisor``, ``lookup``, ``lookup_supervisor``,
     ``children``, ``closed`` and ``shutdown_timeout`` work as documented
     there) with the runtime-wide services on top: agents, helpers and maps
@@ -197,7 +202,7 @@ class Runtime(SupervisorRef):
         """
         sup = self if under is None else self._under(under)
         await trio.lowlevel.checkpoint_if_cancelled()
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         if checkpoints is None:
             return spawn_agent(self._services, sup, spec, name, budget)
         check_spec(spec)
@@ -288,7 +293,7 @@ class Runtime(SupervisorRef):
                 that returns it), another factory is registered as *name*, or
                 the runtime has no checkpoint store.
         """
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         if checkpoints is None:
             raise InvalidArgument(
                 "register_spec: this runtime has no checkpoint store (open_runtime(store=...))"
@@ -300,7 +305,7 @@ class Runtime(SupervisorRef):
         """The ids of the phases this runtime resumed from its checkpoint store when it
         opened (phases a crash had cut short), in the order they were begun; ``()``
         without a store. Each one's result: [`resumed_result`][agentrio.Runtime.resumed_result]."""
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         return () if checkpoints is None else checkpoints.resumed
 
     async def resumed_result(self, phase_id: str) -> PhaseResult[Any]:
@@ -320,7 +325,7 @@ class Runtime(SupervisorRef):
             ActorStopped, ActorCrashed: the resumed phase's agent stopped (the
                 runtime closed) or crashed past its restarts before it ended.
         """
-        checkpoints = self._services.checkpoints
+        checkpoints = _held_checkpoints(self._services)
         if checkpoints is None:
             raise InvalidArgument(
                 "resumed_result: this runtime has no checkpoint store (open_runtime(store=...))"
@@ -594,6 +599,7 @@ async def open_runtime(
         bus=tree.bus,
         resolve=configured.resolve,
         configuration=configured.configuration,
+        composer=COMPOSER,
         modes=modes,
         router=router,
     )
@@ -705,6 +711,13 @@ async def _trace_writer(
                 await checkpoints.store.aclose()
         raise
     return writer
+
+
+def _held_checkpoints(services: Services) -> Checkpoints | None:
+    """The runtime's checkpoints (its services hold them as the loop's Checkpointing)."""
+    held = services.checkpoints
+    assert held is None or isinstance(held, Checkpoints)
+    return held
 
 
 def _opened(budget: Budget) -> RuntimeOpened:

@@ -16,15 +16,13 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 `agentrio.events` and every exception in `agentrio.errors`.
 """
 
-from .agents.agent import StepInfo
-from .agents.budget import Lease, UsageTotals
-from .agents.helper import HelperResult
-from .agents.policy import Rule
-from .agents.respond import BackgroundRun, Response
-from .agents.stream import RunStream
-from .core.actor import ActorStatistics, RestartPolicy
-from .core.ref import SupervisorStatistics
-from .core.restart import Strategy
+from .actors.actor import ActorStatistics, RestartPolicy
+from .agents.budgets.budget import Lease
+from .agents.budgets.usage import UsageTotals
+from .agents.loop.handles import BackgroundRun, HelperResult, Response
+from .agents.loop.spec import StepInfo
+from .agents.loop.stream import RunStream
+from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
     ContentPart,
@@ -44,6 +42,8 @@ from .messages import (
 )
 from .providers.base import AttemptMeter, OutputSchema, ToolSchema
 from .providers.provider import ProviderModel, ProviderStatistics
+from .supervisors.ref import SupervisorStatistics
+from .supervisors.restart import Strategy
 
 __all__ = [
     # results and handles you are given

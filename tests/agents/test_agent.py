@@ -29,7 +29,7 @@ from agentrio import (
     Usage,
 )
 from agentrio._checks import check_name, is_reserved
-from agentrio.agents.agent import context_name
+from agentrio.agents.loop.spec import context_name
 from agentrio.errors import DuplicateName
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import ContextRead, ToolSchema
@@ -586,7 +586,7 @@ EPOCH = 1_700_000_000.0
 @pytest.fixture
 def wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """time.time() runs with Trio's (mock) clock, from EPOCH."""
-    monkeypatch.setattr("agentrio.agents.phase.time.time", lambda: EPOCH + trio.current_time())
+    monkeypatch.setattr("agentrio.agents.loop.phase.time.time", lambda: EPOCH + trio.current_time())
 
 
 @agentrio.tool
@@ -634,7 +634,7 @@ async def test_the_tool_results_of_one_turn_share_its_time(
 ) -> None:
     # A clock that moves at each reading: results added together read it once.
     ticks = itertools.count(1)
-    monkeypatch.setattr("agentrio.agents.phase.time.time", lambda: float(next(ticks)))
+    monkeypatch.setattr("agentrio.agents.loop.phase.time.time", lambda: float(next(ticks)))
     calls = (ToolCallRequest("nap", {"seconds": 1}), ToolCallRequest("nap", {"seconds": 3}))
     model = ScriptedModel([calling(*calls), answer("rested")])
     async with agentrio.open_runtime() as rt:
@@ -1124,7 +1124,7 @@ async def test_a_ref_ask_of_a_phase_is_not_cancelled_with_its_asker(
 async def test_an_interrupt_from_outside_ends_the_phase_cancelled(
     autojump_clock: trio.testing.MockClock, record_events: Recorder
 ) -> None:
-    # agentrio.core.interrupt on the agent's actor: its phase is handed back to
+    # agentrio.actors.interrupt on the agent's actor: its phase is handed back to
     # it, neither timed out nor withdrawn; it ends "cancelled" and its caller
     # gets that result (what it did stays), and the agent goes on.
     model = ScriptedModel([calling(ToolCallRequest("forever")), answer("after")])
@@ -1140,7 +1140,7 @@ async def test_an_interrupt_from_outside_ends_the_phase_cancelled(
 
             nursery.start_soon(run)
             await trio.sleep(5)
-            assert agentrio.core.interrupt(agent.ref) is True
+            assert agentrio.actors.interrupt(agent.ref) is True
         (result,) = results
         assert trio.current_time() == 5
         assert result.stop_reason == "cancelled"

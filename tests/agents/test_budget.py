@@ -23,7 +23,7 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.agents.budget import usage_problem
+from agentrio.agents.budgets.usage import usage_problem
 from agentrio.providers.tokens import message_text
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import Lease, ToolSchema, UsageTotals

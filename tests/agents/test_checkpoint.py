@@ -22,7 +22,7 @@ from agentrio import (
     Usage,
     ask_rule,
 )
-from agentrio.agents.checkpoint import (
+from agentrio.agents.durability.records import (
     INTERRUPTED,
     PhaseBegun,
     PhaseDone,
@@ -197,7 +197,7 @@ async def _agent(rt: agentrio.Runtime, path: str) -> agentrio.AgentRef[str]:
     checkpoints = rt._services.checkpoints
     assert checkpoints is not None
     from agentrio._handles import create
-    from agentrio.agents.agent import AgentRef
+    from agentrio.agents.loop.ref import AgentRef
 
     return create(AgentRef, checkpoints.agents[path].state)  # type: ignore[no-any-return]
 

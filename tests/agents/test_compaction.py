@@ -21,7 +21,7 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.agents.compaction import (
+from agentrio.agents.loop.compaction import (
     COMPACTION_PROMPT,
     SUMMARY_PREFIX,
     plan,

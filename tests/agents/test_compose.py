@@ -36,9 +36,9 @@ from agentrio import (
     ask_rule,
     deny_rule,
 )
-from agentrio.agents import compose
-from agentrio.agents.compose import combine_policies
-from agentrio.agents.policy import PostToolUse, PreToolUse
+from agentrio.agents.composition import compose
+from agentrio.agents.composition.compose import combine_policies
+from agentrio.agents.tools.policy import PostToolUse, PreToolUse
 from agentrio.errors import PermissionEscalation
 from agentrio.events import ConfirmationRequired, SubagentEnded, SubagentStarted, TurnEnded
 from agentrio.testing import FunctionModel, Reply, ScriptedModel

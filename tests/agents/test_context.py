@@ -13,7 +13,7 @@ from agentrio import (
     ChatMessage,
     ToolCallRequest,
 )
-from agentrio.agents.context import ContextActor, fit_window, turn_units
+from agentrio.agents.loop.context import ContextActor, fit_window, turn_units
 from agentrio.types import (
     ContextAppend,
     ContextCompact,
@@ -45,7 +45,7 @@ async def test_context_actor_reads_appends_and_resets() -> None:
 
 async def test_context_actor_keeps_each_turns_time(monkeypatch: pytest.MonkeyPatch) -> None:
     one, two, three = (ChatMessage("user", t) for t in ("one", "two", "three"))
-    monkeypatch.setattr("agentrio.agents.context.time.time", lambda: 500.0)
+    monkeypatch.setattr("agentrio.agents.loop.context.time.time", lambda: 500.0)
     async with agentrio.open_runtime() as rt:
         ctx = await rt.spawn(ContextActor, name="ctx")
         assert await ctx.ask(ContextReadTurns()) == ()
@@ -68,7 +68,7 @@ def test_context_actor_turns_when_the_history_was_changed_without_times(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     one, two, summary = (ChatMessage("user", t) for t in ("one", "two", "summary"))
-    monkeypatch.setattr("agentrio.agents.context.time.time", lambda: 500.0)
+    monkeypatch.setattr("agentrio.agents.loop.context.time.time", lambda: 500.0)
     actor = ContextActor()
     actor.handle(ContextAppend((one, two), (1.0, 2.0)))
     # older turns replaced by one: the newest keep their times

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from agentrio import ConfigError, InvalidArgument, LanePolicy, Lanes
-from agentrio.agents.lanes import ToolLanes, check_lane
+from agentrio.agents.tools.lanes import ToolLanes, check_lane
 from agentrio.providers.limiter import LANES
 
 

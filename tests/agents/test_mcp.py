@@ -25,7 +25,7 @@ import trio
 import trio.testing
 
 import agentrio
-import agentrio.agents.mcp
+import agentrio.agents.tools.mcp
 import agentrio.mcp
 from agentrio import (
     AgentSpec,
@@ -36,7 +36,7 @@ from agentrio import (
     ToolResult,
     deny_rule,
 )
-from agentrio.agents.mcp import _BROKEN_HERE, _StdioDecoder, render
+from agentrio.agents.tools.mcp_wire import _BROKEN_HERE, _StdioDecoder, render
 from agentrio.events import ActorFailed, ActorRestarted, Event, EventStream, PermissionDenied
 from agentrio.mcp import MCPConnectError, MCPConnection, MCPTool, MCPToolError
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
@@ -609,7 +609,7 @@ async def test_an_error_raised_as_the_connect_timeout_cancels_is_still_a_connect
     # not UTF-8 and raises only once the connect timeout cancels the connecting,
     # grouped with that Cancelled: this used to escape as a crash, restarted for
     # ever, and connect() never returned.
-    monkeypatch.setattr(agentrio.agents.mcp, "_STDIO_ENCODING", "utf-8")
+    monkeypatch.setattr(agentrio.agents.tools.mcp, "_STDIO_ENCODING", "utf-8")
     async with agentrio.open_runtime() as rt:
         with (
             trio.fail_after(HANG_GUARD),

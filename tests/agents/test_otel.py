@@ -228,7 +228,7 @@ async def test_attributes_follow_the_genai_conventions(recorded: Recorded) -> No
 
 
 async def test_a_provider_model_names_its_provider_and_model(recorded: Recorded) -> None:
-    from agentrio.agents.otel import model_name, provider_name
+    from agentrio.agents.observation.parts import model_name, provider_name
 
     config = agentrio.ProviderConfig(name="local", kind="ollama", base_url="http://127.0.0.1:9")
     async with agentrio.Provider(config) as provider:

@@ -15,7 +15,7 @@ import pytest
 
 import agentrio
 from agentrio import AgentSpec, ChatMessage, InvalidArgument, Limits, ModelReply, ToolCallRequest
-from agentrio.agents.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType, output_type_of
+from agentrio.agents.tools.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType, output_type_of
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import OutputSchema, ToolSchema
 

@@ -27,8 +27,9 @@ from agentrio import (
     ToolResult,
     Usage,
 )
-from agentrio.agents.continuation import CONTINUATION_PROMPT
-from agentrio.agents.phase import FINAL_ANSWER_PROMPT, Phase
+from agentrio.agents.loop.continuation import CONTINUATION_PROMPT
+from agentrio.agents.loop.endings import FINAL_ANSWER_PROMPT
+from agentrio.agents.loop.phase import Phase
 from agentrio.config import Config
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm
 from agentrio.types import ToolSchema
@@ -1425,7 +1426,7 @@ async def test_an_agent_tools_child_gets_its_own_context(
 async def test_only_calls_of_tools_that_declare_it_build_a_context(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agentrio.agents.phase as phase_module
+    import agentrio.agents.loop.tool_turns as phase_module
 
     built: list[agentrio.ToolContext] = []
 
@@ -2620,7 +2621,7 @@ async def test_an_ended_lone_call_does_not_keep_its_phase_alive(
     # is compacted); the entry must not keep the phase (history and all).
     import gc
 
-    from agentrio.agents.phase import Phase
+    from agentrio.agents.loop.phase import Phase
 
     def phases() -> int:
         gc.collect()

@@ -31,7 +31,7 @@ from agentrio import (
     ask_rule,
     deny_rule,
 )
-from agentrio.agents.policy import ask_approver
+from agentrio.agents.tools.policy import ask_approver
 from agentrio.events import ConfirmationReceived, ConfirmationRequired, PermissionDenied
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import Rule, ToolSchema

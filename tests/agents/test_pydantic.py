@@ -18,8 +18,8 @@ from pydantic import BaseModel, Field
 
 import agentrio
 from agentrio import AgentSpec, InvalidArgument, ToolCallRequest
-from agentrio.agents._pydantic import PydanticDecoder
-from agentrio.agents.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType
+from agentrio.agents.tools.output import OUTPUT_RETRY_PROMPT, WHY_CHARS, OutputType
+from agentrio.agents.tools.pydantic_models import PydanticDecoder
 from agentrio.errors import ToolArgumentsInvalid
 from agentrio.testing import Reply, ScriptedModel, open_fake_llm
 

@@ -27,7 +27,7 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.agents.respond import BACKGROUND_PROMPT
+from agentrio.agents.composition.respond import BACKGROUND_PROMPT
 from agentrio.testing import FakeLLMServer, FakeRequest, FunctionModel, Reply, open_fake_llm
 
 if TYPE_CHECKING:

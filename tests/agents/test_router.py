@@ -13,7 +13,7 @@ import trio.testing
 
 import agentrio
 from agentrio import Route, RuleRouter
-from agentrio.agents.router import choose_route
+from agentrio.agents.routing.router import choose_route
 
 ROUTER = RuleRouter()
 

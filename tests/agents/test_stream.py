@@ -11,9 +11,9 @@ import trio
 import trio.testing
 
 import agentrio
-import agentrio.agents.stream
+import agentrio.agents.loop.stream
 from agentrio import AgentSpec, ChatMessage, Provider, ProviderConfig, ToolCallRequest, Usage
-from agentrio.agents.stream import _NOTHING, _Partials
+from agentrio.agents.loop.stream import _NOTHING, _Partials
 from agentrio.errors import ActorStopped, InvalidArgument, SelfAsk, UsageError
 from agentrio.events import (
     PartialOutput,
@@ -407,7 +407,7 @@ async def stream_items(spec: AgentSpec[object]) -> list[RunItem]:
 
 def partial_parser() -> Callable[[bytes], object]:
     """The parser of cut JSON a typed stream uses (jiter's, else pydantic-core's)."""
-    parse = agentrio.agents.stream._partial_parser()
+    parse = agentrio.agents.loop.stream._partial_parser()
     if parse is None:
         pytest.skip("neither jiter nor pydantic-core is installed")
     return parse
@@ -421,7 +421,7 @@ async def test_a_typed_run_streams_its_answer_as_partial_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     partial_parser()
-    monkeypatch.setattr(agentrio.agents.stream, "PARSE_STEP", 1)  # (parse at each piece)
+    monkeypatch.setattr(agentrio.agents.loop.stream, "PARSE_STEP", 1)  # (parse at each piece)
     model = ScriptedModel([Reply(text=MOVIE)], chunk_size=12)
     items = await stream_items(AgentSpec("critic", model, output_type=Movie))
     assert partials(items) == [
@@ -457,7 +457,7 @@ async def test_a_long_answer_is_not_parsed_again_at_every_piece(
         parsed.append(len(data))
         return parse(data)
 
-    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", counting)
+    monkeypatch.setattr(agentrio.agents.loop.stream, "_FROM_JSON", counting)
     words = [f"word{i}" for i in range(5000)]
     text = msgspec.json.encode(words).decode()  # ~50k characters, in 10-character pieces
     model = ScriptedModel([Reply(text=text)], chunk_size=10)
@@ -472,7 +472,7 @@ async def test_no_partial_values_for_plain_text_nor_without_jiter(
 ) -> None:
     items = await stream_items(AgentSpec("plain", ScriptedModel([Reply(text='{"a": 1}')])))
     assert partials(items) == []
-    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", None)  # (jiter not installed)
+    monkeypatch.setattr(agentrio.agents.loop.stream, "_FROM_JSON", None)  # (jiter not installed)
     model = ScriptedModel([Reply(text=MOVIE)], chunk_size=5)
     items = await stream_items(AgentSpec("critic", model, output_type=Movie))
     assert partials(items) == []
@@ -494,10 +494,10 @@ def test_a_wrapped_answer_is_unwrapped_and_text_that_is_no_json_gives_nothing() 
 def test_without_jiter_pydantic_cores_parser_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pydantic_core")
     monkeypatch.setitem(sys.modules, "jiter", None)  # (an import of it raises ImportError)
-    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", _NOTHING)
-    parse = agentrio.agents.stream._partial_parser()
+    monkeypatch.setattr(agentrio.agents.loop.stream, "_FROM_JSON", _NOTHING)
+    parse = agentrio.agents.loop.stream._partial_parser()
     assert parse is not None
     assert parse(b'{"title": "Ali') == {"title": "Ali"}
     monkeypatch.setitem(sys.modules, "pydantic_core", None)
-    monkeypatch.setattr(agentrio.agents.stream, "_FROM_JSON", _NOTHING)
-    assert agentrio.agents.stream._partial_parser() is None
+    monkeypatch.setattr(agentrio.agents.loop.stream, "_FROM_JSON", _NOTHING)
+    assert agentrio.agents.loop.stream._partial_parser() is None

@@ -12,7 +12,7 @@ import trio
 
 import agentrio
 from agentrio import InvalidArgument, Tool
-from agentrio.agents.tool import ToolArgumentsInvalid, ToolResultInvalid
+from agentrio.agents.tools.tool import ToolArgumentsInvalid, ToolResultInvalid
 from agentrio.types import ToolSchema
 
 

@@ -12,7 +12,7 @@ import trio.testing
 
 import agentrio
 from agentrio import ChatMessage, ToolCallRequest, ToolResult
-from agentrio.agents.tool_call import ToolRunner, start_batch
+from agentrio.agents.tools.tool_call import ToolRunner, start_batch
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 from agentrio.types import ToolSchema
 
@@ -430,7 +430,7 @@ async def test_after_the_last_attempt_a_dead_letter_and_a_refusal(
     assert ended.status == "denied"
     assert "sk-secret" not in repr(events)
     # Logged, the tool's name and the error's type, not its text (nor the arguments).
-    (line,) = [r for r in caplog.records if r.name == "agentrio.agents.tool_call"]
+    (line,) = [r for r in caplog.records if r.name == "agentrio.agents.tools.tool_call"]
     assert line.levelno == logging.WARNING
     assert line.getMessage() == (
         "'x': tool 'work' was given up after 3 attempts (a dead letter of the 'background' "

@@ -10,7 +10,7 @@ import trio
 
 import agentrio
 from agentrio import AgentSpec, InvalidArgument, ModelRetry, ToolCallRequest
-from agentrio.agents.output import WHY_CHARS
+from agentrio.agents.tools.output import WHY_CHARS
 from agentrio.events import RunDone
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 

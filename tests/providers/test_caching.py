@@ -27,7 +27,7 @@ from agentrio import (
     Usage,
     load_config,
 )
-from agentrio.agents.budget import UsageTotals, usage_problem
+from agentrio.agents.budgets.usage import UsageTotals, usage_problem
 from agentrio.demo import DemoReport
 from agentrio.events import TurnEnded
 from agentrio.providers.anthropic import MAX_CACHE_MARKS, AnthropicWire

@@ -873,7 +873,7 @@ def test_stream_fuzz(lines: list[str], text_tools: list[str] | None) -> None:
 
 
 async def test_opentelemetry_names_openai_as_its_provider() -> None:
-    from agentrio.agents.otel import provider_name
+    from agentrio.agents.observation.parts import provider_name
 
     config = ProviderConfig(name="rs", kind="openai-responses", base_url="http://127.0.0.1:9")
     async with Provider(config) as p:

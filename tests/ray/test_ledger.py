@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import agentrio
 from agentrio import AgentSpec, Budget, ChatMessage, InvalidArgument, Limits, ToolCallRequest
-from agentrio.agents.lease import (
+from agentrio.agents.budgets.lease import (
     Grant,
     LeaseHolder,
     Lost,

@@ -72,7 +72,7 @@ async def test_a_file_that_cannot_be_opened_is_a_typed_error(tmp_path: pathlib.P
 
 async def test_events_past_the_bound_are_dropped_and_counted(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "run.jsonl"
-    bus = agentrio.core.EventBus()
+    bus = agentrio.actors.EventBus()
     writer = TraceWriter(path, max_pending=3)
     async with trio.open_nursery() as nursery:
         await nursery.start(writer.run, bus)
@@ -168,7 +168,7 @@ async def test_a_lone_surrogate_is_written_as_a_replacement_character(
     tmp_path: pathlib.Path,
 ) -> None:
     path = tmp_path / "run.jsonl"
-    bus = agentrio.core.EventBus()
+    bus = agentrio.actors.EventBus()
     writer = TraceWriter(path)
     name = os.fsdecode(b"report-\xff.txt")  # what os.listdir gives for such a file
     async with trio.open_nursery() as nursery:
@@ -244,7 +244,7 @@ async def test_a_reader_that_reads_nothing_is_given_up_at_the_end(
     # The writer waited in a worker thread for the pipe to take a write, for ever:
     # open_runtime's block never ended, and could not be cancelled.
     with _stalled_fifo(tmp_path) as fifo:
-        bus = agentrio.core.EventBus()
+        bus = agentrio.actors.EventBus()
         writer = TraceWriter(fifo)
         async with trio.open_nursery() as nursery:
             await nursery.start(writer.run, bus)

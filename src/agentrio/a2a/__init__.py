@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._checks import check_int, check_seconds
-from ..agents.agent import AgentSpec
-from ..agents.budget import Budget
+from ..agents.budgets.budget import Budget
+from ..agents.loop.spec import AgentSpec
 from ..errors import InvalidArgument
 from ..host import BlockingRuntime
 from ._client import A2ACard as A2ACard

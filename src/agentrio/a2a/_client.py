@@ -31,8 +31,8 @@ import trio
 
 from .._checks import check_int, check_seconds
 from .._text import scrub
-from ..agents.tool import Tool, ToolArgumentsInvalid
-from ..agents.tool_call import hide_env
+from ..agents.tools.tool import Tool, ToolArgumentsInvalid
+from ..agents.tools.tool_call import hide_env
 from ..errors import AgentrioError, InvalidArgument, ToolError
 from ..providers.bounded import HttpxBody, LineSplitter, TooLarge, read_body, sse_data
 from ..providers.guard import escapes_surrogate, loads

@@ -59,14 +59,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as ASGIMessage
 
 from .._text import scrub
-from ..agents.agent import AgentSpec
-from ..agents.budget import Budget
-from ..agents.tool import Tool
-from ..core.ref import SupervisorRef
+from ..agents.budgets.budget import Budget
+from ..agents.loop.spec import AgentSpec
+from ..agents.tools.tool import Tool
 from ..errors import AgentrioError, DuplicateName
 from ..events import RunDone, TextDelta
 from ..host import BlockingAgent, BlockingRunStream, BlockingRuntime
 from ..messages import PhaseResult
+from ..supervisors.ref import SupervisorRef
 from ._client import CARD_PATH, PROTOCOL_VERSION
 
 __all__ = ["build_app", "build_card"]

@@ -1,0 +1,1 @@
+"""The agent layer, in rooms (loop, budgets, tools, routing, composition...)."""

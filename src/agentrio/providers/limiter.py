@@ -1,7 +1,7 @@
 """The shared guards of a provider: the lanes' limiter, circuit breaker, rate windows, 429 pause,
 and the hold the server's rate-limit headers call for.
 
-The lanes (see ``agents/lanes.py``) are ordered here, highest priority first:
+The lanes (see ``agents/tools/lanes.py``) are ordered here, highest priority first:
 ``interactive`` (also called ``"control"``), ``query`` (the default),
 ``execute``, ``background``; a lane's index is its priority. The tool calls'
 lanes use the same order and the same `LaneLimiter`.

@@ -27,9 +27,10 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from .._checks import check_int
 from .._handles import NoPublicConstructor, create
-from ..agents.agent import AgentSpec
-from ..agents.budget import Budget, UsageTotals
-from ..core.bus import EventBus, EventStream
+from ..actors.bus import EventBus, EventStream
+from ..agents.budgets.budget import Budget
+from ..agents.budgets.usage import UsageTotals
+from ..agents.loop.spec import AgentSpec
 from ..errors import (
     ActorError,
     ActorStopped,
@@ -66,7 +67,7 @@ from ._ledger import LeaseTerms, check_budget, start_ledger
 from ._remote import RemoteRef, clusters
 
 if TYPE_CHECKING:
-    from ..agents.otel import OpenTelemetry
+    from ..agents.observation.otel import OpenTelemetry
     from ..config import Config
 
 __all__ = ["Cluster", "ClusterAgent", "open_cluster"]
@@ -993,6 +994,6 @@ def _event_decoder() -> msgspec.msgpack.Decoder[Any]:
 
 
 def _RunDone(path: str, result: PhaseResult[Any]) -> Any:
-    from ..agents.stream import RunDone
+    from ..agents.loop.stream import RunDone
 
     return RunDone(path=path, result=result)

@@ -34,7 +34,7 @@ import msgspec
 import ray
 import trio
 
-from ..agents.budget import Budget
+from ..agents.budgets.budget import Budget
 from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
@@ -62,8 +62,9 @@ from ._batch import (
 from ._ledger import run_leased
 
 if TYPE_CHECKING:
-    from ..agents.agent import AgentRef, AgentSpec
-    from ..agents.otel import OpenTelemetry
+    from ..agents.loop.ref import AgentRef
+    from ..agents.loop.spec import AgentSpec
+    from ..agents.observation.otel import OpenTelemetry
 
 __all__ = [
     "HostOptions",

@@ -3,7 +3,7 @@
 The cluster's limits live in one `Ledger` (in a named, detached Ray actor,
 `start_ledger`; the class itself needs no Ray, so its logic is tested
 alone). Each host's root [`Budget`][agentrio.Budget] has *leased* limits: its
-lease holder (``agents/lease.py``, no Ray in it either; `run_leased` runs a
+lease holder (``agents/budgets/lease.py``, no Ray in it either; `run_leased` runs a
 host's runtime inside one) sets them to what the ledger granted it, and the host reserves
 against them exactly as one process does (no call is made that does not fit
 its lease). The holder renews the lease every ``renew_every`` seconds (a
@@ -40,8 +40,8 @@ import attrs
 import msgspec
 
 from .._checks import short_repr
-from ..agents.budget import Budget
-from ..agents.lease import (
+from ..agents.budgets.budget import Budget
+from ..agents.budgets.lease import (
     COUNTERS,
     NO_COUNTS,
     Ask,

@@ -35,7 +35,7 @@ import msgspec
 import trio
 
 from .._text import scrub
-from ..core.bus import EventBus
+from ..actors.bus import EventBus
 from ..errors import TraceError
 from ..messages import Event, EventsLost, TraceWriteFailed
 

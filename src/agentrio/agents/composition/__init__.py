@@ -1,0 +1,1 @@
+"""Composition: subagents, agents as tools, maps, helpers, and responding (route, escalate)."""

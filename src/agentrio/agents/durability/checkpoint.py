@@ -1,0 +1,445 @@
+"""Durable agents: what a phase records in the runtime's checkpoint store, and
+how a phase cut short goes on from its last completed turn.
+
+A runtime opened with a store (``open_runtime(store=...)``) makes one
+`Checkpoints`. Each agent spawned with ``Runtime.spawn_agent`` from a
+registered spec is *durable*: its phases record, as tagged msgspec Structs
+encoded with one module-level msgpack encoder and handed to the runtime's
+checkpoint writer (``put_nowait``: the phase never waits for the disk but
+where the durability policy says so):
+
+- ``PhaseBegun``: the agent (path, spec's registered name, its durable id)
+  and the ``RunPhase`` itself (its ``phase_id`` included);
+- ``TurnsAdded``: each model reply, with the turns before it that the phase
+  added since its last record (its user message, a continuation prompt...),
+  their times, and the budget's totals once the reply is settled;
+- ``ToolsDone``: each turn's tool results, in call order;
+- ``ToolBegun``: a call of a tool not declared idempotent, synced *before*
+  the tool runs, so that a call in flight at a crash is known;
+- ``ToolDone``: each call of a parallel batch as it ends (a crash in the
+  middle of the batch does not lose the calls that ended);
+- ``ApprovalAsked`` and ``ApprovalAnswered``;
+- ``PhaseDone``: the result, the turns added after the last record, the
+  budget's totals.
+
+A phase goes on from those records in two cases. Its agent's actor crashed
+and was restarted (``AgentActor`` hands the crashed phase to `Checkpoints`,
+and ``AgentRef.run`` asks the new incarnation with the same ``RunPhase``); or
+a new runtime opened on the store found it unfinished (`load` and `resume`:
+its agent is spawned again from its registered spec, its contexts restored,
+and its ``RunPhase`` asked again by a task of the runtime). Either way the
+``Phase`` finds a `Resume` for its id: the turns recorded, the calls begun,
+ended and approved.
+
+Nothing here runs for a runtime without a store: ``Services.checkpoints`` is
+None, and the agent loop tests it once per phase (and ``Phase.rec`` once per
+turn).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Literal
+
+import msgspec
+import trio
+
+from ..._log import log_extra
+from ...errors import (
+    ActorCrashed,
+    ActorError,
+    InvalidArgument,
+    StoreCorrupt,
+    StoreError,
+    UnknownName,
+)
+from ...messages import (
+    CheckpointTorn,
+    ContextAppend,
+    PhaseResult,
+    ResumedPhaseEnded,
+    RunPhase,
+)
+from ...store.base import Entry
+from ..loop.agent import new_phase_id
+from ..loop.ref import AgentRef, spawn_agent
+from ..loop.spec import AgentSpec
+
+if TYPE_CHECKING:
+    from ...store.base import CheckpointStore
+    from ...store.writer import CheckpointWriter
+    from ...supervisors.ref import SupervisorRef
+    from ..budgets.budget import Budget
+    from ..loop.phase import Phase
+    from ..loop.services import Services
+
+from .recorder import PhaseRecorder, Resume, _Awaited, _Durable, _SyncGroup
+from .records import PhaseBegun
+from .resume import _AgentLog, _contexts, _Plan, _unfinished
+
+__all__ = ["Checkpoints", "Durability", "SpecFactory"]
+
+Durability = Literal["batch", "turn"]
+"""When a phase's records are on disk: ``"batch"`` (the writer syncs each batch it
+writes; the agents never wait for it) or ``"turn"`` (each turn's records are
+synced before the phase's next model call)."""
+
+SpecFactory = Callable[[], AgentSpec[object]]
+
+
+_log = logging.getLogger("agentrio.agents.durability.checkpoint")
+
+
+# -- the records -------------------------------------------------------------------------
+
+
+# -- what a phase goes on from ---------------------------------------------------------
+
+
+# -- the runtime's part --------------------------------------------------------------
+
+
+class Checkpoints:
+    """A runtime's checkpoints: its writer, its registered specs, its durable agents,
+    and the phases it resumed."""
+
+    __slots__ = (
+        "agents",
+        "budget",
+        "bus",
+        "group",
+        "live",
+        "nursery",
+        "outcomes",
+        "plan",
+        "resumed",
+        "resumes",
+        "specs",
+        "store",
+        "sync_turns",
+        "writer",
+    )
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        writer: CheckpointWriter,
+        *,
+        budget: Budget,
+        bus: object,
+        durability: Durability,
+        specs: Mapping[str, SpecFactory],
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.budget = budget
+        self.bus = bus
+        self.sync_turns = durability == "turn"
+        self.specs: dict[str, SpecFactory] = {}
+        for name, factory in specs.items():
+            self.register(name, factory)
+        self.agents: dict[str, _Durable] = {}  # by path: the live durable agents
+        self.resumes: dict[str, Resume] = {}  # phase id -> what it goes on from
+        self.live: dict[str, PhaseRecorder] = {}  # phase id -> its phase under way
+        self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
+        self.resumed: tuple[str, ...] = ()
+        self.plan = _Plan()
+        self.nursery: trio.Nursery | None = None  # the runtime's (set by resume)
+        self.group: _SyncGroup | None = None  # the phases waiting for the next sync
+
+    async def synced(self) -> None:
+        """Return when every record put so far is on disk.
+
+        The phases that ask while no sync of theirs has started join one group,
+        and one task waits for the writer's ``synced()`` for all of them: with
+        thousands of agents asking at once, the writer sees a few waiters, and
+        each phase is woken once.
+        """
+        group = self.group
+        if group is None:
+            group = self.group = _SyncGroup()
+            assert self.nursery is not None
+            self.nursery.start_soon(self._sync, group)
+        await group.done.wait()
+        if group.error is not None:
+            raise group.error
+
+    async def _sync(self, group: _SyncGroup) -> None:
+        # (From here on, a phase that asks joins the next group: its records may
+        # come after the writer's target, taken as synced() is called.)
+        self.group = None
+        try:
+            await self.writer.synced()
+        except StoreError as exc:
+            group.error = exc
+        group.done.set()
+
+    def register(self, name: object, factory: object) -> None:
+        """Register *factory* (``() -> AgentSpec``) under the spec name *name*."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"a spec's registered name must be a non-empty str, got {name!r}")
+        if not callable(factory) or isinstance(factory, AgentSpec):
+            raise InvalidArgument(
+                f"specs[{name!r}] must be a function that makes the AgentSpec (specs hold "
+                f"code, so a resumed agent's spec is made again), got {factory!r}"
+            )
+        known = self.specs.get(name)
+        if known is not None and known is not factory:
+            raise InvalidArgument(f"another spec factory is already registered as {name!r}")
+        self.specs[name] = factory
+
+    # -- durable agents --------------------------------------------------------------
+
+    def check_spec(self, spec: AgentSpec[object]) -> None:
+        """Raise InvalidArgument unless *spec* can make a durable agent."""
+        if spec.name not in self.specs:
+            raise InvalidArgument(
+                f"this runtime has a checkpoint store, and spec {spec.name!r} is not "
+                f"registered: its agent could not be spawned again after a crash. Register "
+                f"a function that makes it: open_runtime(specs={{{spec.name!r}: make_spec}}) "
+                f"or rt.register_spec({spec.name!r}, make_spec)"
+            )
+        if spec.compaction is not None:
+            raise InvalidArgument(
+                f"spec {spec.name!r} has a compaction, which durable agents do not support "
+                "yet (the store records each turn as it is added)"
+            )
+
+    def adopt(self, ref: AgentRef[object], agent_id: str | None = None) -> None:
+        """Make the agent of *ref* durable (its spec checked by `check_spec`)."""
+        state = ref._state
+        durable = _Durable(state, agent_id or new_phase_id(), state.spec.name)
+        assert state.ref is not None
+        self.agents[state.ref.path] = durable
+        if state.gate is not None:
+            state.gate.journal = durable
+
+    def recorder(self, phase: Phase) -> PhaseRecorder | None:
+        """The recording of *phase*, if its agent is durable (else None)."""
+        state = phase.st
+        durable = self.agents.get(phase.path)
+        if durable is None or durable.state is not state:
+            return None
+        phase_id = phase.cmd.phase_id
+        if phase_id is None:
+            phase_id = new_phase_id()
+        elif phase.escalating and state.escalation is None:
+            phase_id += "+escalated"  # (the second run of an escalating pair)
+        resume = self.resumes.get(phase_id)
+        if resume is not None and resume.owner is durable:
+            del self.resumes[phase_id]
+        elif self.in_use(phase_id):
+            # Another phase's id (run() refuses one, but two run() asking at once
+            # both pass): this phase is recorded under an id of its own, so that
+            # the two never mix their records.
+            _log.warning(
+                "phase id %r is another phase's: recorded under a new id",
+                phase_id,
+                extra=log_extra(),
+            )
+            phase_id = new_phase_id()
+            resume = None
+        else:
+            resume = None
+        rec = PhaseRecorder(self, durable, phase_id, resume)
+        self.live[phase_id] = rec
+        return rec
+
+    def left(self, rec: PhaseRecorder) -> None:
+        """*rec*'s phase is no longer under way (it ended, or its agent crashed)."""
+        if self.live.get(rec.id) is rec:
+            del self.live[rec.id]
+
+    def in_use(self, phase_id: str) -> bool:
+        """Is *phase_id* the id of a phase under way, or of one waiting to go on?"""
+        holder = self.live.get(phase_id)
+        if holder is not None and holder.durable.holds(holder):
+            return True
+        resume = self.resumes.get(phase_id)
+        if resume is None or resume.owner is None:
+            return False
+        ref = resume.owner.state.ref
+        return ref is not None and ref.statistics().state != "exited"
+
+    def check_free(self, phase_id: str) -> None:
+        """Raise InvalidArgument if *phase_id* is in use (``run(phase_id=...)``)."""
+        if self.in_use(phase_id):
+            raise InvalidArgument(
+                f"phase_id {phase_id!r} is the id of a phase under way, or resumed from the "
+                "checkpoint store and not ended: a phase id names one phase at a time"
+            )
+
+    def ended(self, phase_id: str, result: PhaseResult[object]) -> None:
+        waiting = self.outcomes.get(phase_id)
+        if waiting is not None and not waiting.event.is_set():
+            waiting.result = result
+            waiting.event.set()
+
+    def restarted(self, cmd: RunPhase) -> bool:
+        """Did the phase of *cmd* crash with its agent, and may it go on?"""
+        return cmd.phase_id is not None and cmd.phase_id in self.resumes
+
+    async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
+        """Ask the (restarted) agent with *cmd* again, until a crash leaves nothing to
+        go on from: its phase goes on from its last completed turn."""
+        while True:
+            try:
+                return await ref.ref.ask(cmd, linked=linked)
+            except ActorCrashed:
+                if not self.restarted(cmd):
+                    raise
+
+    # -- resuming from the store -------------------------------------------------------
+
+    def check_resumable(self) -> None:
+        """Make the spec of each agent of the store's unfinished phases, with its
+        registered factory (once, before anything runs).
+
+        Raises:
+            InvalidArgument: the store holds unfinished phases of a spec that is
+                not registered (they could not be resumed), or a factory made no
+                spec of its name that a durable agent can have.
+            StoreCorrupt: an agent of an unfinished phase is under another one.
+        """
+        paths = {log.path for log in self.plan.agents.values() if _unfinished(log)}
+        for log in self.plan.agents.values():
+            if not _unfinished(log):
+                continue
+            parents = log.path.split("/")[:-1]
+            if any("/".join(parents[: i + 1]) in paths for i in range(len(parents))):
+                where = log.where
+                raise StoreCorrupt(
+                    f"checkpoint record at {where.source!r} offset {where.offset} is a "
+                    f"PhaseBegun no runtime writes: agent {log.path!r} is under another agent",
+                    source=where.source,
+                    offset=where.offset,
+                )
+            factory = self.specs.get(log.spec)
+            if factory is None:
+                raise InvalidArgument(
+                    f"the checkpoint store holds unfinished phases of agent {log.path!r}, of "
+                    f"spec {log.spec!r}, which is not registered: pass "
+                    f"open_runtime(specs={{{log.spec!r}: make_spec}}) to resume them"
+                )
+            spec = factory()
+            if not isinstance(spec, AgentSpec):
+                raise InvalidArgument(
+                    f"the spec factory registered as {log.spec!r} returned "
+                    f"{type(spec).__name__}, not an AgentSpec"
+                )
+            if spec.name != log.spec:
+                raise InvalidArgument(
+                    f"the spec factory registered as {log.spec!r} made a spec named "
+                    f"{spec.name!r}: a durable agent's spec is registered under its own name"
+                )
+            self.check_spec(spec)
+            log.made = spec
+
+    async def resume(self, sup: SupervisorRef, services: Services, nursery: trio.Nursery) -> None:
+        """Spawn the agents of the store's unfinished phases again, restore their
+        contexts, and start their phases again, each from its last completed turn."""
+        self.nursery = nursery
+        planned = self.plan
+        if planned.totals is not None:
+            self.budget._restore(planned.totals.usage())
+        resumed: list[str] = []
+        for log in planned.agents.values():
+            unfinished = _unfinished(log)
+            if not unfinished:
+                continue
+            agent = await self._respawn(sup, services, log)
+            state = agent._state
+            for label, (messages, stamps) in _contexts(log).items():
+                ctx = state.new_context(label)
+                ctx.send_nowait(ContextAppend(tuple(messages), tuple(stamps)))
+            for pid in unfinished:
+                records = log.phases[pid]
+                begun = records[0]
+                assert type(begun) is PhaseBegun
+                resume = Resume(restart=False, owner=self.agents[agent.path])
+                for record in records[1:]:
+                    resume.add(record)
+                self.resumes[pid] = resume
+                self.outcomes[pid] = _Awaited()
+                resumed.append(pid)
+                cmd = begun.command
+                if cmd.phase_id != pid:
+                    cmd = msgspec.structs.replace(cmd, phase_id=pid)
+                nursery.start_soon(self._run_resumed, agent, cmd)
+        self.resumed = tuple(resumed)
+        for key in list(planned.finished):
+            if key in self.outcomes:
+                del planned.finished[key]
+        if planned.torn:
+            nursery.start_soon(self._torn, planned.torn)
+
+    async def _respawn(
+        self, sup: SupervisorRef, services: Services, log: _AgentLog
+    ) -> AgentRef[object]:
+        spec = log.made
+        assert spec is not None  # (made by check_resumable)
+        *parents, name = log.path.split("/")
+        under = sup
+        for part in parents:
+            try:
+                under = under.lookup_supervisor(part)
+            except UnknownName:
+                under = await under.spawn_supervisor(name=part)
+        agent = spawn_agent(services, under, spec, name, None)
+        self.adopt(agent, log.agent_id)
+        return agent
+
+    async def _run_resumed(self, agent: AgentRef[object], cmd: RunPhase) -> None:
+        assert cmd.phase_id is not None
+        waiting = self.outcomes[cmd.phase_id]
+        stop_reason = ""
+        try:
+            result = await self.rerun(agent, cmd, linked=False)
+        except ActorError as exc:
+            waiting.error = exc
+        else:
+            assert isinstance(result, PhaseResult)
+            waiting.result = result
+            stop_reason = result.stop_reason
+        waiting.event.set()
+        bus = self.bus
+        if bus.active:  # type: ignore[attr-defined]
+            bus.publish(  # type: ignore[attr-defined]
+                ResumedPhaseEnded(path=agent.path, phase_id=cmd.phase_id, stop_reason=stop_reason)
+            )
+
+    async def _torn(self, torn: tuple[Entry, ...]) -> None:
+        # (At the body's first checkpoint: a subscriber made as it starts sees them.)
+        await trio.lowlevel.checkpoint()
+        bus = self.bus
+        for entry in torn:
+            _log.warning(
+                "checkpoint store: a torn last record at %r offset %d was left out",
+                entry.source,
+                entry.offset,
+                extra=log_extra(),
+            )
+            if bus.active:  # type: ignore[attr-defined]
+                bus.publish(  # type: ignore[attr-defined]
+                    CheckpointTorn(path="", source=entry.source, offset=entry.offset)
+                )
+
+    async def result(self, phase_id: object) -> PhaseResult[object]:
+        """The result of the phase *phase_id*, resumed by this runtime or ended in the store."""
+        if not isinstance(phase_id, str):
+            raise InvalidArgument(f"phase_id must be a str, got {phase_id!r}")
+        waiting = self.outcomes.get(phase_id)
+        if waiting is None:
+            recorded = self.plan.finished.get(phase_id)
+            if recorded is None:
+                raise UnknownName(
+                    f"no phase {phase_id!r} was resumed by this runtime or ended in its store"
+                )
+            await trio.lowlevel.checkpoint()
+            return recorded
+        await waiting.event.wait()
+        if waiting.error is not None:
+            raise waiting.error
+        assert waiting.result is not None
+        return waiting.result

@@ -1,0 +1,487 @@
+"""AgentSpec, StepInfo: what an agent is, checked once when made; its derived, shared _SpecInfo."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Generic
+
+import attrs
+
+from ..._checks import check_int, check_name, check_timeout, short_repr
+from ..._text import scrub
+from ...actors.actor import ActorRef
+from ...errors import (
+    InvalidArgument,
+)
+from ...messages import (
+    ChatMessage,
+    Lane,
+    ModelSettings,
+    OutputT,
+)
+from ...providers.base import (
+    OUTPUT_TOOL,
+    Model,
+    Prices,
+    ToolSchema,
+    check_model,
+    split_model,
+)
+from ...providers.limiter import DEFAULT_LANE
+from ...providers.tokens import TokenEstimator, estimate_tokens, message_text
+from ...workspace import Workspace
+from ..budgets.limits import Limits
+from ..tools.lanes import check_lane
+from ..tools.output import output_type_of
+from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
+from ..tools.tool import NO_ENV, Tool, check_env
+from ..tools.validators import OutputValidator, to_validators
+from .compaction import Compaction
+from .continuation import ContinuationDetector
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["AgentSpec", "StepInfo", "check_spec"]
+
+
+@attrs.frozen
+class StepInfo:
+    """What ``AgentSpec.on_step`` is told after each model turn and each tool call.
+
+    See [`on_step`][on_step].
+
+    Attributes:
+        agent: the agent's path.
+        step: 1 for the phase's first step, then 2, 3...
+        tool_name: the tool, or ``None`` for a model turn.
+        summary: at most 80 characters: the reply's text (or ``"<n> tool
+            call(s)"``), or the tool's ``"<status>: <content>"``.
+        iteration: the model call this step belongs to (1 for the phase's
+            first; a tool call's is the call that asked for it); 0 in a
+            phase of direct tool calls.
+        max_iterations: the phase's step limit: the model calls it may make
+            (``run(max_iterations=...)``, by default ``Limits.max_iterations``).
+        tool_arguments: for a tool step, the arguments the tool was called
+            with, a read-only view (``types.MappingProxyType``: changing it
+            raises ``TypeError``); ``None`` for a model turn.
+        tokens: the running token estimate: the estimated size of the
+            conversation up to this step (the history the phase continued,
+            its new turns so far, this step's included), as the spec's
+            token estimator counts it.
+    """
+
+    agent: str
+    step: int
+    tool_name: str | None
+    summary: str
+    iteration: int = 0
+    max_iterations: int = 0
+    tool_arguments: Mapping[str, object] | None = None
+    tokens: int = 0
+
+
+def _to_tools(value: Sequence[Tool | Callable[..., object]]) -> tuple[Tool, ...]:
+    # (Typed for the spec's __init__, which type checkers read from it; checked
+    # all the same, for callers that are not type-checked.)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidArgument(f"AgentSpec.tools must be a list of tools, got {value!r}")
+    return tuple(v if isinstance(v, Tool) else Tool(v) for v in value)
+
+
+def _to_env(value: Mapping[str, str]) -> Mapping[str, str]:
+    return check_env("AgentSpec.env", value)
+
+
+def _to_lane(value: Lane) -> Lane:
+    return check_lane(value, "AgentSpec.lane")
+
+
+@attrs.frozen
+class AgentSpec(Generic[OutputT]):
+    """Everything that defines an agent; one spec can be spawned many times.
+
+    Spawn it with [`Runtime.spawn_agent`][agentrio.Runtime.spawn_agent].
+
+    Example:
+
+        spec = agentrio.AgentSpec(
+            name="researcher",
+            model=agentrio.testing.ScriptedModel([...]),
+            instructions="You answer in one sentence.",
+            tools=[lookup],
+            limits=agentrio.Limits(max_iterations=5, timeout=60),
+        )
+        agent = await rt.spawn_agent(spec)
+
+    Attributes:
+        name: the agent's default name (``spawn_agent(name=...)`` overrides it):
+            an actor's name (a non-empty str without ``/``, not ending with
+            ``.context`` nor containing ``.context.``, the form reserved for
+            context actors) that does not start with ``context.`` (a
+            subagent's default name, ``"<agent>.<name>-<n>"``, would have
+            that form).
+        model: a model object (see [`agentrio.Model`][agentrio.Model]), a tier name from
+            agentrio.toml (``"fast"``), or an ``"instance:model"`` string
+            (``"local:qwen2.5:0.5b"``), resolved through the runtime's
+            [`Config`][agentrio.Config] when the agent is spawned.
+        instructions: the system prompt, put first in each new context.
+        tools: the agent's allowlist: [`agentrio.Tool`][agentrio.Tool] objects (plain
+            functions are wrapped with [`agentrio.tool`][agentrio.tool]); stored as a tuple.
+        limits: the bounds of each phase (see [`Limits`][agentrio.Limits]).
+        workspace: a folder for ``artifacts/``, ``logs/``, ``memory/`` and
+            ``run_summary.json`` (see [`Workspace`][agentrio.Workspace]); an
+            agent spawned under another name than the spec's gets a
+            subfolder of that name, which must not be one of those entries.
+        on_step: called (sync or async) with a [`StepInfo`][agentrio.types.StepInfo] after every
+            model turn and tool call; if it raises, the phase ends with ``error``.
+        token_estimator: ``fn(text) -> tokens``, for the context window and
+            the budget's reservations (default:
+            [`estimate_tokens`][agentrio.estimate_tokens]).
+        escalate_on_stall: when ``model`` is a tier listed in the
+            configuration's ``escalation``, a phase that ends ``"stalled"``
+            is run once more on the next tier, and the agent keeps that
+            model from then on.
+        permissions: the [`agentrio.PermissionPolicy`][agentrio.PermissionPolicy] for its tool
+            calls (None: every allowlisted call is allowed).
+        approver: who answers the policy's ``ask`` decisions: a callable
+            (plain or async) taking a
+            [`agentrio.events.ConfirmationRequired`][agentrio.events.ConfirmationRequired] and
+            returning a bool or an [`agentrio.Approval`][agentrio.Approval], or an
+            [`ActorRef`][agentrio.ActorRef] that is asked with the
+            ``ConfirmationRequired`` and replies the same. Without one,
+            ``ask`` means deny. Any other answer (``"yes"``, ``1``, ``None``)
+            denies the call, and the model sees what it answered.
+        approval_timeout: seconds to wait for the approver; then the call is
+            denied (None: wait as long as the phase may).
+        pre_tool_use: ``async (ToolCallRequest) -> ToolCallRequest | Deny |
+            None``, called before each admitted call: a
+            [`Deny`][agentrio.Deny] refuses it, a request replaces it (other
+            arguments, same tool; the policy judges the new arguments
+            again), ``None`` lets it go as it is.
+        post_tool_use: ``async (ToolCallRequest, ToolResult) -> ToolResult |
+            None``, called after each call: a result replaces the one the
+            model sees.
+        env: environment variables for its tools: a mapping of str to str
+            (``None``: empty, the default), kept as a read-only (and
+            hashable) copy and handed to each tool that declares a
+            [`agentrio.ToolContext`][agentrio.ToolContext] as ``ctx.env``. agentrio sets no
+            process environment from it (all agents share one process); a
+            tool passes it on itself, to a subprocess say. Its repr shows
+            the names only. A session helper has its agent's; a subagent
+            has its own spec's.
+        continuation_detector: ``(text) -> bool`` (sync or async): does a
+            reply without tool calls read as an intermediate step rather
+            than a final answer? Asked with the reply's text, only while
+            ``limits.max_continuation_turns`` allows another continuation
+            (never when it is 0, the default); only True continues (None:
+            [`agentrio.looks_unfinished`][agentrio.looks_unfinished]). If it raises, the
+            phase ends with ``error``.
+        compaction: a [`agentrio.Compaction`][agentrio.Compaction] to replace a context's
+            older turns with a summary once it passes a share of the model's
+            window (``None``, the default: no compaction; old turns are only
+            left out of each call's view). A session helper has its agent's.
+        lane: the priority lane of its phases' model calls and tool calls,
+            unless ``run(lane=...)`` says otherwise: ``"interactive"``
+            (``"control"`` is stored as ``"interactive"``), ``"query"`` (the
+            default), ``"execute"`` or ``"background"``. While a provider's
+            or the runtime's limit is full, the higher lanes' calls go
+            first. A session helper has its agent's; a subagent, an agent
+            tool's child and ``map``'s agents their own spec's.
+        settings: request settings for its model calls
+            ([`agentrio.ModelSettings`][agentrio.ModelSettings]), laid over its provider's
+            (``ProviderConfig.settings``); a run's ``settings`` are laid over
+            them. A named ``tool_choice`` must be one of its tools. At
+            ``spawn_agent``, the resolved model must take settings (a
+            ``settings`` keyword on its ``complete``) and be able to send
+            each one (its ``check_settings``, if it has one), else
+            ``InvalidArgument``. Summary calls (compaction) go without them.
+        output_type: the type of its answers (None, the default, or ``str``:
+            plain text): a ``msgspec.Struct``, an attrs class, a dataclass,
+            or a type such as ``list[str]``; the spec is then an
+            ``AgentSpec[T]`` and its phases' results ``PhaseResult[T]``s.
+            A phase's answer (a reply without tool calls) is parsed as JSON
+            and validated as that type, and its ``output`` is the value. A
+            model that takes an ``output_schema`` keyword (a provider's)
+            is told the type's JSON schema: OpenAI's structured outputs,
+            Ollama's ``format``, Anthropic's forced tool ``final_result``
+            (so no tool of the spec may be named so). See [Typed
+            outputs][typed-outputs].
+        output_retries: how many refused answers in a phase are sent back to
+            the model, with why they were refused, for another answer (each
+            one more model call of the phase's ``max_iterations``); past
+            them the phase ends with ``"error"`` (``error_type``
+            ``"OutputInvalid"``). Default 1. Answers refused by
+            *output_validators* count here too.
+        output_validators: functions ``fn(value)``, plain or async, given
+            each answer once it parsed (the ``output_type``'s value, else the
+            text), in order; stored as a tuple. One refuses the answer by
+            raising [`agentrio.ModelRetry`][agentrio.errors.ModelRetry]``(reason)``:
+            the model is told the reason and answers again, within
+            *output_retries*; past them the phase ends with ``"error"``
+            (``OutputInvalid``, naming the last reason). What it returns is
+            not used; anything else it raises ends the phase with
+            ``"error"``. See [Output validators][output-validators].
+
+    Both hooks reach the agent's children (subagents, agent tools' agents,
+    ``map``'s agents, session helpers, and theirs), and so do its policy and
+    approver: a child runs its parent's hooks, then its own, outermost
+    first. Each ``pre_tool_use`` hook sees the call as the hooks before it
+    left it, and the first ``Deny`` refuses it; when a hook rewrites the
+    call, the hooks before it run once more on the final call (a ``Deny``
+    there refuses it, a rewrite there is final), so a child's hook cannot
+    undo its parent's. Each ``post_tool_use`` hook sees the result as the
+    hooks before it left it, and the model sees what the last one leaves. A
+    hook function set on both a parent and its child runs once, in its
+    outermost place.
+
+    A spec need not be hashable (a model object, or ``settings`` with table
+    fields, may not be); what an agent works out once per spec is kept on
+    the spec itself.
+
+    Raises:
+        InvalidArgument: a bad field, named in the message (including a
+            *name* against the rules above); two tools with the same name; a
+            model object without an ``async def complete`` (or a class
+            instead of an instance), or with a ``context_window`` that is
+            not an int >= 1; *permissions* that is not a
+            ``PermissionPolicy``; an *approver* that is neither callable nor
+            an ``ActorRef``; a negative *approval_timeout*; an *env* that is
+            not a mapping, or with a key or value that is not a str (the
+            message names the key, never a value); a *continuation_detector*
+            that is not callable; a *lane* that is not a lane's name;
+            *settings* that is not a ``ModelSettings``, or whose
+            ``tool_choice`` names a tool the spec does not have; an
+            *output_type* msgspec cannot validate, or with a tool named
+            ``final_result``; *output_retries* not an int >= 0;
+            *output_validators* not a list of functions, or one that cannot be
+            called with the answer alone (``fn(ctx, value)``).
+        ConfigError: *model* is a string with a colon that is not a valid
+            ``"instance:model"``.
+    """
+
+    name: str
+    model: Model | str
+    instructions: str = ""
+    tools: tuple[Tool, ...] = attrs.field(default=(), converter=_to_tools)
+    limits: Limits = attrs.field(factory=Limits)
+    workspace: str | os.PathLike[str] | None = None
+    on_step: Callable[[StepInfo], object] | None = None
+    token_estimator: TokenEstimator | None = None
+    escalate_on_stall: bool = False
+    _info: _SpecInfo | None = attrs.field(
+        init=False, default=None, eq=False, hash=False, repr=False
+    )
+    permissions: PermissionPolicy | None = None
+    approver: Approver | ActorRef | None = None
+    approval_timeout: float | None = None
+    pre_tool_use: PreToolUse | None = None
+    post_tool_use: PostToolUse | None = None
+    env: Mapping[str, str] = attrs.field(default=NO_ENV, converter=_to_env)
+    continuation_detector: ContinuationDetector | None = None
+    compaction: Compaction | None = None
+    lane: Lane = attrs.field(default=DEFAULT_LANE, converter=_to_lane)
+    settings: ModelSettings | None = None
+    output_type: type[OutputT] | None = None
+    output_retries: int = 1
+    output_validators: tuple[OutputValidator, ...] = attrs.field(
+        default=(), converter=to_validators
+    )
+
+    def __attrs_post_init__(self) -> None:
+        check_name("AgentSpec.name", self.name)
+        if self.name.startswith("context."):
+            # A subagent's default name, "<agent>.<spec.name>-<n>", would be of
+            # the form reserved for context actors, and refused at its spawn.
+            raise InvalidArgument(
+                f"AgentSpec.name must not start with 'context.' (a subagent's default name "
+                f"'<agent>.{self.name}-<n>' would be a context actor's), got {self.name!r}"
+            )
+        if isinstance(self.model, str):
+            if ":" in self.model:
+                split_model(self.model)
+            elif not self.model:
+                raise InvalidArgument("AgentSpec.model must not be empty")
+        else:
+            check_model(self.model, "AgentSpec.model")
+        if not isinstance(self.escalate_on_stall, bool):
+            raise InvalidArgument(
+                f"AgentSpec.escalate_on_stall must be a bool, got {self.escalate_on_stall!r}"
+            )
+        if not isinstance(self.instructions, str):
+            raise InvalidArgument(
+                f"AgentSpec.instructions must be a str, got {self.instructions!r}"
+            )
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise InvalidArgument(f"AgentSpec.tools has duplicate names: {dupes}")
+        if not isinstance(self.limits, Limits):
+            raise InvalidArgument(
+                f"AgentSpec.limits must be an agentrio.Limits, got {self.limits!r}"
+            )
+        if self.workspace is not None:
+            Workspace(self.workspace)
+        if self.permissions is not None and not isinstance(self.permissions, PermissionPolicy):
+            raise InvalidArgument(
+                f"AgentSpec.permissions must be an agentrio.PermissionPolicy or None, "
+                f"got {self.permissions!r}"
+            )
+        if self.approver is not None and not (
+            callable(self.approver) or isinstance(self.approver, ActorRef)
+        ):
+            raise InvalidArgument(
+                f"AgentSpec.approver must be a callable or an ActorRef, got {self.approver!r}"
+            )
+        check_timeout("AgentSpec.approval_timeout", self.approval_timeout)
+        if self.compaction is not None and not isinstance(self.compaction, Compaction):
+            raise InvalidArgument(
+                f"AgentSpec.compaction must be an agentrio.Compaction or None, "
+                f"got {self.compaction!r}"
+            )
+        if self.settings is not None:
+            _check_settings("AgentSpec.settings", self.settings, names)
+        check_int("AgentSpec.output_retries", self.output_retries, 0)
+        if self.output_type is not None and self.output_type is not str:
+            output_type_of(self.output_type, self.output_retries)  # (checks it, once)
+            if OUTPUT_TOOL in names:
+                raise InvalidArgument(
+                    f"AgentSpec.tools has a tool named {OUTPUT_TOOL!r}, the name of the "
+                    f"tool a typed answer is given with (AgentSpec.output_type)"
+                )
+        for hook in (
+            "on_step",
+            "token_estimator",
+            "pre_tool_use",
+            "post_tool_use",
+            "continuation_detector",
+        ):
+            value = getattr(self, hook)
+            if value is not None and not callable(value):
+                raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")
+
+
+class _SpecInfo:
+    """What is derived from a spec once, shared by every agent spawned from it."""
+
+    __slots__ = (
+        "estimator",
+        "model_facts",
+        "needs_caller",
+        "output",
+        "schemas",
+        "system",
+        "tool_set",
+        "tools",
+    )
+
+    def __init__(self, spec: AgentSpec[object]) -> None:
+        self.tools = {t.name: t for t in spec.tools}
+        self.tool_set = frozenset(self.tools)
+        self.schemas = tuple(t.schema for t in spec.tools)
+        self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
+        self.needs_caller = any(t.needs_caller for t in spec.tools)
+        kind = spec.output_type
+        self.output = (
+            None if kind is None or kind is str else output_type_of(kind, spec.output_retries)
+        )
+        # The system prompt as the first message of a new context, and its size.
+        self.system: tuple[ChatMessage, int] | None = None
+        if spec.instructions:
+            message = ChatMessage("system", scrub(spec.instructions))  # (see _check_run)
+            self.system = (message, self.estimator(message_text(message)))
+        # (model, window, streams, metered, laned, pricing) of the last model an
+        # agent of this spec was given: 10k agents of one spec work these out
+        # once. The model is held weakly: a spec may outlive the runtime that
+        # resolved it.
+        self.model_facts: tuple[weakref.ref[Model], int, bool, bool, bool, Prices | None] | None = (
+            None
+        )
+
+    def schemas_for(self, names: frozenset[str]) -> tuple[ToolSchema, ...]:
+        if names == self.tool_set:
+            return self.schemas
+        return tuple(s for s in self.schemas if s.name in names)
+
+
+def _spec_info(spec: AgentSpec[object]) -> _SpecInfo:
+    # Cached on the spec itself (not in a dict keyed by it): a spec need not be
+    # hashable, since the model object it holds may not be.
+    info = spec._info
+    if info is None:
+        info = _SpecInfo(spec)
+        object.__setattr__(spec, "_info", info)
+    return info
+
+
+def _check_settings(argument: str, settings: object, tools: Sequence[str]) -> None:
+    """*settings* must be ModelSettings whose named ``tool_choice`` is one of *tools*."""
+    if not isinstance(settings, ModelSettings):
+        raise InvalidArgument(
+            f"{argument} must be an agentrio.ModelSettings or None, got {settings!r}"
+        )
+    choice = settings.tool_choice
+    if choice is not None and choice not in ("auto", "none", "required") and choice not in tools:
+        raise InvalidArgument(
+            f"{argument}.tool_choice names tool {choice!r}, which the agent does not have "
+            f'(its tools: {sorted(tools)}); expected "auto", "none", "required" '
+            f"or one of them"
+        )
+
+
+def check_model_settings(model: Model, settings: ModelSettings, argument: str) -> None:
+    """Raise InvalidArgument unless *model* takes ``settings`` and can send each of them."""
+    if not _takes(model, "settings"):
+        raise InvalidArgument(
+            f"{argument}: the model {model!r} takes no settings (its complete() has no "
+            f"settings keyword); they would be dropped"
+        )
+    check = getattr(model, "check_settings", None)
+    if check is not None:
+        try:
+            check(settings)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{argument}: {exc}") from None
+
+
+_TAKES: dict[tuple[type, str], bool] = {}
+
+
+def _takes(model: Model, keyword: str) -> bool:
+    """Does *model*'s ``complete`` take *keyword* (``on_text``, ``meter``, ``lane``)?
+
+    Cached per class: inspect is slow.
+    """
+    cls = type(model)
+    if "complete" in getattr(model, "__dict__", {}):  # set on the instance: look at it
+        return keyword in inspect.signature(model.complete).parameters
+    known = _TAKES.get((cls, keyword))
+    if known is None:
+        known = keyword in inspect.signature(model.complete).parameters
+        _TAKES[cls, keyword] = known
+    return known
+
+
+def context_name(agent: str, label: str | None) -> str:
+    """The name of *agent*'s context actor for *label*, distinct for each label.
+
+    ``<agent>.context`` for the primary context, ``<agent>.context.<label>``
+    for the others, with ``%`` in the label written ``%25`` and then ``/``
+    written ``%2F`` (a name has no ``/``): an encoding with one name per
+    label, so ``"a/b"`` and ``"a%2Fb"`` get two actors.
+    """
+    if label is None:
+        return agent + ".context"
+    return f"{agent}.context.{label.replace('%', '%25').replace('/', '%2F')}"
+
+
+def check_spec(spec: object) -> None:
+    """Raise [`InvalidArgument`][agentrio.errors.InvalidArgument] unless *spec* is an
+    [`AgentSpec`][agentrio.AgentSpec]."""
+    if not isinstance(spec, AgentSpec):
+        raise InvalidArgument(
+            f"spec must be an agentrio.AgentSpec, got {type(spec).__name__}: {short_repr(spec)}"
+        )

@@ -1,0 +1,1 @@
+"""Observation: OpenTelemetry spans and metrics of phases, model calls and tool calls."""

@@ -1,0 +1,1 @@
+"""Tools: @tool, permission policies, MCP tools, running a call, lanes, typed outputs."""
