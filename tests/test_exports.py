@@ -146,6 +146,7 @@ ERRORS = [
     "ContextTooLong",
     "DuplicateName",
     "HelperTurnsExceeded",
+    "HostLost",
     "InvalidArgument",
     "MailboxFull",
     "ModelRetry",

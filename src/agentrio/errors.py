@@ -43,6 +43,7 @@ catch the second without hiding the first:
         ├── ActorStopped            the actor has stopped; the message was not delivered
         ├── AskTimeout              no reply within the timeout (also TimeoutError)
         ├── MailboxFull             send_nowait() on a full mailbox
+        ├── HostLost                a cluster lost the node host running the actor
         └── RestartIntensityExceeded  a supervisor gave up restarting a child
     ModelRetry                      not an error: an output validator refuses an answer with it
 
@@ -69,6 +70,7 @@ __all__ = [
     "ContextTooLong",
     "DuplicateName",
     "HelperTurnsExceeded",
+    "HostLost",
     "InvalidArgument",
     "MailboxFull",
     "ModelRetry",
@@ -433,6 +435,23 @@ class AskTimeout(ActorError, TimeoutError):
 
 class MailboxFull(ActorError):
     """``send_nowait`` found the actor's bounded mailbox full."""
+
+
+class HostLost(ActorError):
+    """A cluster (``agentrio.ray``) lost the node host that ran the actor: the host
+    was killed, or its machine left the cluster. With a store, the cluster resumes
+    the host's phases on a live host and no caller sees this; without one, each
+    phase that was under way there ends with it, once. The phase may have run in
+    part (a tool may have taken effect).
+
+    Attributes:
+        path: the agent whose phase was lost (``""``: the host itself).
+        host: the lost host's name (``"host-1"``).
+    """
+
+    def __init__(self, message: str, *, path: str, host: str) -> None:
+        super().__init__(message, path=path)
+        self.host = host
 
 
 class RestartIntensityExceeded(ActorError):
