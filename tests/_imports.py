@@ -84,6 +84,8 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.demo",
             "agentrio.cli",
             "agentrio.host",
+            # agentrio.ray (the ray extra) sits beside host: agentrio never imports it.
+            "agentrio.ray",
             "agentrio.mcp",
             "agentrio.otel",
         ),

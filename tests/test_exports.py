@@ -157,6 +157,7 @@ ERRORS = [
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
+    "RemoteError",
     "RestartIntensityExceeded",
     "RuntimeClosed",
     "SelfAsk",

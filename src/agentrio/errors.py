@@ -35,6 +35,7 @@ catch the second without hiding the first:
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
     ├── TraceError                  a trace file cannot be opened or written, or a bad line
+    ├── RemoteError                 an exception of a cluster's host, of a type not rebuilt here
     ├── StoreError                  a checkpoint store cannot be opened, read or written
     │   ├── StoreCorrupt            a damaged record (not the torn tail): source and offset
     │   └── StoreLocked             another runtime owns the store: names the holder
@@ -43,7 +44,7 @@ catch the second without hiding the first:
         ├── ActorStopped            the actor has stopped; the message was not delivered
         ├── AskTimeout              no reply within the timeout (also TimeoutError)
         ├── MailboxFull             send_nowait() on a full mailbox
-        ├── HostLost                a cluster lost the node host running the actor
+        ├── HostLost                a cluster's host is gone: the calls waiting on it fail
         └── RestartIntensityExceeded  a supervisor gave up restarting a child
     ModelRetry                      not an error: an output validator refuses an answer with it
 
@@ -81,6 +82,7 @@ __all__ = [
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
+    "RemoteError",
     "RestartIntensityExceeded",
     "RuntimeClosed",
     "ToolArgumentsInvalid",
@@ -353,6 +355,21 @@ class TraceError(AgentrioError):
     when it happened."""
 
 
+class RemoteError(AgentrioError):
+    """An exception raised on a host of an ``agentrio.ray`` cluster, of a class this
+    process does not rebuild (agentrio's own errors are rebuilt as themselves).
+
+    Attributes:
+        error_type: the class name of the exception raised there.
+        host: the index of the host it was raised on.
+    """
+
+    def __init__(self, message: str, *, error_type: str, host: int) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.host = host
+
+
 class StoreError(AgentrioError):
     """A checkpoint store could not be opened, read or written; the message names
     the store's file (never a record's content)."""
@@ -438,18 +455,16 @@ class MailboxFull(ActorError):
 
 
 class HostLost(ActorError):
-    """A cluster (``agentrio.ray``) lost the node host that ran the actor: the host
-    was killed, or its machine left the cluster. With a store, the cluster resumes
-    the host's phases on a live host and no caller sees this; without one, each
-    phase that was under way there ends with it, once. The phase may have run in
-    part (a tool may have taken effect).
+    """A host of an ``agentrio.ray`` cluster is gone (its Ray actor died, or a
+    batch to it could not be delivered): what waited on it fails with this.
 
     Attributes:
-        path: the agent whose phase was lost (``""``: the host itself).
-        host: the lost host's name (``"host-1"``).
+        path: the path of the agent or actor whose call was lost (``""`` when
+            the call was the host's own).
+        host: the index of the host.
     """
 
-    def __init__(self, message: str, *, path: str, host: str) -> None:
+    def __init__(self, message: str, *, path: str, host: int) -> None:
         super().__init__(message, path=path)
         self.host = host
 

@@ -52,7 +52,7 @@ async def test_a_host_that_dies_is_lost_at_its_next_ping(autojump_clock: object)
         hosts.state[1] = "dead"
         killed = trio.current_time()
         await trio.sleep(5.0)
-        assert [(h, e.host) for h, e, _ in hosts.lost] == [(1, "host-1")]
+        assert [(h, e.host) for h, e, _ in hosts.lost] == [(1, 1)]
         (_, error, at) = hosts.lost[0]
         assert at - killed <= PING_INTERVAL
         assert "host-1 was lost: it died" in str(error) and error.path == ""

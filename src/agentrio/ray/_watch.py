@@ -141,7 +141,7 @@ class Watcher:
         del self._watched[host]
         self._lost.append(host)
         name = self._name(host)
-        error = HostLost(f"{name} was lost: {why}", path="", host=name)
+        error = HostLost(f"{name} was lost: {why}", path="", host=host)
         intensity = self._intensity
         if not intensity.record(trio.current_time()):
             raise RestartIntensityExceeded(
