@@ -166,3 +166,29 @@ async def test_watch_before_run_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="not running"):
         hosts.watcher().watch(0)
     await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_a_host_found_lost_elsewhere_is_lost_once(autojump_clock: object) -> None:
+    hosts = Hosts(2)
+    async with trio.open_nursery() as nursery:
+        watcher = hosts.watcher()
+        await nursery.start(watcher.run, [0, 1])
+        watcher.lose(1, "its poll failed: ActorDiedError")
+        watcher.lose(1, "again")
+        await trio.sleep(0)
+        hosts.state[1] = "dead"  # (its pings would say so too: not twice)
+        await trio.sleep(5.0)
+        watcher.close()
+    ((host, error, _),) = hosts.lost
+    assert host == 1 and str(error) == "host-1 was lost: its poll failed: ActorDiedError"
+
+
+async def test_close_stops_every_watch(autojump_clock: object) -> None:
+    hosts = Hosts(2)
+    async with trio.open_nursery() as nursery:
+        watcher = hosts.watcher()
+        await nursery.start(watcher.run, [0, 1])
+        watcher.close()
+        hosts.state = ["dead", "dead"]
+        await trio.sleep(5.0)
+    assert hosts.lost == [] and watcher.statistics().watched == ()

@@ -29,13 +29,16 @@ import trio
 
 from ..agents.agent import AgentSpec
 from ..agents.budget import Budget, UsageTotals
-from ..errors import InvalidArgument, UnknownName
-from ..messages import PhaseResult, RunPhase
+from ..agents.checkpoint import new_phase_id
+from ..core.restart import RestartIntensity
+from ..errors import HostLost, InvalidArgument, UnknownName
+from ..messages import PhaseResult
 from ..runtime import Runtime, open_runtime
 from ..store.base import CheckpointStore
 from ..store.files import DirectoryStore
+from ._watch import LOST_AFTER, PING_INTERVAL, HostDied, Watcher
 
-__all__ = ["ADOPT_LOCK_TIMEOUT", "Adopted", "adopt", "host_store"]
+__all__ = ["ADOPT_LOCK_TIMEOUT", "Adopted", "Adoptions", "Survival", "adopt", "host_store"]
 
 ADOPT_LOCK_TIMEOUT = 30.0
 """Seconds an adopter waits for a lost host's store lock to go."""
@@ -104,22 +107,22 @@ class Adopted:
         except UnknownName:
             return None
 
-    async def run_again(self, spec: str, agent: str, cmd: RunPhase) -> PhaseResult[Any]:
-        """Run the phase of *cmd* (its ``phase_id`` set) on agent *agent* (spec
-        *spec*) here, from its start: the lost host's store never saw it begin.
-        The agent is spawned again unless the store resumed it (its context,
-        not durable, is gone)."""
-        try:
-            ref = self.rt.lookup(agent)
-        except UnknownName:
+    async def run_again(
+        self, spec: str, agent: str, message: str, **options: Any
+    ) -> PhaseResult[Any]:
+        """Run ``agent.run(message, **options)`` (its ``phase_id`` given) here, from
+        its start: the lost host's store never saw that phase begin. The agent is
+        spawned again (spec *spec*) unless the store resumed it (its context, not
+        durable, is gone)."""
+        ref = _agents_of(self.rt).get(agent)
+        if ref is None:
             checkpoints = self.rt._services.checkpoints
             assert checkpoints is not None
             factory = checkpoints.specs.get(spec)
             if factory is None:
-                raise InvalidArgument(f"spec {spec!r} is not registered") from None
-            ref = (await self.rt.spawn_agent(factory(), name=agent)).ref
-        result = await ref.ask(cmd)
-        assert isinstance(result, PhaseResult)
+                raise InvalidArgument(f"spec {spec!r} is not registered")
+            ref = await self.rt.spawn_agent(factory(), name=agent)
+        result: PhaseResult[Any] = await ref.run(message, **options)
         return result
 
     def close(self) -> None:
@@ -156,3 +159,267 @@ async def adopt(
         adopted = Adopted(host, rt)
         task_status.started(adopted)
         await adopted._closed.wait()
+
+
+class Adoptions:
+    """The lost hosts' stores a host has adopted, and the calls it answers for them.
+
+    The driver, on a loss, asks a live host to `adopt` the lost host's store,
+    naming the phases whose callers wait (``{phase_id: (agent, spec)}``), then
+    sends it their ``Run`` frames again, the same calls: the host's ``_run``
+    asks `serve` first, which answers a re-routed phase from the adopted
+    runtime (its result, resumed or ended; or the phase run there from its
+    start if the lost store never saw it begin).
+    """
+
+    def __init__(
+        self,
+        store: str,
+        cluster_id: str,
+        specs: SpecFactories,
+        config: Any,
+        nursery: trio.Nursery,
+        agents: dict[str, Any],
+    ) -> None:
+        self._store = store
+        self._cluster_id = cluster_id
+        self._specs = specs
+        self._config = config
+        self._nursery = nursery
+        self._agents = agents  # the host's agents by name (resumed ones join them)
+        self._adopted: dict[int, Adopted] = {}
+        self._rerouted: dict[str, tuple[Adopted, str, str]] = {}  # phase -> where, agent, spec
+
+    async def adopt(self, lost: int, phases: Mapping[str, tuple[str, str]]) -> tuple[str, ...]:
+        """Open the store of host *lost* in a runtime of this host, and answer for
+        its *phases*; the ids of the phases it resumed.
+
+        Raises:
+            StoreLocked: the lost host's lock did not go within `ADOPT_LOCK_TIMEOUT`.
+        """
+        adopted = self._adopted.get(lost)
+        if adopted is None:
+            name = f"host-{lost}"
+            store = host_store(
+                self._store, f"{self._cluster_id}/{name}", lock_timeout=ADOPT_LOCK_TIMEOUT
+            )
+            adopted = await self._nursery.start(self._adopt, store, name)
+            self._adopted[lost] = adopted
+            self._agents.update(_agents_of(adopted.rt))
+        for phase_id, (agent, spec) in phases.items():
+            self._rerouted[phase_id] = (adopted, agent, spec)
+        return adopted.resumed
+
+    async def _adopt(
+        self, store: CheckpointStore, name: str, task_status: trio.TaskStatus[Adopted]
+    ) -> None:
+        await adopt(
+            store, host=name, specs=self._specs, config=self._config, task_status=task_status
+        )
+
+    async def serve(self, agent: str, message: str, options: Mapping[str, Any]) -> Any:
+        """The result of a re-routed phase (None: the call is no re-routed phase's)."""
+        phase_id = options.get("phase_id")
+        found = self._rerouted.pop(phase_id, None) if isinstance(phase_id, str) else None
+        if found is None:
+            return None
+        adopted, agent, spec = found
+        result = await adopted.result(phase_id)  # type: ignore[arg-type]
+        if result is None:
+            result = await adopted.run_again(spec, agent, message, **options)
+            if agent not in self._agents:
+                self._agents.update(_agents_of(adopted.rt))
+        return result
+
+    def usage(self, own: UsageTotals) -> UsageTotals:
+        """*own* (the host's runtime's) and every adopted runtime's, summed."""
+        if not self._adopted:
+            return own
+        totals = [own, *(adopted.usage() for adopted in self._adopted.values())]
+        return UsageTotals(
+            **{
+                field: sum(getattr(t, field) for t in totals)
+                for field in UsageTotals.__struct_fields__
+            }
+        )
+
+
+def _agents_of(rt: Runtime) -> dict[str, Any]:
+    """The durable agents of *rt*'s root (resumed or spawned there), by name."""
+    from .._handles import create
+    from ..agents.agent import AgentRef
+
+    checkpoints = rt._services.checkpoints
+    assert checkpoints is not None
+    return {
+        path: create(AgentRef, durable.state)
+        for path, durable in checkpoints.agents.items()
+        if "/" not in path and durable.state.ref is not None
+    }
+
+
+# -- the driver's part -----------------------------------------------------------------
+
+
+class Survival:
+    """The driver's part in surviving a lost host (one per cluster).
+
+    It runs the `Watcher` over the hosts (Ray's ``ping`` method of each host,
+    Ray's ``ActorDiedError`` read as `HostDied`), and hears of the losses the
+    cluster's links find themselves (`lost`). On a loss, under the restart
+    intensity: the lost host is killed (a host only slow must not go on with
+    phases another host adopts), the lost host's calls that are not phases
+    (a ``map``, an ``ask``) fail with ``HostLost``; its phases are moved: a
+    live host (the one with the fewest agents) adopts the lost host's store,
+    and their ``Run`` frames are sent to it again, the same calls, so that
+    each caller gets its result once. Without a store, or with no live host
+    left, they fail with ``HostLost``, once.
+    """
+
+    def __init__(
+        self,
+        cluster: Any,
+        store: str | None,
+        *,
+        max_restarts: int,
+        period: float,
+        interval: float = PING_INTERVAL,
+        timeout: float = LOST_AFTER,
+    ) -> None:
+        self._cluster = cluster
+        self._store = store
+        self.watcher = Watcher(
+            self._ping,
+            self._on_lost,
+            intensity=RestartIntensity(max_restarts, period),
+            interval=interval,
+            timeout=timeout,
+        )
+        self._frames: dict[int, Any] = {}  # call -> its Run frame (a phase that may move)
+        self._where: dict[int, int] = {}  # call -> the host it is on now
+        self._specs: dict[str, str] = {}  # agent -> its spec's name
+        self._lost: set[int] = set()
+        self.lost_at: dict[int, float] = {}  # host -> when it was found lost (trio time)
+
+    @property
+    def durable(self) -> bool:
+        """Does the cluster have a store (its phases survive a lost host)?"""
+        return self._store is not None
+
+    async def run(self, *, task_status: trio.TaskStatus[None]) -> None:
+        """Watch every host until `close` (in the cluster's nursery)."""
+        await self.watcher.run(range(len(self._cluster._links)), task_status=task_status)
+
+    def close(self) -> None:
+        """The cluster is closing: its hosts stop on purpose, no loss is looked for."""
+        self.watcher.close()
+
+    # -- what the cluster tells it -------------------------------------------------------
+
+    def options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """A run's *options*, with a phase id of its own if the cluster has a store
+        and the caller gave none (a moved phase is found by its id)."""
+        if self._store is None or options.get("phase_id") is not None:
+            return options
+        return {**options, "phase_id": new_phase_id()}
+
+    def spawned(self, agent: str, spec: str) -> None:
+        self._specs[agent] = spec
+
+    def sent(self, call: int, host: int, frame: Any) -> None:
+        """The call *call* went to *host* (a ``Run`` frame is one that may move)."""
+        self._where[call] = host
+        if type(frame).__name__ == "Run":
+            self._frames[call] = frame
+
+    def done(self, call: int) -> None:
+        self._frames.pop(call, None)
+        self._where.pop(call, None)
+        for link in self._cluster._links:
+            link.calls.discard(call)
+
+    def where(self, call: int, host: int) -> int:
+        """The host the call *call* (sent to *host*) is on now."""
+        return self._where.get(call, host)
+
+    def host_of(self, agent: str, host: int) -> int:
+        """The host of the agent *agent* (spawned on *host*) now."""
+        moved: int = self._cluster._names.get(agent, host)
+        return moved
+
+    def lost(self, host: int, why: str) -> bool:
+        """A link to *host* failed for good (Ray says its actor died); False if the
+        host is not watched (the watcher is not running, or it is lost already)."""
+        return self.watcher.lose(host, why)
+
+    # -- the watcher's ping and what follows a loss -------------------------------------
+
+    async def _ping(self, host: int) -> None:
+        import ray
+
+        from ._host import await_ref
+
+        try:
+            await await_ref(self._cluster._links[host].handle.ping.remote())
+        except ray.exceptions.ActorDiedError as exc:
+            raise HostDied(type(exc).__name__) from None
+
+    async def _on_lost(self, host: int, error: HostLost) -> None:
+        cluster = self._cluster
+        if cluster._closed:
+            return
+        self.lost_at[host] = trio.current_time()
+        self._lost.add(host)
+        link = cluster._links[host]
+        _kill(link.handle)
+        calls = set(link.calls) | {call for call, on in self._where.items() if on == host}
+        phases = {call: self._frames[call] for call in calls if call in self._frames}
+        for call in calls:
+            if call not in phases:
+                cluster._pending.fail(call, _lost_error(error, ""))
+        adopter = self._adopter()
+        if self._store is None or adopter is None:
+            for call, frame in phases.items():
+                cluster._pending.fail(call, _lost_error(error, frame.agent))
+            return
+        named = {
+            f.options["phase_id"]: (f.agent, self._specs.get(f.agent, "")) for f in phases.values()
+        }
+        try:
+            await cluster._control(adopter, adopter.handle.adopt.remote(host, named))
+        except Exception as exc:  # (no live host could adopt its store: the phases fail)
+            why = HostLost(f"{error}; its store could not be adopted: {exc}", path="", host=host)
+            for call, frame in phases.items():
+                cluster._pending.fail(call, _lost_error(why, frame.agent))
+            return
+        self._move(host, adopter, phases)
+
+    def _adopter(self) -> Any:
+        live = [link for link in self._cluster._links if link.index not in self._lost]
+        return min(live, key=lambda link: (link.agents, link.index)) if live else None
+
+    def _move(self, host: int, adopter: Any, phases: dict[int, Any]) -> None:
+        """The lost host's agents and phases are the adopter's now."""
+        cluster = self._cluster
+        for name, index in list(cluster._names.items()):
+            if index == host:
+                cluster._names[name] = adopter.index
+                adopter.agents += 1
+        cluster._links[host].usage = UsageTotals()  # (the adopter reports it, from its store)
+        for call, frame in phases.items():
+            self._where[call] = adopter.index
+            adopter.calls.add(call)
+            adopter.outbox.put(frame)
+
+
+def _lost_error(error: HostLost, agent: str) -> HostLost:
+    return HostLost(str(error), path=agent, host=error.host)
+
+
+def _kill(handle: Any) -> None:
+    import ray
+
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception:  # (gone already)
+        return

@@ -38,6 +38,7 @@ from ..errors import ActorError, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
+from ._adopt import Adoptions  # (ray-survival: a lost host's store, adopted)
 from ._batch import (
     Ask,
     Cancel,
@@ -201,6 +202,7 @@ class _Host:
             self._pending_to: dict[int, str] = {}  # call -> the endpoint it waits on
             self._dedupe = Dedupe()
             self._watching = False
+            self._adoptions: Adoptions | None = None  # (made by the first `adopt`)
             self._stop = trio.Event()
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
@@ -260,6 +262,25 @@ class _Host:
         """Spawn an actor ``actor_class(*args)`` under the root, named *name*; its path."""
         path: str = self._on_trio(self._spawn_actor, actor_class, args, name)
         return path
+
+    @ray.method(concurrency_group="control")
+    def adopt(self, lost: int, phases: dict[str, tuple[str, str]]) -> tuple[str, ...]:
+        """Open the store of the lost host *lost* and go on with its phases; the
+        callers of *phases* (``{phase_id: (agent, spec)}``) are answered from it
+        (ray-survival: see ``_adopt.Adoptions``)."""
+        resumed: tuple[str, ...] = self._on_trio(self._adopt, lost, phases)
+        return resumed
+
+    async def _adopt(self, lost: int, phases: dict[str, tuple[str, str]]) -> tuple[str, ...]:
+        if self._adoptions is None:
+            options = self._options
+            if options.store is None:
+                raise InvalidArgument("this cluster has no store: a lost host cannot be adopted")
+            self._adoptions = Adoptions(
+                options.store, self.cluster_id, options.specs, options.config, self._nursery,
+                self._agents,
+            )  # fmt: skip
+        return await self._adoptions.adopt(lost, phases)
 
     def deliver(self, batch: bytes) -> None:
         """Take a batch of envelopes (handled on the Trio thread, soon)."""
@@ -354,6 +375,10 @@ class _Host:
         self.send(reply_to, answer)
 
     async def _run(self, call: int, frame: Run) -> Frame | None:
+        if self._adoptions is not None:  # (a phase of a lost host, moved here)
+            moved = await self._adoptions.serve(frame.agent, frame.message, frame.options)
+            if moved is not None:
+                return Reply(call, "", _batch.encode_value(moved))
         agent = self._agent(frame.agent)
         with _otel_context(frame.carrier):
             if not frame.stream:
@@ -416,7 +441,10 @@ class _Host:
 
     def _to_driver(self, frame: Frame) -> None:
         if isinstance(frame, (Reply, Failed)):  # (the usage the answer's caller sees)
-            self._queue_for_driver(UsageReport(_batch.encode_value(self._rt.usage())))
+            usage = self._rt.usage()
+            if self._adoptions is not None:  # (and the adopted stores' runtimes')
+                usage = self._adoptions.usage(usage)
+            self._queue_for_driver(UsageReport(_batch.encode_value(usage)))
         self._queue_for_driver(frame)
 
     def _queue_for_driver(self, frame: Frame) -> None:

@@ -96,6 +96,7 @@ class Watcher:
         self.timeout = float(timeout)
         self._name = name
         self._watched: dict[int, trio.CancelScope] = {}
+        self._told: dict[int, str] = {}  # hosts found lost by someone else, and why
         self._lost: list[int] = []
         self._pings = 0
         self._nursery: trio.Nursery | None = None
@@ -129,6 +130,25 @@ class Watcher:
         if scope is not None:
             scope.cancel()
 
+    def lose(self, host: int, why: str) -> bool:
+        """*host* is lost, as another part of the cluster found (a call to it
+        failed for good): lost as if a ping had said so (once, under the
+        intensity), unless it is not watched (False: nothing done)."""
+        scope = self._watched.get(host)
+        if scope is None:
+            return False
+        if host not in self._told:
+            self._told[host] = why
+            scope.cancel()
+        return True
+
+    def close(self) -> None:
+        """Stop watching every host (the cluster is closing: its hosts stop on purpose)."""
+        for host in list(self._watched):
+            self.unwatch(host)
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
     def statistics(self) -> WatchStatistics:
         """The hosts watched, the hosts lost, and the pings sent so far."""
         return WatchStatistics(tuple(self._watched), tuple(self._lost), self._pings)
@@ -137,7 +157,10 @@ class Watcher:
         with scope:
             why = await self._until_lost(host)
         if scope.cancelled_caught:
-            return  # (unwatched: stopped on purpose)
+            told = self._told.pop(host, None)
+            if told is None:
+                return  # (unwatched: stopped on purpose)
+            why = told
         del self._watched[host]
         self._lost.append(host)
         name = self._name(host)

@@ -1,0 +1,239 @@
+"""A host of a cluster killed with SIGKILL in the middle of a swarm (marked ``ray``).
+
+The session's real local Ray cluster (two nodes on 127.0.0.1, see cluster.py), a
+cluster of two hosts, one per node, with a store (a folder: each host owns
+``<store>/host-<i>``), and a swarm of agents over the project's fake LLM server
+(in this process, reached over HTTP). Each agent ``w<i>`` runs one phase: the
+model has it call ``pay`` (not idempotent), then ``fetch`` (idempotent), then
+answer. Each tool appends a line to a file when it runs for real (its side
+effect), then takes a little while. When some of host 1's agents have paid,
+host 1's worker process is SIGKILLed. Then:
+
+- every phase ends exactly once: each ``run()`` returns once, ``"done"``, and
+  each phase has one ``PhaseDone`` across the two stores;
+- no non-idempotent tool runs twice: a ``pay`` in flight at the kill is not run
+  again (its result says it was interrupted); one whose start was not on disk
+  had not run;
+- the budget is exact as documented: the cluster's usage is what the hosts'
+  checkpoints say was spent (the lost host's last totals on disk, and what its
+  adopter spent since): nothing counted twice; only the lost host's model calls
+  in flight at the kill, at most one per phase there, are missing from what the
+  fake server served.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import signal
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from cluster import LocalCluster
+
+import agentrio
+from agentrio.agents.checkpoint import INTERRUPTED, PhaseDone, ToolBegun, decode_records
+from agentrio.errors import HostLost
+from agentrio.store import DirectoryStore
+from agentrio.testing import FakeRequest, open_fake_llm
+
+ray_module = pytest.importorskip("ray")
+import agentrio.ray  # noqa: E402  (after the skip: it imports Ray)
+
+AGENTS = 24
+TOML = """
+[providers.fake]
+kind = "openai"
+base_url = "{url}/v1"
+"""
+
+
+def _effect(effects: str, line: str) -> None:
+    fd = os.open(effects, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def make_swarm(effects: str) -> agentrio.AgentSpec[str]:
+    """The spec registered as "swarm" (made on the hosts; *effects* is the file
+    each real run of a tool appends to)."""
+    rng = random.Random()
+
+    @agentrio.tool
+    async def pay(agent: str) -> str:
+        """Pay for the agent's job (not idempotent)."""
+        _effect(effects, f"pay {agent}")
+        await trio.sleep(rng.uniform(0.2, 0.8))
+        return f"paid for {agent}"
+
+    @agentrio.tool(idempotent=True)
+    async def fetch(agent: str) -> str:
+        """Fetch the agent's data (idempotent)."""
+        _effect(effects, f"fetch {agent}")
+        await trio.sleep(rng.uniform(0.2, 0.8))
+        return f"data of {agent}"
+
+    return agentrio.AgentSpec(
+        "swarm",
+        "fake:m",
+        instructions="Pay, fetch, answer.",
+        tools=[pay, fetch],
+        limits=agentrio.Limits(max_iterations=5, tool_timeout=60),
+    )
+
+
+class Server:
+    """The fake LLM: pay, then fetch, then answer; it counts what it served."""
+
+    def __init__(self) -> None:
+        self.served = {"requests": 0, "input_tokens": 0, "output_tokens": 0}
+
+    def reply(self, request: FakeRequest) -> agentrio.ModelReply:
+        messages: Sequence[agentrio.ChatMessage] = request.messages
+        agent = messages[1].content.split()[-1]
+        results = sum(1 for m in messages if m.role == "tool")
+        usage = agentrio.Usage(len(messages) * 10, 5 + results)
+        self.served["requests"] += 1
+        self.served["input_tokens"] += usage.input_tokens
+        self.served["output_tokens"] += usage.output_tokens
+        if results == 0:
+            call = agentrio.ToolCallRequest("pay", {"agent": agent})
+            return agentrio.ModelReply(tool_calls=(call,), usage=usage)
+        if results == 1:
+            call = agentrio.ToolCallRequest("fetch", {"agent": agent})
+            return agentrio.ModelReply(tool_calls=(call,), usage=usage)
+        return agentrio.ModelReply(text=f"done {agent}", usage=usage)
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+async def _records(folder: Path) -> list[Any]:
+    """Every record of a host's store, in order (one segment per life)."""
+    store = DirectoryStore(folder)
+    try:
+        return list(decode_records((await store.load()).entries))
+    finally:
+        await store.aclose()
+
+
+async def _swarm(
+    ray_cluster: LocalCluster, tmp_path: Path, server: Server, store: Path | None
+) -> dict[str, Any]:
+    """Run the swarm, SIGKILL host 1's process when some of its agents have paid;
+    what each caller got, and what the test saw."""
+    effects = tmp_path / "effects"
+    async with open_fake_llm(server.reply, keep_requests=False) as fake:
+        config = agentrio.parse_config(
+            tomllib.loads(TOML.format(url=fake.base_url)), path="agentrio.toml"
+        )
+        specs = {"swarm": functools.partial(make_swarm, str(effects))}
+        async with agentrio.ray.open_cluster(
+            hosts=2, specs=specs, config=config, store=store, address=ray_cluster.address
+        ) as cluster:
+            agents = [
+                await cluster.spawn_agent(make_swarm(str(effects)), name=f"w{i}")
+                for i in range(AGENTS)
+            ]
+            on_host_1 = {a.name for a in agents if a.host == 1}
+            pid = (await cluster.ping(1)).pid
+            outcomes: dict[str, Any] = {}
+            seen: dict[str, Any] = {"on_host_1": on_host_1}
+
+            async def run(agent: Any) -> None:
+                try:
+                    outcomes[agent.name] = await agent.run(f"job for {agent.name}")
+                except HostLost as exc:
+                    outcomes[agent.name] = exc
+
+            async def kill() -> None:
+                with trio.fail_after(60):
+                    while sum(line.split()[-1] in on_host_1 for line in _lines(effects)) < 3:
+                        await trio.sleep(0.01)
+                os.kill(pid, signal.SIGKILL)
+                seen["killed_at"] = trio.current_time()
+                seen["effects_at_kill"] = _lines(effects)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill)
+                for agent in agents:
+                    nursery.start_soon(run, agent)
+            seen["usage"] = cluster.usage()
+            seen["lost_at"] = dict(cluster._survival.lost_at)
+            seen["hosts_after"] = {a.name: a.host for a in agents}
+    seen["outcomes"] = outcomes
+    seen["effects"] = _lines(effects)
+    return seen
+
+
+async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    server = Server()
+    store = tmp_path / "store"
+    store.mkdir()
+    seen = await _swarm(ray_cluster, tmp_path, server, store)
+    on_host_1, outcomes = seen["on_host_1"], seen["outcomes"]
+    assert 0 < len(on_host_1) < AGENTS
+    print(f"host 1 found lost {seen['lost_at'][1] - seen['killed_at']:.3f} s after its SIGKILL")
+
+    # The lost host's agents live on host 0 now.
+    assert set(seen["hosts_after"].values()) == {0}
+    # Every phase ends exactly once, "done"...
+    assert sorted(outcomes) == sorted(f"w{i}" for i in range(AGENTS))
+    host_0, host_1 = await _records(store / "host-0"), await _records(store / "host-1")
+    ends = [r.phase for r in host_0 + host_1 if type(r) is PhaseDone]
+    assert len(ends) == len(set(ends)) == AGENTS
+    begun = {r.phase for r in host_1 if type(r) is ToolBegun}  # (pay's start, on disk)
+    interrupted = 0
+    before = seen["effects_at_kill"]
+    for name, result in outcomes.items():
+        assert isinstance(result, agentrio.PhaseResult), (name, result)
+        assert (result.stop_reason, result.final_text) == ("done", f"done {name}")
+        # ...and no call of a tool not declared idempotent is made twice.
+        pays = seen["effects"].count(f"pay {name}")
+        assert pays <= 1, name
+        (pay,) = [c for c in result.tool_calls if c.name == "pay"]
+        if pay.status == "failed":
+            # In flight at the kill: not made again (it may have taken effect).
+            assert name in on_host_1 and pay.content == INTERRUPTED.format(name="pay")
+            assert pays == before.count(f"pay {name}")
+            interrupted += 1
+        else:
+            assert (pay.status, pay.content, pays) == ("ok", f"paid for {name}", 1)
+    assert interrupted, "no pay was in flight at the kill"
+    assert len(begun) >= interrupted
+    # The budget: what the checkpoints say was spent, nothing twice; the lost
+    # host's calls in flight at the kill (at most one per phase) are not counted.
+    usage, served = seen["usage"], server.served
+    last = [r.totals for r in host_0 if getattr(r, "totals", None) is not None][-1]
+    lost = [r.totals for r in host_1 if getattr(r, "totals", None) is not None][-1]
+    assert usage.requests == last.requests + lost.requests
+    assert usage.input_tokens == last.input_tokens + lost.input_tokens
+    assert 0 <= served["requests"] - usage.requests <= len(on_host_1)
+    assert usage.requests >= 3 * AGENTS
+
+
+async def test_without_a_store_a_lost_host_s_phases_end_with_host_lost(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    server = Server()
+    seen = await _swarm(ray_cluster, tmp_path, server, None)
+    on_host_1, outcomes = seen["on_host_1"], seen["outcomes"]
+    assert sorted(outcomes) == sorted(f"w{i}" for i in range(AGENTS))
+    lost = {name for name, outcome in outcomes.items() if isinstance(outcome, HostLost)}
+    # Each phase under way on the lost host ended once, with HostLost naming its agent.
+    assert lost and lost <= on_host_1
+    for name in lost:
+        assert outcomes[name].host == 1 and outcomes[name].path == name
+    for name in set(outcomes) - lost:
+        assert outcomes[name].final_text == f"done {name}"
+    assert all(seen["effects"].count(f"pay {name}") <= 1 for name in outcomes)
