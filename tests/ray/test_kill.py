@@ -23,6 +23,7 @@ host 1's worker process is SIGKILLed. Then:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
@@ -126,10 +127,15 @@ async def _records(folder: Path) -> list[Any]:
 
 
 async def _swarm(
-    ray_cluster: LocalCluster, tmp_path: Path, server: Server, store: Path | None
+    ray_cluster: LocalCluster,
+    tmp_path: Path,
+    server: Server,
+    store: Path | None,
+    sig: signal.Signals = signal.SIGKILL,
+    agents_count: int = AGENTS,
 ) -> dict[str, Any]:
-    """Run the swarm, SIGKILL host 1's process when some of its agents have paid;
-    what each caller got, and what the test saw."""
+    """Run the swarm, send *sig* to host 1's process when some of its agents have
+    paid; what each caller got, and what the test saw."""
     effects = tmp_path / "effects"
     async with open_fake_llm(server.reply, keep_requests=False) as fake:
         config = agentrio.parse_config(
@@ -141,7 +147,7 @@ async def _swarm(
         ) as cluster:
             agents = [
                 await cluster.spawn_agent(make_swarm(str(effects)), name=f"w{i}")
-                for i in range(AGENTS)
+                for i in range(agents_count)
             ]
             on_host_1 = {a.name for a in agents if a.host == 1}
             pid = (await cluster.ping(1)).pid
@@ -158,16 +164,23 @@ async def _swarm(
                 with trio.fail_after(60):
                     while sum(line.split()[-1] in on_host_1 for line in _lines(effects)) < 3:
                         await trio.sleep(0.01)
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, sig)
                 seen["killed_at"] = trio.current_time()
                 seen["effects_at_kill"] = _lines(effects)
 
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(kill)
-                for agent in agents:
-                    nursery.start_soon(run, agent)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(kill)
+                    for agent in agents:
+                        nursery.start_soon(run, agent)
+            finally:
+                if sig != signal.SIGKILL:  # (a stopped host is killed by the cluster; and here)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
             seen["usage"] = cluster.usage()
-            seen["lost_at"] = dict(cluster._survival.lost_at)
+            survival = getattr(cluster, "_survival", None)  # (the driver's watcher)
+            seen["lost_at"] = dict(survival.lost_at) if survival is not None else {}
+            seen["lost_why"] = dict(survival.lost_why) if survival is not None else {}
             seen["hosts_after"] = {a.name: a.host for a in agents}
     seen["outcomes"] = outcomes
     seen["effects"] = _lines(effects)
@@ -183,7 +196,8 @@ async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
     seen = await _swarm(ray_cluster, tmp_path, server, store)
     on_host_1, outcomes = seen["on_host_1"], seen["outcomes"]
     assert 0 < len(on_host_1) < AGENTS
-    print(f"host 1 found lost {seen['lost_at'][1] - seen['killed_at']:.3f} s after its SIGKILL")
+    if 1 in seen["lost_at"]:
+        print(f"host 1 found lost {seen['lost_at'][1] - seen['killed_at']:.3f} s after its SIGKILL")
 
     # The lost host's agents live on host 0 now.
     assert set(seen["hosts_after"].values()) == {0}
@@ -237,3 +251,31 @@ async def test_without_a_store_a_lost_host_s_phases_end_with_host_lost(
     for name in set(outcomes) - lost:
         assert outcomes[name].final_text == f"done {name}"
     assert all(seen["effects"].count(f"pay {name}") <= 1 for name in outcomes)
+
+
+async def test_a_host_that_stops_answering_is_found_by_the_ping_and_survived(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # SIGSTOP: the host's process holds on (its store's lock too) but answers
+    # nothing, as a machine cut off would: Ray would take 20 s or more to say;
+    # the cluster's ping finds it lost within LOST_AFTER, kills it (the fence:
+    # its lock goes with it) and host 0 goes on with its phases.
+    server = Server()
+    store = tmp_path / "store"
+    store.mkdir()
+    seen = await _swarm(ray_cluster, tmp_path, server, store, signal.SIGSTOP, agents_count=8)
+    assert "no answer to a ping for 2 s" in seen["lost_why"][1]
+    print(f"host 1 found lost {seen['lost_at'][1] - seen['killed_at']:.3f} s after its SIGSTOP")
+    outcomes = seen["outcomes"]
+    assert sorted(outcomes) == sorted(f"w{i}" for i in range(8))
+    for name, result in outcomes.items():
+        assert isinstance(result, agentrio.PhaseResult), (name, result)
+        assert (result.stop_reason, result.final_text) == ("done", f"done {name}")
+        assert seen["effects"].count(f"pay {name}") <= 1
+    ends = [
+        r.phase
+        for host in ("host-0", "host-1")
+        for r in await _records(store / host)
+        if type(r) is PhaseDone
+    ]
+    assert len(ends) == len(set(ends)) == 8

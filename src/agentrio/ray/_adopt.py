@@ -43,6 +43,10 @@ __all__ = ["ADOPT_LOCK_TIMEOUT", "Adopted", "Adoptions", "Survival", "adopt", "h
 ADOPT_LOCK_TIMEOUT = 30.0
 """Seconds an adopter waits for a lost host's store lock to go."""
 
+KILL_WAIT = 2.0
+"""Seconds the driver waits for ``ray.kill`` of a lost host before it asks a live
+host to adopt the lost one's store (which waits for the lock in any case)."""
+
 SpecFactories = Mapping[str, Callable[[], AgentSpec[Any]]]
 
 
@@ -300,6 +304,7 @@ class Survival:
         self._specs: dict[str, str] = {}  # agent -> its spec's name
         self._lost: set[int] = set()
         self.lost_at: dict[int, float] = {}  # host -> when it was found lost (trio time)
+        self.lost_why: dict[int, str] = {}  # host -> why
 
     @property
     def durable(self) -> bool:
@@ -350,6 +355,8 @@ class Survival:
     def lost(self, host: int, why: str) -> bool:
         """A link to *host* failed for good (Ray says its actor died); False if the
         host is not watched (the watcher is not running, or it is lost already)."""
+        if host in self._lost:
+            return True  # (lost already: its calls are moved, or failed, once)
         return self.watcher.lose(host, why)
 
     # -- the watcher's ping and what follows a loss -------------------------------------
@@ -369,10 +376,17 @@ class Survival:
         if cluster._closed:
             return
         self.lost_at[host] = trio.current_time()
+        self.lost_why[host] = str(error)
         self._lost.add(host)
         link = cluster._links[host]
-        _kill(link.handle)
+        # The fence: a host only slow must not go on with phases another host
+        # adopts (its store's lock, which the adopter waits for, goes with it).
+        # (ray.kill may block while Ray reaches the host: in a thread, and not
+        # waited for past KILL_WAIT: the adopter waits for the lock anyway.)
+        with trio.move_on_after(KILL_WAIT):
+            await trio.to_thread.run_sync(_kill, link.handle, abandon_on_cancel=True)
         calls = set(link.calls) | {call for call, on in self._where.items() if on == host}
+        link.calls.clear()  # (each is failed or moved below: once)
         phases = {call: self._frames[call] for call in calls if call in self._frames}
         for call in calls:
             if call not in phases:
@@ -386,13 +400,27 @@ class Survival:
             f.options["phase_id"]: (f.agent, self._specs.get(f.agent, "")) for f in phases.values()
         }
         try:
-            await cluster._control(adopter, adopter.handle.adopt.remote(host, named))
+            await self._adopt(adopter, host, named)
         except Exception as exc:  # (no live host could adopt its store: the phases fail)
             why = HostLost(f"{error}; its store could not be adopted: {exc}", path="", host=host)
             for call, frame in phases.items():
                 cluster._pending.fail(call, _lost_error(why, frame.agent))
             return
         self._move(host, adopter, phases)
+
+    async def _adopt(self, adopter: Any, host: int, phases: dict[str, tuple[str, str]]) -> None:
+        """Have *adopter* adopt the store of *host*; return once it has (the answer
+        comes by the adopter's poll, as a call's: a lost adopter fails it)."""
+        cluster = self._cluster
+        call = cluster._pending.open()
+        adopter.calls.add(call)
+        self._where[call] = adopter.index
+        try:
+            await cluster._control(adopter, adopter.handle.adopt.remote(host, phases, call))
+            await cluster._pending.wait(call)
+        finally:
+            self.done(call)
+            cluster._pending.close(call)
 
     def _adopter(self) -> Any:
         live = [link for link in self._cluster._links if link.index not in self._lost]

@@ -264,12 +264,21 @@ class _Host:
         return path
 
     @ray.method(concurrency_group="control")
-    def adopt(self, lost: int, phases: dict[str, tuple[str, str]]) -> tuple[str, ...]:
+    def adopt(self, lost: int, phases: dict[str, tuple[str, str]], call: int) -> None:
         """Open the store of the lost host *lost* and go on with its phases; the
         callers of *phases* (``{phase_id: (agent, spec)}``) are answered from it
-        (ray-survival: see ``_adopt.Adoptions``)."""
-        resumed: tuple[str, ...] = self._on_trio(self._adopt, lost, phases)
-        return resumed
+        (ray-survival: see ``_adopt.Adoptions``). Returns at once (the lock wait
+        may be long: no Ray thread waits for it); the driver's call *call* gets
+        the resumed phases' ids, or the error, by its poll."""
+        self._in_trio(self._nursery.start_soon, self._adopt_call, lost, phases, call)
+
+    async def _adopt_call(self, lost: int, phases: dict[str, tuple[str, str]], call: int) -> None:
+        try:
+            resumed = await self._adopt(lost, phases)
+        except Exception as exc:
+            self.send(DRIVER, _batch.failed(call, exc))
+        else:
+            self.send(DRIVER, Reply(call, "", _batch.encode_value(list(resumed))))
 
     async def _adopt(self, lost: int, phases: dict[str, tuple[str, str]]) -> tuple[str, ...]:
         if self._adoptions is None:
