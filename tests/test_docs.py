@@ -54,6 +54,7 @@ SKIPPED = {
     "docs/agents.md": 1,
     "docs/concepts.md": 1,
     "docs/fake_server.md": 2,
+    "docs/howto/cluster.md": 1,  # (it starts Ray: tests/ray/test_howto.py runs it)
     "docs/howto/durable.md": 1,  # (the PostgreSQL example needs a server)
     "docs/providers.md": 3,
 }
@@ -486,6 +487,7 @@ NAMESPACES = (
     "testing",
     "mcp",
     "otel",
+    "ray",
 )  # documented whole, each
 
 

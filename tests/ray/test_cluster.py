@@ -6,16 +6,25 @@ hosts (other processes) reach it over HTTP, as they would reach a real provider.
 
 from __future__ import annotations
 
+import functools
+import json
+import os
 import tomllib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from cluster import LocalCluster
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentrio
+import agentrio.otel
 from agentrio.testing import FakeRequest, Reply, open_fake_llm
+from agentrio.tracing import read_trace
 
 ray_module = pytest.importorskip("ray")
 import agentrio.ray  # noqa: E402  (after the skip: it imports Ray)
@@ -36,10 +45,13 @@ SPECS = {"echo": make_echo}
 
 
 async def answer(request: FakeRequest) -> agentrio.ModelReply:
-    """The fake LLM: "slow ..." takes 60 s; anything else is echoed at once."""
+    """The fake LLM: "slow ..." takes 60 s; "who ..." asks for ``whoami`` (then
+    echoes its result); anything else is echoed at once."""
     told = request.messages[-1].content
     if told.startswith("slow"):
         await trio.sleep(60)
+    if told.startswith("who") and request.messages[-1].role == "user":
+        return Reply(tool_calls=[agentrio.ToolCallRequest("whoami", {})])
     return Reply(text=f"echo: {told}")
 
 
@@ -70,3 +82,169 @@ async def test_agents_placed_on_both_hosts_run_there(
     # Two hosts, two processes, one on each node (SPREAD).
     assert len({s.pid for s in statuses}) == 2
     assert len({s.node_id for s in statuses}) == 2
+
+
+# --- specs and actors the hosts import (this folder is on their PYTHONPATH) -------------
+
+
+@agentrio.tool
+def whoami() -> str:
+    """The process id of the host the agent runs on."""
+    return str(os.getpid())
+
+
+def make_pid() -> agentrio.AgentSpec[str]:
+    """The spec registered as "pid": asks for ``whoami``, answers with its result."""
+    return agentrio.AgentSpec("pid", "fake:m", tools=[whoami])
+
+
+SPECS["pid"] = make_pid
+
+
+async def collect(stream: Any, into: list[Any]) -> None:
+    async with stream:
+        async for event in stream:
+            into.append(event)
+
+
+async def wait_for(events: list[Any], found: Any, seconds: float = 30) -> Any:
+    """The first event of *events* for which *found(event)* is true, waiting for it."""
+    with trio.fail_after(seconds):
+        while True:
+            for event in events:
+                if found(event):
+                    return event
+            await trio.sleep(0.05)
+
+
+# --- the tests ------------------------------------------------------------------------
+
+
+async def test_pinned_agents_stay_on_their_host_and_map_spreads(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        pinned = [await cluster.spawn_agent(make_pid(), name=f"p{i}", host=1) for i in range(3)]
+        pinned_pids = {(await agent.run("who")).final_text for agent in pinned}
+        results = await cluster.map(make_pid(), [f"who {i}" for i in range(6)], concurrency=4)
+        host_pids = [(await cluster.ping(i)).pid for i in range(2)]
+    assert [agent.host for agent in pinned] == [1, 1, 1]
+    assert pinned_pids == {f"echo: {host_pids[1]}"}
+    mapped = [r.final_text for r in results if isinstance(r, agentrio.PhaseResult)]
+    assert len(mapped) == 6
+    assert {int(text.removeprefix("echo: ")) for text in mapped} == set(host_pids)
+
+
+async def test_stream_brings_the_remote_run_items_then_its_result(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        agent = await cluster.spawn_agent(make_echo(), host=1)
+        async with agent.stream("streamed") as stream:
+            items = [item async for item in stream]
+            result = await stream.result()
+    kinds = [type(item).__name__ for item in items]
+    assert "TurnEnded" in kinds
+    assert kinds[-1] == "RunDone"
+    assert items[-1].result.final_text == "echo: streamed" == result.final_text
+
+
+async def test_a_cancelled_caller_cancels_the_remote_phase(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    events: list[Any] = []
+    async with cluster_of(ray_cluster, fake_config) as cluster, trio.open_nursery() as nursery:
+        nursery.start_soon(collect, cluster.events(), events)
+        agent = await cluster.spawn_agent(make_echo(), host=1)
+        await agent.run("warm up")  # (the events flow once this has come back)
+        with trio.move_on_after(2) as scope:
+            await agent.run("slow answer")  # the model takes 60 s
+        assert scope.cancelled_caught
+        ended = await wait_for(
+            events,
+            lambda e: type(e).__name__ == "PhaseEnded" and e.stop_reason == "cancelled",
+        )
+        again = await agent.run("after")  # the agent takes its next phase as usual
+        nursery.cancel_scope.cancel()
+    assert ended.path == agent.path
+    assert again.final_text == "echo: after"
+    assert cluster.statistics().calls == 0
+
+
+async def test_events_and_usage_of_every_host_reach_the_caller(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config, tmp_path: Path
+) -> None:
+    trace = tmp_path / "cluster.jsonl"
+    events: list[Any] = []
+    async with (
+        cluster_of(ray_cluster, fake_config, trace=trace) as cluster,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(collect, cluster.events(), events)
+        agents = [await cluster.spawn_agent(make_echo(), name=f"e{i}", host=i) for i in (0, 1)]
+        for agent in agents:
+            await agent.run("hi")
+        for agent in agents:
+            await wait_for(
+                events, lambda e, a=agent: type(e).__name__ == "PhaseEnded" and e.path == a.path
+            )
+        usage = cluster.usage()
+        nursery.cancel_scope.cancel()
+    assert usage.requests == 2
+    ended = {r.e.path for r in read_trace(trace) if type(r.e).__name__ == "PhaseEnded"}
+    assert ended == {"e0", "e1"}
+
+
+class SpanFile(SpanExporter):
+    """Writes each span as a JSON line (the hosts' spans, read back by the test)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def export(self, spans: Any) -> SpanExportResult:
+        with open(self.path, "a") as file:
+            for span in spans:
+                parent = span.parent.span_id if span.parent is not None else None
+                line = {
+                    "name": span.name,
+                    "trace": span.context.trace_id,
+                    "span": span.context.span_id,
+                    "parent": parent,
+                    "operation": span.attributes.get("gen_ai.operation.name"),
+                }
+                file.write(json.dumps(line) + "\n")
+        return SpanExportResult.SUCCESS
+
+
+def make_otel(path: str) -> Any:
+    """The hosts' OpenTelemetry: spans to the file *path* (called on each host)."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(SpanFile(path)))
+    return agentrio.otel.OpenTelemetry(tracer_provider=provider)
+
+
+async def test_a_runs_spans_form_one_tree_across_hosts(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config, tmp_path: Path
+) -> None:
+    spans_file = tmp_path / "spans.jsonl"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("caller")
+    otel = functools.partial(make_otel, str(spans_file))
+    async with cluster_of(ray_cluster, fake_config, otel=otel) as cluster:
+        agent = await cluster.spawn_agent(make_pid(), host=1)
+        with tracer.start_as_current_span("caller"):
+            await agent.run("who am I")
+    (caller,) = exporter.get_finished_spans()
+    spans = [json.loads(line) for line in spans_file.read_text().splitlines()]
+    by_id = {span["span"]: span for span in spans}
+    (phase,) = [span for span in spans if span["operation"] == "invoke_agent"]
+    assert phase["parent"] == caller.context.span_id  # the caller's span, in the driver
+    assert {span["trace"] for span in spans} == {caller.context.trace_id}
+    # Every host span hangs, through its parents, from the phase: one tree.
+    for span in spans:
+        while span["parent"] in by_id:
+            span = by_id[span["parent"]]
+        assert span is phase
+    assert {"chat", "execute_tool"} <= {span["operation"] for span in spans}

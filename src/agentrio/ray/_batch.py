@@ -518,12 +518,11 @@ def rebuild(frame: Failed, host: int) -> BaseException:
         return errors.HostLost(message, path=frame.path, host=host)
     if isinstance(cls, type) and issubclass(cls, errors.ActorError):
         return cls(message, path=frame.path)
-    if (
-        isinstance(cls, type)
-        and issubclass(cls, errors.AgentrioError)
-        and cls.__init__ is Exception.__init__
-    ):
-        return cls(message)
+    if isinstance(cls, type) and issubclass(cls, errors.AgentrioError):
+        try:
+            return cls(message)
+        except TypeError:  # (one whose constructor wants more: a RemoteError below)
+            pass
     return errors.RemoteError(
         f"{frame.error_type}: {message}", error_type=frame.error_type, host=host
     )

@@ -119,6 +119,9 @@ class HostStatus(msgspec.Struct, frozen=True):
         agents: the agents it holds.
         calls: the calls (runs, asks) it is serving.
         lag: seconds the Trio loop took to answer the ping.
+        batches: batches it sent to other hosts.
+        messages: the messages in them.
+        duplicates: messages it received again, and did not apply again.
     """
 
     index: int
@@ -127,6 +130,9 @@ class HostStatus(msgspec.Struct, frozen=True):
     agents: int
     calls: int
     lag: float
+    batches: int = 0
+    messages: int = 0
+    duplicates: int = 0
 
 
 _current: _Host | None = None  # the host of this Ray worker process (one per process)
@@ -244,6 +250,9 @@ class _Host:
             agents=len(self._agents),
             calls=len(self._calls),
             lag=time.monotonic() - began,
+            batches=sum(o.batches for o in list(self._outboxes.values())),
+            messages=sum(o.messages for o in list(self._outboxes.values())),
+            duplicates=self._dedupe.duplicates,
         )
 
     @ray.method(concurrency_group="control")
