@@ -100,10 +100,10 @@ async def test_a_live_host_goes_on_with_the_lost_host_s_phases(tmp_path: Path) -
         assert adopted.usage().requests == 2
         # A phase its store never saw begin: nothing of it ran; run it here.
         assert await adopted.result("p2") is None
-        again = await adopted.run_again("clerk", "c2", "Pay B-2", phase_id="p2")
+        again = await adopted.run("clerk", "c2", "Pay B-2", phase_id="p2")
         assert again.final_text == "done: paid B-2" and PAID == ["A-1", "B-2"]
         # ...and one on an agent the store resumed goes to that agent.
-        again = await adopted.run_again("clerk", "c1", "Pay C-3", phase_id="p3")
+        again = await adopted.run("clerk", "c1", "Pay C-3", phase_id="p3")
         assert again.final_text == "done: paid C-3"
         adopted.close()
     # Its ends are in the lost host's store: a later adopter resumes nothing.

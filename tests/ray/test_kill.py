@@ -177,6 +177,9 @@ async def _swarm(
                 if sig != signal.SIGKILL:  # (a stopped host is killed by the cluster; and here)
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+            if store is not None:  # (the lost host's agents take runs on their new host)
+                again = [a for a in agents if a.name in on_host_1]
+                seen["again"] = {a.name: await a.run(f"job for {a.name}") for a in again}
             seen["usage"] = cluster.usage()
             survival = getattr(cluster, "_survival", None)  # (the driver's watcher)
             seen["lost_at"] = dict(survival.lost_at) if survival is not None else {}
@@ -199,13 +202,15 @@ async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
     if 1 in seen["lost_at"]:
         print(f"host 1 found lost {seen['lost_at'][1] - seen['killed_at']:.3f} s after its SIGKILL")
 
-    # The lost host's agents live on host 0 now.
+    # The lost host's agents live on host 0 now, and take runs there.
     assert set(seen["hosts_after"].values()) == {0}
+    for name, result in seen["again"].items():
+        assert (result.stop_reason, result.final_text) == ("done", f"done {name}")
     # Every phase ends exactly once, "done"...
     assert sorted(outcomes) == sorted(f"w{i}" for i in range(AGENTS))
     host_0, host_1 = await _records(store / "host-0"), await _records(store / "host-1")
     ends = [r.phase for r in host_0 + host_1 if type(r) is PhaseDone]
-    assert len(ends) == len(set(ends)) == AGENTS
+    assert len(ends) == len(set(ends)) == AGENTS + len(seen["again"])
     begun = {r.phase for r in host_1 if type(r) is ToolBegun}  # (pay's start, on disk)
     interrupted = 0
     before = seen["effects_at_kill"]
@@ -278,4 +283,4 @@ async def test_a_host_that_stops_answering_is_found_by_the_ping_and_survived(
         for r in await _records(store / host)
         if type(r) is PhaseDone
     ]
-    assert len(ends) == len(set(ends)) == 8
+    assert len(ends) == len(set(ends)) == 8 + len(seen["again"])

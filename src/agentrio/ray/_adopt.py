@@ -22,17 +22,17 @@ ran, as a tool's start is on disk before it runs), run again there
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
-from ..agents.agent import AgentSpec
+from ..agents.agent import AgentRef, AgentSpec
 from ..agents.budget import Budget, UsageTotals
 from ..agents.checkpoint import new_phase_id
 from ..core.restart import RestartIntensity
 from ..errors import HostLost, InvalidArgument, UnknownName
-from ..messages import PhaseResult
+from ..messages import PhaseResult, RunPhase
 from ..runtime import Runtime, open_runtime
 from ..store.base import CheckpointStore
 from ..store.files import DirectoryStore
@@ -86,11 +86,13 @@ _POSTGRES = ("postgresql://", "postgres://")
 class Adopted:
     """A lost host's store, opened by a live host: its runtime and its phases."""
 
-    __slots__ = ("_closed", "host", "rt")
+    __slots__ = ("_closed", "_refs", "_specs", "host", "rt")
 
-    def __init__(self, host: str, rt: Runtime) -> None:
+    def __init__(self, host: str, rt: Runtime, specs: SpecFactories) -> None:
         self.host = host  # the lost host's name
         self.rt = rt
+        self._specs = specs
+        self._refs: dict[str, AgentRef[Any]] = {}  # the agents spawned here again
         self._closed = trio.Event()
 
     @property
@@ -111,23 +113,31 @@ class Adopted:
         except UnknownName:
             return None
 
-    async def run_again(
-        self, spec: str, agent: str, message: str, **options: Any
-    ) -> PhaseResult[Any]:
-        """Run ``agent.run(message, **options)`` (its ``phase_id`` given) here, from
-        its start: the lost host's store never saw that phase begin. The agent is
-        spawned again (spec *spec*) unless the store resumed it (its context, not
-        durable, is gone)."""
-        ref = _agents_of(self.rt).get(agent)
-        if ref is None:
-            checkpoints = self.rt._services.checkpoints
-            assert checkpoints is not None
-            factory = checkpoints.specs.get(spec)
-            if factory is None:
-                raise InvalidArgument(f"spec {spec!r} is not registered")
-            ref = await self.rt.spawn_agent(factory(), name=agent)
-        result: PhaseResult[Any] = await ref.run(message, **options)
-        return result
+    async def run(self, spec: str, agent: str, message: str, **options: Any) -> PhaseResult[Any]:
+        """Run ``agent.run(message, **options)`` here: a phase the lost host's store
+        never saw begin (nothing of it ran), or a later phase of one of its agents.
+
+        The agent is the one the store resumed (asked with the ``RunPhase`` that
+        ``run()`` sends, its ``max_iterations`` the spec's), or else spawned
+        here again from spec *spec* (its context, not durable, is gone)."""
+        ref = self._refs.get(agent)
+        if ref is not None:
+            result: PhaseResult[Any] = await ref.run(message, **options)
+            return result
+        factory = self._specs.get(spec)
+        if factory is None:
+            raise InvalidArgument(f"spec {spec!r} is not registered")
+        try:
+            resumed = self.rt.lookup(agent)
+        except UnknownName:
+            ref = self._refs[agent] = await self.rt.spawn_agent(factory(), name=agent)
+            result = await ref.run(message, **options)
+            return result
+        made = factory()
+        options = {"max_iterations": made.limits.max_iterations, **options}
+        reply = await resumed.ask(_command(message, options))
+        assert isinstance(reply, PhaseResult)
+        return reply
 
     def close(self) -> None:
         """Let the runtime end (its phases are stopped, its store closed)."""
@@ -160,7 +170,7 @@ async def adopt(
         StoreError, StoreCorrupt: the store cannot be read.
     """
     async with open_runtime(store=store, specs=specs, config=config, budget=budget) as rt:
-        adopted = Adopted(host, rt)
+        adopted = Adopted(host, rt, specs)
         task_status.started(adopted)
         await adopted._closed.wait()
 
@@ -183,20 +193,25 @@ class Adoptions:
         specs: SpecFactories,
         config: Any,
         nursery: trio.Nursery,
-        agents: dict[str, Any],
     ) -> None:
         self._store = store
         self._cluster_id = cluster_id
         self._specs = specs
         self._config = config
         self._nursery = nursery
-        self._agents = agents  # the host's agents by name (resumed ones join them)
         self._adopted: dict[int, Adopted] = {}
         self._rerouted: dict[str, tuple[Adopted, str, str]] = {}  # phase -> where, agent, spec
+        self._moved: dict[str, tuple[Adopted, str]] = {}  # agent -> where, its spec
 
-    async def adopt(self, lost: int, phases: Mapping[str, tuple[str, str]]) -> tuple[str, ...]:
+    async def adopt(
+        self,
+        lost: int,
+        phases: Mapping[str, tuple[str, str]],
+        agents: Mapping[str, str],
+    ) -> tuple[str, ...]:
         """Open the store of host *lost* in a runtime of this host, and answer for
-        its *phases*; the ids of the phases it resumed.
+        its *phases* (``{phase_id: (agent, spec)}``) and the later runs of its
+        *agents* (``{agent: spec}``); the ids of the phases it resumed.
 
         Raises:
             StoreLocked: the lost host's lock did not go within `ADOPT_LOCK_TIMEOUT`.
@@ -209,9 +224,10 @@ class Adoptions:
             )
             adopted = await self._nursery.start(self._adopt, store, name)
             self._adopted[lost] = adopted
-            self._agents.update(_agents_of(adopted.rt))
         for phase_id, (agent, spec) in phases.items():
             self._rerouted[phase_id] = (adopted, agent, spec)
+        for agent, spec in agents.items():
+            self._moved[agent] = (adopted, spec)
         return adopted.resumed
 
     async def _adopt(
@@ -222,18 +238,22 @@ class Adoptions:
         )
 
     async def serve(self, agent: str, message: str, options: Mapping[str, Any]) -> Any:
-        """The result of a re-routed phase (None: the call is no re-routed phase's)."""
+        """The result of a run on a lost host's agent: a re-routed phase (resumed,
+        ended in the store, or run here from its start), or a later run of one
+        of its agents; None if *agent* is not a lost host's."""
         phase_id = options.get("phase_id")
         found = self._rerouted.pop(phase_id, None) if isinstance(phase_id, str) else None
-        if found is None:
+        if found is not None:
+            adopted, agent, spec = found
+            result = await adopted.result(phase_id)  # type: ignore[arg-type]
+            if result is not None:
+                return result
+            return await adopted.run(spec, agent, message, **options)
+        moved = self._moved.get(agent)
+        if moved is None:
             return None
-        adopted, agent, spec = found
-        result = await adopted.result(phase_id)  # type: ignore[arg-type]
-        if result is None:
-            result = await adopted.run_again(spec, agent, message, **options)
-            if agent not in self._agents:
-                self._agents.update(_agents_of(adopted.rt))
-        return result
+        adopted, spec = moved
+        return await adopted.run(spec, agent, message, **options)
 
     def usage(self, own: UsageTotals) -> UsageTotals:
         """*own* (the host's runtime's) and every adopted runtime's, summed."""
@@ -248,18 +268,15 @@ class Adoptions:
         )
 
 
-def _agents_of(rt: Runtime) -> dict[str, Any]:
-    """The durable agents of *rt*'s root (resumed or spawned there), by name."""
-    from .._handles import create
-    from ..agents.agent import AgentRef
-
-    checkpoints = rt._services.checkpoints
-    assert checkpoints is not None
-    return {
-        path: create(AgentRef, durable.state)
-        for path, durable in checkpoints.agents.items()
-        if "/" not in path and durable.state.ref is not None
-    }
+def _command(message: str, options: Mapping[str, Any]) -> RunPhase:
+    """The ``RunPhase`` of ``run(message, **options)``, for the plain-data options a
+    cluster's run carries (a ``mode`` by name is not resolved here: refused)."""
+    if options.get("mode") is not None:
+        raise InvalidArgument("a run with a mode, on an agent resumed from a lost host")
+    fields = {k: v for k, v in options.items() if k in RunPhase.__struct_fields__}
+    if isinstance(fields.get("tool_names"), list):
+        fields["tool_names"] = tuple(fields["tool_names"])
+    return RunPhase(message, **fields)
 
 
 # -- the driver's part -----------------------------------------------------------------
@@ -287,10 +304,12 @@ class Survival:
         *,
         max_restarts: int,
         period: float,
+        await_ref: Callable[[Any], Awaitable[Any]],
         interval: float = PING_INTERVAL,
         timeout: float = LOST_AFTER,
     ) -> None:
         self._cluster = cluster
+        self._await_ref = await_ref  # (_host's: a Ray result awaited from Trio)
         self._store = store
         self.watcher = Watcher(
             self._ping,
@@ -364,10 +383,8 @@ class Survival:
     async def _ping(self, host: int) -> None:
         import ray
 
-        from ._host import await_ref
-
         try:
-            await await_ref(self._cluster._links[host].handle.ping.remote())
+            await self._await_ref(self._cluster._links[host].handle.ping.remote())
         except ray.exceptions.ActorDiedError as exc:
             raise HostDied(type(exc).__name__) from None
 
@@ -396,11 +413,14 @@ class Survival:
             for call, frame in phases.items():
                 cluster._pending.fail(call, _lost_error(error, frame.agent))
             return
+        moved = {
+            name: self._specs.get(name, "") for name, on in cluster._names.items() if on == host
+        }
         named = {
             f.options["phase_id"]: (f.agent, self._specs.get(f.agent, "")) for f in phases.values()
         }
         try:
-            await self._adopt(adopter, host, named)
+            await self._adopt(adopter, host, named, moved)
         except Exception as exc:  # (no live host could adopt its store: the phases fail)
             why = HostLost(f"{error}; its store could not be adopted: {exc}", path="", host=host)
             for call, frame in phases.items():
@@ -408,7 +428,13 @@ class Survival:
             return
         self._move(host, adopter, phases)
 
-    async def _adopt(self, adopter: Any, host: int, phases: dict[str, tuple[str, str]]) -> None:
+    async def _adopt(
+        self,
+        adopter: Any,
+        host: int,
+        phases: dict[str, tuple[str, str]],
+        agents: dict[str, str],
+    ) -> None:
         """Have *adopter* adopt the store of *host*; return once it has (the answer
         comes by the adopter's poll, as a call's: a lost adopter fails it)."""
         cluster = self._cluster
@@ -416,7 +442,7 @@ class Survival:
         adopter.calls.add(call)
         self._where[call] = adopter.index
         try:
-            await cluster._control(adopter, adopter.handle.adopt.remote(host, phases, call))
+            await cluster._control(adopter, adopter.handle.adopt.remote(host, phases, agents, call))
             await cluster._pending.wait(call)
         finally:
             self.done(call)

@@ -695,7 +695,7 @@ async def open_cluster(
         links = [_Link(i, h, sender, options) for i, h in enumerate(handles)]
         cluster = create(Cluster, cluster_id, links, options.specs, placement)
         cluster._survival = Survival(
-            cluster, options.store, max_restarts=max_restarts, period=period
+            cluster, options.store, max_restarts=max_restarts, period=period, await_ref=await_ref
         )
         with trio.fail_after(START_TIMEOUT):
             for link in links:

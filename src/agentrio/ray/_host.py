@@ -273,32 +273,45 @@ class _Host:
         return path
 
     @ray.method(concurrency_group="control")
-    def adopt(self, lost: int, phases: dict[str, tuple[str, str]], call: int) -> None:
+    def adopt(
+        self,
+        lost: int,
+        phases: dict[str, tuple[str, str]],
+        agents: dict[str, str],
+        call: int,
+    ) -> None:
         """Open the store of the lost host *lost* and go on with its phases; the
         callers of *phases* (``{phase_id: (agent, spec)}``) are answered from it
         (ray-survival: see ``_adopt.Adoptions``). Returns at once (the lock wait
         may be long: no Ray thread waits for it); the driver's call *call* gets
         the resumed phases' ids, or the error, by its poll."""
-        self._in_trio(self._nursery.start_soon, self._adopt_call, lost, phases, call)
+        self._in_trio(self._nursery.start_soon, self._adopt_call, lost, phases, agents, call)
 
-    async def _adopt_call(self, lost: int, phases: dict[str, tuple[str, str]], call: int) -> None:
+    async def _adopt_call(
+        self,
+        lost: int,
+        phases: dict[str, tuple[str, str]],
+        agents: dict[str, str],
+        call: int,
+    ) -> None:
         try:
-            resumed = await self._adopt(lost, phases)
+            resumed = await self._adopt(lost, phases, agents)
         except Exception as exc:
             self.send(DRIVER, _batch.failed(call, exc))
         else:
             self.send(DRIVER, Reply(call, "", _batch.encode_value(list(resumed))))
 
-    async def _adopt(self, lost: int, phases: dict[str, tuple[str, str]]) -> tuple[str, ...]:
+    async def _adopt(
+        self, lost: int, phases: dict[str, tuple[str, str]], agents: dict[str, str]
+    ) -> tuple[str, ...]:
         if self._adoptions is None:
             options = self._options
             if options.store is None:
                 raise InvalidArgument("this cluster has no store: a lost host cannot be adopted")
             self._adoptions = Adoptions(
-                options.store, self.cluster_id, options.specs, options.config, self._nursery,
-                self._agents,
+                options.store, self.cluster_id, options.specs, options.config, self._nursery
             )  # fmt: skip
-        return await self._adoptions.adopt(lost, phases)
+        return await self._adoptions.adopt(lost, phases, agents)
 
     def deliver(self, batch: bytes) -> None:
         """Take a batch of envelopes (handled on the Trio thread, soon)."""
