@@ -149,6 +149,44 @@ async def test_stream_brings_the_remote_run_items_then_its_result(
     assert items[-1].result.final_text == "echo: streamed" == result.final_text
 
 
+async def test_a_cancelled_agent_frees_its_name_and_its_place(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        a, b, c = [await cluster.spawn_agent(make_echo(), name=n) for n in "abc"]
+        with pytest.raises(agentrio.errors.DuplicateName):
+            await cluster.spawn_agent(make_echo(), name="a")
+        async with trio.open_nursery() as nursery:
+
+            async def slow_run() -> None:
+                with pytest.raises(agentrio.ActorStopped):
+                    await a.run("slow answer")
+
+            nursery.start_soon(slow_run)
+            await trio.sleep(1)
+            await a.cancel()  # the running phase is abandoned: run() raises
+        await c.stop()  # host 0 holds none now, host 1 one
+        again = await cluster.spawn_agent(make_echo(), name="a")  # (the name is free)
+        answer = await again.run("back")
+        assert cluster.statistics().agents == 2
+    assert (a.host, b.host, c.host, again.host) == (0, 1, 0, 0)
+    assert answer.final_text == "echo: back"
+
+
+async def test_a_stream_sends_no_more_than_its_buffer_ahead_of_its_reader(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        agent = await cluster.spawn_agent(make_pid(), host=0)
+        async with agent.stream("who runs me", max_buffer_size=1) as stream:
+            await trio.sleep(2)  # (the run's items, unread: the host waits for credit)
+            unread = stream._items.statistics().current_buffer_used
+            items = [item async for item in stream]
+    assert unread == 1
+    assert [type(item).__name__ for item in items].count("TurnEnded") == 2
+    assert items[-1].result.final_text.startswith("echo: ")
+
+
 async def test_a_cancelled_caller_cancels_the_remote_phase(
     ray_cluster: LocalCluster, fake_config: agentrio.Config
 ) -> None:

@@ -66,6 +66,7 @@ class Run(Frame, frozen=True):
     options: dict[str, Any] = {}
     stream: bool = False
     carrier: dict[str, str] = {}  # the caller's OpenTelemetry context
+    window: int = 64  # a stream's items sent ahead of the caller's credits
 
 
 class MapRun(Frame, frozen=True):
@@ -84,6 +85,23 @@ class Cancel(Frame, frozen=True):
 
     call: int
     reply_to: str
+
+
+class StopAgent(Frame, frozen=True):
+    """Stop the agent *agent* of the receiving host: gracefully, or cancel it now."""
+
+    call: int
+    reply_to: str
+    agent: str
+    cancel: bool = False
+
+
+class Credit(Frame, frozen=True):
+    """The caller of the streamed run *call* has read *items* more of its items."""
+
+    call: int
+    reply_to: str
+    items: int
 
 
 class Ask(Frame, frozen=True):
@@ -148,8 +166,8 @@ class WatchEvents(Frame, frozen=True):
     on: bool
 
 
-AnyFrame = Run | MapRun | Cancel | Ask | Tell | Reply | Item | Failed | EventOut | UsageReport
-AnyFrame |= WatchEvents
+AnyFrame = Run | MapRun | Cancel | Credit | Ask | Tell | Reply | Item | Failed | EventOut
+AnyFrame |= UsageReport | WatchEvents | StopAgent
 
 
 class Envelope(msgspec.Struct, frozen=True, array_like=True, gc=False):

@@ -24,17 +24,20 @@ import trio
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from .._checks import check_int
 from .._handles import NoPublicConstructor, create
 from ..agents.agent import AgentSpec
 from ..agents.budget import Budget, UsageTotals
 from ..core.bus import EventBus, EventStream
 from ..errors import (
     ActorError,
+    ActorStopped,
     AgentrioError,
     DuplicateName,
     HostLost,
     InvalidArgument,
     RuntimeClosed,
+    UnknownName,
 )
 from ..messages import OutputT, PhaseResult
 from ..tracing.reader import event_types
@@ -43,6 +46,7 @@ from ._adopt import Survival  # (ray-survival: a lost host's phases move to a li
 from ._batch import (
     Ask,
     Cancel,
+    Credit,
     EventOut,
     Failed,
     Item,
@@ -52,6 +56,7 @@ from ._batch import (
     Pending,
     Reply,
     Run,
+    StopAgent,
     Tell,
     UsageReport,
     WatchEvents,
@@ -70,6 +75,20 @@ NAMESPACE = "agentrio"  # the Ray namespace of the hosts' names
 START_TIMEOUT = 120.0  # seconds the placement group and the hosts may take to start
 POLL_WAIT = 0.5  # seconds a long-poll waits on a quiet host before it returns empty
 STOP_WAIT = 30.0  # seconds leaving the block waits for the hosts to stop
+# AgentRef.run's options that are plain data, and so can cross to a host.
+RUN_OPTIONS = frozenset(
+    {
+        "tool_names",
+        "max_iterations",
+        "continue_context",
+        "context_label",
+        "timeout",
+        "mode",
+        "model",
+        "lane",
+        "phase_id",
+    }
+)
 
 
 class _Link:
@@ -426,10 +445,18 @@ class Cluster(metaclass=NoPublicConstructor):
             except ray.exceptions.RayError as exc:
                 self._lost(link, exc)
                 return
-            for envelope in _batch.decode_batch(data):
+            try:
+                envelopes = _batch.decode_batch(data)
+            except InvalidArgument as exc:  # (no host of ours answers that)
+                self._lost(link, exc)
+                return
+            for envelope in envelopes:
                 if envelope.seq > cursor:
                     cursor = envelope.seq
-                    self._frame(link, envelope.frame)
+                    # (A frame that does not decode, an event of a newer agentrio on
+                    # that host, is left out.)
+                    with contextlib.suppress(msgspec.DecodeError, InvalidArgument):
+                        self._frame(link, envelope.frame)
 
     async def _send(self, link: _Link, task_status: trio.TaskStatus[None]) -> None:
         task_status.started()
@@ -518,20 +545,71 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         decoded: PhaseResult[OutputT] = _result_decoder(self.spec).decode(reply.body)
         return decoded
 
-    def stream(self, user_message: str, **options: Any) -> ClusterRunStream[OutputT]:
+    def stream(
+        self, user_message: str, *, max_buffer_size: int = 64, **options: Any
+    ) -> ClusterRunStream[OutputT]:
         """Run one phase as ``run()`` does, and stream its items, as ``AgentRef.stream``:
         ``async with agent.stream(...) as stream: async for item in stream``; the
         last item is a ``RunDone`` with the result. Leaving the block early cancels
-        the remote run, and waits for it to end."""
+        the remote run, and waits for it to end.
+
+        As in-process, the stream loses nothing and has backpressure: the host
+        sends at most *max_buffer_size* items ahead of the caller's reading (it
+        is told, in credits, what was read), and past them the run waits before
+        its next model call.
+
+        Raises:
+            InvalidArgument: as ``run()``; *max_buffer_size* is not an int >= 1.
+        """
         self._cluster._check_open()
-        return create(ClusterRunStream, self, self._frame(user_message, options, stream=True))
+        check_int("max_buffer_size", max_buffer_size, 1)
+        frame = self._frame(user_message, options, stream=True, window=max_buffer_size)
+        return create(ClusterRunStream, self, frame, max_buffer_size)
+
+    async def stop(self) -> None:
+        """Stop the agent gracefully, as ``AgentRef.stop``: its queued phases run,
+        then it stops; returns once it has exited on its host. Its name is free
+        again, and its host counts one agent less for placement.
+
+        Raises:
+            HostLost: its host is gone.
+        """
+        await self._stop(cancel=False)
+
+    async def cancel(self) -> None:
+        """Cancel the agent now, as ``AgentRef.cancel``: a running phase is
+        abandoned and its ``run()`` raises ``ActorStopped``; returns once it has
+        exited on its host.
+
+        Raises:
+            HostLost: its host is gone.
+        """
+        await self._stop(cancel=True)
+
+    async def _stop(self, *, cancel: bool) -> None:
+        cluster, link = self._cluster, self._link
+        if cluster._names.get(self.name) != link.index:
+            return  # (stopped already)
+
+        def frame(call: int) -> StopAgent:
+            return StopAgent(call, DRIVER, self.name, cancel)
+
+        with contextlib.suppress(ActorStopped, UnknownName):  # (it had stopped already)
+            await cluster._call(link, frame)
+        del cluster._names[self.name]
+        link.agents -= 1
 
     def _frame(
-        self, user_message: str, options: dict[str, Any], *, stream: bool
+        self, user_message: str, options: dict[str, Any], *, stream: bool, window: int = 64
     ) -> Callable[[int], Run]:
         if not isinstance(user_message, str):
             raise InvalidArgument(
                 f"user_message must be a str on a cluster, got {type(user_message).__name__}"
+            )
+        unknown = sorted(set(options) - RUN_OPTIONS)
+        if unknown:
+            raise InvalidArgument(
+                f"run options on a cluster are {sorted(RUN_OPTIONS)}, got {unknown}"
             )
         try:
             msgspec.msgpack.encode(options)
@@ -541,7 +619,7 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         carrier = _carrier()
 
         def frame(call: int) -> Run:
-            return Run(call, DRIVER, self.name, user_message, options, stream, carrier)
+            return Run(call, DRIVER, self.name, user_message, options, stream, carrier, window)
 
         return frame
 
@@ -553,9 +631,13 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
     ``ToolStarted``, ``ToolEnded``, ``TurnEnded``) and last a ``RunDone``.
     """
 
-    def __init__(self, agent: ClusterAgent[OutputT], frame: Callable[[int], Run]) -> None:
+    def __init__(
+        self, agent: ClusterAgent[OutputT], frame: Callable[[int], Run], window: int
+    ) -> None:
         self._agent = agent
         self._make = frame
+        self._window = window
+        self._read = 0  # items read and not yet credited back
         self._items: trio.MemoryReceiveChannel[bytes] | None = None
         self._result: PhaseResult[OutputT] | None = None
         self._call = 0
@@ -596,10 +678,16 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
         except trio.EndOfChannel:
             self._done = True
             return _RunDone(path=self._agent.path, result=await self.result())
+        self._read += 1
+        if self._read * 2 >= self._window:  # (credits back in halves of the window)
+            self._agent._link.outbox.put(Credit(self._call, DRIVER, self._read))
+            self._read = 0
         return _event_decoder().decode(body)
 
     async def result(self) -> PhaseResult[OutputT]:
-        """The run's result (reads the rest of the stream first)."""
+        """The run's result (reads the rest of the stream first, and drops it)."""
+        while not self._done and self._result is None:
+            await self.__anext__()
         if self._result is None:
             cluster = self._agent._cluster
             reply = await cluster._reply(self._agent._link, self._call)
@@ -647,7 +735,8 @@ async def open_cluster(
         specs: spec factories by name (the hosts call them to make the specs,
             as durable resume does).
         store: a folder for durable agents: host *i* owns ``<store>/host-<i>``.
-        budget: the cluster's budget (its ledger; see "One budget").
+        budget: the cluster's budget, kept by its ledger (see "One budget");
+            without the ledger, a budget is refused (never ignored).
         config: the hosts' configuration (a ``Config`` or an agentrio.toml path).
         address: the Ray cluster's address (default: Ray's own choice: the
             ``RAY_ADDRESS`` cluster, or a local one it starts). Ignored if Ray
@@ -671,6 +760,8 @@ async def open_cluster(
         HostLost: the hosts could not be started (the cluster lacks the CPUs,
             or a host failed to open its runtime).
     """
+    if budget is not None:  # (ray-ledger: the cluster's ledger takes it from here)
+        raise InvalidArgument("open_cluster(budget=...) needs the cluster's budget ledger")
     options = _options(hosts, specs, store, config, otel, shutdown_timeout, placement)
     options = HostOptions(
         specs=options.specs,
@@ -728,8 +819,10 @@ async def open_cluster(
     finally:
         clusters.pop(cluster_id, None)
         for handle in handles:
-            ray.kill(handle, no_restart=True)
-        remove_placement_group(group)
+            with contextlib.suppress(ray.exceptions.RayError, ValueError):
+                ray.kill(handle, no_restart=True)
+        with contextlib.suppress(ray.exceptions.RayError, ValueError):
+            remove_placement_group(group)
         if started_ray:
             ray.shutdown()
 

@@ -42,6 +42,7 @@ from ._adopt import Adoptions  # (ray-survival: a lost host's store, adopted)
 from ._batch import (
     Ask,
     Cancel,
+    Credit,
     Dedupe,
     Envelope,
     EventOut,
@@ -53,6 +54,7 @@ from ._batch import (
     Pending,
     Reply,
     Run,
+    StopAgent,
     Tell,
     UsageReport,
     WatchEvents,
@@ -68,6 +70,7 @@ DRIVER = "driver"  # the endpoint name of the cluster's caller
 START_TIMEOUT = 60.0  # seconds a host's runtime may take to open
 STOP_TIMEOUT = 30.0  # seconds `stop` waits for the Trio thread to end
 POLL_MOST = 4096  # frames one poll returns at most
+MAX_CREDIT = 4096  # items one Credit frame may grant
 DRIVER_EVENTS_MOST = 50_000  # frames queued for the driver past which events are dropped
 
 
@@ -203,6 +206,7 @@ class _Host:
             self._nursery = nursery
             self._agents: dict[str, AgentRef[Any]] = {}
             self._calls: dict[tuple[str, int], trio.CancelScope] = {}
+            self._credits: dict[tuple[str, int], trio.Semaphore] = {}
             self._outboxes: dict[str, Outbox] = {}
             self._pending = Pending()
             self._pending_to: dict[int, str] = {}  # call -> the endpoint it waits on
@@ -371,10 +375,16 @@ class _Host:
             self._start_call(frame.reply_to, frame.call, self._map, frame)
         elif isinstance(frame, Ask):
             self._start_call(frame.reply_to, frame.call, self._ask, frame)
+        elif isinstance(frame, StopAgent):
+            self._start_call(frame.reply_to, frame.call, self._stop_agent, frame)
         elif isinstance(frame, Cancel):
             scope = self._calls.get((frame.reply_to, frame.call))
             if scope is not None:
                 scope.cancel()
+        elif isinstance(frame, Credit):
+            credits = self._credits.get((frame.reply_to, frame.call))
+            for _ in range(min(frame.items, MAX_CREDIT) if credits is not None else 0):
+                credits.release()  # type: ignore[union-attr]
         elif isinstance(frame, Tell):
             self._tell(frame)
         elif isinstance(frame, Reply):
@@ -415,11 +425,19 @@ class _Host:
             if not frame.stream:
                 result = await agent.run(frame.message, **frame.options)
                 return Reply(call, "", _batch.encode_value(result))
-            async with agent.stream(frame.message, **frame.options) as stream:
-                async for item in stream:
-                    if isinstance(item, Event):
-                        self.send(frame.reply_to, Item(call, _batch.encode_value(item)))
-                result = await stream.result()
+            # The caller's credits bound what crosses ahead of its reading: past
+            # them this loop waits, the local stream fills, and the run waits.
+            credits = self._credits[(frame.reply_to, call)] = trio.Semaphore(frame.window)
+            try:
+                options = dict(frame.options, max_buffer_size=frame.window)
+                async with agent.stream(frame.message, **options) as stream:
+                    async for item in stream:
+                        if isinstance(item, Event):
+                            await credits.acquire()
+                            self.send(frame.reply_to, Item(call, _batch.encode_value(item)))
+                    result = await stream.result()
+            finally:
+                del self._credits[(frame.reply_to, call)]
             return Reply(call, "", _batch.encode_value(result))
 
     async def _map(self, call: int, frame: MapRun) -> Frame:
@@ -435,6 +453,14 @@ class _Host:
             for r in results
         ]
         return Reply(call, "", _batch.encode_value(out))
+
+    async def _stop_agent(self, call: int, frame: StopAgent) -> Frame:
+        agent = self._agent(frame.agent)
+        if frame.cancel:
+            agent.cancel()
+        await agent.stop()  # (after a cancel: waits until it has exited)
+        del self._agents[frame.agent]
+        return Reply(call, "", _batch.encode_value(None))
 
     async def _ask(self, call: int, frame: Ask) -> Frame:
         message = _batch.message_from_wire(frame.kind, frame.body)
