@@ -117,6 +117,18 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+async def _records_of_life(folder: Path, life: int) -> list[Any]:
+    """The records of one life of a host's store (its *life*-th segment)."""
+    store = DirectoryStore(folder)
+    try:
+        entries = (await store.load()).entries
+    finally:
+        await store.aclose()
+    sources = sorted({entry.source for entry in entries})
+    mine = [entry for entry in entries if entry.source == sources[life]]
+    return [r for r in decode_records(mine) if hasattr(r, "totals")]
+
+
 async def _records(folder: Path) -> list[Any]:
     """Every record of a host's store, in order (one segment per life)."""
     store = DirectoryStore(folder)
@@ -184,6 +196,7 @@ async def _swarm(
             survival = getattr(cluster, "_survival", None)  # (the driver's watcher)
             seen["lost_at"] = dict(survival.lost_at) if survival is not None else {}
             seen["lost_why"] = dict(survival.lost_why) if survival is not None else {}
+            seen["stored"] = dict(survival.stored) if survival is not None else {}
             seen["hosts_after"] = {a.name: a.host for a in agents}
     seen["outcomes"] = outcomes
     seen["effects"] = _lines(effects)
@@ -235,6 +248,13 @@ async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
     usage, served = seen["usage"], server.served
     last = [r.totals for r in host_0 if getattr(r, "totals", None) is not None][-1]
     lost = [r.totals for r in host_1 if getattr(r, "totals", None) is not None][-1]
+    # (What host 1's adopter read from its store as it opened: its last totals
+    # before the kill, the evidence the ledger takes back the rest of its lease on.)
+    before_kill = [r.totals for r in await _records_of_life(store / "host-1", 0) if r.totals]
+    stored = seen["stored"][1]
+    assert [stored.requests, stored.input_tokens] == (
+        [before_kill[-1].requests, before_kill[-1].input_tokens] if before_kill else [0, 0]
+    )
     assert usage.requests == last.requests + lost.requests
     assert usage.input_tokens == last.input_tokens + lost.input_tokens
     assert 0 <= served["requests"] - usage.requests <= len(on_host_1)

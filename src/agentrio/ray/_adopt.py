@@ -25,6 +25,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import msgspec
 import trio
 
 from ..agents.agent import AgentRef, AgentSpec
@@ -86,11 +87,14 @@ _POSTGRES = ("postgresql://", "postgres://")
 class Adopted:
     """A lost host's store, opened by a live host: its runtime and its phases."""
 
-    __slots__ = ("_closed", "_refs", "_specs", "host", "rt")
+    __slots__ = ("_closed", "_refs", "_specs", "host", "rt", "stored")
 
     def __init__(self, host: str, rt: Runtime, specs: SpecFactories) -> None:
         self.host = host  # the lost host's name
         self.rt = rt
+        # What the lost host's checkpoints say it spent (its last totals on disk,
+        # restored into this runtime's budget as it opened).
+        self.stored: UsageTotals = rt.usage()
         self._specs = specs
         self._refs: dict[str, AgentRef[Any]] = {}  # the agents spawned here again
         self._closed = trio.Event()
@@ -208,10 +212,10 @@ class Adoptions:
         lost: int,
         phases: Mapping[str, tuple[str, str]],
         agents: Mapping[str, str],
-    ) -> tuple[str, ...]:
+    ) -> Adopted:
         """Open the store of host *lost* in a runtime of this host, and answer for
         its *phases* (``{phase_id: (agent, spec)}``) and the later runs of its
-        *agents* (``{agent: spec}``); the ids of the phases it resumed.
+        *agents* (``{agent: spec}``).
 
         Raises:
             StoreLocked: the lost host's lock did not go within `ADOPT_LOCK_TIMEOUT`.
@@ -228,7 +232,7 @@ class Adoptions:
             self._rerouted[phase_id] = (adopted, agent, spec)
         for agent, spec in agents.items():
             self._moved[agent] = (adopted, spec)
-        return adopted.resumed
+        return adopted
 
     async def _adopt(
         self, store: CheckpointStore, name: str, task_status: trio.TaskStatus[Adopted]
@@ -324,6 +328,9 @@ class Survival:
         self._lost: set[int] = set()
         self.lost_at: dict[int, float] = {}  # host -> when it was found lost (trio time)
         self.lost_why: dict[int, str] = {}  # host -> why
+        # host -> what its checkpoints say it spent, read by its adopter (the
+        # ledger's evidence for the lost host's lease: see "One budget").
+        self.stored: dict[int, UsageTotals] = {}
 
     @property
     def durable(self) -> bool:
@@ -443,7 +450,8 @@ class Survival:
         self._where[call] = adopter.index
         try:
             await cluster._control(adopter, adopter.handle.adopt.remote(host, phases, agents, call))
-            await cluster._pending.wait(call)
+            reply = await cluster._pending.wait(call)
+            self.stored[host] = msgspec.msgpack.decode(reply.body, type=UsageTotals)
         finally:
             self.done(call)
             cluster._pending.close(call)

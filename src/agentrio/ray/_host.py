@@ -38,7 +38,7 @@ from ..errors import ActorError, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
-from ._adopt import Adoptions  # (ray-survival: a lost host's store, adopted)
+from ._adopt import Adopted, Adoptions  # (ray-survival: a lost host's store, adopted)
 from ._batch import (
     Ask,
     Cancel,
@@ -299,15 +299,15 @@ class _Host:
         call: int,
     ) -> None:
         try:
-            resumed = await self._adopt(lost, phases, agents)
+            adopted = await self._adopt(lost, phases, agents)
         except Exception as exc:
             self.send(DRIVER, _batch.failed(call, exc))
-        else:
-            self.send(DRIVER, Reply(call, "", _batch.encode_value(list(resumed))))
+        else:  # (what the lost host's checkpoints say it spent)
+            self.send(DRIVER, Reply(call, "", _batch.encode_value(adopted.stored)))
 
     async def _adopt(
         self, lost: int, phases: dict[str, tuple[str, str]], agents: dict[str, str]
-    ) -> tuple[str, ...]:
+    ) -> Adopted:
         if self._adoptions is None:
             options = self._options
             if options.store is None:
