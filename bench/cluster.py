@@ -37,6 +37,7 @@ sys.path.append(os.path.dirname(os.path.abspath(__file__)))
 # bench/ goes last on the path: its http.py must not hide the standard library's http.
 sys.path.sort(key=lambda p: os.path.abspath(p) == os.path.dirname(os.path.abspath(__file__)))
 
+import trio
 from _common import main, median_of
 
 PAYLOAD = "x" * 400  # (about an agent message's size: bench/BASELINE.md)
@@ -108,13 +109,132 @@ def _ray_asks(ray: Any, asks: int, window: int) -> dict[str, Any]:
     return {"round_trips_per_s": round(per_s, 1)}
 
 
+# -- agentrio on two hosts -----------------------------------------------------------------
+
+
+def _bench_path() -> None:
+    """The hosts import _cluster_work and agents by name: a folder of links to them
+    goes on their PYTHONPATH (not bench/ itself, whose http.py would hide the
+    standard library's from Ray's own processes)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    folder = tempfile.mkdtemp(prefix="agentrio-bench-path-")
+    for name in ("_cluster_work.py", "agents.py", "_common.py"):
+        os.symlink(os.path.join(here, name), os.path.join(folder, name))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (folder, os.environ.get("PYTHONPATH")) if p
+    )
+
+
+def cluster_asks(asks: int, window: int) -> dict[str, Any]:
+    _bench_path()
+    ray = _init_ray()
+    try:
+        return trio.run(_cluster_asks, asks, window)
+    finally:
+        ray.shutdown()
+
+
+async def _cluster_asks(asks: int, window: int) -> dict[str, Any]:
+    import _cluster_work as work
+
+    import agentrio.ray
+
+    async with agentrio.ray.open_cluster(hosts=2) as cluster:
+        echo = await cluster.spawn(work.Echo, name="echo", host=1)
+        asker = await cluster.spawn(work.Asker, echo, PAYLOAD, name="asker", host=0)
+        await asker.ask(work.Go(min(asks, 1000), window), timeout=600)  # warm-up
+        rate = await asker.ask(work.Go(asks, window), timeout=600)
+        sender = await cluster.ping(0)
+    return {
+        "round_trips_per_s": round(rate.round_trips_per_s, 1),
+        "messages_per_batch": round(sender.messages / max(1, sender.batches), 1),
+    }
+
+
+def one_process(n: int) -> dict[str, Any]:
+    return trio.run(_one_process, n)
+
+
+async def _one_process(n: int) -> dict[str, Any]:
+    import _cluster_work as work
+
+    import agentrio
+
+    spec = work.bench_spec()
+    inputs = [f"task {i}" for i in range(n)]
+    async with agentrio.open_runtime() as rt:
+        await rt.map(spec, inputs[:10], concurrency=10)  # warm-up
+        t0 = time.perf_counter()
+        results = await rt.map(spec, inputs, concurrency=n)
+        elapsed = time.perf_counter() - t0
+    _check(results, n)
+    return {"runs_per_s": round(n / elapsed, 1), "elapsed_s": round(elapsed, 3)}
+
+
+def two_hosts(n: int) -> dict[str, Any]:
+    _bench_path()
+    ray = _init_ray()
+    try:
+        return trio.run(_two_hosts, ray, n)
+    finally:
+        ray.shutdown()
+
+
+async def _two_hosts(ray: Any, n: int) -> dict[str, Any]:
+    import _cluster_work as work
+
+    import agentrio.ray
+    from agentrio.ray._host import await_ref
+
+    spec = work.bench_spec()
+    inputs = [f"task {i}" for i in range(n)]
+    async with agentrio.ray.open_cluster(hosts=2, specs={"bench": work.bench_spec}) as cluster:
+        await cluster.map(spec, inputs[:10], concurrency=10)  # warm-up
+        t0 = time.perf_counter()
+        results = await cluster.map(spec, inputs, concurrency=n)
+        elapsed = time.perf_counter() - t0
+        peaks = [
+            await await_ref(link.handle.__ray_call__.remote(work.peak_rss_mb))
+            for link in cluster._links
+        ]
+    _check(results, n)
+    return {
+        "runs_per_s": round(n / elapsed, 1),
+        "elapsed_s": round(elapsed, 3),
+        "host_peak_rss_mb": [round(p, 1) for p in peaks],
+    }
+
+
+def _check(results: list[Any], n: int) -> None:
+    bad = [r for r in results if getattr(r, "stop_reason", None) != "done"]
+    assert len(results) == n and not bad, bad[:3]
+
+
 def report(args: Any) -> dict[str, Any]:
     script = os.path.abspath(__file__)
     out: dict[str, Any] = {"bench": "cluster", "agents": args.agents, "repeats": args.repeats}
     asks = {"asks": args.asks, "window": args.window}
     ray_side = median_of(script, "ray_asks", asks, args.repeats, args.timeout)
     print(f"[cluster] ray: {ray_side}", file=sys.stderr, flush=True)
+    ours = median_of(script, "cluster_asks", asks, args.repeats, args.timeout)
+    print(f"[cluster] agentrio asks: {ours}", file=sys.stderr, flush=True)
     out["ray_round_trips_per_s"] = ray_side["round_trips_per_s"]
+    out["round_trips_per_s"] = ours["round_trips_per_s"]
+    out["messages_per_batch"] = ours["messages_per_batch"]
+    out["ask_ratio"] = round(ours["round_trips_per_s"] / ray_side["round_trips_per_s"], 3)
+    one = median_of(script, "one_process", {"n": args.agents}, args.repeats, args.timeout)
+    two = median_of(script, "two_hosts", {"n": args.agents}, args.repeats, args.timeout)
+    print(f"[cluster] one process: {one}\n[cluster] two hosts: {two}", file=sys.stderr)
+    out["one_process_runs_per_s"] = one["runs_per_s"]
+    out["two_hosts_runs_per_s"] = two["runs_per_s"]
+    out["scale_ratio"] = round(two["runs_per_s"] / one["runs_per_s"], 3)
+    out["one_process_peak_rss_mb"] = one["peak_rss_mb"]
+    out["peak_rss_mb_per_host"] = two["host_peak_rss_mb"]
+    out["driver_peak_rss_mb"] = two["peak_rss_mb"]
+    out["goals_met"] = {
+        "ask_ratio>=3": out["ask_ratio"] >= 3,
+        "scale_ratio>=1.4": out["scale_ratio"] >= 1.4,
+    }
     return out
 
 
@@ -126,4 +246,10 @@ def _args(ap: Any) -> None:
 
 if __name__ == "__main__":
     sys.argv += [] if "--repeats" in sys.argv else ["--repeats", "1"]
-    main(os.path.abspath(__file__), {"ray_asks": ray_asks}, report, _args)
+    scenarios = {
+        "ray_asks": ray_asks,
+        "cluster_asks": cluster_asks,
+        "one_process": one_process,
+        "two_hosts": two_hosts,
+    }
+    main(os.path.abspath(__file__), scenarios, report, _args)

@@ -326,6 +326,8 @@ class Survival:
         self._where: dict[int, int] = {}  # call -> the host it is on now
         self._specs: dict[str, str] = {}  # agent -> its spec's name
         self._lost: set[int] = set()
+        self._adopting: set[int] = set()  # lost hosts whose store is being adopted
+        self._last_error: dict[int, HostLost] = {}
         self.lost_at: dict[int, float] = {}  # host -> when it was found lost (trio time)
         self.lost_why: dict[int, str] = {}  # host -> why
         # host -> what its checkpoints say it spent, read by its adopter (the
@@ -358,10 +360,23 @@ class Survival:
         self._specs[agent] = spec
 
     def sent(self, call: int, host: int, frame: Any) -> None:
-        """The call *call* went to *host* (a ``Run`` frame is one that may move)."""
+        """The call *call* went to *host* (a ``Run`` frame is one that may move).
+        To a host lost already: it waits for the adoption of its store (and
+        moves with the others), or fails with ``HostLost`` at once."""
         self._where[call] = host
         if type(frame).__name__ == "Run":
             self._frames[call] = frame
+        error = self._last_error.get(host)
+        if error is None:
+            return
+        phase = call in self._frames
+        if phase and host in self._adopting:
+            return  # (it moves with the lost host's other phases)
+        self._cluster._pending.fail(call, _lost_error(error, frame.agent if phase else ""))
+
+    def live(self, links: list[Any]) -> list[Any]:
+        """The links of *links* whose host is not lost (where agents are placed)."""
+        return [link for link in links if link.index not in self._lost] or links
 
     def done(self, call: int) -> None:
         self._frames.pop(call, None)
@@ -409,31 +424,50 @@ class Survival:
         # waited for past KILL_WAIT: the adopter waits for the lock anyway.)
         with trio.move_on_after(KILL_WAIT):
             await trio.to_thread.run_sync(_kill, link.handle, abandon_on_cancel=True)
-        calls = set(link.calls) | {call for call, on in self._where.items() if on == host}
-        link.calls.clear()  # (each is failed or moved below: once)
-        phases = {call: self._frames[call] for call in calls if call in self._frames}
-        for call in calls:
-            if call not in phases:
-                cluster._pending.fail(call, _lost_error(error, ""))
         adopter = self._adopter()
         if self._store is None or adopter is None:
-            for call, frame in phases.items():
-                cluster._pending.fail(call, _lost_error(error, frame.agent))
+            self._fail(host, error)
             return
+        self._adopting.add(host)
+        self._last_error[host] = error
+        self._fail(host, error, phases=False)  # (a map, an ask: not durable)
         moved = {
             name: self._specs.get(name, "") for name, on in cluster._names.items() if on == host
         }
-        named = {
-            f.options["phase_id"]: (f.agent, self._specs.get(f.agent, "")) for f in phases.values()
-        }
         try:
-            await self._adopt(adopter, host, named, moved)
+            await self._adopt(adopter, host, self._phases_on(host), moved)
         except Exception as exc:  # (no live host could adopt its store: the phases fail)
-            why = HostLost(f"{error}; its store could not be adopted: {exc}", path="", host=host)
-            for call, frame in phases.items():
-                cluster._pending.fail(call, _lost_error(why, frame.agent))
+            error = HostLost(f"{error}; its store could not be adopted: {exc}", path="", host=host)
+            self._adopting.discard(host)
+            self._last_error[host] = error
+            self._fail(host, error)
             return
-        self._move(host, adopter, phases)
+        self._move(host, adopter)
+        self._adopting.discard(host)
+
+    def _calls_on(self, host: int) -> set[int]:
+        link = self._cluster._links[host]
+        calls = set(link.calls) | {call for call, on in self._where.items() if on == host}
+        link.calls.difference_update(calls)
+        return calls
+
+    def _phases_on(self, host: int) -> dict[str, tuple[str, str]]:
+        """The phases waiting on *host*: ``{phase_id: (agent, spec)}``."""
+        frames = [
+            self._frames[c] for c, on in self._where.items() if on == host and c in self._frames
+        ]
+        return {f.options["phase_id"]: (f.agent, self._specs.get(f.agent, "")) for f in frames}
+
+    def _fail(self, host: int, error: HostLost, *, phases: bool = True) -> None:
+        """Fail the calls waiting on *host* with *error*, once (but its phases,
+        unless *phases*)."""
+        self._last_error[host] = error
+        for call in self._calls_on(host):
+            frame = self._frames.get(call)
+            if frame is None:
+                self._cluster._pending.fail(call, _lost_error(error, ""))
+            elif phases:
+                self._cluster._pending.fail(call, _lost_error(error, frame.agent))
 
     async def _adopt(
         self,
@@ -460,15 +494,18 @@ class Survival:
         live = [link for link in self._cluster._links if link.index not in self._lost]
         return min(live, key=lambda link: (link.agents, link.index)) if live else None
 
-    def _move(self, host: int, adopter: Any, phases: dict[int, Any]) -> None:
-        """The lost host's agents and phases are the adopter's now."""
+    def _move(self, host: int, adopter: Any) -> None:
+        """The lost host's agents and phases (those sent to it while its store was
+        being adopted too) are the adopter's now."""
         cluster = self._cluster
         for name, index in list(cluster._names.items()):
             if index == host:
                 cluster._names[name] = adopter.index
                 adopter.agents += 1
         cluster._links[host].usage = UsageTotals()  # (the adopter reports it, from its store)
-        for call, frame in phases.items():
+        calls = {c for c, on in self._where.items() if on == host and c in self._frames}
+        for call in calls:
+            frame = self._frames[call]
             self._where[call] = adopter.index
             adopter.calls.add(call)
             adopter.outbox.put(frame)

@@ -198,8 +198,9 @@ class Cluster(metaclass=NoPublicConstructor):
         return create(ClusterAgent, self, link, spec, name, path)
 
     def _place(self, host: int | None) -> _Link:
-        if host is None:
-            return min(self._links, key=lambda link: (link.agents, link.index))
+        if host is None:  # (ray-survival: never on a lost host)
+            live: list[_Link] = self._survival.live(self._links)
+            return min(live, key=lambda link: (link.agents, link.index))
         if not isinstance(host, int) or isinstance(host, bool) or not 0 <= host < self.hosts:
             raise InvalidArgument(f"host must be an int from 0 to {self.hosts - 1}, got {host!r}")
         return self._links[host]
