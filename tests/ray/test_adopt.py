@@ -6,14 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import msgspec
 import pytest
 import trio
 
 import agentrio
+from agentrio.agents.budget import UsageTotals
 from agentrio.agents.checkpoint import INTERRUPTED
-from agentrio.errors import InvalidArgument, StoreLocked
-from agentrio.ray._adopt import Adopted, adopt, host_store
+from agentrio.errors import HostLost, InvalidArgument, StoreLocked
+from agentrio.ray import _batch
+from agentrio.ray._adopt import Adopted, Survival, adopt, host_store
 from agentrio.store import DirectoryStore
 from agentrio.testing import FunctionModel, Reply
 
@@ -124,3 +129,147 @@ async def test_an_adopter_waits_for_the_lost_host_s_lock(tmp_path: Path) -> None
                         store, host="host-1", specs=SPECS, task_status=task_status
                     )
                 )
+
+
+# -- the driver's part, on a cluster of stand-ins (no Ray) -----------------------------
+
+
+class Remote:
+    """A Ray method's stand-in: ``.remote(*args)`` records the call, returns a ref."""
+
+    def __init__(self, calls: list[tuple[Any, ...]], answer: Any = None) -> None:
+        self.calls = calls
+        self.answer = answer
+
+    def remote(self, *args: Any) -> Any:
+        self.calls.append(args)
+        return self.answer(*args) if callable(self.answer) else self.answer
+
+
+class Link:
+    def __init__(self, index: int, cluster: FakeCluster) -> None:
+        self.index = index
+        self.agents = 0
+        self.calls: set[int] = set()
+        self.usage = UsageTotals(requests=7)
+        self.sent: list[Any] = []
+        self.outbox = SimpleNamespace(put=self.sent.append)
+        self.adopts: list[tuple[Any, ...]] = []
+        self.pinged = Remote([], "pong")
+
+        def adopted(host: int, phases: Any, agents: Any, call: int) -> str:
+            if cluster.adoptable:
+                body = msgspec.msgpack.encode(UsageTotals(requests=3))
+                cluster._pending.resolve(call, _batch.Reply(call, "", body))
+            else:
+                cluster._pending.fail(call, StoreLocked("held", path="p", holder="h"))
+            return "adopting"
+
+        self.handle = SimpleNamespace(ping=self.pinged, adopt=Remote(self.adopts, adopted))
+
+
+class FakeCluster:
+    """What Survival reads of a Cluster: links, pending calls, names."""
+
+    def __init__(self, hosts: int) -> None:
+        self._links = [Link(i, self) for i in range(hosts)]
+        self._pending = _batch.Pending()
+        self._names: dict[str, int] = {}
+        self._closed = False
+        self.adoptable = True
+
+    async def _control(self, link: Link, ref: Any) -> Any:
+        await trio.lowlevel.checkpoint()
+        return ref
+
+
+async def _ref(ref: Any) -> Any:
+    await trio.lowlevel.checkpoint()
+    return ref
+
+
+def _survival(cluster: FakeCluster, store: str | None) -> Survival:
+    return Survival(cluster, store, max_restarts=3, period=5.0, await_ref=_ref)
+
+
+def _run(survival: Survival, cluster: FakeCluster, host: int, agent: str) -> int:
+    """A run of *agent* sent to *host*, as ClusterAgent.run sends one; its call."""
+    call = cluster._pending.open()
+    cluster._links[host].calls.add(call)
+    options = survival.options({})
+    survival.sent(call, host, _batch.Run(call, "driver", agent, "hi", options))
+    return call
+
+
+async def _outcome(cluster: FakeCluster, call: int) -> Any:
+    try:
+        return await cluster._pending.wait(call)
+    except HostLost as exc:
+        return exc
+
+
+async def test_without_a_store_each_phase_of_a_lost_host_fails_once() -> None:
+    cluster = FakeCluster(2)
+    survival = _survival(cluster, None)
+    cluster._names = {"a": 1, "b": 0}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(survival.run)
+        call = _run(survival, cluster, 1, "a")
+        other = _run(survival, cluster, 0, "b")
+        assert "phase_id" not in survival._frames[call].options  # (no store: no id made up)
+        survival.lost(1, "its poll failed: ActorDiedError")
+        survival.lost(1, "again")
+        lost = await _outcome(cluster, call)
+        assert isinstance(lost, HostLost) and (lost.path, lost.host) == ("a", 1)
+        # A run sent to it afterwards fails at once; agents go to live hosts only.
+        late = _run(survival, cluster, 1, "a")
+        assert isinstance(await _outcome(cluster, late), HostLost)
+        assert survival.live(cluster._links) == [cluster._links[0]]
+        assert not cluster._links[1].adopts and other not in survival.lost_at
+        nursery.cancel_scope.cancel()
+
+
+async def test_with_a_store_a_lost_host_s_phases_move_to_the_adopter_as_the_same_calls() -> None:
+    cluster = FakeCluster(3)
+    survival = _survival(cluster, "/shared/store")
+    cluster._names = {"a": 1, "b": 1, "c": 0}
+    cluster._links[0].agents, cluster._links[2].agents = 5, 1  # (host 2 holds fewest)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(survival.run)
+        first = _run(survival, cluster, 1, "a")
+        ask = cluster._pending.open()  # (an ask waiting on host 1: not a phase)
+        cluster._links[1].calls.add(ask)
+        survival.sent(ask, 1, _batch.Ask(ask, "driver", "x", "", b"", None))
+        survival.lost(1, "its poll failed: ActorDiedError")
+        assert isinstance(await _outcome(cluster, ask), HostLost)
+        while 1 not in survival.stored:
+            await trio.sleep(0.01)
+        adopter = cluster._links[2]
+        ((host, phases, agents, _),) = adopter.adopts
+        phase_id = survival._frames[first].options["phase_id"]
+        assert (host, phases, agents) == (1, {phase_id: ("a", "")}, {"a": "", "b": ""})
+        # The same call, the same frame, now the adopter's; the agents too.
+        assert [f.call for f in adopter.sent] == [first] and first in adopter.calls
+        assert survival.where(first, 1) == 2 and survival.host_of("b", 1) == 2
+        assert cluster._links[1].usage == UsageTotals()  # (the adopter reports it now)
+        assert survival.stored[1] == UsageTotals(requests=3)
+        # Its answer comes from the adopter, once.
+        cluster._pending.resolve(first, "result")
+        cluster._pending.resolve(first, "again")
+        assert await cluster._pending.wait(first) == "result"
+        nursery.cancel_scope.cancel()
+
+
+async def test_if_no_live_host_can_adopt_the_store_the_phases_fail_once() -> None:
+    cluster = FakeCluster(2)
+    cluster.adoptable = False
+    survival = _survival(cluster, "/shared/store")
+    cluster._names = {"a": 1}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(survival.run)
+        call = _run(survival, cluster, 1, "a")
+        survival.lost(1, "its poll failed: ActorDiedError")
+        lost = await _outcome(cluster, call)
+        assert isinstance(lost, HostLost) and "could not be adopted" in str(lost)
+        assert lost.path == "a"
+        nursery.cancel_scope.cancel()

@@ -518,6 +518,8 @@ def _lost_error(error: HostLost, agent: str) -> HostLost:
 def _kill(handle: Any) -> None:
     import ray
 
+    if not ray.is_initialized():  # (ray.kill would start a local Ray of its own)
+        return
     try:
         ray.kill(handle, no_restart=True)
     except Exception:  # (gone already)
