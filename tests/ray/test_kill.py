@@ -28,6 +28,7 @@ import functools
 import os
 import random
 import signal
+import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,11 +41,16 @@ from cluster import LocalCluster
 import agentrio
 from agentrio.agents.checkpoint import INTERRUPTED, PhaseDone, ToolBegun, decode_records
 from agentrio.errors import HostLost
-from agentrio.store import DirectoryStore
 from agentrio.testing import FakeRequest, open_fake_llm
 
 ray_module = pytest.importorskip("ray")
 import agentrio.ray  # noqa: E402  (after the skip: it imports Ray)
+from agentrio.ray._adopt import host_store  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # (tests/: its store.pg)
+from store.pg import postgres_dsn, require_psycopg  # noqa: E402
+
+__all__ = ["postgres_dsn"]  # (the session's PostgreSQL server, a fixture)
 
 AGENTS = 24
 TOML = """
@@ -117,32 +123,25 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-async def _records_of_life(folder: Path, life: int) -> list[Any]:
-    """The records of one life of a host's store (its *life*-th segment)."""
-    store = DirectoryStore(folder)
+async def _records(store: str, name: str, life: int | None = None) -> list[Any]:
+    """Every record of the host store *name* (``<cluster>/host-<i>``), in order, or
+    those of one *life* of a folder's (its *life*-th segment)."""
+    opened = host_store(store, name)
     try:
-        entries = (await store.load()).entries
+        entries = (await opened.load()).entries
     finally:
-        await store.aclose()
-    sources = sorted({entry.source for entry in entries})
-    mine = [entry for entry in entries if entry.source == sources[life]]
-    return [r for r in decode_records(mine) if hasattr(r, "totals")]
-
-
-async def _records(folder: Path) -> list[Any]:
-    """Every record of a host's store, in order (one segment per life)."""
-    store = DirectoryStore(folder)
-    try:
-        return list(decode_records((await store.load()).entries))
-    finally:
-        await store.aclose()
+        await opened.aclose()
+    if life is not None:
+        sources = sorted({entry.source for entry in entries})
+        entries = [entry for entry in entries if entry.source == sources[life]]
+    return list(decode_records(entries))
 
 
 async def _swarm(
     ray_cluster: LocalCluster,
     tmp_path: Path,
     server: Server,
-    store: Path | None,
+    store: str | None,
     sig: signal.Signals = signal.SIGKILL,
     agents_count: int = AGENTS,
 ) -> dict[str, Any]:
@@ -193,6 +192,7 @@ async def _swarm(
                 again = [a for a in agents if a.name in on_host_1]
                 seen["again"] = {a.name: await a.run(f"job for {a.name}") for a in again}
             seen["usage"] = cluster.usage()
+            seen["cluster"] = cluster.id
             survival = getattr(cluster, "_survival", None)  # (the driver's watcher)
             seen["lost_at"] = dict(survival.lost_at) if survival is not None else {}
             seen["lost_why"] = dict(survival.lost_why) if survival is not None else {}
@@ -203,12 +203,22 @@ async def _swarm(
     return seen
 
 
+@pytest.fixture(params=["folder", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The cluster's store: a folder (a DirectoryStore per host), or the session's
+    real PostgreSQL server (a PostgresStore per host)."""
+    if request.param == "postgres":
+        require_psycopg()
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        return dsn
+    (tmp_path / "store").mkdir()
+    return str(tmp_path / "store")
+
+
 async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
-    ray_cluster: LocalCluster, tmp_path: Path
+    ray_cluster: LocalCluster, tmp_path: Path, store: str
 ) -> None:
     server = Server()
-    store = tmp_path / "store"
-    store.mkdir()
     seen = await _swarm(ray_cluster, tmp_path, server, store)
     on_host_1, outcomes = seen["on_host_1"], seen["outcomes"]
     assert 0 < len(on_host_1) < AGENTS
@@ -221,7 +231,9 @@ async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
         assert (result.stop_reason, result.final_text) == ("done", f"done {name}")
     # Every phase ends exactly once, "done"...
     assert sorted(outcomes) == sorted(f"w{i}" for i in range(AGENTS))
-    host_0, host_1 = await _records(store / "host-0"), await _records(store / "host-1")
+    cluster = seen["cluster"]
+    host_0 = await _records(store, f"{cluster}/host-0")
+    host_1 = await _records(store, f"{cluster}/host-1")
     ends = [r.phase for r in host_0 + host_1 if type(r) is PhaseDone]
     assert len(ends) == len(set(ends)) == AGENTS + len(seen["again"])
     begun = {r.phase for r in host_1 if type(r) is ToolBegun}  # (pay's start, on disk)
@@ -250,11 +262,14 @@ async def test_a_host_killed_mid_swarm_is_survived_from_the_store(
     lost = [r.totals for r in host_1 if getattr(r, "totals", None) is not None][-1]
     # (What host 1's adopter read from its store as it opened: its last totals
     # before the kill, the evidence the ledger takes back the rest of its lease on.)
-    before_kill = [r.totals for r in await _records_of_life(store / "host-1", 0) if r.totals]
     stored = seen["stored"][1]
-    assert [stored.requests, stored.input_tokens] == (
-        [before_kill[-1].requests, before_kill[-1].input_tokens] if before_kill else [0, 0]
-    )
+    if not store.startswith("postgresql://"):  # (a folder: one segment per life)
+        life_1 = await _records(store, f"{cluster}/host-1", life=0)
+        before_kill = [r.totals for r in life_1 if getattr(r, "totals", None)]
+        assert [stored.requests, stored.input_tokens] == (
+            [before_kill[-1].requests, before_kill[-1].input_tokens] if before_kill else [0, 0]
+        )
+    assert stored.requests <= lost.requests
     assert usage.requests == last.requests + lost.requests
     assert usage.input_tokens == last.input_tokens + lost.input_tokens
     assert 0 <= served["requests"] - usage.requests <= len(on_host_1)
@@ -286,8 +301,8 @@ async def test_a_host_that_stops_answering_is_found_by_the_ping_and_survived(
     # the cluster's ping finds it lost within LOST_AFTER, kills it (the fence:
     # its lock goes with it) and host 0 goes on with its phases.
     server = Server()
-    store = tmp_path / "store"
-    store.mkdir()
+    (tmp_path / "store").mkdir()
+    store = str(tmp_path / "store")
     seen = await _swarm(ray_cluster, tmp_path, server, store, signal.SIGSTOP, agents_count=8)
     assert "no answer to a ping for 2 s" in seen["lost_why"][1]
     print(f"host 1 found lost {seen['lost_at'][1] - seen['killed_at']:.3f} s after its SIGSTOP")
@@ -300,7 +315,7 @@ async def test_a_host_that_stops_answering_is_found_by_the_ping_and_survived(
     ends = [
         r.phase
         for host in ("host-0", "host-1")
-        for r in await _records(store / host)
+        for r in await _records(store, f"{seen['cluster']}/{host}")
         if type(r) is PhaseDone
     ]
     assert len(ends) == len(set(ends)) == 8 + len(seen["again"])

@@ -735,7 +735,11 @@ async def open_cluster(
         hosts: how many node hosts, an int >= 1.
         specs: spec factories by name (the hosts call them to make the specs,
             as durable resume does).
-        store: a folder for durable agents: host *i* owns ``<store>/host-<i>``.
+        store: for durable agents: a folder (host *i* owns ``<store>/host-<i>``,
+            a ``DirectoryStore``: on several machines, a shared file system), or a
+            PostgreSQL connection string (``postgresql://...``: host *i* owns the
+            ``PostgresStore`` named ``<cluster id>/host-<i>``). A lost host's store
+            is adopted by a live host (see "A lost host").
         budget: the cluster's budget, kept by its ledger (see "One budget");
             without the ledger, a budget is refused (never ignored).
         config: the hosts' configuration (a ``Config`` or an agentrio.toml path).
@@ -846,7 +850,9 @@ def _options(
     ):
         raise InvalidArgument(f"specs must map names to functions that make specs, got {specs!r}")
     if store is not None and not isinstance(store, (str, os.PathLike)):
-        raise InvalidArgument(f"store must be a folder's path or None, got {store!r}")
+        raise InvalidArgument(
+            f"store must be a folder's path, a PostgreSQL connection string or None, got {store!r}"
+        )
     if otel is not None and not callable(otel):
         raise InvalidArgument(f"otel must be a function that makes an OpenTelemetry, got {otel!r}")
     if placement != "least-loaded":

@@ -38,7 +38,7 @@ from ..errors import ActorError, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
-from ._adopt import Adopted, Adoptions  # (ray-survival: a lost host's store, adopted)
+from ._adopt import Adopted, Adoptions, host_store  # (ray-survival: a lost host's store)
 from ._batch import (
     Ask,
     Cancel,
@@ -104,7 +104,9 @@ class HostOptions:
     """What every host of a cluster opens its runtime with (pickled to the host by Ray)."""
 
     specs: Mapping[str, Callable[[], AgentSpec[Any]]]
-    store: str | None = None  # a folder: host i owns <store>/host-<i>
+    # A folder (host i owns <store>/host-<i>) or a PostgreSQL DSN (its password: not
+    # in the repr).
+    store: str | None = attrs.field(default=None, repr=False)
     config: Any = None  # a Config, or the path of an agentrio.toml
     otel: Callable[[], OpenTelemetry] | None = None  # made on the host
     shutdown_timeout: float = 5.0
@@ -193,8 +195,8 @@ class _Host:
             "config": options.config,
             "shutdown_timeout": options.shutdown_timeout,
         }
-        if options.store is not None:
-            kwargs["store"] = os.path.join(options.store, self.name)
+        if options.store is not None:  # (ray-survival: a folder, or a PostgreSQL database)
+            kwargs["store"] = host_store(options.store, f"{self.cluster_id}/{self.name}")
             kwargs["specs"] = dict(options.specs)
         if options.otel is not None:
             kwargs["otel"] = options.otel()
