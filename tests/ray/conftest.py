@@ -9,6 +9,7 @@ A head node and a second node joined to it, one CPU each, on 127.0.0.1 (see
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -29,6 +30,7 @@ def ray_cluster() -> Iterator[LocalCluster]:
     import ray
 
     cluster = LocalCluster(num_cpus=1)
+    previous = signal.getsignal(signal.SIGTERM)
     auth_mode = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"  # (as the cluster: see cluster.py)
     try:
@@ -41,6 +43,10 @@ def ray_cluster() -> Iterator[LocalCluster]:
             logging_level="ERROR",
             log_to_driver=False,
         )
+        # A SIGTERM (a CI timeout) ends the session through this fixture's teardown,
+        # which stops the cluster: never left running. (After ray.init, which sets a
+        # SIGTERM handler of its own.)
+        signal.signal(signal.SIGTERM, _interrupt)
         wait_nodes(2)
         cluster.join_seconds = time.monotonic() - began
         yield cluster
@@ -51,3 +57,8 @@ def ray_cluster() -> Iterator[LocalCluster]:
             del os.environ["RAY_AUTH_MODE"]
         else:
             os.environ["RAY_AUTH_MODE"] = auth_mode
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -173,6 +173,27 @@ async def test_a_cancelled_agent_frees_its_name_and_its_place(
     assert answer.final_text == "echo: back"
 
 
+async def test_what_waits_on_a_host_that_is_gone_fails_with_host_lost(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    async with cluster_of(ray_cluster, fake_config) as cluster:
+        agent = await cluster.spawn_agent(make_echo(), host=1)
+        survivor = await cluster.spawn_agent(make_echo(), name="survivor", host=0)
+        async with trio.open_nursery() as nursery:
+
+            async def slow_run() -> None:
+                with pytest.raises(agentrio.errors.HostLost) as lost:
+                    await agent.run("slow answer")
+                assert lost.value.host == 1
+
+            nursery.start_soon(slow_run)
+            await trio.sleep(1)
+            ray_module.kill(cluster._links[1].handle, no_restart=True)
+        with pytest.raises(agentrio.errors.HostLost), trio.fail_after(30):
+            await agent.run("again")  # (at once: the host is known to be gone)
+        assert (await survivor.run("still here")).final_text == "echo: still here"
+
+
 async def test_a_stream_sends_no_more_than_its_buffer_ahead_of_its_reader(
     ray_cluster: LocalCluster, fake_config: agentrio.Config
 ) -> None:

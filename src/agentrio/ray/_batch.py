@@ -376,6 +376,11 @@ class Outbox:
         return self.put(frame)
 
     @property
+    def has_room(self) -> bool:
+        """Would `send` queue at once (fewer than its maximum wait)?"""
+        return len(self._pending) < self._max_pending
+
+    @property
     def pending(self) -> int:
         """Envelopes queued and not yet sent."""
         return len(self._pending)

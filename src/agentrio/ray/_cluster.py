@@ -61,7 +61,7 @@ from ._batch import (
     UsageReport,
     WatchEvents,
 )
-from ._host import DRIVER, HostOptions, HostStatus, NodeHost, await_ref
+from ._host import DRIVER, HostOptions, HostStatus, NodeHost, await_ref, caller_deadline
 from ._remote import RemoteRef, clusters
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class _Link:
         self.agents = 0  # agents spawned there by this driver (least-loaded placement)
         self.usage = UsageTotals()  # the host's root budget's, as last reported
         self.calls: set[int] = set()  # this driver's calls waiting on it
+        self.lost: str | None = None  # why the host is taken as gone (None: it is not)
 
         async def deliver(data: bytes) -> None:
             await await_ref(handle.deliver.remote(data))
@@ -307,7 +308,8 @@ class Cluster(metaclass=NoPublicConstructor):
         def frame(call: int) -> Ask:
             return Ask(call, DRIVER, path, kind, body, timeout)
 
-        reply = await self._call(link, frame)
+        with caller_deadline(timeout, path):
+            reply = await self._call(link, frame)
         return _batch.message_from_wire(reply.kind, reply.body)
 
     async def tell(self, host: int, path: str, message: object) -> None:
@@ -389,6 +391,8 @@ class Cluster(metaclass=NoPublicConstructor):
         """Send the frame *frame(call)* to *link*'s host; its reply. A cancelled
         caller sends a ``Cancel`` and waits (shielded, up to `STOP_WAIT`) for the
         host to say the call has ended, then is cancelled."""
+        if link.lost is not None:
+            raise HostLost(link.lost, path="", host=link.index)
         call = self._pending.open(stream=stream)
         link.calls.add(call)
         try:
@@ -467,11 +471,13 @@ class Cluster(metaclass=NoPublicConstructor):
             self._lost(link, exc)
 
     def _lost(self, link: _Link, exc: BaseException) -> None:
-        """*link*'s host is gone: every call waiting on it fails with ``HostLost``."""
+        """*link*'s host is gone: every call waiting on it fails with ``HostLost``,
+        and so does every later one, at once."""
         why = f"host {link.index} is gone: {type(exc).__name__}"
         if self._survival.lost(link.index, why):
             return  # (the watcher takes it: its phases move, or fail, once)
         self._pending.fail_all(lambda: HostLost(why, path="", host=link.index), set(link.calls))
+        link.lost = why
 
 
 class ClusterStatistics(msgspec.Struct, frozen=True):
@@ -646,6 +652,8 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
 
     async def __aenter__(self) -> ClusterRunStream[OutputT]:
         cluster, link = self._agent._cluster, self._agent._link
+        if link.lost is not None:
+            raise HostLost(link.lost, path=self._agent.path, host=link.index)
         self._call = cluster._pending.open(stream=True)
         link.calls.add(self._call)
         self._items = cluster._pending.items(self._call)

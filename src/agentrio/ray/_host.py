@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -34,7 +34,7 @@ import msgspec
 import ray
 import trio
 
-from ..errors import ActorError, HostLost, InvalidArgument, UnknownName
+from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownName
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
@@ -64,7 +64,14 @@ if TYPE_CHECKING:
     from ..agents.agent import AgentRef, AgentSpec
     from ..agents.otel import OpenTelemetry
 
-__all__ = ["HostOptions", "HostStatus", "NodeHost", "await_ref", "current_host"]
+__all__ = [
+    "HostOptions",
+    "HostStatus",
+    "NodeHost",
+    "await_ref",
+    "caller_deadline",
+    "current_host",
+]
 
 DRIVER = "driver"  # the endpoint name of the cluster's caller
 START_TIMEOUT = 60.0  # seconds a host's runtime may take to open
@@ -332,7 +339,9 @@ class _Host:
             while drop < len(frames) and frames[drop].seq <= cursor:
                 drop += 1
             del frames[:drop]
-            if not frames and self._thread.is_alive():
+            if not frames:
+                if not self._thread.is_alive():  # (its runtime has ended: nothing comes)
+                    raise HostLost(f"{self.name}: its runtime has ended", path="", host=self.index)
                 self._driver.wait(wait)
             return _batch.encode_batch(frames[:POLL_MOST])
 
@@ -376,7 +385,10 @@ class _Host:
         elif isinstance(frame, MapRun):
             self._start_call(frame.reply_to, frame.call, self._map, frame)
         elif isinstance(frame, Ask):
-            self._start_call(frame.reply_to, frame.call, self._ask, frame)
+            if frame.reply_to == DRIVER:  # (the driver may cancel it)
+                self._start_call(frame.reply_to, frame.call, self._ask, frame)
+            else:  # (a host's ask is never cancelled: no scope to keep, the hot path)
+                self._nursery.start_soon(self._serve_ask, frame)
         elif isinstance(frame, StopAgent):
             self._start_call(frame.reply_to, frame.call, self._stop_agent, frame)
         elif isinstance(frame, Cancel):
@@ -463,6 +475,13 @@ class _Host:
         await agent.stop()  # (after a cancel: waits until it has exited)
         del self._agents[frame.agent]
         return Reply(call, "", _batch.encode_value(None))
+
+    async def _serve_ask(self, frame: Ask) -> None:
+        try:
+            answer = await self._ask(frame.call, frame)
+        except Exception as exc:
+            answer = _batch.failed(frame.call, exc)
+        self.send(frame.reply_to, answer)
 
     async def _ask(self, call: int, frame: Ask) -> Frame:
         message = _batch.message_from_wire(frame.kind, frame.body)
@@ -551,8 +570,15 @@ class _Host:
         call = self._pending.open()
         self._pending_to[call] = to
         try:
-            await self._outbox(to).send(Ask(call, self.name, path, kind, body, timeout))
-            reply = await self._pending.wait(call)
+            ask = Ask(call, self.name, path, kind, body, timeout)
+            outbox = self._outbox(to)
+            if timeout is None and outbox.has_room:  # (the hot path: no extra checkpoint)
+                outbox.put(ask)
+                reply = await self._pending.wait(call)
+            else:
+                with caller_deadline(timeout, path):
+                    await outbox.send(ask)
+                    reply = await self._pending.wait(call)
         finally:
             self._pending.close(call)
             del self._pending_to[call]
@@ -569,6 +595,23 @@ class _Host:
     async def local_ask(self, path: str, message: Any, timeout: float | None) -> Any:
         """Ask the actor at *path* of this host (no batch: an in-process ask)."""
         return await self._rt.lookup(path).ask(message, timeout=timeout)
+
+
+ASK_GRACE = 5.0  # seconds a caller waits past an ask's timeout for the host's answer
+
+
+@contextlib.contextmanager
+def caller_deadline(timeout: float | None, path: str) -> Iterator[None]:
+    """The caller's own bound on a remote ask: its *timeout* (measured on the
+    target's host) and `ASK_GRACE` more for the answer to cross; past it,
+    ``AskTimeout`` (the host may be gone, or too slow to answer)."""
+    if timeout is None:
+        yield
+        return
+    with trio.move_on_after(timeout + ASK_GRACE) as scope:
+        yield
+    if scope.cancelled_caught:
+        raise AskTimeout(f"no reply from {path!r} within {timeout:g} s", path=path)
 
 
 class _otel_context:
