@@ -29,6 +29,7 @@ import os
 import random
 import signal
 import sys
+import time
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,9 +145,13 @@ async def _swarm(
     store: str | None,
     sig: signal.Signals = signal.SIGKILL,
     agents_count: int = AGENTS,
+    hosts: int = 2,
+    remove_node: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Run the swarm, send *sig* to host 1's process when some of its agents have
-    paid; what each caller got, and what the test saw."""
+    """Run the swarm on *hosts* hosts; when some of host 1's agents have paid,
+    send *sig* to its process (or, with *remove_node*, remove that node of the
+    Ray cluster, and the host on it is the one lost); what each caller got,
+    and what the test saw."""
     effects = tmp_path / "effects"
     async with open_fake_llm(server.reply, keep_requests=False) as fake:
         config = agentrio.parse_config(
@@ -154,16 +159,20 @@ async def _swarm(
         )
         specs = {"swarm": functools.partial(make_swarm, str(effects))}
         async with agentrio.ray.open_cluster(
-            hosts=2, specs=specs, config=config, store=store, address=ray_cluster.address
+            hosts=hosts, specs=specs, config=config, store=store, address=ray_cluster.address
         ) as cluster:
             agents = [
                 await cluster.spawn_agent(make_swarm(str(effects)), name=f"w{i}")
                 for i in range(agents_count)
             ]
-            on_host_1 = {a.name for a in agents if a.host == 1}
-            pid = (await cluster.ping(1)).pid
+            statuses = [await cluster.ping(i) for i in range(hosts)]
+            victim = 1
+            if remove_node is not None:
+                (victim,) = [s.index for s in statuses if s.node_id == remove_node[1]]
+            on_host_1 = {a.name for a in agents if a.host == victim}
+            pid = statuses[victim].pid
             outcomes: dict[str, Any] = {}
-            seen: dict[str, Any] = {"on_host_1": on_host_1}
+            seen: dict[str, Any] = {"on_host_1": on_host_1, "victim": victim}
 
             async def run(agent: Any) -> None:
                 try:
@@ -175,8 +184,11 @@ async def _swarm(
                 with trio.fail_after(60):
                     while sum(line.split()[-1] in on_host_1 for line in _lines(effects)) < 3:
                         await trio.sleep(0.01)
-                os.kill(pid, sig)
                 seen["killed_at"] = trio.current_time()
+                if remove_node is None:
+                    os.kill(pid, sig)
+                else:  # (its raylet and the processes of its group killed: a lost machine)
+                    await trio.to_thread.run_sync(ray_cluster.stop_node, remove_node[0])
                 seen["effects_at_kill"] = _lines(effects)
 
             try:
@@ -185,9 +197,10 @@ async def _swarm(
                     for agent in agents:
                         nursery.start_soon(run, agent)
             finally:
-                if sig != signal.SIGKILL:  # (a stopped host is killed by the cluster; and here)
+                if sig != signal.SIGKILL or remove_node is not None:  # (killed, and here)
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+            seen["effects"] = _lines(effects)  # (the swarm's; later runs are new phases)
             if store is not None:  # (the lost host's agents take runs on their new host)
                 again = [a for a in agents if a.name in on_host_1]
                 seen["again"] = {a.name: await a.run(f"job for {a.name}") for a in again}
@@ -199,7 +212,6 @@ async def _swarm(
             seen["stored"] = dict(survival.stored) if survival is not None else {}
             seen["hosts_after"] = {a.name: a.host for a in agents}
     seen["outcomes"] = outcomes
-    seen["effects"] = _lines(effects)
     return seen
 
 
@@ -319,3 +331,45 @@ async def test_a_host_that_stops_answering_is_found_by_the_ping_and_survived(
         if type(r) is PhaseDone
     ]
     assert len(ends) == len(set(ends)) == 8 + len(seen["again"])
+
+
+def _join_node(ray_cluster: LocalCluster) -> tuple[int, str]:
+    """Join one more node to the session's cluster: its index there, its Ray id."""
+    import ray
+
+    before = {node["NodeID"] for node in ray.nodes()}
+    index = ray_cluster.add_node(num_cpus=1)
+    deadline = time.monotonic() + 120
+    while True:
+        new = {node["NodeID"] for node in ray.nodes() if node["Alive"]} - before
+        if new:
+            return index, new.pop()
+        assert time.monotonic() < deadline, "the third node did not join"
+        time.sleep(0.2)
+
+
+async def test_a_host_whose_ray_node_is_removed_is_found_by_the_ping_and_survived(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # A third node joins the session's cluster; three hosts, one on each node.
+    # Removing the node (its raylet and workers killed, as a lost machine's)
+    # loses the host on it: Ray takes 15 s or more to say so; the ping, 2 s.
+    node = _join_node(ray_cluster)
+    server = Server()
+    (tmp_path / "store").mkdir()
+    store = str(tmp_path / "store")
+    seen = await _swarm(
+        ray_cluster, tmp_path, server, store, agents_count=9, hosts=3, remove_node=node
+    )
+    victim = seen["victim"]
+    print(
+        f"host {victim} found lost {seen['lost_at'][victim] - seen['killed_at']:.3f} s "
+        f"after its node was removed ({seen['lost_why'][victim]})"
+    )
+    outcomes = seen["outcomes"]
+    assert sorted(outcomes) == sorted(f"w{i}" for i in range(9))
+    for name, result in outcomes.items():
+        assert isinstance(result, agentrio.PhaseResult), (name, result)
+        assert (result.stop_reason, result.final_text) == ("done", f"done {name}")
+        assert seen["effects"].count(f"pay {name}") <= 1
+    assert victim not in set(seen["hosts_after"].values())
