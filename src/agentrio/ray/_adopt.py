@@ -15,8 +15,10 @@ never go on with the same phases.
 The caller of each phase that was under way on the lost host then gets its
 result from the adopter (`Adopted.result`): resumed, ended in the store
 before the loss, or, for a phase the store never saw begin (nothing of it
-ran, as a tool's start is on disk before it runs), run again there
-(`Adopted.run_again`).
+ran, as a tool's start is on disk before it runs), run there from its start
+(`Adopted.run`). The driver's part, `Survival`, decides all this: it watches
+the hosts, and moves a lost host's calls to the adopter as the same calls,
+so that each caller gets one answer.
 """
 
 from __future__ import annotations
@@ -333,11 +335,6 @@ class Survival:
         # host -> what its checkpoints say it spent, read by its adopter (the
         # ledger's evidence for the lost host's lease: see "One budget").
         self.stored: dict[int, UsageTotals] = {}
-
-    @property
-    def durable(self) -> bool:
-        """Does the cluster have a store (its phases survive a lost host)?"""
-        return self._store is not None
 
     async def run(self, *, task_status: trio.TaskStatus[None]) -> None:
         """Watch every host until `close` (in the cluster's nursery)."""
