@@ -101,6 +101,14 @@ def make_pid() -> agentrio.AgentSpec[str]:
 SPECS["pid"] = make_pid
 
 
+def make_broken() -> agentrio.AgentSpec[str]:
+    """The spec registered as "broken": its factory fails (on the host)."""
+    raise agentrio.InvalidArgument("no spec today")
+
+
+SPECS["broken"] = make_broken
+
+
 async def collect(stream: Any, into: list[Any]) -> None:
     async with stream:
         async for event in stream:
@@ -307,3 +315,32 @@ async def test_a_runs_spans_form_one_tree_across_hosts(
             span = by_id[span["parent"]]
         assert span is phase
     assert {"chat", "execute_tool"} <= {span["operation"] for span in spans}
+
+
+async def test_the_blocks_own_exception_comes_out_as_itself(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config
+) -> None:
+    with pytest.raises(KeyError, match="mine"):
+        async with cluster_of(ray_cluster, fake_config) as cluster:
+            await cluster.spawn_agent(make_echo())
+            raise KeyError("mine")
+    with pytest.raises(trio.TooSlowError):  # (the block's own, not "hosts did not start")
+        async with cluster_of(ray_cluster, fake_config):
+            with trio.fail_after(0.01):
+                await trio.sleep(1)
+    with pytest.raises(agentrio.InvalidArgument, match="no spec today"):  # (a map's too)
+        async with cluster_of(ray_cluster, fake_config) as cluster:
+            await cluster.map(agentrio.AgentSpec("broken", "fake:m"), ["x"])
+
+
+async def test_hosts_the_cluster_has_no_room_for_fail_with_host_lost(
+    ray_cluster: LocalCluster, fake_config: agentrio.Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentrio.ray import _cluster
+
+    monkeypatch.setattr(_cluster, "START_TIMEOUT", 3.0)
+    with pytest.raises(agentrio.errors.HostLost, match="CPU free"):
+        async with agentrio.ray.open_cluster(hosts=3, address=ray_cluster.address):
+            pass  # (two CPUs: never here)
+    async with cluster_of(ray_cluster, fake_config) as cluster:  # (all was given back)
+        assert (await (await cluster.spawn_agent(make_echo())).run("ok")).stop_reason == "done"

@@ -226,6 +226,7 @@ def decode_batch(data: bytes) -> list[Envelope]:
 # --- application messages -------------------------------------------------------
 
 _decoders: dict[str, msgspec.msgpack.Decoder[Any]] = {}
+_kinds: dict[type, str] = {}  # a message class's "module:qualname"
 _any_decoder: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder()
 
 
@@ -234,7 +235,7 @@ def message_to_wire(value: object) -> tuple[str, bytes]:
     kind = ""
     if isinstance(value, Message):
         cls = type(value)
-        kind = f"{cls.__module__}:{cls.__qualname__}"
+        kind = _kinds.get(cls) or _kinds.setdefault(cls, f"{cls.__module__}:{cls.__qualname__}")
     try:
         return kind, _encoder.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
@@ -294,7 +295,12 @@ class Dedupe:
     def fresh(self, sender: str, seq: int) -> bool:
         """True the first time *(sender, seq)* is seen, False afterwards."""
         floor = self._floor.get(sender, 0)
-        above = self._above.setdefault(sender, set())
+        above = self._above.get(sender)
+        if seq == floor + 1 and not above:  # (the common case: the next one, in order)
+            self._floor[sender] = seq
+            return True
+        if above is None:
+            above = self._above[sender] = set()
         if seq <= floor or seq in above:
             self.duplicates += 1
             return False

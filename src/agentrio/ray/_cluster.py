@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, Literal, Union
 
@@ -119,7 +119,12 @@ class Cluster(metaclass=NoPublicConstructor):
 
     It offers what a [`Runtime`][agentrio.Runtime] offers an application:
     `spawn_agent`, `map`, `events`, `usage`, `statistics`, with the agents
-    placed on hosts. No public constructor.
+    placed on hosts; and `spawn`, `ref` and `ping` for actors and hosts. No
+    public constructor.
+
+    Attributes:
+        id: the cluster's id (eight hex digits), in its hosts' Ray names
+            (``agentrio-<id>-host-<i>``) and in its `RemoteRef`s.
     """
 
     def __init__(
@@ -241,12 +246,13 @@ class Cluster(metaclass=NoPublicConstructor):
             frame_inputs = inputs[start : start + count]
             chunks[i] = await self._map_on(self._links[i], spec, frame_inputs, width[i])
 
-        async with trio.open_nursery() as nursery:
-            start = 0
-            for i, count in enumerate(shares):
-                if count:
-                    nursery.start_soon(one, i, start, count)
-                start += count
+        with _ungrouped():
+            async with trio.open_nursery() as nursery:
+                start = 0
+                for i, count in enumerate(shares):
+                    if count:
+                        nursery.start_soon(one, i, start, count)
+                    start += count
         for chunk in chunks:
             results.extend(chunk)
         return results
@@ -471,13 +477,12 @@ class Cluster(metaclass=NoPublicConstructor):
             self._lost(link, exc)
 
     def _lost(self, link: _Link, exc: BaseException) -> None:
-        """*link*'s host is gone: every call waiting on it fails with ``HostLost``,
-        and so does every later one, at once."""
+        """*link*'s host is gone: every call waiting on it fails with ``HostLost``."""
         why = f"host {link.index} is gone: {type(exc).__name__}"
         if self._survival.lost(link.index, why):
             return  # (the watcher takes it: its phases move, or fail, once)
         self._pending.fail_all(lambda: HostLost(why, path="", host=link.index), set(link.calls))
-        link.lost = why
+        link.lost = why  # (and every later call, at once)
 
 
 class ClusterStatistics(msgspec.Struct, frozen=True):
@@ -763,7 +768,7 @@ async def open_cluster(
         shutdown_timeout: each host runtime's (see ``open_runtime``).
         max_restarts: lost hosts allowed within *period* seconds (the cluster's
             restart intensity: one more raises ``RestartIntensityExceeded``
-            out of the block, in an exception group); see "A lost host".
+            out of the block); see "A lost host".
         period: the restart-intensity window, in seconds.
         flush_seconds: the longest a message waits for its batch.
         batch_messages: a batch this full is sent at once.
@@ -823,12 +828,16 @@ async def open_cluster(
         if writer is not None and writer.error is not None:
             raise writer.error
     except trio.TooSlowError:
+        if cluster_id in clusters:  # (the block's own: the hosts had started)
+            raise
         raise HostLost(
             f"the {hosts} hosts did not start within {START_TIMEOUT:g} s "
             "(does the Ray cluster have a CPU free for each?)",
             path="",
             host=-1,
         ) from None
+    except BaseExceptionGroup as raised:  # (the block's own exception: as itself)
+        raise _lone(raised) from None
     finally:
         clusters.pop(cluster_id, None)
         for handle in handles:
@@ -933,6 +942,30 @@ async def _trace(
     await nursery.start(writer.run, cluster._bus)
     cluster._watch()
     return writer
+
+
+@contextlib.contextmanager
+def _ungrouped() -> Iterator[None]:
+    """A nursery's exception group that holds one exception raised as that one,
+    as ``open_runtime``'s block and ``Runtime.map`` raise theirs (``except
+    HostLost`` catches it); a group of more stays a group."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        raise _lone(group) from None
+
+
+def _lone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception *group* holds (at any depth), or *group* if it holds more."""
+    leaves = _leaves(group)
+    return leaves[0] if len(leaves) == 1 else group
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return found
 
 
 def _carrier() -> dict[str, str]:

@@ -380,15 +380,18 @@ class _Host:
                 self._frame(envelope.frame)
 
     def _frame(self, frame: Frame) -> None:
-        if isinstance(frame, Run):
-            self._start_call(frame.reply_to, frame.call, self._run, frame)
-        elif isinstance(frame, MapRun):
-            self._start_call(frame.reply_to, frame.call, self._map, frame)
-        elif isinstance(frame, Ask):
+        # (The hot ones first: a host's asks and their replies.)
+        if isinstance(frame, Ask):
             if frame.reply_to == DRIVER:  # (the driver may cancel it)
                 self._start_call(frame.reply_to, frame.call, self._ask, frame)
             else:  # (a host's ask is never cancelled: no scope to keep, the hot path)
                 self._nursery.start_soon(self._serve_ask, frame)
+        elif isinstance(frame, Reply):
+            self._pending.resolve(frame.call, frame)
+        elif isinstance(frame, Run):
+            self._start_call(frame.reply_to, frame.call, self._run, frame)
+        elif isinstance(frame, MapRun):
+            self._start_call(frame.reply_to, frame.call, self._map, frame)
         elif isinstance(frame, StopAgent):
             self._start_call(frame.reply_to, frame.call, self._stop_agent, frame)
         elif isinstance(frame, Cancel):
@@ -396,18 +399,20 @@ class _Host:
             if scope is not None:
                 scope.cancel()
         elif isinstance(frame, Credit):
-            credits = self._credits.get((frame.reply_to, frame.call))
-            for _ in range(min(frame.items, MAX_CREDIT) if credits is not None else 0):
-                credits.release()  # type: ignore[union-attr]
+            self._credit(frame)
         elif isinstance(frame, Tell):
             self._tell(frame)
-        elif isinstance(frame, Reply):
-            self._pending.resolve(frame.call, frame)
         elif isinstance(frame, Failed):
             self._pending.fail(frame.call, _batch.rebuild(frame, self.index))
         elif isinstance(frame, WatchEvents) and frame.on and not self._watching:
             self._watching = True
             self._nursery.start_soon(self._forward_events)
+
+    def _credit(self, frame: Credit) -> None:
+        credits = self._credits.get((frame.reply_to, frame.call))
+        if credits is not None:
+            for _ in range(min(frame.items, MAX_CREDIT)):
+                credits.release()
 
     def _start_call(self, reply_to: str, call: int, serve: Any, frame: Frame) -> None:
         scope = trio.CancelScope()
