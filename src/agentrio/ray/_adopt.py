@@ -39,9 +39,18 @@ from ..messages import PhaseResult, RunPhase
 from ..runtime import Runtime, open_runtime
 from ..store.base import CheckpointStore
 from ..store.files import DirectoryStore
+from . import _batch
 from ._watch import LOST_AFTER, PING_INTERVAL, HostDied, Watcher
 
-__all__ = ["ADOPT_LOCK_TIMEOUT", "Adopted", "Adoptions", "Survival", "adopt", "host_store"]
+__all__ = [
+    "ADOPT_LOCK_TIMEOUT",
+    "Adopted",
+    "Adoptions",
+    "Survival",
+    "adopt",
+    "answer_adopt",
+    "host_store",
+]
 
 ADOPT_LOCK_TIMEOUT = 30.0
 """Seconds an adopter waits for a lost host's store lock to go."""
@@ -272,6 +281,32 @@ class Adoptions:
                 for field in UsageTotals.__struct_fields__
             }
         )
+
+
+async def answer_adopt(
+    host: Any,
+    reply_to: str,
+    lost: int,
+    phases: dict[str, tuple[str, str]],
+    agents: dict[str, str],
+    call: int,
+) -> None:
+    """On *host*'s Trio thread: adopt the store of the lost host *lost* (its
+    `Adoptions`, made on first use), and answer the driver's call *call* with
+    what the lost host's checkpoints say it spent, or with the error."""
+    try:
+        if host._adoptions is None:
+            options = host._options
+            if options.store is None:
+                raise InvalidArgument("this cluster has no store: a lost host cannot be adopted")
+            host._adoptions = Adoptions(
+                options.store, host.cluster_id, options.specs, options.config, host._nursery
+            )
+        adopted = await host._adoptions.adopt(lost, phases, agents)
+    except Exception as exc:
+        host.send(reply_to, _batch.failed(call, exc))
+    else:
+        host.send(reply_to, _batch.Reply(call, "", _batch.encode_value(adopted.stored)))
 
 
 def _command(message: str, options: Mapping[str, Any]) -> RunPhase:

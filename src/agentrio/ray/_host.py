@@ -38,7 +38,7 @@ from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownN
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
-from ._adopt import Adopted, Adoptions, host_store  # (ray-survival: a lost host's store)
+from ._adopt import Adoptions, answer_adopt, host_store  # (ray-survival: a lost host)
 from ._batch import (
     Ask,
     Cancel,
@@ -298,33 +298,9 @@ class _Host:
         (ray-survival: see ``_adopt.Adoptions``). Returns at once (the lock wait
         may be long: no Ray thread waits for it); the driver's call *call* gets
         the resumed phases' ids, or the error, by its poll."""
-        self._in_trio(self._nursery.start_soon, self._adopt_call, lost, phases, agents, call)
-
-    async def _adopt_call(
-        self,
-        lost: int,
-        phases: dict[str, tuple[str, str]],
-        agents: dict[str, str],
-        call: int,
-    ) -> None:
-        try:
-            adopted = await self._adopt(lost, phases, agents)
-        except Exception as exc:
-            self.send(DRIVER, _batch.failed(call, exc))
-        else:  # (what the lost host's checkpoints say it spent)
-            self.send(DRIVER, Reply(call, "", _batch.encode_value(adopted.stored)))
-
-    async def _adopt(
-        self, lost: int, phases: dict[str, tuple[str, str]], agents: dict[str, str]
-    ) -> Adopted:
-        if self._adoptions is None:
-            options = self._options
-            if options.store is None:
-                raise InvalidArgument("this cluster has no store: a lost host cannot be adopted")
-            self._adoptions = Adoptions(
-                options.store, self.cluster_id, options.specs, options.config, self._nursery
-            )  # fmt: skip
-        return await self._adoptions.adopt(lost, phases, agents)
+        self._in_trio(
+            self._nursery.start_soon, answer_adopt, self, DRIVER, lost, phases, agents, call
+        )
 
     def deliver(self, batch: bytes) -> None:
         """Take a batch of envelopes (handled on the Trio thread, soon)."""
