@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 import trio
+from _network import NetworkBlocked
 
 import agentrio
 
@@ -103,12 +104,7 @@ async def task_tracker() -> AsyncIterator[TaskTracker]:
 # -- no network but loopback ---------------------------------------------------------------
 
 
-class NetworkBlocked(RuntimeError):
-    """A test tried to reach the network beyond loopback (STYLE.md, rule 12).
-
-    Not an ``OSError``, so that no connection-failure handling (retries, "provider
-    unavailable") hides it: the test fails with this message.
-    """
+# (NetworkBlocked lives in tests/_network.py: a test imports it from there.)
 
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost"})

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 import trio.testing
-from conftest import NetworkBlocked
+from _network import NetworkBlocked
 
 # 10.255.255.1 is routed nowhere: unguarded, a connect there hangs or fails slowly.
 FAR = ("10.255.255.1", 9)
