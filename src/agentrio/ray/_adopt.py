@@ -303,6 +303,9 @@ async def answer_adopt(
                 options.store, host.cluster_id, options.specs, options.config, host._nursery
             )
         adopted = await host._adoptions.adopt(lost, phases, agents)
+        # (With the cluster's ledger: tell it what the lost host's checkpoints
+        # say it spent, `adopted.stored`, so that the rest of its lease goes
+        # back; and lease the adopted runtime's root budget as the host's is.)
     except Exception as exc:
         host.send(reply_to, _batch.failed(call, exc))
     else:
