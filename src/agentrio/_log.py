@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from contextvars import ContextVar
 
 __all__ = ["ACTOR_PATH", "log_extra"]
@@ -32,11 +33,28 @@ def log_extra(path: str | None = None) -> dict[str, str]:
     """The ``extra`` fields of a record about *path* (None: the running actor's)."""
     fields = {"agentrio_path": ACTOR_PATH.get() if path is None else path}
     trace = sys.modules.get("opentelemetry.trace")  # (not imported: OpenTelemetry is off)
-    # A record factory other than logging's own may be OpenTelemetry's logging
-    # instrumentation, which sets the two ids itself (extra may not set them again).
-    if trace is not None and logging.getLogRecordFactory() is logging.LogRecord:
+    # OpenTelemetry's logging instrumentation installs a record factory that sets
+    # the two ids itself (extra may not set them again); other factories (Ray's,
+    # once agentrio.ray imports it) do not.
+    if trace is not None and not _factory_sets_ids(logging.getLogRecordFactory()):
         context = trace.get_current_span().get_span_context()
         if context.is_valid:
             fields["otelTraceID"] = format(context.trace_id, "032x")
             fields["otelSpanID"] = format(context.span_id, "016x")
     return fields
+
+
+_probed: list[tuple[object, bool]] = []  # (the last record factory probed, its answer)
+
+
+def _factory_sets_ids(factory: Callable[..., logging.LogRecord]) -> bool:
+    """Does the record factory *factory* set ``otelSpanID`` itself? (Asked of one
+    record it makes, once per factory.)"""
+    if factory is logging.LogRecord:
+        return False
+    if _probed and _probed[0][0] is factory:
+        return _probed[0][1]
+    record = factory("agentrio", logging.DEBUG, "", 0, "", (), None)
+    answer = hasattr(record, "otelSpanID")
+    _probed[:] = [(factory, answer)]
+    return answer
