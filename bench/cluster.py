@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -47,19 +48,30 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+TEMP_DIRS: list[str] = []  # (removed by _shutdown)
+
+
 def _init_ray() -> Any:
     """A local Ray of 2 CPUs on 127.0.0.1, in a temp dir of its own (no usage stats)."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     import ray
 
+    TEMP_DIRS.append(tempfile.mkdtemp(prefix="agentrio-bench-ray-"))
     ray.init(
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
         _node_ip_address="127.0.0.1",
-        _temp_dir=tempfile.mkdtemp(prefix="agentrio-bench-ray-"),
+        _temp_dir=TEMP_DIRS[-1],
     )
     return ray
+
+
+def _shutdown(ray: Any) -> None:
+    """Stop this process's local Ray and remove its temp dirs."""
+    ray.shutdown()
+    for folder in TEMP_DIRS:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- Ray's own actor calls: the baseline ----------------------------------------------
@@ -70,7 +82,7 @@ def ray_asks(asks: int, window: int) -> dict[str, Any]:
     try:
         return _ray_asks(ray, asks, window)
     finally:
-        ray.shutdown()
+        _shutdown(ray)
 
 
 def _ray_asks(ray: Any, asks: int, window: int) -> dict[str, Any]:
@@ -118,6 +130,7 @@ def _bench_path() -> None:
     standard library's from Ray's own processes)."""
     here = os.path.dirname(os.path.abspath(__file__))
     folder = tempfile.mkdtemp(prefix="agentrio-bench-path-")
+    TEMP_DIRS.append(folder)
     for name in ("_cluster_work.py", "agents.py", "_common.py"):
         os.symlink(os.path.join(here, name), os.path.join(folder, name))
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -131,7 +144,7 @@ def cluster_asks(asks: int, window: int) -> dict[str, Any]:
     try:
         return trio.run(_cluster_asks, asks, window)
     finally:
-        ray.shutdown()
+        _shutdown(ray)
 
 
 async def _cluster_asks(asks: int, window: int) -> dict[str, Any]:
@@ -177,7 +190,7 @@ def two_hosts(n: int) -> dict[str, Any]:
     try:
         return trio.run(_two_hosts, ray, n)
     finally:
-        ray.shutdown()
+        _shutdown(ray)
 
 
 async def _two_hosts(ray: Any, n: int) -> dict[str, Any]:
