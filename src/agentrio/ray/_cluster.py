@@ -44,6 +44,7 @@ from ..errors import (
 from ..messages import OutputT, PhaseResult
 from ..tracing.reader import event_types
 from . import _batch
+from ._adopt import Survival  # (ray-survival: a lost host's phases move to a live host)
 from ._batch import (
     Ask,
     Cancel,
@@ -145,6 +146,7 @@ class Cluster(metaclass=NoPublicConstructor):
         self._bus = EventBus()
         self._watching = False
         self._closed = False
+        self._survival: Survival = None  # type: ignore[assignment]  # (set by open_cluster)
 
     def __repr__(self) -> str:
         return f"<Cluster {self.id} hosts={len(self._links)}>"
@@ -195,6 +197,7 @@ class Cluster(metaclass=NoPublicConstructor):
         link = self._place(host)
         self._names[name] = link.index
         link.agents += 1
+        self._survival.spawned(name, spec.name)
         try:
             path = await self._control(link, link.handle.spawn.remote(spec.name, name))
         except BaseException:
@@ -204,8 +207,9 @@ class Cluster(metaclass=NoPublicConstructor):
         return create(ClusterAgent, self, link, spec, name, path)
 
     def _place(self, host: int | None) -> _Link:
-        if host is None:
-            return min(self._links, key=lambda link: (link.agents, link.index))
+        if host is None:  # (ray-survival: never on a lost host)
+            live: list[_Link] = self._survival.live(self._links)
+            return min(live, key=lambda link: (link.agents, link.index))
         if not isinstance(host, int) or isinstance(host, bool) or not 0 <= host < self.hosts:
             raise InvalidArgument(f"host must be an int from 0 to {self.hosts - 1}, got {host!r}")
         return self._links[host]
@@ -401,16 +405,20 @@ class Cluster(metaclass=NoPublicConstructor):
         call = self._pending.open(stream=stream)
         link.calls.add(call)
         try:
-            await link.outbox.send(frame(call))
+            made = frame(call)
+            self._survival.sent(call, link.index, made)
+            await link.outbox.send(made)
             return await self._reply(link, call)
         finally:
             link.calls.discard(call)
+            self._survival.done(call)
             self._pending.close(call)
 
     async def _reply(self, link: _Link, call: int) -> Reply:
         try:
             reply = await self._pending.wait(call)
         except trio.Cancelled:
+            link = self._links[self._survival.where(call, link.index)]  # (moved: its new host)
             with trio.move_on_after(STOP_WAIT) as scope:
                 scope.shield = True
                 link.outbox.put(Cancel(call, DRIVER))
@@ -474,6 +482,8 @@ class Cluster(metaclass=NoPublicConstructor):
     def _lost(self, link: _Link, exc: BaseException) -> None:
         """*link*'s host is gone: every call waiting on it fails with ``HostLost``."""
         why = f"host {link.index} is gone: {type(exc).__name__}"
+        if self._survival.lost(link.index, why):
+            return  # (the watcher takes it: its phases move, or fail, once)
         self._pending.fail_all(lambda: HostLost(why, path="", host=link.index), set(link.calls))
         link.lost = why  # (and every later call, at once)
 
@@ -513,11 +523,19 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         self, cluster: Cluster, link: _Link, spec: AgentSpec[OutputT], name: str, path: str
     ) -> None:
         self._cluster = cluster
-        self._link = link
+        self._spawned_on = link.index
         self.spec = spec
         self.name = name
         self.path = path
-        self.host = link.index
+
+    @property
+    def host(self) -> int:
+        """The index of its host (another one's after its host was lost)."""
+        return self._cluster._survival.host_of(self.name, self._spawned_on)
+
+    @property
+    def _link(self) -> _Link:
+        return self._cluster._links[self.host]
 
     def __repr__(self) -> str:
         return f"<ClusterAgent {self.name!r} on host {self.host}>"
@@ -612,6 +630,7 @@ class ClusterAgent(Generic[OutputT], metaclass=NoPublicConstructor):
             msgspec.msgpack.encode(options)
         except (TypeError, msgspec.EncodeError) as exc:
             raise InvalidArgument(f"run options must be plain data: {exc}") from exc
+        options = self._cluster._survival.options(options)  # (a phase id, with a store)
         carrier = _carrier()
 
         def frame(call: int) -> Run:
@@ -646,7 +665,9 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
         self._call = cluster._pending.open(stream=True)
         link.calls.add(self._call)
         self._items = cluster._pending.items(self._call)
-        await link.outbox.send(self._make(self._call))
+        frame = self._make(self._call)
+        cluster._survival.sent(self._call, link.index, frame)
+        await link.outbox.send(frame)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -659,6 +680,7 @@ class ClusterRunStream(Generic[OutputT], metaclass=NoPublicConstructor):
                     await cluster._pending.wait_done(self._call)
         finally:
             link.calls.discard(self._call)
+            cluster._survival.done(self._call)
             cluster._pending.close(self._call)
 
     def __aiter__(self) -> ClusterRunStream[OutputT]:
@@ -709,6 +731,8 @@ async def open_cluster(
     shutdown_timeout: float = 5.0,
     flush_seconds: float = _batch.FLUSH_SECONDS,
     batch_messages: int = _batch.BATCH_MESSAGES,
+    max_restarts: int = 3,
+    period: float = 5.0,
 ) -> AsyncIterator[Cluster]:
     """Open a cluster: *hosts* node hosts on Ray, each running a full agentrio runtime.
 
@@ -728,7 +752,11 @@ async def open_cluster(
         hosts: how many node hosts, an int >= 1.
         specs: spec factories by name (the hosts call them to make the specs,
             as durable resume does).
-        store: a folder for durable agents: host *i* owns ``<store>/host-<i>``.
+        store: for durable agents: a folder (host *i* owns ``<store>/host-<i>``,
+            a ``DirectoryStore``: on several machines, a shared file system), or a
+            PostgreSQL connection string (``postgresql://...``: host *i* owns the
+            ``PostgresStore`` named ``<cluster id>/host-<i>``). A lost host's store
+            is adopted by a live host (see "A lost host").
         budget: the cluster's budget: one ledger leases its limits to the
             hosts (see "One budget" in the how-to); None: each host's runtime
             has a budget with no limits of its own.
@@ -744,6 +772,10 @@ async def open_cluster(
             [`OpenTelemetry`][agentrio.otel.OpenTelemetry]; a run's spans nest
             under its caller's span, across hosts.
         shutdown_timeout: each host runtime's (see ``open_runtime``).
+        max_restarts: lost hosts allowed within *period* seconds (the cluster's
+            restart intensity: one more raises ``RestartIntensityExceeded``
+            out of the block); see "A lost host".
+        period: the restart-intensity window, in seconds.
         flush_seconds: the longest a message waits for its batch.
         batch_messages: a batch this full is sent at once.
 
@@ -781,6 +813,9 @@ async def open_cluster(
         sender = f"{DRIVER}/{cluster_id}/{uuid.uuid4().hex[:8]}"
         links = [_Link(i, h, sender, options) for i, h in enumerate(handles)]
         cluster = create(Cluster, cluster_id, links, options.specs, placement)
+        cluster._survival = Survival(
+            cluster, options.store, max_restarts=max_restarts, period=period, await_ref=await_ref
+        )
         with trio.fail_after(START_TIMEOUT):
             for link in links:
                 await cluster._control(link, link.handle.connect.remote(handles))
@@ -790,10 +825,12 @@ async def open_cluster(
             for link in links:
                 await nursery.start(cluster._poll, link)
                 await nursery.start(cluster._send, link)
+            await nursery.start(cluster._survival.run)  # (ray-survival: the ping watcher)
             try:
                 yield cluster
             finally:
                 cluster._closed = True
+                cluster._survival.close()
                 with trio.CancelScope(shield=True):
                     await _stop_hosts(links)
                 nursery.cancel_scope.cancel()
@@ -843,7 +880,9 @@ def _options(
     ):
         raise InvalidArgument(f"specs must map names to functions that make specs, got {specs!r}")
     if store is not None and not isinstance(store, (str, os.PathLike)):
-        raise InvalidArgument(f"store must be a folder's path or None, got {store!r}")
+        raise InvalidArgument(
+            f"store must be a folder's path, a PostgreSQL connection string or None, got {store!r}"
+        )
     if otel is not None and not callable(otel):
         raise InvalidArgument(f"otel must be a function that makes an OpenTelemetry, got {otel!r}")
     if placement != "least-loaded":

@@ -39,6 +39,7 @@ from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownN
 from ..messages import Event
 from ..runtime import Runtime, open_runtime
 from . import _batch
+from ._adopt import Adoptions, answer_adopt, host_store  # (ray-survival: a lost host)
 from ._batch import (
     Ask,
     Cancel,
@@ -113,7 +114,9 @@ class HostOptions:
     """What every host of a cluster opens its runtime with (pickled to the host by Ray)."""
 
     specs: Mapping[str, Callable[[], AgentSpec[Any]]]
-    store: str | None = None  # a folder: host i owns <store>/host-<i>
+    # A folder (host i owns <store>/host-<i>) or a PostgreSQL DSN (its password: not
+    # in the repr).
+    store: str | None = attrs.field(default=None, repr=False)
     config: Any = None  # a Config, or the path of an agentrio.toml
     otel: Callable[[], OpenTelemetry] | None = None  # made on the host
     shutdown_timeout: float = 5.0
@@ -204,8 +207,8 @@ class _Host:
             "config": options.config,
             "shutdown_timeout": options.shutdown_timeout,
         }
-        if options.store is not None:
-            kwargs["store"] = os.path.join(options.store, self.name)
+        if options.store is not None:  # (ray-survival: a folder, or a PostgreSQL database)
+            kwargs["store"] = host_store(options.store, f"{self.cluster_id}/{self.name}")
             kwargs["specs"] = dict(options.specs)
         if options.otel is not None:
             kwargs["otel"] = options.otel()
@@ -224,6 +227,7 @@ class _Host:
             self._pending_to: dict[int, str] = {}  # call -> the endpoint it waits on
             self._dedupe = Dedupe()
             self._watching = False
+            self._adoptions: Adoptions | None = None  # (made by the first `adopt`)
             self._stop = trio.Event()
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
@@ -286,6 +290,31 @@ class _Host:
         """Spawn an actor ``actor_class(*args)`` under the root, named *name*; its path."""
         path: str = self._on_trio(self._spawn_actor, actor_class, args, name)
         return path
+
+    @ray.method(concurrency_group="control")
+    def adopt(
+        self,
+        lost: int,
+        phases: dict[str, tuple[str, str]],
+        agents: dict[str, str],
+        call: int,
+    ) -> None:
+        """Open the store of the lost host *lost* and go on with its phases; the
+        callers of *phases* (``{phase_id: (agent, spec)}``) are answered from it
+        (ray-survival: see ``_adopt.Adoptions``). Returns at once (the lock wait
+        may be long: no Ray thread waits for it); the driver's call *call* gets
+        the resumed phases' ids, or the error, by its poll."""
+        self._in_trio(
+            self._nursery.start_soon,
+            answer_adopt,
+            self,
+            DRIVER,
+            lost,
+            phases,
+            agents,
+            call,
+            await_ref,
+        )
 
     def deliver(self, batch: bytes) -> None:
         """Take a batch of envelopes (handled on the Trio thread, soon)."""
@@ -396,6 +425,10 @@ class _Host:
         self.send(reply_to, answer)
 
     async def _run(self, call: int, frame: Run) -> Frame | None:
+        if self._adoptions is not None:  # (a phase of a lost host, moved here)
+            moved = await self._adoptions.serve(frame.agent, frame.message, frame.options)
+            if moved is not None:
+                return Reply(call, "", _batch.encode_value(moved))
         agent = self._agent(frame.agent)
         with _otel_context(frame.carrier):
             if not frame.stream:
@@ -481,7 +514,10 @@ class _Host:
 
     def _to_driver(self, frame: Frame) -> None:
         if isinstance(frame, (Reply, Failed)):  # (the usage the answer's caller sees)
-            self._queue_for_driver(UsageReport(_batch.encode_value(self._rt.usage())))
+            usage = self._rt.usage()
+            if self._adoptions is not None:  # (and the adopted stores' runtimes')
+                usage = self._adoptions.usage(usage)
+            self._queue_for_driver(UsageReport(_batch.encode_value(usage)))
         self._queue_for_driver(frame)
 
     def _queue_for_driver(self, frame: Frame) -> None:

@@ -400,7 +400,10 @@ def check_budget(budget: object, lease: object) -> None:
 def start_ledger(
     name: str, budget: Budget, terms: LeaseTerms | None = None, *, namespace: str | None = None
 ) -> object:
-    """Start the cluster's ledger: a named, detached Ray actor (no CPU of its own).
+    """Start the cluster's ledger: a named, detached Ray actor (no CPU of its own),
+    on the driver's node, alive while the driver is (not a node that may be gone
+    and not yet found dead by Ray, which takes 15 s or more); on another only if
+    that one cannot take it.
 
     Ray does not restart it (``max_restarts=0``): a ledger that came back
     empty would grant the budget twice. Without it, hosts spend what their
@@ -410,11 +413,19 @@ def start_ledger(
         The actor's handle.
     """
     import ray  # (only on a cluster)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     Ledger(budget, terms)  # (a bad budget or terms: InvalidArgument here, not in Ray)
 
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     actor = ray.remote(num_cpus=0, max_restarts=0)(_LedgerActor)
-    options = actor.options(name=name, namespace=namespace, lifetime="detached", max_concurrency=1)
+    options = actor.options(
+        name=name,
+        namespace=namespace,
+        lifetime="detached",
+        max_concurrency=1,
+        scheduling_strategy=here,
+    )
     return options.remote(budget, terms if terms is not None else LeaseTerms())
 
 
