@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import trio
 
@@ -25,6 +25,7 @@ from ...messages import (
     ModelSettings,
     OutputT,
     PhaseResult,
+    RunPhase,
     ToolCallRequest,
     Turn,
 )
@@ -157,7 +158,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         ref = self.ref
         return f"<AgentRef {ref.path!r} {ref.statistics().state}>"
 
-    async def run(
+    def run(
         self,
         user_message: str | Sequence[ContentPart | str],
         *,
@@ -172,7 +173,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
         phase_id: str | None = None,
-    ) -> PhaseResult[OutputT]:
+    ) -> Coroutine[Any, Any, PhaseResult[OutputT]]:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
         Phases of one agent run one at a time, in the order they were asked for.
@@ -295,33 +296,10 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             settings,
             phase_id,
         )
-        ref = state.ref
-        assert ref is not None
-        try:
-            # Linked: the phase is this caller's work, and ends with it (see
-            # ActorRef.ask, and AgentActor._again for how the phase ends).
-            asked = ref.ask(cmd, linked=True)
-        except SelfAsk:
-            raise SelfAsk(
-                f"agent {ref.path!r} was asked to run a phase from inside its own "
-                "phase (a tool running its own agent): it would deadlock"
-            ) from None
-        # (With OpenTelemetry, the phase's span nests under the caller's. No local
-        # for it: this frame waits on each of 10k agents' callers.)
-        try:
-            if state.services.otel is None:
-                result = await asked
-            else:
-                result = await state.services.otel.asked(cmd, asked)
-        except ActorCrashed:
-            checkpoints = state.services.checkpoints
-            if checkpoints is None or not checkpoints.restarted(cmd):
-                raise
-            # A durable agent crashed, and was restarted: its phase goes on
-            # from its last completed turn (agents/durability/checkpoint.py).
-            result = await checkpoints.rerun(self, cmd, linked=True)
-        assert isinstance(result, PhaseResult)
-        return result
+        # The checks are made when this is called; the phase is the coroutine it
+        # returns, with two locals, not this method's sixteen: its frame waits on
+        # each of 10k agents' callers.
+        return _phase(self, cmd)
 
     def stream(
         self,
@@ -712,3 +690,33 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             budget=budget,
             parent=self._state,
         )
+
+
+async def _phase(agent: AgentRef[OutputT], cmd: RunPhase) -> PhaseResult[OutputT]:
+    """Ask *agent*'s actor to run *cmd*, from the task that awaits this (the asker)."""
+    ref = agent._state.ref
+    assert ref is not None
+    try:
+        # Linked: the phase is this caller's work, and ends with it (see
+        # ActorRef.ask, and AgentActor._again for how the phase ends).
+        asked = ref.ask(cmd, linked=True)
+    except SelfAsk:
+        raise SelfAsk(
+            f"agent {ref.path!r} was asked to run a phase from inside its own "
+            "phase (a tool running its own agent): it would deadlock"
+        ) from None
+    # (With OpenTelemetry, the phase's span nests under the caller's.)
+    try:
+        if agent._state.services.otel is None:
+            result = await asked
+        else:
+            result = await agent._state.services.otel.asked(cmd, asked)
+    except ActorCrashed:
+        checkpoints = agent._state.services.checkpoints
+        if checkpoints is None or not checkpoints.restarted(cmd):
+            raise
+        # A durable agent crashed, and was restarted: its phase goes on
+        # from its last completed turn (agents/durability/checkpoint.py).
+        result = await checkpoints.rerun(agent, cmd, linked=True)
+    assert isinstance(result, PhaseResult)
+    return result
