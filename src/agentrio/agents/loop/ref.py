@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import trio
 
@@ -297,8 +297,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             phase_id,
         )
         # The checks are made when this is called; the phase is the coroutine it
-        # returns, with two locals, not this method's sixteen: its frame waits on
-        # each of 10k agents' callers.
+        # returns: without OpenTelemetry or checkpoints, the ask itself (no frame
+        # of this method's, nor of another, waits on each of 10k agents' callers).
+        services = state.services
+        if services.otel is None and services.checkpoints is None:
+            return cast("Coroutine[Any, Any, PhaseResult[OutputT]]", _asked(state, cmd))
         return _phase(self, cmd)
 
     def stream(
@@ -692,27 +695,32 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         )
 
 
-async def _phase(agent: AgentRef[OutputT], cmd: RunPhase) -> PhaseResult[OutputT]:
-    """Ask *agent*'s actor to run *cmd*, from the task that awaits this (the asker)."""
-    ref = agent._state.ref
+def _asked(state: _AgentState, cmd: RunPhase) -> Coroutine[Any, Any, object]:
+    """The linked ask of *cmd* of *state*'s agent: the phase is this caller's work,
+    and ends with it (see ActorRef.ask, and AgentActor._again for how it ends)."""
+    ref = state.ref
     assert ref is not None
     try:
-        # Linked: the phase is this caller's work, and ends with it (see
-        # ActorRef.ask, and AgentActor._again for how the phase ends).
-        asked = ref.ask(cmd, linked=True)
+        return ref.ask(cmd, linked=True)
     except SelfAsk:
         raise SelfAsk(
             f"agent {ref.path!r} was asked to run a phase from inside its own "
             "phase (a tool running its own agent): it would deadlock"
         ) from None
-    # (With OpenTelemetry, the phase's span nests under the caller's.)
+
+
+async def _phase(agent: AgentRef[OutputT], cmd: RunPhase) -> PhaseResult[OutputT]:
+    """Run *cmd* on *agent*, with OpenTelemetry (the phase's span nests under the
+    caller's) or a checkpoint store (a crashed durable agent's phase goes on)."""
+    state = agent._state
+    asked = _asked(state, cmd)
     try:
-        if agent._state.services.otel is None:
+        if state.services.otel is None:
             result = await asked
         else:
-            result = await agent._state.services.otel.asked(cmd, asked)
+            result = await state.services.otel.asked(cmd, asked)
     except ActorCrashed:
-        checkpoints = agent._state.services.checkpoints
+        checkpoints = state.services.checkpoints
         if checkpoints is None or not checkpoints.restarted(cmd):
             raise
         # A durable agent crashed, and was restarted: its phase goes on
