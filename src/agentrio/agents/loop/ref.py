@@ -253,6 +253,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 unused without a store. It names one phase at a time: the id
                 of a phase under way, or resumed and not ended, is refused.
 
+        The argument checks are made when this is called (``InvalidArgument``,
+        ``ConfigError`` and ``SelfAsk`` are raised then); the phase is the
+        coroutine it returns, asked for by the task that awaits it (so
+        ``nursery.start_soon(agent.run, ...)`` works as ``await agent.run(...)``).
+
         Returns:
             The [`PhaseResult`][agentrio.PhaseResult]. Tool and model failures are in
             it, not raised. For a durable agent whose actor crashed during the
@@ -274,6 +279,8 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ConfigError: *model* is neither a tier nor a model of the
                 runtime's configuration (or there is none); the runtime's
                 agentrio.toml, read for a mode's name, is wrong.
+            SelfAsk: called from inside the agent's own phase (a tool running
+                its own agent: it would deadlock).
             ActorStopped: the agent has stopped (or was cancelled mid-phase).
             ActorCrashed: the agent crashed (a bug; tool and model failures
                 are results, not crashes).
@@ -299,10 +306,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         # The checks are made when this is called; the phase is the coroutine it
         # returns: without OpenTelemetry or checkpoints, the ask itself (no frame
         # of this method's, nor of another, waits on each of 10k agents' callers).
+        asked = _asked(state, cmd)
         services = state.services
         if services.otel is None and services.checkpoints is None:
-            return cast("Coroutine[Any, Any, PhaseResult[OutputT]]", _asked(state, cmd))
-        return _phase(self, cmd)
+            return cast("Coroutine[Any, Any, PhaseResult[OutputT]]", asked)
+        return _phase(self, cmd, asked)
 
     def stream(
         self,
@@ -709,11 +717,13 @@ def _asked(state: _AgentState, cmd: RunPhase) -> Coroutine[Any, Any, object]:
         ) from None
 
 
-async def _phase(agent: AgentRef[OutputT], cmd: RunPhase) -> PhaseResult[OutputT]:
-    """Run *cmd* on *agent*, with OpenTelemetry (the phase's span nests under the
-    caller's) or a checkpoint store (a crashed durable agent's phase goes on)."""
+async def _phase(
+    agent: AgentRef[OutputT], cmd: RunPhase, asked: Coroutine[Any, Any, object]
+) -> PhaseResult[OutputT]:
+    """Run *cmd* on *agent* (*asked*: its ask), with OpenTelemetry (the phase's span
+    nests under the caller's) or a checkpoint store (a crashed durable agent's phase
+    goes on)."""
     state = agent._state
-    asked = _asked(state, cmd)
     try:
         if state.services.otel is None:
             result = await asked
