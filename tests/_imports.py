@@ -628,3 +628,14 @@ def room_graph(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> dict[str, set[st
 def room_cycles(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[list[str]]:
     """The import cycles between rooms (see :func:`strongly_connected`)."""
     return strongly_connected(room_graph(tree, rooms))
+
+
+def cycles_inside_rooms(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[list[str]]:
+    """The import cycles among one room's modules larger than a pair (a single small
+    pair is allowed): each sorted, largest first (see :func:`strongly_connected`)."""
+    graph = import_graph(tree)
+    found: list[list[str]] = []
+    for room in rooms:
+        inside = {m for m in graph if layer_of(m, rooms) is room}
+        found += strongly_connected({m: graph[m] & inside for m in inside})
+    return sorted((c for c in found if len(c) > 2), key=lambda c: (-len(c), c))

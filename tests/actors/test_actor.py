@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -110,6 +111,25 @@ async def test_ask_returns_what_handle_returns_and_send_is_handled() -> None:
         ref.send_nowait(Put(n=2))
         assert await ref.ask(Put(n=3)) == 30
         assert await ref.ask(Get()) == [1, 2, 3]
+
+
+async def test_an_ask_started_as_a_task_is_that_tasks(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # nursery.start_soon makes the coroutine in the parent's task: the asker is
+    # the task that awaits it, whose reply wakes it (not the parent).
+    class Slow(agentrio.Actor[Put]):
+        async def handle(self, msg: Put) -> int:
+            await trio.sleep(1)
+            return msg.n * 10
+
+    with trio.fail_after(DEADLINE):
+        async with agentrio.open_runtime() as rt:
+            ref = await rt.spawn(Slow, name="slow")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ref.ask, Put(n=1))
+                nursery.start_soon(functools.partial(ref.ask, Put(n=2), timeout=5))
+            assert await ref.ask(Put(n=3)) == 30
 
 
 async def test_constructor_args_and_lifecycle_hooks() -> None:

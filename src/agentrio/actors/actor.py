@@ -699,9 +699,9 @@ class ActorRef(metaclass=NoPublicConstructor):
                 "use send() to message yourself"
             )
         if timeout is None:
-            return _ask(cell, msg, task, linked)
+            return _ask(cell, msg, linked)
         check_timeout("timeout", timeout)
-        return _ask_within(cell, msg, task, linked, timeout)
+        return _ask_within(cell, msg, linked, timeout)
 
     async def ask_later(self, msg: Message, *, linked: bool = False) -> PendingAsk:
         """Put an ask of *msg* in the mailbox now; its reply is awaited later.
@@ -784,14 +784,16 @@ class ActorRef(metaclass=NoPublicConstructor):
         )
 
 
-async def _ask(cell: Cell, msg: Message, task: trio.lowlevel.Task, linked: bool) -> object:
-    """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask])."""
+async def _ask(cell: Cell, msg: Message, linked: bool) -> object:
+    """Ask *cell* (see [`ActorRef.ask`][agentrio.ActorRef.ask]) from the task that
+    awaits this: the asker is that task, not the one that made the coroutine (one
+    made for ``nursery.start_soon`` is made in the parent's)."""
     await trio.lowlevel.checkpoint_if_cancelled()
     if cell.inline:
         reply = deliver(cell, msg, asked=True)
         await trio.lowlevel.cancel_shielded_checkpoint()
         return reply
-    ask = _Ask(msg, task, cell if linked else None)
+    ask = _Ask(msg, trio.lowlevel.current_task(), cell if linked else None)
     mailbox = cell.mailbox
     try:
         try:
@@ -806,11 +808,9 @@ async def _ask(cell: Cell, msg: Message, task: trio.lowlevel.Task, linked: bool)
     return await trio.lowlevel.wait_task_rescheduled(ask)
 
 
-async def _ask_within(
-    cell: Cell, msg: Message, task: trio.lowlevel.Task, linked: bool, timeout: float
-) -> object:
+async def _ask_within(cell: Cell, msg: Message, linked: bool, timeout: float) -> object:
     with trio.move_on_after(timeout):
-        return await _ask(cell, msg, task, linked)
+        return await _ask(cell, msg, linked)
     raise AskTimeout(f"no reply from {cell.path!r} within {timeout} s", path=cell.path)
 
 

@@ -57,6 +57,7 @@ from .stream import RUN_BUSES, RunBus
 if TYPE_CHECKING:
     from ...actors.actor import ActorRef
     from ...providers.base import ToolSchema
+    from ..budgets.budget import Lease
     from .agent import _AgentState
 
 from .metering import _Meter, _usage_invalid, settle_reply
@@ -473,22 +474,26 @@ class Phase(Endings):
             await self._compact()
         view, estimate = self._window()
         settings = self.settings
-        if not schemas and (offer := self._no_tool_offer(view)) is not None:
-            schemas, settings = offer
+        if not schemas:
+            schemas, settings = self._no_tool_offer(view) or (schemas, settings)
         max_out = st.spec.limits.max_output_tokens
         # Never a bare reserve(): it would let this call take room that an
         # earlier call is queued for, and a stream of small calls could starve a
         # big one (reserve_now and acquire both respect the queue).
-        pricing = st.pricing
-        cost = pricing.reserve(estimate, max_out) if pricing else 0.0
+        # (Few locals in this frame: it waits on each of 10k agents' model calls.)
+        cost = st.pricing.reserve(estimate, max_out) if st.pricing else 0.0
         # (reserve_now first: the common case, room and no queue, needs no
         # acquire() coroutine. A cancelled phase must not reserve, nor count a
         # request it never made: hence the check before.)
         await trio.lowlevel.checkpoint_if_cancelled()
         lease = st.budget.reserve_now(estimate, max_out, cost)
         if lease is None:
-            waited = self.budget_waited if self.bus.active or st.services.otel else None
-            lease = await st.budget.acquire(estimate, max_out, cost, waited=waited)
+            lease = await st.budget.acquire(
+                estimate,
+                max_out,
+                cost,
+                waited=self.budget_waited if self.bus.active or st.services.otel else None,
+            )
         if lease is None:
             self._no_budget(st.budget.exhausted(estimate, max_out, cost))
             return None
@@ -508,8 +513,12 @@ class Phase(Endings):
                 if st.services.otel is None:
                     reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
                 else:  # (in a "chat" span; without _complete's coroutine)
-                    call = st.model.complete(view, schemas, max_output_tokens=max_out)
-                    reply = await st.services.otel.chat(self, view, max_out, call)
+                    reply = await st.services.otel.chat(
+                        self,
+                        view,
+                        max_out,
+                        st.model.complete(view, schemas, max_output_tokens=max_out),
+                    )
             else:
                 reply = await self._complete(view, schemas, max_out, meter, settings)
             if not isinstance(reply, ModelReply):
@@ -533,7 +542,31 @@ class Phase(Endings):
                 return None
         if overflow is not None:
             return await self._overflowed(overflow, schemas, final)
-        attempts = 0 if meter is None else 1  # the answered attempt
+        took = self._took(reply, lease, 0 if meter is None else 1, estimate, max_out, cost, final)
+        if took is None:
+            return None
+        self.step += 1
+        if st.spec.on_step is not None and not await self._on_step(
+            None, took.text or f"{len(took.tool_calls)} tool call(s)", None, self.total
+        ):
+            return None
+        return took
+
+    def _took(
+        self,
+        reply: ModelReply,
+        lease: Lease,
+        attempts: int,
+        estimate: int,
+        max_out: int,
+        cost: float,
+        final: bool,
+    ) -> ModelReply | None:
+        """Settle the call's *lease* with *reply* (*attempts* the answered ones to
+        count: 1 for a metered call) and add the reply to the history; the reply
+        with its calls numbered, or None if the phase ends (a usage not valid)."""
+        st = self.st
+        pricing = st.pricing
         if pricing is None and type(reply.usage) is Usage:  # (settle_reply's common case)
             charged = reply if lease.settle(reply.usage, attempts=attempts) else None
         else:
@@ -574,11 +607,6 @@ class Phase(Endings):
                     tool_calls=len(calls),
                 )
             )
-        self.step += 1
-        if st.spec.on_step is not None:
-            summary = reply.text or f"{len(calls)} tool call(s)"
-            if not await self._on_step(None, summary, None, self.total):
-                return None
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
         return reply

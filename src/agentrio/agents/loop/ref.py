@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import trio
 
@@ -25,6 +25,7 @@ from ...messages import (
     ModelSettings,
     OutputT,
     PhaseResult,
+    RunPhase,
     ToolCallRequest,
     Turn,
 )
@@ -157,7 +158,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         ref = self.ref
         return f"<AgentRef {ref.path!r} {ref.statistics().state}>"
 
-    async def run(
+    def run(
         self,
         user_message: str | Sequence[ContentPart | str],
         *,
@@ -172,7 +173,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
         phase_id: str | None = None,
-    ) -> PhaseResult[OutputT]:
+    ) -> Coroutine[Any, Any, PhaseResult[OutputT]]:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
         Phases of one agent run one at a time, in the order they were asked for.
@@ -252,6 +253,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 unused without a store. It names one phase at a time: the id
                 of a phase under way, or resumed and not ended, is refused.
 
+        The argument checks are made when this is called (``InvalidArgument``,
+        ``ConfigError`` and ``SelfAsk`` are raised then); the phase is the
+        coroutine it returns, asked for by the task that awaits it (so
+        ``nursery.start_soon(agent.run, ...)`` works as ``await agent.run(...)``).
+
         Returns:
             The [`PhaseResult`][agentrio.PhaseResult]. Tool and model failures are in
             it, not raised. For a durable agent whose actor crashed during the
@@ -273,6 +279,8 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ConfigError: *model* is neither a tier nor a model of the
                 runtime's configuration (or there is none); the runtime's
                 agentrio.toml, read for a mode's name, is wrong.
+            SelfAsk: called from inside the agent's own phase (a tool running
+                its own agent: it would deadlock).
             ActorStopped: the agent has stopped (or was cancelled mid-phase).
             ActorCrashed: the agent crashed (a bug; tool and model failures
                 are results, not crashes).
@@ -295,33 +303,14 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             settings,
             phase_id,
         )
-        ref = state.ref
-        assert ref is not None
-        try:
-            # Linked: the phase is this caller's work, and ends with it (see
-            # ActorRef.ask, and AgentActor._again for how the phase ends).
-            asked = ref.ask(cmd, linked=True)
-        except SelfAsk:
-            raise SelfAsk(
-                f"agent {ref.path!r} was asked to run a phase from inside its own "
-                "phase (a tool running its own agent): it would deadlock"
-            ) from None
-        # (With OpenTelemetry, the phase's span nests under the caller's. No local
-        # for it: this frame waits on each of 10k agents' callers.)
-        try:
-            if state.services.otel is None:
-                result = await asked
-            else:
-                result = await state.services.otel.asked(cmd, asked)
-        except ActorCrashed:
-            checkpoints = state.services.checkpoints
-            if checkpoints is None or not checkpoints.restarted(cmd):
-                raise
-            # A durable agent crashed, and was restarted: its phase goes on
-            # from its last completed turn (agents/durability/checkpoint.py).
-            result = await checkpoints.rerun(self, cmd, linked=True)
-        assert isinstance(result, PhaseResult)
-        return result
+        # The checks are made when this is called; the phase is the coroutine it
+        # returns: without OpenTelemetry or checkpoints, the ask itself (no frame
+        # of this method's, nor of another, waits on each of 10k agents' callers).
+        asked = _asked(state, cmd)
+        services = state.services
+        if services.otel is None and services.checkpoints is None:
+            return cast("Coroutine[Any, Any, PhaseResult[OutputT]]", asked)
+        return _phase(self, cmd, asked)
 
     def stream(
         self,
@@ -712,3 +701,40 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             budget=budget,
             parent=self._state,
         )
+
+
+def _asked(state: _AgentState, cmd: RunPhase) -> Coroutine[Any, Any, object]:
+    """The linked ask of *cmd* of *state*'s agent: the phase is this caller's work,
+    and ends with it (see ActorRef.ask, and AgentActor._again for how it ends)."""
+    ref = state.ref
+    assert ref is not None
+    try:
+        return ref.ask(cmd, linked=True)
+    except SelfAsk:
+        raise SelfAsk(
+            f"agent {ref.path!r} was asked to run a phase from inside its own "
+            "phase (a tool running its own agent): it would deadlock"
+        ) from None
+
+
+async def _phase(
+    agent: AgentRef[OutputT], cmd: RunPhase, asked: Coroutine[Any, Any, object]
+) -> PhaseResult[OutputT]:
+    """Run *cmd* on *agent* (*asked*: its ask), with OpenTelemetry (the phase's span
+    nests under the caller's) or a checkpoint store (a crashed durable agent's phase
+    goes on)."""
+    state = agent._state
+    try:
+        if state.services.otel is None:
+            result = await asked
+        else:
+            result = await state.services.otel.asked(cmd, asked)
+    except ActorCrashed:
+        checkpoints = state.services.checkpoints
+        if checkpoints is None or not checkpoints.restarted(cmd):
+            raise
+        # A durable agent crashed, and was restarted: its phase goes on
+        # from its last completed turn (agents/durability/checkpoint.py).
+        result = await checkpoints.rerun(agent, cmd, linked=True)
+    assert isinstance(result, PhaseResult)
+    return result
