@@ -278,3 +278,17 @@ async def test_the_calls_count_against_the_callers_budget(
         assert rt.usage().tool_calls == 1
     assert [c.status for c in result.tool_calls] == ["ok", "denied"]  # the budget was spent
     assert remote.seen == ["echo first"]  # the second call was never sent
+
+
+def test_a_file_part_is_the_note_the_server_side_writes_too() -> None:
+    # docs/howto/a2a.md: a file part is `[name (type): not shown]` on both sides.
+    from agentrio.a2a import _client, _wire
+
+    parts = (
+        _wire.Part(text="see "),
+        _wire.Part(raw="AAAA", filename="report.pdf", media_type="application/pdf"),
+        _wire.Part(url="https://example.invalid/x"),
+    )
+    assert _client._text(parts) == (
+        "see [report.pdf (application/pdf): not shown][a file (unknown type): not shown]"
+    )

@@ -422,7 +422,7 @@ def _text(parts: tuple[_wire.Part, ...]) -> str:
             out.append(msgspec.json.encode(part.data).decode())
         elif part.raw is not None or part.url is not None:
             name = part.filename or "a file"
-            out.append(f"[{name} ({part.media_type or 'unknown type'}), not shown]")
+            out.append(f"[{name} ({part.media_type or 'unknown type'}): not shown]")
     return "".join(out)
 
 
