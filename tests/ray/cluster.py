@@ -179,6 +179,18 @@ def wait_nodes(count: int, timeout: float = START_TIMEOUT) -> None:
         time.sleep(0.2)
 
 
+def wait_node_dead(node_id: str, timeout: float = 90.0) -> None:
+    """Wait until Ray has found the node *node_id* dead (15 s or more after it was
+    killed): until then Ray may place the next test's actors or bundles on it."""
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes()):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Ray did not find the node {node_id} dead")
+        time.sleep(0.5)
+
+
 def _kill_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     """Send *sig* to *process*'s group; SIGKILL it if it has not ended in 10 s."""
     try:

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 import trio
-from cluster import LocalCluster
+from cluster import LocalCluster, wait_node_dead
 
 import agentrio
 from agentrio.agents.durability.records import INTERRUPTED, PhaseDone, ToolBegun, decode_records
@@ -371,9 +371,14 @@ async def test_a_host_whose_ray_node_is_removed_is_found_by_the_ping_and_survive
     server = Server()
     (tmp_path / "store").mkdir()
     store = str(tmp_path / "store")
-    seen = await _swarm(
-        ray_cluster, tmp_path, server, store, agents_count=9, hosts=3, remove_node=node
-    )
+    try:
+        seen = await _swarm(
+            ray_cluster, tmp_path, server, store, agents_count=9, hosts=3, remove_node=node
+        )
+    finally:  # (the next tests' actors must not be placed on it while Ray thinks it lives)
+        if ray_cluster.nodes[node[0]] is None:  # (removed)
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(wait_node_dead, node[1])
     victim = seen["victim"]
     print(
         f"host {victim} found lost {seen['lost_at'][victim] - seen['killed_at']:.3f} s "
