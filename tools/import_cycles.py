@@ -16,9 +16,13 @@ import ast
 import json
 import pathlib
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 ROOT = "agentrio"
+
+# The circles are found as the layering tests find them (Tarjan's algorithm there).
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+from _imports import strongly_connected  # noqa: E402
 
 
 def modules_of(src: pathlib.Path) -> dict[str, pathlib.Path]:
@@ -67,48 +71,6 @@ def import_graph(src: pathlib.Path, depth: int = 0) -> dict[str, set[str]]:
             if target in known and node(target) != node(module):
                 graph[node(module)].add(node(target))
     return graph
-
-
-def strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
-    """The components of two or more nodes, each sorted, largest first (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    components: list[list[str]] = []
-    for start in sorted(graph):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(graph[start])))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            here, successors = work[-1]
-            for succ in successors:
-                if succ not in index:
-                    index[succ] = low[succ] = len(index)
-                    stack.append(succ)
-                    on_stack.add(succ)
-                    work.append((succ, iter(sorted(graph.get(succ, ())))))
-                    break
-                if succ in on_stack:
-                    low[here] = min(low[here], index[succ])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[here])
-                if low[here] == index[here]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == here:
-                            break
-                    if len(component) > 1:
-                        components.append(sorted(component))
-    return sorted(components, key=lambda c: (-len(c), c))
 
 
 def main(argv: list[str] | None = None) -> int:
