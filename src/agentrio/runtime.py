@@ -41,9 +41,11 @@ from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability
 from .agents.durability.resume import plan
+from .agents.loop.recall import MemoryHandle, shared_memory
 from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
 from .agents.loop.spec import check_spec
+from .agents.memory.memory import Memory
 from .agents.observation.otel import check_otel
 from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
@@ -331,6 +333,24 @@ class Runtime(SupervisorRef):
                 "resumed_result: this runtime has no checkpoint store (open_runtime(store=...))"
             )
         return await checkpoints.result(phase_id)
+
+    def memory(self, name: str | Memory) -> MemoryHandle:
+        """The shared memory *name* (``AgentSpec(memory=Memory(name=...))``; #26), to
+        search, fill or clear from outside its agents. Made here if no agent has
+        used it yet: with the defaults, or as *name* says when it is a ``Memory``
+        (an agent that uses it later shares it as it is). See [Memory](howto/memory.md).
+
+        Raises:
+            InvalidArgument: *name* is neither a non-empty str nor a ``Memory``
+                with a name.
+        """
+        memory = name if isinstance(name, Memory) else Memory(name=name)
+        if memory.name is None:
+            raise InvalidArgument("Runtime.memory: the Memory must have a name (a shared memory)")
+        services = self._services
+        return MemoryHandle(
+            memory.name, self.path, services.bus, lambda: shared_memory(services, self, memory)
+        )
 
     def register_tool(self, *tools: Tool) -> None:
         """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.

@@ -152,6 +152,13 @@ class Checkpointing(Protocol):
     async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
         """Ask the restarted agent with *cmd* again, until nothing is left to go on from."""
 
+    # (memory, #26: a memory's items are kept in the store as opaque records)
+    def memory_records(self, name: str) -> Sequence[bytes]:
+        """The records the store holds for the memory *name*, oldest first."""
+
+    def keep_memory(self, name: str, data: bytes) -> None:
+        """Append one record of the memory *name* (never waits)."""
+
 
 class Composer(Protocol):
     """What `AgentRef`'s composing methods call (``composition.composer.COMPOSER``)."""
