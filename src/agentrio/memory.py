@@ -13,8 +13,8 @@ is given context by ``AgentSpec(context_providers=[...])``:
         context_providers=[FileRetrieval("docs/")],
     )
 
-This module is their one public home. See the how-tos [Memory](howto/memory.md)
-and [Context providers](howto/context-providers.md).
+This module is their one public home. See the how-tos [Memory][agent-memory]
+and [Context providers][context-providers].
 """
 
 from .agents.loop.recall import MemoryHandle

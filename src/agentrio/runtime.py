@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .providers.base import Model
     from .tracing.writer import TraceWriter
 
+from ._handles import create
 from ._version import __version__
 from .actors.bus import EventStream
 from .agents.budgets.budget import Budget
@@ -338,7 +339,7 @@ class Runtime(SupervisorRef):
         """The shared memory *name* (``AgentSpec(memory=Memory(name=...))``; #26), to
         search, fill or clear from outside its agents. Made here if no agent has
         used it yet: with the defaults, or as *name* says when it is a ``Memory``
-        (an agent that uses it later shares it as it is). See [Memory](howto/memory.md).
+        (an agent that uses it later shares it as it is). See [Memory][agent-memory].
 
         Raises:
             InvalidArgument: *name* is neither a non-empty str nor a ``Memory``
@@ -348,8 +349,12 @@ class Runtime(SupervisorRef):
         if memory.name is None:
             raise InvalidArgument("Runtime.memory: the Memory must have a name (a shared memory)")
         services = self._services
-        return MemoryHandle(
-            memory.name, self.path, services.bus, lambda: shared_memory(services, self, memory)
+        return create(
+            MemoryHandle,
+            memory.name,
+            self.path,
+            services.bus,
+            lambda: shared_memory(services, self, memory),
         )
 
     def register_tool(self, *tools: Tool) -> None:

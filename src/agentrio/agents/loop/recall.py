@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ..._checks import check_int
+from ..._handles import NoPublicConstructor, create
 from ...actors import exit_reason
 from ...actors.actor import ActorRef
 from ...errors import InvalidArgument
@@ -282,12 +283,16 @@ def _publish_stored(bus: EventBus, path: str, key: str, stored: Stored, source: 
     )
 
 
-class MemoryHandle:
+class MemoryHandle(metaclass=NoPublicConstructor):
     """A memory, as the API reaches it: ``agent.memory`` (the agent's own, or the
     shared one its spec names) or ``rt.memory(name)`` (a shared one).
 
-    Made by those two; its methods ask the memory's actor, and publish the
-    memory's events with the agent's (or the runtime's) path.
+    Made by those two (it has no public constructor); its methods ask the
+    memory's actor, and publish the memory's events with the agent's (or the
+    runtime's) path.
+
+    Attributes:
+        name: the memory's name: a shared one's, else the agent's path.
     """
 
     __slots__ = ("_bus", "_open", "_path", "name")
@@ -360,4 +365,4 @@ def agent_memory(st: _AgentState) -> MemoryHandle:
         raise InvalidArgument("this agent's spec has no memory (AgentSpec(memory=...))")
     assert st.ref is not None
     bus = st.services.bus
-    return MemoryHandle(recall.key(st), st.ref.path, bus, lambda: recall.ref(st))
+    return create(MemoryHandle, recall.key(st), st.ref.path, bus, lambda: recall.ref(st))

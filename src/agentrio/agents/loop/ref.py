@@ -158,7 +158,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
     @property
     def memory(self) -> MemoryHandle:
         """The agent's memory (``AgentSpec.memory``; #26): its own, or the shared one
-        its spec names. See [Memory](howto/memory.md).
+        its spec names. See [Memory][agent-memory].
 
         Raises:
             InvalidArgument: its spec has no memory.

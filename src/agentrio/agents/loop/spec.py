@@ -245,12 +245,12 @@ class AgentSpec(Generic[OutputT]):
             Tool results its ``keep`` rule keeps are stored after each batch
             of tool calls, and its best items recalled before each model
             call; ``AgentRef.memory`` searches and clears it. See
-            [Memory](howto/memory.md).
+            [Memory][agent-memory].
         context_providers: sources of context added before each model call
             (#26): a list of [context providers][agentrio.ContextProvider],
             or an [`agentrio.ContextProviders`][agentrio.ContextProviders]
             that also sets their timeout and token allowance. See [Context
-            providers](howto/context-providers.md).
+            providers][context-providers].
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -81,6 +81,14 @@ def _check_providers(value: ContextProviders) -> None:
     check_int("ContextProviders.max_tokens", value.max_tokens, 1)
 
 
+def _to_tuple(providers: Iterable[ContextProvider]) -> tuple[ContextProvider, ...]:
+    if isinstance(providers, (str, bytes)) or not isinstance(providers, Iterable):
+        raise InvalidArgument(
+            f"ContextProviders takes a list of context providers, got {short_repr(providers)}"
+        )
+    return tuple(providers)
+
+
 @attrs.frozen
 class ContextProviders:
     """Context providers and how they run (``AgentSpec(context_providers=...)``).
@@ -92,7 +100,7 @@ class ContextProviders:
             as the spec's token estimator counts.
     """
 
-    providers: tuple[ContextProvider, ...] = attrs.field(default=(), converter=tuple)
+    providers: tuple[ContextProvider, ...] = attrs.field(default=(), converter=_to_tuple)
     timeout: float = 5.0
     max_tokens: int = 1000
 
