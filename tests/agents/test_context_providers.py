@@ -239,3 +239,67 @@ async def test_context_providers_over_the_fake_server(tmp_path: Path) -> None:
     system = request.messages[0]
     assert system.role == "system" and system.content.startswith("Be brief.\n\n")
     assert "[policy.md] Refunds are paid within 14 days." in system.content
+
+
+async def test_env_values_are_hidden_in_the_events() -> None:
+    class Leaky:
+        name = "leaky"
+
+        async def provide(self, query: ContextQuery) -> str:
+            return "the token is tok-98765"
+
+    class Raising:
+        name = "raising"
+
+        async def provide(self, query: ContextQuery) -> str:
+            raise ValueError("cannot reach db with tok-98765")
+
+    seen: list[Sequence[ChatMessage]] = []
+    spec = AgentSpec(
+        "a",
+        recorder(seen),
+        env={"TOKEN": "tok-98765"},
+        context_providers=[Leaky(), Raising()],
+    )
+    events = await run_collecting(spec, "hi")
+    provided = [e for e in events if isinstance(e, ContextProvided)]
+    failed = [e for e in events if isinstance(e, ContextProviderFailed)]
+    assert [e.preview for e in provided] == ["the token is [redacted]"]
+    assert [e.error for e in failed] == ["cannot reach db with [redacted]"]
+    assert "tok-98765" in context_of(seen[0])  # (the model sees what the provider gave)
+
+
+async def test_what_was_added_is_on_the_opentelemetry_spans() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import agentrio.otel
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    otel = agentrio.otel.OpenTelemetry(tracer_provider=provider, capture_content=True)
+    seen: list[Sequence[ChatMessage]] = []
+    spec = AgentSpec(
+        "a",
+        recorder(seen),
+        memory=Memory(),
+        context_providers=[Fixed("facts", "The office opens at 9."), Broken()],
+    )
+    async with agentrio.open_runtime(otel=otel) as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.memory.remember("the office is in Leeds")
+        await agent.run("where is the office, and when does it open?")
+    spans = exporter.get_finished_spans()
+    (phase,) = [s for s in spans if s.name.startswith("invoke_agent")]
+    added = [dict(e.attributes or {}) for e in phase.events if e.name == "agentrio.context"]
+    assert [(a["agentrio.context.source"], a.get("agentrio.context.skipped")) for a in added] == [
+        ("memory", None),
+        ("facts", None),
+        ("broken", "error"),
+    ]
+    assert added[1]["agentrio.context.tokens"] == agentrio.estimate_tokens("The office opens at 9.")
+    (chat,) = [s for s in spans if s.name.startswith("chat")]
+    inputs = str((chat.attributes or {})["gen_ai.input.messages"])
+    assert "The office opens at 9." in inputs and "the office is in Leeds" in inputs

@@ -15,8 +15,8 @@ The memory and the providers themselves are in ``agents/memory``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._checks import check_int
 from ..._handles import NoPublicConstructor, create
@@ -45,6 +45,7 @@ from ..memory.memory import (
 )
 from ..memory.providers import ContextProviders, fit, gather_context
 from ..memory.scoring import MemoryItem
+from ..tools.tool_call import hide_env
 
 if TYPE_CHECKING:
     from ...actors.bus import EventBus
@@ -64,15 +65,33 @@ class Services(Protocol):
     @property
     def checkpoints(self) -> Journal | None: ...
 
+    @property
+    def otel(self) -> _Observer | None: ...
+
 
 class _Info(Protocol):
     @property
     def estimator(self) -> TokenEstimator: ...
 
 
+class _Spec(Protocol):
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+
+class _Observer(Protocol):
+    # (phase: the loop's Phase, which this module names only by the Protocol below)
+    def context_added(
+        self, phase: Any, source: str, tokens: int, *, cut: bool = False, skipped: str = ""
+    ) -> None: ...
+
+
 class _AgentState(Protocol):
     @property
     def services(self) -> Services: ...
+
+    @property
+    def spec(self) -> _Spec: ...
 
     @property
     def sup(self) -> SupervisorRef: ...
@@ -206,6 +225,9 @@ class Recollection:
                 break
         if not lines:
             return ""
+        otel = phase.st.services.otel
+        if otel is not None:
+            otel.context_added(phase, "memory", memory.recall_tokens - left)
         if phase.bus.active:
             phase.bus.publish(
                 MemoryRecalled(
@@ -219,34 +241,41 @@ class Recollection:
 
     async def _provided(self, phase: Phase, query: str) -> list[str]:
         assert self.providers is not None
-        outcomes = await gather_context(self.providers, query, phase.path, phase.st.info.estimator)
+        st = phase.st
+        outcomes = await gather_context(self.providers, query, phase.path, st.info.estimator)
         pieces: list[str] = []
-        bus = phase.bus
+        env = st.spec.env  # (its values are hidden in events, as in ToolEnded's previews)
+        otel = st.services.otel
         for got in outcomes:
             if got.failure is not None:
-                if bus.active:
+                if otel is not None:
+                    otel.context_added(phase, got.name, 0, skipped=got.failure[0])
+                if phase.bus.active:
                     reason, error_type, error = got.failure
-                    bus.publish(
+                    phase.bus.publish(
                         ContextProviderFailed(
                             path=phase.path,
                             provider=got.name,
                             reason=reason,
                             error_type=error_type,
-                            error=error,
+                            error=hide_env(error, env) if env else error,
                         )
                     )
                 continue
             if not got.text:
                 continue
             pieces.append(f"Context from {got.name}:\n{got.text}")
-            if bus.active:
-                bus.publish(
+            if otel is not None:
+                otel.context_added(phase, got.name, got.tokens, cut=got.cut)
+            if phase.bus.active:
+                preview = got.text[:200]
+                phase.bus.publish(
                     ContextProvided(
                         path=phase.path,
                         provider=got.name,
                         tokens=got.tokens,
                         cut=got.cut,
-                        preview=got.text[:200],
+                        preview=hide_env(preview, env) if env else preview,
                     )
                 )
         return pieces

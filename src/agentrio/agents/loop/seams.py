@@ -80,6 +80,11 @@ class Observer(Protocol):
     def waited(self, st: _AgentState, what: str, seconds: float) -> None:
         """An agent waited *seconds* for *what* (``"budget"``, a provider's wait)."""
 
+    def context_added(
+        self, phase: Phase, source: str, tokens: int, *, cut: bool = False, skipped: str = ""
+    ) -> None:
+        """A memory or a context provider added to (or was skipped for) a model call (#26)."""
+
 
 class Resumed(Protocol):
     """What a phase cut short had recorded, which it goes on from

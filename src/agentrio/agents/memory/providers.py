@@ -171,6 +171,7 @@ def fit(text: str, most: int, estimate: object) -> tuple[str, int, bool]:
 async def _run_one(
     provider: ContextProvider, query: ContextQuery, timeout: float, out: list[Provided], i: int
 ) -> None:
+    most = query.max_tokens * 8 + 1  # (more than fit() keeps of it)
     name = provider_name(provider)
     try:
         with trio.move_on_after(timeout) as scope:
@@ -186,7 +187,8 @@ async def _run_one(
         why = f"provide() returned {type(value).__name__}, not text"
         out[i] = Provided(name, failure=("not_text", "TypeError", why))
         return
-    out[i] = Provided(name, scrub(text).strip())
+    # (cut before anything reads it whole: a hostile provider may give megabytes)
+    out[i] = Provided(name, scrub(text[:most]).strip())
 
 
 async def gather_context(
