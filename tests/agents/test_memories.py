@@ -126,6 +126,31 @@ async def test_the_keep_rule_is_pluggable() -> None:
         assert await other.memory.items() == []
 
 
+async def test_a_keep_rule_that_raises_keeps_nothing_and_the_phase_goes_on() -> None:
+    def broken(result: ToolResult) -> str | None:
+        raise RuntimeError("a bug in the rule")
+
+    async with agentrio.open_runtime() as rt:
+        spec = AgentSpec("a", looker([]), tools=[lookup], memory=Memory(keep=broken))
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("look up door")
+        assert result.stop_reason == "done"
+        assert await agent.memory.items() == []
+
+
+async def test_each_agent_of_a_spec_has_a_memory_of_its_own() -> None:
+    seen: list[str] = []
+    async with agentrio.open_runtime() as rt:
+        spec = AgentSpec("a", looker(seen), tools=[lookup], memory=Memory())
+        first = await rt.spawn_agent(spec, name="first")
+        second = await rt.spawn_agent(spec, name="second")
+        await first.run("look up door")
+        await second.run("what is the door code?")
+        assert await second.memory.items() == []
+        assert len(await first.memory.items()) == 1
+    assert seen[-1] == ""
+
+
 async def test_search_remember_and_clear_from_the_api() -> None:
     seen: list[str] = []
     async with agentrio.open_runtime() as rt:

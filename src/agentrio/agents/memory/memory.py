@@ -194,9 +194,10 @@ class MemoryState:
         """Store *text*; what was stored, or None if it was refused."""
         if not isinstance(text, str):
             return None
-        text = scrub(text).strip()
+        text = scrub(text[: self.memory.max_item_chars * 2]).strip()
         if not text:
             return None
+        source = scrub(source[:100])
         most = self.memory.max_item_chars
         cut = len(text) > most
         if cut:
