@@ -83,6 +83,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio.__main__",
             "agentrio.events",
             "agentrio.types",
+            "agentrio.memory",  # memory and context providers (#26)
             "agentrio.testing",
             "agentrio.demo",
             "agentrio.cli",
@@ -110,7 +111,9 @@ ROOMS: tuple[Layer, ...] = (
     Layer("budgets", ("agentrio.agents.budgets",), uses=()),
     Layer("tools", ("agentrio.agents.tools",), uses=()),
     Layer("routing", ("agentrio.agents.routing",), uses=("tools",)),
-    Layer("loop", ("agentrio.agents.loop",), uses=("budgets", "tools", "routing")),
+    # Memory and context providers (#26): below the loop, which calls them (loop/recall.py).
+    Layer("memory", ("agentrio.agents.memory",), uses=()),
+    Layer("loop", ("agentrio.agents.loop",), uses=("budgets", "tools", "routing", "memory")),
     Layer("observation", ("agentrio.agents.observation",), uses=("budgets", "tools", "loop")),
     Layer(
         "durability",

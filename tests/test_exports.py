@@ -21,6 +21,7 @@ import pytest
 import agentrio
 import agentrio.errors
 import agentrio.events
+import agentrio.memory
 import agentrio.messages
 import agentrio.testing
 import agentrio.types
@@ -101,12 +102,18 @@ EVENTS = [
     "ConfirmationReceived",
     "ConfirmationRequired",
     "ContextCompacted",
+    "ContextProvided",
+    "ContextProviderFailed",
     "ContextTruncated",
     "ContinuationInjected",
     "DeadLetter",
     "Event",
     "EventStream",
     "EventsLost",
+    "MemoriesSearched",
+    "MemoryCleared",
+    "MemoryRecalled",
+    "MemoryStored",
     "PartialOutput",
     "PermissionDenied",
     "PhaseEnded",
@@ -224,11 +231,27 @@ TYPES = [
     "UsageTotals",
 ]
 
+# Memory and context providers (#26)
+MEMORY = [
+    "BM25",
+    "ContextProvider",
+    "ContextProviders",
+    "ContextQuery",
+    "Embeddings",
+    "FileRetrieval",
+    "Memory",
+    "MemoryHandle",
+    "MemoryItem",
+    "Scorer",
+    "keep_ok_results",
+]
+
 # Every public namespace but the top level, with the names it is the home of.
 NAMESPACES: dict[types.ModuleType, list[str]] = {
     agentrio.events: EVENTS,
     agentrio.errors: ERRORS,
     agentrio.types: TYPES,
+    agentrio.memory: MEMORY,
 }
 
 
@@ -240,7 +263,7 @@ def _home(name: str) -> str:
 
 
 # (namespace, name) for every public name, each once, in its home.
-ALL = [(_home(n), n) for n in sorted({*PUBLIC, *EVENTS, *ERRORS, *TYPES})]
+ALL = [(_home(n), n) for n in sorted({*PUBLIC, *EVENTS, *ERRORS, *TYPES, *MEMORY})]
 
 
 def _public_names(module: types.ModuleType) -> list[str]:
@@ -275,7 +298,7 @@ def test_namespaces_are_pinned(module: types.ModuleType) -> None:
 
 
 def test_every_name_has_one_home() -> None:
-    homes = [*EVENTS, *ERRORS, *TYPES]
+    homes = [*EVENTS, *ERRORS, *TYPES, *MEMORY]
     assert len(homes) == len(set(homes))
     # Only the common exceptions are at the top level as well as in their home.
     assert set(PUBLIC) & set(homes) == set(COMMON_ERRORS)

@@ -37,6 +37,7 @@ def test_a_handle_is_made_by_create_only() -> None:
         agentrio.actors.PendingAsk,
         agentrio.types.BackgroundRun,
         agentrio.types.BlockingRuntime,
+        agentrio.memory.MemoryHandle,
     ],
 )
 def test_every_layers_handles_share_the_one_metaclass(cls: type) -> None:

@@ -23,6 +23,7 @@ import sys as _sys
 import typing as _typing
 
 from . import events as _events
+from . import memory as _memory
 from . import types as _types
 from ._version import __version__ as __version__
 from .actors.actor import Actor as Actor
@@ -189,7 +190,7 @@ def _fix_module_metadata() -> None:
     pickles name them there. As trio does; typing aliases are left as they are.
     """
     homes = {name: __name__ for name in __all__}
-    for namespace in (_events, _types):
+    for namespace in (_events, _types, _memory):
         homes.update(dict.fromkeys(namespace.__all__, namespace.__name__))
     public = {name: getattr(_sys.modules[home], name) for name, home in homes.items()}
     fixed = {

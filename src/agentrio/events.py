@@ -22,7 +22,7 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 
 from .actors.bus import EventStream
 from .agents.loop.stream import PartialOutput, RunDone, RunItem
-from .messages import (
+from .messages import (  # memory and context providers (#26)
     ActorExited,
     ActorFailed,
     ActorRestarted,
@@ -33,11 +33,17 @@ from .messages import (
     ConfirmationReceived,
     ConfirmationRequired,
     ContextCompacted,
+    ContextProvided,
+    ContextProviderFailed,
     ContextTruncated,
     ContinuationInjected,
     DeadLetter,
     Event,
     EventsLost,
+    MemoriesSearched,
+    MemoryCleared,
+    MemoryRecalled,
+    MemoryStored,
     PermissionDenied,
     PhaseEnded,
     PhaseError,
@@ -108,6 +114,13 @@ __all__ = [
     "PermissionDenied",
     "SubagentStarted",
     "SubagentEnded",
+    # memory and context providers (#26)
+    "MemoryStored",
+    "MemoryRecalled",
+    "MemoriesSearched",
+    "MemoryCleared",
+    "ContextProvided",
+    "ContextProviderFailed",
     # a run's own stream (AgentRef.stream): its items
     "RunItem",
     "PartialOutput",

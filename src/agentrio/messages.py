@@ -91,6 +91,13 @@ __all__ = [
     "Message",
     "OutputT",
     "SupervisorEscalated",
+    # Memory and context providers (#26)
+    "MemoryStored",
+    "MemoryRecalled",
+    "MemoriesSearched",
+    "MemoryCleared",
+    "ContextProvided",
+    "ContextProviderFailed",
 ]
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
@@ -1750,3 +1757,98 @@ class TraceWriteFailed(Event, frozen=True, tag=True):
     error: str = ""
     written: int = 0
     dropped: int = 0
+
+
+# -- Memory and context providers (#26) ---------------------------------------------------
+
+
+class MemoryStored(Event, frozen=True, tag=True):
+    """An item went into a memory (``AgentSpec(memory=...)``): kept from a tool's
+    result by the memory's ``keep`` rule, or stored by ``remember()``.
+
+    Attributes:
+        memory: the memory's name (an agent's own memory: the agent's path).
+        item_id: the item's number in its memory.
+        source: where it came from: the tool's name, or ``"api"``.
+        chars: its length, as kept.
+        cut: it was longer than ``Memory.max_item_chars`` and was cut.
+        evicted: how many items were dropped to make room for it.
+    """
+
+    memory: str = ""
+    item_id: int = 0
+    source: str = ""
+    chars: int = 0
+    cut: bool = False
+    evicted: int = 0
+
+
+class MemoryRecalled(Event, frozen=True, tag=True):
+    """Items of a memory were recalled into a model call's context.
+
+    Attributes:
+        memory: the memory's name.
+        item_ids: the items given to the model, best first.
+        tokens: their estimated size in the call.
+    """
+
+    memory: str = ""
+    item_ids: tuple[int, ...] = ()
+    tokens: int = 0
+
+
+class MemoriesSearched(Event, frozen=True, tag=True):
+    """A memory was searched from the API (``AgentRef.memory.search``).
+
+    Attributes:
+        memory: the memory's name.
+        found: how many items the search returned.
+    """
+
+    memory: str = ""
+    found: int = 0
+
+
+class MemoryCleared(Event, frozen=True, tag=True):
+    """A memory was emptied (``clear()``).
+
+    Attributes:
+        memory: the memory's name.
+        items: how many items it held.
+    """
+
+    memory: str = ""
+    items: int = 0
+
+
+class ContextProvided(Event, frozen=True, tag=True):
+    """A context provider added text to a model call's context.
+
+    Attributes:
+        provider: the provider's name.
+        tokens: the estimated size of what it added.
+        cut: what it gave was over the allowance left and was cut.
+        preview: the first 200 characters of what it added.
+    """
+
+    provider: str = ""
+    tokens: int = 0
+    cut: bool = False
+    preview: str = ""
+
+
+class ContextProviderFailed(Event, frozen=True, tag=True):
+    """A context provider was skipped for one model call: it timed out, raised, or
+    gave something that is not text. The call is made without it.
+
+    Attributes:
+        provider: the provider's name.
+        reason: ``"timeout"``, ``"error"`` or ``"not_text"``.
+        error_type: the exception's class name (``""`` for a timeout).
+        error: what went wrong, at most 200 characters.
+    """
+
+    provider: str = ""
+    reason: str = ""
+    error_type: str = ""
+    error: str = ""

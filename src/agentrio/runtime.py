@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .providers.base import Model
     from .tracing.writer import TraceWriter
 
+from ._handles import create
 from ._version import __version__
 from .actors.bus import EventStream
 from .agents.budgets.budget import Budget
@@ -41,9 +42,11 @@ from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability
 from .agents.durability.resume import plan
+from .agents.loop.recall import MemoryHandle, shared_memory
 from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
 from .agents.loop.spec import check_spec
+from .agents.memory.memory import Memory
 from .agents.observation.otel import check_otel
 from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
@@ -331,6 +334,28 @@ class Runtime(SupervisorRef):
                 "resumed_result: this runtime has no checkpoint store (open_runtime(store=...))"
             )
         return await checkpoints.result(phase_id)
+
+    def memory(self, name: str | Memory) -> MemoryHandle:
+        """The shared memory *name* (``AgentSpec(memory=Memory(name=...))``; #26), to
+        search, fill or clear from outside its agents. Made here if no agent has
+        used it yet: with the defaults, or as *name* says when it is a ``Memory``
+        (an agent that uses it later shares it as it is). See [Memory][agent-memory].
+
+        Raises:
+            InvalidArgument: *name* is neither a non-empty str nor a ``Memory``
+                with a name.
+        """
+        memory = name if isinstance(name, Memory) else Memory(name=name)
+        if memory.name is None:
+            raise InvalidArgument("Runtime.memory: the Memory must have a name (a shared memory)")
+        services = self._services
+        return create(
+            MemoryHandle,
+            memory.name,
+            self.path,
+            services.bus,
+            lambda: shared_memory(services, self, memory),
+        )
 
     def register_tool(self, *tools: Tool) -> None:
         """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from ..loop.services import Services
 
 from .recorder import PhaseRecorder, Resume, _Awaited, _Durable, _SyncGroup
-from .records import PhaseBegun
+from .records import _ENCODE, MemoryKept, PhaseBegun
 from .resume import _AgentLog, _contexts, _Plan, _unfinished
 
 __all__ = ["Checkpoints", "Durability", "SpecFactory"]
@@ -279,6 +279,21 @@ class Checkpoints:
     def restarted(self, cmd: RunPhase) -> bool:
         """Did the phase of *cmd* crash with its agent, and may it go on?"""
         return cmd.phase_id is not None and cmd.phase_id in self.resumes
+
+    # -- memories (#26) ---------------------------------------------------------------
+
+    def memory_records(self, name: str) -> list[bytes]:
+        """The records the store held for the memory *name* when the runtime opened
+        (given once: the memory made from them keeps what comes after)."""
+        return self.plan.memories.pop(name, [])
+
+    def keep_memory(self, name: str, data: bytes) -> None:
+        """Hand one record of the memory *name* to the writer (never waits).
+
+        Raises:
+            StoreError: the writer is closed, or stopped by a store error.
+        """
+        self.writer.put_nowait(_ENCODE(MemoryKept(name, data)))
 
     async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
         """Ask the (restarted) agent with *cmd* again, until a crash leaves nothing to

@@ -135,6 +135,13 @@ class PhaseDone(_Record, frozen=True):
     totals: Totals | None = None
 
 
+class MemoryKept(_Record, frozen=True):
+    """A record of a memory (#26: agents/memory): opaque here, read by the memory."""
+
+    memory: str
+    data: bytes
+
+
 Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     PhaseBegun,
     TurnsAdded,
@@ -144,6 +151,7 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     ApprovalAsked,
     ApprovalAnswered,
     PhaseDone,
+    MemoryKept,
 ]
 
 

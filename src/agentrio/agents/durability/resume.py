@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     pass
 
 from .recorder import Resume
-from .records import PhaseBegun, PhaseDone, Record, ToolsDone, Totals, decode_records
+from .records import (
+    MemoryKept,
+    PhaseBegun,
+    PhaseDone,
+    Record,
+    ToolsDone,
+    Totals,
+    decode_records,
+)
 
 __all__ = ["plan"]
 
@@ -32,7 +40,7 @@ __all__ = ["plan"]
 class _Plan:
     """What the store says is to be resumed, worked out once when the runtime opens."""
 
-    __slots__ = ("agents", "finished", "torn", "totals")
+    __slots__ = ("agents", "finished", "memories", "torn", "totals")
 
     def __init__(self) -> None:
         # agent_id -> (path, spec, its phases' records in order, by phase)
@@ -40,6 +48,7 @@ class _Plan:
         self.finished: dict[str, PhaseResult[object]] = {}
         self.totals: Totals | None = None
         self.torn: tuple[Entry, ...] = ()
+        self.memories: dict[str, list[bytes]] = {}  # a memory's records, by its name
 
 
 class _AgentLog:
@@ -95,6 +104,9 @@ def plan(loaded: Loaded) -> _Plan:
             log.phases[record.phase] = begun
             log.runs.append(begun)
             owner[record.phase] = log
+            continue
+        if isinstance(record, MemoryKept):
+            out.memories.setdefault(record.memory, []).append(record.data)
             continue
         totals = getattr(record, "totals", None)
         if totals is not None:

@@ -50,6 +50,7 @@ from ..tools.tool_call import ToolGate
 from .compaction import Compaction, Summariser
 from .context import ContextActor
 from .phase import Phase
+from .recall import Recollection
 from .services import Services
 from .spec import (
     AgentSpec,
@@ -91,6 +92,7 @@ class _AgentState:
         "phases",
         "pricing",
         "primary",
+        "recall",
         "ref",
         "requests",
         "services",
@@ -154,6 +156,10 @@ class _AgentState:
         # Cached input, cache writes, reasoning: made once a call reports one.
         self.details: list[int] | None = None
         self.stop_reasons: dict[str, int] | None = None  # kept only for a workspace
+        # Its memory and context providers (#26; None: none, one test per model call).
+        self.recall: Recollection | None = None
+        if spec.memory is not None or spec.context_providers is not None:
+            self.recall = Recollection(spec.memory, spec.context_providers)
         self.workspace: Workspace | None = None
         if spec.workspace is not None:
             self.workspace = agent_workspace(spec.workspace, spec.name, name)

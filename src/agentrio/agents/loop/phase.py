@@ -473,6 +473,8 @@ class Phase(Endings):
         if st.compact_at is not None and self.total > st.compact_at:
             await self._compact()
         view, estimate = self._window()
+        if st.recall is not None:  # memory, context providers (#26: loop/recall.py)
+            view, estimate = await st.recall.before_call(self, view, estimate)
         settings = self.settings
         if not schemas:
             schemas, settings = self._no_tool_offer(view) or (schemas, settings)

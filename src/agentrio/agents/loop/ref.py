@@ -46,6 +46,7 @@ from .agent import (
     _summariser,
     make_gate,
 )
+from .recall import MemoryHandle, agent_memory
 from .services import Services
 from .spec import AgentSpec, check_model_settings, check_spec
 from .stream import RunStream
@@ -153,6 +154,16 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
     def workspace(self) -> Workspace | None:
         """The agent's workspace, or ``None`` if its spec has none."""
         return self._state.workspace
+
+    @property
+    def memory(self) -> MemoryHandle:
+        """The agent's memory (``AgentSpec.memory``; #26): its own, or the shared one
+        its spec names. See [Memory][agent-memory].
+
+        Raises:
+            InvalidArgument: its spec has no memory.
+        """
+        return agent_memory(self._state)
 
     def __repr__(self) -> str:
         ref = self.ref

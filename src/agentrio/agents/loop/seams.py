@@ -80,6 +80,11 @@ class Observer(Protocol):
     def waited(self, st: _AgentState, what: str, seconds: float) -> None:
         """An agent waited *seconds* for *what* (``"budget"``, a provider's wait)."""
 
+    def context_added(
+        self, phase: Phase, source: str, tokens: int, *, cut: bool = False, skipped: str = ""
+    ) -> None:
+        """A memory or a context provider added to (or was skipped for) a model call (#26)."""
+
 
 class Resumed(Protocol):
     """What a phase cut short had recorded, which it goes on from
@@ -151,6 +156,13 @@ class Checkpointing(Protocol):
 
     async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
         """Ask the restarted agent with *cmd* again, until nothing is left to go on from."""
+
+    # (memory, #26: a memory's items are kept in the store as opaque records)
+    def memory_records(self, name: str) -> Sequence[bytes]:
+        """The records the store holds for the memory *name*, oldest first."""
+
+    def keep_memory(self, name: str, data: bytes) -> None:
+        """Append one record of the memory *name* (never waits)."""
 
 
 class Composer(Protocol):

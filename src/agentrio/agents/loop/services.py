@@ -24,6 +24,8 @@ from ..tools.tool import Tool
 
 if TYPE_CHECKING:
     from ...actors import EventBus
+    from ...actors.actor import ActorRef
+    from ..memory.memory import MemoryState
     from ..tools.lanes import ToolLanes
     from .seams import Checkpointing, Composer, Observer
 
@@ -67,6 +69,8 @@ class Services:
             OpenTelemetry (None: nothing does, and they pay one test for it).
         checkpoints: the runtime's checkpoints, when it has a store (None:
             nothing is recorded, and a phase pays one test for it).
+        memories: the shared memories (``Memory(name=...)``) by name, each its
+            actor and its items (None until one is used).
         composer: what ``AgentRef``'s composing methods call (respond,
             background runs, helpers, subagents, maps: ``composition/``).
         resolve: turns a tier name or an ``"instance:model"`` string into a
@@ -83,6 +87,7 @@ class Services:
         "bus",
         "checkpoints",
         "composer",
+        "memories",
         "otel",
         "resolve",
         "tool_lanes",
@@ -107,6 +112,9 @@ class Services:
         self.composer = composer
         self.otel: Observer | None = None
         self.checkpoints: Checkpointing | None = None
+        # The shared memories by name, each its actor and its items (#26:
+        # loop/recall.py; None until the first is used).
+        self.memories: dict[str, tuple[ActorRef, MemoryState]] | None = None
         self.tools: dict[str, Tool] = {}
         self.resolve = resolve
         # The runtime's configuration when it has one (given, or found as for

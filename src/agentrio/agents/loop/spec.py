@@ -34,6 +34,8 @@ from ...providers.limiter import DEFAULT_LANE
 from ...providers.tokens import TokenEstimator, estimate_tokens, message_text
 from ...workspace import Workspace
 from ..budgets.limits import Limits
+from ..memory.memory import Memory
+from ..memory.providers import ContextProviders, to_context_providers
 from ..tools.lanes import check_lane
 from ..tools.output import output_type_of
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
@@ -46,6 +48,17 @@ if TYPE_CHECKING:
     pass
 
 __all__ = ["AgentSpec", "StepInfo", "check_spec"]
+
+
+def _to_memory(value: object) -> Memory | None:
+    """``AgentSpec.memory``: a Memory, a shared memory's name, or None."""
+    if value is None or isinstance(value, Memory):
+        return value
+    if isinstance(value, str):
+        return Memory(name=value)
+    raise InvalidArgument(
+        f"AgentSpec.memory must be an agentrio.Memory, a str or None, got {short_repr(value)}"
+    )
 
 
 @attrs.frozen
@@ -225,6 +238,19 @@ class AgentSpec(Generic[OutputT]):
             (``OutputInvalid``, naming the last reason). What it returns is
             not used; anything else it raises ends the phase with
             ``"error"``. See [Output validators][output-validators].
+        memory: what the agent remembers (#26): an
+            [`agentrio.Memory`][agentrio.Memory] (its own memory, or the
+            one shared by its ``name``), a str (``Memory(name=...)``, a
+            shared memory with the defaults), or None (none, the default).
+            Tool results its ``keep`` rule keeps are stored after each batch
+            of tool calls, and its best items recalled before each model
+            call; ``AgentRef.memory`` searches and clears it. See
+            [Memory][agent-memory].
+        context_providers: sources of context added before each model call
+            (#26): a list of [context providers][agentrio.ContextProvider],
+            or an [`agentrio.ContextProviders`][agentrio.ContextProviders]
+            that also sets their timeout and token allowance. See [Context
+            providers][context-providers].
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -289,6 +315,11 @@ class AgentSpec(Generic[OutputT]):
     output_retries: int = 1
     output_validators: tuple[OutputValidator, ...] = attrs.field(
         default=(), converter=to_validators
+    )
+    # Memory and context providers (#26: agents/memory, loop/recall.py)
+    memory: Memory | None = attrs.field(default=None, converter=_to_memory)
+    context_providers: ContextProviders | None = attrs.field(
+        default=None, converter=to_context_providers
     )
 
     def __attrs_post_init__(self) -> None:

@@ -281,10 +281,20 @@ class ToolTurns:
     def _tools_ran(self) -> Coroutine[object, None, None] | None:
         """Record the batch; the on_step hook's calls to await, if the spec has one."""
         results = self._settle_batch("")
+        if self.st.recall is not None:  # what the memory keeps (#26: loop/recall.py)
+            return self._remembered(results)
         if self.st.spec.on_step is None:
             self.step += len(results)
             return None
         return self._steps(results)
+
+    async def _remembered(self, results: list[ToolResult]) -> None:
+        assert self.st.recall is not None
+        await self.st.recall.tools_done(cast("Phase", self), results)
+        if self.st.spec.on_step is None:
+            self.step += len(results)
+        else:
+            await self._steps(results)
 
     async def _steps(self, results: list[ToolResult]) -> None:
         # The results are the history's last messages: each step's estimate

@@ -424,6 +424,24 @@ class OpenTelemetry:
         span.set_attributes(attributes)
         span.end()
 
+    def context_added(
+        self, phase: Phase, source: str, tokens: int, *, cut: bool = False, skipped: str = ""
+    ) -> None:
+        """What a memory or a context provider (*source*) added to the phase's next
+        model call (#26): an event ``agentrio.context`` on the phase's span, with its
+        ``tokens``, whether it was ``cut``, or why it was ``skipped``."""
+        record = self._phases.get(phase)
+        if record is None or not record.recording:
+            return
+        attributes: _Attributes = {
+            "agentrio.context.source": source,
+            "agentrio.context.tokens": tokens,
+            "agentrio.context.cut": cut,
+        }
+        if skipped:
+            attributes["agentrio.context.skipped"] = skipped
+        record.span.add_event("agentrio.context", attributes)
+
     # -- model calls -------------------------------------------------------------------
 
     async def chat(
