@@ -184,7 +184,7 @@ class PlannedRun:
             self.publish(
                 PlanningEnded, self.revision, self.goal, tuple(self.tasks), result.stop_reason
             )
-            return self.ended(result)
+            return self.ended(result, final_text="")  # (the planner's text is no answer)
         self.adopt(plan)
         self.publish(PlanningEnded, self.revision, self.goal, tuple(self.tasks))
         self.publish(TaskUpdated, tuple(self.tasks))
