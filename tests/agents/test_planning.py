@@ -217,19 +217,19 @@ async def test_run_planning_overrides_the_mode_for_one_run() -> None:
 
 def test_planning_is_checked() -> None:
     model = ScriptedModel([])
-    with pytest.raises(InvalidArgument, match="Planning.mode"):
+    with pytest.raises(InvalidArgument, match=r"Planning.mode"):
         Planning(mode="always")  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgument, match="Planning.max_tasks"):
+    with pytest.raises(InvalidArgument, match=r"Planning.max_tasks"):
         Planning(max_tasks=0)
-    with pytest.raises(InvalidArgument, match="at most 100"):
+    with pytest.raises(InvalidArgument, match=r"at most 100"):
         Planning(max_tasks=101)
-    with pytest.raises(InvalidArgument, match="Planning.max_revisions"):
+    with pytest.raises(InvalidArgument, match=r"Planning.max_revisions"):
         Planning(max_revisions=-1)
-    with pytest.raises(InvalidArgument, match="Planning.needs_plan"):
+    with pytest.raises(InvalidArgument, match=r"Planning.needs_plan"):
         Planning(needs_plan="yes")  # type: ignore[arg-type]
-    with pytest.raises(InvalidArgument, match="goes in AgentSpec.planning"):
+    with pytest.raises(InvalidArgument, match=r"goes in AgentSpec.planning"):
         AgentSpec("a", model, delegation=Planning())
-    with pytest.raises(InvalidArgument, match="AgentSpec.planning must be"):
+    with pytest.raises(InvalidArgument, match=r"AgentSpec.planning must be"):
         AgentSpec("a", model, planning="on")  # type: ignore[arg-type]
 
 
