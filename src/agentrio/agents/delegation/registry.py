@@ -138,8 +138,16 @@ class Delegation:
     delegates: tuple[Delegate, ...] = attrs.field(converter=_to_delegates)
     rule: DelegationRule | None = keyword_rule
 
-    # The default rule, to call from a rule of your own.
-    keyword_rule = staticmethod(keyword_rule)
+    @staticmethod
+    def keyword_rule(request: str, delegates: Sequence[Delegate]) -> str | None:
+        """The default rule: the delegate with the most of its ``keywords`` in *request*.
+
+        Keywords are matched as whole words (a phrase as consecutive words), in
+        any case, in the first 20,000 characters of the request; a tie goes to
+        the delegate listed first; a request with none of them stays with the
+        agent (None).
+        """
+        return keyword_rule(request, delegates)
 
     def __attrs_post_init__(self) -> None:
         names = [d.name for d in self.delegates]

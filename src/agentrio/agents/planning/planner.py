@@ -90,9 +90,28 @@ class Planning:
     needs_plan: NeedsPlan = looks_multi_step
     step_failed: StepCheck = default_step_failed
 
-    # The default rules, to call from rules of your own.
-    looks_multi_step = staticmethod(looks_multi_step)
-    failed_step = staticmethod(default_step_failed)
+    @staticmethod
+    def looks_multi_step(request: str) -> bool:
+        """The default ``needs_plan``: does *request* read as several steps?
+
+        True when its first 20,000 characters hold a list of two or more
+        items (lines starting ``1.``, ``2)``, ``-``, ``*``), a word of sequence
+        (``then``, ``after that``, ``afterwards``, ``and finally``, ``step by
+        step``, ``first,``, ``next,``), or when it is longer than 600 characters.
+        """
+        return looks_multi_step(request)
+
+    @staticmethod
+    def failed_step(task: PlanTask, result: PhaseResult[Any]) -> str | None:
+        """The default ``step_failed``: why the step of *task* failed, or None.
+
+        A step fails when its phase did not end ``"done"`` (an error, its
+        ``max_iterations``, a stall...; the reason names the stop reason and
+        the error), or when its answer begins with ``FAILED`` (any case), as
+        each step is told to answer when it cannot do its task (the reason is
+        that answer, cut to 300 characters).
+        """
+        return default_step_failed(task, result)
 
     def __attrs_post_init__(self) -> None:
         _check_mode(self.mode, "Planning.mode")
