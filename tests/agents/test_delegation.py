@@ -193,6 +193,8 @@ def test_a_delegation_is_checked() -> None:
         Delegation([child, child])
     with pytest.raises(InvalidArgument, match=r"must not be empty"):
         Delegation([])
+    with pytest.raises(InvalidArgument, match=r"must be an agentrio.AgentSpec"):
+        Delegate("researcher", "x")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match=r"keywords"):
         Delegate(child.spec, "x", keywords="research")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match=r"goes in AgentSpec.delegation"):

@@ -326,7 +326,9 @@ async def test_a_stop_request_ends_the_plan(record_events: Recorder) -> None:
         agent = await rt.spawn_agent(spec)
         agent_box.append(agent)
         result = await agent.run("a then b")
+        again = await agent.run("again", planning="off")  # the request was used up
         await trio.testing.wait_all_tasks_blocked()
+    assert (again.stop_reason, again.final_text) == ("done", "x")
     assert result.stop_reason == "stop_requested"
     assert [(e.task_id, e.status) for e in of(events, StepEnded)] == [("t1", "stopped")]  # type: ignore[attr-defined]
 

@@ -72,7 +72,9 @@ class Delegate:
     spec: AgentSpec[Any]
     description: str
     keywords: tuple[str, ...] = attrs.field(default=(), converter=_to_keywords)
-    name: str = attrs.field(default=attrs.Factory(lambda self: self.spec.name, takes_self=True))
+    name: str = attrs.field(
+        default=attrs.Factory(lambda self: getattr(self.spec, "name", ""), takes_self=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         check_spec(self.spec)
@@ -279,7 +281,8 @@ async def hand_over(
     The child draws on *agent*'s budget and runs its rules, approver and
     hooks before its own; a run narrowed by ``tool_names`` (*cmd*'s) narrows
     it too. It runs one phase in a new context, with *timeout* (None: its
-    spec's); then it stops, or, if the caller gave up, it is cancelled.
+    spec's); then it stops, or, if the caller gave up, it is cancelled. A
+    stop request it saw is used up: *agent*'s too.
     """
     state = agent._state
     spec = attrs.evolve(delegate.spec, on_step=_progress(agent, delegate.spec.on_step))
@@ -294,4 +297,6 @@ async def hand_over(
     finally:
         _release(child, finished=result is not None)
     _ended(state, child, result)
+    if result.stop_reason == "stop_requested":
+        state.stop_requested = False  # (the run saw it: used up, as by a phase)
     return result

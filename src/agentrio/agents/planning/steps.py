@@ -124,7 +124,7 @@ class PlannedRun:
             chosen = await self.delegation.choose(request)
             if chosen is not None:
                 return await hand_over(
-                    self.agent, chosen, request, self.cmd, timeout=self.remaining()
+                    self.agent, chosen, request, self.cmd, timeout=self.child_timeout()
                 )
         if not await self.planning.wants_plan(request, mode):
             return await self.unplanned()
@@ -180,6 +180,8 @@ class PlannedRun:
         message = self.planner_message(failed)
         result = await planner.run(message, continue_context=False, timeout=timeout)
         plan = result.output
+        if result.stop_reason == "stop_requested":
+            self.agent._state.stop_requested = False  # (the run saw it: used up)
         if result.stop_reason != "done" or plan is None:
             self.publish(
                 PlanningEnded, self.revision, self.goal, tuple(self.tasks), result.stop_reason
@@ -266,7 +268,9 @@ class PlannedRun:
         self.publish(StepStarted, task.id, task.description, number, total, task.agent)
         if delegate is not None:
             prompt = self.delegated_prompt(task)
-            result = await hand_over(self.agent, delegate, prompt, self.cmd, timeout=timeout)
+            result = await hand_over(
+                self.agent, delegate, prompt, self.cmd, timeout=self.child_timeout()
+            )
         else:
             result = await self.own_step(task, number, timeout)
         self.calls.extend(result.tool_calls)
@@ -413,6 +417,12 @@ class PlannedRun:
     def remaining(self) -> float:
         """Seconds left before the run's deadline (``math.inf``: none)."""
         return self.deadline - trio.current_time()
+
+    def child_timeout(self) -> float | None:
+        """A delegate's timeout: what is left of the run's (None: no deadline, so
+        the delegate's own spec's)."""
+        left = self.remaining()
+        return None if math.isinf(left) else left
 
     def stopped(
         self, reason: Any, i: int | None = None, result: PhaseResult[object] | None = None
