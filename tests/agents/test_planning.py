@@ -379,3 +379,11 @@ async def test_a_plan_revised_over_http(record_events: Recorder) -> None:
     assert [r.output_schema is not None for r in requests] == [True, False, True, False, False]
     assert [e.status for e in of(events, StepEnded)] == ["failed", "done"]  # type: ignore[attr-defined]
     assert [len(e.tasks) for e in of(events, PlanningEnded)] == [1, 2]  # type: ignore[attr-defined]
+
+
+def test_sync_code_plans_too() -> None:
+    model = ScriptedModel([Reply(text="one phase"), plan("a"), Reply(text="a"), Reply(text="ok")])
+    spec = AgentSpec("lead", model, planning=Planning(mode="on"))
+    assert agentrio.run_sync(spec, "x", planning="off").final_text == "one phase"
+    with agentrio.open_runtime_sync() as rt:
+        assert rt.spawn_agent(spec).run("x").final_text == "ok"
