@@ -29,6 +29,7 @@ from ..loop.ref import AgentRef
 from ..loop.spec import AgentSpec, StepInfo, check_spec
 
 if TYPE_CHECKING:
+    from ...actors.bus import EventBus
     from ..loop.seams import PhaseRunner
 
 __all__ = ["Delegate", "Delegation", "DelegationRule", "hand_over", "keyword_rule"]
@@ -76,8 +77,15 @@ class Delegate:
         default=attrs.Factory(lambda self: getattr(self.spec, "name", ""), takes_self=True)
     )
 
+    # The spec as its children run it: its on_step publishes their progress (made
+    # once: what is derived from a spec is worked out once per spec).
+    _reporting: AgentSpec[Any] = attrs.field(init=False, eq=False, repr=False)
+
     def __attrs_post_init__(self) -> None:
         check_spec(self.spec)
+        object.__setattr__(
+            self, "_reporting", attrs.evolve(self.spec, on_step=_Progress(self.spec.on_step))
+        )
         if not isinstance(self.description, str):
             raise InvalidArgument(f"Delegate.description must be a str, got {self.description!r}")
         if not isinstance(self.name, str) or not self.name:
@@ -246,26 +254,30 @@ class Delegation:
         return await hand_over(agent, chosen, cmd.user_message, cmd, timeout=timeout)
 
 
-def _progress(parent: AgentRef[object], own: Callable[[StepInfo], object] | None) -> Any:
-    """An ``on_step`` hook that publishes each step of a delegate as ``SubagentProgress``
-    (with *parent*'s path), then calls the delegate's own hook *own*."""
-    bus = parent._state.services.bus
-    path = parent.path
+class _Progress:
+    """A delegate's ``on_step`` hook: each step of one of its children, as a
+    ``SubagentProgress`` of the child's parent, then the delegate's own hook."""
 
-    def on_step(info: StepInfo) -> object:
-        if bus.active:
-            bus.publish(
+    __slots__ = ("own", "parents")
+
+    def __init__(self, own: Callable[[StepInfo], object] | None) -> None:
+        self.own = own
+        # A child's path -> its parent's path and event bus, while it runs (hand_over).
+        self.parents: dict[str, tuple[str, EventBus]] = {}
+
+    def __call__(self, info: StepInfo) -> object:
+        parent = self.parents.get(info.agent)
+        if parent is not None and parent[1].active:
+            parent[1].publish(
                 SubagentProgress(
-                    path=path,
+                    path=parent[0],
                     child=info.agent,
                     step=info.step,
                     tool=info.tool_name,
                     summary=info.summary,
                 )
             )
-        return None if own is None else own(info)
-
-    return on_step
+        return None if self.own is None else self.own(info)
 
 
 async def hand_over(
@@ -285,16 +297,20 @@ async def hand_over(
     stop request it saw is used up: *agent*'s too.
     """
     state = agent._state
-    spec = attrs.evolve(delegate.spec, on_step=_progress(agent, delegate.spec.on_step))
+    spec = delegate._reporting
     child = spawn_child(state, spec)
     if cmd.tool_names is not None:
         allowed = frozenset(cmd.tool_names)
         ceiling = child._state.ceiling
         child._state.ceiling = allowed if ceiling is None else ceiling & allowed
+    progress = spec.on_step
+    assert isinstance(progress, _Progress)
+    progress.parents[child.path] = (agent.path, state.services.bus)
     result = None
     try:
         result = await child.run(task, continue_context=False, timeout=timeout, lane=cmd.lane)
     finally:
+        del progress.parents[child.path]
         _release(child, finished=result is not None)
     _ended(state, child, result)
     if result.stop_reason == "stop_requested":

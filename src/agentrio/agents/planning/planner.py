@@ -89,6 +89,11 @@ class Planning:
     model: Model | str | None = None
     needs_plan: NeedsPlan = looks_multi_step
     step_failed: StepCheck = default_step_failed
+    # The planner's and the worker's specs by (agent spec, model), made once each
+    # (see steps.PlannedRun.child_specs); a few entries, never more.
+    specs: dict[tuple[int, int], tuple[object, ...]] = attrs.field(
+        factory=dict, init=False, eq=False, hash=False, repr=False
+    )
 
     @staticmethod
     def looks_multi_step(request: str) -> bool:

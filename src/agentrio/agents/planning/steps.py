@@ -77,6 +77,8 @@ class Settings(Protocol):
     def max_revisions(self) -> int: ...
     @property
     def model(self) -> Model | str | None: ...
+    @property
+    def specs(self) -> dict[tuple[int, int], tuple[object, ...]]: ...
 
     def step_failed(self, task: PlanTask, result: PhaseResult[Any], /) -> object: ...
 
@@ -173,12 +175,14 @@ class PlannedRun:
         self.publish(PlanningStarted, clip(request, _PREVIEW), self.revision)
         planner = self.planner
         if planner is None:
-            planner = self.planner = spawn_child(self.agent._state, self.planner_spec())
+            planner = self.planner = spawn_child(self.agent._state, self.child_specs()[0])
         timeout = self.remaining()
         if timeout <= 0:
             return self.stopped("timeout")
         message = self.planner_message(failed)
-        result = await planner.run(message, continue_context=False, timeout=timeout)
+        result = await planner.run(
+            message, continue_context=False, timeout=timeout, lane=self.cmd.lane
+        )
         plan = result.output
         if result.stop_reason == "stop_requested":
             self.agent._state.stop_requested = False  # (the run saw it: used up)
@@ -214,6 +218,20 @@ class PlannedRun:
             self.goal = clip(plan.goal, GOAL_CHARS) or clip(self.cmd.user_message, GOAL_CHARS)
         self.show_plan = True
 
+    def child_specs(self) -> tuple[AgentSpec[Plan], AgentSpec[object]]:
+        """The planner's spec and the worker's, for this agent's spec and model: made
+        once and kept by the ``Planning`` (what is derived from a spec is worked out
+        once per spec: a planned run is not to make two specs)."""
+        state = self.agent._state
+        cache = self.planning.specs
+        key = (id(state.spec), id(state.model))
+        found = cache.get(key)
+        if found is None or found[0] is not state.spec or found[1] is not state.model:
+            if len(cache) >= 16:  # (a spec's models: its own, an escalation's...)
+                cache.clear()
+            found = cache[key] = (state.spec, state.model, self.planner_spec(), self.worker_spec())
+        return found[2], found[3]  # type: ignore[return-value]
+
     def planner_spec(self) -> AgentSpec[Plan]:
         state = self.agent._state
         delegates = () if self.delegation is None else self.delegation.delegates
@@ -229,7 +247,7 @@ class PlannedRun:
             output_type=Plan,
             output_validators=[plan_checker(self.planning.max_tasks)],
             limits=Limits(max_iterations=3),
-            lane=self.cmd.lane or self.agent.spec.lane,
+            lane=self.agent.spec.lane,
         )
 
     def planner_message(self, failed: tuple[PlanTask, str] | None) -> str:
@@ -304,7 +322,7 @@ class PlannedRun:
     async def own_step(self, task: PlanTask, number: int, timeout: float) -> PhaseResult[object]:
         worker = self.worker
         if worker is None:
-            worker = self.worker = spawn_child(self.agent._state, self.worker_spec())
+            worker = self.worker = spawn_child(self.agent._state, self.child_specs()[1])
         lines = []
         if self.show_plan:
             self.show_plan = False
