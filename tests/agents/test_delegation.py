@@ -164,6 +164,33 @@ async def test_a_rule_that_names_no_delegate_is_an_error() -> None:
             await lead.run("x")
 
 
+async def test_the_router_as_the_rule(record_events: Recorder) -> None:
+    child = researcher(ScriptedModel([Reply(text="a long study")]))
+    rule = Delegation.router_rule(agentrio.RuleRouter(), {"background": "researcher"})
+    lead_model = ScriptedModel([Reply(text="quick answer")])
+    spec = AgentSpec("lead", lead_model, tools=[search], delegation=Delegation([child], rule=rule))
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(spec)
+        long = await lead.run("Compare these:\n1. https://a.example\n2. https://b.example\n3. c")
+        short = await lead.run("hi")
+    assert (long.final_text, short.final_text) == ("a long study", "quick answer")
+    with pytest.raises(InvalidArgument, match="by_mode"):
+        Delegation.router_rule(agentrio.RuleRouter(), {"background": 1})  # type: ignore[dict-item]
+
+    async def bad_router(request: str) -> object:
+        return "background"
+
+    spec = AgentSpec(
+        "lead",
+        ScriptedModel([]),
+        tools=[search],
+        delegation=Delegation([child], rule=Delegation.router_rule(bad_router, {})),  # type: ignore[arg-type]
+    )
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument, match="must return an agentrio.Route"):
+            await (await rt.spawn_agent(spec)).run("x")
+
+
 def test_the_keyword_rule() -> None:
     a = researcher(ScriptedModel([]))
     b = Delegate(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,6 +27,7 @@ from ...messages import PhaseResult, RunPhase, SubagentProgress
 from ..composition.compose import _ended, _release, spawn_child
 from ..loop.ref import AgentRef
 from ..loop.spec import AgentSpec, StepInfo, check_spec
+from ..routing.router import Router, choose_route
 
 if TYPE_CHECKING:
     from ...actors.bus import EventBus
@@ -158,6 +159,35 @@ class Delegation:
         agent (None).
         """
         return keyword_rule(request, delegates)
+
+    @staticmethod
+    def router_rule(router: Router, by_mode: Mapping[str, str]) -> DelegationRule:
+        """A rule made of a router: the mode it routes a request to names the delegate.
+
+        *router* is any router of ``AgentRef.respond`` (a
+        [`RuleRouter`][agentrio.RuleRouter], a callable returning a
+        [`Route`][agentrio.Route], plain or async); the request goes to the
+        delegate ``by_mode[route.mode]``, or stays with the agent for a mode
+        not in *by_mode*. ``Delegation.router_rule(RuleRouter(), {"background":
+        "researcher"})`` hands what the router would run in the background (a
+        long request, a list of tasks, many links) to the researcher.
+
+        Raises:
+            InvalidArgument: *router* is not callable, *by_mode* not a mapping of
+                str to str (when made); the router returned no ``Route`` (when run).
+        """
+        if not callable(router):
+            raise InvalidArgument(f"router must be callable, got {router!r}")
+        if not isinstance(by_mode, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in by_mode.items()
+        ):
+            raise InvalidArgument(f"by_mode must map mode names to delegate names, got {by_mode!r}")
+        table = dict(by_mode)
+
+        async def rule(request: str, delegates: Sequence[Delegate]) -> str | None:
+            return table.get((await choose_route(router, request)).mode)
+
+        return rule
 
     def __attrs_post_init__(self) -> None:
         names = [d.name for d in self.delegates]
