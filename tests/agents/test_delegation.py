@@ -187,7 +187,7 @@ async def test_the_router_as_the_rule(record_events: Recorder) -> None:
         delegation=Delegation([child], rule=Delegation.router_rule(bad_router, {})),  # type: ignore[arg-type]
     )
     async with agentrio.open_runtime() as rt:
-        with pytest.raises(InvalidArgument, match="must return an agentrio.Route"):
+        with pytest.raises(InvalidArgument, match=r"must return an agentrio.Route"):
             await (await rt.spawn_agent(spec)).run("x")
 
 
