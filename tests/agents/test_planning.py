@@ -387,3 +387,19 @@ def test_sync_code_plans_too() -> None:
     assert agentrio.run_sync(spec, "x", planning="off").final_text == "one phase"
     with agentrio.open_runtime_sync() as rt:
         assert rt.spawn_agent(spec).run("x").final_text == "ok"
+
+
+async def test_a_stop_requested_before_the_run_ends_it_before_the_plan() -> None:
+    model = ScriptedModel([plan("a"), Reply(text="a"), Reply(text="ok")])
+    spec = AgentSpec("lead", model, planning=Planning(mode="on"))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.request_stop()
+        stopped = await agent.run("a")
+        again = await agent.run("a")
+    assert (stopped.stop_reason, again.stop_reason, again.final_text) == (
+        "stop_requested",
+        "done",
+        "ok",
+    )
+    assert len(model.calls) == 3  # none before the stop: the planner was not asked

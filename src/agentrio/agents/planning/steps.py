@@ -171,21 +171,25 @@ class PlannedRun:
     async def ask_planner(self, failed: tuple[PlanTask, str] | None) -> PhaseResult[object] | None:
         """Ask for a plan (*failed* None) or a revised one; None when the tasks are
         in place, else the result that ends the run (there is no plan)."""
+        state = self.agent._state
+        if state.stop_requested:  # (asked for before the run, or between steps: used up)
+            state.stop_requested = False
+            return self.stopped("stop_requested")
+        timeout = self.remaining()
+        if timeout <= 0:
+            return self.stopped("timeout")
         request = self.cmd.user_message
         self.publish(PlanningStarted, clip(request, _PREVIEW), self.revision)
         planner = self.planner
         if planner is None:
-            planner = self.planner = spawn_child(self.agent._state, self.child_specs()[0])
-        timeout = self.remaining()
-        if timeout <= 0:
-            return self.stopped("timeout")
+            planner = self.planner = spawn_child(state, self.child_specs()[0])
         message = self.planner_message(failed)
         result = await planner.run(
             message, continue_context=False, timeout=timeout, lane=self.cmd.lane
         )
         plan = result.output
         if result.stop_reason == "stop_requested":
-            self.agent._state.stop_requested = False  # (the run saw it: used up)
+            state.stop_requested = False  # (the run saw it: used up)
         if result.stop_reason != "done" or plan is None:
             self.publish(
                 PlanningEnded, self.revision, self.goal, tuple(self.tasks), result.stop_reason
