@@ -403,3 +403,20 @@ async def test_a_stop_requested_before_the_run_ends_it_before_the_plan() -> None
         "ok",
     )
     assert len(model.calls) == 3  # none before the stop: the planner was not asked
+
+
+async def test_what_a_rule_raises_run_raises(record_events: Recorder) -> None:
+    def judge(task: agentrio.types.PlanTask, result: agentrio.PhaseResult[object]) -> None:
+        raise ValueError("the judge is out")
+
+    model = ScriptedModel([plan("a"), Reply(text="a")])
+    spec = AgentSpec("lead", model, planning=Planning(mode="on", step_failed=judge))
+    async with agentrio.open_runtime() as rt:
+        events = record_events(rt)
+        agent = await rt.spawn_agent(spec)
+        with pytest.raises(ValueError, match="the judge is out"):
+            await agent.run("a")
+        await trio.testing.wait_all_tasks_blocked()
+    exited = {e.path: e.reason for e in of(events, ActorExited)}  # type: ignore[attr-defined]
+    children = {p: r for p, r in exited.items() if p.startswith(("lead.planner", "lead.steps"))}
+    assert len(children) >= 2 and set(children.values()) == {"cancelled"}
