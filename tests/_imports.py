@@ -125,6 +125,18 @@ ROOMS: tuple[Layer, ...] = (
         ("agentrio.agents.composition",),
         uses=("budgets", "tools", "routing", "loop"),
     ),
+    # Planning and delegation (#26, the planning part): runs of many phases, above the
+    # loop (loop/seams.py's RunDriver) and composition (their children are subagents).
+    Layer(
+        "delegation",
+        ("agentrio.agents.delegation",),
+        uses=("budgets", "tools", "routing", "loop", "composition"),
+    ),
+    Layer(
+        "planning",
+        ("agentrio.agents.planning",),
+        uses=("budgets", "tools", "routing", "loop", "composition", "delegation"),
+    ),
 )
 ROOMS_HOME = "agentrio.agents"  # the package the rooms divide
 

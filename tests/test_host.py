@@ -26,7 +26,7 @@ from agentrio.events import (
     TextDelta,
     ToolStarted,
 )
-from agentrio.host import _RunOptions, _RuntimeOptions
+from agentrio.host import _RunOptions, _RuntimeOptions, _StreamOptions
 from agentrio.testing import FunctionModel, Reply
 from agentrio.types import BlockingAgent, BlockingRuntime, BlockingStream
 
@@ -535,9 +535,11 @@ def test_run_options_are_agentref_runs_keywords() -> None:
 
 def test_stream_takes_agentref_streams_keywords() -> None:
     expected = _keywords(agentrio.AgentRef.stream)
-    assert expected == {*_RunOptions.__annotations__, "max_buffer_size"}
-    assert _keywords(BlockingAgent.stream) | set(_RunOptions.__annotations__) == expected
-    assert _keywords(BlockingAgent.astream) | set(_RunOptions.__annotations__) == expected
+    assert expected == {*_StreamOptions.__annotations__, "max_buffer_size"}
+    assert _keywords(BlockingAgent.stream) | set(_StreamOptions.__annotations__) == expected
+    assert _keywords(BlockingAgent.astream) | set(_StreamOptions.__annotations__) == expected
+    # run()'s, but planning (#26): a stream is one phase.
+    assert set(_RunOptions.__annotations__) - set(_StreamOptions.__annotations__) == {"planning"}
 
 
 def test_spawn_agent_takes_runtime_spawn_agents_keywords() -> None:

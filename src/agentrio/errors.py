@@ -31,6 +31,7 @@ catch the second without hiding the first:
     ├── HelperTurnsExceeded         a helper used its turns without a final answer
     ├── OutputInvalid               a typed answer failed validation past its retries
     ├── PhaseFailed                 raise_for_error() of a phase ended by another exception
+    ├── PlanFailed                  a planned run's step failed past its revisions
     ├── ToolError                   a tool call could not produce a result
     │   ├── ToolArgumentsInvalid    the arguments do not match the tool's schema
     │   └── ToolResultInvalid       the result cannot be encoded as JSON
@@ -79,6 +80,7 @@ __all__ = [
     "OutputInvalid",
     "PermissionEscalation",
     "PhaseFailed",
+    "PlanFailed",
     "ProviderError",
     "ProviderUnavailable",
     "RateLimited",
@@ -183,6 +185,16 @@ class PhaseFailed(AgentrioError):
         super().__init__(message)
         self.error_type = error_type
         self.result = result
+
+
+class PlanFailed(AgentrioError):
+    """A planned run (``AgentSpec.planning``) gave up: a step failed and the plan
+    had been revised ``Planning.max_revisions`` times already.
+
+    A run is not ended by raising it: the run's result has ``stop_reason ==
+    "error"``, ``error_type == "PlanFailed"`` and, in ``error``, which task
+    failed and why; ``raise_for_error()`` raises it. See [Planning][planning].
+    """
 
 
 def phase_error(error_type: str, error: str, result: object) -> AgentrioError:

@@ -52,6 +52,7 @@ from .messages import (
     ModelSettings,
     OutputT,
     PhaseResult,
+    PlanningMode,
     TextDelta,
     ToolCallRequest,
 )
@@ -106,8 +107,9 @@ class _RuntimeOptions(TypedDict, total=False):
     specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None
 
 
-class _RunOptions(TypedDict, total=False):
-    """``AgentRef.run()``'s keyword arguments (kept equal to it by tests/test_host.py)."""
+class _StreamOptions(TypedDict, total=False):
+    """``AgentRef.stream()``'s keyword arguments but ``max_buffer_size`` (kept equal to
+    it by tests/test_host.py): ``run()``'s, but ``planning`` (a stream is one phase)."""
 
     tool_names: Sequence[str] | None
     max_iterations: int | None
@@ -120,6 +122,12 @@ class _RunOptions(TypedDict, total=False):
     lane: Lane | None
     settings: ModelSettings | None
     phase_id: str | None
+
+
+class _RunOptions(_StreamOptions, total=False):
+    """``AgentRef.run()``'s keyword arguments (kept equal to it by tests/test_host.py)."""
+
+    planning: PlanningMode | None  # (#26: planned runs)
 
 
 class _RunSyncOptions(_RuntimeOptions, _RunOptions, total=False):
@@ -675,7 +683,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         user_message: str | Sequence[ContentPart | str],
         *,
         max_buffer_size: int = 64,
-        **options: Unpack[_RunOptions],
+        **options: Unpack[_StreamOptions],
     ) -> BlockingRunStream[OutputT]:
         """Run one phase and stream it, as [`AgentRef.stream`][agentrio.AgentRef.stream] does.
 
@@ -717,7 +725,7 @@ class BlockingAgent(Generic[OutputT], metaclass=NoPublicConstructor):
         user_message: str | Sequence[ContentPart | str],
         *,
         max_buffer_size: int = 64,
-        **options: Unpack[_RunOptions],
+        **options: Unpack[_StreamOptions],
     ) -> BlockingRunStream[OutputT]:
         """``stream()``, awaited (the run starts when it returns); read it with
         ``async for``, in an ``async with`` block."""
@@ -775,7 +783,7 @@ class _HostedRun:
         agent: AgentRef[Any],
         user_message: str | Sequence[ContentPart | str],
         max_buffer_size: int,
-        options: _RunOptions,
+        options: _StreamOptions,
     ) -> None:
         self._agent = agent
         self._options = (user_message, max_buffer_size, options)

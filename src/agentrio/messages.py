@@ -98,6 +98,19 @@ __all__ = [
     "MemoryCleared",
     "ContextProvided",
     "ContextProviderFailed",
+    # plans, goals and delegation (#26: planning)
+    "GoalAchieved",
+    "GoalExtracted",
+    "GoalProgress",
+    "PlanTask",
+    "PlanningMode",
+    "PlanningEnded",
+    "PlanningStarted",
+    "StepEnded",
+    "StepStarted",
+    "SubagentProgress",
+    "TaskStatus",
+    "TaskUpdated",
 ]
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
@@ -1567,6 +1580,128 @@ class ContextCompact(Message, frozen=True, tag=True):
     end: int = 0
     summary: tuple[ChatMessage, ...] = ()
     length: int = 0
+
+
+# -- plans, goals and delegation (#26: planning) ---------------------------------------
+
+PlanningMode = Literal["auto", "on", "off"]
+"""When a run is planned (``Planning.mode``, ``run(planning=...)``): ``"on"``
+always, ``"off"`` never, ``"auto"`` when the spec's ``Planning.needs_plan``
+says the request needs a plan."""
+
+TaskStatus = Literal["pending", "running", "done", "failed", "stopped", "dropped"]
+"""Where a task of a plan stands: ``"pending"`` (not begun), ``"running"``,
+``"done"``, ``"failed"`` (its step failed, and the plan was revised or gave
+up), ``"stopped"`` (its step was cut short by the budget, a stop request, the
+run's deadline or a cancelled caller) or ``"dropped"`` (a revision replaced
+it, or the plan ended before it)."""
+
+
+class PlanTask(Message, frozen=True, tag=True):
+    """One task of a plan as it stands, in ``TaskUpdated`` and ``PlanningEnded`` events.
+
+    Attributes:
+        id: ``"t1"``, ``"t2"``...: numbered in the order the tasks were
+            planned, across revisions.
+        description: what the task is (at most 1,000 characters).
+        status: where it stands (a [`TaskStatus`][agentrio.types.TaskStatus]).
+        agent: the delegate it is handed to (``AgentSpec.delegation``), or
+            ``None``: the agent's own steps.
+    """
+
+    id: str
+    description: str
+    status: TaskStatus = "pending"
+    agent: str | None = None
+
+
+class PlanningStarted(Event, frozen=True, tag=True):
+    """A planned run asks its planner for a plan (``revision`` 0), or for a
+    revised one after a step failed (1, 2...); ``request`` is the request's
+    first 200 characters."""
+
+    request: str = ""
+    revision: int = 0
+
+
+class PlanningEnded(Event, frozen=True, tag=True):
+    """The planner answered: ``tasks`` is the plan as it now stands (done tasks
+    first), ``goal`` what it is for; ``stop_reason`` is the planning call's
+    (``"done"``, or why there is no plan: the run then ends with it)."""
+
+    revision: int = 0
+    goal: str = ""
+    tasks: tuple[PlanTask, ...] = ()
+    stop_reason: str = "done"
+
+
+class StepStarted(Event, frozen=True, tag=True):
+    """A task of the plan begins as a step: ``number`` of ``total`` (from 1);
+    ``agent`` is the delegate that runs it (``None``: the agent's own steps)."""
+
+    task_id: str = ""
+    description: str = ""
+    number: int = 0
+    total: int = 0
+    agent: str | None = None
+
+
+class StepEnded(Event, frozen=True, tag=True):
+    """A step ended: ``status`` is its task's (``"done"``, ``"failed"`` or
+    ``"stopped"``), ``stop_reason`` its phase's, ``why`` why it failed (``""``
+    if it did not)."""
+
+    task_id: str = ""
+    status: TaskStatus = "done"
+    stop_reason: str = ""
+    number: int = 0
+    total: int = 0
+    why: str = ""
+
+
+class TaskUpdated(Event, frozen=True, tag=True):
+    """The plan's tasks changed: every task, with its status."""
+
+    tasks: tuple[PlanTask, ...] = ()
+
+
+class GoalExtracted(Event, frozen=True, tag=True):
+    """A tracked run's goal (``Planning(goal_tracking=True)``): the plan's, or
+    the request itself for a run without a plan; ``criteria`` say when it is met."""
+
+    goal: str = ""
+    criteria: tuple[str, ...] = ()
+
+
+class GoalProgress(Event, frozen=True, tag=True):
+    """A step of a tracked run is done: ``completed`` of ``total`` steps
+    (``progress`` is their ratio, 0 to 1)."""
+
+    goal: str = ""
+    completed: int = 0
+    total: int = 0
+    progress: float = 0.0
+
+
+class GoalAchieved(Event, frozen=True, tag=True):
+    """A tracked run met its goal: every step done and the final answer given,
+    ``seconds`` after the run began (Trio's clock)."""
+
+    goal: str = ""
+    total_steps: int = 0
+    seconds: float = 0.0
+
+
+class SubagentProgress(Event, frozen=True, tag=True):
+    """A delegated child (``AgentSpec.delegation``) took a step: a model turn
+    (``tool`` None) or a tool call; ``summary`` is its ``StepInfo.summary``
+    (at most 80 characters). Published between its ``SubagentStarted`` and
+    ``SubagentEnded``, with the parent's path."""
+
+    child: str = ""
+    step: int = 0
+    tool: str | None = None
+    summary: str = ""
 
 
 # -- lanes -------------------------------------------------------------------------------

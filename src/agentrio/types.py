@@ -22,6 +22,7 @@ from .agents.budgets.usage import UsageTotals
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
+from .agents.planning.plan import Plan, PlannedTask
 from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
@@ -33,8 +34,11 @@ from .messages import (
     ContextReset,
     FinishReason,
     Lane,
+    PlanningMode,
+    PlanTask,
     RawBlock,
     StopReason,
+    TaskStatus,
     TextPart,
     ThinkingBlock,
     ToolStatus,
@@ -68,6 +72,10 @@ __all__ = [
     "Rule",
     "ToolSchema",
     "OutputSchema",
+    # plans (#26): what a planner answers, a task as it stands
+    "Plan",
+    "PlannedTask",
+    "PlanTask",
     # parts of messages
     "ThinkingBlock",
     "RawBlock",
@@ -85,6 +93,8 @@ __all__ = [
     "ToolStatus",
     "Lane",
     "ContentPart",
+    "PlanningMode",
+    "TaskStatus",
     "Strategy",
     "RestartPolicy",
 ]

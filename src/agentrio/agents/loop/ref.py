@@ -25,6 +25,7 @@ from ...messages import (
     ModelSettings,
     OutputT,
     PhaseResult,
+    PlanningMode,
     RunPhase,
     ToolCallRequest,
     Turn,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from ...supervisors.ref import SupervisorRef
     from ..routing.router import Router
     from .handles import BackgroundRun, Helper, Response
+    from .seams import RunDriver
 
 __all__ = ["AgentRef", "spawn_agent"]
 
@@ -184,6 +186,7 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         lane: Lane | None = None,
         settings: ModelSettings | None = None,
         phase_id: str | None = None,
+        planning: PlanningMode | None = None,
     ) -> Coroutine[Any, Any, PhaseResult[OutputT]]:
         """Run one phase: model calls and tool calls until done or a limit is hit.
 
@@ -263,6 +266,15 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 a durable agent (see [Surviving a crash][surviving-a-crash]);
                 unused without a store. It names one phase at a time: the id
                 of a phase under way, or resumed and not ended, is refused.
+            planning: for an agent whose spec has a
+                [`Planning`][agentrio.Planning]: ``"on"``, ``"off"`` or
+                ``"auto"`` for this run instead of its ``mode`` (``None``: its
+                mode). A planned run is several phases (a planning call, the
+                steps, the final answer: see [Planning][planning]), under this
+                run's budget, ``timeout`` (for the whole run) and cancellation.
+                An agent whose spec has a [`Delegation`][agentrio.Delegation]
+                may hand the request to a child (see
+                [Delegation][delegation]).
 
         The argument checks are made when this is called (``InvalidArgument``,
         ``ConfigError`` and ``SelfAsk`` are raised then); the phase is the
@@ -280,9 +292,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
                 part of *user_message* that is not a part, or that the
                 phase's model cannot take (a provider's wire format checks
                 each: an image URL for Ollama, a document for a wire that
-                takes none), a tool name the agent does not have, an unknown *lane*, or a
-                mode name the runtime does not have (the message lists its
-                modes); *settings* that is not a ``ModelSettings``, names in
+                takes none), a tool name the agent does not have, an unknown
+                *lane*, a *planning* that is not a mode or is given to an
+                agent without an ``AgentSpec.planning``, or a mode name the
+                runtime does not have (the message lists its modes);
+                *settings* that is not a ``ModelSettings``, names in
                 ``tool_choice`` a tool the agent does not have, holds a
                 setting the phase's model (*model*'s, else the agent's)
                 cannot send (the message names it), or is given to a model
@@ -314,6 +328,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             settings,
             phase_id,
         )
+        driver = state.info.driver
+        if driver is not None or planning is not None:  # (#26: a planned or delegated run)
+            return _driven(self, cmd, driver, planning)
         # The checks are made when this is called; the phase is the coroutine it
         # returns: without OpenTelemetry or checkpoints, the ask itself (no frame
         # of this method's, nor of another, waits on each of 10k agents' callers).
@@ -726,6 +743,32 @@ def _asked(state: _AgentState, cmd: RunPhase) -> Coroutine[Any, Any, object]:
             f"agent {ref.path!r} was asked to run a phase from inside its own "
             "phase (a tool running its own agent): it would deadlock"
         ) from None
+
+
+def _driven(
+    agent: AgentRef[OutputT], cmd: RunPhase, driver: RunDriver | None, planning: object
+) -> Coroutine[Any, Any, PhaseResult[OutputT]]:
+    """The run of *cmd* by the spec's *driver* (planning, delegation): checked now."""
+    if driver is None:
+        raise InvalidArgument(
+            f"run(planning={planning!r}) needs an agent whose AgentSpec.planning is set"
+        )
+    driver.check_run(planning)
+    _asked(agent._state, cmd).close()  # (SelfAsk now, as for a phase)
+
+    def run_phase(step: RunPhase) -> Coroutine[Any, Any, PhaseResult[object]]:
+        state = agent._state
+        asked = _asked(state, step)
+        services = state.services
+        if services.otel is None and services.checkpoints is None:
+            return cast("Coroutine[Any, Any, PhaseResult[object]]", asked)
+        return _phase(cast("AgentRef[object]", agent), step, asked)
+
+    plain = cast("AgentRef[object]", agent)
+    mode = planning if isinstance(planning, str) else None
+    return cast(
+        "Coroutine[Any, Any, PhaseResult[OutputT]]", driver.drive(plain, cmd, run_phase, mode)
+    )
 
 
 async def _phase(

@@ -13,7 +13,7 @@ reach their supervisor through ``actors.actor.Parent``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from .services import Services
     from .spec import AgentSpec
 
-__all__ = ["Checkpointing", "Composer", "Observer", "PhaseRecording", "Resumed"]
+__all__ = [
+    "Checkpointing",
+    "Composer",
+    "Observer",
+    "PhaseRecording",
+    "PhaseRunner",
+    "Resumed",
+    "RunDriver",
+]
 
 _T = TypeVar("_T")
 
@@ -223,3 +231,32 @@ class Composer(Protocol):
         parent: _AgentState | None,
     ) -> list[PhaseResult[_T] | ActorError]:
         """One fresh agent per input, at most *concurrency* at once."""
+
+
+# -- planning and delegation (#26: planning) ------------------------------------------
+
+PhaseRunner = Callable[["RunPhase"], Coroutine[object, None, "PhaseResult[object]"]]
+"""Runs one phase of an agent: what ``AgentRef.run`` would do with a ``RunPhase``."""
+
+
+class RunDriver(Protocol):
+    """What runs a request as more than one phase: ``AgentSpec.planning``
+    (``planning.planner.Planning``) or ``AgentSpec.delegation``
+    (``delegation.registry.Delegation``). ``AgentRef.run`` hands such an
+    agent's requests to it (the spec's planning first, else its delegation)."""
+
+    def check_spec(self, spec: AgentSpec[object]) -> None:
+        """Raise ``InvalidArgument`` (or ``PermissionEscalation``) if *spec* may not hold it."""
+
+    def check_run(self, planning: object) -> None:
+        """Raise ``InvalidArgument`` if ``run(planning=...)`` may not be *planning*."""
+
+    def drive(
+        self,
+        agent: AgentRef[object],
+        cmd: RunPhase,
+        run_phase: PhaseRunner,
+        planning: str | None,
+    ) -> Coroutine[object, None, PhaseResult[object]]:
+        """Run the request of *cmd* (checked) on *agent*, each phase of the agent's
+        own by *run_phase*; *planning* is ``run(planning=...)``."""

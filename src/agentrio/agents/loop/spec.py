@@ -43,6 +43,7 @@ from ..tools.tool import NO_ENV, Tool, check_env
 from ..tools.validators import OutputValidator, to_validators
 from .compaction import Compaction
 from .continuation import ContinuationDetector
+from .seams import RunDriver  # (at run time: typing.get_type_hints reads the fields)
 
 if TYPE_CHECKING:
     pass
@@ -321,6 +322,10 @@ class AgentSpec(Generic[OutputT]):
     context_providers: ContextProviders | None = attrs.field(
         default=None, converter=to_context_providers
     )
+    # Planning and delegation (#26, the planning part): what runs a request as
+    # more than one phase (loop/seams.py's RunDriver; agents/planning, agents/delegation).
+    planning: RunDriver | None = None
+    delegation: RunDriver | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -393,12 +398,27 @@ class AgentSpec(Generic[OutputT]):
             value = getattr(self, hook)
             if value is not None and not callable(value):
                 raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")
+        _check_drivers(self)
+
+
+def _check_drivers(spec: AgentSpec[object]) -> None:
+    """Check ``planning`` and ``delegation`` (each met by a room above the loop)."""
+    for field, kind in (("planning", "Planning"), ("delegation", "Delegation")):
+        driver = getattr(spec, field)
+        if driver is None:
+            continue
+        if not all(callable(getattr(driver, m, None)) for m in ("drive", "check_spec")):
+            raise InvalidArgument(
+                f"AgentSpec.{field} must be an agentrio.{kind} or None, got {driver!r}"
+            )
+        driver.check_spec(spec)  # (which checks that it is in its own field)
 
 
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
     __slots__ = (
+        "driver",
         "estimator",
         "model_facts",
         "needs_caller",
@@ -415,6 +435,9 @@ class _SpecInfo:
         self.schemas = tuple(t.schema for t in spec.tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
         self.needs_caller = any(t.needs_caller for t in spec.tools)
+        # What runs its requests as more than one phase (None: AgentRef.run asks
+        # one phase): its planning, which hands steps to its delegation, else that.
+        self.driver = spec.planning if spec.planning is not None else spec.delegation
         kind = spec.output_type
         self.output = (
             None if kind is None or kind is str else output_type_of(kind, spec.output_retries)
