@@ -22,7 +22,7 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 
 from .actors.bus import EventStream
 from .agents.loop.stream import PartialOutput, RunDone, RunItem
-from .messages import (
+from .messages import (  # #26: tier fallback, skills, security
     ActorExited,
     ActorFailed,
     ActorRestarted,
@@ -38,6 +38,7 @@ from .messages import (
     DeadLetter,
     Event,
     EventsLost,
+    OutputSanitised,
     PermissionDenied,
     PhaseEnded,
     PhaseError,
@@ -46,11 +47,14 @@ from .messages import (
     ResumedPhaseEnded,
     Routed,
     RuntimeOpened,
+    SkillActivated,
     Stalled,
     SubagentEnded,
     SubagentStarted,
     SupervisorEscalated,
+    TaintBlocked,
     TextDelta,
+    TierFellBack,
     ToolDeadLetter,
     ToolEnded,
     ToolRetry,
@@ -112,4 +116,9 @@ __all__ = [
     "RunItem",
     "PartialOutput",
     "RunDone",
+    # tier fallback, skills, security (#26)
+    "TierFellBack",
+    "SkillActivated",
+    "TaintBlocked",
+    "OutputSanitised",
 ]
