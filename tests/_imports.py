@@ -122,6 +122,9 @@ ROOMS: tuple[Layer, ...] = (
         ("agentrio.agents.composition",),
         uses=("budgets", "tools", "routing", "loop"),
     ),
+    # #26: skills (SKILL.md, activate_skill, narrowing) and security (taint, sanitising)
+    Layer("skills", ("agentrio.agents.skills",), uses=("tools", "loop")),
+    Layer("security", ("agentrio.agents.security",), uses=("tools", "loop")),
 )
 ROOMS_HOME = "agentrio.agents"  # the package the rooms divide
 

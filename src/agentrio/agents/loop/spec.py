@@ -6,7 +6,7 @@ import inspect
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Generic
+from typing import Generic
 
 import attrs
 
@@ -41,9 +41,8 @@ from ..tools.tool import NO_ENV, Tool, check_env
 from ..tools.validators import OutputValidator, to_validators
 from .compaction import Compaction
 from .continuation import ContinuationDetector
-
-if TYPE_CHECKING:
-    pass
+from .prompts import PromptSlots, system_prompt
+from .seams import Security, Skills  # (the spec's annotations are read at run time)
 
 __all__ = ["AgentSpec", "StepInfo", "check_spec"]
 
@@ -290,6 +289,10 @@ class AgentSpec(Generic[OutputT]):
     output_validators: tuple[OutputValidator, ...] = attrs.field(
         default=(), converter=to_validators
     )
+    # -- #26, the skills branch: prompt slots, skills, a security provider ---------------
+    prompt: PromptSlots | None = None
+    skills: Skills | None = None
+    security: Security | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -352,6 +355,7 @@ class AgentSpec(Generic[OutputT]):
                     f"AgentSpec.tools has a tool named {OUTPUT_TOOL!r}, the name of the "
                     f"tool a typed answer is given with (AgentSpec.output_type)"
                 )
+        _check_26(self, names)
         for hook in (
             "on_step",
             "token_estimator",
@@ -364,6 +368,30 @@ class AgentSpec(Generic[OutputT]):
                 raise InvalidArgument(f"AgentSpec.{hook} must be callable or None, got {value!r}")
 
 
+def _check_26(spec: AgentSpec[object], names: Sequence[str]) -> None:
+    """The fields of #26's skills branch: ``prompt``, ``skills``, ``security``."""
+    if spec.prompt is not None and not isinstance(spec.prompt, PromptSlots):
+        raise InvalidArgument(
+            f"AgentSpec.prompt must be an agentrio.PromptSlots or None, got {spec.prompt!r}"
+        )
+    skills = spec.skills
+    if skills is not None:
+        if not all(callable(getattr(skills, m, None)) for m in ("tool", "catalogue", "narrow")):
+            raise InvalidArgument(
+                f"AgentSpec.skills must be an agentrio.SkillRegistry or None, got {skills!r}"
+            )
+        if skills.tool().name in names:
+            raise InvalidArgument(
+                f"AgentSpec.tools has a tool named {skills.tool().name!r}, the name of the "
+                f"tool a skill is activated with (AgentSpec.skills)"
+            )
+    if spec.security is not None and not callable(getattr(spec.security, "guard", None)):
+        raise InvalidArgument(
+            f"AgentSpec.security must be an agentrio.SecurityProvider or None, "
+            f"got {spec.security!r}"
+        )
+
+
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
@@ -373,15 +401,22 @@ class _SpecInfo:
         "needs_caller",
         "output",
         "schemas",
+        "skills",
         "system",
         "tool_set",
         "tools",
     )
 
     def __init__(self, spec: AgentSpec[object]) -> None:
-        self.tools = {t.name: t for t in spec.tools}
+        tools = spec.tools
+        self.skills = spec.skills
+        own: tuple[str, ...] = ()  # agentrio's parts of the system prompt
+        if self.skills is not None:  # its activate_skill tool, its catalogue
+            tools += (self.skills.tool(),)
+            own = (self.skills.catalogue(),)
+        self.tools = {t.name: t for t in tools}
         self.tool_set = frozenset(self.tools)
-        self.schemas = tuple(t.schema for t in spec.tools)
+        self.schemas = tuple(t.schema for t in tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
         self.needs_caller = any(t.needs_caller for t in spec.tools)
         kind = spec.output_type
@@ -390,8 +425,9 @@ class _SpecInfo:
         )
         # The system prompt as the first message of a new context, and its size.
         self.system: tuple[ChatMessage, int] | None = None
-        if spec.instructions:
-            message = ChatMessage("system", scrub(spec.instructions))  # (see _check_run)
+        text = system_prompt(spec.instructions, spec.prompt, own)
+        if text:
+            message = ChatMessage("system", scrub(text))  # (see _check_run)
             self.system = (message, self.estimator(message_text(message)))
         # (model, window, streams, metered, laned, pricing) of the last model an
         # agent of this spec was given: 10k agents of one spec work these out
