@@ -242,7 +242,7 @@ async def test_a_key_in_a_tool_result_never_reaches_the_final_answer(
     assert "endpoint=https://api.example.com" in result.final_text
     assert FAKE_KEY not in history[-1].message.content
     assert [e for e in events if isinstance(e, OutputSanitised)] == [
-        OutputSanitised(path="ops", rules=("openai_key", "password"), count=2)
+        OutputSanitised(path="ops", rules=("openai_key",), count=1)
     ]
 
 
@@ -318,5 +318,5 @@ def test_bad_fields_are_refused() -> None:
         SecurityProvider(min_match=2)
     with pytest.raises(agentrio.InvalidArgument, match="not a valid regex"):
         Redaction("x", "(")
-    with pytest.raises(agentrio.InvalidArgument, match="AgentSpec.security"):
+    with pytest.raises(agentrio.InvalidArgument, match=r"AgentSpec\.security"):
         AgentSpec("a", FunctionModel(leaks), security=object())  # type: ignore[arg-type]
