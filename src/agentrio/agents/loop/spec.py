@@ -224,6 +224,21 @@ class AgentSpec(Generic[OutputT]):
             (``OutputInvalid``, naming the last reason). What it returns is
             not used; anything else it raises ends the phase with
             ``"error"``. See [Output validators][output-validators].
+        prompt: a [`PromptSlots`][agentrio.PromptSlots]: the role, guidelines,
+            style and extra parts of the system prompt, put around
+            *instructions* in that order, before agentrio's own parts (None:
+            the system prompt is *instructions* as written). See [Prompt
+            slots][prompt-slots].
+        skills: a [`SkillRegistry`][agentrio.SkillRegistry]: skills offered by
+            name and description, activated by the model with the
+            ``activate_skill`` tool (added to its tools, so none of *tools*
+            may be named so); an active skill narrows the phase's tools to
+            those it allows. See [How to give an agent
+            skills][how-to-give-an-agent-skills].
+        security: a [`SecurityProvider`][agentrio.SecurityProvider]: taint
+            from untrusted tools' results checked in the calls of sensitive
+            tools (through the approver, or denied), and the model's replies
+            sanitised. See [What taint tracking sees][what-taint-tracking-sees].
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -257,7 +272,9 @@ class AgentSpec(Generic[OutputT]):
             *output_type* msgspec cannot validate, or with a tool named
             ``final_result``; *output_retries* not an int >= 0;
             *output_validators* not a list of functions, or one that cannot be
-            called with the answer alone (``fn(ctx, value)``).
+            called with the answer alone (``fn(ctx, value)``); *prompt*,
+            *skills* or *security* of the wrong type, or a tool named
+            ``activate_skill`` beside *skills*.
         ConfigError: *model* is a string with a colon that is not a valid
             ``"instance:model"``.
     """

@@ -56,7 +56,7 @@ class SecurityProvider:
     before it is kept: the final answer (``PhaseResult.final_text`` and
     ``output``), the history, a run stream's text; an ``OutputSanitised``
     event names the rules that matched. ``TextDelta`` events, sent as a
-    streaming model writes, are not (see [Security][security]).
+    streaming model writes, are not (see [Secrets out of answers][secrets-out-of-answers]).
 
     Attributes:
         untrusted: tool names or globs whose results are tainted.

@@ -43,7 +43,7 @@ class SkillRegistry:
     only the tools the active skills allow (their union, within the agent's
     own tools, and ``activate_skill`` itself): a call to another tool is
     refused with a ``denied`` result. A skill whose ``tools`` is None
-    allows all of the agent's tools. See [Skills][skills].
+    allows all of the agent's tools. See [How to give an agent skills][how-to-give-an-agent-skills].
 
     Example:
 
