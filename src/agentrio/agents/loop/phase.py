@@ -167,7 +167,11 @@ class Phase(Endings):
         self.stall = ""
         self.continued = 0  # continuation messages added (Limits.max_continuation_turns)
         self.parse_failures = 0
-        self.allowed = phase_tools(st, cmd)
+        names = cmd.tool_names  # (phase_tools' rule, inline: this runs for every phase)
+        allowed = st.info.tool_set if names is None else frozenset(names)
+        if st.ceiling is not None:  # started during a narrowed phase of its parent
+            allowed = allowed & st.ceiling
+        self.allowed = allowed
         # The phase's security (#26: AgentSpec.security), made once its history is read.
         self.guard: PhaseGuard | None = None
         self.ctx: ActorRef | None = None

@@ -26,6 +26,11 @@ _MAX_DEPTH = 16
 _MAX_LEAVES = 10_000
 
 
+def _shown(place: str) -> str:
+    """*place*, made of the model's argument names, cut to 100 characters for events."""
+    return place if len(place) <= 100 else place[:99] + "…"
+
+
 def leaves(value: object, where: str = "", depth: int = 0) -> Iterator[tuple[str, str]]:
     """The strings in *value* (a call's arguments: JSON values), each with its place
     (``"to"``, ``"items[2]"``, ``"query.text"``); keys count as strings too."""
@@ -81,9 +86,9 @@ class Taint:
         n = self.min_match
         for count, (place, text) in enumerate(leaves(arguments)):
             if count >= _MAX_LEAVES:
-                return place, ("(too many arguments to check)",)
+                return _shown(place), ("(too many arguments to check)",)
             if self.saturated_by:
-                return place or "(arguments)", tuple(self.saturated_by)
+                return _shown(place) or "(arguments)", tuple(self.saturated_by)
             if len(text) < n:
                 continue
             folded = text.casefold()
@@ -93,5 +98,5 @@ class Taint:
                 if folded[i : i + n] in self.fragments
             }
             if sources:
-                return place, tuple(sorted(sources))
+                return _shown(place), tuple(sorted(sources))
         return None
