@@ -209,7 +209,7 @@ def test_taint_sees_copies_not_short_values_nor_rewordings() -> None:
 def test_past_its_bound_taint_fails_closed() -> None:
     taint = Taint(min_match=12, stride=6, max_chars=100)
     taint.add("fetch_page", "x" * 101)
-    assert taint.fragments == {}
+    assert taint.fragments == {} and taint.pending == []
     assert taint.find({"to": "me@home.example.org"}) == ("to", ("fetch_page",))
 
 
@@ -320,3 +320,24 @@ def test_bad_fields_are_refused() -> None:
         Redaction("x", "(")
     with pytest.raises(agentrio.InvalidArgument, match=r"AgentSpec\.security"):
         AgentSpec("a", FunctionModel(leaks), security=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "rules"),
+    [
+        ("nothing to hide here, task-1234567890abcdefghijkl", ()),
+        (f"key={FAKE_KEY}", ("openai_key",)),
+        ("AKIAABCDEFGHIJKLMNOP", ("aws_access_key",)),
+        ("xAKIAABCDEFGHIJKLMNOP", ()),
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz", ("bearer_token",)),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----", ("private_key",)),
+        ("PASSWORD: hunter2hunter2; ghp_" + "a" * 36, ("github_token", "password")),
+        ("eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4", ("jwt",)),
+        ("sk-ant-" + "x" * 30, ("anthropic_key",)),
+    ],
+)
+def test_the_default_rules(text: str, rules: tuple[str, ...]) -> None:
+    clean, matched, _ = Sanitiser().sanitise(text)
+    assert matched == rules
+    if rules:
+        assert "[redacted:" in clean

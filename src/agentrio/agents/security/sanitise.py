@@ -63,28 +63,42 @@ class Redaction:
             object.__setattr__(self, "replacement", f"[redacted:{self.name}]")
 
 
+def _led(literal: str, rest: str) -> str:
+    """*literal* (a key's prefix) not right after a letter, digit or ``_``, then *rest*.
+
+    The check comes after the literal, not as a ``\\b`` before it: a pattern
+    that starts with its literal is searched for by that literal, ten to thirty
+    times faster on an answer that holds none.
+    """
+    return f"{literal}(?<![A-Za-z0-9_]{literal}){rest}"
+
+
 SECRET_RULES: tuple[Redaction, ...] = (
     Redaction(
         "private_key",
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----[\s\S]{0,20000}?"
         r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
     ),
-    Redaction("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
-    Redaction("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-    Redaction("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    Redaction("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    Redaction("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
-    Redaction("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    Redaction("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    Redaction("stripe_key", r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    Redaction("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    Redaction("anthropic_key", _led("sk-ant-", r"[A-Za-z0-9_-]{20,}")),
+    Redaction("openai_key", _led("sk-", r"(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    Redaction("aws_access_key", _led("(?:AKIA|ASIA)", r"[0-9A-Z]{16}(?![0-9A-Za-z])")),
+    Redaction("github_token", _led("gh", r"(?:[pousr]_[A-Za-z0-9]{36,}|_pat_[A-Za-z0-9_]{22,})")),
+    Redaction("gitlab_token", _led("glpat-", r"[A-Za-z0-9_-]{20,}")),
+    Redaction("slack_token", _led("xox", r"[abposr]-[A-Za-z0-9-]{10,}")),
+    Redaction("google_api_key", _led("AIza", r"[0-9A-Za-z_-]{35}")),
+    Redaction("stripe_key", _led("sk_", r"(?:live|test)_[A-Za-z0-9]{16,}")),
+    Redaction("stripe_key", _led("rk_", r"(?:live|test)_[A-Za-z0-9]{16,}")),
+    Redaction("jwt", _led("eyJ", r"[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     Redaction(
-        "bearer_token", r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/-]{16,}=*", r"\1[redacted:bearer_token]"
+        "bearer_token",
+        # (its letters as classes, not (?i): a pattern led by them is searched faster)
+        r"([Bb][Ee][Aa][Rr][Ee][Rr](?<![A-Za-z0-9_]......)\s+)[A-Za-z0-9._~+/-]{16,}=*",
+        r"\1[redacted:bearer_token]",
     ),
     Redaction(
         "password",
-        r"(?i)\b((?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token|client[_-]?secret)"
-        r"\s*[:=]\s*[\"']?)[^\s\"',;]{4,}",
+        r"(?i)(?<![a-z0-9_])((?:password|passwd|pwd|secret|api[_-]?key|access[_-]?token"
+        r"|client[_-]?secret)\s*[:=]\s*[\"']?)[^\s\"',;]{4,}",
         r"\1[redacted:password]",
     ),
 )
@@ -131,7 +145,7 @@ class Sanitiser:
             if count:
                 matched.append(rule.name)
                 total += count
-        return text, tuple(sorted(matched)), total
+        return text, tuple(sorted(set(matched))), total
 
 
 def check_globs(name: str, value: Sequence[str]) -> tuple[str, ...]:

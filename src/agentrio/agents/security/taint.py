@@ -17,6 +17,7 @@ as tainted (it fails closed).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 
 __all__ = ["Taint", "leaves"]
@@ -50,15 +51,28 @@ def leaves(value: object, where: str = "", depth: int = 0) -> Iterator[tuple[str
 
 
 class Taint:
-    """The tainted fragments of one phase, and where they came from."""
+    """The tainted text of one phase, and where it came from.
 
-    __slots__ = ("chars", "fragments", "max_chars", "min_match", "saturated_by", "stride")
+    Adding a result only keeps its text (casefolded); the fragments are cut
+    when a sensitive call is first judged after it (most phases judge none).
+    """
+
+    __slots__ = (
+        "chars",
+        "fragments",
+        "max_chars",
+        "min_match",
+        "pending",
+        "saturated_by",
+        "stride",
+    )
 
     def __init__(self, *, min_match: int, stride: int, max_chars: int) -> None:
         self.min_match = min_match
         self.stride = stride
         self.max_chars = max_chars
-        self.fragments: dict[str, str] = {}  # fragment -> the tool it came from first
+        self.fragments: dict[str, str] = {}  # fragment -> an untrusted tool it came from
+        self.pending: list[tuple[str, str]] = []  # (tool, casefolded text) not cut yet
         self.chars = 0
         self.saturated_by: list[str] = []  # the tools whose text went past max_chars
 
@@ -72,18 +86,30 @@ class Taint:
         if self.chars > self.max_chars:
             self.saturated_by.append(tool)
             self.fragments.clear()
+            self.pending.clear()
             return
-        folded = text.casefold()
+        if len(text) >= self.min_match:
+            self.pending.append((tool, text.casefold()))
+
+    def _cut(self) -> None:
+        """Cut the pending texts into fragments."""
         n, step = self.min_match, self.stride
-        fragments = self.fragments
-        for i in range(0, len(folded) - n + 1, step):
-            fragments.setdefault(folded[i : i + n], tool)
+        # The slices at multiples of step, by the regex engine: n-character chunks
+        # from each offset below step that is a multiple of it.
+        chunk = re.compile(f".{{{n}}}", re.S)
+        for tool, folded in self.pending:
+            for offset in range(0, n, step):
+                self.fragments.update(dict.fromkeys(chunk.findall(folded, offset), tool))
+        self.pending.clear()
 
     def find(self, arguments: Mapping[str, object]) -> tuple[str, tuple[str, ...]] | None:
         """Where *arguments* carry tainted text, and the tools it came from (None: nowhere)."""
+        if self.pending:
+            self._cut()
         if not self.fragments and not self.saturated_by:
             return None
         n = self.min_match
+        fragments = self.fragments
         for count, (place, text) in enumerate(leaves(arguments)):
             if count >= _MAX_LEAVES:
                 return _shown(place), ("(too many arguments to check)",)
@@ -93,9 +119,9 @@ class Taint:
                 continue
             folded = text.casefold()
             sources = {
-                self.fragments[folded[i : i + n]]
-                for i in range(len(folded) - n + 1)
-                if folded[i : i + n] in self.fragments
+                fragments[piece]
+                for piece in (folded[i : i + n] for i in range(len(folded) - n + 1))
+                if piece in fragments
             }
             if sources:
                 return _shown(place), tuple(sorted(sources))
