@@ -136,7 +136,7 @@ def test_a_tool_named_activate_skill_is_refused() -> None:
         return name
 
     registry = SkillRegistry([Skill("pdf", "Forms.")])
-    with pytest.raises(agentrio.InvalidArgument, match="the name of the tool a skill"):
+    with pytest.raises(agentrio.InvalidArgument, match="the name of a tool of its skills"):
         AgentSpec(
             "a", FunctionModel(lambda m, t: Reply(text="")), tools=[activate_skill], skills=registry
         )
@@ -185,8 +185,8 @@ async def test_an_active_skill_narrows_the_tools_offered_and_allowed(
         agent = await rt.spawn_agent(spec)
         result = await agent.run("Fill in form.pdf")
         await trio.testing.wait_all_tasks_blocked()
-    everything = ["activate_skill", "read_pdf", "send_email", "write_pdf"]
-    narrowed = ["activate_skill", "read_pdf", "write_pdf"]
+    everything = ["activate_skill", "read_pdf", "read_skill_file", "send_email", "write_pdf"]
+    narrowed = ["activate_skill", "read_pdf", "read_skill_file", "write_pdf"]
     assert model.offered == [everything, narrowed, narrowed, narrowed]
     # offered by name and description only: the instructions come with activation
     assert "- pdf: Fill in PDF forms" in model.system[0]
@@ -223,7 +223,8 @@ async def test_the_skill_stays_active_in_the_next_phase_of_the_context(
         agent = await rt.spawn_agent(spec)
         await agent.run("start")
         later = await agent.run("send it")
-    assert offered[2] == ["activate_skill", "send_email"]  # the second phase starts narrowed
+    # the second phase starts narrowed
+    assert offered[2] == ["activate_skill", "read_skill_file", "send_email"]
     assert [(c.name, c.status) for c in later.tool_calls] == [("read_pdf", "denied")]
 
 
@@ -277,6 +278,43 @@ async def test_a_skill_narrows_the_tools_sent_over_http(
             agent = await rt.spawn_agent(spec)
             result = await agent.run("Fill in the form.")
         offered = [sorted(r.tools) for r in server.requests]
-    assert offered[0] == ["activate_skill", "read_pdf", "send_email", "write_pdf"]
-    assert offered[1:] == [["activate_skill", "read_pdf", "write_pdf"]] * 2
+    assert offered[0] == [
+        "activate_skill",
+        "read_pdf",
+        "read_skill_file",
+        "send_email",
+        "write_pdf",
+    ]
+    assert offered[1:] == [["activate_skill", "read_pdf", "read_skill_file", "write_pdf"]] * 2
     assert result.final_text == "tool 'send_email' is not allowed here"
+
+
+async def test_a_skills_files_are_read_by_name_and_only_those(tmp_path: Path) -> None:
+    # (the real clock: the file is read in a worker thread)
+    root = skills_folder(tmp_path)
+    (tmp_path / "secret.txt").write_text("not for the model")
+    os.symlink(tmp_path / "secret.txt", root / "pdf" / "link.txt")
+    registry = SkillRegistry.from_folder(root)
+    asked = [
+        {"skill": "pdf", "file": "scripts/fill.py"},
+        {"skill": "pdf", "file": "../../secret.txt"},
+        {"skill": "pdf", "file": "link.txt"},
+        {"skill": "mail", "file": "scripts/fill.py"},
+    ]
+
+    def model(messages: Sequence[ChatMessage], tools: Sequence[object]) -> Reply:
+        done = sum(m.role == "tool" for m in messages)
+        if done < len(asked):
+            return Reply(tool_calls=[ToolCallRequest("read_skill_file", asked[done])])
+        return Reply(text="done")
+
+    spec = AgentSpec("a", FunctionModel(model), tools=[read_pdf], skills=registry)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("go")
+    calls = result.tool_calls
+    assert (calls[0].status, calls[0].content) == ("ok", "print('x')\n")
+    assert [c.status for c in calls[1:]] == ["failed"] * 3
+    assert "has no file '../../secret.txt'" in calls[1].content
+    assert "has no file 'link.txt'" in calls[2].content  # (links are not listed)
+    assert "skill 'mail' has no file" in calls[3].content

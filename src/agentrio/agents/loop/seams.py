@@ -233,8 +233,9 @@ class Skills(Protocol):
     skills (one test per turn otherwise).
     """
 
-    def tool(self) -> Tool:
-        """The tool the model activates a skill with, added to the agent's tools."""
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools the skills add to the agent's (``activate_skill``...), which no
+        narrowing takes away."""
 
     def catalogue(self) -> str:
         """The skills' names and descriptions, added to the system prompt."""

@@ -393,14 +393,15 @@ def _check_26(spec: AgentSpec[object], names: Sequence[str]) -> None:
         )
     skills = spec.skills
     if skills is not None:
-        if not all(callable(getattr(skills, m, None)) for m in ("tool", "catalogue", "narrow")):
+        if not all(callable(getattr(skills, m, None)) for m in ("tools", "catalogue", "narrow")):
             raise InvalidArgument(
                 f"AgentSpec.skills must be an agentrio.SkillRegistry or None, got {skills!r}"
             )
-        if skills.tool().name in names:
+        taken = sorted({t.name for t in skills.tools()} & set(names))
+        if taken:
             raise InvalidArgument(
-                f"AgentSpec.tools has a tool named {skills.tool().name!r}, the name of the "
-                f"tool a skill is activated with (AgentSpec.skills)"
+                f"AgentSpec.tools has a tool named {taken[0]!r}, the name of a tool of "
+                f"its skills (AgentSpec.skills)"
             )
     if spec.security is not None and not callable(getattr(spec.security, "guard", None)):
         raise InvalidArgument(
@@ -429,7 +430,7 @@ class _SpecInfo:
         self.skills = spec.skills
         own: tuple[str, ...] = ()  # agentrio's parts of the system prompt
         if self.skills is not None:  # its activate_skill tool, its catalogue
-            tools += (self.skills.tool(),)
+            tools += self.skills.tools()
             own = (self.skills.catalogue(),)
         self.tools = {t.name: t for t in tools}
         self.tool_set = frozenset(self.tools)

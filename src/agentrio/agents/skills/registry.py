@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trio
+
 from ...errors import ConfigError, InvalidArgument, ToolError
 from ...messages import ChatMessage, SkillActivated, ToolResult
 from ..tools.tool import Tool
@@ -25,10 +27,14 @@ from .skill import MAX_SKILL_BYTES, Skill, load_skill
 if TYPE_CHECKING:
     from ..loop.phase import Phase
 
-__all__ = ["ACTIVATE_SKILL", "MAX_SKILLS", "SkillRegistry"]
+__all__ = ["ACTIVATE_SKILL", "MAX_SKILLS", "READ_SKILL_FILE", "SkillRegistry"]
 
 ACTIVATE_SKILL = "activate_skill"
 """The name of the tool the model activates a skill with."""
+READ_SKILL_FILE = "read_skill_file"
+"""The name of the tool the model reads an active skill's files with."""
+MAX_FILE_BYTES = 256 * 1024
+"""The most bytes of a skill's file that ``read_skill_file`` returns."""
 MAX_SKILLS = 256
 """The most skills a registry reads from one folder."""
 
@@ -54,14 +60,14 @@ class SkillRegistry:
         InvalidArgument: something that is not a ``Skill``, two skills of one name.
     """
 
-    __slots__ = ("_catalogue", "_skills", "_tool")
+    __slots__ = ("_catalogue", "_skills", "_tools")
 
     def __init__(self, skills: Iterable[Skill] = ()) -> None:
         self._skills: dict[str, Skill] = {}
         for skill in skills:
             self.add(skill)
         self._catalogue: str | None = None
-        self._tool: Tool | None = None
+        self._tools: tuple[Tool, ...] | None = None
 
     @classmethod
     def from_folder(
@@ -101,6 +107,7 @@ class SkillRegistry:
             raise InvalidArgument(f"two skills are named {skill.name!r}")
         self._skills[skill.name] = skill
         self._catalogue = None
+        self._tools = None
 
     def get(self, name: str) -> Skill | None:
         """The skill called *name*, or None."""
@@ -128,11 +135,28 @@ class SkillRegistry:
             self._catalogue = "\n".join(lines)
         return self._catalogue
 
-    def tool(self) -> Tool:
-        """The ``activate_skill`` tool (one per registry)."""
-        if self._tool is None:
-            self._tool = Tool(self._activate, name=ACTIVATE_SKILL)
-        return self._tool
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools the registry adds to an agent's: ``activate_skill``, and
+        ``read_skill_file`` when a skill has files."""
+        if self._tools is None:
+            tools = [Tool(self._activate, name=ACTIVATE_SKILL)]
+            if any(s.files and s.folder for s in self):
+                tools.append(Tool(self._read, name=READ_SKILL_FILE))
+            self._tools = tuple(tools)
+        return self._tools
+
+    async def _read(self, skill: str, file: str) -> str:
+        """Read one of a skill's files, as its activation lists them.
+
+        Args:
+            skill: the skill's name.
+            file: the file's path in the skill's folder, as listed.
+        """
+        found = self._skills.get(skill)
+        if found is None or found.folder is None or file not in found.files:
+            raise ToolError(f"skill {skill!r} has no file {file!r}")
+        # (listed when the skill was read, links left out; read again as hostile)
+        return await trio.to_thread.run_sync(_read_file, Path(found.folder), file)
 
     async def _activate(self, name: str) -> str:
         """Activate a skill: get its instructions; from then on, use only the tools it allows.
@@ -144,9 +168,10 @@ class SkillRegistry:
         if skill is None:
             raise ToolError(f"no skill is named {name!r}; the skills are {sorted(self._skills)}")
         text = skill.instructions or f"Skill {skill.name!r} is active."
-        if skill.files:
-            where = f" (in {skill.folder})" if skill.folder else ""
-            text += f"\n\nThe skill's files{where}: " + ", ".join(skill.files)
+        if skill.files and skill.folder:
+            text += f"\n\nThe skill's files (read one with {READ_SKILL_FILE}): " + ", ".join(
+                skill.files
+            )
         return text
 
     # -- what a phase asks of it ---------------------------------------------------------
@@ -190,9 +215,28 @@ class SkillRegistry:
             if skill.tools is None:
                 return allowed
             patterns.update(skill.tools)
-        keep = {ACTIVATE_SKILL} & allowed
+        keep = {ACTIVATE_SKILL, READ_SKILL_FILE} & allowed
         keep.update(t for t in allowed if any(fnmatch.fnmatchcase(t, p) for p in patterns))
         return frozenset(keep)
+
+
+def _read_file(folder: Path, file: str) -> str:
+    """*file* of *folder*: inside it, not a link, at most MAX_FILE_BYTES, UTF-8."""
+    path = folder / file
+    try:
+        inside = path.resolve().is_relative_to(folder.resolve())
+        if not inside or path.is_symlink() or not path.is_file():
+            raise ToolError(f"{file!r} is not a regular file of the skill's folder")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ToolError(f"cannot read {file!r}: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ToolError(f"{file!r} is more than {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{file!r} is not a text file (not UTF-8)") from None
 
 
 def _active(history: Sequence[ChatMessage]) -> list[str]:
