@@ -49,7 +49,9 @@ class SkillRegistry:
     only the tools the active skills allow (their union, within the agent's
     own tools, and ``activate_skill`` itself): a call to another tool is
     refused with a ``denied`` result. A skill whose ``tools`` is None
-    allows all of the agent's tools. See [How to give an agent skills][how-to-give-an-agent-skills].
+    allows all of the agent's tools. A spec takes the registry's tools and
+    catalogue when it is first spawned: add every skill before that. See
+    [How to give an agent skills][how-to-give-an-agent-skills].
 
     Example:
 
