@@ -125,6 +125,9 @@ ROOMS: tuple[Layer, ...] = (
         ("agentrio.agents.composition",),
         uses=("budgets", "tools", "routing", "loop"),
     ),
+    # #26: skills (SKILL.md, activate_skill, narrowing) and security (taint, sanitising)
+    Layer("skills", ("agentrio.agents.skills",), uses=("tools", "loop")),
+    Layer("security", ("agentrio.agents.security",), uses=("tools", "loop")),
     # Planning and delegation (#26, the planning part): runs of many phases, above the
     # loop (loop/seams.py's RunDriver) and composition (their children are subagents).
     Layer(

@@ -37,12 +37,15 @@ from .agents.delegation.registry import Delegation as Delegation
 from .agents.loop.compaction import Compaction as Compaction
 from .agents.loop.continuation import looks_unfinished as looks_unfinished
 from .agents.loop.handles import Helper as Helper
+from .agents.loop.prompts import PromptSlots as PromptSlots
 from .agents.loop.ref import AgentRef as AgentRef
 from .agents.loop.spec import AgentSpec as AgentSpec
 from .agents.planning.planner import Planning as Planning
 from .agents.routing.modes import Mode as Mode
 from .agents.routing.router import Route as Route
 from .agents.routing.router import RuleRouter as RuleRouter
+from .agents.security.provider import SecurityProvider as SecurityProvider
+from .agents.skills.registry import SkillRegistry as SkillRegistry
 from .agents.tools.lanes import LanePolicy as LanePolicy
 from .agents.tools.lanes import Lanes as Lanes
 from .agents.tools.policy import Approval as Approval
@@ -151,6 +154,10 @@ __all__ = [
     "RuleRouter",
     "Lanes",
     "LanePolicy",
+    # prompt slots, skills, security (#26)
+    "PromptSlots",
+    "SkillRegistry",
+    "SecurityProvider",
     # observability
     # actors and supervisors
     "Actor",

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 from .agents.budgets.limits import Limits
 from .agents.routing.modes import PRESETS, Mode
 from .agents.routing.router import RuleRouter
+from .agents.routing.tiers import check_ladder, fallback_tier, next_configured
 from .agents.tools.lanes import Lanes
 from .errors import AgentrioError, ConfigError, InvalidArgument
 from .messages import ModelSettings
@@ -142,9 +143,13 @@ class Config:
             ``kind`` when its name is a built-in instance's, and
             ``base_url`` to be its kind's official endpoint (the kind's key
             variable then too, unless it names ``api_key_env``).
-        tiers: tier name -> ``"instance:model"``.
-        escalation: tiers in order: a stalled phase on one is retried once on
-            the next (with ``AgentSpec(escalate_on_stall=True)``).
+        tiers: tier name -> ``"instance:model"``; ``""`` declares a tier
+            without a model, which falls back to the nearest tier below it in
+            ``escalation`` that has one (a ``TierFellBack`` event says so).
+        escalation: tiers in order, weakest first: a stalled phase on one is
+            retried once on the next that has a model (with
+            ``AgentSpec(escalate_on_stall=True)``); the order a tier without
+            a model falls back in.
         path: the file it came from (None when built in code).
         limits: the ``[limits]`` table, as [`agentrio.Limits`][agentrio.Limits]: the
             fields it sets, each checked as ``Limits`` checks it, and the
@@ -177,8 +182,10 @@ class Config:
         ConfigError: a tier names a provider that is neither configured nor
             built in, or is
             not an ``"instance:model"`` string; ``escalation`` names an
-            unknown tier; ``limits`` is not a ``Limits``; a ``modes`` entry is
-            not a ``Mode`` of its key's name; ``router`` is not a
+            unknown tier; a tier declared ``""`` that ``escalation`` does not
+            list, or below which no tier of ``escalation`` has a model;
+            ``limits`` is not a ``Limits``; a ``modes`` entry is not a
+            ``Mode`` of its key's name; ``router`` is not a
             ``RuleRouter``, or names a tier that is not in ``tiers`` (an
             ``"instance:model"`` string is taken as it is).
     """
@@ -195,6 +202,8 @@ class Config:
     def __attrs_post_init__(self) -> None:
         where = self.path or "the configuration"
         for tier, target in self.tiers.items():
+            if target == "":  # declared without a model: it falls back (routing/tiers.py)
+                continue
             try:
                 instance, _ = split_model(target)
             except ConfigError as exc:
@@ -213,6 +222,9 @@ class Config:
                     f"{where}: escalation names tier {tier!r}, which is not in [tiers] "
                     f"({sorted(self.tiers)})"
                 )
+        why = check_ladder(self.tiers, self.escalation)
+        if why:
+            raise ConfigError(f"{where}: {why}")
         self._check_modes(where)
         if not isinstance(self.router, RuleRouter):
             raise ConfigError(
@@ -782,7 +794,9 @@ class Models:
         if not isinstance(model, str):
             return model
         if ":" not in model:
-            target = self.config.tiers.get(model)
+            config = self.config
+            lower = fallback_tier(model, config.tiers, config.escalation)
+            target = config.tiers.get(model if lower is None else lower)
             if target is None:
                 hint = ""
                 if self.config.path is None and not self.config.tiers:
@@ -796,13 +810,12 @@ class Models:
         return self.provider(instance).model(name)
 
     def next_tier(self, model: str | Model) -> Model | None:
-        """The model of the tier after *model* in ``escalation`` (None if there is none)."""
-        order = self.config.escalation
-        if isinstance(model, str) and model in order:
-            i = order.index(model)
-            if i + 1 < len(order):
-                return self.resolve(order[i + 1])
-        return None
+        """The model of the tier after *model* in ``escalation`` (None if there is none);
+        a tier without a model (``""``) is skipped."""
+        if not isinstance(model, str):
+            return None
+        stronger = next_configured(model, self.config.tiers, self.config.escalation)
+        return None if stronger is None else self.resolve(stronger)
 
     async def aclose(self) -> None:
         """Close every provider made here."""

@@ -22,7 +22,7 @@ This module is their one public home: ``agentrio.events.ToolEnded``, not
 
 from .actors.bus import EventStream
 from .agents.loop.stream import PartialOutput, RunDone, RunItem
-from .messages import (  # memory and context providers (#26)
+from .messages import (  # (#26: memory, context providers, plans, goals, skills, security)
     ActorExited,
     ActorFailed,
     ActorRestarted,
@@ -47,6 +47,7 @@ from .messages import (  # memory and context providers (#26)
     MemoryCleared,
     MemoryRecalled,
     MemoryStored,
+    OutputSanitised,
     PermissionDenied,
     PhaseEnded,
     PhaseError,
@@ -57,6 +58,7 @@ from .messages import (  # memory and context providers (#26)
     ResumedPhaseEnded,
     Routed,
     RuntimeOpened,
+    SkillActivated,
     Stalled,
     StepEnded,
     StepStarted,
@@ -64,8 +66,10 @@ from .messages import (  # memory and context providers (#26)
     SubagentProgress,
     SubagentStarted,
     SupervisorEscalated,
+    TaintBlocked,
     TaskUpdated,
     TextDelta,
+    TierFellBack,
     ToolDeadLetter,
     ToolEnded,
     ToolRetry,
@@ -144,4 +148,9 @@ __all__ = [
     "RunItem",
     "PartialOutput",
     "RunDone",
+    # tier fallback, skills, security (#26)
+    "TierFellBack",
+    "SkillActivated",
+    "TaintBlocked",
+    "OutputSanitised",
 ]

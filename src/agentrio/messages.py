@@ -111,6 +111,11 @@ __all__ = [
     "SubagentProgress",
     "TaskStatus",
     "TaskUpdated",
+    # #26
+    "OutputSanitised",
+    "SkillActivated",
+    "TaintBlocked",
+    "TierFellBack",
 ]
 
 OutputT = TypeVar("OutputT", default=str, covariant=True)
@@ -1987,3 +1992,70 @@ class ContextProviderFailed(Event, frozen=True, tag=True):
     reason: str = ""
     error_type: str = ""
     error: str = ""
+
+
+# -- #26: tier fallback, skills, security (one block) ----------------------------------------
+
+
+class TierFellBack(Event, frozen=True, tag=True):
+    """A tier without a model (``""`` in ``[tiers]``) was asked for, and the call
+    runs on the nearest configured tier below it in ``escalation`` instead.
+
+    Published with the agent's path: when an agent is spawned on such a tier,
+    when a run is made on one (``run(model=...)``), and by ``respond()`` for a
+    route on one, before its phase.
+
+    Attributes:
+        tier: the tier asked for.
+        to: the tier the call runs on.
+    """
+
+    tier: str = ""
+    to: str = ""
+
+
+class SkillActivated(Event, frozen=True, tag=True):
+    """The model activated a skill (the ``activate_skill`` tool); from the next
+    model call on, the phase offers and allows only the skill's tools.
+
+    Attributes:
+        skill: the skill's name.
+        tools: the tools the phase allows now, sorted (the skill's, within the
+            agent's, and ``activate_skill``).
+    """
+
+    skill: str = ""
+    tools: tuple[str, ...] = ()
+
+
+class TaintBlocked(Event, frozen=True, tag=True):
+    """A call to a sensitive tool carried text that came from an untrusted tool's
+    result (see ``agentrio.SecurityProvider``).
+
+    Attributes:
+        tool: the sensitive tool called.
+        call_id: the call's id.
+        argument: where in the arguments the tainted text was found
+            (``"to"``, ``"body"``, ``"items[2]"``), never the text itself.
+        sources: the untrusted tools whose results it came from.
+        action: ``"ask"`` (the agent's approver is asked) or ``"deny"``.
+    """
+
+    tool: str = ""
+    call_id: str = ""
+    argument: str = ""
+    sources: tuple[str, ...] = ()
+    action: str = "ask"
+
+
+class OutputSanitised(Event, frozen=True, tag=True):
+    """A model's answer held text that a rule of the agent's security provider
+    redacts (a key, a password); the answer was changed before anyone saw it.
+
+    Attributes:
+        rules: the names of the rules that matched, sorted.
+        count: how many redactions were made.
+    """
+
+    rules: tuple[str, ...] = ()
+    count: int = 0

@@ -23,6 +23,8 @@ from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
 from .agents.planning.plan import Plan, PlannedTask
+from .agents.security.sanitise import SECRET_RULES, Redaction, Sanitiser
+from .agents.skills.skill import Skill
 from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
@@ -97,4 +99,9 @@ __all__ = [
     "TaskStatus",
     "Strategy",
     "RestartPolicy",
+    # the parts of a skill registry and a security provider (#26)
+    "Skill",
+    "Sanitiser",
+    "Redaction",
+    "SECRET_RULES",
 ]

@@ -102,12 +102,18 @@ async def respond(
     services = agent._state.services
     route = await choose_route(services.router() if router is None else router, request)
     mode = services.mode(route.mode, arg="the route's mode")
-    if route.tier is not None:
-        services.resolve(route.tier)  # a ConfigError now, before the event
+    tier = route.tier
+    lower = None
+    if tier is not None:
+        lower = services.fallback(tier)  # a tier without a model: the one below it
+        services.resolve(tier)  # a ConfigError now, before the event
     bus = services.bus
     if bus.active:
         bus.publish(Routed(path=agent.path, mode=route.mode, tier=route.tier, reason=route.reason))
-    tier = route.tier
+    if lower is not None:
+        assert tier is not None
+        services.fell_back(agent.path, tier, lower)
+        tier = lower
     result = await agent.run(request, mode=mode, model=tier, context_label=context_label)
     escalated = False
     if escalate and tier is not None and result.stop_reason == "stalled":

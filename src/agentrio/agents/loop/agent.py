@@ -389,10 +389,13 @@ class AgentActor(Actor[RunPhase]):
         own = state.model
         assert msg.model is not None
         try:
+            lower = state.services.fallback(msg.model)
             model = state.services.resolve(msg.model)
         except AgentrioError as exc:  # (a RunPhase sent without run()'s checks)
             phase._error(exc)
             return phase._ended()
+        if lower is not None and phase.lone is None:  # (said once, not when going on)
+            state.services.fell_back(phase.path, msg.model, lower)
         state.use_model(model)
         try:
             return await phase.run()

@@ -59,10 +59,11 @@ if TYPE_CHECKING:
     from ...providers.base import ToolSchema
     from ..budgets.budget import Lease
     from .agent import _AgentState
+    from .seams import PhaseGuard
 
 from .metering import _Meter, _usage_invalid, settle_reply
 
-__all__ = ["Phase"]
+__all__ = ["Phase", "phase_tools"]
 
 # The agent whose phase is running tools now; set only for agents that hold an
 # agent tool, which spawns its child under the caller.
@@ -89,6 +90,16 @@ def _numbered(history: Sequence[ChatMessage]) -> int:
     return n
 
 
+def phase_tools(st: _AgentState, cmd: RunPhase) -> frozenset[str]:
+    """The tools a phase of *cmd* may call: the run's ``tool_names`` (else the
+    agent's), within the ceiling its parent's phase set."""
+    names = cmd.tool_names
+    allowed = st.info.tool_set if names is None else frozenset(names)
+    if st.ceiling is not None:  # started during a narrowed phase of its parent
+        allowed = allowed & st.ceiling
+    return allowed
+
+
 async def _shielded(write: Coroutine[object, None, None]) -> None:
     # Once a phase has ended, a cancel must not cut it short (it would end twice).
     with trio.CancelScope(shield=True):
@@ -108,6 +119,7 @@ class Phase(Endings):
         "deadline",
         "error",
         "escalating",
+        "guard",
         "history",
         "id_base",
         "path",
@@ -155,11 +167,13 @@ class Phase(Endings):
         self.stall = ""
         self.continued = 0  # continuation messages added (Limits.max_continuation_turns)
         self.parse_failures = 0
-        names = cmd.tool_names
+        names = cmd.tool_names  # (phase_tools' rule, inline: this runs for every phase)
         allowed = st.info.tool_set if names is None else frozenset(names)
         if st.ceiling is not None:  # started during a narrowed phase of its parent
             allowed = allowed & st.ceiling
         self.allowed = allowed
+        # The phase's security (#26: AgentSpec.security), made once its history is read.
+        self.guard: PhaseGuard | None = None
         self.ctx: ActorRef | None = None
         # The turn's lone tool call while it runs in the agent's task, timed
         # by an alarm; if the alarm goes off, the phase is interrupted and
@@ -217,6 +231,10 @@ class Phase(Endings):
                 assert isinstance(history, tuple)
                 self.history = list(history)
             self._load()
+            if st.info.skills is not None:  # (#26) skills active in the history narrow it
+                st.info.skills.narrow(self, None)
+            if st.spec.security is not None:  # (#26) taint from the history, sanitising
+                self.guard = st.spec.security.guard(self)
         if st.info.needs_caller:
             token = CALLER.set(st)
             try:
@@ -377,6 +395,7 @@ class Phase(Endings):
 
     async def _loop(self) -> None:
         schemas = self.st.info.schemas_for(self.allowed)
+        skills = self.st.info.skills
         if self.lone is not None:  # going on after a lone tool call's timeout
             await self._resume_tools()
             if self._tools_end_phase(self.pending):
@@ -411,7 +430,13 @@ class Phase(Endings):
                         continue  # the model is told why, and answers again
                 return
             self.pending = reply.tool_calls
-            await self._run_tools(reply.tool_calls, model_driven=True)
+            if skills is None:
+                await self._run_tools(reply.tool_calls, model_driven=True)
+            else:  # (#26) a skill activated now narrows the next call's tools
+                before = len(self.calls)
+                await self._run_tools(reply.tool_calls, model_driven=True)
+                skills.narrow(self, self.calls[before:])
+                schemas = self.st.info.schemas_for(self.allowed)
             if self._tools_end_phase(reply.tool_calls):
                 return
             if self.stall:
@@ -583,6 +608,10 @@ class Phase(Endings):
         calls = () if final else self._number(reply.tool_calls)
         # (A refusal sent apart from the text is what the model said.)
         text = reply.text or reply.refusal
+        if self.guard is not None and text:  # (#26) redacted before anyone sees it
+            text = self.guard.sanitise(text)
+            if reply.text and text != reply.text:
+                reply = msgspec.structs.replace(reply, text=text)
         if reply.thinking or reply.blocks:  # kept, to be sent back with the tool results
             self._append(
                 ChatMessage(

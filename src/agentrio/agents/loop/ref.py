@@ -83,7 +83,9 @@ def spawn_agent(
     agent_name = spec.name if name is None else name
     model: Model
     escalation: Model | None = None
+    lower = None  # the tier it falls back to, if spec.model is one without a model
     if isinstance(spec.model, str):
+        lower = services.fallback(spec.model)
         model = services.resolve(spec.model)
         if spec.escalate_on_stall:
             stronger = services.next_tier(spec.model)
@@ -111,6 +113,8 @@ def spawn_agent(
         mailbox=spec.limits.mailbox,
     )
     state.gate = make_gate(spec, ref.path, services.bus)
+    if lower is not None:
+        services.fell_back(ref.path, str(spec.model), lower)
     return create(AgentRef, state)
 
 

@@ -43,10 +43,13 @@ __all__ = [
     "Checkpointing",
     "Composer",
     "Observer",
+    "PhaseGuard",
     "PhaseRecording",
     "PhaseRunner",
     "Resumed",
     "RunDriver",
+    "Security",
+    "Skills",
 ]
 
 _T = TypeVar("_T")
@@ -260,3 +263,45 @@ class RunDriver(Protocol):
     ) -> Coroutine[object, None, PhaseResult[object]]:
         """Run the request of *cmd* (checked) on *agent*, each phase of the agent's
         own by *run_phase*; *planning* is ``run(planning=...)``."""
+
+
+# -- #26: skills and security, held by the spec (AgentSpec.skills, AgentSpec.security) ----
+
+
+class Skills(Protocol):
+    """An agent's skills, as the loop uses them (``skills.registry.SkillRegistry``).
+
+    The spec takes its tool and catalogue once (``_SpecInfo``); a phase calls
+    `narrow` when it begins and after each tool turn, only when the spec has
+    skills (one test per turn otherwise).
+    """
+
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools the skills add to the agent's (``activate_skill``...), which no
+        narrowing takes away."""
+
+    def catalogue(self) -> str:
+        """The skills' names and descriptions, added to the system prompt."""
+
+    def narrow(self, phase: Phase, results: Sequence[ToolResult] | None) -> None:
+        """Set ``phase.allowed`` to what the active skills allow (*results*: the
+        turn just settled; None: the phase begins)."""
+
+
+class PhaseGuard(Protocol):
+    """One phase's security (``security.guard.Guard``): made when the phase begins."""
+
+    gate: ToolGate  # the phase's tool calls pass it (the agent's gate, and taint)
+
+    def saw(self, results: Sequence[ToolResult]) -> None:
+        """A turn's tool results (the untrusted ones taint what they hold)."""
+
+    def sanitise(self, text: str) -> str:
+        """*text*, a reply of the model, with what the rules redact redacted."""
+
+
+class Security(Protocol):
+    """An agent's security provider (``security.provider.SecurityProvider``)."""
+
+    def guard(self, phase: Phase) -> PhaseGuard:
+        """The guard of *phase*, which has read its history."""

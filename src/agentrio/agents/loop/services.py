@@ -16,10 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ...errors import InvalidArgument
+from ...messages import TierFellBack
 from ...providers.base import Model
 from ..budgets.budget import Budget
 from ..routing.modes import PRESETS, Mode
 from ..routing.router import Router, RuleRouter
+from ..routing.tiers import fallback_tier, next_configured
 from ..tools.tool import Tool
 
 if TYPE_CHECKING:
@@ -166,14 +168,29 @@ class Services:
         return self.resolve("fast")
 
     def next_tier(self, tier: str) -> str | None:
-        """The tier after *tier* in the configuration's ``escalation`` (None: none)."""
+        """The tier after *tier* in the configuration's ``escalation`` that has a
+        model (None: none)."""
         configuration = self._configuration()
-        order = configuration.escalation if configuration is not None else ()
-        if tier in order:
-            i = list(order).index(tier)
-            if i + 1 < len(order):
-                return order[i + 1]
-        return None
+        if configuration is None:
+            return None
+        return next_configured(tier, configuration.tiers, configuration.escalation)
+
+    def fallback(self, model: str) -> str | None:
+        """The tier a call on tier *model* runs on, when *model* is declared without
+        a model (``""``): the nearest below it in ``escalation`` that has one.
+        None when there is nothing to fall back from (a model string, a
+        configured tier, an unknown name: ``resolve`` says what it is not)."""
+        if ":" in model:
+            return None
+        configuration = self._configuration()
+        if configuration is None:
+            return None
+        return fallback_tier(model, configuration.tiers, configuration.escalation)
+
+    def fell_back(self, path: str, tier: str, to: str) -> None:
+        """Say that agent *path*'s call on *tier* runs on *to* (a ``TierFellBack``)."""
+        if self.bus.active:
+            self.bus.publish(TierFellBack(path=path, tier=tier, to=to))
 
     # -- modes and router --------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import inspect
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Generic
+from typing import Generic
 
 import attrs
 
@@ -43,10 +43,12 @@ from ..tools.tool import NO_ENV, Tool, check_env
 from ..tools.validators import OutputValidator, to_validators
 from .compaction import Compaction
 from .continuation import ContinuationDetector
-from .seams import RunDriver  # (at run time: typing.get_type_hints reads the fields)
-
-if TYPE_CHECKING:
-    pass
+from .prompts import PromptSlots, system_prompt
+from .seams import (  # (at run time: typing.get_type_hints reads the fields)
+    RunDriver,
+    Security,
+    Skills,
+)
 
 __all__ = ["AgentSpec", "StepInfo", "check_spec"]
 
@@ -252,6 +254,21 @@ class AgentSpec(Generic[OutputT]):
             or an [`agentrio.ContextProviders`][agentrio.ContextProviders]
             that also sets their timeout and token allowance. See [Context
             providers][context-providers].
+        prompt: a [`PromptSlots`][agentrio.PromptSlots]: the role, guidelines,
+            style and extra parts of the system prompt, put around
+            *instructions* in that order, before agentrio's own parts (None:
+            the system prompt is *instructions* as written). See [Prompt
+            slots][prompt-slots].
+        skills: a [`SkillRegistry`][agentrio.SkillRegistry]: skills offered by
+            name and description, activated by the model with the
+            ``activate_skill`` tool (added to its tools, so none of *tools*
+            may be named so); an active skill narrows the phase's tools to
+            those it allows. See [How to give an agent
+            skills][how-to-give-an-agent-skills].
+        security: a [`SecurityProvider`][agentrio.SecurityProvider]: taint
+            from untrusted tools' results checked in the calls of sensitive
+            tools (through the approver, or denied), and the model's replies
+            sanitised. See [What taint tracking sees][what-taint-tracking-sees].
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -285,7 +302,9 @@ class AgentSpec(Generic[OutputT]):
             *output_type* msgspec cannot validate, or with a tool named
             ``final_result``; *output_retries* not an int >= 0;
             *output_validators* not a list of functions, or one that cannot be
-            called with the answer alone (``fn(ctx, value)``).
+            called with the answer alone (``fn(ctx, value)``); *prompt*,
+            *skills* or *security* of the wrong type, or a tool named
+            ``activate_skill`` beside *skills*.
         ConfigError: *model* is a string with a colon that is not a valid
             ``"instance:model"``.
     """
@@ -326,6 +345,10 @@ class AgentSpec(Generic[OutputT]):
     # more than one phase (loop/seams.py's RunDriver; agents/planning, agents/delegation).
     planning: RunDriver | None = None
     delegation: RunDriver | None = None
+    # -- #26, the skills branch: prompt slots, skills, a security provider ---------------
+    prompt: PromptSlots | None = None
+    skills: Skills | None = None
+    security: Security | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -388,6 +411,7 @@ class AgentSpec(Generic[OutputT]):
                     f"AgentSpec.tools has a tool named {OUTPUT_TOOL!r}, the name of the "
                     f"tool a typed answer is given with (AgentSpec.output_type)"
                 )
+        _check_26(self, names)
         for hook in (
             "on_step",
             "token_estimator",
@@ -414,6 +438,31 @@ def _check_drivers(spec: AgentSpec[object]) -> None:
         driver.check_spec(spec)  # (which checks that it is in its own field)
 
 
+def _check_26(spec: AgentSpec[object], names: Sequence[str]) -> None:
+    """The fields of #26's skills branch: ``prompt``, ``skills``, ``security``."""
+    if spec.prompt is not None and not isinstance(spec.prompt, PromptSlots):
+        raise InvalidArgument(
+            f"AgentSpec.prompt must be an agentrio.PromptSlots or None, got {spec.prompt!r}"
+        )
+    skills = spec.skills
+    if skills is not None:
+        if not all(callable(getattr(skills, m, None)) for m in ("tools", "catalogue", "narrow")):
+            raise InvalidArgument(
+                f"AgentSpec.skills must be an agentrio.SkillRegistry or None, got {skills!r}"
+            )
+        taken = sorted({t.name for t in skills.tools()} & set(names))
+        if taken:
+            raise InvalidArgument(
+                f"AgentSpec.tools has a tool named {taken[0]!r}, the name of a tool of "
+                f"its skills (AgentSpec.skills)"
+            )
+    if spec.security is not None and not callable(getattr(spec.security, "guard", None)):
+        raise InvalidArgument(
+            f"AgentSpec.security must be an agentrio.SecurityProvider or None, "
+            f"got {spec.security!r}"
+        )
+
+
 class _SpecInfo:
     """What is derived from a spec once, shared by every agent spawned from it."""
 
@@ -424,15 +473,22 @@ class _SpecInfo:
         "needs_caller",
         "output",
         "schemas",
+        "skills",
         "system",
         "tool_set",
         "tools",
     )
 
     def __init__(self, spec: AgentSpec[object]) -> None:
-        self.tools = {t.name: t for t in spec.tools}
+        tools = spec.tools
+        self.skills = spec.skills
+        own: tuple[str, ...] = ()  # agentrio's parts of the system prompt
+        if self.skills is not None:  # its activate_skill tool, its catalogue
+            tools += self.skills.tools()
+            own = (self.skills.catalogue(),)
+        self.tools = {t.name: t for t in tools}
         self.tool_set = frozenset(self.tools)
-        self.schemas = tuple(t.schema for t in spec.tools)
+        self.schemas = tuple(t.schema for t in tools)
         self.estimator: TokenEstimator = spec.token_estimator or estimate_tokens
         self.needs_caller = any(t.needs_caller for t in spec.tools)
         # What runs its requests as more than one phase (None: AgentRef.run asks
@@ -444,8 +500,9 @@ class _SpecInfo:
         )
         # The system prompt as the first message of a new context, and its size.
         self.system: tuple[ChatMessage, int] | None = None
-        if spec.instructions:
-            message = ChatMessage("system", scrub(spec.instructions))  # (see _check_run)
+        text = system_prompt(spec.instructions, spec.prompt, own)
+        if text:
+            message = ChatMessage("system", scrub(text))  # (see _check_run)
             self.system = (message, self.estimator(message_text(message)))
         # (model, window, streams, metered, laned, pricing) of the last model an
         # agent of this spec was given: 10k agents of one spec work these out

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ...messages import RunPhase, StopReason
     from .agent import _AgentState
     from .phase import Phase
-    from .seams import PhaseRecording
+    from .seams import PhaseGuard, PhaseRecording
 
 
 __all__ = ["PREVIEW_CHARS", "ToolTurns"]
@@ -87,6 +87,7 @@ class ToolTurns:
         allowed: frozenset[str]
         lone: ToolRunner | None
         rec: PhaseRecording | None
+        guard: PhaseGuard | None
 
         def _append(self, msg: ChatMessage, now: float | None = None) -> None: ...
         def _error(self, exc: BaseException) -> None: ...
@@ -163,6 +164,7 @@ class ToolTurns:
             calls, not_run = self._over_cap(calls, limits.max_tool_calls_per_turn)
         rec = self.rec
         resume = None if rec is None else rec.resume
+        gate = st.gate if self.guard is None else self.guard.gate  # (#26: taint judged)
         for req in calls:
             if resume is not None:  # the calls a crash cut short: replayed, or not run again
                 known = st.info.tools.get(req.name)
@@ -190,10 +192,10 @@ class ToolTurns:
                 st.count_tool_call()
             # (No local for the OpenTelemetry: this frame waits on each agent's tool.)
             if st.services.otel is None:
-                runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
+                runner = ToolRunner(tool, req, limits.tool_timeout, gate)
             else:  # (the call in an "execute_tool" span)
                 phase = cast("Phase", self)
-                runner = st.services.otel.runner(phase, tool, req, limits.tool_timeout, st.gate)
+                runner = st.services.otel.runner(phase, tool, req, limits.tool_timeout, gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
             if rec is not None:
@@ -393,6 +395,8 @@ class ToolTurns:
         self.batch = None
         if self.rec is not None:
             self.rec.tools(cast("Phase", self), results, now)
+        if self.guard is not None:  # (#26) what untrusted tools returned is tainted
+            self.guard.saw(results)
         return results
 
     def _watch(self, result: ToolResult) -> None:

@@ -53,6 +53,11 @@ if TYPE_CHECKING:
     from ...actors.bus import EventBus
 
 
+Judge = Callable[[ToolCallRequest], "tuple[str, str] | None"]
+"""A second judge of a gate's calls: None (no objection), or ``("ask", "")`` or
+``("deny", why)``."""
+
+
 class Journal(Protocol):
     """What records a durable agent's approvals (``checkpoint._Durable``)."""
 
@@ -110,6 +115,7 @@ class ToolGate:
         "approver",
         "bus",
         "journal",
+        "judge",
         "path",
         "policy",
         "post",
@@ -137,15 +143,46 @@ class ToolGate:
         # A durable agent's (see checkpoint.py): its approvals are recorded, and
         # a resumed phase's recorded answers are given again without asking.
         self.journal: Journal | None = None
+        # A second judge of each call beside the policy (a phase's taint check,
+        # #26): None, or "ask" or "deny" with why; None when unused.
+        self.judge: Judge | None = None
+
+    def judged(self, judge: Judge) -> ToolGate:
+        """A copy of this gate whose calls *judge* also judges (stricter wins)."""
+        gate = ToolGate(
+            path=self.path,
+            bus=self.bus,
+            policy=self.policy,
+            approver=self.approver,
+            approval_timeout=self.approval_timeout,
+            pre=self.pre,
+            post=self.post,
+        )
+        gate.journal = self.journal
+        gate.judge = judge
+        return gate
+
+    def _decide(self, req: ToolCallRequest) -> tuple[str, str]:
+        """The policy's decision on *req*, made stricter by the judge's; and the
+        judge's reason for a deny."""
+        decision = self.policy.decide(req.name, req.arguments) if self.policy else "allow"
+        if self.judge is None or decision == "deny":
+            return decision, ""
+        verdict = self.judge(req)
+        if verdict is None:
+            return decision, ""
+        if verdict[0] == "deny":
+            return "deny", verdict[1]
+        return "ask", ""
 
     def _refuse(self, req: ToolCallRequest, why: str) -> ToolResult:
         return refuse(self.bus, self.path, req, why)
 
     async def admit(self, req: ToolCallRequest) -> ToolCallRequest | ToolResult:
         """The call to make (maybe rewritten by ``pre_tool_use``), or a denied result."""
-        decision = self.policy.decide(req.name, req.arguments) if self.policy else "allow"
+        decision, why = self._decide(req)
         if decision == "deny":
-            return self._refuse(req, f"tool {req.name!r} is denied by the permission policy")
+            return self._refuse(req, why or f"tool {req.name!r} is denied by the permission policy")
         if decision == "ask":
             why = await self._confirm(req)
             if why:
@@ -168,10 +205,11 @@ class ToolGate:
             )
         if rewritten.id != req.id:
             rewritten = msgspec.structs.replace(rewritten, id=req.id)
-        again = self.policy.decide(req.name, rewritten.arguments) if self.policy else "allow"
+        again, why = self._decide(rewritten)
         if again == "deny":
             return self._refuse(
-                req, f"tool {req.name!r} with the rewritten arguments is denied by the policy"
+                req,
+                why or f"tool {req.name!r} with the rewritten arguments is denied by the policy",
             )
         if again == "ask" and decision != "ask":
             why = await self._confirm(rewritten)

@@ -1,0 +1,1 @@
+"""Security: taint tracking from untrusted tools to sensitive ones, and sanitised answers."""
