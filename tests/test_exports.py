@@ -43,6 +43,7 @@ PUBLIC = [
     "Compaction",
     "Config",
     "ConfigError",
+    "Defer",
     "Deny",
     "DocumentPart",
     "Helper",
@@ -109,6 +110,7 @@ EVENTS = [
     "EventsLost",
     "PartialOutput",
     "PermissionDenied",
+    "PhaseDeferred",
     "PhaseEnded",
     "PhaseError",
     "PhaseResumed",
@@ -205,6 +207,7 @@ TYPES = [
     "Lane",
     "Lease",
     "OutputSchema",
+    "PendingCall",
     "ProviderModel",
     "ProviderStatistics",
     "RawBlock",
@@ -264,7 +267,8 @@ def test_public_names_are_pinned() -> None:
 
 def test_the_top_level_is_small() -> None:
     # (61: ModelRetry, raised in a validator as pydantic-ai's users do, #23.)
-    assert len(PUBLIC) <= 61
+    # (62: Defer, an approver's or a tool's answer "later", #27.)
+    assert len(PUBLIC) <= 62
 
 
 @pytest.mark.parametrize("module", list(NAMESPACES), ids=lambda m: m.__name__)

@@ -39,6 +39,7 @@ from .messages import (
     Event,
     EventsLost,
     PermissionDenied,
+    PhaseDeferred,
     PhaseEnded,
     PhaseError,
     PhaseResumed,
@@ -93,6 +94,7 @@ __all__ = [
     "PhaseResumed",
     "ResumedPhaseEnded",
     "CheckpointTorn",
+    "PhaseDeferred",
     # tool calls
     "ToolStarted",
     "ToolEnded",

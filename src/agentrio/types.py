@@ -19,6 +19,7 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 from .actors.actor import ActorStatistics, RestartPolicy
 from .agents.budgets.budget import Lease
 from .agents.budgets.usage import UsageTotals
+from .agents.durability.deferred import PendingCall
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
@@ -57,6 +58,7 @@ __all__ = [
     "BlockingStream",
     "BlockingRunStream",
     "RunStream",
+    "PendingCall",
     # statistics snapshots and usage totals
     "ActorStatistics",
     "SupervisorStatistics",

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from ..loop.phase import Phase
     from ..loop.services import Services
 
+from .deferred import ParkedPhase, parked_from_store, parked_here
 from .recorder import PhaseRecorder, Resume, _Awaited, _Durable, _SyncGroup
 from .records import PhaseBegun
 from .resume import _AgentLog, _contexts, _Plan, _unfinished
@@ -112,11 +113,15 @@ class Checkpoints:
         "live",
         "nursery",
         "outcomes",
+        "parked",
         "plan",
         "resumed",
         "resumes",
+        "services",
+        "sessions",
         "specs",
         "store",
+        "sup",
         "sync_turns",
         "writer",
     )
@@ -147,6 +152,12 @@ class Checkpoints:
         self.plan = _Plan()
         self.nursery: trio.Nursery | None = None  # the runtime's (set by resume)
         self.group: _SyncGroup | None = None  # the phases waiting for the next sync
+        # Sessions and deferred decisions (#27: sessions.py, deferred.py): the parked
+        # phases by id, the live session agents by session id, and where to spawn.
+        self.parked: dict[str, ParkedPhase] = {}
+        self.sessions: dict[str, AgentRef[object]] = {}
+        self.sup: SupervisorRef | None = None
+        self.services: Services | None = None
 
     async def synced(self) -> None:
         """Return when every record put so far is on disk.
@@ -256,6 +267,8 @@ class Checkpoints:
         holder = self.live.get(phase_id)
         if holder is not None and holder.durable.holds(holder):
             return True
+        if phase_id in self.parked:
+            return True
         resume = self.resumes.get(phase_id)
         if resume is None or resume.owner is None:
             return False
@@ -269,6 +282,9 @@ class Checkpoints:
                 f"phase_id {phase_id!r} is the id of a phase under way, or resumed from the "
                 "checkpoint store and not ended: a phase id names one phase at a time"
             )
+
+    def parked_here(self, rec: PhaseRecorder, phase: Phase, resume: Resume) -> None:
+        parked_here(self, rec, phase, resume)
 
     def ended(self, phase_id: str, result: PhaseResult[object]) -> None:
         waiting = self.outcomes.get(phase_id)
@@ -340,11 +356,14 @@ class Checkpoints:
         """Spawn the agents of the store's unfinished phases again, restore their
         contexts, and start their phases again, each from its last completed turn."""
         self.nursery = nursery
+        self.sup, self.services = sup, services
         planned = self.plan
         if planned.totals is not None:
             self.budget._restore(planned.totals.usage())
         resumed: list[str] = []
         for log in planned.agents.values():
+            for pid in log.phases:
+                parked_from_store(self, log, pid)
             unfinished = _unfinished(log)
             if not unfinished:
                 continue
@@ -400,6 +419,8 @@ class Checkpoints:
             waiting.error = exc
         else:
             assert isinstance(result, PhaseResult)
+            if result.stop_reason == "deferred":
+                return  # (parked again: it ends when it goes on after the next decision)
             waiting.result = result
             stop_reason = result.stop_reason
         waiting.event.set()

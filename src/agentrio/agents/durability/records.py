@@ -14,6 +14,7 @@ from ...messages import (
     ChatMessage,
     PhaseResult,
     RunPhase,
+    ToolCallRequest,
     ToolResult,
 )
 from ...store.base import Entry
@@ -135,6 +136,27 @@ class PhaseDone(_Record, frozen=True):
     totals: Totals | None = None
 
 
+# -- deferred decisions (#27: durability/deferred.py) ----------------------------------
+
+
+class ParkedCall(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A call a parked phase waits for: an approval (``kind="approval"``) or the
+    result of a tool that deferred it (``"result"``)."""
+
+    call: ToolCallRequest
+    kind: str
+    note: str = ""
+
+
+class PhaseParked(_Record, frozen=True):
+    """The phase parked, waiting for *calls* (its turns are in the records before
+    this one; a decision is an ``ApprovalAnswered``, a result a ``ToolDone``)."""
+
+    phase: str
+    calls: tuple[ParkedCall, ...]
+    at: _Time = 0.0
+
+
 Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     PhaseBegun,
     TurnsAdded,
@@ -144,7 +166,22 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     ApprovalAsked,
     ApprovalAnswered,
     PhaseDone,
+    PhaseParked,
 ]
+
+
+def waiting(run: list[Record]) -> dict[str, ParkedCall]:
+    """The calls a phase's records (*run*) still wait for: those of its last
+    ``PhaseParked`` without a decision or result after it ({}: not parked)."""
+    out: dict[str, ParkedCall] = {}
+    for record in run:
+        if isinstance(record, PhaseParked):
+            out = {p.call.id: p for p in record.calls}
+        elif out and isinstance(record, ApprovalAnswered):
+            out.pop(record.call_id, None)
+        elif out and isinstance(record, ToolDone):
+            out.pop(record.result.id, None)
+    return out
 
 
 _QUOTED = re.compile(r"'.*'", re.DOTALL)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     pass
 
 from .recorder import Resume
-from .records import PhaseBegun, PhaseDone, Record, ToolsDone, Totals, decode_records
+from .records import PhaseBegun, PhaseDone, Record, ToolsDone, Totals, decode_records, waiting
 
 __all__ = ["plan"]
 
@@ -147,7 +147,13 @@ def _check_begun(begun: PhaseBegun, entry: Entry) -> None:
 
 
 def _unfinished(log: _AgentLog) -> list[str]:
-    return [pid for pid, run in log.phases.items() if type(run[-1]) is not PhaseDone]
+    """The phases of *log* to resume: not ended, and not parked (#27: a parked phase
+    waits for a decision, ``durability/deferred.py``)."""
+    return [
+        pid
+        for pid, run in log.phases.items()
+        if type(run[-1]) is not PhaseDone and not waiting(run)
+    ]
 
 
 def _contexts(log: _AgentLog) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:

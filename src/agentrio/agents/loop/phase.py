@@ -52,6 +52,7 @@ from ..tools.output import TypedAnswer
 from ..tools.tool_call import ToolRunner
 from .context import fit_window
 from .endings import _CUT, Endings
+from .seams import Parked
 from .stream import RUN_BUSES, RunBus
 
 if TYPE_CHECKING:
@@ -217,14 +218,18 @@ class Phase(Endings):
                 assert isinstance(history, tuple)
                 self.history = list(history)
             self._load()
-        if st.info.needs_caller:
-            token = CALLER.set(st)
-            try:
+        try:
+            if st.info.needs_caller:
+                token = CALLER.set(st)
+                try:
+                    await self._bounded()
+                finally:
+                    CALLER.reset(token)
+            else:
                 await self._bounded()
-            finally:
-                CALLER.reset(token)
-        else:
-            await self._bounded()
+        except Parked:  # its state is in the store (a deferred decision, #27)
+            self.reason = "deferred"
+            return self._ended()
         self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:

@@ -1,0 +1,148 @@
+"""Deferred decisions (#27): an approver or a tool answers ``agentrio.Defer``, the
+phase parks in the checkpoint store (no task, no budget reservation), and a
+decision given later, in this process or another one, makes it go on."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import trio
+
+import agentrio
+from agentrio import AgentSpec, PermissionPolicy, ToolCallRequest, ask_rule
+from agentrio.errors import InvalidArgument, UnknownName
+from agentrio.events import PhaseDeferred
+from agentrio.store import DirectoryStore, SQLiteStore
+from agentrio.testing import FunctionModel, Reply
+
+PAID: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _paid() -> None:
+    PAID.clear()
+
+
+@agentrio.tool
+async def pay(invoice: str) -> str:
+    """Pay an invoice."""
+    PAID.append(invoice)
+    return f"paid {invoice}"
+
+
+@agentrio.tool
+async def build(target: str) -> object:
+    """Start a build (an external job): its result comes later."""
+    PAID.append(f"build {target}")
+    return agentrio.Defer(f"build of {target} started")
+
+
+async def defer(request: agentrio.events.ConfirmationRequired) -> agentrio.Defer:
+    return agentrio.Defer("ask the treasurer")
+
+
+def clerk_model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    results = [m for m in messages if m.role == "tool"]
+    if not results:
+        calls = (ToolCallRequest("pay", {"invoice": "A-7"}, id="call_1"),)
+        return Reply(tool_calls=calls, usage=agentrio.Usage(10, 5))
+    return Reply(text=f"the tool said: {results[-1].content}", usage=agentrio.Usage(10, 5))
+
+
+def make_clerk() -> AgentSpec[str]:
+    return AgentSpec(
+        "clerk",
+        FunctionModel(clerk_model),
+        tools=[pay],
+        permissions=PermissionPolicy(rules=[ask_rule("pay")]),
+        approver=defer,
+    )
+
+
+def builder_model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    results = [m for m in messages if m.role == "tool"]
+    if not results:
+        calls = (ToolCallRequest("build", {"target": "docs"}, id="call_1"),)
+        return Reply(tool_calls=calls)
+    return Reply(text=f"{results[-1].name}: {results[-1].content} ({results[-1].is_error})")
+
+
+def make_builder() -> AgentSpec[str]:
+    return AgentSpec("builder", FunctionModel(builder_model), tools=[build])
+
+
+async def test_an_approval_deferred_parks_the_phase_and_approve_resumes_it(tmp_path: Path) -> None:
+    async with agentrio.open_runtime(store=tmp_path / "s", specs={"clerk": make_clerk}) as rt:
+        events = rt.events()
+        clerk = await rt.spawn_agent(make_clerk())
+        parked = await clerk.run("Pay A-7", phase_id="p-1")
+        assert parked.stop_reason == "deferred"
+        assert PAID == []
+        assert clerk._state.phase is None  # (the phase holds no task)
+        assert rt.budget.reserved_tokens == 0  # (nor any reservation)
+        [pending] = rt.pending_approvals()
+        assert (pending.phase_id, pending.tool, dict(pending.arguments)) == (
+            "p-1",
+            "pay",
+            {"invoice": "A-7"},
+        )
+        assert pending.note == "ask the treasurer" and pending.kind == "approval"
+        assert rt.pending_results() == []
+        with pytest.raises(InvalidArgument):
+            await rt.give_result(pending, "no")
+        await rt.approve(pending, "ok by the treasurer")
+        result = await rt.resumed_result("p-1")
+        assert result.stop_reason == "done"
+        assert result.final_text == "the tool said: paid A-7"
+        assert PAID == ["A-7"]
+        assert rt.pending_approvals() == []
+        with pytest.raises(UnknownName):
+            await rt.approve(pending)
+    deferred = [e async for e in events if isinstance(e, PhaseDeferred)]
+    assert [(e.phase_id, e.waiting) for e in deferred] == [("p-1", 1)]
+
+
+async def test_deny_gives_the_model_the_message(tmp_path: Path) -> None:
+    async with agentrio.open_runtime(store=tmp_path / "s", specs={"clerk": make_clerk}) as rt:
+        clerk = await rt.spawn_agent(make_clerk())
+        await clerk.run("Pay A-7", phase_id="p-2")
+        [pending] = rt.pending_approvals()
+        await rt.deny(pending, "over the limit")
+        result = await rt.resumed_result("p-2")
+    assert result.final_text == "the tool said: the approver refused 'pay': over the limit"
+    assert PAID == []
+
+
+async def test_a_tool_that_defers_its_result_gets_it_later(tmp_path: Path) -> None:
+    async with agentrio.open_runtime(store=tmp_path / "s", specs={"builder": make_builder}) as rt:
+        builder = await rt.spawn_agent(make_builder())
+        first = await builder.run("Build the docs", phase_id="b-1")
+        assert first.stop_reason == "deferred"
+        [pending] = rt.pending_results()
+        assert (pending.tool, pending.kind, pending.note) == (
+            "build",
+            "result",
+            "build of docs started",
+        )
+        await rt.give_result(pending, "the docs are built")
+        result = await rt.resumed_result("b-1")
+    assert result.final_text == "build: the docs are built (False)"
+    assert PAID == ["build docs"]  # (run once: its given result is not made again)
+
+
+async def test_without_a_store_a_deferral_is_a_refusal() -> None:
+    async with agentrio.open_runtime() as rt:
+        clerk = await rt.spawn_agent(make_clerk())
+        result = await clerk.run("Pay A-7")
+        builder = await rt.spawn_agent(make_builder())
+        built = await builder.run("Build")
+    assert result.stop_reason == "done"
+    assert "which only a durable agent can wait for" in result.final_text
+    assert built.stop_reason == "done" and "(True)" in built.final_text
+    assert rt.pending_approvals() == []
