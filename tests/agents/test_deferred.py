@@ -4,21 +4,15 @@ decision given later, in this process or another one, makes it go on."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-import trio
 
 import agentrio
 from agentrio import AgentSpec, PermissionPolicy, ToolCallRequest, ask_rule
 from agentrio.errors import InvalidArgument, UnknownName
 from agentrio.events import PhaseDeferred
-from agentrio.store import DirectoryStore, SQLiteStore
 from agentrio.testing import FunctionModel, Reply
 
 PAID: list[str] = []
