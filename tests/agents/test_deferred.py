@@ -140,3 +140,62 @@ async def test_without_a_store_a_deferral_is_a_refusal() -> None:
     assert "which only a durable agent can wait for" in result.final_text
     assert built.stop_reason == "done" and "(True)" in built.final_text
     assert rt.pending_approvals() == []
+
+
+def test_the_sync_host_parks_decides_and_continues_sessions(tmp_path: Path) -> None:
+    specs = {"clerk": make_clerk, "builder": make_builder}
+    with agentrio.open_runtime_sync(store=tmp_path / "s", specs=specs) as rt:
+        clerk = rt.spawn_agent(make_clerk())
+        assert clerk.run("Pay A-7", phase_id="h-1").stop_reason == "deferred"
+        [pending] = rt.pending_approvals()
+        rt.approve(pending, "fine")
+        assert rt.resumed_result("h-1").final_text == "the tool said: paid A-7"
+        builder = rt.spawn_agent(make_builder())
+        assert builder.run("Build", phase_id="h-2").stop_reason == "deferred"
+        [job] = rt.pending_results()
+        rt.give_result(job, "the build failed: disk full", status="failed")
+        assert rt.resumed_result("h-2").final_text == "build: the build failed: disk full (True)"
+        session = rt.session("desk", "clerk")
+        assert session.path == "sessions/desk"
+        assert set(rt.sessions()) == {"desk"}
+    assert PAID == ["A-7", "build docs"]
+
+
+async def test_a_parallel_batch_parks_after_its_other_calls_end(tmp_path: Path) -> None:
+    """Two calls in one turn: one deferred, one run. The run one is recorded and
+    not run again when the phase goes on; meanwhile the agent serves other phases,
+    and the parked phase's id is in use."""
+
+    def model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        results = [m for m in messages if m.role == "tool"]
+        if [m.content for m in messages if m.role == "user"][-1] == "other":
+            return Reply(text="served")
+        if not results:
+            calls = (
+                ToolCallRequest("pay", {"invoice": "B-1"}, id="call_1"),
+                ToolCallRequest("build", {"target": "site"}, id="call_2"),
+            )
+            return Reply(tool_calls=calls)
+        return Reply(text="; ".join(f"{m.name}={m.content}" for m in results))
+
+    def make() -> AgentSpec[str]:
+        return AgentSpec("mixed", FunctionModel(model), tools=[pay, build])
+
+    async with agentrio.open_runtime(store=tmp_path / "s", specs={"mixed": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", phase_id="m-1")).stop_reason == "deferred"
+        assert (await agent.run("other", continue_context=False)).final_text == "served"
+        with pytest.raises(InvalidArgument, match="phase_id 'm-1'"):
+            await agent.run("go", phase_id="m-1")
+        [job] = rt.pending_results()
+        await rt.give_result(job, "site built")
+        result = await rt.resumed_result("m-1")
+    assert result.final_text == "pay=paid B-1; build=site built"
+    assert sorted(PAID) == ["B-1", "build site"]  # (each once)
+
+
+def test_defer_notes_are_checked() -> None:
+    with pytest.raises(InvalidArgument):
+        agentrio.Defer(42)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        agentrio.Defer("x" * 1001)
