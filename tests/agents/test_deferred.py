@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+import trio
 
 import agentrio
 from agentrio import AgentSpec, PermissionPolicy, ToolCallRequest, ask_rule
@@ -16,16 +17,22 @@ from agentrio.events import PhaseDeferred
 from agentrio.testing import FunctionModel, Reply
 
 PAID: list[str] = []
+HOLD = [False]  # pay waits forever (the process dies while it runs)
+ENTERED = [False]
 
 
 @pytest.fixture(autouse=True)
 def _paid() -> None:
     PAID.clear()
+    HOLD[0] = ENTERED[0] = False
 
 
 @agentrio.tool
 async def pay(invoice: str) -> str:
     """Pay an invoice."""
+    ENTERED[0] = True
+    if HOLD[0]:
+        await trio.sleep_forever()
     PAID.append(invoice)
     return f"paid {invoice}"
 
@@ -199,3 +206,61 @@ def test_defer_notes_are_checked() -> None:
         agentrio.Defer(42)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
         agentrio.Defer("x" * 1001)
+
+
+async def test_a_decision_recorded_before_a_crash_goes_on_when_the_store_opens(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "s"
+    specs = {"clerk": make_clerk}
+    async with agentrio.open_runtime(store=store, specs=specs) as rt:
+        clerk = await rt.spawn_agent(make_clerk())
+        assert (await clerk.run("Pay A-7", phase_id="c-1")).stop_reason == "deferred"
+    HOLD[0] = True
+    async with agentrio.open_runtime(store=store, specs=specs) as rt:
+        assert rt.resumed == ()  # (a parked phase is not resumed: it waits)
+        [pending] = rt.pending_approvals()
+        await rt.approve(pending, "yes")
+        while not ENTERED[0]:  # (the phase went on, and pay runs)
+            await trio.sleep(0.001)
+        rt.cancel()  # (the crash)
+    assert PAID == []
+    async with agentrio.open_runtime(store=store, specs=specs) as rt:
+        assert rt.resumed == ("c-1",)  # (decided: it goes on at once, not asked again)
+        assert rt.pending_approvals() == []
+        result = await rt.resumed_result("c-1")
+    # (pay is not idempotent: at most once, as after any crash)
+    assert result.final_text.startswith("the tool said: tool 'pay' was interrupted")
+    assert PAID == []
+
+
+async def test_decisions_are_checked(tmp_path: Path) -> None:
+    async with agentrio.open_runtime(store=tmp_path / "s", specs={"clerk": make_clerk}) as rt:
+        clerk = await rt.spawn_agent(make_clerk())
+        await clerk.run("Pay A-7", phase_id="d-1")
+        [pending] = rt.pending_approvals()
+        with pytest.raises(InvalidArgument, match="PendingCall"):
+            await rt.approve(("d-1", "call_1"))  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="at most 100,000"):
+            await rt.approve(pending, "x" * 100_001)
+        with pytest.raises(InvalidArgument):
+            await rt.deny(pending, 7)  # type: ignore[arg-type]
+        assert rt.pending_approvals() == [pending]  # (nothing was decided)
+        await rt.deny(pending, "no \ud800 surrogates")
+        result = await rt.resumed_result("d-1")
+    assert result.final_text == "the tool said: the approver refused 'pay': no \ufffd surrogates"
+
+
+def test_a_parked_record_no_runtime_writes_is_corrupt() -> None:
+    import msgspec
+
+    from agentrio.agents.durability.records import ParkedCall, PhaseParked, decode_records
+    from agentrio.errors import StoreCorrupt
+    from agentrio.store import Entry
+
+    call = ToolCallRequest("pay", {"invoice": "A-7"}, id="call_1")
+    good = msgspec.msgpack.encode(PhaseParked("p", (ParkedCall(call, "approval", "n"),), 1.0))
+    assert decode_records([Entry("s", 0, good)])[0].calls[0].kind == "approval"  # type: ignore[union-attr]
+    bad = good.replace(b"approval", b"whatever")
+    with pytest.raises(StoreCorrupt, match="offset 7"):
+        decode_records([Entry("s", 7, bad)])

@@ -371,7 +371,7 @@ class PhaseRecorder:
         deferred: the phase parks once its turn's calls have ended."""
         if self.parked is None:
             self.parked = []
-        self.parked.append(ParkedCall(req, kind, note))
+        self.parked.append(ParkedCall(req, "approval" if kind == "approval" else "result", note))
         return True
 
     async def park(self, phase: Phase) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import msgspec
 
@@ -144,7 +144,7 @@ class ParkedCall(msgspec.Struct, frozen=True, array_like=True, gc=False):
     result of a tool that deferred it (``"result"``)."""
 
     call: ToolCallRequest
-    kind: str
+    kind: Literal["approval", "result"]
     note: str = ""
 
 
