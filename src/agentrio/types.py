@@ -19,6 +19,8 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 from .actors.actor import ActorStatistics, RestartPolicy
 from .agents.budgets.budget import Lease
 from .agents.budgets.usage import UsageTotals
+from .agents.durability.reader import StoreReader
+from .agents.durability.summary import PhaseStatus, PhaseSummary, RecordedTurn
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
@@ -57,6 +59,11 @@ __all__ = [
     "BlockingStream",
     "BlockingRunStream",
     "RunStream",
+    # a checkpoint store read (#27)
+    "StoreReader",
+    "PhaseSummary",
+    "RecordedTurn",
+    "PhaseStatus",
     # statistics snapshots and usage totals
     "ActorStatistics",
     "SupervisorStatistics",

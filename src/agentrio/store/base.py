@@ -118,7 +118,7 @@ class Archived(NamedTuple):
     Attributes:
         phase: the phase's id.
         meta: what the runtime says of it (opaque to the store: the msgpack of a
-            [`PhaseSummary`][agentrio.PhaseSummary]).
+            [`PhaseSummary`][agentrio.types.PhaseSummary]).
         records: its records, in order.
     """
 
@@ -140,7 +140,7 @@ class ArchivingStore(CheckpointStore, Protocol):
     is unfinished, however many phases it has finished; a
     [`Retention`][agentrio.store.Retention] policy drops archived phases. Every store of
     agentrio is one; a store that is not still works, read whole at each open
-    (and cannot be read by a [`StoreReader`][agentrio.StoreReader]).
+    (and cannot be read by a [`StoreReader`][agentrio.types.StoreReader]).
 
     A record's phase, for ``delete_phases``, is the second item of the msgpack
     array that the record is (see [`record_phase`][agentrio.store.record_phase]).

@@ -357,7 +357,7 @@ class DirectoryStore:
 
     async def read_live(self) -> Loaded:
         """The live area's records, as ``load`` gives them, without taking the lock
-        (a [`StoreReader`][agentrio.StoreReader]'s: the owner may be appending).
+        (a [`StoreReader`][agentrio.types.StoreReader]'s: the owner may be appending).
 
         Raises:
             StoreCorrupt: as ``load``.

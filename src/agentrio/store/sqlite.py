@@ -183,7 +183,8 @@ class SQLiteStore:
             migrate = False
         if found != wanted:
             raise StoreError(
-                f"checkpoint database {self.path!r} does not hold the records table (and archive table) agentrio makes"
+                f"checkpoint database {self.path!r} does not hold the records table "
+                "(and archive table) agentrio makes"
             )
         if migrate:
             db.execute("BEGIN IMMEDIATE")
@@ -244,7 +245,7 @@ class SQLiteStore:
 
     async def read_live(self) -> Loaded:
         """The live records, as ``load`` gives them, on a connection of its own
-        (without taking the lock: a [`StoreReader`][agentrio.StoreReader]'s)."""
+        (without taking the lock: a [`StoreReader`][agentrio.types.StoreReader]'s)."""
         return await self._read(self._load)
 
     async def read_index(self) -> list[tuple[str, bytes]]:

@@ -270,6 +270,8 @@ class PhaseRecorder:
                     durable.spec,
                     _kept(phase.cmd),
                     time.time(),
+                    None,  # (the session: #27's sessions fill it)
+                    durable.state.spec.version,
                 )
             )
 
@@ -312,7 +314,7 @@ class PhaseRecorder:
         if persisted:
             tail = tuple(phase.history[upto:])
             stamps = tuple(phase.timestamps[upto - base :])
-        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals()))  # type: ignore[arg-type]
+        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals(), time.time()))  # type: ignore[arg-type]
         self.durable.answers = None
         self.ck.left(self)
         self.ck.ended(self.id, result)

@@ -88,6 +88,9 @@ class PhaseBegun(_Record, frozen=True):
     spec: str  # its spec's registered name
     command: RunPhase
     at: _Time = 0.0
+    # (#27: the session the phase belongs to, if any, and its spec's version)
+    session: str | None = None
+    version: str | None = None
 
 
 class TurnsAdded(_Record, frozen=True):
@@ -133,6 +136,15 @@ class PhaseDone(_Record, frozen=True):
     messages: tuple[ChatMessage, ...] = ()
     timestamps: tuple[_Time, ...] = ()
     totals: Totals | None = None
+    at: _Time = 0.0
+
+
+class TotalsKept(_Record, frozen=True):
+    """The budget's last totals, kept in the live area when the phases that
+    recorded them are archived (its ``phase`` is ``""``: no phase's)."""
+
+    phase: str
+    totals: Totals
 
 
 Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
@@ -144,6 +156,7 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     ApprovalAsked,
     ApprovalAnswered,
     PhaseDone,
+    TotalsKept,
 ]
 
 
