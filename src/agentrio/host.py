@@ -489,7 +489,8 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
 
     def sessions(self) -> dict[str, float]:
         """The sessions, as [`Runtime.sessions`][agentrio.Runtime.sessions]."""
-        return self._call(self._runtime.sessions)
+        sessions: dict[str, float] = self._call(self._runtime.sessions)
+        return sessions
 
     def delete_session(self, session_id: str) -> int:
         """As [`Runtime.delete_session`][agentrio.Runtime.delete_session]."""

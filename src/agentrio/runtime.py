@@ -41,7 +41,7 @@ from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability
 from .agents.durability.deferred import PendingCall, decide, pending
-from .agents.durability.resume import plan
+from .agents.durability.reader import StoreReader
 from .agents.durability.sessions import delete as delete_session
 from .agents.durability.sessions import known as known_sessions
 from .agents.durability.sessions import open_session
@@ -54,7 +54,7 @@ from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
 from .errors import ConfigError, InvalidArgument
 from .messages import RuntimeOpened
-from .store import CheckpointStore, CheckpointWriter, DirectoryStore
+from .store import CheckpointStore, CheckpointWriter, DirectoryStore, Retention
 from .supervisors.ref import SupervisorRef, SupervisorStatistics
 from .supervisors.restart import Backoff, Strategy
 from .supervisors.tree import Tree
@@ -371,11 +371,12 @@ class Runtime(SupervisorRef):
         """
         return await open_session(self._store_checkpoints("session"), session_id, spec)
 
-    def sessions(self) -> dict[str, float]:
-        """The sessions of the store and of this runtime: each id, and when it last
-        began a phase (``time.time()``; 0.0 if never). ``{}`` without a store."""
+    async def sessions(self) -> dict[str, float]:
+        """The sessions of the store (its archive too) and of this runtime: each id,
+        and when it last began a phase (``time.time()``; 0.0 if never). ``{}``
+        without a store."""
         checkpoints = _held_checkpoints(self._services)
-        return {} if checkpoints is None else known_sessions(checkpoints)
+        return {} if checkpoints is None else await known_sessions(checkpoints)
 
     async def delete_session(self, session_id: str) -> int:
         """Delete every record of the session *session_id* from the checkpoint
@@ -439,6 +440,23 @@ class Runtime(SupervisorRef):
         [`approve`][agentrio.Runtime.approve]."""
         checkpoints = self._store_checkpoints("give_result")
         await decide(checkpoints, call, result=result, status=status)
+
+    def store_reader(self) -> StoreReader:
+        """A [`StoreReader`][agentrio.types.StoreReader] of this runtime's checkpoint store:
+        its phases, live and archived, as they are on disk; its ``fork`` records
+        the new phase and starts it at once (its result:
+        [`resumed_result`][agentrio.Runtime.resumed_result]).
+
+        Raises:
+            InvalidArgument: the runtime has no checkpoint store, or one that is
+                not an [`ArchivingStore`][agentrio.store.ArchivingStore].
+        """
+        checkpoints = _held_checkpoints(self._services)
+        if checkpoints is None:
+            raise InvalidArgument(
+                "store_reader: this runtime has no checkpoint store (open_runtime(store=...))"
+            )
+        return checkpoints.reader()
 
     def register_tool(self, *tools: Tool) -> None:
         """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
@@ -570,6 +588,7 @@ async def open_runtime(
     store: CheckpointStore | str | os.PathLike[str] | None = None,
     durability: Durability = "batch",
     specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None = None,
+    retention: Retention | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -664,6 +683,13 @@ async def open_runtime(
             tool runs.
         specs: spec factories by name (``{"researcher": make_researcher}``),
             as [`register_spec`][agentrio.Runtime.register_spec] registers them.
+        retention: which finished phases the store keeps
+            ([`Retention`][agentrio.store.Retention]): when given, the runtime
+            compacts the store as it closes (finished phases moved out of the
+            live area into the archive, which a runtime opening the store does
+            not read) and drops the archived phases it says. Without it the
+            store is compacted only as a runtime opens it, and nothing is
+            dropped. See [Reading and pruning a store][reading-and-pruning-a-store].
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that
@@ -724,13 +750,12 @@ async def open_runtime(
         lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
-    checkpoints = _checkpoints(store, durability, specs, budget, tree)
+    checkpoints = _checkpoints(store, durability, specs, budget, tree, retention)
     if checkpoints is not None:
         # Read once, before anything runs (its errors raised as they are, not
         # in a group); the writer closes after the tree.
         try:
-            checkpoints.plan = plan(await checkpoints.store.load())
-            checkpoints.check_resumable()
+            await checkpoints.open()
         except BaseException:
             with trio.CancelScope(shield=True):
                 await checkpoints.store.aclose()
@@ -858,7 +883,12 @@ def _found_lanes(configured: _Configured) -> Lanes | None:
 
 
 def _checkpoints(
-    store: object, durability: object, specs: object, budget: Budget, tree: Tree[Runtime]
+    store: object,
+    durability: object,
+    specs: object,
+    budget: Budget,
+    tree: Tree[Runtime],
+    retention: object = None,
 ) -> Checkpoints | None:
     """The runtime's checkpoints for *store* (None: it has no store)."""
     if durability not in ("batch", "turn"):
@@ -867,9 +897,11 @@ def _checkpoints(
         raise InvalidArgument(
             f"specs must be a mapping of spec names to functions that make them, got {specs!r}"
         )
+    if retention is not None and not isinstance(retention, Retention):
+        raise InvalidArgument(f"retention must be an agentrio.store.Retention, got {retention!r}")
     if store is None:
-        if specs or durability != "batch":
-            raise InvalidArgument("specs and durability are for a runtime with a store=")
+        if specs or durability != "batch" or retention is not None:
+            raise InvalidArgument("specs, durability and retention are for a runtime with a store=")
         return None
     if isinstance(store, (str, os.PathLike)):
         store = DirectoryStore(store)
@@ -884,6 +916,7 @@ def _checkpoints(
         bus=tree.bus,
         durability=durability,
         specs=specs or {},
+        retention=retention,
     )
 
 

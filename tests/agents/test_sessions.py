@@ -53,7 +53,7 @@ async def test_a_session_is_continued_by_a_later_runtime(tmp_path: Path) -> None
         other = await rt.session("user-7", make_echo())
         assert (await other.run("z")).final_text == "heard: z"
     async with agentrio.open_runtime(store=store, specs=SPECS) as rt:
-        assert set(rt.sessions()) == {"user-42", "user-7"}
+        assert set(await rt.sessions()) == {"user-42", "user-7"}
         agent = await rt.session("user-42", "echo")
         assert (await agent.run("c")).final_text == "heard: a | b | c"
         side = await agent.run("y", context_label="side")
@@ -95,7 +95,7 @@ async def test_bad_session_ids_and_specs_are_refused(tmp_path: Path) -> None:
     async with agentrio.open_runtime() as rt:
         with pytest.raises(InvalidArgument, match="no checkpoint store"):
             await rt.session("s", "echo")
-        assert rt.sessions() == {}
+        assert (await rt.sessions()) == {}
 
 
 async def test_a_session_over_the_fake_server(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ async def test_retention_by_age_and_count(tmp_path: Path) -> None:
             await (await rt.session(sid, "echo")).run(f"I am {sid}")
             await trio.sleep(0.02)
     async with agentrio.open_runtime(store=store, specs=SPECS) as rt:
-        seen = rt.sessions()
+        seen = await rt.sessions()
         assert seen["old"] < seen["mid"] < seen["new"] <= time.time()
         with pytest.raises(InvalidArgument):
             await rt.prune_sessions(max_age=-1)
@@ -139,9 +139,9 @@ async def test_retention_by_age_and_count(tmp_path: Path) -> None:
         assert await rt.prune_sessions(max_age=3600, max_count=2) == ("old",)
         age = time.time() - seen["new"] + 0.001
         assert await rt.prune_sessions(max_age=age) == ("mid",)
-        assert set(rt.sessions()) == {"new"}
+        assert set(await rt.sessions()) == {"new"}
     async with agentrio.open_runtime(store=store, specs=SPECS) as rt:
-        assert set(rt.sessions()) == {"new"}
+        assert set(await rt.sessions()) == {"new"}
         fresh = await rt.session("old", "echo")
         assert (await fresh.run("again")).final_text == "heard: again"  # (forgotten)
 
@@ -159,7 +159,7 @@ async def test_a_deleted_session_is_gone_from_the_stores_bytes(tmp_path: Path) -
         live = await rt.session("secret-session", "echo")
         await live.run("and my password is hunter2")
         assert await rt.delete_session("secret-session") == 2
-        assert "secret-session" not in rt.sessions()
+        assert "secret-session" not in (await rt.sessions())
         with pytest.raises(agentrio.ActorStopped):
             await live.run("still there?")
     data = _bytes(store)
@@ -167,6 +167,6 @@ async def test_a_deleted_session_is_gone_from_the_stores_bytes(tmp_path: Path) -
         assert secret not in data
     assert b"keep me" in data
     async with agentrio.open_runtime(store=store, specs=SPECS) as rt:
-        assert set(rt.sessions()) == {"kept"}
+        assert set(await rt.sessions()) == {"kept"}
         again = await rt.session("secret-session", "echo")
         assert (await again.run("hi")).final_text == "heard: hi"

@@ -275,7 +275,7 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(InvalidArgument, match="flush_interval"):
         CheckpointWriter(MemoryStore(), flush_interval=-1)
     assert repr(CheckpointWriter(MemoryStore())) == (
-        "CheckpointWriter(MemoryStore(records=0), written=0, pending=0)"
+        "CheckpointWriter(MemoryStore(records=0, archived=0), written=0, pending=0)"
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -96,6 +97,9 @@ class CheckpointWriter:
         self._closed = False
         self._in_aclose = False  # aclose() is appending or waiting for run()
         self._scope: trio.CancelScope | None = None  # run()'s: a cancelled aclose() stops it
+        # Run by aclose() once every record is appended, before the store closes
+        # (the runtime's compaction); not when the writer failed.
+        self.before_close: Callable[[], Awaitable[None]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -295,4 +299,20 @@ class CheckpointWriter:
                     self._scope.cancel()
                     while self._running:
                         await self._progress.wait()
-                await self._store.aclose()
+                await self._close_store()
+
+    async def _close_store(self) -> None:
+        """Run ``before_close`` (if every record was appended), then close the store;
+        raise what ``before_close`` raised, once the store is closed."""
+        failed: BaseException | None = None
+        hook = self.before_close
+        if hook is not None and self._error is None and not self._pending:
+            try:
+                await hook()
+            except Exception as exc:
+                failed = exc
+        await self._store.aclose()
+        if failed is not None:
+            if isinstance(failed, StoreError):
+                raise failed
+            raise StoreError(f"checkpoint store compaction failed: {failed!r}") from failed

@@ -289,9 +289,11 @@ class PhaseRecorder:
         if not self.begun:
             self.begun = True
             durable = self.durable
+            session = None
             if durable.phase_ids is not None:  # a session's (durability/sessions.py)
                 durable.phase_ids.append(self.id)
                 durable.last = time.time()
+                session = durable.agent_id[8:]  # (its id is "session:<session id>")
             self.put(
                 PhaseBegun(
                     self.id,
@@ -300,6 +302,8 @@ class PhaseRecorder:
                     durable.spec,
                     _kept(phase.cmd),
                     time.time(),
+                    session,
+                    durable.state.spec.version,
                 )
             )
 
@@ -346,7 +350,7 @@ class PhaseRecorder:
         if persisted:
             tail = tuple(phase.history[upto:])
             stamps = tuple(phase.timestamps[upto - base :])
-        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals()))  # type: ignore[arg-type]
+        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals(), time.time()))  # type: ignore[arg-type]
         self.durable.answers = None
         self.ck.left(self)
         self.ck.ended(self.id, result)

@@ -89,6 +89,9 @@ class PhaseBegun(_Record, frozen=True):
     spec: str  # its spec's registered name
     command: RunPhase
     at: _Time = 0.0
+    # (#27: the session the phase belongs to, if any, and its spec's version)
+    session: str | None = None
+    version: str | None = None
 
 
 class TurnsAdded(_Record, frozen=True):
@@ -134,6 +137,15 @@ class PhaseDone(_Record, frozen=True):
     messages: tuple[ChatMessage, ...] = ()
     timestamps: tuple[_Time, ...] = ()
     totals: Totals | None = None
+    at: _Time = 0.0
+
+
+class TotalsKept(_Record, frozen=True):
+    """The budget's last totals, kept in the live area when the phases that
+    recorded them are archived (its ``phase`` is ``""``: no phase's)."""
+
+    phase: str
+    totals: Totals
 
 
 # -- deferred decisions (#27: durability/deferred.py) ----------------------------------
@@ -167,6 +179,7 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     ApprovalAnswered,
     PhaseDone,
     PhaseParked,
+    TotalsKept,
 ]
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     pass
 
 from .recorder import Resume
-from .records import PhaseBegun, PhaseDone, Record, ToolsDone, Totals, decode_records, waiting
+from .records import PhaseBegun, PhaseDone, Record, ToolsDone, Totals, decode_records
 
 __all__ = ["plan"]
 
@@ -147,13 +147,9 @@ def _check_begun(begun: PhaseBegun, entry: Entry) -> None:
 
 
 def _unfinished(log: _AgentLog) -> list[str]:
-    """The phases of *log* to resume: not ended, and not parked (#27: a parked phase
-    waits for a decision, ``durability/deferred.py``)."""
-    return [
-        pid
-        for pid, run in log.phases.items()
-        if type(run[-1]) is not PhaseDone and not waiting(run)
-    ]
+    """The phases of *log* not ended (a parked one included: #27's, it waits for a
+    decision, ``durability/deferred.py``, and is not started when the store opens)."""
+    return [pid for pid, run in log.phases.items() if type(run[-1]) is not PhaseDone]
 
 
 def _contexts(log: _AgentLog) -> dict[str | None, tuple[list[ChatMessage], list[float]]]:

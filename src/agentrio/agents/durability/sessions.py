@@ -10,6 +10,12 @@ mailbox serves the session's requests one at a time.
 Retention (`prune`: a time to live, a maximum count) and `delete` remove a
 session's records from the store (``CheckpointStore.delete_phases``, every
 record of each of its phases).
+
+A store with an archive (``ArchivingStore``: the runtime moves the phases of
+agents with nothing to resume there when it opens) holds a session's earlier
+phases in its archive: a session is continued from its archived phases (found
+by the ``session`` of their summaries in the archive's index) and the live
+area's, in the order they began.
 """
 
 from __future__ import annotations
@@ -21,16 +27,17 @@ from typing import TYPE_CHECKING
 from ..._checks import check_name
 from ..._handles import create
 from ...errors import InvalidArgument, UnknownName
+from ...store.base import ArchivingStore, Entry
 from ..loop.ref import AgentRef, spawn_agent
 from ..loop.spec import AgentSpec
 from .deferred import Checkpoints, made_spec, restore_context
-from .records import PhaseBegun
-from .resume import _contexts
+from .records import PhaseBegun, Record, decode_records
+from .resume import _AgentLog, _contexts
+from .summary import decode_summary, last_run
 
 if TYPE_CHECKING:
     from ...supervisors.ref import SupervisorRef
     from .recorder import _Durable
-    from .resume import _AgentLog
 
 __all__ = ["SUPERVISOR", "delete", "known", "open_session", "prune"]
 
@@ -67,6 +74,46 @@ def _log(ck: Checkpoints, session_id: str) -> _AgentLog | None:
     return ck.plan.agents.get(_PREFIX + session_id)
 
 
+async def _archived(ck: Checkpoints) -> dict[str, list[tuple[str, float, str]]]:
+    """The archived phases of every session: session id -> [(phase id, when it
+    began, spec)] ({} for a store without an archive)."""
+    store = ck.store
+    if not isinstance(store, ArchivingStore):
+        return {}
+    out: dict[str, list[tuple[str, float, str]]] = {}
+    source = repr(store)
+    for _, meta in await store.read_index():
+        summary = decode_summary(meta, source)
+        if summary.session is not None:
+            found = out.setdefault(summary.session, [])
+            found.append((summary.phase_id, summary.started_at, summary.spec))
+    return out
+
+
+async def _history(ck: Checkpoints, sid: str, log: _AgentLog | None) -> _AgentLog | None:
+    """The session's phases, archived and live, as one log (oldest first)."""
+    archived = (await _archived(ck)).get(sid, [])
+    live = set() if log is None else set(log.phases)
+    wanted = [pid for pid, _, _ in archived if pid not in live]
+    if not wanted:
+        return log
+    assert isinstance(ck.store, ArchivingStore)
+    read = await ck.store.read_archived(wanted)
+    runs: list[list[Record]] = []
+    for pid in wanted:
+        run = last_run(decode_records(read.get(pid, [])))
+        if run and isinstance(run[0], PhaseBegun):
+            runs.append(run)
+    if not runs:
+        return log
+    runs.sort(key=lambda run: run[0].at)  # type: ignore[union-attr]
+    first = runs[0][0]
+    assert isinstance(first, PhaseBegun)
+    merged = _AgentLog(first, Entry(repr(ck.store), 0, b""))
+    merged.runs = runs + ([] if log is None else log.runs)
+    return merged
+
+
 async def open_session(ck: Checkpoints, session_id: object, spec: object) -> AgentRef[object]:
     """The agent of session *session_id*: live, or spawned again from *spec* (a
     registered spec's name, or an ``AgentSpec`` of a registered name) with its
@@ -82,7 +129,7 @@ async def open_session(ck: Checkpoints, session_id: object, spec: object) -> Age
             f"spec must be a registered spec's name or an AgentSpec, got {type(spec).__name__}"
         )
     durable = _durable(ck, sid)
-    log = _log(ck, sid)
+    log = None if durable is not None else await _history(ck, sid, _log(ck, sid))
     known = durable.spec if durable is not None else (log.spec if log is not None else None)
     if known is not None and known != name:
         raise InvalidArgument(
@@ -92,7 +139,7 @@ async def open_session(ck: Checkpoints, session_id: object, spec: object) -> Age
     if durable is not None:
         if durable.phase_ids is None:  # (spawned again at open, for an unfinished phase)
             durable.phase_ids = []
-            durable.last = _last(log)
+            durable.last = _last(_log(ck, sid))
         live: AgentRef[object] = create(AgentRef, durable.state)
         ck.sessions[sid] = live
         return live
@@ -133,13 +180,16 @@ def _last(log: _AgentLog | None) -> float:
     return max((r[0].at for r in log.runs if isinstance(r[0], PhaseBegun)), default=0.0)
 
 
-def known(ck: Checkpoints) -> dict[str, float]:
+async def known(ck: Checkpoints) -> dict[str, float]:
     """Every session of the store and of this runtime: its id -> when it last began
     a phase."""
     out: dict[str, float] = {}
+    for sid, phases in (await _archived(ck)).items():
+        out[sid] = max(at for _, at, _ in phases)
     for agent_id, log in ck.plan.agents.items():
         if agent_id.startswith(_PREFIX):
-            out[agent_id[len(_PREFIX) :]] = _last(log)
+            sid = agent_id[len(_PREFIX) :]
+            out[sid] = max(out.get(sid, 0.0), _last(log))
     for sid in ck.sessions:
         durable = _durable(ck, sid)
         if durable is not None:
@@ -157,9 +207,10 @@ async def delete(ck: Checkpoints, session_id: object) -> int:
     sid = _checked_id(session_id)
     durable = _durable(ck, sid)
     log = _log(ck, sid)
-    if durable is None and log is None and sid not in ck.sessions:
+    archived = (await _archived(ck)).get(sid, [])
+    if durable is None and log is None and not archived and sid not in ck.sessions:
         raise UnknownName(f"no session {sid!r} in this runtime or its checkpoint store")
-    ids: set[str] = set()
+    ids: set[str] = {pid for pid, _, _ in archived}
     if log is not None:
         ids.update(r[0].phase for r in log.runs if isinstance(r[0], PhaseBegun))
         ids.update(log.phases)
@@ -195,7 +246,7 @@ async def prune(ck: Checkpoints, max_age: object, max_count: object) -> tuple[st
         not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0
     ):
         raise InvalidArgument(f"max_count must be an int >= 0 or None, got {max_count!r}")
-    sessions = known(ck)
+    sessions = await known(ck)
     busy = {sid for sid in sessions if _busy(ck, sid)}
     now = time.time()
     doomed: list[str] = []
