@@ -7,7 +7,10 @@ KIND is ``directory``, ``sqlite`` or ``postgres`` (WHERE: a folder, a database
 file, or ``DSN|NAME``). ACTION:
 
 - ``say TEXT``: run TEXT in session ``user-42``; print the answer (the model
-  answers with every user turn its conversation holds);
+  answers with every user turn its conversation holds); ``say-as ID:TEXT``, in
+  session ID;
+- ``delete ID``: delete the session ID, print how many phases it had, and the
+  sessions left;
 - ``defer``: run phase ``p-1`` of ``clerk``, whose approver defers; print its
   stop reason and the pending approvals;
 - ``approve``: approve the pending call, print the phase's result and what
@@ -83,6 +86,12 @@ async def main(kind: str, where: str, action: str, arg: str) -> None:
         if action == "say":
             agent = await rt.session("user-42", "echo")
             out["text"] = (await agent.run(arg)).final_text
+        elif action == "say-as":
+            sid, text = arg.split(":", 1)
+            out["text"] = (await (await rt.session(sid, "echo")).run(text)).final_text
+        elif action == "delete":
+            out["deleted"] = await rt.delete_session(arg)
+            out["sessions"] = sorted(await rt.sessions())
         elif action == "defer":
             clerk = await rt.spawn_agent(make_clerk())
             out["stop_reason"] = (await clerk.run("Pay A-7", phase_id="p-1")).stop_reason

@@ -3,7 +3,9 @@ on the same store: directory, SQLite and PostgreSQL (#27)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +68,51 @@ def test_a_deferred_approval_is_decided_in_another_process(
         "text": "the tool said: paid A-7",
         "effects": ["paid A-7"],
     }
+
+
+def _tree(root: Path) -> bytes:
+    out = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                out.append((Path(folder) / name).read_bytes())
+    return b"".join(out)
+
+
+def store_bytes(kind: str, root: Path) -> bytes:
+    """Every byte of the files the store's records live in (PostgreSQL's: the
+    server's data files, after a CHECKPOINT)."""
+    if kind == "directory":
+        return _tree(root / "ckpt")
+    if kind == "sqlite":
+        return b"".join(p.read_bytes() for p in root.iterdir() if p.name.startswith("ckpt.db"))
+    import psycopg
+
+    assert pg.DSN is not None
+    with psycopg.connect(pg.DSN, autocommit=True) as db:
+        (data,) = db.execute("SHOW data_directory").fetchone()  # type: ignore[misc]
+        db.execute("CHECKPOINT")
+    return _tree(Path(data) / "base")
+
+
+@KINDS
+def test_a_deleted_session_leaves_none_of_its_bytes(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = _where(kind, tmp_path, request)
+    secret = f"PIN-{kind}-{os.getpid()}-8513"
+    kept = f"KEEP-{kind}-{os.getpid()}"
+    life(kind, where, "say-as", f"gone-{kind}:my {secret}")  # (archived by the next life)
+    life(kind, where, "say-as", f"kept-{kind}:{kept}")
+    life(kind, where, "say-as", f"gone-{kind}:again {secret}")
+    everything = store_bytes(kind, tmp_path)
+    assert secret.encode() in everything and kept.encode() in everything
+    assert life(kind, where, "delete", f"gone-{kind}") == {
+        "deleted": 2,
+        "sessions": [f"kept-{kind}"],
+    }
+    everything = store_bytes(kind, tmp_path)
+    assert secret.encode() not in everything
+    assert f"gone-{kind}".encode() not in everything
+    assert kept.encode() in everything
+    assert life(kind, where, "say-as", f"gone-{kind}:hello") == {"text": "heard: hello"}
