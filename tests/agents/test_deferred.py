@@ -264,3 +264,45 @@ def test_a_parked_record_no_runtime_writes_is_corrupt() -> None:
     bad = good.replace(b"approval", b"whatever")
     with pytest.raises(StoreCorrupt, match="offset 7"):
         decode_records([Entry("s", 7, bad)])
+
+
+async def test_in_a_parallel_batch_only_the_deferred_call_waits(tmp_path: Path) -> None:
+    """Two calls needing approval in one turn: one approved at once (it runs), one
+    deferred; approved later, it runs when the phase goes on, the first not again."""
+
+    async def approver(request: agentrio.events.ConfirmationRequired) -> object:
+        if request.tool_call.arguments["invoice"] == "A-1":
+            return True
+        return agentrio.Defer("B-2 is large")
+
+    def model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        results = [m for m in messages if m.role == "tool"]
+        if not results:
+            calls = (
+                ToolCallRequest("pay", {"invoice": "A-1"}, id="call_1"),
+                ToolCallRequest("pay", {"invoice": "B-2"}, id="call_2"),
+            )
+            return Reply(tool_calls=calls)
+        return Reply(text="; ".join(m.content for m in results))
+
+    def make() -> AgentSpec[str]:
+        return AgentSpec(
+            "payer",
+            FunctionModel(model),
+            tools=[pay],
+            permissions=PermissionPolicy(rules=[ask_rule("pay")]),
+            approver=approver,
+        )
+
+    store = tmp_path / "s"
+    async with agentrio.open_runtime(store=store, specs={"payer": make}) as rt:
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", phase_id="pb-1")).stop_reason == "deferred"
+        assert PAID == ["A-1"]
+    async with agentrio.open_runtime(store=store, specs={"payer": make}) as rt:
+        [pending] = rt.pending_approvals()
+        assert pending.arguments["invoice"] == "B-2"
+        await rt.approve(pending)
+        result = await rt.resumed_result("pb-1")
+    assert result.final_text == "paid A-1; paid B-2"
+    assert PAID == ["A-1", "B-2"]

@@ -328,6 +328,9 @@ class PhaseRecorder:
 
     def tool_done(self, result: ToolResult) -> None:
         """A call of a parallel batch ended (a lone call's result is in its ToolsDone)."""
+        parked = self.parked
+        if parked is not None and any(p.call.id == result.id for p in parked):
+            return  # (its decision, or result, is deferred: a stand-in, never recorded)
         if self.calls_ended is None:
             self.calls_ended = {}
         self.calls_ended[result.id] = result
