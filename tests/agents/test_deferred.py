@@ -306,3 +306,39 @@ async def test_in_a_parallel_batch_only_the_deferred_call_waits(tmp_path: Path) 
         result = await rt.resumed_result("pb-1")
     assert result.final_text == "paid A-1; paid B-2"
     assert PAID == ["A-1", "B-2"]
+
+
+async def test_a_phase_that_goes_on_may_park_again(tmp_path: Path) -> None:
+    def model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        results = [m for m in messages if m.role == "tool"]
+        if len(results) < 2:
+            invoice = f"I-{len(results) + 1}"
+            calls = (ToolCallRequest("pay", {"invoice": invoice}, id=f"call_{invoice}"),)
+            return Reply(tool_calls=calls)
+        return Reply(text="; ".join(m.content for m in results))
+
+    def make() -> AgentSpec[str]:
+        return AgentSpec(
+            "twice",
+            FunctionModel(model),
+            tools=[pay],
+            permissions=PermissionPolicy(rules=[ask_rule("pay")]),
+            approver=defer,
+        )
+
+    async with agentrio.open_runtime(store=tmp_path / "s", specs={"twice": make}) as rt:
+        events = rt.events()
+        agent = await rt.spawn_agent(make())
+        assert (await agent.run("go", phase_id="t-1")).stop_reason == "deferred"
+        [first] = rt.pending_approvals()
+        await rt.approve(first)
+        while not rt.pending_approvals():  # (it went on, paid I-1, and parked again)
+            await trio.sleep(0.001)
+        [second] = rt.pending_approvals()
+        assert (first.arguments["invoice"], second.arguments["invoice"]) == ("I-1", "I-2")
+        await rt.deny(second, "one is enough")
+        result = await rt.resumed_result("t-1")
+    assert result.final_text == "paid I-1; the approver refused 'pay': one is enough"
+    assert PAID == ["I-1"]
+    deferred = [e async for e in events if isinstance(e, PhaseDeferred)]
+    assert [e.phase_id for e in deferred] == ["t-1", "t-1"]
