@@ -460,6 +460,7 @@ class Checkpoints:
         """A reader of the store whose ``fork`` starts the new phase in this runtime."""
         reader = StoreReader(self.store)
         reader._fork = self.fork
+        reader._owned = False
         return reader
 
     async def fork(self, data: list[bytes]) -> None:

@@ -70,15 +70,15 @@ class StoreReader:
         store: a folder's path (a [`DirectoryStore`][agentrio.store.DirectoryStore])
             or a store object that is an
             [`ArchivingStore`][agentrio.store.ArchivingStore] (every store of
-            agentrio is). A store object given is the caller's to close; one
-            made from a path is closed by ``aclose`` (or the ``async with``).
+            agentrio is). ``aclose`` (or the end of ``async with``) closes it
+            (a runtime's reader leaves the runtime's store open).
 
     Raises:
         InvalidArgument: *store* is neither.
     """
 
     def __init__(self, store: CheckpointStore | str | os.PathLike[str]) -> None:
-        self._owned = isinstance(store, (str, os.PathLike))
+        self._owned = True  # (a runtime's reader: False, its store is the runtime's)
         if isinstance(store, (str, os.PathLike)):
             store = DirectoryStore(store)
         if not isinstance(store, ArchivingStore):
@@ -104,8 +104,8 @@ class StoreReader:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the store if this reader made it from a path (letting its lock go,
-        if a write took it)."""
+        """Close the store (letting its lock go, if a write took it); a runtime's
+        reader leaves the runtime's store open."""
         if self._owned:
             await self.store.aclose()
 
