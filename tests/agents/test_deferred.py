@@ -342,3 +342,47 @@ async def test_a_phase_that_goes_on_may_park_again(tmp_path: Path) -> None:
     assert PAID == ["I-1"]
     deferred = [e async for e in events if isinstance(e, PhaseDeferred)]
     assert [e.phase_id for e in deferred] == ["t-1", "t-1"]
+
+
+async def test_a_deferred_approval_over_the_fake_server(tmp_path: Path) -> None:
+    """The model is a real provider over HTTP (the fake server on 127.0.0.1): the
+    request after the decision carries the call and its approved result."""
+    from agentrio import ModelReply
+    from agentrio.providers.provider import Provider, ProviderConfig
+    from agentrio.testing import FakeRequest, open_fake_llm
+
+    def reply(request: FakeRequest) -> ModelReply:
+        results = [m for m in request.messages if m.role == "tool"]
+        if not results:
+            call = ToolCallRequest("pay", {"invoice": "H-1"}, id="call_h1")
+            return ModelReply(tool_calls=(call,), usage=agentrio.Usage(10, 3))
+        return ModelReply(text=f"done: {results[-1].content}", usage=agentrio.Usage(20, 3))
+
+    async with open_fake_llm(reply) as server:
+        config = ProviderConfig(name="fake", kind="openai", base_url=server.base_url + "/v1")
+        async with Provider(config) as provider:
+            model = provider.model("m")
+
+            def make() -> AgentSpec[str]:
+                return AgentSpec(
+                    "http-clerk",
+                    model,
+                    tools=[pay],
+                    permissions=PermissionPolicy(rules=[ask_rule("pay")]),
+                    approver=defer,
+                )
+
+            specs = {"http-clerk": make}
+            async with agentrio.open_runtime(store=tmp_path / "s", specs=specs) as rt:
+                clerk = await rt.spawn_agent(make())
+                assert (await clerk.run("Pay H-1", phase_id="h-1")).stop_reason == "deferred"
+            assert len(server.requests) == 1
+            async with agentrio.open_runtime(store=tmp_path / "s", specs=specs) as rt:
+                [pending] = rt.pending_approvals()
+                await rt.approve(pending, "ok")
+                result = await rt.resumed_result("h-1")
+        last = server.requests[-1]
+    assert result.final_text == "done: paid H-1"
+    assert len(server.requests) == 2  # (the first call was not made again)
+    assert [m.role for m in last.messages] == ["user", "assistant", "tool"]
+    assert PAID == ["H-1"]
