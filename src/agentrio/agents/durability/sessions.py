@@ -32,7 +32,7 @@ from ..loop.ref import AgentRef, spawn_agent
 from ..loop.spec import AgentSpec
 from .deferred import Checkpoints, made_spec, restore_context
 from .records import PhaseBegun, Record, decode_records
-from .resume import _AgentLog, _contexts
+from .resume import _AgentLog, _contexts, plan
 from .summary import decode_summary, last_run
 
 if TYPE_CHECKING:
@@ -70,6 +70,15 @@ def _durable(ck: Checkpoints, session_id: str) -> _Durable | None:
     return durable
 
 
+async def _ended(ck: Checkpoints, sid: str) -> None:
+    """Wait for the session's agent to exit if it is stopping or cancelled (a new
+    one is then spawned, rather than the one going away given)."""
+    durable = _durable(ck, sid)
+    ref = None if durable is None else durable.state.ref
+    if ref is not None and (ref.statistics().state == "stopping" or ref._cell.cancel_requested):
+        await ref.stop()
+
+
 def _log(ck: Checkpoints, session_id: str) -> _AgentLog | None:
     return ck.plan.agents.get(_PREFIX + session_id)
 
@@ -88,6 +97,18 @@ async def _archived(ck: Checkpoints) -> dict[str, list[tuple[str, float, str]]]:
             found = out.setdefault(summary.session, [])
             found.append((summary.phase_id, summary.started_at, summary.spec))
     return out
+
+
+async def _live_log(ck: Checkpoints, sid: str) -> _AgentLog | None:
+    """The session's records of the store's live area: as the runtime read it when
+    it opened, or, if the session's agent ran in this runtime and has exited (its
+    phases of this life are not in that reading), as the live area holds them now."""
+    gone = ck.agents.get(f"{SUPERVISOR}/{sid}")
+    store = ck.store
+    if gone is None or gone.agent_id != _PREFIX + sid or not isinstance(store, ArchivingStore):
+        return _log(ck, sid)
+    await ck.writer.synced()  # (its last records are in the store)
+    return plan(await store.read_live()).agents.get(_PREFIX + sid)
 
 
 async def _history(ck: Checkpoints, sid: str, log: _AgentLog | None) -> _AgentLog | None:
@@ -128,8 +149,9 @@ async def open_session(ck: Checkpoints, session_id: object, spec: object) -> Age
         raise InvalidArgument(
             f"spec must be a registered spec's name or an AgentSpec, got {type(spec).__name__}"
         )
+    await _ended(ck, sid)
     durable = _durable(ck, sid)
-    log = None if durable is not None else await _history(ck, sid, _log(ck, sid))
+    log = None if durable is not None else await _history(ck, sid, await _live_log(ck, sid))
     known = durable.spec if durable is not None else (log.spec if log is not None else None)
     if known is not None and known != name:
         raise InvalidArgument(
