@@ -183,5 +183,6 @@ async def test_a_session_whose_agent_stopped_is_continued_in_the_same_runtime(
         assert again is not agent
         assert (await again.run("b")).final_text == "heard: a | b"
         again.cancel()
+        await again.stop()  # (waits until it has exited)
         third = await rt.session("u", "echo")
         assert (await third.run("c")).final_text == "heard: a | b | c"

@@ -71,11 +71,11 @@ def _durable(ck: Checkpoints, session_id: str) -> _Durable | None:
 
 
 async def _ended(ck: Checkpoints, sid: str) -> None:
-    """Wait for the session's agent to exit if it is stopping or cancelled (a new
-    one is then spawned, rather than the one going away given)."""
+    """Wait for the session's agent to exit if it is stopping (a new one is then
+    spawned, rather than the one going away given)."""
     durable = _durable(ck, sid)
     ref = None if durable is None else durable.state.ref
-    if ref is not None and (ref.statistics().state == "stopping" or ref._cell.cancel_requested):
+    if ref is not None and ref.statistics().state == "stopping":
         await ref.stop()
 
 
