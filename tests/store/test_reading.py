@@ -160,26 +160,35 @@ async def life(
 
 
 async def test_opening_archives_the_finished_and_reads_only_the_unfinished(kind: Kind) -> None:
-    await life(kind, ["f1", "f2", "f3"], ["u1"])
-    HANG.clear()
-    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}) as rt:
-        assert rt.resumed == ("u1",)
-        assert (await rt.resumed_result("u1")).final_text == "done u1"
-        # A phase archived when this runtime opened: its result is read from the archive.
-        assert (await rt.resumed_result("f2")).final_text == "done f2"
+    await life(kind, ["f0"])
+    store = kind.make()  # (without a retention, nothing is archived: read whole)
+    assert {record_phase(e.data) for e in (await store.read_live()).entries} >= {"f0"}
+    assert await store.read_index() == []
+    await store.aclose()
+    # With one, the runtime compacts as it opens and as it closes.
+    await life(kind, ["f1", "f2", "f3"], ["u1"], retention=Retention())
     store = kind.make()
     live = await store.read_live()
     # Only what is unfinished (and the budget's totals) stayed in the live area...
-    assert {record_phase(e.data) for e in live.entries} <= {"", "u1"}
+    assert {record_phase(e.data) for e in live.entries} == {"", "u1"}
     # ...the finished phases are archived, whole.
-    assert sorted(pid for pid, _ in await store.read_index()) == ["f1", "f2", "f3"]
-    # A third life: u1 ended in the second, so it is archived too.
-    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}) as rt:
-        assert rt.resumed == ()
-        assert rt.usage().requests == 8  # (3 * 2 + u1's 2: the totals were kept)
+    assert sorted(pid for pid, _ in await store.read_index()) == ["f0", "f1", "f2", "f3"]
+    await store.aclose()
+    HANG.clear()
+    async with agentrio.open_runtime(
+        store=kind.make(), specs={"clerk": make_spec()}, retention=Retention()
+    ) as rt:
+        assert rt.resumed == ("u1",)
+        assert (await rt.resumed_result("u1")).final_text == "done u1"
+        # An archived phase's result is read from the archive.
+        assert (await rt.resumed_result("f2")).final_text == "done f2"
     store = kind.make()
     assert {record_phase(e.data) for e in (await store.read_live()).entries} == {""}
+    assert len(await store.read_index()) == 5
     await store.aclose()
+    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}) as rt:
+        assert rt.resumed == ()
+        assert rt.usage().requests == 10  # (5 phases of 2 calls: the totals were kept)
 
 
 async def test_a_reader_lists_reads_and_exports(kind: Kind) -> None:
@@ -217,7 +226,9 @@ async def test_a_reader_lists_reads_and_exports(kind: Kind) -> None:
             await reader.export()
     # The same, read while a runtime has the store open (it archived f1 and f2).
     HANG.clear()
-    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}) as rt:
+    async with agentrio.open_runtime(
+        store=kind.make(), specs={"clerk": make_spec()}, retention=Retention()
+    ) as rt:
         await rt.resumed_result("u1")
         reader = rt.store_reader()
         archived = await reader.phases(status="finished")
@@ -338,17 +349,21 @@ async def test_a_crash_in_the_middle_of_a_compaction_loses_nothing(
     with monkeypatch.context() as patched:
         patched.setattr(DirectoryStore, "_rebase", crash)
         with pytest.raises(agentrio.errors.StoreError, match="compact"):
-            async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}):
+            async with agentrio.open_runtime(
+                store=kind.make(), specs={"clerk": make_spec()}, retention=Retention()
+            ):
                 pass
     # The archive was written, the live area not replaced: both hold f1 and f2.
     HANG.clear()
-    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}) as rt:
+    async with agentrio.open_runtime(
+        store=kind.make(), specs={"clerk": make_spec()}, retention=Retention()
+    ) as rt:
         assert rt.resumed == ("u1",)
         await rt.resumed_result("u1")
     async with StoreReader(kind.make()) as reader:
         assert [p.phase_id for p in await reader.phases()] == ["f1", "f2", "u1"]
     segments = sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.suffix == ".ckpt")
-    assert len(segments) == 2  # (the base segment, and the last life's)
+    assert len(segments) == 1  # (the base segment its close wrote: the rest removed)
 
 
 async def test_segments_a_base_segment_supersedes_are_left_out_and_removed(
@@ -359,7 +374,9 @@ async def test_segments_a_base_segment_supersedes_are_left_out_and_removed(
     folder = tmp_path / "ckpt"
     old = (folder / "000001.ckpt").read_bytes()
     HANG.clear()
-    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make_spec()}) as rt:
+    async with agentrio.open_runtime(
+        store=kind.make(), specs={"clerk": make_spec()}, retention=Retention()
+    ) as rt:
         await rt.resumed_result("u1")
     # What a crash between the base segment's link and the removals would leave:
     (folder / "000001.ckpt").write_bytes(old)
@@ -400,13 +417,15 @@ async def test_the_memory_store_archives_too() -> None:
     kind_store: Any = store
 
     async def one(pid: str) -> None:
-        async with agentrio.open_runtime(store=kind_store, specs={"clerk": make_spec()}) as rt:
+        async with agentrio.open_runtime(
+            store=kind_store, specs={"clerk": make_spec()}, retention=Retention()
+        ) as rt:
             agent = await rt.spawn_agent(make_spec()(), name=f"a-{pid}")
             await agent.run(pid, phase_id=pid)
 
     await one("f1")
     await one("f2")
-    assert [pid for pid, _ in await store.read_index()] == ["f1"]
+    assert [pid for pid, _ in await store.read_index()] == ["f1", "f2"]
     async with StoreReader(store) as reader:
         assert [p.phase_id for p in await reader.phases()] == ["f1", "f2"]
         await reader.delete_phases(["f1"])

@@ -28,6 +28,7 @@ import tempfile
 import zlib
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import msgspec
 
@@ -136,31 +137,43 @@ class ArchiveDir:
 
     # -- reading ---------------------------------------------------------------------
 
-    def _index_bytes(self) -> tuple[list[int], bytes | None]:
-        """The index's file numbers, and its entries' frame (None: no index)."""
+    def _index_bytes(self, entries: bool) -> tuple[list[int], bytes | None]:
+        """The index's file numbers, and its entries' frame if *entries* (None: no
+        index). Without *entries*, only the index's first (small) frame is read."""
         path = self.dir / _INDEX
+        source = os.fspath(path)
         try:
-            with open(path, "rb") as f:
-                head = f.read(len(_INDEX_HEADER))
-                if head != _INDEX_HEADER:
-                    raise _corrupt(os.fspath(path), 0, "a bad index header")
-                rest = f.read(_MAX_INDEX)
+            f = open(path, "rb")  # noqa: SIM115 (closed below)
         except FileNotFoundError:
             return [], None
-        frames = unframe(rest, os.fspath(path), len(_INDEX_HEADER), _MAX_INDEX)
-        if len(frames) != 2:
-            raise _corrupt(os.fspath(path), len(_INDEX_HEADER), "an index of the wrong shape")
-        try:
-            files = msgspec.msgpack.decode(frames[0].data, type=list[int])
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            raise _corrupt(os.fspath(path), frames[0].offset, "an undecodable index") from None
-        return files, frames[1].data
+        with f:
+            if f.read(len(_INDEX_HEADER)) != _INDEX_HEADER:
+                raise _corrupt(source, 0, "a bad index header")
+            first = self._frame(f, source, len(_INDEX_HEADER))
+            try:
+                files = msgspec.msgpack.decode(first, type=list[int])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise _corrupt(source, len(_INDEX_HEADER), "an undecodable index") from None
+            if not entries:
+                return files, None
+            return files, self._frame(f, source, f.tell())
+
+    def _frame(self, f: BinaryIO, source: str, pos: int) -> bytes:
+        """The next frame's payload of the index *f* (at *pos*)."""
+        head = f.read(_FRAME.size)
+        if len(head) < _FRAME.size:
+            raise _corrupt(source, pos, "an index cut short")
+        length = _FRAME.unpack(head)[0]
+        if length > _MAX_INDEX:
+            raise _corrupt(source, pos, "a damaged frame header")
+        (entry,) = unframe(head + f.read(length), source, pos, _MAX_INDEX)
+        return entry.data
 
     def rows(self) -> list[_Row]:
         """Every archived phase's index entry."""
         if not self.dir.is_dir():
             return []
-        _, data = self._index_bytes()
+        _, data = self._index_bytes(entries=True)
         if data is None:
             return []
         try:
@@ -194,7 +207,7 @@ class ArchiveDir:
         if not self.dir.is_dir():
             return
         remove_temporaries(self.dir)
-        files, _ = self._index_bytes()
+        files, _ = self._index_bytes(entries=False)
         self._remove_unreferenced(set(files))
 
     def _remove_unreferenced(self, referenced: set[int]) -> None:

@@ -93,11 +93,13 @@ class CheckpointStore(Protocol):
     async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
         """Append *batch*, each item one record, in order.
 
-        With ``sync=True`` the records are on stable storage when this returns
-        (``fsync`` or the database's commit); otherwise they are handed to the
-        operating system. A crash may leave the last record torn, never a
-        record half-applied: [`load`][agentrio.store.CheckpointStore.load] leaves
-        a torn record out.
+        With ``sync=True`` the records, and those of every batch appended before
+        them, are on stable storage when this returns (``fsync`` or the
+        database's commit); otherwise they are handed to the operating system
+        (a [`CheckpointWriter`][agentrio.store.CheckpointWriter] appends a burst
+        of batches with ``sync=False`` but the last). A crash may leave the last
+        record torn, never a record half-applied:
+        [`load`][agentrio.store.CheckpointStore.load] leaves a torn record out.
 
         Cancelled, it either appends the whole batch and returns, or raises
         ``trio.Cancelled`` having appended none of it (as

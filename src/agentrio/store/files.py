@@ -78,6 +78,7 @@ _BASE_HEADER = MAGIC + struct.pack("<II", FORMAT_VERSION, 1)
 _ARCHIVE = "archive"
 _FRAME = struct.Struct("<III")  # length, crc of the payload, crc of the 8 bytes before
 _LEN_CRC = struct.Struct("<II")
+_CRC = struct.Struct("<I")
 _SEGMENT = re.compile(r"(\d{6,})\.ckpt")
 _LOCK = "lock"  # the directory's lock file (see store._lock)
 _READ_BUFFER = 1 << 20
@@ -90,6 +91,18 @@ def frame(data: bytes) -> bytes:
     """*data* framed as one record of a segment (its frame header, then *data*)."""
     head = _LEN_CRC.pack(len(data), zlib.crc32(data))
     return head + struct.pack("<I", zlib.crc32(head)) + data
+
+
+def frames(batch: Sequence[bytes]) -> bytearray:
+    """The records of *batch*, framed, one after another (as ``frame`` frames each)."""
+    out = bytearray()
+    pack, pack_crc, crc32 = _LEN_CRC.pack, _CRC.pack, zlib.crc32
+    for data in batch:
+        head = pack(len(data), crc32(data))
+        out += head
+        out += pack_crc(crc32(head))
+        out += data
+    return out
 
 
 def segments(directory: Path) -> list[tuple[int, Path]]:
@@ -488,8 +501,8 @@ class DirectoryStore:
         if batch:
             if not self._lock.held:
                 await self._lock.acquire(self._lock_timeout)
-            data = b"".join(map(frame, batch))
-            await trio.to_thread.run_sync(self._append, data, sync, limiter=self._limiter)
+            # (Framed in the worker thread: the agents' thread only hands the batch.)
+            await trio.to_thread.run_sync(self._append, batch, sync, limiter=self._limiter)
 
     def _check_size(self, data: bytes) -> None:
         if len(data) > MAX_RECORD:
@@ -498,7 +511,8 @@ class DirectoryStore:
                 f"({MAX_RECORD}) for {self.path!r}"
             )
 
-    def _append(self, data: bytes, sync: bool) -> None:
+    def _append(self, batch: Sequence[bytes], sync: bool) -> None:
+        data = frames(batch)
         if self._fd is None:
             if self._closed:  # closed while this append waited for its thread
                 raise StoreError(f"checkpoint store {self.path!r} is closed")

@@ -39,12 +39,14 @@ class CheckpointWriter:
             await writer.synced()  # the record is on disk
             await writer.aclose()  # the rest too; run() returns, the store is closed
 
-    Every batch is appended with ``sync=True``. ``put_nowait`` never blocks and
-    never drops a record; ``put`` waits while ``max_pending`` records wait to
-    be written. A store error (any exception from ``append``) stops the
-    writer: ``run()`` raises it as a [`StoreError`][agentrio.errors.StoreError],
-    and so does every ``put``, ``synced`` and ``put_nowait`` after it. Records
-    put then are not written.
+    The last batch of those waiting, and any batch a ``synced()`` waits for, is
+    appended with ``sync=True``; a batch before it (more than ``max_batch``
+    records waited) with ``sync=False``, made durable by the next one.
+    ``put_nowait`` never blocks and never drops a record; ``put`` waits while
+    ``max_pending`` records wait to be written. A store error (any exception
+    from ``append``) stops the writer: ``run()`` raises it as a
+    [`StoreError`][agentrio.errors.StoreError], and so does every ``put``,
+    ``synced`` and ``put_nowait`` after it. Records put then are not written.
 
     Cancelling ``run()`` stops it at once, without appending what waits (no
     thread is left running: an append in a worker thread is waited for); a
@@ -58,11 +60,13 @@ class CheckpointWriter:
         flush_interval: the longest a record waits before its batch is
             appended, in seconds.
         max_batch: the most records in one append; this many waiting makes
-            the writer append at once.
+            the writer append at once. (A burst that thousands of agents put at
+            once, waited for by ``synced()``, is one append: one trip to the
+            store's thread.)
         max_pending: ``put`` waits while this many records wait to be written.
 
     Attributes:
-        written: records appended so far.
+        written: records appended and synced so far.
         batches: appends so far.
     """
 
@@ -71,7 +75,7 @@ class CheckpointWriter:
         store: CheckpointStore,
         *,
         flush_interval: float = 0.05,
-        max_batch: int = 4096,
+        max_batch: int = 65536,
         max_pending: int = 65536,
     ) -> None:
         self._store = store
@@ -81,6 +85,7 @@ class CheckpointWriter:
         self._max_pending = check_int("max_pending", max_pending, 1)
         self.written = 0
         self.batches = 0
+        self._unsynced = 0  # records appended with sync=False since the last sync
         self._pending: list[bytes] = []
         self._taken = 0  # records taken into batches (written, or being appended)
         self._sync_target = 0  # the most records a synced() waits to see written
@@ -221,7 +226,8 @@ class CheckpointWriter:
         return self._closing or self._sync_target > self._taken
 
     async def _flush(self) -> None:
-        """Append the oldest ``max_batch`` records waiting, ``fsync``-ed."""
+        """Append the oldest ``max_batch`` records waiting (``fsync``-ed if they are the
+        last waiting, or a ``synced()`` waits for them)."""
         pending = self._pending
         if len(pending) <= self._max_batch:
             batch, self._pending = pending, []
@@ -229,8 +235,14 @@ class CheckpointWriter:
             batch = pending[: self._max_batch]
             del pending[: self._max_batch]
         self._taken += len(batch)
+        # One sync for a drain: a batch is synced if it is the last of those waiting,
+        # or if a synced() waits for it; a batch synced makes those before it
+        # durable too (the protocol's rule), so a burst of records waits for one
+        # fsync, not one per max_batch.
+        waiting = self._synced
+        sync = not self._pending or bool(waiting and waiting[0][0] <= self._taken)
         try:
-            await self._store.append(batch, sync=True)
+            await self._store.append(batch, sync=sync)
         except trio.Cancelled:
             # A cancelled append appended nothing (the protocol's rule): the
             # batch waits again, ahead of what came after it.
@@ -244,9 +256,12 @@ class CheckpointWriter:
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(f"checkpoint store append failed: {exc!r}") from exc
-        self.written += len(batch)
         self.batches += 1
-        self._notify()
+        self._unsynced += len(batch)
+        if sync:
+            self.written += self._unsynced
+            self._unsynced = 0
+            self._notify()
 
     def _notify(self) -> None:
         progress, self._progress = self._progress, trio.Event()

@@ -170,20 +170,21 @@ class Checkpoints:
 
     async def open(self) -> None:
         """Read the store's live area (once, as the runtime opens), check that its
-        unfinished phases can be resumed, and move what it no longer needs to the
-        archive (an archiving store's)."""
+        unfinished phases can be resumed, and, with a retention, compact it (an
+        archiving store's: what it no longer needs moved to the archive)."""
         loaded = await self.store.load()
         self.plan = plan(loaded)
         self.check_resumable()
-        if isinstance(self.store, ArchivingStore):
-            await compact(self.store, loaded, self.plan)
+        if self.retention is not None and isinstance(self.store, ArchivingStore):
+            await compact(self.store, loaded, self.plan, retention=self.retention)
             self.writer.before_close = self._closing
+        self.plan.records = []  # (not kept for the runtime's life)
 
     async def _closing(self) -> None:
         """As the runtime closes (its records written): compact, with its retention."""
         store = self.store
-        if self.retention is not None and isinstance(store, ArchivingStore):
-            await compact(store, await store.load(), retention=self.retention)
+        assert isinstance(store, ArchivingStore)
+        await compact(store, await store.load(), retention=self.retention)
 
     async def synced(self) -> None:
         """Return when every record put so far is on disk.

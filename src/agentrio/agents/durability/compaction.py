@@ -7,8 +7,9 @@ never spawned again, so its phases are never read to resume one); and drops
 the records of no phase it knows. The live area keeps the phases of the
 agents that will be resumed (their finished phases too: they hold those
 agents' contexts) and one ``TotalsKept`` with the budget's last totals. It
-runs when a runtime opens a store, and when it closes one if it was given a
-[`Retention`][agentrio.store.Retention] (which also drops archived phases).
+runs when a runtime given a [`Retention`][agentrio.store.Retention] opens a store
+and when it closes it (the retention also drops archived phases), and when a
+[`StoreReader`][agentrio.types.StoreReader] is asked to.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 from ...store.base import Archived, ArchivingStore, Entry, Loaded
 from ...store.retention import Retention
-from .records import _ENCODE, PhaseBegun, PhaseDone, Record, TotalsKept, decode_records
+from .records import _ENCODE, PhaseBegun, PhaseDone, Record, TotalsKept
 from .resume import _Plan, _unfinished, plan
 from .summary import PhaseSummary, decode_summary, encode_summary, last_run, summarize
 
@@ -86,10 +87,11 @@ async def compact(
 ) -> None:
     """Move what the live area *loaded* no longer needs to the archive, and drop
     what *retention* drops; nothing is written if nothing changes."""
-    records = decode_records(loaded.entries)
     if planned is None:
         planned = plan(loaded)
+    records, planned.records = planned.records, []  # (let go once split)
     live, archive, changed = _split(loaded.entries, records, planned)
+    del records
     drop: list[str] = []
     if retention is not None and (retention.max_age is not None or retention.max_count is not None):
         source = repr(store)

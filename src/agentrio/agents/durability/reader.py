@@ -12,7 +12,7 @@ import msgspec
 from ..._checks import check_name
 from ...errors import InvalidArgument, UnknownName
 from ...messages import ChatMessage
-from ...store.base import ArchivingStore, CheckpointStore, Loaded
+from ...store.base import ArchivingStore, CheckpointStore
 from ...store.files import DirectoryStore
 from ...store.retention import Retention
 from ..loop.agent import new_phase_id as _new_id
@@ -111,13 +111,9 @@ class StoreReader:
 
     # -- reading ---------------------------------------------------------------------
 
-    async def _live(self) -> tuple[Loaded, list[Record]]:
-        loaded = await self.store.read_live()
-        return loaded, decode_records(loaded.entries)
-
     async def _live_runs(self) -> dict[str, tuple[list[Record], PhaseSummary]]:
-        loaded, records = await self._live()
-        planned = plan(loaded)
+        planned = plan(await self.store.read_live())
+        records = planned.records
         unfinished = {pid for log in planned.agents.values() for pid in _unfinished(log)}
         by_phase: dict[str, list[Record]] = {}
         for record in records:

@@ -32,9 +32,10 @@ __all__ = ["plan"]
 class _Plan:
     """What the store says is to be resumed, worked out once when the runtime opens."""
 
-    __slots__ = ("agents", "finished", "torn", "totals")
+    __slots__ = ("agents", "finished", "records", "torn", "totals")
 
     def __init__(self) -> None:
+        self.records: list[Record] = []  # the records decoded (for a compaction, then let go)
         # agent_id -> (path, spec, its phases' records in order, by phase)
         self.agents: dict[str, _AgentLog] = {}
         self.finished: dict[str, PhaseResult[object]] = {}
@@ -73,7 +74,7 @@ def plan(loaded: Loaded) -> _Plan:
     """
     out = _Plan()
     out.torn = tuple(loaded.torn)
-    records = decode_records(loaded.entries)
+    records = out.records = decode_records(loaded.entries)
     owner: dict[str, _AgentLog] = {}  # phase id -> the agent that last began it
     by_path: dict[str, _AgentLog] = {}  # path -> the agent that last had it
     for entry, record in zip(loaded.entries, records, strict=True):
