@@ -3,6 +3,10 @@ tests/store/test_sessions_processes.py (sessions and deferred decisions, #27).
 
     python session_life.py KIND WHERE ACTION [ARG]
 
+With AGENTRIO_TEST_ARCHIVE=1 in the environment, the runtime is opened with
+``retention=Retention()``: the finished phases go to the store's archive when
+it closes (and opens).
+
 KIND is ``directory``, ``sqlite`` or ``postgres`` (WHERE: a folder, a database
 file, or ``DSN|NAME``). ACTION:
 
@@ -20,6 +24,7 @@ file, or ``DSN|NAME``). ACTION:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -27,7 +32,13 @@ import trio
 
 import agentrio
 from agentrio import AgentSpec, PermissionPolicy, ToolCallRequest, ask_rule
-from agentrio.store import CheckpointStore, DirectoryStore, PostgresStore, SQLiteStore
+from agentrio.store import (
+    CheckpointStore,
+    DirectoryStore,
+    PostgresStore,
+    Retention,
+    SQLiteStore,
+)
 from agentrio.testing import FunctionModel, Reply
 
 EFFECTS: list[str] = []
@@ -81,7 +92,9 @@ def store_of(kind: str, where: str) -> CheckpointStore:
 
 async def main(kind: str, where: str, action: str, arg: str) -> None:
     specs = {"echo": make_echo, "clerk": make_clerk}
-    async with agentrio.open_runtime(store=store_of(kind, where), specs=specs) as rt:
+    retention = Retention() if os.environ.get("AGENTRIO_TEST_ARCHIVE") == "1" else None
+    store = store_of(kind, where)
+    async with agentrio.open_runtime(store=store, specs=specs, retention=retention) as rt:
         out: dict[str, object] = {}
         if action == "say":
             agent = await rt.session("user-42", "echo")

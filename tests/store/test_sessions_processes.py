@@ -11,8 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
+
+from agentrio.agents.durability.summary import PhaseSummary
+from agentrio.types import StoreReader
 
 from . import pg
+from .session_life import store_of
 
 LIFE = Path(__file__).with_name("session_life.py")
 KINDS = pytest.mark.parametrize("kind", ["directory", "sqlite", "postgres"])
@@ -28,43 +33,61 @@ def _where(kind: str, root: Path, request: pytest.FixtureRequest) -> str:
     return f"{pg.DSN}|{root.name}"
 
 
-def life(kind: str, where: str, *args: str) -> dict[str, object]:
+async def _phases(kind: str, where: str) -> list[PhaseSummary]:
+    async with StoreReader(store_of(kind, where)) as reader:  # type: ignore[arg-type]
+        return await reader.phases()
+
+
+def life(kind: str, where: str, *args: str, archive: bool = False) -> dict[str, object]:
+    env = {**os.environ, "AGENTRIO_TEST_ARCHIVE": "1" if archive else "0"}
     done = subprocess.run(
         [sys.executable, str(LIFE), kind, where, *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return out
 
 
+ARCHIVE = pytest.mark.parametrize("archive", [False, True], ids=["live", "archived"])
+
+
 @KINDS
+@ARCHIVE
 def test_a_session_is_continued_by_another_process(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, archive: bool, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """With the archive (``retention=Retention()``), the session's earlier phases
+    are in the store's archive when the next process opens it."""
     where = _where(kind, tmp_path, request)
-    assert life(kind, where, "say", "my number is 42") == {"text": "heard: my number is 42"}
-    assert life(kind, where, "say", "what is my number?") == {
+    said = life(kind, where, "say", "my number is 42", archive=archive)
+    assert said == {"text": "heard: my number is 42"}
+    [summary] = trio.run(_phases, kind, where)
+    assert (summary.session, summary.archived) == ("user-42", archive)
+    assert life(kind, where, "say", "what is my number?", archive=archive) == {
         "text": "heard: my number is 42 | what is my number?"
     }
-    assert life(kind, where, "say", "thanks") == {
+    assert life(kind, where, "say", "thanks", archive=archive) == {
         "text": "heard: my number is 42 | what is my number? | thanks"
     }
 
 
 @KINDS
+@ARCHIVE
 def test_a_deferred_approval_is_decided_in_another_process(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, archive: bool, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """A parked phase stays in the live area (with the archive too)."""
     where = _where(kind, tmp_path, request)
-    assert life(kind, where, "defer") == {
+    assert life(kind, where, "defer", archive=archive) == {
         "stop_reason": "deferred",
         "pending": [["p-1", "pay", "the treasurer decides"]],
     }
-    assert life(kind, where, "approve") == {
+    assert life(kind, where, "approve", archive=archive) == {
         "text": "the tool said: paid A-7",
         "effects": ["paid A-7"],
     }
@@ -102,8 +125,8 @@ def test_a_deleted_session_leaves_none_of_its_bytes(
     where = _where(kind, tmp_path, request)
     secret = f"PIN-{kind}-{os.getpid()}-8513"
     kept = f"KEEP-{kind}-{os.getpid()}"
-    life(kind, where, "say-as", f"gone-{kind}:my {secret}")  # (archived by the next life)
-    life(kind, where, "say-as", f"kept-{kind}:{kept}")
+    life(kind, where, "say-as", f"gone-{kind}:my {secret}", archive=True)  # (archived)
+    life(kind, where, "say-as", f"kept-{kind}:{kept}", archive=True)
     life(kind, where, "say-as", f"gone-{kind}:again {secret}")
     everything = store_bytes(kind, tmp_path)
     assert secret.encode() in everything and kept.encode() in everything
