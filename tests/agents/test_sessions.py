@@ -186,3 +186,27 @@ async def test_a_session_whose_agent_stopped_is_continued_in_the_same_runtime(
         await again.stop()  # (waits until it has exited)
         third = await rt.session("u", "echo")
         assert (await third.run("c")).final_text == "heard: a | b | c"
+
+
+async def test_a_session_whose_oldest_phases_a_retention_deleted_keeps_its_instructions(
+    tmp_path: Path,
+) -> None:
+    from agentrio.store import Retention
+
+    seen: list[list[str]] = []
+
+    def model(messages: Sequence[ChatMessage], tools: object) -> Reply:
+        seen.append([f"{m.role}:{m.content}" for m in messages])
+        return Reply(text="ok")
+
+    def make() -> AgentSpec[str]:
+        return AgentSpec("keeper", FunctionModel(model), instructions="Be kind.")
+
+    store = tmp_path / "s"
+    for word in ("one", "two", "three"):
+        async with agentrio.open_runtime(
+            store=store, specs={"keeper": make}, retention=Retention(max_count=1)
+        ) as rt:
+            await (await rt.session("k", "keeper")).run(word)
+    # (each runtime kept the newest finished phase only: "one" is gone)
+    assert seen[-1] == ["system:Be kind.", "user:two", "assistant:ok", "user:three"]

@@ -177,7 +177,12 @@ async def open_session(ck: Checkpoints, session_id: object, spec: object) -> Age
     durable.phase_ids = []
     durable.last = _last(log)
     if log is not None:
+        system = agent._state.info.system
         for label, (messages, stamps) in _contexts(log).items():
+            if system is not None and messages and messages[0].role != "system":
+                # (its first phase was deleted by a retention: the conversation goes
+                # on from its oldest kept turn, under the spec's instructions)
+                messages, stamps = [system[0], *messages], [stamps[0], *stamps]
             restore_context(agent._state, label, messages, stamps)
     ck.sessions[sid] = agent
     return agent
