@@ -44,6 +44,7 @@ PUBLIC = [
     "Compaction",
     "Config",
     "ConfigError",
+    "Defer",
     "Delegate",
     "Delegation",
     "Deny",
@@ -126,6 +127,7 @@ EVENTS = [
     "OutputSanitised",
     "PartialOutput",
     "PermissionDenied",
+    "PhaseDeferred",
     "PhaseEnded",
     "PhaseError",
     "PhaseResumed",
@@ -188,6 +190,7 @@ ERRORS = [
     "RestartIntensityExceeded",
     "RuntimeClosed",
     "SelfAsk",
+    "SpecVersionMismatch",
     "StoreCorrupt",
     "StoreError",
     "StoreLocked",
@@ -232,6 +235,9 @@ TYPES = [
     "Lane",
     "Lease",
     "OutputSchema",
+    "PendingCall",
+    "PhaseStatus",
+    "PhaseSummary",
     "Plan",
     "PlanTask",
     "PlannedTask",
@@ -239,6 +245,7 @@ TYPES = [
     "ProviderModel",
     "ProviderStatistics",
     "RawBlock",
+    "RecordedTurn",
     "Redaction",
     "Response",
     "RestartPolicy",
@@ -249,6 +256,7 @@ TYPES = [
     "Skill",
     "StepInfo",
     "StopReason",
+    "StoreReader",
     "Strategy",
     "SupervisorStatistics",
     "TaskStatus",
@@ -317,8 +325,8 @@ def test_public_names_are_pinned() -> None:
 def test_the_top_level_is_small() -> None:
     # (61: ModelRetry, raised in a validator as pydantic-ai's users do, #23;
     # 67: #26's Planning, Delegation, Delegate, PromptSlots, SkillRegistry,
-    # SecurityProvider.)
-    assert len(PUBLIC) <= 67
+    # SecurityProvider; 68: Defer, an approver's or a tool's answer "later", #27.)
+    assert len(PUBLIC) <= 68
 
 
 @pytest.mark.parametrize("module", list(NAMESPACES), ids=lambda m: m.__name__)

@@ -49,6 +49,7 @@ from .agents.skills.registry import SkillRegistry as SkillRegistry
 from .agents.tools.lanes import LanePolicy as LanePolicy
 from .agents.tools.lanes import Lanes as Lanes
 from .agents.tools.policy import Approval as Approval
+from .agents.tools.policy import Defer as Defer
 from .agents.tools.policy import Deny as Deny
 from .agents.tools.policy import PermissionPolicy as PermissionPolicy
 from .agents.tools.policy import allow_rule as allow_rule
@@ -141,6 +142,7 @@ __all__ = [
     "Approval",
     "Deny",
     "terminal_approver",
+    "Defer",  # (sessions and deferred decisions, #27)
     # composition
     "agent_tool",
     "Helper",

@@ -39,7 +39,8 @@ catch the second without hiding the first:
     ├── RemoteError                 an exception of a cluster's host, of a type not rebuilt here
     ├── StoreError                  a checkpoint store cannot be opened, read or written
     │   ├── StoreCorrupt            a damaged record (not the torn tail): source and offset
-    │   └── StoreLocked             another runtime owns the store: names the holder
+    │   ├── StoreLocked             another runtime owns the store: names the holder
+    │   └── SpecVersionMismatch     an unfinished phase's spec version is not its factory's
     └── ActorError                  something went wrong with an actor at run time
         ├── ActorCrashed            handle() raised; carries the original exception
         ├── ActorStopped            the actor has stopped; the message was not delivered
@@ -92,6 +93,7 @@ __all__ = [
     "ToolResultInvalid",
     "TraceError",
     "SelfAsk",
+    "SpecVersionMismatch",
     "StoreCorrupt",
     "StoreError",
     "StoreLocked",
@@ -419,6 +421,35 @@ class StoreLocked(StoreError):
         super().__init__(message)
         self.path = path
         self.holder = holder
+
+
+class SpecVersionMismatch(StoreError):
+    """A checkpoint store holds an unfinished phase begun under another version of
+    its spec than the one its registered factory makes now (``AgentSpec.version``),
+    and that spec gives no ``migrate`` function: the phase is not resumed under
+    code it was not written for. Raised by ``open_runtime`` as it opens the store.
+
+    Attributes:
+        spec: the spec's registered name.
+        phase_id: the phase's id.
+        recorded: the version the phase began under (None: none was set).
+        current: the version the factory's spec has now (None: none).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        spec: str,
+        phase_id: str,
+        recorded: str | None,
+        current: str | None,
+    ) -> None:
+        super().__init__(message)
+        self.spec = spec
+        self.phase_id = phase_id
+        self.recorded = recorded
+        self.current = current
 
 
 class ActorError(AgentrioError):

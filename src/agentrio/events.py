@@ -49,6 +49,7 @@ from .messages import (  # (#26: memory, context providers, plans, goals, skills
     MemoryStored,
     OutputSanitised,
     PermissionDenied,
+    PhaseDeferred,
     PhaseEnded,
     PhaseError,
     PhaseResumed,
@@ -112,6 +113,7 @@ __all__ = [
     "PhaseResumed",
     "ResumedPhaseEnded",
     "CheckpointTorn",
+    "PhaseDeferred",
     # tool calls
     "ToolStarted",
     "ToolEnded",

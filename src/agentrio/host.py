@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
     from .agents.durability.checkpoint import Durability
+    from .agents.durability.deferred import PendingCall
     from .agents.observation.otel import OpenTelemetry
     from .agents.routing.modes import Mode
     from .agents.routing.router import Router
@@ -485,6 +486,50 @@ class BlockingRuntime(metaclass=NoPublicConstructor):
     async def aresumed_result(self, phase_id: str) -> PhaseResult[Any]:
         """``resumed_result()``, awaited."""
         return await self._acall(functools.partial(self._runtime.resumed_result, phase_id))
+
+    # -- sessions and deferred decisions (#27) --------------------------------------
+
+    def session(self, session_id: str, spec: str | AgentSpec[Any]) -> BlockingAgent[Any]:
+        """The agent of the session *session_id*, as
+        [`Runtime.session`][agentrio.Runtime.session] gives it."""
+        agent = self._call(functools.partial(self._runtime.session, session_id, spec))
+        return create(BlockingAgent, self, agent)
+
+    def sessions(self) -> dict[str, float]:
+        """The sessions, as [`Runtime.sessions`][agentrio.Runtime.sessions]."""
+        sessions: dict[str, float] = self._call(self._runtime.sessions)
+        return sessions
+
+    def delete_session(self, session_id: str) -> int:
+        """As [`Runtime.delete_session`][agentrio.Runtime.delete_session]."""
+        return self._call(functools.partial(self._runtime.delete_session, session_id))
+
+    def prune_sessions(
+        self, *, max_age: float | None = None, max_count: int | None = None
+    ) -> tuple[str, ...]:
+        """As [`Runtime.prune_sessions`][agentrio.Runtime.prune_sessions]."""
+        prune = self._runtime.prune_sessions
+        return self._call(functools.partial(prune, max_age=max_age, max_count=max_count))
+
+    def pending_approvals(self) -> list[PendingCall]:
+        """As [`Runtime.pending_approvals`][agentrio.Runtime.pending_approvals]."""
+        return self._call(self._runtime.pending_approvals)
+
+    def pending_results(self) -> list[PendingCall]:
+        """As [`Runtime.pending_results`][agentrio.Runtime.pending_results]."""
+        return self._call(self._runtime.pending_results)
+
+    def approve(self, call: PendingCall, message: str = "") -> None:
+        """As [`Runtime.approve`][agentrio.Runtime.approve]."""
+        self._call(functools.partial(self._runtime.approve, call, message))
+
+    def deny(self, call: PendingCall, message: str = "") -> None:
+        """As [`Runtime.deny`][agentrio.Runtime.deny]."""
+        self._call(functools.partial(self._runtime.deny, call, message))
+
+    def give_result(self, call: PendingCall, result: str, *, status: str = "ok") -> None:
+        """As [`Runtime.give_result`][agentrio.Runtime.give_result]."""
+        self._call(functools.partial(self._runtime.give_result, call, result, status=status))
 
     def usage(self) -> UsageTotals:
         """What every agent of the runtime has spent.

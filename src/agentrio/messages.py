@@ -51,6 +51,7 @@ __all__ = [
     "PhaseResult",
     "PhaseResumed",
     "ResumedPhaseEnded",
+    "PhaseDeferred",
     "PermissionDenied",
     "PhaseStarted",
     "RawBlock",
@@ -256,6 +257,7 @@ StopReason = Literal[
     "max_output_tokens",
     "content_filter",
     "refusal",
+    "deferred",
 ]
 """Why a phase ended:
 
@@ -285,6 +287,10 @@ StopReason = Literal[
   ``final_text`` is the cut text.
 - ``"content_filter"``: the provider's content filter cut that answer
   (``finish_reason == "content_filter"``).
+- ``"deferred"``: an approver or a tool answered ``agentrio.Defer``: the
+  phase is parked in the checkpoint store until a decision is given
+  (``Runtime.approve``, ``deny``, ``give_result``), then goes on; its final
+  result is ``Runtime.resumed_result(phase_id)``.
 - ``"refusal"``: the model refused (``finish_reason == "refusal"``);
   ``final_text`` is the refusal's text.
 """
@@ -1789,6 +1795,24 @@ class ResumedPhaseEnded(Event, frozen=True, tag=True):
 
     phase_id: str = ""
     stop_reason: str = ""
+
+
+# -- sessions and deferred decisions (#27) -------------------------------------------
+
+
+class PhaseDeferred(Event, frozen=True, tag=True):
+    """A durable phase is parked: its approver deferred a decision, or a tool
+    deferred its result (``agentrio.Defer``). Its state is in the checkpoint
+    store; it goes on when every call it waits for is decided; see
+    [Deferred decisions][deferred-decisions].
+
+    Attributes:
+        phase_id: the phase's id.
+        waiting: how many of its calls wait for a decision or a result.
+    """
+
+    phase_id: str = ""
+    waiting: int = 0
 
 
 class CheckpointTorn(Event, frozen=True, tag=True):

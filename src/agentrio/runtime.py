@@ -41,7 +41,12 @@ from .agents.composition.composer import COMPOSER
 from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability
-from .agents.durability.resume import plan
+from .agents.durability.deferred import PendingCall, decide, pending
+from .agents.durability.reader import StoreReader
+from .agents.durability.sessions import delete as delete_session
+from .agents.durability.sessions import known as known_sessions
+from .agents.durability.sessions import open_session
+from .agents.durability.sessions import prune as prune_sessions
 from .agents.loop.recall import MemoryHandle, shared_memory
 from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
@@ -52,7 +57,7 @@ from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
 from .errors import ConfigError, InvalidArgument
 from .messages import RuntimeOpened
-from .store import CheckpointStore, CheckpointWriter, DirectoryStore
+from .store import CheckpointStore, CheckpointWriter, DirectoryStore, Retention
 from .supervisors.ref import SupervisorRef, SupervisorStatistics
 from .supervisors.restart import Backoff, Strategy
 from .supervisors.tree import Tree
@@ -357,6 +362,127 @@ class Runtime(SupervisorRef):
             lambda: shared_memory(services, self, memory),
         )
 
+    # -- sessions and deferred decisions (#27) --------------------------------------
+
+    def _store_checkpoints(self, what: str) -> Checkpoints:
+        checkpoints = _held_checkpoints(self._services)
+        if checkpoints is None:
+            raise InvalidArgument(
+                f"{what}: this runtime has no checkpoint store (open_runtime(store=...))"
+            )
+        return checkpoints
+
+    async def session(self, session_id: str, spec: str | AgentSpec[Any]) -> AgentRef[Any]:
+        """The agent of the conversation *session_id*, kept in the checkpoint store.
+
+        A session is one durable agent (``sessions/<session_id>``): every context
+        label of it is the session's. The first call spawns it from *spec*; a
+        later one gives the same agent while it lives; a runtime opened later on
+        the same store (in any process) spawns it again with its contexts as the
+        store left them. Its ``run()`` calls are served one at a time, in order.
+        See [Sessions][sessions].
+
+        Args:
+            session_id: the session's key: a str of 1 to 200 printable characters,
+                without ``/`` (an actor's name).
+            spec: the name of a registered spec
+                ([`register_spec`][agentrio.Runtime.register_spec]), or an
+                ``AgentSpec`` whose name is registered. A session is continued
+                with the spec it began with.
+
+        Raises:
+            InvalidArgument: no checkpoint store; a bad *session_id*; a spec not
+                registered, or not the one the session began with.
+        """
+        return await open_session(self._store_checkpoints("session"), session_id, spec)
+
+    async def sessions(self) -> dict[str, float]:
+        """The sessions of the store (its archive too) and of this runtime: each id,
+        and when it last began a phase (``time.time()``; 0.0 if never). ``{}``
+        without a store."""
+        checkpoints = _held_checkpoints(self._services)
+        return {} if checkpoints is None else await known_sessions(checkpoints)
+
+    async def delete_session(self, session_id: str) -> int:
+        """Delete every record of the session *session_id* from the checkpoint
+        store, and cancel its agent if it lives; the number of phases deleted.
+
+        Raises:
+            InvalidArgument: no checkpoint store, a bad *session_id*, or a store
+                that cannot delete records.
+            UnknownName: no such session.
+        """
+        return await delete_session(self._store_checkpoints("delete_session"), session_id)
+
+    async def prune_sessions(
+        self, *, max_age: float | None = None, max_count: int | None = None
+    ) -> tuple[str, ...]:
+        """Retention: delete (as [`delete_session`][agentrio.Runtime.delete_session])
+        the sessions that began no phase for *max_age* seconds, then the least
+        recently used past *max_count*. A session with a phase under way is kept.
+        Returns the ids deleted.
+
+        Raises:
+            InvalidArgument: no checkpoint store, *max_age* not a number >= 0, or
+                *max_count* not an int >= 0.
+        """
+        checkpoints = self._store_checkpoints("prune_sessions")
+        return await prune_sessions(checkpoints, max_age, max_count)
+
+    def pending_approvals(self) -> list[PendingCall]:
+        """The tool calls of parked phases whose approver deferred its decision
+        ([`Defer`][agentrio.Defer]), oldest first; ``[]`` without a store.
+        See [Deferred decisions][deferred-decisions]."""
+        checkpoints = _held_checkpoints(self._services)
+        return [] if checkpoints is None else pending(checkpoints, "approval")
+
+    def pending_results(self) -> list[PendingCall]:
+        """The tool calls of parked phases whose tool deferred its result, oldest
+        first; ``[]`` without a store."""
+        checkpoints = _held_checkpoints(self._services)
+        return [] if checkpoints is None else pending(checkpoints, "result")
+
+    async def approve(self, call: PendingCall, message: str = "") -> None:
+        """Approve a deferred *call*: the decision is recorded (synced), and once
+        its phase waits for nothing else, the phase goes on (its result:
+        [`resumed_result`][agentrio.Runtime.resumed_result]).
+
+        Raises:
+            InvalidArgument: no store; *call* is not a ``PendingCall``, waits for a
+                result, or *message* is not a str (at most 100,000 characters).
+            UnknownName: *call* waits no more (decided already).
+        """
+        await decide(self._store_checkpoints("approve"), call, approved=True, message=message)
+
+    async def deny(self, call: PendingCall, message: str = "") -> None:
+        """Refuse a deferred *call*: the model sees ``the approver refused
+        '<tool>': <message>``; otherwise as [`approve`][agentrio.Runtime.approve]."""
+        await decide(self._store_checkpoints("deny"), call, approved=False, message=message)
+
+    async def give_result(self, call: PendingCall, result: str, *, status: str = "ok") -> None:
+        """Give the result of a tool call whose tool deferred it: the model sees
+        *result* (``status`` ``"ok"`` or ``"failed"``); otherwise as
+        [`approve`][agentrio.Runtime.approve]."""
+        checkpoints = self._store_checkpoints("give_result")
+        await decide(checkpoints, call, result=result, status=status)
+
+    def store_reader(self) -> StoreReader:
+        """A [`StoreReader`][agentrio.types.StoreReader] of this runtime's checkpoint store:
+        its phases, live and archived, as they are on disk; its ``fork`` records
+        the new phase and starts it at once (its result:
+        [`resumed_result`][agentrio.Runtime.resumed_result]).
+
+        Raises:
+            InvalidArgument: the runtime has no checkpoint store, or one that is
+                not an [`ArchivingStore`][agentrio.store.ArchivingStore].
+        """
+        checkpoints = _held_checkpoints(self._services)
+        if checkpoints is None:
+            raise InvalidArgument(
+                "store_reader: this runtime has no checkpoint store (open_runtime(store=...))"
+            )
+        return checkpoints.reader()
+
     def register_tool(self, *tools: Tool) -> None:
         """Make *tools* available by name to ``helper(tools=[...])`` across the runtime.
 
@@ -487,6 +613,7 @@ async def open_runtime(
     store: CheckpointStore | str | os.PathLike[str] | None = None,
     durability: Durability = "batch",
     specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None = None,
+    retention: Retention | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime: the root supervisor of everything spawned in the block.
 
@@ -581,6 +708,13 @@ async def open_runtime(
             tool runs.
         specs: spec factories by name (``{"researcher": make_researcher}``),
             as [`register_spec`][agentrio.Runtime.register_spec] registers them.
+        retention: which finished phases the store keeps
+            ([`Retention`][agentrio.store.Retention]): when given, the runtime
+            compacts the store as it closes (finished phases moved out of the
+            live area into the archive, which a runtime opening the store does
+            not read) and drops the archived phases it says. Without it the
+            store is compacted only as a runtime opens it, and nothing is
+            dropped. See [Reading and pruning a store][reading-and-pruning-a-store].
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that
@@ -641,13 +775,12 @@ async def open_runtime(
         lanes = _found_lanes(configured)
     if lanes is not None and lanes.active:
         services.tool_lanes = ToolLanes(lanes)
-    checkpoints = _checkpoints(store, durability, specs, budget, tree)
+    checkpoints = _checkpoints(store, durability, specs, budget, tree, retention)
     if checkpoints is not None:
         # Read once, before anything runs (its errors raised as they are, not
         # in a group); the writer closes after the tree.
         try:
-            checkpoints.plan = plan(await checkpoints.store.load())
-            checkpoints.check_resumable()
+            await checkpoints.open()
         except BaseException:
             with trio.CancelScope(shield=True):
                 await checkpoints.store.aclose()
@@ -775,7 +908,12 @@ def _found_lanes(configured: _Configured) -> Lanes | None:
 
 
 def _checkpoints(
-    store: object, durability: object, specs: object, budget: Budget, tree: Tree[Runtime]
+    store: object,
+    durability: object,
+    specs: object,
+    budget: Budget,
+    tree: Tree[Runtime],
+    retention: object = None,
 ) -> Checkpoints | None:
     """The runtime's checkpoints for *store* (None: it has no store)."""
     if durability not in ("batch", "turn"):
@@ -784,9 +922,11 @@ def _checkpoints(
         raise InvalidArgument(
             f"specs must be a mapping of spec names to functions that make them, got {specs!r}"
         )
+    if retention is not None and not isinstance(retention, Retention):
+        raise InvalidArgument(f"retention must be an agentrio.store.Retention, got {retention!r}")
     if store is None:
-        if specs or durability != "batch":
-            raise InvalidArgument("specs and durability are for a runtime with a store=")
+        if specs or durability != "batch" or retention is not None:
+            raise InvalidArgument("specs, durability and retention are for a runtime with a store=")
         return None
     if isinstance(store, (str, os.PathLike)):
         store = DirectoryStore(store)
@@ -801,6 +941,7 @@ def _checkpoints(
         bus=tree.bus,
         durability=durability,
         specs=specs or {},
+        retention=retention,
     )
 
 

@@ -19,6 +19,9 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 from .actors.actor import ActorStatistics, RestartPolicy
 from .agents.budgets.budget import Lease
 from .agents.budgets.usage import UsageTotals
+from .agents.durability.deferred import PendingCall
+from .agents.durability.reader import StoreReader
+from .agents.durability.summary import PhaseStatus, PhaseSummary, RecordedTurn
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
@@ -63,6 +66,12 @@ __all__ = [
     "BlockingStream",
     "BlockingRunStream",
     "RunStream",
+    "PendingCall",
+    # a checkpoint store read (#27)
+    "StoreReader",
+    "PhaseSummary",
+    "RecordedTurn",
+    "PhaseStatus",
     # statistics snapshots and usage totals
     "ActorStatistics",
     "SupervisorStatistics",

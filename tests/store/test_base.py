@@ -14,7 +14,7 @@ async def test_memory_store_gives_records_back_in_order() -> None:
     entries = [Entry("<memory>", i, data) for i, data in enumerate([b"a", b"b", b"c"])]
     assert loaded == Loaded(entries)
     assert loaded.torn == ()
-    assert repr(store) == "MemoryStore(records=3)"
+    assert repr(store) == "MemoryStore(records=3, archived=0)"
     await store.aclose()
     assert store.closed
 

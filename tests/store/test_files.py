@@ -64,7 +64,7 @@ async def test_round_trip(tmp_path: Path) -> None:
     data = [b"a", b"", b"c" * 1000, b"d"]
     assert loaded == Loaded([Entry(segment, o, d) for o, d in zip(offsets, data, strict=True)])
     with open(segment, "rb") as f:
-        assert f.read(HEADER) == MAGIC + struct.pack("<I", FORMAT_VERSION)
+        assert f.read(HEADER) == MAGIC + struct.pack("<I", 1)
     await store.aclose()
     await store.aclose()  # idempotent
     with pytest.raises(StoreError, match="closed"):
@@ -85,7 +85,7 @@ async def test_many_batches_and_lives(tmp_path: Path) -> None:
 
 
 async def test_a_life_numbers_its_segment_after_the_highest(tmp_path: Path) -> None:
-    (tmp_path / "000007.ckpt").write_bytes(MAGIC + struct.pack("<I", FORMAT_VERSION))
+    (tmp_path / "000007.ckpt").write_bytes(MAGIC + struct.pack("<I", 1))
     (tmp_path / "notes.txt").write_text("not a segment")  # other files are not looked at
     segment = await write(tmp_path, [b"x"])
     assert Path(segment).name == "000008.ckpt"
@@ -102,7 +102,7 @@ async def test_a_taken_name_moves_to_the_next(tmp_path: Path) -> None:
 
     def listing(directory: Path) -> list[tuple[int, Path]]:
         found = real(directory)
-        (tmp_path / "000001.ckpt").write_bytes(MAGIC + struct.pack("<I", FORMAT_VERSION))
+        (tmp_path / "000001.ckpt").write_bytes(MAGIC + struct.pack("<I", 1))
         return found
 
     files.segments = listing  # type: ignore[assignment]
@@ -181,7 +181,7 @@ async def test_a_segment_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path)
         # and the defect would show as a record loaded (not as a hang).
         try:
             with open(fifo, "wb") as f:
-                f.write(MAGIC + struct.pack("<I", FORMAT_VERSION) + frame(b"from a pipe"))
+                f.write(MAGIC + struct.pack("<I", 1) + frame(b"from a pipe"))
         except BrokenPipeError:
             pass
 
@@ -610,7 +610,7 @@ def test_a_sparse_hole_of_a_gib_loads_in_bounded_memory(
     is a torn tail, and loading it never holds the file in memory (it held 2 GiB)."""
     segment = trio.run(write, tmp_path, records) if records else str(tmp_path / "000001.ckpt")
     if not records:
-        Path(segment).write_bytes(MAGIC + struct.pack("<I", FORMAT_VERSION))
+        Path(segment).write_bytes(MAGIC + struct.pack("<I", 1))
     os.truncate(segment, GIB)
     found: list[Loaded] = []
 

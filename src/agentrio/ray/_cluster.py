@@ -43,7 +43,7 @@ from ..errors import (
 )
 from ..messages import OutputT, PhaseResult
 from ..tracing.reader import event_types
-from . import _batch
+from . import _batch, _sessions
 from ._adopt import Survival  # (ray-survival: a lost host's phases move to a live host)
 from ._batch import (
     Ask,
@@ -68,6 +68,7 @@ from ._ledger import LeaseTerms, check_budget, start_ledger
 from ._remote import RemoteRef, clusters
 
 if TYPE_CHECKING:
+    from ..agents.durability.deferred import PendingCall
     from ..agents.observation.otel import OpenTelemetry
     from ..config import Config
 
@@ -375,6 +376,40 @@ class Cluster(metaclass=NoPublicConstructor):
         return status
 
     # -- calls -----------------------------------------------------------------------------
+
+    # -- sessions and deferred decisions (#27: _sessions.py) -------------------------
+
+    async def session(self, session_id: str, spec: str | AgentSpec[Any]) -> ClusterAgent[Any]:
+        """The agent of the session *session_id*, as ``Runtime.session`` gives it, on
+        the host the id hashes to (the same host, and store, in a later cluster of
+        as many hosts). See [Sessions][sessions]."""
+        link, made, path = await _sessions.session(self, session_id, spec)
+        return create(ClusterAgent, self, link, made, path, path)
+
+    async def pending_approvals(self) -> list[PendingCall]:
+        """Every host's ``Runtime.pending_approvals``, oldest first."""
+        return await _sessions.pending(self, "approval")
+
+    async def pending_results(self) -> list[PendingCall]:
+        """Every host's ``Runtime.pending_results``, oldest first."""
+        return await _sessions.pending(self, "result")
+
+    async def approve(self, call: PendingCall, message: str = "") -> None:
+        """``Runtime.approve`` on the host that holds *call*'s phase."""
+        await _sessions.decide(self, call, True, message, "ok")
+
+    async def deny(self, call: PendingCall, message: str = "") -> None:
+        """``Runtime.deny`` on the host that holds *call*'s phase."""
+        await _sessions.decide(self, call, False, message, "ok")
+
+    async def give_result(self, call: PendingCall, result: str, *, status: str = "ok") -> None:
+        """``Runtime.give_result`` on the host that holds *call*'s phase."""
+        await _sessions.decide(self, call, None, result, status)
+
+    async def resumed_result(self, phase_id: str) -> PhaseResult[Any]:
+        """``Runtime.resumed_result`` on the host that holds the phase *phase_id*
+        (a phase that parked there, then went on after a decision)."""
+        return await _sessions.resumed_result(self, phase_id)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -35,8 +35,9 @@ import ray
 import trio
 
 from ..agents.budgets.budget import Budget
+from ..agents.durability.deferred import PendingCall
 from ..errors import ActorError, AskTimeout, HostLost, InvalidArgument, UnknownName
-from ..messages import Event
+from ..messages import Event, PhaseResult
 from ..runtime import Runtime, open_runtime
 from . import _batch
 from ._adopt import Adoptions, answer_adopt, host_store  # (ray-survival: a lost host)
@@ -342,6 +343,50 @@ class _Host:
             with contextlib.suppress(trio.RunFinishedError):
                 self._token.run_sync_soon(self._stop.set)
         self._thread.join(STOP_TIMEOUT)
+
+    # -- sessions and deferred decisions (#27: ray/_sessions.py) ---------------------
+
+    @ray.method(concurrency_group="control")
+    def session(self, session_id: str, spec_name: str) -> str:
+        """The path of the agent of the session *session_id* (``Runtime.session``)."""
+        path: str = self._on_trio(self._session, session_id, spec_name)
+        return path
+
+    @ray.method(concurrency_group="control")
+    def pending(self, kind: str) -> list[PendingCall]:
+        """The calls of this host's parked phases that wait for a decision of *kind*."""
+        if kind == "approval":
+            return list(self._on_trio(self._sync_call, self._rt.pending_approvals))
+        return list(self._on_trio(self._sync_call, self._rt.pending_results))
+
+    @ray.method(concurrency_group="control")
+    def decide(self, call: PendingCall, approved: bool | None, text: str, status: str) -> None:
+        """Approve, deny, or give the result of, *call* (``Runtime.approve``...)."""
+        self._on_trio(self._decide, call, approved, text, status)
+
+    @ray.method(concurrency_group="control")
+    def resumed_result(self, phase_id: str) -> PhaseResult[Any]:
+        """``Runtime.resumed_result`` (waits, holding a control thread, until it ends)."""
+        result: PhaseResult[Any] = self._on_trio(self._rt.resumed_result, phase_id)
+        return result
+
+    async def _session(self, session_id: str, spec_name: str) -> str:
+        agent = await self._rt.session(session_id, spec_name)
+        self._agents[agent.path] = agent  # (its cluster name is its path: sessions/<id>)
+        return agent.path
+
+    async def _sync_call(self, fn: Callable[[], Any]) -> Any:
+        return fn()
+
+    async def _decide(
+        self, call: PendingCall, approved: bool | None, text: str, status: str
+    ) -> None:
+        if approved is True:
+            await self._rt.approve(call, text)
+        elif approved is False:
+            await self._rt.deny(call, text)
+        else:
+            await self._rt.give_result(call, text, status=status)
 
     # -- control, on the Trio thread -----------------------------------------------------
 

@@ -7,12 +7,24 @@ Two ship with agentrio: [`DirectoryStore`][agentrio.store.DirectoryStore]
 (the standard library's ``sqlite3``), and
 [`PostgresStore`][agentrio.store.PostgresStore] (PostgreSQL, extra ``postgres``).
 [`CheckpointWriter`][agentrio.store.CheckpointWriter]
-is the one task that appends to a store, in batches.
+is the one task that appends to a store, in batches. Each store has a live area,
+read when a runtime opens it, and an archive of finished phases
+([`ArchivingStore`][agentrio.store.ArchivingStore]), pruned by a
+[`Retention`][agentrio.store.Retention].
 """
 
-from .base import CheckpointStore, Entry, Loaded, MemoryStore
+from .base import (
+    Archived,
+    ArchivingStore,
+    CheckpointStore,
+    Entry,
+    Loaded,
+    MemoryStore,
+    record_phase,
+)
 from .files import FORMAT_VERSION, MAGIC, MAX_RECORD, DirectoryStore
 from .postgres import PostgresStore
+from .retention import Retention
 from .sqlite import SQLiteStore
 from .writer import CheckpointWriter
 
@@ -20,6 +32,8 @@ __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
     "MAX_RECORD",
+    "Archived",
+    "ArchivingStore",
     "CheckpointStore",
     "CheckpointWriter",
     "DirectoryStore",
@@ -27,11 +41,13 @@ __all__ = [
     "Loaded",
     "MemoryStore",
     "PostgresStore",
+    "Retention",
     "SQLiteStore",
+    "record_phase",
 ]
 
 for _name in __all__:
     _value = globals()[_name]
-    if isinstance(_value, type):
+    if isinstance(_value, type) or callable(_value):
         _value.__module__ = "agentrio.store"
 del _name, _value

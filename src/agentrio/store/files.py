@@ -44,32 +44,41 @@ import struct
 import tempfile
 import weakref
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import trio
 
 from ..errors import StoreCorrupt, StoreError
+from ._archive import ArchiveDir, remove_temporaries, write_file
 from ._lock import StoreLock, check_lock_timeout, check_store_path
-from .base import Entry, Loaded
+from .base import Archived, Entry, Loaded, record_phase
+
+_T = TypeVar("_T")
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "DirectoryStore"]
 
 MAGIC = b"ARCKPT\r\n"
 """The first 8 bytes of every segment file."""
 
-FORMAT_VERSION = 1
-"""The segment format written, and the only one read."""
+FORMAT_VERSION = 2
+"""The newest segment format, read and written. A segment a runtime appends to is
+written in version 1 (unchanged); a compaction's *base* segment in version 2, whose
+header adds a flags word after the version (bit 0: the segments numbered below it
+are superseded, and removed). Both are read."""
 
 MAX_RECORD = 64 * 1024 * 1024
 """The largest record a [`DirectoryStore`][agentrio.store.DirectoryStore] keeps, in
 bytes (64 MiB): ``append`` refuses a larger one, ``load`` takes a longer frame for
 corrupt."""
 
-_HEADER = MAGIC + struct.pack("<I", FORMAT_VERSION)
+_HEADER = MAGIC + struct.pack("<I", 1)
+_BASE_HEADER = MAGIC + struct.pack("<II", FORMAT_VERSION, 1)
+_ARCHIVE = "archive"
 _FRAME = struct.Struct("<III")  # length, crc of the payload, crc of the 8 bytes before
 _LEN_CRC = struct.Struct("<II")
+_CRC = struct.Struct("<I")
 _SEGMENT = re.compile(r"(\d{6,})\.ckpt")
 _LOCK = "lock"  # the directory's lock file (see store._lock)
 _READ_BUFFER = 1 << 20
@@ -82,6 +91,18 @@ def frame(data: bytes) -> bytes:
     """*data* framed as one record of a segment (its frame header, then *data*)."""
     head = _LEN_CRC.pack(len(data), zlib.crc32(data))
     return head + struct.pack("<I", zlib.crc32(head)) + data
+
+
+def frames(batch: Sequence[bytes]) -> bytearray:
+    """The records of *batch*, framed, one after another (as ``frame`` frames each)."""
+    out = bytearray()
+    pack, pack_crc, crc32 = _LEN_CRC.pack, _CRC.pack, zlib.crc32
+    for data in batch:
+        head = pack(len(data), crc32(data))
+        out += head
+        out += pack_crc(crc32(head))
+        out += data
+    return out
 
 
 def segments(directory: Path) -> list[tuple[int, Path]]:
@@ -112,13 +133,37 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
     with _open_regular(path) as f:
         header = f.read(len(_HEADER))
         if header != _HEADER:
-            what = "magic" if header[: len(MAGIC)] != MAGIC else "format version"
-            raise StoreCorrupt(
-                f"checkpoint segment {source!r} has a bad header ({what}) at offset 0",
-                source=source,
-                offset=0,
-            )
+            if header[: len(MAGIC)] != MAGIC:
+                raise _bad_header(source, "magic")
+            if header + f.read(4) != _BASE_HEADER:
+                raise _bad_header(source, "format version")
+            return _read_frames(f, source, len(_BASE_HEADER))
         return _read_frames(f, source, len(_HEADER))
+
+
+def _bad_header(source: str, what: str) -> StoreCorrupt:
+    return StoreCorrupt(
+        f"checkpoint segment {source!r} has a bad header ({what}) at offset 0; a store "
+        "written by a later agentrio is read by that version or a later one",
+        source=source,
+        offset=0,
+    )
+
+
+def is_base(path: Path) -> bool:
+    """Is the segment at *path* a base segment (one written by a compaction)?"""
+    with _open_regular(path) as f:
+        return f.read(len(_BASE_HEADER)) == _BASE_HEADER
+
+
+def live_segments(directory: Path) -> tuple[list[tuple[int, Path]], list[Path]]:
+    """The segments of the live area (from the last base segment on), and those it
+    supersedes."""
+    found = segments(directory)
+    for i in range(len(found) - 1, -1, -1):
+        if is_base(found[i][1]):
+            return found[i:], [path for _, path in found[:i]]
+    return found, []
 
 
 def _read_frames(f: BinaryIO, source: str, pos: int) -> tuple[list[Entry], Entry | None]:
@@ -253,6 +298,7 @@ class DirectoryStore:
         # (A store dropped without aclose lets its lock go with it.)
         weakref.finalize(self, self._lock.release)
         self._dir = Path(self.path)
+        self._archive = ArchiveDir(self._dir / _ARCHIVE, _HEADER, MAX_RECORD)
         self._fd: int | None = None
         self._closed = False
         # Held by an append's worker thread, and by aclose: the segment is never
@@ -291,19 +337,150 @@ class DirectoryStore:
         await self._lock.acquire(self._lock_timeout)
         return await trio.to_thread.run_sync(self._load)
 
-    def _load(self) -> Loaded:
+    def _load(self, clean: bool = True) -> Loaded:
         entries: list[Entry] = []
         torn: list[Entry] = []
-        try:
-            for _, path in segments(self._dir):
+        with self._errors():
+            live, superseded = live_segments(self._dir)
+            if clean:  # (the owner's: what a crash left of a compaction goes)
+                self._remove(superseded)
+                remove_temporaries(self._dir)
+                self._archive.clean()
+            for _, path in live:
                 found, tail = read_segment(path)
                 entries += found
                 if tail is not None:
                     torn.append(tail)
+        return Loaded(entries, tuple(torn))
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
         except OSError as exc:
             where = exc.filename if exc.filename is not None else self.path
             raise StoreError(f"cannot read checkpoint store {where!r}: {exc.strerror}") from None
-        return Loaded(entries, tuple(torn))
+
+    def _remove(self, paths: Sequence[Path]) -> None:
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        if paths:
+            _sync_directory(self._dir)
+
+    async def read_live(self) -> Loaded:
+        """The live area's records, as ``load`` gives them, without taking the lock
+        (a [`StoreReader`][agentrio.types.StoreReader]'s: the owner may be appending).
+
+        Raises:
+            StoreCorrupt: as ``load``.
+            StoreError: a segment cannot be read.
+        """
+        return await trio.to_thread.run_sync(self._retry, self._load, False)
+
+    def _retry(self, fn: Callable[..., _T], *args: object) -> _T:
+        # A compaction by the owner may remove a file between the listing and
+        # its reading: read again (a few times: a compaction is rare).
+        for _ in range(4):
+            try:
+                return fn(*args)
+            except StoreError as exc:
+                if not isinstance(exc.__context__, FileNotFoundError):
+                    raise
+        return fn(*args)
+
+    async def read_index(self) -> list[tuple[str, bytes]]:
+        """Every archived phase (its id and ``meta``), without taking the lock."""
+
+        def rows() -> list[tuple[str, bytes]]:
+            with self._errors():
+                return [(row[0], row[1]) for row in self._archive.rows()]
+
+        return await trio.to_thread.run_sync(self._retry, rows)
+
+    async def read_archived(self, phase_ids: Collection[str]) -> dict[str, list[Entry]]:
+        """The records of the archived phases among *phase_ids*, without the lock.
+
+        Raises:
+            StoreCorrupt: a damaged archive file or index.
+        """
+        wanted = list(phase_ids)
+
+        def read() -> dict[str, list[Entry]]:
+            with self._errors():
+                return self._archive.read(wanted)
+
+        return await trio.to_thread.run_sync(self._retry, read)
+
+    async def compact(
+        self, live: Sequence[bytes], archive: Sequence[Archived], drop: Collection[str]
+    ) -> None:
+        """Move finished phases to the archive (see
+        [`ArchivingStore.compact`][agentrio.store.ArchivingStore.compact]): the
+        archive's files are written first, then *live* as a new *base* segment
+        (its header says the segments numbered below it are superseded), then the
+        superseded segments are removed. This store's next ``append`` starts a
+        segment of its own after it.
+
+        Raises:
+            StoreError: a file cannot be written, or the store is closed.
+        """
+        await self._owned()
+        records, phases, gone = list(live), list(archive), list(drop)
+        await trio.to_thread.run_sync(self._compact, records, phases, gone, limiter=self._limiter)
+
+    async def _owned(self) -> None:
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        if not self._lock.held:
+            await self._lock.acquire(self._lock_timeout)
+
+    def _compact(self, live: list[bytes], archive: list[Archived], drop: list[str]) -> None:
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        for data in live:
+            self._check_size(data)
+        try:
+            self._archive.change(archive, drop)
+            self._rebase(live)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot compact checkpoint store {self.path!r}: {exc.strerror}"
+            ) from None
+
+    def _rebase(self, live: list[bytes]) -> None:
+        """Write *live* as the new base segment, and remove what it supersedes."""
+        if self._fd is not None:  # (this store's segment is superseded: the next append starts one)
+            fd, self._fd = self._fd, None
+            os.close(fd)
+        found = segments(self._dir)
+        number = found[-1][0] + 1 if found else 1
+        chunks = [_BASE_HEADER, *map(frame, live)]
+        write_file(self._dir, f"{number:06d}.ckpt", chunks, replace=False)
+        self._remove([path for _, path in found])
+
+    async def delete_phases(self, phase_ids: Collection[str]) -> None:
+        """Delete every record of the phases *phase_ids*: the live area is rewritten
+        as a new base segment without them (and the segments it supersedes
+        removed), and the archive's files that held them rewritten without them.
+        When this returns, none of their bytes is in any file of the directory
+        (the file system may keep freed blocks until it reuses them). Takes the
+        lock if this store does not hold it.
+
+        Raises:
+            StoreLocked: another store holds the lock (past *lock_timeout*).
+            StoreCorrupt: a damaged record elsewhere in the live area (nothing is
+                deleted: the damage is the owner's to look at).
+            StoreError: a file cannot be read or written.
+        """
+        await self._owned()
+        gone = set(phase_ids)
+        await trio.to_thread.run_sync(self._delete, gone, limiter=self._limiter)
+
+    def _delete(self, gone: set[str]) -> None:
+        loaded = self._load()
+        live = [e.data for e in loaded.entries if record_phase(e.data) not in gone]
+        self._compact(live, [], sorted(gone))
 
     async def append(self, batch: Sequence[bytes], *, sync: bool) -> None:
         """Append *batch* to this store's segment in one write (``fsync``-ed when
@@ -320,18 +497,22 @@ class DirectoryStore:
         if self._closed:
             raise StoreError(f"checkpoint store {self.path!r} is closed")
         for data in batch:
-            if len(data) > MAX_RECORD:
-                raise StoreError(
-                    f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
-                    f"({MAX_RECORD}) for {self.path!r}"
-                )
+            self._check_size(data)
         if batch:
             if not self._lock.held:
                 await self._lock.acquire(self._lock_timeout)
-            data = b"".join(map(frame, batch))
-            await trio.to_thread.run_sync(self._append, data, sync, limiter=self._limiter)
+            # (Framed in the worker thread: the agents' thread only hands the batch.)
+            await trio.to_thread.run_sync(self._append, batch, sync, limiter=self._limiter)
 
-    def _append(self, data: bytes, sync: bool) -> None:
+    def _check_size(self, data: bytes) -> None:
+        if len(data) > MAX_RECORD:
+            raise StoreError(
+                f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
+                f"({MAX_RECORD}) for {self.path!r}"
+            )
+
+    def _append(self, batch: Sequence[bytes], sync: bool) -> None:
+        data = frames(batch)
         if self._fd is None:
             if self._closed:  # closed while this append waited for its thread
                 raise StoreError(f"checkpoint store {self.path!r} is closed")

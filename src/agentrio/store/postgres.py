@@ -33,17 +33,18 @@ import os
 import socket
 import weakref
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
 from .._text import scrub
-from ..errors import InvalidArgument, StoreError, StoreLocked
+from ..errors import InvalidArgument, StoreCorrupt, StoreError, StoreLocked
+from ._archive import frame, unframe
 from ._lock import check_lock_timeout, describe_holder
-from .base import Loaded
+from .base import Archived, Entry, Loaded, record_phase
 from .files import MAX_RECORD
-from .sqlite import checked_rows
+from .sqlite import _check_size, checked_rows
 
 if TYPE_CHECKING:
     import psycopg
@@ -64,6 +65,11 @@ _RECORDS = (
     "CREATE TABLE IF NOT EXISTS agentrio_records ("
     "store text NOT NULL, id bigint GENERATED ALWAYS AS IDENTITY, "
     "data bytea NOT NULL, crc bigint NOT NULL, PRIMARY KEY (store, id))"
+)
+_ARCHIVE = (
+    "CREATE TABLE IF NOT EXISTS agentrio_archive ("
+    "store text NOT NULL, phase text NOT NULL, meta bytea NOT NULL, "
+    "data bytea NOT NULL, crc bigint NOT NULL, PRIMARY KEY (store, phase))"
 )
 _OWNERS = (
     "CREATE TABLE IF NOT EXISTS agentrio_owners (store text PRIMARY KEY, pid bigint, host text)"
@@ -211,6 +217,7 @@ class PostgresStore:
             with db.transaction():  # (two stores making the tables at once: one does)
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_KEY,))
                 db.execute(_RECORDS)
+                db.execute(_ARCHIVE)
                 db.execute(_OWNERS)
             columns = db.execute(
                 "SELECT column_name::text, data_type::text, is_nullable::text"
@@ -312,11 +319,7 @@ class PostgresStore:
                 store is closed, or the database cannot be written.
         """
         for data in batch:
-            if len(data) > MAX_RECORD:
-                raise StoreError(
-                    f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
-                    f"({MAX_RECORD}) for {self.path}"
-                )
+            _check_size(data, self.path)
         if batch:
             rows = [(self.name, bytes(data), zlib.crc32(data)) for data in batch]
             await self._call(lambda db: self._append(db, rows, sync))
@@ -331,6 +334,139 @@ class PostgresStore:
             cursor.executemany(
                 "INSERT INTO agentrio_records (store, data, crc) VALUES (%s, %s, %s)", rows
             )
+
+    async def read_live(self) -> Loaded:
+        """The live records, as ``load`` gives them, without taking the lock (on a
+        connection of its own, unless this store owns the records)."""
+        return await self._read(self._load)
+
+    async def read_index(self) -> list[tuple[str, bytes]]:
+        """Every archived phase (its id and ``meta``), without taking the lock."""
+
+        def rows(db: psycopg.Connection[Any]) -> list[tuple[str, bytes]]:
+            found = db.execute(
+                "SELECT phase, meta FROM agentrio_archive WHERE store = %s ORDER BY phase",
+                (self.name,),
+            ).fetchall()
+            return [(str(phase), bytes(meta)) for phase, meta in found]
+
+        return await self._read(rows)
+
+    async def read_archived(self, phase_ids: Collection[str]) -> dict[str, list[Entry]]:
+        """The records of the archived phases among *phase_ids*, without the lock.
+
+        Raises:
+            StoreCorrupt: an archived row whose checksum fails.
+        """
+        wanted = list(phase_ids)
+
+        def read(db: psycopg.Connection[Any]) -> dict[str, list[Entry]]:
+            rows = db.execute(
+                "SELECT phase, data, crc FROM agentrio_archive"
+                " WHERE store = %s AND phase = ANY(%s)",
+                (self.name, wanted),
+            ).fetchall()
+            found: dict[str, list[Entry]] = {}
+            source = f"{self.path}#archive"
+            for phase, data, crc in rows:
+                if zlib.crc32(data) != crc:
+                    raise StoreCorrupt(
+                        f"checkpoint store {self.path} holds an archived phase whose "
+                        "checksum fails",
+                        source=source,
+                        offset=0,
+                    )
+                found[str(phase)] = unframe(bytes(data), source, 0, MAX_RECORD)
+            return found
+
+        return await self._read(read)
+
+    async def _read(self, fn: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """*fn* on this store's connection if it owns the records, else on a
+        connection of its own, closed after."""
+        self._check_open()
+        if self._box:
+            return await self._call(fn)
+
+        def run() -> _T:
+            db = self._guarded(self._connect)
+            try:
+                return self._guarded(lambda: fn(db))
+            finally:
+                _close_quietly([db])
+
+        return await trio.to_thread.run_sync(run)
+
+    async def compact(
+        self, live: Sequence[bytes], archive: Sequence[Archived], drop: Collection[str]
+    ) -> None:
+        """Move finished phases to the table ``agentrio_archive``, in one
+        transaction (see [`ArchivingStore.compact`][agentrio.store.ArchivingStore.compact])."""
+        for data in live:
+            _check_size(data, self.path)
+        rows = [(self.name, bytes(data), zlib.crc32(data)) for data in live]
+        phases = []
+        for phase in archive:
+            data = b"".join(map(frame, phase.records))
+            phases.append((self.name, phase.phase, bytes(phase.meta), data, zlib.crc32(data)))
+        gone = list(drop)
+
+        def run(db: psycopg.Connection[Any]) -> None:
+            with db.transaction(), db.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO agentrio_archive (store, phase, meta, data, crc)"
+                    " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (store, phase) DO UPDATE"
+                    " SET meta = excluded.meta, data = excluded.data, crc = excluded.crc",
+                    phases,
+                )
+                cursor.execute(
+                    "DELETE FROM agentrio_archive WHERE store = %s AND phase = ANY(%s)",
+                    (self.name, gone),
+                )
+                cursor.execute("DELETE FROM agentrio_records WHERE store = %s", (self.name,))
+                cursor.executemany(
+                    "INSERT INTO agentrio_records (store, data, crc) VALUES (%s, %s, %s)", rows
+                )
+
+        await self._call(run)
+
+    async def delete_phases(self, phase_ids: Collection[str]) -> None:
+        """Delete every record of the phases *phase_ids*, live or archived, in one
+        transaction, then ``VACUUM FULL`` the two tables: they are rewritten into new
+        files and the old ones removed, so none of their bytes is left in the
+        tables' files when this returns. (The server's write-ahead log and its
+        backups keep them until they are recycled: the server's to manage.)
+        ``VACUUM FULL`` holds the tables' lock while it runs: the other stores of
+        the database wait for it. Takes the lock if this store does not hold it.
+
+        Raises:
+            StoreLocked: another store owns it (past *lock_timeout*).
+            StoreError: the database cannot be written.
+        """
+        gone = sorted(set(phase_ids))
+
+        def run(db: psycopg.Connection[Any]) -> None:
+            doomed = [
+                row_id
+                for row_id, data in db.execute(
+                    "SELECT id, data FROM agentrio_records WHERE store = %s",
+                    (self.name,),
+                )
+                if record_phase(bytes(data)) in gone
+            ]
+            with db.transaction():
+                db.execute(
+                    "DELETE FROM agentrio_records WHERE store = %s AND id = ANY(%s)",
+                    (self.name, doomed),
+                )
+                db.execute(
+                    "DELETE FROM agentrio_archive WHERE store = %s AND phase = ANY(%s)",
+                    (self.name, gone),
+                )
+            db.execute("VACUUM FULL agentrio_records")
+            db.execute("VACUUM FULL agentrio_archive")
+
+        await self._call(run)
 
     async def aclose(self) -> None:
         """Close the connection, which lets the lock go; idempotent. Its records stay."""

@@ -27,14 +27,15 @@ import os
 import sqlite3
 import weakref
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
 import trio
 
 from ..errors import StoreCorrupt, StoreError
+from ._archive import frame, unframe
 from ._lock import StoreLock, check_lock_timeout, check_store_path
-from .base import Entry, Loaded
+from .base import Archived, Entry, Loaded, record_phase
 from .files import MAX_RECORD
 
 __all__ = ["SQLiteStore"]
@@ -42,8 +43,12 @@ __all__ = ["SQLiteStore"]
 _T = TypeVar("_T")
 
 _APPLICATION_ID = 0x61727472  # "artr": an agentrio checkpoint database
-_USER_VERSION = 1  # the schema written, and the only one read
+_USER_VERSION = 2  # the schema written; a version 1 database is migrated (a table added)
 _SCHEMA = "CREATE TABLE records (id INTEGER PRIMARY KEY, data BLOB NOT NULL, crc INTEGER NOT NULL)"
+_ARCHIVE_SCHEMA = (
+    "CREATE TABLE archive (phase TEXT PRIMARY KEY, meta BLOB NOT NULL, "
+    "data BLOB NOT NULL, crc INTEGER NOT NULL)"
+)
 
 
 class SQLiteStore:
@@ -134,31 +139,58 @@ class SQLiteStore:
             (app,) = db.execute("PRAGMA application_id").fetchone()
             (version,) = db.execute("PRAGMA user_version").fetchone()
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            # (A deleted row's bytes are overwritten with zeros: delete_phases.)
+            db.execute("PRAGMA secure_delete = ON")
             if app == 0 and version == 0 and tables == 0:
                 db.execute("BEGIN IMMEDIATE")
                 db.execute(_SCHEMA)
+                db.execute(_ARCHIVE_SCHEMA)
                 db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
                 db.execute(f"PRAGMA user_version = {_USER_VERSION}")
                 db.execute("COMMIT")
             elif app != _APPLICATION_ID:
                 raise StoreError(f"{self.path!r} is not an agentrio checkpoint database")
-            elif version != _USER_VERSION:
+            elif version not in (1, _USER_VERSION):
                 raise StoreError(
                     f"checkpoint database {self.path!r} has schema version {version}, "
-                    f"not {_USER_VERSION}"
+                    f"not {_USER_VERSION}: written by a later agentrio, read it with that one"
                 )
-            elif db.execute(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'"
-            ).fetchall() != [(_SCHEMA.encode(),)]:
-                raise StoreError(
-                    f"checkpoint database {self.path!r} does not hold the records table "
-                    "agentrio makes"
-                )
+            else:
+                self._check_tables(db, version)
             db.execute("PRAGMA journal_mode = WAL")
         except BaseException:
             db.close()
             raise
         return db
+
+    def _check_tables(self, db: sqlite3.Connection, version: int) -> None:
+        """Refuse a database whose tables are not agentrio's; migrate version 1
+        (no archive) to 2, in one transaction, if this store may write."""
+        wanted = {"records": _SCHEMA.encode(), "archive": _ARCHIVE_SCHEMA.encode()}
+        found = dict(
+            db.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'table' "
+                "AND name IN ('records', 'archive')"
+            ).fetchall()
+        )
+        found = {
+            (name.decode() if isinstance(name, bytes) else name): sql for name, sql in found.items()
+        }
+        if version == 1 and "archive" not in found:
+            found["archive"] = wanted["archive"]
+            migrate = True
+        else:
+            migrate = False
+        if found != wanted:
+            raise StoreError(
+                f"checkpoint database {self.path!r} does not hold the records table "
+                "(and archive table) agentrio makes"
+            )
+        if migrate:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(_ARCHIVE_SCHEMA)
+            db.execute(f"PRAGMA user_version = {_USER_VERSION}")
+            db.execute("COMMIT")
 
     async def load(self) -> Loaded:
         """Every record, in the order appended (``torn`` is always empty:
@@ -193,11 +225,7 @@ class SQLiteStore:
                 store is closed, or the database cannot be written.
         """
         for data in batch:
-            if len(data) > MAX_RECORD:
-                raise StoreError(
-                    f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
-                    f"({MAX_RECORD}) for {self.path!r}"
-                )
+            _check_size(data, self.path)
         if batch:
             rows = [(bytes(data), zlib.crc32(data)) for data in batch]
             await self._call(lambda db: self._append(db, rows, sync))
@@ -215,6 +243,145 @@ class SQLiteStore:
                 db.execute("ROLLBACK")
             raise
 
+    async def read_live(self) -> Loaded:
+        """The live records, as ``load`` gives them, on a connection of its own
+        (without taking the lock: a [`StoreReader`][agentrio.types.StoreReader]'s)."""
+        return await self._read(self._load)
+
+    async def read_index(self) -> list[tuple[str, bytes]]:
+        """Every archived phase (its id and ``meta``), without taking the lock."""
+        return await self._read(
+            lambda db: [
+                (_text(phase), bytes(meta))
+                for phase, meta in db.execute("SELECT phase, meta FROM archive ORDER BY rowid")
+            ]
+        )
+
+    async def read_archived(self, phase_ids: Collection[str]) -> dict[str, list[Entry]]:
+        """The records of the archived phases among *phase_ids*, without the lock.
+
+        Raises:
+            StoreCorrupt: an archived row whose checksum fails.
+        """
+        wanted = list(phase_ids)
+        return await self._read(lambda db: self._archived(db, wanted))
+
+    def _archived(self, db: sqlite3.Connection, wanted: list[str]) -> dict[str, list[Entry]]:
+        found: dict[str, list[Entry]] = {}
+        for phase in wanted:
+            row = db.execute(
+                "SELECT rowid, data, crc FROM archive WHERE phase = ?", (phase,)
+            ).fetchone()
+            if row is None:
+                continue
+            rowid, data, crc = row
+            source = f"{self.path}#archive"
+            if not isinstance(data, bytes) or zlib.crc32(data) != crc:
+                raise StoreCorrupt(
+                    f"checkpoint database {self.path!r} holds an archived phase whose "
+                    f"checksum fails at archive row {rowid}",
+                    source=source,
+                    offset=rowid,
+                )
+            found[phase] = unframe(data, source, 0, MAX_RECORD)
+        return found
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """*fn* on a read-only connection of its own (an owner may be writing)."""
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        if self._db is not None or self.path in ("", ":memory:"):
+            return await self._call(fn)  # (this store's own connection: it owns it)
+
+        def run() -> _T:
+            try:
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            except sqlite3.Error as exc:
+                raise StoreError(f"checkpoint database {self.path!r}: {exc}") from None
+            try:
+                db.text_factory = bytes
+                (app,) = db.execute("PRAGMA application_id").fetchone()
+                if app != _APPLICATION_ID:
+                    raise StoreError(f"{self.path!r} is not an agentrio checkpoint database")
+                (version,) = db.execute("PRAGMA user_version").fetchone()
+                if version == 1:  # (not migrated yet: nothing is archived)
+                    db.execute(
+                        "CREATE TEMP TABLE archive (phase TEXT, meta BLOB, data BLOB, crc INTEGER)"
+                    )
+                return fn(db)
+            except sqlite3.Error as exc:
+                raise StoreError(f"checkpoint database {self.path!r}: {exc}") from None
+            finally:
+                db.close()
+
+        return await trio.to_thread.run_sync(run)
+
+    async def compact(
+        self, live: Sequence[bytes], archive: Sequence[Archived], drop: Collection[str]
+    ) -> None:
+        """Move finished phases to the archive table, in one transaction (see
+        [`ArchivingStore.compact`][agentrio.store.ArchivingStore.compact])."""
+        for data in live:
+            _check_size(data, self.path)
+        rows = [(bytes(data), zlib.crc32(data)) for data in live]
+        phases = []
+        for phase in archive:
+            data = b"".join(map(frame, phase.records))
+            phases.append((phase.phase, bytes(phase.meta), data, zlib.crc32(data)))
+        gone = [(pid,) for pid in drop]
+        await self._call(lambda db: self._compact(db, rows, phases, gone))
+
+    def _compact(
+        self,
+        db: sqlite3.Connection,
+        rows: list[tuple[bytes, int]],
+        phases: list[tuple[str, bytes, bytes, int]],
+        gone: list[tuple[str]],
+    ) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("INSERT OR REPLACE INTO archive VALUES (?, ?, ?, ?)", phases)
+            db.executemany("DELETE FROM archive WHERE phase = ?", gone)
+            db.execute("DELETE FROM records")
+            db.executemany("INSERT INTO records (data, crc) VALUES (?, ?)", rows)
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    async def delete_phases(self, phase_ids: Collection[str]) -> None:
+        """Delete every record of the phases *phase_ids*, live or archived, in one
+        transaction; the database's ``secure_delete`` overwrites their bytes with
+        zeros, a ``VACUUM`` rewrites the file, and the write-ahead log is
+        checkpointed and truncated: none of their bytes is left in the database's
+        files when this returns. Takes the lock if this store does not hold it.
+
+        Raises:
+            StoreLocked: another store owns the database (past *lock_timeout*).
+            StoreError: the database cannot be written.
+        """
+        gone = set(phase_ids)
+        await self._call(lambda db: self._delete(db, gone))
+
+    def _delete(self, db: sqlite3.Connection, gone: set[str]) -> None:
+        doomed = [
+            (rowid,)
+            for rowid, data in db.execute("SELECT id, data FROM records")
+            if isinstance(data, bytes) and record_phase(data) in gone
+        ]
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("DELETE FROM records WHERE id = ?", doomed)
+            db.executemany("DELETE FROM archive WHERE phase = ?", [(p,) for p in gone])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     async def aclose(self) -> None:
         """Close the database and let its lock go; idempotent. Its records stay."""
         if self._closed:
@@ -231,6 +398,18 @@ class SQLiteStore:
         finally:
             if self._lock is not None:
                 self._lock.release()
+
+
+def _check_size(data: bytes, path: str) -> None:
+    if len(data) > MAX_RECORD:
+        raise StoreError(
+            f"a checkpoint record of {len(data)} bytes is over MAX_RECORD "
+            f"({MAX_RECORD}) for {path!r}"
+        )
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
 def checked_rows(rows: Iterable[Sequence[Any]], source: str, shown: str) -> Loaded:

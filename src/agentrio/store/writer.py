@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -38,12 +39,14 @@ class CheckpointWriter:
             await writer.synced()  # the record is on disk
             await writer.aclose()  # the rest too; run() returns, the store is closed
 
-    Every batch is appended with ``sync=True``. ``put_nowait`` never blocks and
-    never drops a record; ``put`` waits while ``max_pending`` records wait to
-    be written. A store error (any exception from ``append``) stops the
-    writer: ``run()`` raises it as a [`StoreError`][agentrio.errors.StoreError],
-    and so does every ``put``, ``synced`` and ``put_nowait`` after it. Records
-    put then are not written.
+    The last batch of those waiting, and any batch a ``synced()`` waits for, is
+    appended with ``sync=True``; a batch before it (more than ``max_batch``
+    records waited) with ``sync=False``, made durable by the next one.
+    ``put_nowait`` never blocks and never drops a record; ``put`` waits while
+    ``max_pending`` records wait to be written. A store error (any exception
+    from ``append``) stops the writer: ``run()`` raises it as a
+    [`StoreError`][agentrio.errors.StoreError], and so does every ``put``,
+    ``synced`` and ``put_nowait`` after it. Records put then are not written.
 
     Cancelling ``run()`` stops it at once, without appending what waits (no
     thread is left running: an append in a worker thread is waited for); a
@@ -57,11 +60,13 @@ class CheckpointWriter:
         flush_interval: the longest a record waits before its batch is
             appended, in seconds.
         max_batch: the most records in one append; this many waiting makes
-            the writer append at once.
+            the writer append at once. (A burst that thousands of agents put at
+            once, waited for by ``synced()``, is one append: one trip to the
+            store's thread.)
         max_pending: ``put`` waits while this many records wait to be written.
 
     Attributes:
-        written: records appended so far.
+        written: records appended and synced so far.
         batches: appends so far.
     """
 
@@ -70,7 +75,7 @@ class CheckpointWriter:
         store: CheckpointStore,
         *,
         flush_interval: float = 0.05,
-        max_batch: int = 4096,
+        max_batch: int = 65536,
         max_pending: int = 65536,
     ) -> None:
         self._store = store
@@ -80,6 +85,7 @@ class CheckpointWriter:
         self._max_pending = check_int("max_pending", max_pending, 1)
         self.written = 0
         self.batches = 0
+        self._unsynced = 0  # records appended with sync=False since the last sync
         self._pending: list[bytes] = []
         self._taken = 0  # records taken into batches (written, or being appended)
         self._sync_target = 0  # the most records a synced() waits to see written
@@ -96,6 +102,9 @@ class CheckpointWriter:
         self._closed = False
         self._in_aclose = False  # aclose() is appending or waiting for run()
         self._scope: trio.CancelScope | None = None  # run()'s: a cancelled aclose() stops it
+        # Run by aclose() once every record is appended, before the store closes
+        # (the runtime's compaction); not when the writer failed.
+        self.before_close: Callable[[], Awaitable[None]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -217,7 +226,8 @@ class CheckpointWriter:
         return self._closing or self._sync_target > self._taken
 
     async def _flush(self) -> None:
-        """Append the oldest ``max_batch`` records waiting, ``fsync``-ed."""
+        """Append the oldest ``max_batch`` records waiting (``fsync``-ed if they are the
+        last waiting, or a ``synced()`` waits for them)."""
         pending = self._pending
         if len(pending) <= self._max_batch:
             batch, self._pending = pending, []
@@ -225,8 +235,14 @@ class CheckpointWriter:
             batch = pending[: self._max_batch]
             del pending[: self._max_batch]
         self._taken += len(batch)
+        # One sync for a drain: a batch is synced if it is the last of those waiting,
+        # or if a synced() waits for it; a batch synced makes those before it
+        # durable too (the protocol's rule), so a burst of records waits for one
+        # fsync, not one per max_batch.
+        waiting = self._synced
+        sync = not self._pending or bool(waiting and waiting[0][0] <= self._taken)
         try:
-            await self._store.append(batch, sync=True)
+            await self._store.append(batch, sync=sync)
         except trio.Cancelled:
             # A cancelled append appended nothing (the protocol's rule): the
             # batch waits again, ahead of what came after it.
@@ -240,9 +256,12 @@ class CheckpointWriter:
             if isinstance(exc, StoreError):
                 raise
             raise StoreError(f"checkpoint store append failed: {exc!r}") from exc
-        self.written += len(batch)
         self.batches += 1
-        self._notify()
+        self._unsynced += len(batch)
+        if sync:
+            self.written += self._unsynced
+            self._unsynced = 0
+            self._notify()
 
     def _notify(self) -> None:
         progress, self._progress = self._progress, trio.Event()
@@ -295,4 +314,20 @@ class CheckpointWriter:
                     self._scope.cancel()
                     while self._running:
                         await self._progress.wait()
-                await self._store.aclose()
+                await self._close_store()
+
+    async def _close_store(self) -> None:
+        """Run ``before_close`` (if every record was appended), then close the store;
+        raise what ``before_close`` raised, once the store is closed."""
+        failed: BaseException | None = None
+        hook = self.before_close
+        if hook is not None and self._error is None and not self._pending:
+            try:
+                await hook()
+            except Exception as exc:
+                failed = exc
+        await self._store.aclose()
+        if failed is not None:
+            if isinstance(failed, StoreError):
+                raise failed
+            raise StoreError(f"checkpoint store compaction failed: {failed!r}") from failed

@@ -37,6 +37,7 @@ from ..tools.policy import (
     Approval,
     Approver,
     Decision,
+    Defer,
     Deny,
     PermissionPolicy,
     PostToolUse,
@@ -118,12 +119,12 @@ def _combine_approvers(
         return inner if inner is not None else outer
     levels = ((parent.permissions, outer), (child.permissions, inner))
 
-    async def both(request: ConfirmationRequired) -> Approval:
+    async def both(request: ConfirmationRequired) -> Approval | Defer:
         call = request.tool_call
         for policy, approver in levels:
             if policy is not None and policy.decide(call.name, call.arguments) == "ask":
                 answer = await ask_approver(approver, request)
-                if not answer.approved:
+                if isinstance(answer, Defer) or not answer.approved:
                     return answer
         return Approval(True)
 

@@ -39,6 +39,7 @@ turn).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -50,18 +51,21 @@ from ...errors import (
     ActorCrashed,
     ActorError,
     InvalidArgument,
+    SpecVersionMismatch,
     StoreCorrupt,
     StoreError,
     UnknownName,
 )
 from ...messages import (
+    ChatMessage,
     CheckpointTorn,
     ContextAppend,
     PhaseResult,
     ResumedPhaseEnded,
     RunPhase,
 )
-from ...store.base import Entry
+from ...store.base import ArchivingStore, Entry, Loaded
+from ...store.retention import Retention
 from ..loop.agent import new_phase_id
 from ..loop.ref import AgentRef, spawn_agent
 from ..loop.spec import AgentSpec
@@ -74,9 +78,12 @@ if TYPE_CHECKING:
     from ..loop.phase import Phase
     from ..loop.services import Services
 
+from .compaction import compact
+from .deferred import ParkedPhase, parked_from_store, parked_here
+from .reader import StoreReader
 from .recorder import PhaseRecorder, Resume, _Awaited, _Durable, _SyncGroup
 from .records import _ENCODE, MemoryKept, PhaseBegun
-from .resume import _AgentLog, _contexts, _Plan, _unfinished
+from .resume import _AgentLog, _contexts, _Plan, _unfinished, plan
 
 __all__ = ["Checkpoints", "Durability", "SpecFactory"]
 
@@ -112,11 +119,16 @@ class Checkpoints:
         "live",
         "nursery",
         "outcomes",
+        "parked",
         "plan",
         "resumed",
         "resumes",
+        "retention",
+        "services",
+        "sessions",
         "specs",
         "store",
+        "sup",
         "sync_turns",
         "writer",
     )
@@ -130,9 +142,13 @@ class Checkpoints:
         bus: object,
         durability: Durability,
         specs: Mapping[str, SpecFactory],
+        retention: Retention | None = None,
     ) -> None:
         self.store = store
         self.writer = writer
+        self.retention = retention
+        self.sup: SupervisorRef | None = None  # (set by resume: where forks are spawned)
+        self.services: Services | None = None
         self.budget = budget
         self.bus = bus
         self.sync_turns = durability == "turn"
@@ -147,6 +163,28 @@ class Checkpoints:
         self.plan = _Plan()
         self.nursery: trio.Nursery | None = None  # the runtime's (set by resume)
         self.group: _SyncGroup | None = None  # the phases waiting for the next sync
+        # Sessions and deferred decisions (#27: sessions.py, deferred.py): the parked
+        # phases by id, and the live session agents by session id.
+        self.parked: dict[str, ParkedPhase] = {}
+        self.sessions: dict[str, AgentRef[object]] = {}
+
+    async def open(self) -> None:
+        """Read the store's live area (once, as the runtime opens), check that its
+        unfinished phases can be resumed, and, with a retention, compact it (an
+        archiving store's: what it no longer needs moved to the archive)."""
+        loaded = await self.store.load()
+        self.plan = plan(loaded)
+        self.check_resumable()
+        if self.retention is not None and isinstance(self.store, ArchivingStore):
+            await compact(self.store, loaded, self.plan, retention=self.retention)
+            self.writer.before_close = self._closing
+        self.plan.records = []  # (not kept for the runtime's life)
+
+    async def _closing(self) -> None:
+        """As the runtime closes (its records written): compact, with its retention."""
+        store = self.store
+        assert isinstance(store, ArchivingStore)
+        await compact(store, await store.load(), retention=self.retention)
 
     async def synced(self) -> None:
         """Return when every record put so far is on disk.
@@ -256,6 +294,8 @@ class Checkpoints:
         holder = self.live.get(phase_id)
         if holder is not None and holder.durable.holds(holder):
             return True
+        if phase_id in self.parked:
+            return True
         resume = self.resumes.get(phase_id)
         if resume is None or resume.owner is None:
             return False
@@ -269,6 +309,9 @@ class Checkpoints:
                 f"phase_id {phase_id!r} is the id of a phase under way, or resumed from the "
                 "checkpoint store and not ended: a phase id names one phase at a time"
             )
+
+    def parked_here(self, rec: PhaseRecorder, phase: Phase, resume: Resume) -> None:
+        parked_here(self, rec, phase, resume)
 
     def ended(self, phase_id: str, result: PhaseResult[object]) -> None:
         waiting = self.outcomes.get(phase_id)
@@ -349,45 +392,109 @@ class Checkpoints:
                     f"{spec.name!r}: a durable agent's spec is registered under its own name"
                 )
             self.check_spec(spec)
+            self._check_versions(log, spec)
             log.made = spec
+
+    def _check_versions(self, log: _AgentLog, spec: AgentSpec[object]) -> None:
+        """Raise SpecVersionMismatch for an unfinished phase of *log* begun under
+        another version of *spec*, unless *spec* migrates it."""
+        if spec.migrate is not None:
+            return
+        for pid in _unfinished(log):
+            begun = log.phases[pid][0]
+            assert type(begun) is PhaseBegun
+            if begun.version != spec.version:
+                raise SpecVersionMismatch(
+                    f"the checkpoint store holds phase {pid!r} of agent {log.path!r}, begun "
+                    f"under version {begun.version!r} of spec {log.spec!r}; its factory now "
+                    f"makes version {spec.version!r}, with no migrate= to carry the phase "
+                    "over: give the spec a migrate function, register the old factory until "
+                    "its phases end, or delete them (StoreReader.delete_phases)",
+                    spec=log.spec,
+                    phase_id=pid,
+                    recorded=begun.version,
+                    current=spec.version,
+                )
 
     async def resume(self, sup: SupervisorRef, services: Services, nursery: trio.Nursery) -> None:
         """Spawn the agents of the store's unfinished phases again, restore their
         contexts, and start their phases again, each from its last completed turn."""
         self.nursery = nursery
+        self.sup, self.services = sup, services
         planned = self.plan
         if planned.totals is not None:
             self.budget._restore(planned.totals.usage())
         resumed: list[str] = []
         for log in planned.agents.values():
-            unfinished = _unfinished(log)
-            if not unfinished:
-                continue
-            agent = await self._respawn(sup, services, log)
-            state = agent._state
-            for label, (messages, stamps) in _contexts(log).items():
-                ctx = state.new_context(label)
-                ctx.send_nowait(ContextAppend(tuple(messages), tuple(stamps)))
-            for pid in unfinished:
-                records = log.phases[pid]
-                begun = records[0]
-                assert type(begun) is PhaseBegun
-                resume = Resume(restart=False, owner=self.agents[agent.path])
-                for record in records[1:]:
-                    resume.add(record)
-                self.resumes[pid] = resume
-                self.outcomes[pid] = _Awaited()
-                resumed.append(pid)
-                cmd = begun.command
-                if cmd.phase_id != pid:
-                    cmd = msgspec.structs.replace(cmd, phase_id=pid)
-                nursery.start_soon(self._run_resumed, agent, cmd)
+            for pid in log.phases:  # (#27: a parked phase waits for a decision)
+                parked_from_store(self, log, pid)
+            if _unfinished(log):
+                resumed += await self._start(log)
         self.resumed = tuple(resumed)
         for key in list(planned.finished):
             if key in self.outcomes:
                 del planned.finished[key]
         if planned.torn:
             nursery.start_soon(self._torn, planned.torn)
+
+    async def _start(self, log: _AgentLog) -> list[str]:
+        """Spawn the agent of *log* again, restore its contexts, and start its
+        unfinished phases, each from its last completed turn; their ids."""
+        assert self.sup is not None and self.services is not None and self.nursery is not None
+        spec = log.made
+        assert spec is not None
+        agent = await self._respawn(self.sup, self.services, log)
+        state = agent._state
+        for label, (messages, stamps) in _contexts(log).items():
+            messages, stamps = _migrated(spec, log, messages, stamps)
+            ctx = state.new_context(label)
+            ctx.send_nowait(ContextAppend(tuple(messages), tuple(stamps)))
+        started = []
+        for pid in _unfinished(log):
+            if pid in self.parked:
+                continue  # (#27: it waits for a decision: deferred.py)
+            records = log.phases[pid]
+            begun = records[0]
+            assert type(begun) is PhaseBegun
+            resume = Resume(restart=False, owner=self.agents[agent.path])
+            for record in records[1:]:
+                resume.add(record)
+            if begun.version != spec.version and spec.migrate is not None:
+                resume.messages, resume.timestamps = _migrated(
+                    spec, log, resume.messages, resume.timestamps, begun.version
+                )
+            self.resumes[pid] = resume
+            self.outcomes[pid] = _Awaited()
+            started.append(pid)
+            cmd = begun.command
+            if cmd.phase_id != pid:
+                cmd = msgspec.structs.replace(cmd, phase_id=pid)
+            self.nursery.start_soon(self._run_resumed, agent, cmd)
+        return started
+
+    def reader(self) -> StoreReader:
+        """A reader of the store whose ``fork`` starts the new phase in this runtime."""
+        reader = StoreReader(self.store)
+        reader._fork = self.fork
+        reader._owned = False
+        return reader
+
+    async def fork(self, data: list[bytes]) -> None:
+        """Record the forked phase *data* (a ``PhaseBegun`` and its turns, encoded),
+        and start it at once, as a phase resumed from the store."""
+        forked = plan(Loaded([Entry("<fork>", i, d) for i, d in enumerate(data)]))
+        saved, self.plan = self.plan, forked
+        try:
+            self.check_resumable()  # (its spec made by its factory, and checked)
+        finally:
+            self.plan = saved
+        (log,) = forked.agents.values()
+        if log.path in self.agents:
+            raise InvalidArgument(f"the fork's agent path {log.path!r} is a live agent's")
+        for record in data:
+            self.writer.put_nowait(record)
+        await self.synced()
+        self.resumed += tuple(await self._start(log))
 
     async def _respawn(
         self, sup: SupervisorRef, services: Services, log: _AgentLog
@@ -415,6 +522,8 @@ class Checkpoints:
             waiting.error = exc
         else:
             assert isinstance(result, PhaseResult)
+            if result.stop_reason == "deferred":
+                return  # (parked again: it ends when it goes on after the next decision)
             waiting.result = result
             stop_reason = result.stop_reason
         waiting.event.set()
@@ -448,6 +557,8 @@ class Checkpoints:
         if waiting is None:
             recorded = self.plan.finished.get(phase_id)
             if recorded is None:
+                recorded = await self._archived_result(phase_id)
+            if recorded is None:
                 raise UnknownName(
                     f"no phase {phase_id!r} was resumed by this runtime or ended in its store"
                 )
@@ -458,3 +569,33 @@ class Checkpoints:
             raise waiting.error
         assert waiting.result is not None
         return waiting.result
+
+    async def _archived_result(self, phase_id: str) -> PhaseResult[object] | None:
+        """The result of *phase_id* if it ended and was archived (read on demand)."""
+        store = self.store
+        if not isinstance(store, ArchivingStore):
+            return None
+        entries = (await store.read_archived([phase_id])).get(phase_id)
+        if not entries:
+            return None
+        archived = plan(Loaded(entries))
+        return archived.finished.get(phase_id)
+
+
+def _migrated(
+    spec: AgentSpec[object],
+    log: _AgentLog,
+    messages: list[ChatMessage],
+    stamps: list[float],
+    version: str | None = None,
+) -> tuple[list[ChatMessage], list[float]]:
+    """*messages* carried over to *spec*'s version by its ``migrate`` (as they are if
+    it has none, or they are of its version); their times kept where they last."""
+    migrate = spec.migrate
+    if migrate is None or version == spec.version:
+        return messages, stamps
+    out = list(migrate(version, tuple(messages)))
+    if not all(isinstance(m, ChatMessage) for m in out):
+        raise InvalidArgument(f"the migrate function of spec {log.spec!r} must return ChatMessages")
+    now = time.time()
+    return out, [stamps[i] if i < len(stamps) else now for i in range(len(out))]

@@ -14,6 +14,7 @@ from ...errors import (
 )
 from ...messages import (
     ChatMessage,
+    PhaseDeferred,
     PhaseResult,
     PhaseResumed,
     RunPhase,
@@ -33,8 +34,10 @@ from .records import (
     INTERRUPTED,
     ApprovalAnswered,
     ApprovalAsked,
+    ParkedCall,
     PhaseBegun,
     PhaseDone,
+    PhaseParked,
     Record,
     ToolBegun,
     ToolDone,
@@ -134,12 +137,16 @@ class Resume:
 class _Durable:
     """A durable agent: its state, its id across lives, its spec's registered name."""
 
-    __slots__ = ("agent_id", "answers", "spec", "state")
+    __slots__ = ("agent_id", "answers", "last", "phase_ids", "spec", "state")
 
     def __init__(self, state: _AgentState, agent_id: str, spec: str) -> None:
         self.state = state
         self.agent_id = agent_id
         self.spec = spec
+        # A session's agent (#27, durability/sessions.py): the ids of the phases it
+        # began in this life, and when it last began one; None for other agents.
+        self.phase_ids: list[str] | None = None
+        self.last = 0.0
         # The approvers' answers in the phase under way: (phase id, call id) -> answer.
         self.answers: dict[tuple[str, str], tuple[bool, str]] | None = None
 
@@ -180,6 +187,11 @@ class _Durable:
         if rec is not None:
             rec.put(ApprovalAsked(rec.id, req.id, req.name))
 
+    def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool:
+        """The approver deferred its decision on *req*: True if the phase will park."""
+        rec = self._recorder()
+        return rec is not None and rec.defer(req, kind, note)
+
     def answered(self, req: ToolCallRequest, approved: bool, reason: str) -> None:
         rec = self._recorder()
         if rec is not None:
@@ -207,11 +219,24 @@ class Recording(Protocol):
     def ended(self, phase_id: str, result: PhaseResult[object]) -> None:
         """*phase_id* has ended with *result*."""
 
+    def parked_here(self, rec: PhaseRecorder, phase: Phase, resume: Resume) -> None:
+        """*rec*'s phase parked (``durability/deferred.py``): it goes on from *resume*."""
+
 
 class PhaseRecorder:
     """One durable phase's recording: where it stands, and what it goes on from."""
 
-    __slots__ = ("begun", "calls_begun", "calls_ended", "ck", "durable", "id", "resume", "upto")
+    __slots__ = (
+        "begun",
+        "calls_begun",
+        "calls_ended",
+        "ck",
+        "durable",
+        "id",
+        "parked",
+        "resume",
+        "upto",
+    )
 
     def __init__(
         self, ck: Recording, durable: _Durable, phase_id: str, resume: Resume | None
@@ -228,6 +253,8 @@ class PhaseRecorder:
         # (made on first use): what a restart of the agent goes on from.
         self.calls_begun: set[str] | None = None
         self.calls_ended: dict[str, ToolResult] | None = None
+        # The calls of the turn under way whose decision or result was deferred.
+        self.parked: list[ParkedCall] | None = None
 
     def put(self, record: Record) -> None:
         self.ck.writer.put_nowait(_ENCODE(record))
@@ -262,6 +289,11 @@ class PhaseRecorder:
         if not self.begun:
             self.begun = True
             durable = self.durable
+            session = None
+            if durable.phase_ids is not None:  # a session's (durability/sessions.py)
+                durable.phase_ids.append(self.id)
+                durable.last = time.time()
+                session = durable.agent_id[8:]  # (its id is "session:<session id>")
             self.put(
                 PhaseBegun(
                     self.id,
@@ -270,6 +302,8 @@ class PhaseRecorder:
                     durable.spec,
                     _kept(phase.cmd),
                     time.time(),
+                    session,
+                    durable.state.spec.version,
                 )
             )
 
@@ -294,12 +328,19 @@ class PhaseRecorder:
 
     def tool_done(self, result: ToolResult) -> None:
         """A call of a parallel batch ended (a lone call's result is in its ToolsDone)."""
+        parked = self.parked
+        if parked is not None and any(p.call.id == result.id for p in parked):
+            return  # (its decision, or result, is deferred: a stand-in, never recorded)
         if self.calls_ended is None:
             self.calls_ended = {}
         self.calls_ended[result.id] = result
         self.put(ToolDone(self.id, result))
 
     def done(self, phase: Phase, result: PhaseResult[object], persisted: bool) -> None:
+        if self.parked is not None:  # (parked: its PhaseParked is written; not ended)
+            self.durable.answers = None
+            self.ck.left(self)
+            return
         upto, base = self.upto, phase.base
         output = result.output
         # (Its calls are in the phase's ToolsDone records: not written twice. A
@@ -312,7 +353,7 @@ class PhaseRecorder:
         if persisted:
             tail = tuple(phase.history[upto:])
             stamps = tuple(phase.timestamps[upto - base :])
-        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals()))  # type: ignore[arg-type]
+        self.put(PhaseDone(self.id, kept, tail, stamps, self.totals(), time.time()))  # type: ignore[arg-type]
         self.durable.answers = None
         self.ck.left(self)
         self.ck.ended(self.id, result)
@@ -330,10 +371,45 @@ class PhaseRecorder:
         self.put(ToolBegun(self.id, request.id, request.name))
         await self.ck.synced()
 
+    # -- a deferred decision (#27: durability/deferred.py) --------------------------
+
+    def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool:
+        """The decision on *req* (``"approval"``), or its result (``"result"``), is
+        deferred: the phase parks once its turn's calls have ended."""
+        if self.parked is None:
+            self.parked = []
+        self.parked.append(ParkedCall(req, "approval" if kind == "approval" else "result", note))
+        return True
+
+    async def park(self, phase: Phase) -> None:
+        """Record the turn's ended calls and the deferred ones, sync, and raise
+        ``Parked``: the phase ends ``"deferred"``, holding no task and no budget."""
+        from ..loop.seams import Parked
+
+        parked = self.parked
+        assert parked is not None
+        waiting = {p.call.id for p in parked}
+        ended = self.calls_ended or {}
+        for item in phase.batch or ():
+            result = item if isinstance(item, ToolResult) else item.result
+            if result is not None and result.id not in waiting and result.id not in ended:
+                self.tool_done(result)
+        phase.batch = None
+        self.put(PhaseParked(self.id, tuple(parked), time.time()))
+        self.ck.parked_here(self, phase, self.snapshot(phase, restart=False))
+        await self.ck.synced()
+        if phase.bus.active:
+            phase.bus.publish(PhaseDeferred(path=phase.path, phase_id=self.id, waiting=len(parked)))
+        raise Parked
+
     def crashed(self, phase: Phase) -> None:
         """The phase's agent crashed: keep what it recorded, to go on from it."""
         self.ck.left(self)
-        resume = Resume(restart=True, owner=self.durable)
+        self.ck.resumes[self.id] = self.snapshot(phase, restart=True)
+
+    def snapshot(self, phase: Phase, *, restart: bool) -> Resume:
+        """What the phase goes on from: its recorded turns, calls begun, ended, approved."""
+        resume = Resume(restart=restart, owner=self.durable)
         resume.recorded = self.begun
         base, upto = phase.base, self.upto
         if upto > base:
@@ -347,7 +423,7 @@ class PhaseRecorder:
         resume.begun |= self.calls_begun or set()
         resume.ended |= self.calls_ended or {}
         resume.approvals |= self.durable.approvals_of(self.id)
-        self.ck.resumes[self.id] = resume
+        return resume
 
 
 class _SyncGroup:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 import msgspec
 
@@ -14,6 +14,7 @@ from ...messages import (
     ChatMessage,
     PhaseResult,
     RunPhase,
+    ToolCallRequest,
     ToolResult,
 )
 from ...store.base import Entry
@@ -88,6 +89,9 @@ class PhaseBegun(_Record, frozen=True):
     spec: str  # its spec's registered name
     command: RunPhase
     at: _Time = 0.0
+    # (#27: the session the phase belongs to, if any, and its spec's version)
+    session: str | None = None
+    version: str | None = None
 
 
 class TurnsAdded(_Record, frozen=True):
@@ -133,6 +137,36 @@ class PhaseDone(_Record, frozen=True):
     messages: tuple[ChatMessage, ...] = ()
     timestamps: tuple[_Time, ...] = ()
     totals: Totals | None = None
+    at: _Time = 0.0
+
+
+class TotalsKept(_Record, frozen=True):
+    """The budget's last totals, kept in the live area when the phases that
+    recorded them are archived (its ``phase`` is ``""``: no phase's)."""
+
+    phase: str
+    totals: Totals
+
+
+# -- deferred decisions (#27: durability/deferred.py) ----------------------------------
+
+
+class ParkedCall(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A call a parked phase waits for: an approval (``kind="approval"``) or the
+    result of a tool that deferred it (``"result"``)."""
+
+    call: ToolCallRequest
+    kind: Literal["approval", "result"]
+    note: str = ""
+
+
+class PhaseParked(_Record, frozen=True):
+    """The phase parked, waiting for *calls* (its turns are in the records before
+    this one; a decision is an ``ApprovalAnswered``, a result a ``ToolDone``)."""
+
+    phase: str
+    calls: tuple[ParkedCall, ...]
+    at: _Time = 0.0
 
 
 class MemoryKept(_Record, frozen=True):
@@ -152,7 +186,23 @@ Record = Union[  # noqa: UP007  (msgspec reads a Union of the tagged records)
     ApprovalAnswered,
     PhaseDone,
     MemoryKept,
+    PhaseParked,
+    TotalsKept,
 ]
+
+
+def waiting(run: list[Record]) -> dict[str, ParkedCall]:
+    """The calls a phase's records (*run*) still wait for: those of its last
+    ``PhaseParked`` without a decision or result after it ({}: not parked)."""
+    out: dict[str, ParkedCall] = {}
+    for record in run:
+        if isinstance(record, PhaseParked):
+            out = {p.call.id: p for p in record.calls}
+        elif out and isinstance(record, ApprovalAnswered):
+            out.pop(record.call_id, None)
+        elif out and isinstance(record, ToolDone):
+            out.pop(record.result.id, None)
+    return out
 
 
 _QUOTED = re.compile(r"'.*'", re.DOTALL)

@@ -40,9 +40,10 @@ __all__ = ["plan"]
 class _Plan:
     """What the store says is to be resumed, worked out once when the runtime opens."""
 
-    __slots__ = ("agents", "finished", "memories", "torn", "totals")
+    __slots__ = ("agents", "finished", "memories", "records", "torn", "totals")
 
     def __init__(self) -> None:
+        self.records: list[Record] = []  # the records decoded (for a compaction, then let go)
         # agent_id -> (path, spec, its phases' records in order, by phase)
         self.agents: dict[str, _AgentLog] = {}
         self.finished: dict[str, PhaseResult[object]] = {}
@@ -82,7 +83,7 @@ def plan(loaded: Loaded) -> _Plan:
     """
     out = _Plan()
     out.torn = tuple(loaded.torn)
-    records = decode_records(loaded.entries)
+    records = out.records = decode_records(loaded.entries)
     owner: dict[str, _AgentLog] = {}  # phase id -> the agent that last began it
     by_path: dict[str, _AgentLog] = {}  # path -> the agent that last had it
     for entry, record in zip(loaded.entries, records, strict=True):
@@ -159,6 +160,8 @@ def _check_begun(begun: PhaseBegun, entry: Entry) -> None:
 
 
 def _unfinished(log: _AgentLog) -> list[str]:
+    """The phases of *log* not ended (a parked one included: #27's, it waits for a
+    decision, ``durability/deferred.py``, and is not started when the store opens)."""
     return [pid for pid, run in log.phases.items() if type(run[-1]) is not PhaseDone]
 
 

@@ -52,6 +52,7 @@ from ..tools.output import TypedAnswer
 from ..tools.tool_call import ToolRunner
 from .context import fit_window
 from .endings import _CUT, Endings
+from .seams import Parked
 from .stream import RUN_BUSES, RunBus
 
 if TYPE_CHECKING:
@@ -235,14 +236,18 @@ class Phase(Endings):
                 st.info.skills.narrow(self, None)
             if st.spec.security is not None:  # (#26) taint from the history, sanitising
                 self.guard = st.spec.security.guard(self)
-        if st.info.needs_caller:
-            token = CALLER.set(st)
-            try:
+        try:
+            if st.info.needs_caller:
+                token = CALLER.set(st)
+                try:
+                    await self._bounded()
+                finally:
+                    CALLER.reset(token)
+            else:
                 await self._bounded()
-            finally:
-                CALLER.reset(token)
-        else:
-            await self._bounded()
+        except Parked:  # its state is in the store (a deferred decision, #27)
+            self.reason = "deferred"
+            return self._ended()
         self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:

@@ -43,6 +43,7 @@ __all__ = [
     "Checkpointing",
     "Composer",
     "Observer",
+    "Parked",
     "PhaseGuard",
     "PhaseRecording",
     "PhaseRunner",
@@ -114,11 +115,26 @@ class Resumed(Protocol):
         """The result of pending call *req* without running it, if it is not to be run."""
 
 
+class Parked(Exception):
+    """Raised by `PhaseRecording.park` through the phase's turns: the phase is
+    parked in the store (a deferred decision, #27), and ends ``"deferred"``."""
+
+
 class PhaseRecording(Protocol):
     """One durable phase's recording (``durability.checkpoint.PhaseRecorder``)."""
 
     id: str
     upto: int  # the phase's history is recorded up to here
+
+    @property
+    def parked(self) -> Sequence[object] | None:
+        """The calls deferred in the turn under way (None: none)."""
+
+    def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool:
+        """The decision on *req*, or its result, is deferred: True if the phase parks."""
+
+    async def park(self, phase: Phase) -> None:
+        """Park the phase (its turn's calls were deferred): raises `Parked`."""
 
     @property
     def resume(self) -> Resumed | None:

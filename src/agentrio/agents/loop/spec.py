@@ -64,6 +64,10 @@ def _to_memory(value: object) -> Memory | None:
     )
 
 
+SpecMigration = Callable[[str | None, Sequence[ChatMessage]], Sequence[ChatMessage]]
+"""``AgentSpec.migrate``: ``fn(recorded_version, messages) -> messages`` (#27)."""
+
+
 @attrs.frozen
 class StepInfo:
     """What ``AgentSpec.on_step`` is told after each model turn and each tool call.
@@ -269,6 +273,14 @@ class AgentSpec(Generic[OutputT]):
             from untrusted tools' results checked in the calls of sensitive
             tools (through the approver, or denied), and the model's replies
             sanitised. See [What taint tracking sees][what-taint-tracking-sees].
+        version: (#27, durable agents) the spec's version, recorded with each
+            phase in a checkpoint store; a runtime resuming a phase begun under
+            another version refuses it
+            ([`SpecVersionMismatch`][agentrio.errors.SpecVersionMismatch]) unless
+            *migrate* is given. Default None (no version).
+        migrate: (#27) ``fn(recorded_version, messages) -> messages``: carries a
+            phase begun under another version over to this one when it is
+            resumed (the phase's recorded messages in, those to go on from out).
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -349,6 +361,10 @@ class AgentSpec(Generic[OutputT]):
     prompt: PromptSlots | None = None
     skills: Skills | None = None
     security: Security | None = None
+    # -- #27, the store (durable agents): the spec's version, and how a phase of
+    # another version goes on under this one.
+    version: str | None = None
+    migrate: SpecMigration | None = None
 
     def __attrs_post_init__(self) -> None:
         check_name("AgentSpec.name", self.name)
@@ -366,6 +382,10 @@ class AgentSpec(Generic[OutputT]):
                 raise InvalidArgument("AgentSpec.model must not be empty")
         else:
             check_model(self.model, "AgentSpec.model")
+        if self.version is not None and not isinstance(self.version, str):
+            raise InvalidArgument(f"AgentSpec.version must be a str or None, got {self.version!r}")
+        if self.migrate is not None and not callable(self.migrate):
+            raise InvalidArgument(f"AgentSpec.migrate must be callable, got {self.migrate!r}")
         if not isinstance(self.escalate_on_stall, bool):
             raise InvalidArgument(
                 f"AgentSpec.escalate_on_stall must be a bool, got {self.escalate_on_stall!r}"

@@ -228,6 +228,8 @@ class ToolTurns:
             done = self._tool_done if rec is None else self._tool_recorded
             async with trio.open_nursery() as nursery:
                 start_batch(nursery, runners, limits.max_parallel_tools, done)
+        if rec is not None and rec.parked is not None:  # a call deferred (agentrio.Defer)
+            await rec.park(cast("Phase", self))  # (raises seams.Parked)
         steps = self._tools_ran()
         if steps is not None:
             await steps

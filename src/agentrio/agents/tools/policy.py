@@ -29,6 +29,7 @@ __all__ = [
     "Approval",
     "Approver",
     "Decision",
+    "Defer",
     "Deny",
     "PermissionPolicy",
     "PostToolUse",
@@ -191,18 +192,53 @@ class Approval:
 
 
 @attrs.frozen
+class Defer:
+    """The answer "later", from an approver or a tool (sessions and deferred
+    decisions, #27): the phase parks in the checkpoint store, holding no task
+    and no budget, until the decision (``Runtime.approve`` / ``deny``) or the
+    result (``Runtime.give_result``) is given, in this process or another one.
+    See [Deferred decisions][deferred-decisions].
+
+    An approver returns ``Defer()`` instead of ``True``/``False``; a tool returns
+    it instead of its result (an external job: the result comes later). Only a
+    durable agent (a runtime with a store, ``open_runtime(store=...)``) can
+    park: elsewhere the call is refused (an approver's) or failed (a tool's),
+    and the model sees why.
+
+    Attributes:
+        note: what the decision waits for, shown by ``Runtime.pending_approvals``
+            and ``pending_results`` (never to the model). Up to 1,000 characters.
+
+    Raises:
+        InvalidArgument: *note* is not a str, or is longer than 1,000 characters.
+    """
+
+    note: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.note, str) or len(self.note) > 1000:
+            raise InvalidArgument(
+                f"Defer.note must be a str of at most 1,000 characters, got {_shown(self.note)}"
+            )
+
+
+@attrs.frozen
 class Deny:
     """Returned by a ``pre_tool_use`` hook to refuse a call; the model sees *reason*."""
 
     reason: str
 
 
-Approver = Callable[[ConfirmationRequired], Awaitable[bool | Approval] | bool | Approval]
+Approver = Callable[
+    [ConfirmationRequired], Awaitable[bool | Approval | Defer] | bool | Approval | Defer
+]
 PreToolUse = Callable[[ToolCallRequest], Awaitable[ToolCallRequest | Deny | None]]
 PostToolUse = Callable[[ToolCallRequest, ToolResult], Awaitable[ToolResult | None]]
 
 
-async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequired) -> Approval:
+async def ask_approver(
+    approver: Approver | ActorRef, request: ConfirmationRequired
+) -> Approval | Defer:
     """Ask *approver* (a callable, sync or async, or an actor) about *request*.
 
     ``True``, ``False`` and an [`Approval`][agentrio.Approval] are answers; anything else
@@ -217,7 +253,7 @@ async def ask_approver(approver: Approver | ActorRef, request: ConfirmationRequi
         answer = approver(request)
         if inspect.isawaitable(answer):
             answer = await answer
-    if isinstance(answer, Approval):
+    if isinstance(answer, (Approval, Defer)):
         return answer
     if isinstance(answer, bool):
         return Approval(answer)

@@ -38,7 +38,9 @@ from ...messages import (
 from ...providers.limiter import LANES, lane_index
 from .lanes import LanePolicy, ToolLanes
 from .policy import (
+    Approval,
     Approver,
+    Defer,
     Deny,
     PermissionPolicy,
     PostToolUse,
@@ -64,17 +66,26 @@ class Journal(Protocol):
     def approval(self, call_id: str) -> tuple[bool, str] | None: ...
     def asked(self, req: ToolCallRequest) -> None: ...
     def answered(self, req: ToolCallRequest, approved: bool, reason: str) -> None: ...
+    def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool: ...
 
 
 class Recorder(Protocol):
     """What records a durable phase's tool calls (``checkpoint.PhaseRecorder``)."""
 
     async def begin_tool(self, runner: ToolRunner) -> None: ...
+    def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool: ...
 
 
 __all__ = ["ToolGate", "ToolLane", "ToolRunner", "start_batch"]
 
 _REQUEST_IDS = itertools.count(1)
+# What _confirm answers for a decision deferred (agentrio.Defer) by the approver of
+# a durable phase: the phase parks after its batch (durability/deferred.py).
+_DEFERRED = "\x00deferred"
+_NOT_DURABLE = (
+    "{who} deferred {what} (agentrio.Defer), which only a durable agent can wait for "
+    "(a runtime with a checkpoint store: open_runtime(store=...))"
+)
 # Tool calls given up (dead letters): the tool's name, never its arguments.
 _log = logging.getLogger("agentrio.agents.tools.tool_call")
 
@@ -186,7 +197,7 @@ class ToolGate:
         if decision == "ask":
             why = await self._confirm(req)
             if why:
-                return self._refuse(req, why)
+                return self._refused(req, why)
         if self.pre is not None:
             verdict = await self.pre(req)
             if isinstance(verdict, Deny):
@@ -214,8 +225,15 @@ class ToolGate:
         if again == "ask" and decision != "ask":
             why = await self._confirm(rewritten)
             if why:
-                return self._refuse(req, why)
+                return self._refused(req, why)
         return rewritten
+
+    def _refused(self, req: ToolCallRequest, why: str) -> ToolResult:
+        """A refusal, or the stand-in result of a call whose decision is deferred
+        (never settled: its phase parks before that)."""
+        if why is _DEFERRED:
+            return tool_result(req, "denied", "the approver deferred the decision")
+        return self._refuse(req, why)
 
     async def _confirm(self, req: ToolCallRequest) -> str:
         """Ask the approver; "" if approved, else why not."""
@@ -241,6 +259,10 @@ class ToolGate:
         timeout = self.approval_timeout if self.approval_timeout is not None else math.inf
         with trio.move_on_after(timeout):
             answer = await ask_approver(self.approver, request)
+            if isinstance(answer, Defer):
+                if journal is not None and journal.defer(req, "approval", answer.note):
+                    return _DEFERRED
+                answer = Approval(False, _NOT_DURABLE.format(who="the approver", what="it"))
             approved, reason = answer.approved, answer.reason
         if journal is not None:
             journal.answered(req, approved, reason)
@@ -411,10 +433,22 @@ class ToolRunner:
         """The call's result; *value*, what the tool returned, may hold content parts."""
         result = tool_result(self.request, status, content)
         if value is not None and type(value) is not str:  # (a str is the fast path)
+            if type(value) is Defer:
+                return self._deferred(value)
             parts = result_parts(value, self.tool.name)
             if parts:
                 result = msgspec.structs.replace(result, parts=parts)
         self.result = result
+        return result
+
+    def _deferred(self, value: Defer) -> ToolResult:
+        """The tool returned ``Defer``: its result comes later (the phase parks), or,
+        outside a durable phase, the call fails."""
+        rec, req = self.rec, self.request
+        if rec is None or not rec.defer(req, "result", value.note):
+            who = f"tool {req.name!r}"
+            return self._finish("failed", _NOT_DURABLE.format(who=who, what="its result"))
+        result = self.result = tool_result(req, "ok", "the tool deferred its result")
         return result
 
     def run(self) -> Coroutine[object, None, ToolResult]:
