@@ -26,7 +26,7 @@ import trio
 
 from .._checks import check_timeout
 from .._handles import NoPublicConstructor, create
-from .._log import ACTOR_PATH, log_extra
+from .._log import log_extra
 from ..errors import (
     ActorCrashed,
     ActorStopped,
@@ -516,7 +516,6 @@ async def serve_cell(cell: Cell, actor: Actor[Any]) -> None:
     mailbox = cell.mailbox
     assert mailbox is not None
     cell.serving = SERVING
-    ACTOR_PATH.set(cell.path)  # (the task's own context: who its log records are about)
     # (No locals for mailbox.receive or actor.handle: a bound method kept on
     # each idle actor's frame is one more object for the cyclic GC to walk.)
     item: object = cell.held

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import trio
 
 from .._checks import check_int, check_name, check_seconds
-from .._log import log_extra
+from .._log import ACTOR_TASKS, log_extra
 from ..actors.actor import (
     INTERRUPTED,
     OUT,
@@ -705,3 +705,8 @@ class _Supervisor:
                 raise UnknownName(f"{cell.path!r} is an actor, not a supervisor: cannot look in it")
             sup = sup_of(cell)
         raise AssertionError("unreachable")
+
+
+# A child's task runs _child_main, named by the child's path: whose task a log
+# record is made in (agentrio._log.actor_path).
+ACTOR_TASKS.add(_Supervisor._child_main.__code__)

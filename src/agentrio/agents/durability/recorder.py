@@ -338,7 +338,7 @@ class PhaseRecorder:
         base, upto = phase.base, self.upto
         if upto > base:
             resume.messages = phase.history[base:upto]
-            resume.timestamps = phase.timestamps[: upto - base]
+            resume.timestamps = list(phase.timestamps[: upto - base])
             recorded = sum(1 for m in resume.messages if m.role == "tool")
             resume.calls = phase.calls[:recorded]
         old = self.resume

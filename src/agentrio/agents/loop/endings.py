@@ -5,6 +5,7 @@ refused, a final answer, a stall), and how a phase goes on after a crash: a mixi
 from __future__ import annotations
 
 import inspect
+from array import array
 from collections.abc import Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, cast
@@ -68,7 +69,7 @@ class Endings(ToolTurns):
         iterations: int
         pending: Sequence[ToolCallRequest]
         sizes: list[int]
-        timestamps: list[float]
+        timestamps: array[float]
         total: int
         history: list[ChatMessage]
         typed: TypedAnswer | None
@@ -85,7 +86,7 @@ class Endings(ToolTurns):
         estimate = self.st.info.estimator
         for m in resume.messages:
             self.history.append(m)
-        self.timestamps = list(resume.timestamps)
+        self.timestamps = array("d", resume.timestamps)
         self.sizes = [message_tokens(estimate, m) for m in self.history]
         self.total = sum(self.sizes)
         self.calls = list(resume.calls)
@@ -97,7 +98,7 @@ class Endings(ToolTurns):
                 break
         rec.started(cast("Phase", self))
         rec.upto = len(self.history)
-        resume.going_on = True  # (_loop or _direct goes on from its last turn)
+        resume.going_on = True  # (_run or _direct goes on from its last turn)
         if self.bus.active:
             self.bus.publish(
                 PhaseResumed(

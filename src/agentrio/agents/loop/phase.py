@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Coroutine, Sequence
+from array import array
+from collections.abc import Awaitable, Coroutine, Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -89,6 +91,29 @@ def _numbered(history: Sequence[ChatMessage]) -> int:
     return n
 
 
+class _Untimed:
+    """The deadline's scope of a phase without one: ``with`` it does nothing."""
+
+    __slots__ = ()
+
+    # (Static: `with` then holds the function itself while the phase runs, not a
+    # bound method made for each phase.)
+    @staticmethod
+    def __enter__() -> None:
+        return None
+
+    @staticmethod
+    def __exit__(*exc: object) -> None:
+        return None
+
+
+_UNTIMED = _Untimed()
+
+
+async def _raising(exc: Exception) -> object:
+    raise exc
+
+
 async def _shielded(write: Coroutine[object, None, None]) -> None:
     # Once a phase has ended, a cancel must not cut it short (it would end twice).
     with trio.CancelScope(shield=True):
@@ -104,12 +129,18 @@ class Phase(Endings):
         "bus",
         "cmd",
         "compaction_off",
+        "cost",
         "ctx",
         "deadline",
         "error",
         "escalating",
+        "estimate",
         "history",
         "id_base",
+        "lease",
+        "max_out",
+        "meter",
+        "overflow",
         "path",
         "rec",
         "settings",
@@ -129,10 +160,11 @@ class Phase(Endings):
         self.history: list[ChatMessage] = []
         self.sizes: list[int] = []
         # When each message of history[base:] was made: the phase's new turns
-        # go to the context with their times (see AgentRef.history). (A list
-        # while the phase runs: an array's append parses each float, several
-        # times the cost; the context actor keeps them in an array.)
-        self.timestamps: list[float] = []
+        # go to the context with their times (see AgentRef.history). (An array,
+        # not a list: a list's float is an object of 24 bytes, on each of 10k
+        # agents' turns in flight; the array's append costs a few hundred
+        # instructions more a run.)
+        self.timestamps = array("d")
         self.total = 0  # sum(self.sizes), kept as messages are added
         self.base = 0
         self.calls: list[ToolResult] = []
@@ -172,6 +204,14 @@ class Phase(Endings):
         # not tried again in this phase (each try is a model call).
         self.compaction_off = False
         self.id_base: int | None = None  # see fix_call_numbers
+        # The model call under way (set by _call): its reservation, for what
+        # follows the call. (On the phase, not in a frame of the turn's: the
+        # phase's loop awaits the call in its own frame.)
+        self.lease: Lease | None = None
+        self.meter: _Meter | None = None
+        self.estimate = self.max_out = 0
+        self.cost = 0.0
+        self.overflow: ContextTooLong | None = None  # a call over the context window
         # The request settings of this phase's model calls: the run's over the spec's.
         settings = st.spec.settings
         if cmd.settings is not None:
@@ -200,6 +240,9 @@ class Phase(Endings):
         return self._run()
 
     async def _run(self) -> PhaseResult[object]:
+        # The whole phase in one coroutine: its start, its turns and its end (one
+        # frame on each waiting agent's stack: the turns' loop is not a coroutine
+        # of its own, nor is the deadline's scope).
         cmd, st = self.cmd, self.st
         # The phase under way: a child it starts gets no more than its tools
         # (compose.spawn_child), and if it is interrupted, the message
@@ -217,14 +260,75 @@ class Phase(Endings):
                 assert isinstance(history, tuple)
                 self.history = list(history)
             self._load()
-        if st.info.needs_caller:
-            token = CALLER.set(st)
-            try:
-                await self._bounded()
-            finally:
+        token = CALLER.set(st) if st.info.needs_caller else None
+        try:
+            with self._deadline() as scope:
+                refused = self._lane_refused()
+                if refused is not None:
+                    self._error(refused)
+                elif cmd.direct_tool_calls is not None:
+                    await self._direct(cmd.direct_tool_calls)
+                elif not await self._went_on():
+                    # (Each pass makes one model call or ends the phase.)
+                    schemas = st.info.schemas_for(self.allowed)
+                    while self.iterations < cmd.max_iterations:
+                        # A turn, as _turn makes it, without _turn's frame: the
+                        # model call is awaited here, in the phase's one frame.
+                        made = await self._call(schemas)
+                        if made is None:
+                            break
+                        try:
+                            reply = self._valid(await made)
+                        except BaseException as exc:
+                            if not self._failed(exc, again=False):
+                                if not isinstance(exc, Exception):
+                                    raise
+                                break
+                            reply = None  # (compacted below, out of the except block)
+                        made = None  # (a coroutine that has returned keeps its frame's memory)
+                        if reply is not None and st.spec.on_step is None:
+                            reply = self._took(reply, final=False)  # (no coroutine)
+                        else:
+                            reply = await self._answered(reply, schemas, final=False)
+                        if reply is None:
+                            break
+                        if not reply.tool_calls:
+                            finish = reply.finish_reason
+                            if finish != "stop":
+                                if finish == "pause_turn":
+                                    continue  # the server paused a long turn: the next call goes on
+                                self.reason = _CUT[finish]  # an answer the model did not end itself
+                                break
+                            limit = cmd.max_continuation_turns  # (a mode's, else the spec's)
+                            if limit is None:
+                                limit = st.spec.limits.max_continuation_turns
+                            if self.continued < limit and await self._continued(reply.text):
+                                continue
+                            if self.reason == "error":  # (the continuation detector raised)
+                                break
+                            self.reason = "done"
+                            if self.typed is None or not await self._answer_refused(reply.text):
+                                break
+                            continue  # refused: the model is told why, and answers again
+                        self.pending = reply.tool_calls
+                        # (_run_tools' two steps: only the second waits on the calls)
+                        await self._run_batch(await self._tool_batch(reply.tool_calls, True))
+                        if self._tools_end_phase(reply.tool_calls):
+                            break
+                        if self.stall:
+                            await self._stalled()
+                            break
+                    else:
+                        self.reason = "max_iterations"
+                        if st.spec.limits.final_answer:
+                            await self._final_turn()
+            if scope is not None and scope.cancelled_caught:
+                self.reason = "timeout"
+                if self.batch is not None:
+                    self._settle_batch("the phase timed out while the tool ran")
+        finally:
+            if token is not None:
                 CALLER.reset(token)
-        else:
-            await self._bounded()
         self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:
@@ -286,39 +390,40 @@ class Phase(Endings):
             self.rec.done(self, result, wrote)
         return result
 
-    def _bounded(self) -> Coroutine[object, None, None]:
-        """The phase's turns within its deadline (the turns' coroutine itself if none)."""
+    def _deadline(self) -> AbstractContextManager[trio.CancelScope | None]:
+        """The scope of the phase's deadline, or one that does nothing if it has none."""
         timeout = self.cmd.timeout  # this run's (run(timeout=...), a mode's), else the spec's
         if timeout is None:
             timeout = self.st.spec.limits.timeout
         if timeout is None or timeout == math.inf:
-            return self._body()
-        return self._timed(timeout)
-
-    async def _timed(self, timeout: float) -> None:
-        if self.deadline is None:
+            return _UNTIMED
+        if self.deadline is None:  # (set once: the phase may be delivered again)
             self.deadline = trio.current_time() + timeout
-        with trio.CancelScope(deadline=self.deadline) as scope:
-            await self._body()
-        if scope.cancelled_caught:
-            self.reason = "timeout"
-            if self.batch is not None:
-                self._settle_batch("the phase timed out while the tool ran")
+        return trio.CancelScope(deadline=self.deadline)
 
-    def _body(self) -> Coroutine[object, None, None]:
-        # The coroutine itself, not a wrapper around it: one frame less per agent.
+    def _lane_refused(self) -> InvalidArgument | None:
+        """A lane that does not exist (run() checks it; a RunPhase sent as is may not)."""
         if self.cmd.lane is not None:
             try:
                 lane_index(self.cmd.lane, "RunPhase.lane")
-            except InvalidArgument as exc:  # (run() checks it; a RunPhase sent as is may not)
-                return self._refused(exc)
-        calls = self.cmd.direct_tool_calls
-        if calls is not None:
-            return self._direct(calls)
-        return self._loop()
+            except InvalidArgument as exc:
+                return exc
+        return None
 
-    async def _refused(self, exc: InvalidArgument) -> None:
-        self._error(exc)
+    async def _went_on(self) -> bool:
+        """Go on from a lone tool call cut short by its alarm, or after a crash;
+        True if the phase ends there."""
+        if self.lone is not None:  # going on after a lone tool call's timeout
+            await self._resume_tools()
+            if self._tools_end_phase(self.pending):
+                return True
+            if self.stall:
+                await self._stalled()
+                return True
+        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
+            self.rec.resume.going_on = False
+            return await self._resumed()  # going on after a crash
+        return False
 
     def _load(self) -> None:
         """Size the history read (if any) or start one, then add the user's turn."""
@@ -375,52 +480,6 @@ class Phase(Endings):
 
     # -- model turns -------------------------------------------------------------------
 
-    async def _loop(self) -> None:
-        schemas = self.st.info.schemas_for(self.allowed)
-        if self.lone is not None:  # going on after a lone tool call's timeout
-            await self._resume_tools()
-            if self._tools_end_phase(self.pending):
-                return
-            if self.stall:
-                await self._stalled()
-                return
-        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
-            self.rec.resume.going_on = False
-            if await self._resumed():  # going on after a crash
-                return
-        # (Each pass makes one model call or returns.)
-        while self.iterations < self.cmd.max_iterations:
-            reply = await self._turn(schemas)
-            if reply is None:
-                return
-            if not reply.tool_calls:
-                finish = reply.finish_reason
-                if finish != "stop":
-                    if finish == "pause_turn":
-                        continue  # the server paused a long turn: the next call goes on
-                    self.reason = _CUT[finish]  # an answer the model did not end itself
-                    return
-                limit = self.cmd.max_continuation_turns  # (a mode's, else the spec's)
-                if limit is None:
-                    limit = self.st.spec.limits.max_continuation_turns
-                if self.continued < limit and await self._continued(reply.text):
-                    continue
-                if self.reason != "error":  # (the continuation detector may have raised)
-                    self.reason = "done"
-                    if self.typed is not None and await self._answer_refused(reply.text):
-                        continue  # the model is told why, and answers again
-                return
-            self.pending = reply.tool_calls
-            await self._run_tools(reply.tool_calls, model_driven=True)
-            if self._tools_end_phase(reply.tool_calls):
-                return
-            if self.stall:
-                await self._stalled()
-                return
-        self.reason = "max_iterations"
-        if self.st.spec.limits.final_answer:
-            await self._final_turn()
-
     async def _compact(self, window: int | None = None) -> bool:
         """Compact the history (if there is something to replace); True if it was.
         *window*: the context window the model's server said it has, if it did."""
@@ -459,7 +518,25 @@ class Phase(Endings):
     ) -> ModelReply | None:
         """One model call and its reply, added to the history; None if the phase ends
         there (its reason set). *again*: the call is made again after a compaction
-        (its request was over the model's context window)."""
+        (its request was over the model's context window). (The phase's own loop,
+        in _run, takes these steps without this frame.)"""
+        made = await self._call(schemas)
+        if made is None:
+            return None
+        try:
+            reply = self._valid(await made)
+        except BaseException as exc:
+            if not self._failed(exc, again):
+                if not isinstance(exc, Exception):
+                    raise
+                return None
+            reply = None  # (compacted below, out of the except block)
+        return await self._answered(reply, schemas, final)
+
+    async def _call(self, schemas: Sequence[ToolSchema]) -> Awaitable[object] | None:
+        """Make a turn's model call: the history's window, the budget reserved (kept
+        on the phase: lease, meter, estimate, max_out, cost, for what follows the
+        call); the call's awaitable, not awaited, or None if the phase ends first."""
         st = self.st
         if self._stop_requested():
             return None
@@ -480,7 +557,6 @@ class Phase(Endings):
         # Never a bare reserve(): it would let this call take room that an
         # earlier call is queued for, and a stream of small calls could starve a
         # big one (reserve_now and acquire both respect the queue).
-        # (Few locals in this frame: it waits on each of 10k agents' model calls.)
         cost = st.pricing.reserve(estimate, max_out) if st.pricing else 0.0
         # (reserve_now first: the common case, room and no queue, needs no
         # acquire() coroutine. A cancelled phase must not reserve, nor count a
@@ -501,7 +577,13 @@ class Phase(Endings):
         if self.bus.active:
             self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
         meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
-        overflow: ContextTooLong | None = None
+        self.lease, self.meter, self.estimate, self.max_out, self.cost = (
+            lease,
+            meter,
+            estimate,
+            max_out,
+            cost,
+        )
         try:
             if (
                 meter is None
@@ -511,61 +593,74 @@ class Phase(Endings):
                 and not (st.streams and self.bus.active)
             ):
                 if st.services.otel is None:
-                    reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
-                else:  # (in a "chat" span; without _complete's coroutine)
-                    reply = await st.services.otel.chat(
-                        self,
-                        view,
-                        max_out,
-                        st.model.complete(view, schemas, max_output_tokens=max_out),
-                    )
-            else:
-                reply = await self._complete(view, schemas, max_out, meter, settings)
-            if not isinstance(reply, ModelReply):
-                raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
-            # (a Model of the application's may give lone surrogates; a typed
-            # answer's text is left to its own check, which refuses them)
-            reply = valid_reply(reply, text=self.typed is None)
-        except BaseException as exc:
-            lease.settle(None)
-            st.count(None)
-            if not isinstance(exc, Exception):
-                raise
-            if meter is not None and meter.refused:
-                # The retry did not fit: the provider gave up with the attempt's error.
-                self._no_budget(meter.refused)
-            elif isinstance(exc, ContextTooLong) and not again and st.summariser is not None:
-                overflow = exc  # (compacted below, out of the except block)
-            else:
-                self._error(exc)
-            if overflow is None:
-                return None
-        if overflow is not None:
+                    return st.model.complete(view, schemas, max_output_tokens=max_out)
+                return st.services.otel.chat(  # (in a "chat" span; without _complete's coroutine)
+                    self,
+                    view,
+                    max_out,
+                    st.model.complete(view, schemas, max_output_tokens=max_out),
+                )
+            return self._complete(view, schemas, max_out, meter, settings)
+        except Exception as exc:  # (a model whose complete raises before its coroutine)
+            return _raising(exc)
+
+    def _valid(self, reply: object) -> ModelReply:
+        """The model call's *reply*, checked; TypeError if it is not a ModelReply."""
+        if not isinstance(reply, ModelReply):
+            raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
+        # (a Model of the application's may give lone surrogates; a typed
+        # answer's text is left to its own check, which refuses them)
+        return valid_reply(reply, text=self.typed is None)
+
+    def _failed(self, exc: BaseException, again: bool) -> bool:
+        """The model call raised *exc*: its reservation released; True if the
+        history is to be compacted and the call made again (``self.overflow``),
+        False if the phase ends (its reason set) or *exc* is not an Exception."""
+        lease, meter = self.lease, self.meter
+        assert lease is not None
+        self.lease = self.meter = None
+        lease.settle(None)
+        st = self.st
+        st.count(None)
+        if not isinstance(exc, Exception):
+            return False
+        if meter is not None and meter.refused:
+            # The retry did not fit: the provider gave up with the attempt's error.
+            self._no_budget(meter.refused)
+        elif isinstance(exc, ContextTooLong) and not again and st.summariser is not None:
+            self.overflow = exc
+            return True
+        else:
+            self._error(exc)
+        return False
+
+    async def _answered(
+        self, reply: ModelReply | None, schemas: Sequence[ToolSchema], final: bool
+    ) -> ModelReply | None:
+        """The turn after its call: *reply* settled and added (None: the call was
+        over the context window, compacted and made again); the reply with its
+        calls numbered, or None if the phase ends."""
+        if reply is None:
+            overflow, self.overflow = self.overflow, None
+            assert overflow is not None
             return await self._overflowed(overflow, schemas, final)
-        took = self._took(reply, lease, 0 if meter is None else 1, estimate, max_out, cost, final)
+        took = self._took(reply, final)
         if took is None:
             return None
-        self.step += 1
-        if st.spec.on_step is not None and not await self._on_step(
+        if self.st.spec.on_step is not None and not await self._on_step(
             None, took.text or f"{len(took.tool_calls)} tool call(s)", None, self.total
         ):
             return None
         return took
 
-    def _took(
-        self,
-        reply: ModelReply,
-        lease: Lease,
-        attempts: int,
-        estimate: int,
-        max_out: int,
-        cost: float,
-        final: bool,
-    ) -> ModelReply | None:
-        """Settle the call's *lease* with *reply* (*attempts* the answered ones to
-        count: 1 for a metered call) and add the reply to the history; the reply
-        with its calls numbered, or None if the phase ends (a usage not valid)."""
+    def _took(self, reply: ModelReply, final: bool) -> ModelReply | None:
+        """Settle the call's lease with *reply* and add the reply to the history; the
+        reply with its calls numbered, or None if the phase ends (a usage not valid)."""
         st = self.st
+        lease = self.lease
+        assert lease is not None
+        attempts = 0 if self.meter is None else 1  # (the answered ones: 1 for a metered call)
+        self.lease = self.meter = None  # (settled below: not kept while the tools run)
         pricing = st.pricing
         if pricing is None and type(reply.usage) is Usage:  # (settle_reply's common case)
             charged = reply if lease.settle(reply.usage, attempts=attempts) else None
@@ -573,7 +668,7 @@ class Phase(Endings):
             charged = settle_reply(lease, reply, pricing, attempts)
         if charged is None:
             # Not a Usage, or negative, NaN or infinite: the reservation was charged.
-            st.count(Usage(estimate, max_out, cost), 1, attempts)
+            st.count(Usage(self.estimate, self.max_out, self.cost), 1, attempts)
             self._error(_usage_invalid(st.model, reply.usage))
             return None
         reply = charged
@@ -609,6 +704,7 @@ class Phase(Endings):
             )
         if calls is not reply.tool_calls:
             reply = msgspec.structs.replace(reply, tool_calls=calls)
+        self.step += 1
         return reply
 
     async def _overflowed(

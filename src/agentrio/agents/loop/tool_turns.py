@@ -155,6 +155,15 @@ class ToolTurns:
         return True
 
     async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
+        """Run a turn's tool calls (the phase's loop takes the two steps itself)."""
+        await self._run_batch(await self._tool_batch(calls, model_driven))
+
+    async def _tool_batch(
+        self, calls: Sequence[ToolCallRequest], model_driven: bool
+    ) -> list[ToolRunner]:
+        """The turn's batch (``self.batch``: a runner per call to run, a result for
+        each other one, in call order); the runners. (Its locals are not kept
+        while the calls run: _run_batch runs them.)"""
         st, limits = self.st, self.st.spec.limits
         batch: list[ToolRunner | ToolResult] = []
         runners: list[ToolRunner] = []
@@ -208,6 +217,10 @@ class ToolTurns:
             self._in_lane(runners, lanes)
         batch += not_run  # (the tail: the batch stays in call order)
         self.batch = batch
+        return runners
+
+    async def _run_batch(self, runners: list[ToolRunner]) -> None:
+        """Run the batch's *runners*; record the batch."""
         if len(runners) == 1:
             # A batch of one needs no parallelism: the call runs in the
             # agent's task, which saves a task, a nursery and two wake-ups per
@@ -216,16 +229,16 @@ class ToolTurns:
             # agent's phase is interrupted and delivered again, and goes on
             # from here (see lone_expired and _resume_tools).
             runner = runners[0]
-            runner.agent = st.ref
+            runner.agent = self.st.ref
             self.lone = runner
             result = await runner.run()
             self.lone = None
             self._tool_done(runner, result)
         elif runners:
             # (A durable phase records each call of the batch as it ends.)
-            done = self._tool_done if rec is None else self._tool_recorded
+            done = self._tool_done if self.rec is None else self._tool_recorded
             async with trio.open_nursery() as nursery:
-                start_batch(nursery, runners, limits.max_parallel_tools, done)
+                start_batch(nursery, runners, self.st.spec.limits.max_parallel_tools, done)
         steps = self._tools_ran()
         if steps is not None:
             await steps
