@@ -41,8 +41,8 @@ from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
 from .agents.durability.checkpoint import Checkpoints, Durability
 from .agents.durability.resume import plan
-from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
+from .agents.loop.spawning import spawn_agent
 from .agents.loop.spec import check_spec
 from .agents.observation.otel import check_otel
 from .agents.tools.lanes import Lanes, ToolLanes

@@ -31,7 +31,8 @@ from ...messages import (
 from ..budgets.budget import Budget
 from ..loop.agent import _AgentState
 from ..loop.phase import CALLER
-from ..loop.ref import AgentRef, spawn_agent
+from ..loop.ref import AgentRef
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec, check_spec
 from ..tools.policy import (
     Approval,

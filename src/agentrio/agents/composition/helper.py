@@ -30,7 +30,7 @@ from ...providers.base import Model
 from ..budgets.limits import Limits
 from ..loop.agent import _AgentState
 from ..loop.handles import Helper
-from ..loop.ref import spawn_agent
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec
 from ..tools.policy import PermissionPolicy
 from ..tools.tool import Tool, check_env

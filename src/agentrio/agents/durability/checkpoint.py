@@ -62,8 +62,9 @@ from ...messages import (
     RunPhase,
 )
 from ...store.base import Entry
-from ..loop.agent import new_phase_id
-from ..loop.ref import AgentRef, spawn_agent
+from ..loop.ref import AgentRef
+from ..loop.runs import new_phase_id
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec
 
 if TYPE_CHECKING:

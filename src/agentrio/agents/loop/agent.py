@@ -8,31 +8,21 @@ pending stop request) lives in an ``_AgentState`` shared by its incarnations.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING
 
 import trio
 
-from ..._checks import check_int, short_repr
-from ..._text import scrub
 from ...actors import exit_reason, withdrawn
 from ...actors.actor import Actor, ActorRef
 from ...errors import (
     AgentrioError,
-    InvalidArgument,
 )
 from ...messages import (
-    ContentPart,
-    DocumentPart,
-    ImagePart,
-    ModelSettings,
     PhaseResult,
     RunPhase,
-    TextPart,
-    ToolCallRequest,
     Usage,
     WorkspaceWriteFailed,
 )
@@ -44,8 +34,6 @@ from ...providers.base import (
 from ...workspace import Workspace, agent_workspace
 from ..budgets.budget import Budget
 from ..budgets.usage import UsageTotals
-from ..routing.modes import Mode, check_mode_timeout
-from ..tools.lanes import check_lane
 from ..tools.tool_call import ToolGate
 from .compaction import Compaction, Summariser
 from .context import ContextActor
@@ -53,11 +41,8 @@ from .phase import Phase
 from .services import Services
 from .spec import (
     AgentSpec,
-    _check_settings,
     _spec_info,
-    _SpecInfo,
     _takes,
-    check_model_settings,
     context_name,
 )
 
@@ -65,7 +50,7 @@ if TYPE_CHECKING:
     from ...actors.bus import EventBus
     from ...supervisors.ref import SupervisorRef
 
-__all__ = ["AgentActor", "new_phase_id"]
+__all__ = ["AgentActor"]
 
 
 class _AgentState:
@@ -438,262 +423,6 @@ def _summariser(services: Services, compaction: Compaction) -> Summariser:
     return Summariser(
         compaction, model, _takes(model, "meter"), model_pricing(model), _takes(model, "lane")
     )
-
-
-def _check_run(
-    info: _SpecInfo,
-    user_message: object,
-    tool_names: object,
-    max_iterations: object,
-    continue_context: object,
-    context_label: object,
-    direct_tool_calls: object,
-    timeout: object = None,
-    continuation: int | None = None,
-    model: object = None,
-    lane: object = None,
-    settings: object = None,
-    phase_id: object = None,
-) -> RunPhase:
-    parts: tuple[ContentPart, ...] = ()
-    if isinstance(user_message, str):
-        # The caller's text, but it may come from outside too (a file name from
-        # os.listdir): no lone surrogate enters a history (see _text.scrub).
-        if not user_message.isascii():
-            user_message = scrub(user_message)
-    else:
-        user_message, parts = user_parts(user_message)
-    names: tuple[str, ...] | None = None
-    if tool_names is not None:
-        if isinstance(tool_names, str) or not isinstance(tool_names, Sequence):
-            raise InvalidArgument(f"tool_names must be a list of tool names, got {tool_names!r}")
-        unknown = [n for n in tool_names if n not in info.tools]
-        if unknown:
-            raise InvalidArgument(
-                f"tool_names has tools this agent does not have: {unknown}; "
-                f"its tools are {sorted(info.tools)}"
-            )
-        names = tuple(tool_names)
-    iterations = check_int("max_iterations", max_iterations, 1)
-    if not isinstance(continue_context, bool):
-        raise InvalidArgument(f"continue_context must be a bool, got {continue_context!r}")
-    if context_label is not None and not isinstance(context_label, str):
-        raise InvalidArgument(f"context_label must be a str or None, got {context_label!r}")
-    direct: tuple[ToolCallRequest, ...] | None = None
-    if direct_tool_calls is not None:
-        if not isinstance(direct_tool_calls, Sequence) or not all(
-            isinstance(c, ToolCallRequest) for c in direct_tool_calls
-        ):
-            raise InvalidArgument(
-                f"direct_tool_calls must be a list of agentrio.ToolCallRequest, "
-                f"got {direct_tool_calls!r}"
-            )
-        direct = tuple(direct_tool_calls)
-    if timeout is not None:
-        check_mode_timeout("timeout", timeout)
-    if model is not None and (not isinstance(model, str) or not model):
-        raise InvalidArgument(
-            f"model must be a tier name or an 'instance:model' string, got {model!r}"
-        )
-    if settings is not None:
-        _check_settings("settings", settings, tuple(info.tools))
-        assert isinstance(settings, ModelSettings)
-    if phase_id is not None and (
-        not isinstance(phase_id, str) or not phase_id or len(phase_id) > 200
-    ):
-        raise InvalidArgument(
-            f"phase_id must be a non-empty str of at most 200 characters, or None; "
-            f"got {short_repr(phase_id)}"
-        )
-    return RunPhase(
-        user_message=user_message,
-        tool_names=names,
-        max_iterations=iterations,
-        continue_context=continue_context,
-        context_label=context_label,
-        direct_tool_calls=direct,
-        timeout=timeout,  # type: ignore[arg-type]
-        max_continuation_turns=continuation,
-        model=model,
-        lane=None if lane is None else check_lane(lane),
-        settings=settings,
-        parts=parts,
-        phase_id=phase_id,
-    )
-
-
-def user_parts(message: object) -> tuple[str, tuple[ContentPart, ...]]:
-    """A user turn given as parts: its text (its text parts joined by newlines) and
-    the parts, a ``str`` item made a ``TextPart``, text scrubbed (`_text.scrub`);
-    InvalidArgument naming a bad item."""
-    if isinstance(message, (bytes, bytearray)) or not isinstance(message, Sequence):
-        raise InvalidArgument(
-            f"user_message must be a str or a list of TextPart, ImagePart and DocumentPart "
-            f"(or str), got a {type(message).__name__}"
-        )
-    if not message:
-        raise InvalidArgument("user_message is an empty list: give at least one part")
-    parts: list[ContentPart] = []
-    for i, item in enumerate(message):
-        if isinstance(item, str):
-            item = TextPart(scrub(item))
-        elif isinstance(item, TextPart):
-            text = scrub(item.text)
-            if text is not item.text:
-                item = TextPart(text)
-        elif not isinstance(item, (TextPart, ImagePart, DocumentPart)):
-            raise InvalidArgument(
-                f"user_message[{i}] must be a str, TextPart, ImagePart or DocumentPart, "
-                f"got a {type(item).__name__}"
-            )
-        parts.append(item)
-    text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
-    return text, tuple(parts)
-
-
-def check_model_parts(model: Model, parts: Sequence[ContentPart], argument: str) -> None:
-    """Raise InvalidArgument if *model* says it cannot take one of *parts* (its
-    ``check_parts``, if it has one: a provider's model checks its wire format)."""
-    check = getattr(model, "check_parts", None)
-    if check is not None:
-        try:
-            check(parts)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"{argument}: {exc}") from None
-
-
-def _phase_model(state: _AgentState, cmd: RunPhase) -> Model:
-    """The model *cmd*'s phase will call: ``run(model=...)``'s, else the agent's."""
-    return state.model if cmd.model is None else state.services.resolve(cmd.model)
-
-
-def _check_phase_parts(state: _AgentState, cmd: RunPhase) -> None:
-    """*cmd*'s parts checked against the model its phase will call."""
-    check_model_parts(_phase_model(state, cmd), cmd.parts, "user_message")
-
-
-def _phase_command(
-    state: _AgentState,
-    user_message: object,
-    tool_names: object,
-    max_iterations: object,
-    continue_context: object,
-    context_label: object,
-    direct_tool_calls: object,
-    timeout: object,
-    mode: object,
-    model: object,
-    lane: object = None,
-    settings: object = None,
-    phase_id: object = None,
-) -> tuple[RunPhase, Mode | None]:
-    """The checked ``RunPhase`` of ``run()``'s arguments, and the mode, if any.
-
-    ``run()``'s own *max_iterations* and *timeout* win over the mode's, and
-    the mode's over the spec's (a field of the mode left None is the spec's).
-    """
-    chosen: Mode | None = None
-    continuation = None
-    if mode is not None:
-        chosen = state.services.mode(mode)
-        if max_iterations is None:
-            max_iterations = chosen.max_iterations
-        if timeout is None:
-            timeout = chosen.timeout
-        continuation = chosen.max_continuation_turns
-        if lane is None:
-            lane = chosen.lane  # (the run's own lane= wins over the mode's)
-    if max_iterations is None:
-        max_iterations = state.spec.limits.max_iterations
-    cmd = _check_run(
-        state.info,
-        user_message,
-        tool_names,
-        max_iterations,
-        continue_context,
-        context_label,
-        direct_tool_calls,
-        timeout,
-        continuation,
-        model,
-        lane,
-        settings,
-        phase_id,
-    )
-    if model is not None:
-        assert cmd.model is not None
-        state.services.resolve(cmd.model)  # a ConfigError now, not in the phase
-    return cmd, chosen
-
-
-def _run_command(
-    state: _AgentState,
-    user_message: object,
-    tool_names: object,
-    max_iterations: object,
-    continue_context: object,
-    context_label: object,
-    direct_tool_calls: object,
-    timeout: object,
-    mode: object,
-    model: object,
-    lane: object,
-    settings: object,
-    phase_id: object = None,
-) -> RunPhase:
-    """The checked ``RunPhase`` of ``run()``'s (and ``stream()``'s) arguments, its
-    settings and content parts checked against the model it will call.
-
-    On a runtime with a checkpoint store, a phase without a *phase_id* is given
-    one (its durable agent's records name it)."""
-    checkpoints = state.services.checkpoints
-    if checkpoints is not None:
-        if phase_id is None:
-            phase_id = new_phase_id()
-        elif isinstance(phase_id, str):
-            checkpoints.check_free(phase_id)
-    if mode is None and model is None:  # (the common case: no mode to read)
-        if max_iterations is None:
-            max_iterations = state.spec.limits.max_iterations
-        cmd = _check_run(
-            state.info,
-            user_message,
-            tool_names,
-            max_iterations,
-            continue_context,
-            context_label,
-            direct_tool_calls,
-            timeout,
-            lane=lane,
-            settings=settings,
-            phase_id=phase_id,
-        )
-    else:
-        cmd, _ = _phase_command(
-            state,
-            user_message,
-            tool_names,
-            max_iterations,
-            continue_context,
-            context_label,
-            direct_tool_calls,
-            timeout,
-            mode,
-            model,
-            lane,
-            settings,
-            phase_id,
-        )
-    if cmd.settings is not None:
-        check_model_settings(_phase_model(state, cmd), cmd.settings, "settings")
-    if cmd.parts:
-        _check_phase_parts(state, cmd)
-    return cmd
-
-
-def new_phase_id() -> str:
-    """A phase id no other phase has (96 random bits)."""
-    return secrets.token_urlsafe(12)
 
 
 def _request_stop_tree(state: _AgentState) -> None:

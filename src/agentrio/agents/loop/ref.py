@@ -36,79 +36,18 @@ from ...workspace import Workspace
 from ..budgets.budget import Budget
 from ..budgets.usage import UsageTotals
 from ..routing.modes import Mode
-from .agent import (
-    AgentActor,
-    _AgentState,
-    _check_phase_parts,
-    _phase_command,
-    _request_stop_tree,
-    _run_command,
-    _summariser,
-    make_gate,
-)
-from .services import Services
-from .spec import AgentSpec, check_model_settings, check_spec
+from .agent import _AgentState, _request_stop_tree
+from .runs import _asked, _check_phase_parts, _phase_command, _run_command
+from .spec import AgentSpec, check_spec
 from .stream import RunStream
 
 if TYPE_CHECKING:
-    from ...supervisors.ref import SupervisorRef
     from ..routing.router import Router
     from .handles import BackgroundRun, Helper, Response
 
-__all__ = ["AgentRef", "spawn_agent"]
+__all__ = ["AgentRef"]
 
 _T = TypeVar("_T")  # an agent's output type
-
-
-def spawn_agent(
-    services: Services, sup: SupervisorRef, spec: AgentSpec[_T], name: object, budget: object
-) -> AgentRef[_T]:
-    """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
-    if type(spec) is not AgentSpec:  # (the common case needs no call)
-        check_spec(spec)
-    root = services.budget
-    if budget is None:
-        budget = root
-    else:
-        if not isinstance(budget, Budget):
-            raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
-        top = budget._root()
-        if top is not root:
-            # A free-standing budget (or a chain of them) is carved out of the
-            # runtime's: nothing an agent spends escapes the runtime's limits.
-            top._attach(root)
-    agent_name = spec.name if name is None else name
-    model: Model
-    escalation: Model | None = None
-    if isinstance(spec.model, str):
-        model = services.resolve(spec.model)
-        if spec.escalate_on_stall:
-            stronger = services.next_tier(spec.model)
-            if stronger is not None:
-                escalation = services.resolve(stronger)
-    else:
-        model = spec.model
-    if spec.settings is not None:
-        check_model_settings(model, spec.settings, "AgentSpec.settings")
-    summariser = None if spec.compaction is None else _summariser(services, spec.compaction)
-    state = _AgentState(
-        spec,
-        services,
-        sup,
-        budget,
-        agent_name if isinstance(agent_name, str) else "",
-        model,
-        escalation,
-        summariser,
-    )
-    ref = state.ref = sup.spawn_nowait(
-        AgentActor,
-        state,
-        name=agent_name,  # type: ignore[arg-type]  # (any object: spawn checks it)
-        mailbox=spec.limits.mailbox,
-    )
-    state.gate = make_gate(spec, ref.path, services.bus)
-    return create(AgentRef, state)
 
 
 class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
@@ -701,20 +640,6 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             budget=budget,
             parent=self._state,
         )
-
-
-def _asked(state: _AgentState, cmd: RunPhase) -> Coroutine[Any, Any, object]:
-    """The linked ask of *cmd* of *state*'s agent: the phase is this caller's work,
-    and ends with it (see ActorRef.ask, and AgentActor._again for how it ends)."""
-    ref = state.ref
-    assert ref is not None
-    try:
-        return ref.ask(cmd, linked=True)
-    except SelfAsk:
-        raise SelfAsk(
-            f"agent {ref.path!r} was asked to run a phase from inside its own "
-            "phase (a tool running its own agent): it would deadlock"
-        ) from None
 
 
 async def _phase(
