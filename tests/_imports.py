@@ -639,3 +639,13 @@ def cycles_inside_rooms(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[li
         inside = {m for m in graph if layer_of(m, rooms) is room}
         found += strongly_connected({m: graph[m] & inside for m in inside})
     return sorted((c for c in found if len(c) > 2), key=lambda c: (-len(c), c))
+
+
+def pairs_inside_rooms(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[list[str]]:
+    """The pairs of one room's modules that import each other, each sorted."""
+    graph = import_graph(tree)
+    found: list[list[str]] = []
+    for room in rooms:
+        inside = {m for m in graph if layer_of(m, rooms) is room}
+        found += strongly_connected({m: graph[m] & inside for m in inside})
+    return sorted(c for c in found if len(c) == 2)

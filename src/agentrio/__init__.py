@@ -31,11 +31,11 @@ from .actors.actor import InlineActor as InlineActor
 from .agents.budgets.budget import Budget as Budget
 from .agents.budgets.limits import Limits as Limits
 from .agents.composition.compose import agent_tool as agent_tool
-from .agents.loop.compaction import Compaction as Compaction
 from .agents.loop.continuation import looks_unfinished as looks_unfinished
 from .agents.loop.handles import Helper as Helper
 from .agents.loop.ref import AgentRef as AgentRef
 from .agents.loop.spec import AgentSpec as AgentSpec
+from .agents.loop.summary import Compaction as Compaction
 from .agents.routing.modes import Mode as Mode
 from .agents.routing.router import Route as Route
 from .agents.routing.router import RuleRouter as RuleRouter

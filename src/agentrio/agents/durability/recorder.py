@@ -24,8 +24,8 @@ from ...messages import (
 if TYPE_CHECKING:
     from ...store.writer import CheckpointWriter
     from ..budgets.budget import Budget
-    from ..loop.agent import _AgentState
     from ..loop.phase import Phase
+    from ..loop.state import _AgentState
     from ..tools.tool_call import ToolRunner
 
 from .records import (

@@ -8,7 +8,7 @@ import inspect
 from array import array
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ...messages import (
     ChatMessage,
@@ -26,7 +26,6 @@ from .tool_turns import ToolTurns
 if TYPE_CHECKING:
     from ...messages import ToolCallRequest, ToolResult
     from ...providers.base import ToolSchema
-    from .phase import Phase
     from .seams import PhaseRecording
 
 
@@ -96,7 +95,7 @@ class Endings(ToolTurns):
             if m.role == "assistant":
                 self.final_text = m.content
                 break
-        rec.started(cast("Phase", self))
+        rec.started(self)
         rec.upto = len(self.history)
         resume.going_on = True  # (_run or _direct goes on from its last turn)
         if self.bus.active:

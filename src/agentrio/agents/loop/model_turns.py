@@ -10,7 +10,7 @@ the other turns (a final answer, a call made again) go through ``_turn``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -37,9 +37,9 @@ from .metering import _Meter, _usage_invalid, settle_reply
 from .stream import RunBus
 
 if TYPE_CHECKING:
+    from ...actors.actor import ActorRef
     from ...providers.base import ToolSchema
     from ..budgets.budget import Lease
-    from .phase import Phase
 
 __all__ = ["ModelTurns"]
 
@@ -69,9 +69,22 @@ async def _raising(exc: Exception) -> object:
 class ModelTurns(Endings):
     """`Phase`'s methods for its turns' model calls (the state is the phase's)."""
 
-    __slots__ = ("cost", "error", "estimate", "id_base", "lease", "max_out", "meter", "overflow")
+    __slots__ = (
+        "base",
+        "compaction_off",
+        "cost",
+        "ctx",
+        "error",
+        "estimate",
+        "id_base",
+        "lease",
+        "max_out",
+        "meter",
+        "overflow",
+    )
 
     if TYPE_CHECKING:  # (the phase's working state: see Phase.__init__)
+        ctx: ActorRef | None
         base: int
         compaction_off: bool
         error: tuple[str, str] | None
@@ -84,14 +97,7 @@ class ModelTurns(Endings):
         cost: float
         overflow: ContextTooLong | None
 
-    async def _compact(self, window: int | None = None) -> bool:
-        """Compact the history (if there is something to replace); True if it was.
-        *window*: the context window the model's server said it has, if it did."""
-        if self.compaction_off:
-            return False
-        from .compaction import compact  # (here: it imports this module)
-
-        return await compact(cast("Phase", self), window)
+        async def _compact(self, window: int | None = None) -> bool: ...
 
     def fix_call_numbers(self) -> None:
         """Number the calls still to come from what the history holds now, before a
@@ -199,7 +205,7 @@ class ModelTurns(Endings):
                 if st.services.otel is None:
                     return st.model.complete(view, schemas, max_output_tokens=max_out)
                 return st.services.otel.chat(  # (in a "chat" span; without _complete's coroutine)
-                    cast("Phase", self),
+                    self,
                     view,
                     max_out,
                     st.model.complete(view, schemas, max_output_tokens=max_out),
@@ -294,7 +300,7 @@ class ModelTurns(Endings):
             self._append(ChatMessage("assistant", text, tool_calls=calls))
         self.final_text = text
         if self.rec is not None:
-            self.rec.turn(cast("Phase", self))
+            self.rec.turn(self)
         if self.bus.active:
             if type(self.bus) is RunBus:  # its stream has the text, streamed or not
                 self.bus.reply_text(self.path, text)
@@ -377,7 +383,7 @@ class ModelTurns(Endings):
         if self.st.services.otel is None:
             return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
         return await self.st.services.otel.chat(  # the call in a "chat" span
-            cast("Phase", self),
+            self,
             view,
             max_out,
             self.st.model.complete(view, schemas, max_output_tokens=max_out, **options),

@@ -40,6 +40,7 @@ from ...providers.limiter import lane_index
 from ...providers.tokens import message_text, message_tokens, parts_tokens
 from ..tools.output import TypedAnswer
 from ..tools.tool_call import ToolRunner
+from .compaction import compact
 from .endings import _CUT
 from .model_turns import ModelTurns
 from .stream import RUN_BUSES
@@ -47,7 +48,7 @@ from .stream import RUN_BUSES
 if TYPE_CHECKING:
     from ...actors.actor import ActorRef
     from ..budgets.budget import Lease
-    from .agent import _AgentState
+    from .state import _AgentState
 
 from .metering import _Meter
 
@@ -88,11 +89,8 @@ class Phase(ModelTurns):
 
     __slots__ = (
         "allowed",
-        "base",
         "bus",
         "cmd",
-        "compaction_off",
-        "ctx",
         "deadline",
         "escalating",
         "history",
@@ -432,5 +430,13 @@ class Phase(ModelTurns):
         size = self.st.info.estimator(message_text(msg))
         self.sizes.append(size)
         self.total += size
+
+    async def _compact(self, window: int | None = None) -> bool:
+        """Compact the history (if there is something to replace); True if it was.
+        *window*: the context window the model's server said it has, if it did.
+        (Here, not in ModelTurns: compaction.py takes the model turns' phase.)"""
+        if self.compaction_off:
+            return False
+        return await compact(self, window)
 
     # -- tool calls --------------------------------------------------------------------

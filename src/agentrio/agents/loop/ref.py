@@ -36,9 +36,10 @@ from ...workspace import Workspace
 from ..budgets.budget import Budget
 from ..budgets.usage import UsageTotals
 from ..routing.modes import Mode
-from .agent import _AgentState, _request_stop_tree
+from .agent import _request_stop_tree
 from .runs import _asked, _check_phase_parts, _phase_command, _run_command
 from .spec import AgentSpec, check_spec
+from .state import _AgentState
 from .stream import RunStream
 
 if TYPE_CHECKING:
@@ -388,8 +389,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ActorStopped, ActorCrashed: as for [`run`][agentrio.AgentRef.run], and
                 whatever the router raises, as it is.
         """
-        return await self._state.services.composer.respond(
-            self, request, router=router, context_label=context_label, escalate=escalate
+        return cast(
+            "Response",
+            await self._state.services.composer.respond(
+                self, request, router=router, context_label=context_label, escalate=escalate
+            ),
         )
 
     async def continue_in_background(
@@ -415,7 +419,10 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             RuntimeClosed: the agent's supervisor has stopped.
             ActorStopped: the agent has stopped.
         """
-        return await self._state.services.composer.continue_in_background(self, response, message)
+        return cast(
+            "BackgroundRun",
+            await self._state.services.composer.continue_in_background(self, response, message),
+        )
 
     async def start_background(
         self,
@@ -465,7 +472,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         )
         if cmd.parts:
             _check_phase_parts(self._state, cmd)
-        return await self._state.services.composer.start_background(self, cmd, chosen)
+        return cast(
+            "BackgroundRun", await self._state.services.composer.start_background(self, cmd, chosen)
+        )
 
     async def request_stop(self) -> None:
         """Ask the agent to stop at the start of its next iteration (``stop_requested``).
@@ -573,13 +582,16 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             InvalidArgument: *max_turns* is not an int >= 1; a *name* against
                 these rules or those of ``AgentSpec.name``.
         """
-        return self._state.services.composer.session_helper(
-            self._state,
-            model,
-            instructions=instructions,
-            max_turns=max_turns,
-            final_answer=final_answer,
-            name=name,
+        return cast(
+            "Helper",
+            self._state.services.composer.session_helper(
+                self._state,
+                model,
+                instructions=instructions,
+                max_turns=max_turns,
+                final_answer=final_answer,
+                name=name,
+            ),
         )
 
     async def spawn_subagent(
@@ -612,8 +624,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         """
         check_spec(spec)
         await trio.lowlevel.checkpoint_if_cancelled()
-        return self._state.services.composer.spawn_child(
-            self._state, spec, name=name, budget=budget
+        return cast(
+            "AgentRef[_T]",
+            self._state.services.composer.spawn_child(self._state, spec, name=name, budget=budget),
         )
 
     async def map(

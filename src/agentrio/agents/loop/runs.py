@@ -26,7 +26,7 @@ from ..tools.lanes import check_lane
 from .spec import _check_settings, _SpecInfo, check_model_settings
 
 if TYPE_CHECKING:
-    from .agent import _AgentState
+    from .state import _AgentState
 
 __all__ = ["check_model_parts", "new_phase_id", "user_parts"]
 

@@ -14,7 +14,7 @@ reach their supervisor through ``actors.actor.Parent``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from ...errors import ActorError
@@ -32,16 +32,23 @@ if TYPE_CHECKING:
     from ..routing.modes import Mode
     from ..tools.tool import Tool
     from ..tools.tool_call import ToolGate, ToolRunner
-    from .agent import _AgentState
-    from .handles import BackgroundRun, Helper, Response
-    from .phase import Phase
-    from .ref import AgentRef
-    from .services import Services
     from .spec import AgentSpec
 
 __all__ = ["Checkpointing", "Composer", "Observer", "PhaseRecording", "Resumed"]
 
 _T = TypeVar("_T")
+
+# The loop's own types that the seams pass: the loop's upper modules define them,
+# and import this module (Services holds the seams), so naming them here would
+# close a circle inside the loop. The rooms that meet these Protocols take each
+# by its real type (Any is compatible with it); the loop passes the real ones.
+Phase: TypeAlias = Any  # agents.loop.phase.Phase
+_AgentState: TypeAlias = Any  # agents.loop.state._AgentState
+AgentRef: TypeAlias = Any  # agents.loop.ref.AgentRef (AgentRef)
+Response: TypeAlias = Any  # agents.loop.handles.Response
+BackgroundRun: TypeAlias = Any  # agents.loop.handles.BackgroundRun
+Helper: TypeAlias = Any  # agents.loop.handles.Helper
+Services: TypeAlias = Any  # agents.loop.services.Services
 
 
 class Observer(Protocol):
@@ -149,7 +156,7 @@ class Checkpointing(Protocol):
     def restarted(self, cmd: RunPhase) -> bool:
         """Did the phase of *cmd* crash with its agent, and may it go on?"""
 
-    async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
+    async def rerun(self, ref: AgentRef, cmd: RunPhase, *, linked: bool) -> object:
         """Ask the restarted agent with *cmd* again, until nothing is left to go on from."""
 
 
@@ -158,7 +165,7 @@ class Composer(Protocol):
 
     async def respond(
         self,
-        agent: AgentRef[object],
+        agent: AgentRef,
         request: object,
         *,
         router: object,
@@ -168,12 +175,12 @@ class Composer(Protocol):
         """The body of ``AgentRef.respond``."""
 
     async def continue_in_background(
-        self, agent: AgentRef[object], response: object, message: object
+        self, agent: AgentRef, response: object, message: object
     ) -> BackgroundRun:
         """The body of ``AgentRef.continue_in_background``."""
 
     async def start_background(
-        self, agent: AgentRef[object], cmd: RunPhase, mode: Mode | None
+        self, agent: AgentRef, cmd: RunPhase, mode: Mode | None
     ) -> BackgroundRun:
         """Queue *cmd* on *agent* and spawn the actor that waits for it."""
 
@@ -196,7 +203,7 @@ class Composer(Protocol):
         *,
         name: str | None = None,
         budget: Budget | None = None,
-    ) -> AgentRef[_T]:
+    ) -> AgentRef:
         """Spawn *spec* as a subagent of *parent*."""
 
     async def map_phases(

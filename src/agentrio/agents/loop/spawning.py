@@ -9,10 +9,11 @@ from ..._handles import create
 from ...errors import InvalidArgument
 from ...providers.base import Model
 from ..budgets.budget import Budget
-from .agent import AgentActor, _AgentState, _summariser, make_gate
+from .agent import AgentActor, _summariser, make_gate
 from .ref import AgentRef
 from .services import Services
 from .spec import AgentSpec, check_model_settings, check_spec
+from .state import _AgentState
 
 if TYPE_CHECKING:
     from ...supervisors.ref import SupervisorRef

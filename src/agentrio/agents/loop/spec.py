@@ -39,8 +39,8 @@ from ..tools.output import output_type_of
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import NO_ENV, Tool, check_env
 from ..tools.validators import OutputValidator, to_validators
-from .compaction import Compaction
 from .continuation import ContinuationDetector
+from .summary import Compaction
 
 if TYPE_CHECKING:
     pass

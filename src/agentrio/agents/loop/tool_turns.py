@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -26,9 +26,8 @@ from ..tools.tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batc
 if TYPE_CHECKING:
     from ...actors import EventBus
     from ...messages import RunPhase, StopReason
-    from .agent import _AgentState
-    from .phase import Phase
     from .seams import PhaseRecording
+    from .state import _AgentState
 
 
 __all__ = ["PREVIEW_CHARS", "ToolTurns"]
@@ -113,7 +112,7 @@ class ToolTurns:
             numbered = self._number(calls)
             self._append(ChatMessage("assistant", "", tool_calls=numbered))
             if self.rec is not None:
-                self.rec.turn(cast("Phase", self), totals=False)
+                self.rec.turn(self, totals=False)
             await self._run_tools(numbered, model_driven=False)
         if self.reason != "error":
             self.reason = "done"
@@ -201,7 +200,7 @@ class ToolTurns:
             if st.services.otel is None:
                 runner = ToolRunner(tool, req, limits.tool_timeout, st.gate)
             else:  # (the call in an "execute_tool" span)
-                phase = cast("Phase", self)
+                phase = self
                 runner = st.services.otel.runner(phase, tool, req, limits.tool_timeout, st.gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
@@ -395,7 +394,7 @@ class ToolTurns:
                 self._watch(item)
         self.batch = None
         if self.rec is not None:
-            self.rec.tools(cast("Phase", self), results, now)
+            self.rec.tools(self, results, now)
         return results
 
     def _watch(self, result: ToolResult) -> None:
