@@ -20,7 +20,8 @@ import trio
 
 from .._checks import check_seconds
 from .._handles import NoPublicConstructor
-from .actor import ActorRef, Cell, Parent, _interrupt, not_a_ref
+from .actor import ActorRef, Cell, Parent, _interrupt
+from .primitives import not_a_ref
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
 
