@@ -264,8 +264,17 @@ class Phase(ModelTurns):
                                 break
                             continue  # refused: the model is told why, and answers again
                         self.pending = reply.tool_calls
-                        # (_run_tools' two steps: only the second waits on the calls)
-                        await self._run_batch(await self._tool_batch(reply.tool_calls, True))
+                        # (_run_tools' steps: a lone call, the common case, awaited in
+                        # this frame; a batch in _run_batch's)
+                        runners = await self._tool_batch(reply.tool_calls, True)
+                        if len(runners) == 1:
+                            self._lone_done(runners[0], await self._lone(runners[0]))
+                            steps = self._tools_ran()
+                            if steps is not None:
+                                await steps
+                        else:
+                            await self._run_batch(runners)
+                        del runners  # (not kept while the next model call waits)
                         if self._tools_end_phase(reply.tool_calls):
                             break
                         if self.stall:

@@ -227,12 +227,7 @@ class ToolTurns:
             # cancel scope (agentrio.actors.interrupt_after): if it goes off, the
             # agent's phase is interrupted and delivered again, and goes on
             # from here (see lone_expired and _resume_tools).
-            runner = runners[0]
-            runner.agent = self.st.ref
-            self.lone = runner
-            result = await runner.run()
-            self.lone = None
-            self._tool_done(runner, result)
+            self._lone_done(runners[0], await self._lone(runners[0]))
         elif runners:
             # (A durable phase records each call of the batch as it ends.)
             done = self._tool_done if self.rec is None else self._tool_recorded
@@ -241,6 +236,18 @@ class ToolTurns:
         steps = self._tools_ran()
         if steps is not None:
             await steps
+
+    def _lone(self, runner: ToolRunner) -> Coroutine[object, None, ToolResult]:
+        """The call of a batch of one, made in the agent's task: its coroutine (the
+        phase's loop awaits it in its own frame)."""
+        runner.agent = self.st.ref
+        self.lone = runner
+        return runner.run()
+
+    def _lone_done(self, runner: ToolRunner, result: ToolResult) -> None:
+        """The lone call of the batch has ended with *result*."""
+        self.lone = None
+        self._tool_done(runner, result)
 
     def _in_lane(self, runners: list[ToolRunner], lanes: ToolLanes) -> None:
         """Put the turn's calls in the phase's lane (the runtime's lanes limit or retry them).
