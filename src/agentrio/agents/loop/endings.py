@@ -108,6 +108,14 @@ class Endings(ToolTurns):
                 )
             )
 
+    def _may_continue(self) -> bool:
+        """May a continuation message be added (Limits.max_continuation_turns: a
+        mode's, else the spec's)?"""
+        limit = self.cmd.max_continuation_turns
+        if limit is None:
+            limit = self.st.spec.limits.max_continuation_turns
+        return self.continued < limit
+
     async def _resumed(self) -> bool:
         """Go on from the turn the phase last recorded before a crash: run the calls
         it had asked for (their recorded results replayed), or take its last
@@ -128,10 +136,7 @@ class Endings(ToolTurns):
                 return True
             return False
         # A reply without tool calls, recorded before the crash: what came next.
-        limit = self.cmd.max_continuation_turns
-        if limit is None:
-            limit = self.st.spec.limits.max_continuation_turns
-        if self.continued < limit and await self._continued(last.content):
+        if self._may_continue() and await self._continued(last.content):
             return False
         if self.reason == "error":
             return True

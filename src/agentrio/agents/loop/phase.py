@@ -59,6 +59,12 @@ __all__ = ["Phase"]
 CALLER: ContextVar[_AgentState | None] = ContextVar("agentrio_calling_agent", default=None)
 
 
+def _as_history(read: object) -> list[ChatMessage]:
+    """The history a context actor answered a ContextRead with, as a list."""
+    assert isinstance(read, tuple)
+    return list(read)
+
+
 class _Untimed:
     """The deadline's scope of a phase without one: ``with`` it does nothing."""
 
@@ -209,16 +215,13 @@ class Phase(ModelTurns):
             # empty: a context this agent has not made yet, or one it is told
             # to reset. (The read is here, not in _load: no coroutine for it.)
             if ctx is not None and cmd.continue_context:
-                history = await ctx.ask(ContextRead())
-                assert isinstance(history, tuple)
-                self.history = list(history)
+                self.history = _as_history(await ctx.ask(ContextRead()))
             self._load()
         token = CALLER.set(st) if st.info.needs_caller else None
         try:
             with self._deadline() as scope:
-                refused = self._lane_refused()
-                if refused is not None:
-                    self._error(refused)
+                if self._lane_refused():
+                    pass  # (the phase ends with the error)
                 elif cmd.direct_tool_calls is not None:
                     await self._direct(cmd.direct_tool_calls)
                 elif not await self._went_on():
@@ -246,16 +249,15 @@ class Phase(ModelTurns):
                         if reply is None:
                             break
                         if not reply.tool_calls:
-                            finish = reply.finish_reason
-                            if finish != "stop":
-                                if finish == "pause_turn":
+                            # (No locals for the finish reason or the limit: this
+                            # frame waits on each of 10k agents' calls.)
+                            if reply.finish_reason != "stop":
+                                if reply.finish_reason == "pause_turn":
                                     continue  # the server paused a long turn: the next call goes on
-                                self.reason = _CUT[finish]  # an answer the model did not end itself
+                                # an answer the model did not end itself
+                                self.reason = _CUT[reply.finish_reason]
                                 break
-                            limit = cmd.max_continuation_turns  # (a mode's, else the spec's)
-                            if limit is None:
-                                limit = st.spec.limits.max_continuation_turns
-                            if self.continued < limit and await self._continued(reply.text):
+                            if self._may_continue() and await self._continued(reply.text):
                                 continue
                             if self.reason == "error":  # (the continuation detector raised)
                                 break
@@ -363,14 +365,16 @@ class Phase(ModelTurns):
             self.deadline = trio.current_time() + timeout
         return trio.CancelScope(deadline=self.deadline)
 
-    def _lane_refused(self) -> InvalidArgument | None:
-        """A lane that does not exist (run() checks it; a RunPhase sent as is may not)."""
+    def _lane_refused(self) -> bool:
+        """Does the phase end at once with an error, for a lane that does not exist?
+        (run() checks it; a RunPhase sent as is may not.)"""
         if self.cmd.lane is not None:
             try:
                 lane_index(self.cmd.lane, "RunPhase.lane")
             except InvalidArgument as exc:
-                return exc
-        return None
+                self._error(exc)
+                return True
+        return False
 
     async def _went_on(self) -> bool:
         """Go on from a lone tool call cut short by its alarm, or after a crash;
