@@ -203,6 +203,18 @@ def test_a_pair_inside_a_room_and_a_circle_across_rooms_are_not_inside_one(
     assert cycles_inside_rooms(tree) == []  # (the rooms' circle: room_cycles reports it)
 
 
+def test_a_second_pair_inside_a_room_is_reported(tmp_path: pathlib.Path) -> None:
+    tree = _tree(
+        tmp_path,
+        {
+            "agentrio/agents/loop/a.py": "from .b import B\n",
+            "agentrio/agents/loop/b.py": "def f():\n    from . import a\n",
+        },
+    )
+    assert pairs_inside_rooms(tree) == [["agentrio.agents.loop.a", "agentrio.agents.loop.b"]]
+    assert cycles_inside_rooms(tree) == []  # (a pair: only the pinned list catches it)
+
+
 def test_a_module_outside_the_rooms_is_reported(tmp_path: pathlib.Path) -> None:
     tree = _tree(tmp_path, {"agentrio/agents/loose.py": "", "agentrio/agents/attic/x.py": ""})
     assert roomless(tree) == ["agentrio.agents.attic.x", "agentrio.agents.loose"]
