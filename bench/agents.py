@@ -299,7 +299,7 @@ def report(args: Any) -> dict[str, Any]:
     goal = 0.3 if n >= 10_000 else 0.5
     out["goals_met"] = {
         f"ratio>={goal}": out["ratio"] >= goal,
-        "peak_rss_mb<150 (at 10k)": n != 10_000 or out["peak_rss_mb"] < 150,
+        "peak_rss_mb<140 (at 10k)": n != 10_000 or out["peak_rss_mb"] < 140,
     }
     if out["otel_ratio"] is not None:
         for key, least in OTEL_GOALS.items():

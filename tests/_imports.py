@@ -129,7 +129,7 @@ ROOMS: tuple[Layer, ...] = (
     Layer("skills", ("agentrio.agents.skills",), uses=("tools", "loop")),
     Layer("security", ("agentrio.agents.security",), uses=("tools", "loop")),
     # Planning and delegation (#26, the planning part): runs of many phases, above the
-    # loop (loop/seams.py's RunDriver) and composition (their children are subagents).
+    # loop (loop/extensions.py's RunDriver) and composition (their children are subagents).
     Layer(
         "delegation",
         ("agentrio.agents.delegation",),
@@ -657,3 +657,13 @@ def cycles_inside_rooms(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[li
         inside = {m for m in graph if layer_of(m, rooms) is room}
         found += strongly_connected({m: graph[m] & inside for m in inside})
     return sorted((c for c in found if len(c) > 2), key=lambda c: (-len(c), c))
+
+
+def pairs_inside_rooms(tree: Tree, rooms: tuple[Layer, ...] = ROOMS) -> list[list[str]]:
+    """The pairs of one room's modules that import each other, each sorted."""
+    graph = import_graph(tree)
+    found: list[list[str]] = []
+    for room in rooms:
+        inside = {m for m in graph if layer_of(m, rooms) is room}
+        found += strongly_connected({m: graph[m] & inside for m in inside})
+    return sorted(c for c in found if len(c) == 2)

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+import trio
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -205,3 +206,28 @@ def test_a_record_factory_that_does_not_set_the_ids_gets_them_from_agentrio() ->
         format(span.span_id, "016x"),
         "theirs",
     )
+
+
+async def test_a_record_made_in_a_task_an_actor_started_names_the_actor() -> None:
+    # The actor is found from the running task (its own, or the one whose
+    # nursery started it), not from a context variable each actor sets.
+    from agentrio._log import log_extra
+
+    seen: list[str] = []
+
+    class Starter(agentrio.Actor[Ping]):
+        async def handle(self, msg: Ping) -> None:
+            async def child() -> None:
+                seen.append(log_extra()["agentrio_path"])
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(child)
+            seen.append(log_extra()["agentrio_path"])
+
+    async with agentrio.open_runtime() as rt:
+        team = await rt.spawn_supervisor(name="team")
+        starter = await team.spawn(Starter, name="s")
+        await starter.ask(Ping())
+        seen.append(log_extra()["agentrio_path"])
+    assert seen == ["team/s", "team/s", ""]
+    assert log_extra("x")["agentrio_path"] == "x"

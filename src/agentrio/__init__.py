@@ -34,12 +34,12 @@ from .agents.budgets.limits import Limits as Limits
 from .agents.composition.compose import agent_tool as agent_tool
 from .agents.delegation.registry import Delegate as Delegate
 from .agents.delegation.registry import Delegation as Delegation
-from .agents.loop.compaction import Compaction as Compaction
 from .agents.loop.continuation import looks_unfinished as looks_unfinished
 from .agents.loop.handles import Helper as Helper
 from .agents.loop.prompts import PromptSlots as PromptSlots
 from .agents.loop.ref import AgentRef as AgentRef
 from .agents.loop.spec import AgentSpec as AgentSpec
+from .agents.loop.summary import Compaction as Compaction
 from .agents.planning.planner import Planning as Planning
 from .agents.routing.modes import Mode as Mode
 from .agents.routing.router import Route as Route

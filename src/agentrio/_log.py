@@ -17,20 +17,40 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextvars import ContextVar
+from types import CodeType
 
-__all__ = ["ACTOR_PATH", "log_extra"]
+import trio
+
+__all__ = ["ACTOR_TASKS", "actor_path", "log_extra"]
 
 logging.getLogger("agentrio").addHandler(logging.NullHandler())
 
-# The path of the actor whose task runs (set once when its task starts; the
-# tasks it starts inherit it): who a provider's retry was for, say.
-ACTOR_PATH: ContextVar[str] = ContextVar("agentrio_actor_path", default="")
+# The code objects of the functions an actor's task runs (the supervisors' add
+# theirs): a task running one is an actor's, and its name is the actor's path.
+# Found by walking up from the running task when a record is made, rather than
+# set in a context variable when each actor starts (a context of its own on
+# each of 10k actors, ~120 bytes, for records most never write).
+ACTOR_TASKS: set[CodeType] = set()
+
+
+def actor_path() -> str:
+    """The path of the actor whose task runs now, or whose task started the one
+    that runs (through its nurseries); ``""`` if none does."""
+    try:
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    except RuntimeError:  # (not in Trio: a thread's record)
+        return ""
+    while task is not None:
+        if getattr(task.coro, "cr_code", None) in ACTOR_TASKS:
+            return task.name
+        nursery = task.parent_nursery
+        task = None if nursery is None else nursery.parent_task
+    return ""
 
 
 def log_extra(path: str | None = None) -> dict[str, str]:
     """The ``extra`` fields of a record about *path* (None: the running actor's)."""
-    fields = {"agentrio_path": ACTOR_PATH.get() if path is None else path}
+    fields = {"agentrio_path": actor_path() if path is None else path}
     trace = sys.modules.get("opentelemetry.trace")  # (not imported: OpenTelemetry is off)
     # A record factory may be OpenTelemetry's logging instrumentation, which sets
     # the two ids itself (extra may not set them again); another one (Ray's, say,

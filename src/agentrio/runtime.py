@@ -48,8 +48,8 @@ from .agents.durability.sessions import known as known_sessions
 from .agents.durability.sessions import open_session
 from .agents.durability.sessions import prune as prune_sessions
 from .agents.loop.recall import MemoryHandle, shared_memory
-from .agents.loop.ref import spawn_agent
 from .agents.loop.services import Services
+from .agents.loop.spawning import spawn_agent
 from .agents.loop.spec import check_spec
 from .agents.memory.memory import Memory
 from .agents.observation.otel import check_otel

@@ -21,12 +21,8 @@ from agentrio import (
     ToolCallRequest,
     Usage,
 )
-from agentrio.agents.loop.compaction import (
-    COMPACTION_PROMPT,
-    SUMMARY_PREFIX,
-    plan,
-    summary_request,
-)
+from agentrio.agents.loop.compaction import plan, summary_request
+from agentrio.agents.loop.summary import COMPACTION_PROMPT, SUMMARY_PREFIX
 from agentrio.config import Config
 from agentrio.events import CompactionFailed, ContextCompacted, ContextTruncated
 from agentrio.testing import FakeRequest, FunctionModel, Reply, ScriptedModel, open_fake_llm

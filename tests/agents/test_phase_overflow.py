@@ -16,7 +16,7 @@ import trio.testing
 
 import agentrio
 from agentrio import AgentSpec, ChatMessage, Compaction, ModelReply, ToolCallRequest, Usage
-from agentrio.agents.loop.compaction import SUMMARY_PREFIX
+from agentrio.agents.loop.summary import SUMMARY_PREFIX
 from agentrio.events import CompactionFailed, ContextCompacted, PhaseEnded, PhaseError, TurnStarted
 from agentrio.providers.provider import Kind
 from agentrio.testing import FakeLLMServer, FakeRequest, FunctionModel, Reply, open_fake_llm

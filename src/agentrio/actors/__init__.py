@@ -72,8 +72,9 @@ See docs/concepts.md, "The kernel's primitives".
 
 from __future__ import annotations
 
-from .actor import (
-    PendingAsk,
+from .actor import PendingAsk
+from .bus import EventBus
+from .primitives import (
     begin_stop,
     exit_reason,
     interrupt,
@@ -81,7 +82,6 @@ from .actor import (
     wait_exited,
     withdrawn,
 )
-from .bus import EventBus
 from .timers import Alarm, interrupt_after
 
 __all__ = [

@@ -20,7 +20,8 @@ import trio
 
 from .._checks import check_seconds
 from .._handles import NoPublicConstructor
-from .actor import ActorRef, Cell, Parent, _interrupt, not_a_ref
+from .actor import ActorRef, Cell, Parent, _interrupt
+from .primitives import not_a_ref
 
 __all__ = ["Alarm", "Timers", "interrupt_after"]
 
@@ -57,6 +58,11 @@ class Alarm(metaclass=NoPublicConstructor):
         timers._live -= 1
         if timers._live == 0 and timers._sleep is not None:
             timers._sleep.cancel()  # nothing left to time: the task ends
+        elif len(timers._heap) > 2 * timers._live + 256:
+            # Most waits end in time, long before their deadline: the disarmed
+            # alarms are dropped as they pile up, not kept until no alarm is
+            # left (10k agents' tool calls ending: 10k entries, ~190 bytes each).
+            timers._compact()
         return True
 
 
@@ -155,8 +161,10 @@ class Timers:
         They wait there for their deadline to be popped; this keeps them from
         piling up when waits end long before it.
         """
-        self._heap = [item for item in self._heap if item[2]._cell is not None]
-        heapq.heapify(self._heap)
+        # (In place: the timer task's loop holds the list while it sleeps.)
+        heap = self._heap
+        heap[:] = [item for item in heap if item[2]._cell is not None]
+        heapq.heapify(heap)
 
     async def _run(self) -> None:
         try:

@@ -35,8 +35,8 @@ import trio
 from ..agents.budgets.budget import Budget
 from ..agents.budgets.lease import leased_budget, report_lost
 from ..agents.budgets.usage import UsageTotals
-from ..agents.loop.agent import new_phase_id
 from ..agents.loop.ref import AgentRef
+from ..agents.loop.runs import new_phase_id
 from ..agents.loop.spec import AgentSpec
 from ..errors import HostLost, InvalidArgument, UnknownName
 from ..messages import PhaseResult, RunPhase

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import trio
 
 from .._checks import check_int, check_name, check_seconds
-from .._log import log_extra
+from .._log import ACTOR_TASKS, log_extra
 from ..actors.actor import (
     INTERRUPTED,
     OUT,
@@ -302,7 +302,11 @@ class _Supervisor:
         try:
             while True:
                 exc: Exception | None = None
-                with trio.CancelScope() as scope:
+                # (The scope entered by hand, not with `with`: a `with` keeps a
+                # bound __exit__ on the frame of each of 10k live actors.)
+                scope = trio.CancelScope()
+                scope.__enter__()
+                try:
                     cell.scope = scope
                     if cell.cancel_requested:
                         # Cancelled before it started: end here, or an actor
@@ -334,6 +338,11 @@ class _Supervisor:
                                 await actor.on_stop()
                     except Exception as e:
                         exc = e
+                except BaseException as err:
+                    if not scope.__exit__(type(err), err, err.__traceback__):
+                        raise
+                else:
+                    scope.__exit__(None, None, None)
                 cell.scope = None
                 serving, cell.serving = cell.serving, OUT
                 if (
@@ -705,3 +714,8 @@ class _Supervisor:
                 raise UnknownName(f"{cell.path!r} is an actor, not a supervisor: cannot look in it")
             sup = sup_of(cell)
         raise AssertionError("unreachable")
+
+
+# A child's task runs _child_main, named by the child's path: whose task a log
+# record is made in (agentrio._log.actor_path).
+ACTOR_TASKS.add(_Supervisor._child_main.__code__)

@@ -28,10 +28,10 @@ from ..._checks import check_int, check_name
 from ..._handles import create
 from ...providers.base import Model
 from ..budgets.limits import Limits
-from ..loop.agent import _AgentState
 from ..loop.handles import Helper
-from ..loop.ref import spawn_agent
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec
+from ..loop.state import _AgentState
 from ..tools.policy import PermissionPolicy
 from ..tools.tool import Tool, check_env
 from .compose import spawn_child

@@ -31,7 +31,7 @@ from ..routing.router import Router, choose_route
 
 if TYPE_CHECKING:
     from ...actors.bus import EventBus
-    from ..loop.seams import PhaseRunner
+    from ..loop.extensions import PhaseRunner
 
 __all__ = ["Delegate", "Delegation", "DelegationRule", "hand_over", "keyword_rule"]
 

@@ -66,8 +66,9 @@ from ...messages import (
 )
 from ...store.base import ArchivingStore, Entry, Loaded
 from ...store.retention import Retention
-from ..loop.agent import new_phase_id
-from ..loop.ref import AgentRef, spawn_agent
+from ..loop.ref import AgentRef
+from ..loop.runs import new_phase_id
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec
 
 if TYPE_CHECKING:

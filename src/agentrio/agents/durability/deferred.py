@@ -27,7 +27,8 @@ from ..._handles import create
 from ..._text import scrub
 from ...errors import InvalidArgument, UnknownName
 from ...messages import ChatMessage, RunPhase, ToolResult
-from ..loop.ref import AgentRef, spawn_agent
+from ..loop.ref import AgentRef
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec
 from .recorder import Resume, _Awaited
 from .records import (

@@ -15,7 +15,7 @@ from ...messages import ChatMessage
 from ...store.base import ArchivingStore, CheckpointStore
 from ...store.files import DirectoryStore
 from ...store.retention import Retention
-from ..loop.agent import new_phase_id as _new_id
+from ..loop.runs import new_phase_id as _new_id
 from .compaction import compact
 from .records import _ENCODE, MemoryKept, PhaseBegun, PhaseDone, Record, TurnsAdded, decode_records
 from .resume import _unfinished, plan

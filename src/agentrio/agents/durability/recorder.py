@@ -25,8 +25,8 @@ from ...messages import (
 if TYPE_CHECKING:
     from ...store.writer import CheckpointWriter
     from ..budgets.budget import Budget
-    from ..loop.agent import _AgentState
     from ..loop.phase import Phase
+    from ..loop.state import _AgentState
     from ..tools.tool_call import ToolRunner
 
 from .records import (
@@ -414,7 +414,7 @@ class PhaseRecorder:
         base, upto = phase.base, self.upto
         if upto > base:
             resume.messages = phase.history[base:upto]
-            resume.timestamps = phase.timestamps[: upto - base]
+            resume.timestamps = list(phase.timestamps[: upto - base])
             recorded = sum(1 for m in resume.messages if m.role == "tool")
             resume.calls = phase.calls[:recorded]
         old = self.resume

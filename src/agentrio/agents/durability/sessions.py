@@ -28,7 +28,8 @@ from ..._checks import check_name
 from ..._handles import create
 from ...errors import InvalidArgument, UnknownName
 from ...store.base import ArchivingStore, Entry
-from ..loop.ref import AgentRef, spawn_agent
+from ..loop.ref import AgentRef
+from ..loop.spawning import spawn_agent
 from ..loop.spec import AgentSpec
 from .deferred import Checkpoints, made_spec, restore_context
 from .records import PhaseBegun, Record, decode_records

@@ -5,9 +5,10 @@ refused, a final answer, a stall), and how a phase goes on after a crash: a mixi
 from __future__ import annotations
 
 import inspect
+from array import array
 from collections.abc import Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from ...messages import (
     ChatMessage,
@@ -25,7 +26,6 @@ from .tool_turns import ToolTurns
 if TYPE_CHECKING:
     from ...messages import ToolCallRequest, ToolResult
     from ...providers.base import ToolSchema
-    from .phase import Phase
     from .seams import PhaseRecording
 
 
@@ -68,7 +68,7 @@ class Endings(ToolTurns):
         iterations: int
         pending: Sequence[ToolCallRequest]
         sizes: list[int]
-        timestamps: list[float]
+        timestamps: array[float]
         total: int
         history: list[ChatMessage]
         typed: TypedAnswer | None
@@ -85,7 +85,7 @@ class Endings(ToolTurns):
         estimate = self.st.info.estimator
         for m in resume.messages:
             self.history.append(m)
-        self.timestamps = list(resume.timestamps)
+        self.timestamps = array("d", resume.timestamps)
         self.sizes = [message_tokens(estimate, m) for m in self.history]
         self.total = sum(self.sizes)
         self.calls = list(resume.calls)
@@ -95,9 +95,9 @@ class Endings(ToolTurns):
             if m.role == "assistant":
                 self.final_text = m.content
                 break
-        rec.started(cast("Phase", self))
+        rec.started(self)
         rec.upto = len(self.history)
-        resume.going_on = True  # (_loop or _direct goes on from its last turn)
+        resume.going_on = True  # (_run or _direct goes on from its last turn)
         if self.bus.active:
             self.bus.publish(
                 PhaseResumed(
@@ -107,6 +107,14 @@ class Endings(ToolTurns):
                     restart=resume.restart,
                 )
             )
+
+    def _may_continue(self) -> bool:
+        """May a continuation message be added (Limits.max_continuation_turns: a
+        mode's, else the spec's)?"""
+        limit = self.cmd.max_continuation_turns
+        if limit is None:
+            limit = self.st.spec.limits.max_continuation_turns
+        return self.continued < limit
 
     async def _resumed(self) -> bool:
         """Go on from the turn the phase last recorded before a crash: run the calls
@@ -128,10 +136,7 @@ class Endings(ToolTurns):
                 return True
             return False
         # A reply without tool calls, recorded before the crash: what came next.
-        limit = self.cmd.max_continuation_turns
-        if limit is None:
-            limit = self.st.spec.limits.max_continuation_turns
-        if self.continued < limit and await self._continued(last.content):
+        if self._may_continue() and await self._continued(last.content):
             return False
         if self.reason == "error":
             return True

@@ -17,7 +17,7 @@ from ..budgets.usage import usage_problem
 
 if TYPE_CHECKING:
     from ...providers.base import Model, Prices
-    from .agent import _AgentState
+    from .state import _AgentState
 
 __all__ = ["settle_reply"]
 

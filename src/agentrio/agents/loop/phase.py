@@ -14,55 +14,45 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from collections.abc import Coroutine, Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
-from ..._text import valid_reply
 from ...errors import ContextTooLong, InvalidArgument
 from ...messages import (
-    BudgetExhausted,
     ChatMessage,
     ContextAppend,
     ContextRead,
     ContextReset,
-    ContextTruncated,
-    ModelReply,
-    ModelSettings,
     PhaseEnded,
-    PhaseError,
     PhaseResult,
     PhaseStarted,
     RunPhase,
     StopReason,
-    TextDelta,
     ToolCallRequest,
     ToolResult,
-    TurnEnded,
-    TurnStarted,
-    Usage,
-    Waited,
 )
 from ...providers.limiter import lane_index
 from ...providers.tokens import message_text, message_tokens, parts_tokens
 from ..tools.output import TypedAnswer
 from ..tools.tool_call import ToolRunner
-from .context import fit_window
-from .endings import _CUT, Endings
+from .compaction import compact
+from .endings import _CUT
+from .model_turns import ModelTurns
 from .seams import Parked
-from .stream import RUN_BUSES, RunBus
+from .stream import RUN_BUSES
 
 if TYPE_CHECKING:
     from ...actors.actor import ActorRef
-    from ...providers.base import ToolSchema
     from ..budgets.budget import Lease
-    from .agent import _AgentState
-    from .seams import PhaseGuard
+    from .extensions import PhaseGuard
+    from .state import _AgentState
 
-from .metering import _Meter, _usage_invalid, settle_reply
+from .metering import _Meter
 
 __all__ = ["Phase", "phase_tools"]
 
@@ -71,24 +61,29 @@ __all__ = ["Phase", "phase_tools"]
 CALLER: ContextVar[_AgentState | None] = ContextVar("agentrio_calling_agent", default=None)
 
 
-# How a phase ends on a reply without tool calls that the model did not end
-# by itself (a "pause_turn" reply is not one: the phase calls again).
-def _numbered(history: Sequence[ChatMessage]) -> int:
-    """How many calls *history* holds, or more if an id ``call_<n>`` is higher.
+def _as_history(read: object) -> list[ChatMessage]:
+    """The history a context actor answered a ContextRead with, as a list."""
+    assert isinstance(read, tuple)
+    return list(read)
 
-    The highest ``n`` matters after a compaction, which left out calls: a new
-    ``call_<count + 1>`` could then repeat an id the history still holds.
-    """
-    n = 0
-    for m in history:
-        for c in m.tool_calls:
-            n += 1
-            number = c.id[5:]
-            # (isdecimal: what int() reads; 18 digits at most: int() of a huge
-            # one is slow, or refused)
-            if c.id.startswith("call_") and number.isdecimal() and len(number) <= 18:
-                n = max(n, int(number))
-    return n
+
+class _Untimed:
+    """The deadline's scope of a phase without one: ``with`` it does nothing."""
+
+    __slots__ = ()
+
+    # (Static: `with` then holds the function itself while the phase runs, not a
+    # bound method made for each phase.)
+    @staticmethod
+    def __enter__() -> None:
+        return None
+
+    @staticmethod
+    def __exit__(*exc: object) -> None:
+        return None
+
+
+_UNTIMED = _Untimed()
 
 
 def phase_tools(st: _AgentState, cmd: RunPhase) -> frozenset[str]:
@@ -107,22 +102,17 @@ async def _shielded(write: Coroutine[object, None, None]) -> None:
         await write
 
 
-class Phase(Endings):
+class Phase(ModelTurns):
     """The working state of one phase; `run` returns its result."""
 
     __slots__ = (
         "allowed",
-        "base",
         "bus",
         "cmd",
-        "compaction_off",
-        "ctx",
         "deadline",
-        "error",
         "escalating",
         "guard",
         "history",
-        "id_base",
         "path",
         "rec",
         "settings",
@@ -142,10 +132,11 @@ class Phase(Endings):
         self.history: list[ChatMessage] = []
         self.sizes: list[int] = []
         # When each message of history[base:] was made: the phase's new turns
-        # go to the context with their times (see AgentRef.history). (A list
-        # while the phase runs: an array's append parses each float, several
-        # times the cost; the context actor keeps them in an array.)
-        self.timestamps: list[float] = []
+        # go to the context with their times (see AgentRef.history). (An array,
+        # not a list: a list's float is an object of 24 bytes, on each of 10k
+        # agents' turns in flight; the array's append costs a few hundred
+        # instructions more a run.)
+        self.timestamps = array("d")
         self.total = 0  # sum(self.sizes), kept as messages are added
         self.base = 0
         self.calls: list[ToolResult] = []
@@ -187,6 +178,14 @@ class Phase(Endings):
         # not tried again in this phase (each try is a model call).
         self.compaction_off = False
         self.id_base: int | None = None  # see fix_call_numbers
+        # The model call under way (set by _call): its reservation, for what
+        # follows the call. (On the phase, not in a frame of the turn's: the
+        # phase's loop awaits the call in its own frame.)
+        self.lease: Lease | None = None
+        self.meter: _Meter | None = None
+        self.estimate = self.max_out = 0
+        self.cost = 0.0
+        self.overflow: ContextTooLong | None = None  # a call over the context window
         # The request settings of this phase's model calls: the run's over the spec's.
         settings = st.spec.settings
         if cmd.settings is not None:
@@ -215,6 +214,9 @@ class Phase(Endings):
         return self._run()
 
     async def _run(self) -> PhaseResult[object]:
+        # The whole phase in one coroutine: its start, its turns and its end (one
+        # frame on each waiting agent's stack: the turns' loop is not a coroutine
+        # of its own, nor is the deadline's scope).
         cmd, st = self.cmd, self.st
         # The phase under way: a child it starts gets no more than its tools
         # (compose.spawn_child), and if it is interrupted, the message
@@ -228,26 +230,96 @@ class Phase(Endings):
             # empty: a context this agent has not made yet, or one it is told
             # to reset. (The read is here, not in _load: no coroutine for it.)
             if ctx is not None and cmd.continue_context:
-                history = await ctx.ask(ContextRead())
-                assert isinstance(history, tuple)
-                self.history = list(history)
+                self.history = _as_history(await ctx.ask(ContextRead()))
             self._load()
             if st.info.skills is not None:  # (#26) skills active in the history narrow it
                 st.info.skills.narrow(self, None)
             if st.spec.security is not None:  # (#26) taint from the history, sanitising
                 self.guard = st.spec.security.guard(self)
+        token = CALLER.set(st) if st.info.needs_caller else None
         try:
-            if st.info.needs_caller:
-                token = CALLER.set(st)
-                try:
-                    await self._bounded()
-                finally:
-                    CALLER.reset(token)
-            else:
-                await self._bounded()
+            with self._deadline() as scope:
+                if self._lane_refused():
+                    pass  # (the phase ends with the error)
+                elif cmd.direct_tool_calls is not None:
+                    await self._direct(cmd.direct_tool_calls)
+                elif not await self._went_on():
+                    # (Each pass makes one model call or ends the phase.)
+                    schemas = st.info.schemas_for(self.allowed)
+                    while self.iterations < cmd.max_iterations:
+                        # A turn, as _turn makes it, without _turn's frame: the
+                        # model call is awaited here, in the phase's one frame.
+                        made = await self._call(schemas)
+                        if made is None:
+                            break
+                        try:
+                            reply = self._valid(await made)
+                        except BaseException as exc:
+                            if not self._failed(exc, again=False):
+                                if not isinstance(exc, Exception):
+                                    raise
+                                break
+                            reply = None  # (compacted below, out of the except block)
+                        made = None  # (a coroutine that has returned keeps its frame's memory)
+                        if reply is not None and st.spec.on_step is None:
+                            reply = self._took(reply, final=False)  # (no coroutine)
+                        else:
+                            reply = await self._answered(reply, schemas, final=False)
+                        if reply is None:
+                            break
+                        if not reply.tool_calls:
+                            # (No locals for the finish reason or the limit: this
+                            # frame waits on each of 10k agents' calls.)
+                            if reply.finish_reason != "stop":
+                                if reply.finish_reason == "pause_turn":
+                                    continue  # the server paused a long turn: the next call goes on
+                                # an answer the model did not end itself
+                                self.reason = _CUT[reply.finish_reason]
+                                break
+                            if self._may_continue() and await self._continued(reply.text):
+                                continue
+                            if self.reason == "error":  # (the continuation detector raised)
+                                break
+                            self.reason = "done"
+                            if self.typed is None or not await self._answer_refused(reply.text):
+                                break
+                            continue  # refused: the model is told why, and answers again
+                        self.pending = reply.tool_calls
+                        # (_run_tools' steps: a lone call, the common case, awaited in
+                        # this frame; a batch in _run_batch's)
+                        runners = await self._tool_batch(reply.tool_calls, True)
+                        if len(runners) == 1:
+                            self._lone_done(runners[0], await self._lone(runners[0]))
+                            if self.rec is not None and self.rec.parked is not None:
+                                await self.rec.park(self)  # (raises seams.Parked: #27)
+                            steps = self._tools_ran()
+                            if steps is not None:
+                                await steps
+                        else:
+                            await self._run_batch(runners)
+                        del runners  # (not kept while the next model call waits)
+                        if st.info.skills is not None:  # (#26) a skill activated now narrows
+                            st.info.skills.narrow(self, self.calls[-len(reply.tool_calls) :])
+                            schemas = st.info.schemas_for(self.allowed)
+                        if self._tools_end_phase(reply.tool_calls):
+                            break
+                        if self.stall:
+                            await self._stalled()
+                            break
+                    else:
+                        self.reason = "max_iterations"
+                        if st.spec.limits.final_answer:
+                            await self._final_turn()
+            if scope is not None and scope.cancelled_caught:
+                self.reason = "timeout"
+                if self.batch is not None:
+                    self._settle_batch("the phase timed out while the tool ran")
         except Parked:  # its state is in the store (a deferred decision, #27)
             self.reason = "deferred"
             return self._ended()
+        finally:
+            if token is not None:
+                CALLER.reset(token)
         self._persist()
         summary = st.phase_done(self.reason)
         if summary is not None:
@@ -309,39 +381,42 @@ class Phase(Endings):
             self.rec.done(self, result, wrote)
         return result
 
-    def _bounded(self) -> Coroutine[object, None, None]:
-        """The phase's turns within its deadline (the turns' coroutine itself if none)."""
+    def _deadline(self) -> AbstractContextManager[trio.CancelScope | None]:
+        """The scope of the phase's deadline, or one that does nothing if it has none."""
         timeout = self.cmd.timeout  # this run's (run(timeout=...), a mode's), else the spec's
         if timeout is None:
             timeout = self.st.spec.limits.timeout
         if timeout is None or timeout == math.inf:
-            return self._body()
-        return self._timed(timeout)
-
-    async def _timed(self, timeout: float) -> None:
-        if self.deadline is None:
+            return _UNTIMED
+        if self.deadline is None:  # (set once: the phase may be delivered again)
             self.deadline = trio.current_time() + timeout
-        with trio.CancelScope(deadline=self.deadline) as scope:
-            await self._body()
-        if scope.cancelled_caught:
-            self.reason = "timeout"
-            if self.batch is not None:
-                self._settle_batch("the phase timed out while the tool ran")
+        return trio.CancelScope(deadline=self.deadline)
 
-    def _body(self) -> Coroutine[object, None, None]:
-        # The coroutine itself, not a wrapper around it: one frame less per agent.
+    def _lane_refused(self) -> bool:
+        """Does the phase end at once with an error, for a lane that does not exist?
+        (run() checks it; a RunPhase sent as is may not.)"""
         if self.cmd.lane is not None:
             try:
                 lane_index(self.cmd.lane, "RunPhase.lane")
-            except InvalidArgument as exc:  # (run() checks it; a RunPhase sent as is may not)
-                return self._refused(exc)
-        calls = self.cmd.direct_tool_calls
-        if calls is not None:
-            return self._direct(calls)
-        return self._loop()
+            except InvalidArgument as exc:
+                self._error(exc)
+                return True
+        return False
 
-    async def _refused(self, exc: InvalidArgument) -> None:
-        self._error(exc)
+    async def _went_on(self) -> bool:
+        """Go on from a lone tool call cut short by its alarm, or after a crash;
+        True if the phase ends there."""
+        if self.lone is not None:  # going on after a lone tool call's timeout
+            await self._resume_tools()
+            if self._tools_end_phase(self.pending):
+                return True
+            if self.stall:
+                await self._stalled()
+                return True
+        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
+            self.rec.resume.going_on = False
+            return await self._resumed()  # going on after a crash
+        return False
 
     def _load(self) -> None:
         """Size the history read (if any) or start one, then add the user's turn."""
@@ -396,367 +471,12 @@ class Phase(Endings):
         self.sizes.append(size)
         self.total += size
 
-    # -- model turns -------------------------------------------------------------------
-
-    async def _loop(self) -> None:
-        schemas = self.st.info.schemas_for(self.allowed)
-        skills = self.st.info.skills
-        if self.lone is not None:  # going on after a lone tool call's timeout
-            await self._resume_tools()
-            if self._tools_end_phase(self.pending):
-                return
-            if self.stall:
-                await self._stalled()
-                return
-        elif self.rec is not None and self.rec.resume is not None and self.rec.resume.going_on:
-            self.rec.resume.going_on = False
-            if await self._resumed():  # going on after a crash
-                return
-        # (Each pass makes one model call or returns.)
-        while self.iterations < self.cmd.max_iterations:
-            reply = await self._turn(schemas)
-            if reply is None:
-                return
-            if not reply.tool_calls:
-                finish = reply.finish_reason
-                if finish != "stop":
-                    if finish == "pause_turn":
-                        continue  # the server paused a long turn: the next call goes on
-                    self.reason = _CUT[finish]  # an answer the model did not end itself
-                    return
-                limit = self.cmd.max_continuation_turns  # (a mode's, else the spec's)
-                if limit is None:
-                    limit = self.st.spec.limits.max_continuation_turns
-                if self.continued < limit and await self._continued(reply.text):
-                    continue
-                if self.reason != "error":  # (the continuation detector may have raised)
-                    self.reason = "done"
-                    if self.typed is not None and await self._answer_refused(reply.text):
-                        continue  # the model is told why, and answers again
-                return
-            self.pending = reply.tool_calls
-            if skills is None:
-                await self._run_tools(reply.tool_calls, model_driven=True)
-            else:  # (#26) a skill activated now narrows the next call's tools
-                before = len(self.calls)
-                await self._run_tools(reply.tool_calls, model_driven=True)
-                skills.narrow(self, self.calls[before:])
-                schemas = self.st.info.schemas_for(self.allowed)
-            if self._tools_end_phase(reply.tool_calls):
-                return
-            if self.stall:
-                await self._stalled()
-                return
-        self.reason = "max_iterations"
-        if self.st.spec.limits.final_answer:
-            await self._final_turn()
-
     async def _compact(self, window: int | None = None) -> bool:
         """Compact the history (if there is something to replace); True if it was.
-        *window*: the context window the model's server said it has, if it did."""
+        *window*: the context window the model's server said it has, if it did.
+        (Here, not in ModelTurns: compaction.py takes the model turns' phase.)"""
         if self.compaction_off:
             return False
-        from .compaction import compact  # (here: it imports this module)
-
         return await compact(self, window)
-
-    def fix_call_numbers(self) -> None:
-        """Number the calls still to come from what the history holds now, before a
-        compaction takes calls out of it: ids must not repeat ones it keeps."""
-        if self.id_base is None:
-            self.id_base = _numbered(self.history[: self.base])
-
-    def _window(self) -> tuple[list[ChatMessage], int]:
-        limit = self.st.window
-        total = self.total
-        if total <= limit:
-            return self.history, total
-        kept, dropped, after = fit_window(self.history, self.sizes, limit)
-        if dropped and self.bus.active:
-            self.bus.publish(
-                ContextTruncated(
-                    path=self.path,
-                    context_label=self.cmd.context_label,
-                    dropped=dropped,
-                    tokens_before=total,
-                    tokens_after=after,
-                )
-            )
-        return kept, after
-
-    async def _turn(
-        self, schemas: Sequence[ToolSchema], *, final: bool = False, again: bool = False
-    ) -> ModelReply | None:
-        """One model call and its reply, added to the history; None if the phase ends
-        there (its reason set). *again*: the call is made again after a compaction
-        (its request was over the model's context window)."""
-        st = self.st
-        if self._stop_requested():
-            return None
-        if self.rec is not None and self.rec.sync_turns:
-            # (durability="turn": the turns so far are on disk before the next call)
-            await self.rec.synced()
-        if self.bus.active and type(self.bus) is RunBus and self.bus.held:
-            # A streamed run whose reader is behind: it waits for the reader
-            # here, before the call's reservation (see agents/loop/stream.py).
-            await self.bus.drain()
-        if st.compact_at is not None and self.total > st.compact_at:
-            await self._compact()
-        view, estimate = self._window()
-        if st.recall is not None:  # memory, context providers (#26: loop/recall.py)
-            view, estimate = await st.recall.before_call(self, view, estimate)
-        settings = self.settings
-        if not schemas:
-            schemas, settings = self._no_tool_offer(view) or (schemas, settings)
-        max_out = st.spec.limits.max_output_tokens
-        # Never a bare reserve(): it would let this call take room that an
-        # earlier call is queued for, and a stream of small calls could starve a
-        # big one (reserve_now and acquire both respect the queue).
-        # (Few locals in this frame: it waits on each of 10k agents' model calls.)
-        cost = st.pricing.reserve(estimate, max_out) if st.pricing else 0.0
-        # (reserve_now first: the common case, room and no queue, needs no
-        # acquire() coroutine. A cancelled phase must not reserve, nor count a
-        # request it never made: hence the check before.)
-        await trio.lowlevel.checkpoint_if_cancelled()
-        lease = st.budget.reserve_now(estimate, max_out, cost)
-        if lease is None:
-            lease = await st.budget.acquire(
-                estimate,
-                max_out,
-                cost,
-                waited=self.budget_waited if self.bus.active or st.services.otel else None,
-            )
-        if lease is None:
-            self._no_budget(st.budget.exhausted(estimate, max_out, cost))
-            return None
-        self.iterations += 1
-        if self.bus.active:
-            self.bus.publish(TurnStarted(path=self.path, iteration=self.iterations))
-        meter = _Meter(st, lease, estimate, max_out, cost) if st.metered else None
-        overflow: ContextTooLong | None = None
-        try:
-            if (
-                meter is None
-                and not st.laned
-                and settings is None
-                and self.typed is None
-                and not (st.streams and self.bus.active)
-            ):
-                if st.services.otel is None:
-                    reply = await st.model.complete(view, schemas, max_output_tokens=max_out)
-                else:  # (in a "chat" span; without _complete's coroutine)
-                    reply = await st.services.otel.chat(
-                        self,
-                        view,
-                        max_out,
-                        st.model.complete(view, schemas, max_output_tokens=max_out),
-                    )
-            else:
-                reply = await self._complete(view, schemas, max_out, meter, settings)
-            if not isinstance(reply, ModelReply):
-                raise TypeError(f"the model returned {type(reply).__name__}, not a ModelReply")
-            # (a Model of the application's may give lone surrogates; a typed
-            # answer's text is left to its own check, which refuses them)
-            reply = valid_reply(reply, text=self.typed is None)
-        except BaseException as exc:
-            lease.settle(None)
-            st.count(None)
-            if not isinstance(exc, Exception):
-                raise
-            if meter is not None and meter.refused:
-                # The retry did not fit: the provider gave up with the attempt's error.
-                self._no_budget(meter.refused)
-            elif isinstance(exc, ContextTooLong) and not again and st.summariser is not None:
-                overflow = exc  # (compacted below, out of the except block)
-            else:
-                self._error(exc)
-            if overflow is None:
-                return None
-        if overflow is not None:
-            return await self._overflowed(overflow, schemas, final)
-        took = self._took(reply, lease, 0 if meter is None else 1, estimate, max_out, cost, final)
-        if took is None:
-            return None
-        self.step += 1
-        if st.spec.on_step is not None and not await self._on_step(
-            None, took.text or f"{len(took.tool_calls)} tool call(s)", None, self.total
-        ):
-            return None
-        return took
-
-    def _took(
-        self,
-        reply: ModelReply,
-        lease: Lease,
-        attempts: int,
-        estimate: int,
-        max_out: int,
-        cost: float,
-        final: bool,
-    ) -> ModelReply | None:
-        """Settle the call's *lease* with *reply* (*attempts* the answered ones to
-        count: 1 for a metered call) and add the reply to the history; the reply
-        with its calls numbered, or None if the phase ends (a usage not valid)."""
-        st = self.st
-        pricing = st.pricing
-        if pricing is None and type(reply.usage) is Usage:  # (settle_reply's common case)
-            charged = reply if lease.settle(reply.usage, attempts=attempts) else None
-        else:
-            charged = settle_reply(lease, reply, pricing, attempts)
-        if charged is None:
-            # Not a Usage, or negative, NaN or infinite: the reservation was charged.
-            st.count(Usage(estimate, max_out, cost), 1, attempts)
-            self._error(_usage_invalid(st.model, reply.usage))
-            return None
-        reply = charged
-        st.count(reply.usage, 1, attempts)
-        calls = () if final else self._number(reply.tool_calls)
-        # (A refusal sent apart from the text is what the model said.)
-        text = reply.text or reply.refusal
-        if self.guard is not None and text:  # (#26) redacted before anyone sees it
-            text = self.guard.sanitise(text)
-            if reply.text and text != reply.text:
-                reply = msgspec.structs.replace(reply, text=text)
-        if reply.thinking or reply.blocks:  # kept, to be sent back with the tool results
-            self._append(
-                ChatMessage(
-                    "assistant",
-                    text,
-                    tool_calls=calls,
-                    thinking=reply.thinking,
-                    blocks=reply.blocks,
-                )
-            )
-        else:
-            self._append(ChatMessage("assistant", text, tool_calls=calls))
-        self.final_text = text
-        if self.rec is not None:
-            self.rec.turn(self)
-        if self.bus.active:
-            if type(self.bus) is RunBus:  # its stream has the text, streamed or not
-                self.bus.reply_text(self.path, text)
-            self.bus.publish(
-                TurnEnded(
-                    path=self.path,
-                    iteration=self.iterations,
-                    usage=reply.usage,
-                    tool_calls=len(calls),
-                )
-            )
-        if calls is not reply.tool_calls:
-            reply = msgspec.structs.replace(reply, tool_calls=calls)
-        return reply
-
-    async def _overflowed(
-        self, exc: ContextTooLong, schemas: Sequence[ToolSchema], final: bool
-    ) -> ModelReply | None:
-        """The call's request was over the model's context window (*exc*): compact the
-        history and make the call once more, as the same turn; if nothing could be
-        compacted, the phase ends with the error."""
-        # (Whatever the threshold says: the server has just said the window is full.)
-        if not await self._compact(exc.limit):
-            self._error(exc)
-            return None
-        self.iterations -= 1  # (the same turn, made again)
-        return await self._turn(schemas, final=final, again=True)
-
-    def _no_tool_offer(
-        self, view: list[ChatMessage]
-    ) -> tuple[Sequence[ToolSchema], ModelSettings] | None:
-        """What a call that may call no tool offers, when its model's API refuses tool
-        calls and results in a call that defines no tools (Anthropic's): the tools
-        (the phase's, else the agent's that *view* names), with the settings that
-        say none may be called (``tool_choice="none"``). None: offer nothing (the
-        provider then sends the tool turns as text, if it must)."""
-        model, info = self.st.model, self.st.info
-        if not info.schemas or not getattr(model, "needs_tools_for_tool_turns", False):
-            return None
-        if self.typed is not None and self.typed.schema_for(model) is not None:
-            return None  # (the answer's own tool is offered: the call defines tools)
-        named = {c.name for m in view for c in m.tool_calls}
-        named.update(m.name for m in view if m.role == "tool" and m.name)
-        if not named:
-            return None
-        schemas = info.schemas_for(self.allowed) or info.schemas_for(
-            frozenset(named) & info.tool_set
-        )
-        if not schemas:
-            return None
-        return schemas, ModelSettings(tool_choice="none").over(self.settings)
-
-    async def _complete(
-        self,
-        view: list[ChatMessage],
-        schemas: Sequence[ToolSchema],
-        max_out: int,
-        meter: _Meter | None,
-        settings: ModelSettings | None,
-    ) -> ModelReply:
-        """The model call with the keywords the model takes: ``on_text``, ``meter``,
-        ``lane``, ``settings`` (checked at spawn and run to be taken),
-        ``output_schema``."""
-        options: dict[str, object] = {}
-        if self.st.streams and self.bus.active:
-            options["on_text"] = self._text
-        if meter is not None:
-            options["meter"] = meter
-        if self.st.laned:
-            options["lane"] = self.cmd.lane or self.st.spec.lane
-        if settings is not None:
-            options["settings"] = settings
-        typed = self.typed
-        if typed is not None:
-            schema = typed.schema_for(self.st.model)
-            if schema is not None:
-                options["output_schema"] = schema
-        # (No local for the OpenTelemetry: this frame waits on each agent's model call.)
-        if self.st.services.otel is None:
-            return await self.st.model.complete(view, schemas, max_output_tokens=max_out, **options)
-        return await self.st.services.otel.chat(  # the call in a "chat" span
-            self,
-            view,
-            max_out,
-            self.st.model.complete(view, schemas, max_output_tokens=max_out, **options),
-        )
-
-    def budget_waited(self, seconds: float) -> None:
-        """Publish the model call's wait for the budget (it did wait), and record it
-        with the OpenTelemetry."""
-        if self.bus.active:
-            self.bus.publish(Waited(path=self.path, what="budget", seconds=seconds))
-        if self.st.services.otel is not None:
-            self.st.services.otel.waited(self.st, "budget", seconds)
-
-    def _no_budget(self, limit: str) -> None:
-        self.reason = "budget_exhausted"
-        if self.bus.active:
-            self.bus.publish(BudgetExhausted(path=self.path, limit=limit or "budget"))
-
-    def _text(self, piece: str) -> None:
-        if self.bus.active:
-            self.bus.publish(TextDelta(path=self.path, text=piece))
-
-    def _number(self, calls: tuple[ToolCallRequest, ...]) -> tuple[ToolCallRequest, ...]:
-        for c in calls:  # (a loop, not all() of a generator: this runs every turn)
-            if not c.id:
-                break
-        else:
-            return calls
-        # Ids are unique in the whole conversation, not just this phase: a
-        # provider pairs results with calls by id (Anthropic refuses repeats).
-        n = self.id_base if self.id_base is not None else _numbered(self.history[: self.base])
-        n += len(self.calls) + (len(self.batch) if self.batch else 0)
-        out = []
-        for i, c in enumerate(calls):
-            out.append(c if c.id else msgspec.structs.replace(c, id=f"call_{n + i + 1}"))
-        return tuple(out)
-
-    def _error(self, exc: BaseException) -> None:
-        self.reason = "error"
-        # (The same strings in the result as in the event: a provider's error
-        # is already redacted when it is raised.)
-        error_type, error = self.error = (type(exc).__name__, str(exc))
-        if self.bus.active:
-            self.bus.publish(PhaseError(path=self.path, error_type=error_type, error=error))
 
     # -- tool calls --------------------------------------------------------------------

@@ -12,7 +12,6 @@ from ..._handles import NoPublicConstructor, create
 from ...actors import exit_reason
 from ...actors.actor import ActorRef, ActorStatistics
 from ...errors import (
-    ActorCrashed,
     ActorError,
     ActorStopped,
     InvalidArgument,
@@ -26,7 +25,6 @@ from ...messages import (
     OutputT,
     PhaseResult,
     PlanningMode,
-    RunPhase,
     ToolCallRequest,
     Turn,
 )
@@ -37,85 +35,20 @@ from ...workspace import Workspace
 from ..budgets.budget import Budget
 from ..budgets.usage import UsageTotals
 from ..routing.modes import Mode
-from .agent import (
-    AgentActor,
-    _AgentState,
-    _check_phase_parts,
-    _phase_command,
-    _request_stop_tree,
-    _run_command,
-    _summariser,
-    make_gate,
-)
+from .agent import _request_stop_tree
 from .recall import MemoryHandle, agent_memory
-from .services import Services
-from .spec import AgentSpec, check_model_settings, check_spec
+from .runs import _asked, _check_phase_parts, _driven, _phase, _phase_command, _run_command
+from .spec import AgentSpec, check_spec
+from .state import _AgentState
 from .stream import RunStream
 
 if TYPE_CHECKING:
-    from ...supervisors.ref import SupervisorRef
     from ..routing.router import Router
     from .handles import BackgroundRun, Helper, Response
-    from .seams import RunDriver
 
-__all__ = ["AgentRef", "spawn_agent"]
+__all__ = ["AgentRef"]
 
 _T = TypeVar("_T")  # an agent's output type
-
-
-def spawn_agent(
-    services: Services, sup: SupervisorRef, spec: AgentSpec[_T], name: object, budget: object
-) -> AgentRef[_T]:
-    """Spawn an agent under *sup*, drawing on *services* (the runtime's)."""
-    if type(spec) is not AgentSpec:  # (the common case needs no call)
-        check_spec(spec)
-    root = services.budget
-    if budget is None:
-        budget = root
-    else:
-        if not isinstance(budget, Budget):
-            raise InvalidArgument(f"budget must be an agentrio.Budget or None, got {budget!r}")
-        top = budget._root()
-        if top is not root:
-            # A free-standing budget (or a chain of them) is carved out of the
-            # runtime's: nothing an agent spends escapes the runtime's limits.
-            top._attach(root)
-    agent_name = spec.name if name is None else name
-    model: Model
-    escalation: Model | None = None
-    lower = None  # the tier it falls back to, if spec.model is one without a model
-    if isinstance(spec.model, str):
-        lower = services.fallback(spec.model)
-        model = services.resolve(spec.model)
-        if spec.escalate_on_stall:
-            stronger = services.next_tier(spec.model)
-            if stronger is not None:
-                escalation = services.resolve(stronger)
-    else:
-        model = spec.model
-    if spec.settings is not None:
-        check_model_settings(model, spec.settings, "AgentSpec.settings")
-    summariser = None if spec.compaction is None else _summariser(services, spec.compaction)
-    state = _AgentState(
-        spec,
-        services,
-        sup,
-        budget,
-        agent_name if isinstance(agent_name, str) else "",
-        model,
-        escalation,
-        summariser,
-    )
-    ref = state.ref = sup.spawn_nowait(
-        AgentActor,
-        state,
-        name=agent_name,  # type: ignore[arg-type]  # (any object: spawn checks it)
-        mailbox=spec.limits.mailbox,
-    )
-    state.gate = make_gate(spec, ref.path, services.bus)
-    if lower is not None:
-        services.fell_back(ref.path, str(spec.model), lower)
-    return create(AgentRef, state)
 
 
 class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
@@ -481,8 +414,11 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             ActorStopped, ActorCrashed: as for [`run`][agentrio.AgentRef.run], and
                 whatever the router raises, as it is.
         """
-        return await self._state.services.composer.respond(
-            self, request, router=router, context_label=context_label, escalate=escalate
+        return cast(
+            "Response",
+            await self._state.services.composer.respond(
+                self, request, router=router, context_label=context_label, escalate=escalate
+            ),
         )
 
     async def continue_in_background(
@@ -508,7 +444,10 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             RuntimeClosed: the agent's supervisor has stopped.
             ActorStopped: the agent has stopped.
         """
-        return await self._state.services.composer.continue_in_background(self, response, message)
+        return cast(
+            "BackgroundRun",
+            await self._state.services.composer.continue_in_background(self, response, message),
+        )
 
     async def start_background(
         self,
@@ -558,7 +497,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         )
         if cmd.parts:
             _check_phase_parts(self._state, cmd)
-        return await self._state.services.composer.start_background(self, cmd, chosen)
+        return cast(
+            "BackgroundRun", await self._state.services.composer.start_background(self, cmd, chosen)
+        )
 
     async def request_stop(self) -> None:
         """Ask the agent to stop at the start of its next iteration (``stop_requested``).
@@ -666,13 +607,16 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             InvalidArgument: *max_turns* is not an int >= 1; a *name* against
                 these rules or those of ``AgentSpec.name``.
         """
-        return self._state.services.composer.session_helper(
-            self._state,
-            model,
-            instructions=instructions,
-            max_turns=max_turns,
-            final_answer=final_answer,
-            name=name,
+        return cast(
+            "Helper",
+            self._state.services.composer.session_helper(
+                self._state,
+                model,
+                instructions=instructions,
+                max_turns=max_turns,
+                final_answer=final_answer,
+                name=name,
+            ),
         )
 
     async def spawn_subagent(
@@ -705,8 +649,9 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
         """
         check_spec(spec)
         await trio.lowlevel.checkpoint_if_cancelled()
-        return self._state.services.composer.spawn_child(
-            self._state, spec, name=name, budget=budget
+        return cast(
+            "AgentRef[_T]",
+            self._state.services.composer.spawn_child(self._state, spec, name=name, budget=budget),
         )
 
     async def map(
@@ -733,66 +678,3 @@ class AgentRef(Generic[OutputT], metaclass=NoPublicConstructor):
             budget=budget,
             parent=self._state,
         )
-
-
-def _asked(state: _AgentState, cmd: RunPhase) -> Coroutine[Any, Any, object]:
-    """The linked ask of *cmd* of *state*'s agent: the phase is this caller's work,
-    and ends with it (see ActorRef.ask, and AgentActor._again for how it ends)."""
-    ref = state.ref
-    assert ref is not None
-    try:
-        return ref.ask(cmd, linked=True)
-    except SelfAsk:
-        raise SelfAsk(
-            f"agent {ref.path!r} was asked to run a phase from inside its own "
-            "phase (a tool running its own agent): it would deadlock"
-        ) from None
-
-
-def _driven(
-    agent: AgentRef[OutputT], cmd: RunPhase, driver: RunDriver | None, planning: object
-) -> Coroutine[Any, Any, PhaseResult[OutputT]]:
-    """The run of *cmd* by the spec's *driver* (planning, delegation): checked now."""
-    if driver is None:
-        raise InvalidArgument(
-            f"run(planning={planning!r}) needs an agent whose AgentSpec.planning is set"
-        )
-    driver.check_run(planning)
-    _asked(agent._state, cmd).close()  # (SelfAsk now, as for a phase)
-
-    def run_phase(step: RunPhase) -> Coroutine[Any, Any, PhaseResult[object]]:
-        state = agent._state
-        asked = _asked(state, step)
-        services = state.services
-        if services.otel is None and services.checkpoints is None:
-            return cast("Coroutine[Any, Any, PhaseResult[object]]", asked)
-        return _phase(cast("AgentRef[object]", agent), step, asked)
-
-    plain = cast("AgentRef[object]", agent)
-    mode = planning if isinstance(planning, str) else None
-    return cast(
-        "Coroutine[Any, Any, PhaseResult[OutputT]]", driver.drive(plain, cmd, run_phase, mode)
-    )
-
-
-async def _phase(
-    agent: AgentRef[OutputT], cmd: RunPhase, asked: Coroutine[Any, Any, object]
-) -> PhaseResult[OutputT]:
-    """Run *cmd* on *agent* (*asked*: its ask), with OpenTelemetry (the phase's span
-    nests under the caller's) or a checkpoint store (a crashed durable agent's phase
-    goes on)."""
-    state = agent._state
-    try:
-        if state.services.otel is None:
-            result = await asked
-        else:
-            result = await state.services.otel.asked(cmd, asked)
-    except ActorCrashed:
-        checkpoints = state.services.checkpoints
-        if checkpoints is None or not checkpoints.restarted(cmd):
-            raise
-        # A durable agent crashed, and was restarted: its phase goes on
-        # from its last completed turn (agents/durability/checkpoint.py).
-        result = await checkpoints.rerun(agent, cmd, linked=True)
-    assert isinstance(result, PhaseResult)
-    return result

@@ -13,8 +13,8 @@ reach their supervisor through ``actors.actor.Parent``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Awaitable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     from ...errors import ActorError
@@ -32,11 +32,6 @@ if TYPE_CHECKING:
     from ..routing.modes import Mode
     from ..tools.tool import Tool
     from ..tools.tool_call import ToolGate, ToolRunner
-    from .agent import _AgentState
-    from .handles import BackgroundRun, Helper, Response
-    from .phase import Phase
-    from .ref import AgentRef
-    from .services import Services
     from .spec import AgentSpec
 
 __all__ = [
@@ -44,16 +39,23 @@ __all__ = [
     "Composer",
     "Observer",
     "Parked",
-    "PhaseGuard",
     "PhaseRecording",
-    "PhaseRunner",
     "Resumed",
-    "RunDriver",
-    "Security",
-    "Skills",
 ]
 
 _T = TypeVar("_T")
+
+# The loop's own types that the seams pass: the loop's upper modules define them,
+# and import this module (Services holds the seams), so naming them here would
+# close a circle inside the loop. The rooms that meet these Protocols take each
+# by its real type (Any is compatible with it); the loop passes the real ones.
+Phase: TypeAlias = Any  # agents.loop.phase.Phase
+_AgentState: TypeAlias = Any  # agents.loop.state._AgentState
+AgentRef: TypeAlias = Any  # agents.loop.ref.AgentRef (AgentRef)
+Response: TypeAlias = Any  # agents.loop.handles.Response
+BackgroundRun: TypeAlias = Any  # agents.loop.handles.BackgroundRun
+Helper: TypeAlias = Any  # agents.loop.handles.Helper
+Services: TypeAlias = Any  # agents.loop.services.Services
 
 
 class Observer(Protocol):
@@ -181,7 +183,7 @@ class Checkpointing(Protocol):
     def restarted(self, cmd: RunPhase) -> bool:
         """Did the phase of *cmd* crash with its agent, and may it go on?"""
 
-    async def rerun(self, ref: AgentRef[object], cmd: RunPhase, *, linked: bool) -> object:
+    async def rerun(self, ref: AgentRef, cmd: RunPhase, *, linked: bool) -> object:
         """Ask the restarted agent with *cmd* again, until nothing is left to go on from."""
 
     # (memory, #26: a memory's items are kept in the store as opaque records)
@@ -197,7 +199,7 @@ class Composer(Protocol):
 
     async def respond(
         self,
-        agent: AgentRef[object],
+        agent: AgentRef,
         request: object,
         *,
         router: object,
@@ -207,12 +209,12 @@ class Composer(Protocol):
         """The body of ``AgentRef.respond``."""
 
     async def continue_in_background(
-        self, agent: AgentRef[object], response: object, message: object
+        self, agent: AgentRef, response: object, message: object
     ) -> BackgroundRun:
         """The body of ``AgentRef.continue_in_background``."""
 
     async def start_background(
-        self, agent: AgentRef[object], cmd: RunPhase, mode: Mode | None
+        self, agent: AgentRef, cmd: RunPhase, mode: Mode | None
     ) -> BackgroundRun:
         """Queue *cmd* on *agent* and spawn the actor that waits for it."""
 
@@ -235,7 +237,7 @@ class Composer(Protocol):
         *,
         name: str | None = None,
         budget: Budget | None = None,
-    ) -> AgentRef[_T]:
+    ) -> AgentRef:
         """Spawn *spec* as a subagent of *parent*."""
 
     async def map_phases(
@@ -250,74 +252,3 @@ class Composer(Protocol):
         parent: _AgentState | None,
     ) -> list[PhaseResult[_T] | ActorError]:
         """One fresh agent per input, at most *concurrency* at once."""
-
-
-# -- planning and delegation (#26: planning) ------------------------------------------
-
-PhaseRunner = Callable[["RunPhase"], Coroutine[object, None, "PhaseResult[object]"]]
-"""Runs one phase of an agent: what ``AgentRef.run`` would do with a ``RunPhase``."""
-
-
-class RunDriver(Protocol):
-    """What runs a request as more than one phase: ``AgentSpec.planning``
-    (``planning.planner.Planning``) or ``AgentSpec.delegation``
-    (``delegation.registry.Delegation``). ``AgentRef.run`` hands such an
-    agent's requests to it (the spec's planning first, else its delegation)."""
-
-    def check_spec(self, spec: AgentSpec[object]) -> None:
-        """Raise ``InvalidArgument`` (or ``PermissionEscalation``) if *spec* may not hold it."""
-
-    def check_run(self, planning: object) -> None:
-        """Raise ``InvalidArgument`` if ``run(planning=...)`` may not be *planning*."""
-
-    def drive(
-        self,
-        agent: AgentRef[object],
-        cmd: RunPhase,
-        run_phase: PhaseRunner,
-        planning: str | None,
-    ) -> Coroutine[object, None, PhaseResult[object]]:
-        """Run the request of *cmd* (checked) on *agent*, each phase of the agent's
-        own by *run_phase*; *planning* is ``run(planning=...)``."""
-
-
-# -- #26: skills and security, held by the spec (AgentSpec.skills, AgentSpec.security) ----
-
-
-class Skills(Protocol):
-    """An agent's skills, as the loop uses them (``skills.registry.SkillRegistry``).
-
-    The spec takes its tool and catalogue once (``_SpecInfo``); a phase calls
-    `narrow` when it begins and after each tool turn, only when the spec has
-    skills (one test per turn otherwise).
-    """
-
-    def tools(self) -> tuple[Tool, ...]:
-        """The tools the skills add to the agent's (``activate_skill``...), which no
-        narrowing takes away."""
-
-    def catalogue(self) -> str:
-        """The skills' names and descriptions, added to the system prompt."""
-
-    def narrow(self, phase: Phase, results: Sequence[ToolResult] | None) -> None:
-        """Set ``phase.allowed`` to what the active skills allow (*results*: the
-        turn just settled; None: the phase begins)."""
-
-
-class PhaseGuard(Protocol):
-    """One phase's security (``security.guard.Guard``): made when the phase begins."""
-
-    gate: ToolGate  # the phase's tool calls pass it (the agent's gate, and taint)
-
-    def saw(self, results: Sequence[ToolResult]) -> None:
-        """A turn's tool results (the untrusted ones taint what they hold)."""
-
-    def sanitise(self, text: str) -> str:
-        """*text*, a reply of the model, with what the rules redact redacted."""
-
-
-class Security(Protocol):
-    """An agent's security provider (``security.provider.SecurityProvider``)."""
-
-    def guard(self, phase: Phase) -> PhaseGuard:
-        """The guard of *phase*, which has read its history."""

@@ -41,14 +41,12 @@ from ..tools.output import output_type_of
 from ..tools.policy import Approver, PermissionPolicy, PostToolUse, PreToolUse
 from ..tools.tool import NO_ENV, Tool, check_env
 from ..tools.validators import OutputValidator, to_validators
-from .compaction import Compaction
 from .continuation import ContinuationDetector
+
+# (at run time: typing.get_type_hints reads the fields)
+from .extensions import RunDriver, Security, Skills
 from .prompts import PromptSlots, system_prompt
-from .seams import (  # (at run time: typing.get_type_hints reads the fields)
-    RunDriver,
-    Security,
-    Skills,
-)
+from .summary import Compaction
 
 __all__ = ["AgentSpec", "StepInfo", "check_spec"]
 
@@ -354,7 +352,7 @@ class AgentSpec(Generic[OutputT]):
         default=None, converter=to_context_providers
     )
     # Planning and delegation (#26, the planning part): what runs a request as
-    # more than one phase (loop/seams.py's RunDriver; agents/planning, agents/delegation).
+    # more than one phase (loop/extensions.py's RunDriver; agents/planning, agents/delegation).
     planning: RunDriver | None = None
     delegation: RunDriver | None = None
     # -- #26, the skills branch: prompt slots, skills, a security provider ---------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
@@ -26,9 +26,9 @@ from ..tools.tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batc
 if TYPE_CHECKING:
     from ...actors import EventBus
     from ...messages import RunPhase, StopReason
-    from .agent import _AgentState
-    from .phase import Phase
-    from .seams import PhaseGuard, PhaseRecording
+    from .extensions import PhaseGuard
+    from .seams import PhaseRecording
+    from .state import _AgentState
 
 
 __all__ = ["PREVIEW_CHARS", "ToolTurns"]
@@ -72,6 +72,7 @@ class ToolTurns:
         cmd: RunPhase
         bus: EventBus
         path: str
+        history: list[ChatMessage]
         sizes: list[int]
         total: int
         calls: list[ToolResult]
@@ -114,7 +115,7 @@ class ToolTurns:
             numbered = self._number(calls)
             self._append(ChatMessage("assistant", "", tool_calls=numbered))
             if self.rec is not None:
-                self.rec.turn(cast("Phase", self), totals=False)
+                self.rec.turn(self, totals=False)
             await self._run_tools(numbered, model_driven=False)
         if self.reason != "error":
             self.reason = "done"
@@ -156,6 +157,15 @@ class ToolTurns:
         return True
 
     async def _run_tools(self, calls: Sequence[ToolCallRequest], *, model_driven: bool) -> None:
+        """Run a turn's tool calls (the phase's loop takes the two steps itself)."""
+        await self._run_batch(await self._tool_batch(calls, model_driven))
+
+    async def _tool_batch(
+        self, calls: Sequence[ToolCallRequest], model_driven: bool
+    ) -> list[ToolRunner]:
+        """The turn's batch (``self.batch``: a runner per call to run, a result for
+        each other one, in call order); the runners. (Its locals are not kept
+        while the calls run: _run_batch runs them.)"""
         st, limits = self.st, self.st.spec.limits
         batch: list[ToolRunner | ToolResult] = []
         runners: list[ToolRunner] = []
@@ -194,7 +204,7 @@ class ToolTurns:
             if st.services.otel is None:
                 runner = ToolRunner(tool, req, limits.tool_timeout, gate)
             else:  # (the call in an "execute_tool" span)
-                phase = cast("Phase", self)
+                phase = self
                 runner = st.services.otel.runner(phase, tool, req, limits.tool_timeout, gate)
             if tool.context_param is not None:
                 runner.context = self._tool_context(req, len(batch))
@@ -210,6 +220,10 @@ class ToolTurns:
             self._in_lane(runners, lanes)
         batch += not_run  # (the tail: the batch stays in call order)
         self.batch = batch
+        return runners
+
+    async def _run_batch(self, runners: list[ToolRunner]) -> None:
+        """Run the batch's *runners*; record the batch."""
         if len(runners) == 1:
             # A batch of one needs no parallelism: the call runs in the
             # agent's task, which saves a task, a nursery and two wake-ups per
@@ -217,22 +231,30 @@ class ToolTurns:
             # cancel scope (agentrio.actors.interrupt_after): if it goes off, the
             # agent's phase is interrupted and delivered again, and goes on
             # from here (see lone_expired and _resume_tools).
-            runner = runners[0]
-            runner.agent = st.ref
-            self.lone = runner
-            result = await runner.run()
-            self.lone = None
-            self._tool_done(runner, result)
+            self._lone_done(runners[0], await self._lone(runners[0]))
         elif runners:
             # (A durable phase records each call of the batch as it ends.)
-            done = self._tool_done if rec is None else self._tool_recorded
+            done = self._tool_done if self.rec is None else self._tool_recorded
             async with trio.open_nursery() as nursery:
-                start_batch(nursery, runners, limits.max_parallel_tools, done)
+                start_batch(nursery, runners, self.st.spec.limits.max_parallel_tools, done)
+        rec = self.rec
         if rec is not None and rec.parked is not None:  # a call deferred (agentrio.Defer)
-            await rec.park(cast("Phase", self))  # (raises seams.Parked)
+            await rec.park(self)  # (raises seams.Parked)
         steps = self._tools_ran()
         if steps is not None:
             await steps
+
+    def _lone(self, runner: ToolRunner) -> Coroutine[object, None, ToolResult]:
+        """The call of a batch of one, made in the agent's task: its coroutine (the
+        phase's loop awaits it in its own frame)."""
+        runner.agent = self.st.ref
+        self.lone = runner
+        return runner.run()
+
+    def _lone_done(self, runner: ToolRunner, result: ToolResult) -> None:
+        """The lone call of the batch has ended with *result*."""
+        self.lone = None
+        self._tool_done(runner, result)
 
     def _in_lane(self, runners: list[ToolRunner], lanes: ToolLanes) -> None:
         """Put the turn's calls in the phase's lane (the runtime's lanes limit or retry them).
@@ -294,7 +316,7 @@ class ToolTurns:
 
     async def _remembered(self, results: list[ToolResult]) -> None:
         assert self.st.recall is not None
-        await self.st.recall.tools_done(cast("Phase", self), results)
+        await self.st.recall.tools_done(self, results)
         if self.st.spec.on_step is None:
             self.step += len(results)
         else:
@@ -396,7 +418,7 @@ class ToolTurns:
                 self._watch(item)
         self.batch = None
         if self.rec is not None:
-            self.rec.tools(cast("Phase", self), results, now)
+            self.rec.tools(self, results, now)
         if self.guard is not None:  # (#26) what untrusted tools returned is tainted
             self.guard.saw(results)
         return results

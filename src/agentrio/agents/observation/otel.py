@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 
     from ...supervisors import Tree
     from ..budgets.budget import Budget
-    from ..loop.agent import _AgentState
     from ..loop.phase import Phase
+    from ..loop.state import _AgentState
     from ..tools.tool import Tool
 
 from .parts import (

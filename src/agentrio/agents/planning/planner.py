@@ -25,7 +25,7 @@ from .plan import step_failed as default_step_failed
 from .steps import PlannedRun
 
 if TYPE_CHECKING:
-    from ..loop.seams import PhaseRunner
+    from ..loop.extensions import PhaseRunner
 
 __all__ = ["NeedsPlan", "Planning", "StepCheck"]
 

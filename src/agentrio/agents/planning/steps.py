@@ -56,7 +56,7 @@ from .plan import (
 
 if TYPE_CHECKING:
     from ...providers.base import Model
-    from ..loop.seams import PhaseRunner
+    from ..loop.extensions import PhaseRunner
 
 __all__ = ["PlannedRun"]
 

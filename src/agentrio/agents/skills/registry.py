@@ -1,6 +1,6 @@
 """SkillRegistry: an agent's skills, offered by name and description, activated by the model.
 
-The loop sees a registry through ``loop.seams.Skills``: the spec adds its
+The loop sees a registry through ``loop.extensions.Skills``: the spec adds its
 ``activate_skill`` tool to the agent's tools and its catalogue to the system
 prompt (once per spec), and a phase asks it to narrow the phase's tools when
 the phase begins (from the context's history) and after each tool turn that
@@ -124,7 +124,7 @@ class SkillRegistry:
     def __repr__(self) -> str:
         return f"SkillRegistry({sorted(self._skills)})"
 
-    # -- what the spec takes from it (loop.seams.Skills) ---------------------------------
+    # -- what the spec takes from it (loop.extensions.Skills) ---------------------------------
 
     def catalogue(self) -> str:
         """The part of the system prompt that lists the skills (names and descriptions)."""
