@@ -192,9 +192,7 @@ class Checkpoints:
             group = self.group = _SyncGroup()
             assert self.nursery is not None
             self.nursery.start_soon(self._sync, group)
-        await group.done.wait()
-        if group.error is not None:
-            raise group.error
+        await group.wait()
 
     async def _sync(self, group: _SyncGroup) -> None:
         # (From here on, a phase that asks joins the next group: its records may
@@ -204,7 +202,13 @@ class Checkpoints:
             await self.writer.synced()
         except StoreError as exc:
             group.error = exc
-        group.done.set()
+        except BaseException:
+            # (Cancelled with the runtime: its phases are too, but none may take
+            # this for a sync and run a tool.)
+            group.error = StoreError("the checkpoint store's sync was cancelled")
+            group.wake()
+            raise
+        group.wake()
 
     def register(self, name: object, factory: object) -> None:
         """Register *factory* (``() -> AgentSpec``) under the spec name *name*."""
