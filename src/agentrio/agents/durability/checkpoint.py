@@ -93,6 +93,8 @@ synced before the phase's next model call)."""
 
 SpecFactory = Callable[[], AgentSpec[object]]
 
+_PRUNE_AT = 1024  # durable agents known before the exited ones are first looked for
+
 
 _log = logging.getLogger("agentrio.agents.durability.checkpoint")
 
@@ -119,6 +121,7 @@ class Checkpoints:
         "nursery",
         "outcomes",
         "plan",
+        "prune_at",
         "resumed",
         "resumes",
         "retention",
@@ -153,6 +156,7 @@ class Checkpoints:
         for name, factory in specs.items():
             self.register(name, factory)
         self.agents: dict[str, _Durable] = {}  # by path: the live durable agents
+        self.prune_at = _PRUNE_AT  # (forget the exited ones when there are this many)
         self.resumes: dict[str, Resume] = {}  # phase id -> what it goes on from
         self.live: dict[str, PhaseRecorder] = {}  # phase id -> its phase under way
         self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
@@ -246,9 +250,26 @@ class Checkpoints:
         state = ref._state
         durable = _Durable(state, agent_id or new_phase_id(), state.spec.name)
         assert state.ref is not None
-        self.agents[state.ref.path] = durable
+        agents = self.agents
+        agents[state.ref.path] = durable
         if state.gate is not None:
             state.gate.journal = durable
+        if len(agents) >= self.prune_at:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Forget the durable agents that have exited (each held its agent's state:
+        a runtime spawning agent after agent kept them all), once their number has
+        doubled since the last time: amortized, one check per spawn."""
+        agents = self.agents
+        for path, durable in list(agents.items()):
+            ref = durable.state.ref
+            if ref is None or ref.statistics().state == "exited":
+                del agents[path]
+                gate = durable.state.gate
+                if gate is not None and gate.journal is durable:
+                    gate.journal = None  # (no cycle left for the collector)
+        self.prune_at = max(_PRUNE_AT, 2 * len(agents))
 
     def recorder(self, phase: Phase) -> PhaseRecorder | None:
         """The recording of *phase*, if its agent is durable (else None)."""
