@@ -38,6 +38,7 @@ turn).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -117,6 +118,8 @@ class Checkpoints:
         "budget",
         "bus",
         "group",
+        "id_prefix",
+        "ids",
         "live",
         "nursery",
         "outcomes",
@@ -157,6 +160,11 @@ class Checkpoints:
             self.register(name, factory)
         self.agents: dict[str, _Durable] = {}  # by path: the live durable agents
         self.prune_at = _PRUNE_AT  # (forget the exited ones when there are this many)
+        # Ids of this runtime's durable agents and unnamed phases: a random prefix
+        # (96 bits, once) and a count; not a read of the system's random source
+        # for each agent and each phase.
+        self.id_prefix = new_phase_id() + "."
+        self.ids = itertools.count()
         self.resumes: dict[str, Resume] = {}  # phase id -> what it goes on from
         self.live: dict[str, PhaseRecorder] = {}  # phase id -> its phase under way
         self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
@@ -245,10 +253,14 @@ class Checkpoints:
                 "yet (the store records each turn as it is added)"
             )
 
+    def new_id(self) -> str:
+        """An id no other agent or phase has (this runtime's prefix, and a count)."""
+        return f"{self.id_prefix}{next(self.ids)}"
+
     def adopt(self, ref: AgentRef[object], agent_id: str | None = None) -> None:
         """Make the agent of *ref* durable (its spec checked by `check_spec`)."""
         state = ref._state
-        durable = _Durable(state, agent_id or new_phase_id(), state.spec.name)
+        durable = _Durable(state, agent_id or self.new_id(), state.spec.name)
         assert state.ref is not None
         agents = self.agents
         agents[state.ref.path] = durable
@@ -279,7 +291,7 @@ class Checkpoints:
             return None
         phase_id = phase.cmd.phase_id
         if phase_id is None:
-            phase_id = new_phase_id()
+            phase_id = self.new_id()
         elif phase.escalating and state.escalation is None:
             phase_id += "+escalated"  # (the second run of an escalating pair)
         resume = self.resumes.get(phase_id)
