@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from .agents.tools.lanes import Lanes
     from .agents.tools.tool import Tool
     from .config import Config
-    from .store import CheckpointStore
+    from .store import CheckpointStore, Retention
     from .supervisors.restart import Backoff, Strategy
 
 __all__ = [
@@ -106,6 +106,7 @@ class _RuntimeOptions(TypedDict, total=False):
     store: CheckpointStore | str | os.PathLike[str] | None
     durability: Durability
     specs: Mapping[str, Callable[[], AgentSpec[Any]]] | None
+    retention: Retention | None
 
 
 class _StreamOptions(TypedDict, total=False):

@@ -439,3 +439,53 @@ def test_record_phase_reads_hostile_bytes_as_none() -> None:
     assert record_phase(msgspec.msgpack.encode(["T", "x" * 70000])) == "x" * 70000
     for bad in [b"", b"\x91\xa1a", b"\x92\xa1a\x01", b"\x92\xa1a\xa5ab", b"\xc0", b"\x92\xdb\xff"]:
         assert record_phase(bad) is None
+
+
+async def test_the_budget_totals_survive_a_compaction(tmp_path: Path) -> None:
+    # An agent with an unfinished phase keeps its finished ones live (older totals);
+    # the newest totals, of phases archived, must still be the ones read back.
+    store = tmp_path / "ckpt"
+    make = make_spec()
+    HANG.add("a2")
+    async with agentrio.open_runtime(store=store, specs={"clerk": make}) as rt:
+        a = await rt.spawn_agent(make(), name="a")
+        await a.run("a1", phase_id="a1")
+        b = await rt.spawn_agent(make(), name="b")
+        await b.run("b1", phase_id="b1")
+        async with trio.open_nursery() as nursery:
+
+            async def cut_short() -> None:
+                with contextlib.suppress(agentrio.ActorStopped):
+                    await a.run("a2", phase_id="a2")
+
+            nursery.start_soon(cut_short)
+            await trio.sleep(0.1)
+            rt.cancel()
+    for _ in range(2):  # (the second opening reads what the first compacted)
+        async with agentrio.open_runtime(
+            store=store, specs={"clerk": make}, retention=Retention()
+        ) as rt:
+            assert rt.resumed == ("a2",)
+            assert rt.usage().requests == 4
+            rt.cancel()
+    async with StoreReader(store) as reader:
+        assert {p.phase_id for p in await reader.phases(status="finished")} == {"a1", "b1"}
+
+
+async def test_exited_durable_agents_are_not_kept(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    make = make_spec()
+    async with agentrio.open_runtime(store=tmp_path / "ckpt", specs={"clerk": make}) as rt:
+        spec = make()
+        kept = weakref.ref(spec)  # (held by the agent's state while it is kept)
+        first = await rt.spawn_agent(spec, name="first")
+        await first.stop()
+        del first, spec
+        for i in range(1100):  # (past the first look for exited agents, at 1024)
+            agent = await rt.spawn_agent(make(), name=f"a{i}")
+            await agent.stop()
+        del agent
+        gc.collect()
+        assert kept() is None

@@ -338,15 +338,15 @@ async def test_cancellation_leaves_no_thread_running(tmp_path: Path) -> None:
     """A cancelled writer's append in a worker thread is waited for, not left behind."""
     store = DirectoryStore(tmp_path)
     release = threading.Event()
-    real = store._append
+    real = store._write
     in_thread = threading.Event()
 
-    def slow(batch: bytes, sync: bool) -> None:
+    def slow(data: bytes | bytearray, sync: bool) -> None:
         in_thread.set()
         release.wait()
-        real(batch, sync)
+        real(data, sync)
 
-    store._append = slow  # type: ignore[method-assign]
+    store._write = slow  # type: ignore[method-assign]
     writer = CheckpointWriter(store)
     with trio.move_on_after(5):
         async with trio.open_nursery() as nursery:

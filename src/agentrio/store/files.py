@@ -504,6 +504,30 @@ class DirectoryStore:
             # (Framed in the worker thread: the agents' thread only hands the batch.)
             await trio.to_thread.run_sync(self._append, batch, sync, limiter=self._limiter)
 
+    async def append_framed(self, frames: Sequence[bytes], *, sync: bool) -> None:
+        """``append``, of records already framed (each as ``frame`` makes it): what a
+        [`CheckpointWriter`][agentrio.store.CheckpointWriter] hands this store.
+
+        Raises:
+            StoreError: as ``append`` (a record over ``MAX_RECORD`` included).
+        """
+        if self._closed:
+            raise StoreError(f"checkpoint store {self.path!r} is closed")
+        unpack = _LEN_CRC.unpack_from
+        for framed in frames:
+            length = unpack(framed)[0]
+            if length > MAX_RECORD:
+                raise StoreError(
+                    f"a checkpoint record of {length} bytes is over MAX_RECORD "
+                    f"({MAX_RECORD}) for {self.path!r}"
+                )
+        if frames:
+            if not self._lock.held:
+                await self._lock.acquire(self._lock_timeout)
+            await trio.to_thread.run_sync(
+                self._write, b"".join(frames), sync, limiter=self._limiter
+            )
+
     def _check_size(self, data: bytes) -> None:
         if len(data) > MAX_RECORD:
             raise StoreError(
@@ -512,7 +536,9 @@ class DirectoryStore:
             )
 
     def _append(self, batch: Sequence[bytes], sync: bool) -> None:
-        data = frames(batch)
+        self._write(frames(batch), sync)
+
+    def _write(self, data: bytes | bytearray, sync: bool) -> None:
         if self._fd is None:
             if self._closed:  # closed while this append waited for its thread
                 raise StoreError(f"checkpoint store {self.path!r} is closed")

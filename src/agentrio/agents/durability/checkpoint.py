@@ -38,6 +38,7 @@ turn).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -95,6 +96,8 @@ synced before the phase's next model call)."""
 
 SpecFactory = Callable[[], AgentSpec[object]]
 
+_PRUNE_AT = 1024  # durable agents known before the exited ones are first looked for
+
 
 _log = logging.getLogger("agentrio.agents.durability.checkpoint")
 
@@ -117,11 +120,14 @@ class Checkpoints:
         "budget",
         "bus",
         "group",
+        "id_prefix",
+        "ids",
         "live",
         "nursery",
         "outcomes",
         "parked",
         "plan",
+        "prune_at",
         "resumed",
         "resumes",
         "retention",
@@ -157,6 +163,12 @@ class Checkpoints:
         for name, factory in specs.items():
             self.register(name, factory)
         self.agents: dict[str, _Durable] = {}  # by path: the live durable agents
+        self.prune_at = _PRUNE_AT  # (forget the exited ones when there are this many)
+        # Ids of this runtime's durable agents and unnamed phases: a random prefix
+        # (96 bits, once) and a count; not a read of the system's random source
+        # for each agent and each phase.
+        self.id_prefix = new_phase_id() + "."
+        self.ids = itertools.count()
         self.resumes: dict[str, Resume] = {}  # phase id -> what it goes on from
         self.live: dict[str, PhaseRecorder] = {}  # phase id -> its phase under way
         self.outcomes: dict[str, _Awaited] = {}  # the phases resumed from the store
@@ -200,9 +212,7 @@ class Checkpoints:
             group = self.group = _SyncGroup()
             assert self.nursery is not None
             self.nursery.start_soon(self._sync, group)
-        await group.done.wait()
-        if group.error is not None:
-            raise group.error
+        await group.wait()
 
     async def _sync(self, group: _SyncGroup) -> None:
         # (From here on, a phase that asks joins the next group: its records may
@@ -212,7 +222,13 @@ class Checkpoints:
             await self.writer.synced()
         except StoreError as exc:
             group.error = exc
-        group.done.set()
+        except BaseException:
+            # (Cancelled with the runtime: its phases are too, but none may take
+            # this for a sync and run a tool.)
+            group.error = StoreError("the checkpoint store's sync was cancelled")
+            group.wake()
+            raise
+        group.wake()
 
     def register(self, name: object, factory: object) -> None:
         """Register *factory* (``() -> AgentSpec``) under the spec name *name*."""
@@ -245,14 +261,35 @@ class Checkpoints:
                 "yet (the store records each turn as it is added)"
             )
 
+    def new_id(self) -> str:
+        """An id no other agent or phase has (this runtime's prefix, and a count)."""
+        return f"{self.id_prefix}{next(self.ids)}"
+
     def adopt(self, ref: AgentRef[object], agent_id: str | None = None) -> None:
         """Make the agent of *ref* durable (its spec checked by `check_spec`)."""
         state = ref._state
-        durable = _Durable(state, agent_id or new_phase_id(), state.spec.name)
+        durable = _Durable(state, agent_id or self.new_id(), state.spec.name)
         assert state.ref is not None
-        self.agents[state.ref.path] = durable
+        agents = self.agents
+        agents[state.ref.path] = durable
         if state.gate is not None:
             state.gate.journal = durable
+        if len(agents) >= self.prune_at:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Forget the durable agents that have exited (each held its agent's state:
+        a runtime spawning agent after agent kept them all), once their number has
+        doubled since the last time: amortized, one check per spawn."""
+        agents = self.agents
+        for path, durable in list(agents.items()):
+            ref = durable.state.ref
+            if ref is None or ref.statistics().state == "exited":
+                del agents[path]
+                gate = durable.state.gate
+                if gate is not None and gate.journal is durable:
+                    gate.journal = None  # (no cycle left for the collector)
+        self.prune_at = max(_PRUNE_AT, 2 * len(agents))
 
     def recorder(self, phase: Phase) -> PhaseRecorder | None:
         """The recording of *phase*, if its agent is durable (else None)."""
@@ -262,7 +299,7 @@ class Checkpoints:
             return None
         phase_id = phase.cmd.phase_id
         if phase_id is None:
-            phase_id = new_phase_id()
+            phase_id = self.new_id()
         elif phase.escalating and state.escalation is None:
             phase_id += "+escalated"  # (the second run of an escalating pair)
         resume = self.resumes.get(phase_id)

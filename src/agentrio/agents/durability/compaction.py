@@ -64,7 +64,8 @@ def _split(
     live.sort()
     kept = [entries[i].data for i in live]
     if planned.totals is not None:
-        kept.insert(0, _ENCODE(TotalsKept("", planned.totals)))
+        # (Last: a kept record's older totals must not come after the newest.)
+        kept.append(_ENCODE(TotalsKept("", planned.totals)))
     return kept, archive, changed
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Collection
 from types import TracebackType
 
@@ -173,10 +174,13 @@ class StoreReader:
 
         return sorted(filter(wanted, found), key=lambda s: s.started_at)
 
-    async def _run(self, phase_id: str) -> list[Record]:
+    async def _run(
+        self, phase_id: str, live: dict[str, tuple[list[Record], PhaseSummary]] | None = None
+    ) -> list[Record]:
         if not isinstance(phase_id, str):
             raise InvalidArgument(f"phase_id must be a str, got {phase_id!r}")
-        live = await self._live_runs()
+        if live is None:
+            live = await self._live_runs()
         if phase_id in live:
             return live[phase_id][0]
         archived = await self.store.read_archived([phase_id])
@@ -218,13 +222,12 @@ class StoreReader:
             ids = [s.phase_id for s in await self.phases(session=session)]
             if not ids:
                 raise UnknownName(f"the checkpoint store holds no phase of session {session!r}")
+        summaries = {s.phase_id: s for s in await self.phases()}
+        live = await self._live_runs()
         out = []
         for pid in ids:
-            run = await self._run(pid)
-            summary = summarize(run, archived=False)
-            for s in await self.phases():
-                if s.phase_id == pid:
-                    summary = s
+            run = await self._run(pid, live)
+            summary = summaries.get(pid) or summarize(run, archived=False)
             turns = [
                 RecordedTurn(index=i, message=m, at=at)
                 for i, (m, at) in enumerate(messages_of(run))
@@ -294,7 +297,7 @@ class StoreReader:
                 _new_id(),
                 begun.spec,
                 command,
-                begun.at,
+                time.time(),
                 begun.session,
                 begun.version,
             )
@@ -323,8 +326,9 @@ class StoreReader:
             if s.agent_id == begun.agent_id and s.started_at < begun.at
         ]
         held: list[tuple[ChatMessage, float]] = []
+        live = await self._live_runs()
         for summary in earlier:
-            run = await self._run(summary.phase_id)
+            run = await self._run(summary.phase_id, live)
             first = run[0]
             assert type(first) is PhaseBegun
             if first.command.context_label != cmd.context_label:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, cast
 
 import msgspec
@@ -427,11 +428,41 @@ class PhaseRecorder:
 
 
 class _SyncGroup:
-    __slots__ = ("done", "error")
+    """The phases waiting for one sync, parked on it as cheaply as can be: each wait
+    costs a dict entry and a ``partial`` (a ``trio.Event`` costs a closure, its cells
+    and a coroutine more, each alive while the phase waits: with thousands of agents
+    waiting at once before their tools, the garbage collector saw them all, again
+    and again)."""
+
+    __slots__ = ("abort", "done", "error", "tasks")
 
     def __init__(self) -> None:
-        self.done = trio.Event()
+        self.tasks: dict[trio.lowlevel.Task, None] = {}
+        self.done = False
         self.error: StoreError | None = None
+        self.abort = self._abort  # (bound once)
+
+    def _abort(self, task: trio.lowlevel.Task, _: object) -> trio.lowlevel.Abort:
+        del self.tasks[task]  # (a phase cancelled while it waits: it goes at once)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    async def wait(self) -> None:
+        """Park until the sync ends; raise its error, if it failed."""
+        if not self.done:
+            task = trio.lowlevel.current_task()
+            self.tasks[task] = None
+            await trio.lowlevel.wait_task_rescheduled(partial(self.abort, task))
+        else:
+            await trio.lowlevel.checkpoint()
+        if self.error is not None:
+            raise self.error
+
+    def wake(self) -> None:
+        self.done = True
+        tasks, self.tasks = self.tasks, {}
+        reschedule = trio.lowlevel.reschedule
+        for task in tasks:
+            reschedule(task)
 
 
 class _Awaited:
