@@ -1,0 +1,542 @@
+"""#26 as its docs and its issue promise it, read by a user: memory, context
+providers, prompt slots, skills, security, planning, delegation, tier fallback.
+
+Each test calls the public API only (agentrio, agentrio.types, agentrio.memory,
+agentrio.events, agentrio.errors, agentrio.testing)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import agentrio
+from agentrio import AgentSpec, ToolCallRequest
+from agentrio import events as ev
+from agentrio.errors import ConfigError, InvalidArgument
+from agentrio.memory import (
+    BM25,
+    ContextProviders,
+    ContextQuery,
+    Memory,
+    keep_ok_results,
+)
+from agentrio.testing import FunctionModel, Reply, ScriptedModel
+
+HEAD = "Memories that may help"
+
+
+async def collect(events: ev.EventStream) -> list[object]:
+    """Every event of a stream subscribed before the runtime closed."""
+    return [e async for e in events]
+
+
+def of(kind: type, events: Sequence[object]) -> list[Any]:
+    return [e for e in events if isinstance(e, kind)]
+
+
+def echo_system(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    return Reply(text=" | ".join(m.content for m in messages if m.role == "system"))
+
+
+@agentrio.tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"the value of {key} is {key.upper()}-42"
+
+
+# -- memory ------------------------------------------------------------------------------
+
+
+def test_memory_defaults_are_the_documented_ones() -> None:
+    m = Memory()
+    assert m.name is None
+    assert m.keep is keep_ok_results
+    assert m.recall == 3
+    assert m.recall_tokens == 500
+    assert m.scorer is BM25
+    assert m.max_items == 1000
+    assert m.max_bytes == 1_000_000
+    assert m.max_item_chars == 2000
+    assert m.evict == "oldest"
+
+
+def test_a_memory_name_in_a_spec_is_a_shared_memory() -> None:
+    spec = AgentSpec("a", FunctionModel(echo_system), memory="team")
+    assert spec.memory == Memory(name="team")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_items": 0},
+        {"max_bytes": 0},
+        {"max_item_chars": 0},
+        {"recall": -1},
+        {"recall_tokens": 0},
+        {"evict": "newest"},
+        {"keep": "yes"},
+        {"name": ""},
+    ],
+)
+def test_bad_memory_fields_are_invalid_argument(bad: dict[str, object]) -> None:
+    with pytest.raises(InvalidArgument):
+        Memory(**bad)  # type: ignore[arg-type]
+
+
+async def test_memory_bounds_cut_refuse_and_evict_with_events() -> None:
+    memory = Memory(max_items=2, max_item_chars=10, max_bytes=25)
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        agent = await rt.spawn_agent(AgentSpec("m", FunctionModel(echo_system), memory=memory))
+        assert await agent.memory.remember("   ") is None  # empty: refused
+        first = await agent.memory.remember("x" * 50)  # cut to 10, ending with …
+        items = await agent.memory.items()
+        assert [i.text for i in items] == ["x" * 9 + "…"]
+        assert first == items[0].id
+        assert await agent.memory.remember("ab") is not None
+        await agent.memory.remember("cd")  # over max_items: the oldest goes
+        assert [i.text for i in await agent.memory.items()] == ["ab", "cd"]
+        # a multi-byte item: 10 chars of 4 bytes = 40 bytes > max_bytes alone: refused
+        assert await agent.memory.remember("😀" * 10) is None
+        assert [i.text for i in await agent.memory.items()] == ["ab", "cd"]
+    stored = of(ev.MemoryStored, await collect(events))
+    assert [(s.cut, s.evicted, s.source) for s in stored] == [
+        (True, 0, "api"),
+        (False, 0, "api"),
+        (False, 1, "api"),
+    ]
+    assert stored[0].chars == 10
+    assert all(s.memory == "m" and s.path == "m" for s in stored)
+
+
+async def test_least_recalled_evicts_the_item_recalled_least_often() -> None:
+    memory = Memory(max_items=2, evict="least_recalled", recall=1)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("m", FunctionModel(echo_system), memory=memory))
+        await agent.memory.remember("apples are red")
+        await agent.memory.remember("bananas are yellow")
+        await agent.run("what colour are bananas?")  # recalls the banana item
+        await agent.memory.remember("cherries are dark")
+        assert [i.text for i in await agent.memory.items()] == [
+            "bananas are yellow",
+            "cherries are dark",
+        ]
+
+
+async def test_recall_goes_into_the_call_only_and_has_its_event() -> None:
+    seen: list[list[agentrio.ChatMessage]] = []
+
+    def model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        seen.append(list(messages))
+        return Reply(text="ok")
+
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec("m", FunctionModel(model), instructions="Be brief.", memory=Memory())
+        agent = await rt.spawn_agent(spec)
+        item = await agent.memory.remember("the door code is 4711")
+        await agent.run("what is the door code?")
+        history = [t.message for t in await agent.history()]
+    assert seen[0][0].content == "Be brief."
+    assert seen[0][1].role == "system" and HEAD in seen[0][1].content
+    assert "the door code is 4711" in seen[0][1].content
+    assert all(HEAD not in m.content for m in history)  # the history is unchanged
+    recalled = of(ev.MemoryRecalled, await collect(events))
+    assert [(r.memory, r.item_ids) for r in recalled] == [("m", (item,))]
+    assert recalled[0].tokens > 0
+
+
+async def test_recall_zero_recalls_nothing() -> None:
+    seen: list[str] = []
+
+    def model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        seen.append(" ".join(m.content for m in messages))
+        return Reply(text="ok")
+
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec("m", FunctionModel(model), memory=Memory(recall=0))
+        agent = await rt.spawn_agent(spec)
+        await agent.memory.remember("the door code is 4711")
+        await agent.run("what is the door code?")
+        assert [i.text for i in await agent.memory.search("door code")] == ["the door code is 4711"]
+    assert HEAD not in seen[0]
+    assert not of(ev.MemoryRecalled, await collect(events))
+
+
+async def test_a_tool_result_is_kept_with_its_tool_as_source() -> None:
+    model = ScriptedModel(
+        [Reply(tool_calls=[ToolCallRequest("lookup", {"key": "wifi"})]), Reply(text="done")]
+    )
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec("m", model, tools=[lookup], memory=Memory())
+        agent = await rt.spawn_agent(spec)
+        await agent.run("look up wifi")
+        items = await agent.memory.items()
+    kept = [(i.source, i.text) for i in items]
+    assert kept == [("lookup", "lookup: the value of wifi is WIFI-42")]
+    stored = of(ev.MemoryStored, await collect(events))
+    assert [(s.source, s.item_id) for s in stored] == [("lookup", items[0].id)]
+
+
+async def test_keep_none_keeps_nothing_automatically() -> None:
+    model = ScriptedModel(
+        [Reply(tool_calls=[ToolCallRequest("lookup", {"key": "wifi"})]), Reply(text="done")]
+    )
+    async with agentrio.open_runtime() as rt:
+        spec = AgentSpec("m", model, tools=[lookup], memory=Memory(keep=None))
+        agent = await rt.spawn_agent(spec)
+        await agent.run("look up wifi")
+        assert await agent.memory.items() == []
+
+
+async def test_search_and_clear_events_and_shared_memory_by_name() -> None:
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        team = rt.memory("team")  # made on first use
+        await team.remember("the release is on Friday")
+        a = await rt.spawn_agent(AgentSpec("a", FunctionModel(echo_system), memory="team"))
+        found = await a.memory.search("release")
+        assert [i.text for i in found] == ["the release is on Friday"]
+        assert await a.memory.clear() == 1
+        assert await team.items() == []
+    got = await collect(events)
+    assert [(e.memory, e.found) for e in of(ev.MemoriesSearched, got)] == [("team", 1)]
+    assert [(e.memory, e.items) for e in of(ev.MemoryCleared, got)] == [("team", 1)]
+
+
+async def test_memory_of_an_agent_without_one_is_invalid_argument() -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("m", FunctionModel(echo_system)))
+        with pytest.raises(InvalidArgument):
+            agent.memory  # noqa: B018
+
+
+async def test_hostile_memory_items_are_bounded_and_scrubbed() -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(
+            AgentSpec("m", FunctionModel(echo_system), memory=Memory(max_item_chars=100))
+        )
+        await agent.memory.remember("bad \ud800 surrogate " + "y" * 10_000_000)
+        (item,) = await agent.memory.items()
+        assert len(item.text) == 100
+        item.text.encode()  # no lone surrogate left
+        with pytest.raises(InvalidArgument):
+            await agent.memory.remember(b"bytes")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            await agent.memory.search("x", limit=0)
+        # a huge query is bounded too
+        result = await agent.run("y " * 1_000_000)
+        assert result.stop_reason == "done"
+
+
+# -- context providers -------------------------------------------------------------------
+
+
+def test_context_providers_defaults() -> None:
+    p = ContextProviders()
+    assert p.providers == ()
+    assert p.timeout == 5.0
+    assert p.max_tokens == 1000
+
+
+class Named:
+    def __init__(self, name: str, value: object) -> None:
+        self.name = name
+        self.value = value
+        self.queries: list[ContextQuery] = []
+
+    async def provide(self, query: ContextQuery) -> object:
+        self.queries.append(query)
+        return self.value
+
+
+class Anonymous:
+    async def provide(self, query: ContextQuery) -> list[str]:
+        return ["one", "two"]
+
+
+class Raises:
+    name = "raises"
+
+    async def provide(self, query: ContextQuery) -> str:
+        raise RuntimeError("db password hunter2-secret-value " + "z" * 500)
+
+
+async def test_providers_lists_names_query_and_failures() -> None:
+    a = Named("a", "alpha")
+    bad = Named("bad", 42)
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec(
+            "c",
+            FunctionModel(echo_system),
+            context_providers=[a, Anonymous(), bad, Raises()],
+            env={"DB_PASSWORD": "hunter2-secret-value"},
+        )
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("hello there")
+    assert "alpha" in result.final_text
+    assert "one" in result.final_text and "two" in result.final_text
+    assert a.queries[0].text.startswith("hello there")
+    assert a.queries[0].agent == "c"
+    assert a.queries[0].max_tokens == 1000
+    got = await collect(events)
+    provided = of(ev.ContextProvided, got)
+    assert {p.provider for p in provided} == {"a", "Anonymous"}
+    failed = {f.provider: f for f in of(ev.ContextProviderFailed, got)}
+    assert failed["bad"].reason == "not_text"
+    assert failed["raises"].reason == "error"
+    assert failed["raises"].error_type == "RuntimeError"
+    assert len(failed["raises"].error) <= 200
+    assert "hunter2-secret-value" not in repr(got)
+
+
+async def test_a_huge_provider_text_is_cut_to_the_allowance() -> None:
+    big = Named("big", "word " * 2_000_000)
+    after = Named("after", "never given")
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        providers = ContextProviders([big, after], max_tokens=50)
+        agent = await rt.spawn_agent(
+            AgentSpec("c", FunctionModel(echo_system), context_providers=providers)
+        )
+        result = await agent.run("hi")
+    assert "never given" not in result.final_text
+    assert len(result.final_text) < 1000
+    (p,) = [p for p in of(ev.ContextProvided, await collect(events)) if p.provider == "big"]
+    assert p.cut is True and p.tokens <= 50
+    assert len(p.preview) <= 200
+
+
+async def test_a_provider_that_times_out_is_skipped() -> None:
+    class Slow:
+        name = "slow"
+
+        async def provide(self, query: ContextQuery) -> str:
+            await trio.sleep_forever()
+            return ""
+
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        providers = ContextProviders([Slow()], timeout=0.05)
+        agent = await rt.spawn_agent(
+            AgentSpec("c", FunctionModel(echo_system), context_providers=providers)
+        )
+        result = await agent.run("hi")
+    assert result.stop_reason == "done"
+    (f,) = of(ev.ContextProviderFailed, await collect(events))
+    assert f.reason == "timeout"
+
+
+def test_bad_context_providers_are_invalid_argument() -> None:
+    with pytest.raises(InvalidArgument):
+        ContextProviders(timeout=-1)
+    with pytest.raises(InvalidArgument):
+        ContextProviders(max_tokens=0)
+    with pytest.raises(InvalidArgument):
+        AgentSpec("c", FunctionModel(echo_system), context_providers=[object()])
+
+
+# -- prompt slots ------------------------------------------------------------------------
+
+
+async def test_prompt_slots_in_order_empty_left_out_and_instructions_exact() -> None:
+    slots = agentrio.PromptSlots(role="R", style="S", extra="E")
+    async with agentrio.open_runtime() as rt:
+        a = await rt.spawn_agent(
+            AgentSpec("a", FunctionModel(echo_system), instructions="I", prompt=slots)
+        )
+        assert (await a.run("hi")).final_text == "R\n\nI\n\nS\n\nE"
+        b = await rt.spawn_agent(
+            AgentSpec("b", FunctionModel(echo_system), instructions="  as written \n")
+        )
+        assert (await b.run("hi")).final_text == "  as written \n"
+        c = await rt.spawn_agent(AgentSpec("c", FunctionModel(echo_system)))
+        assert (await c.run("hi")).final_text == ""
+
+
+def test_prompt_slots_defaults_and_types() -> None:
+    s = agentrio.PromptSlots()
+    assert (s.role, s.guidelines, s.style, s.extra) == ("", "", "", "")
+    with pytest.raises(InvalidArgument):
+        agentrio.PromptSlots(role=3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        AgentSpec("a", FunctionModel(echo_system), prompt="role")  # type: ignore[arg-type]
+
+
+# -- skills ------------------------------------------------------------------------------
+
+
+def write_skill(root: Path, name: str, front: str, body: str = "Do it well.") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(f"---\n{front}\n---\n{body}\n", encoding="utf-8")
+    return folder
+
+
+@agentrio.tool
+async def read_a() -> str:
+    """Read a."""
+    return "a"
+
+
+@agentrio.tool
+async def read_b() -> str:
+    """Read b."""
+    return "b"
+
+
+@agentrio.tool
+async def write_c() -> str:
+    """Write c."""
+    return "c"
+
+
+@pytest.mark.parametrize(
+    ("allowed", "tools"),
+    [
+        ("allowed-tools: [read_a, write_c]", ("read_a", "write_c")),
+        ("allowed-tools:\n  - read_a\n  - write_c", ("read_a", "write_c")),
+        ("allowed-tools: read_a, write_c", ("read_a", "write_c")),
+        ("allowed-tools: read_a write_c", ("read_a", "write_c")),
+        ("allowed-tools: read_*", ("read_a", "read_b")),
+        ("allowed-tools: []", ()),
+        ("", ("read_a", "read_b", "write_c")),
+    ],
+)
+async def test_allowed_tools_forms_narrow_the_phase(
+    tmp_path: Path, allowed: str, tools: tuple[str, ...]
+) -> None:
+    front = "name: work\ndescription: Do the work.\nlicense: MIT\nmetadata:\n  owner: me"
+    write_skill(tmp_path, "work", f"{front}\n{allowed}".rstrip())
+    offered: list[set[str]] = []
+
+    def model(messages: Sequence[agentrio.ChatMessage], tools_: Sequence[Any]) -> Reply:
+        offered.append({t.name for t in tools_})
+        if len(offered) == 1:
+            return Reply(tool_calls=[ToolCallRequest("activate_skill", {"name": "work"})])
+        return Reply(text="ok")
+
+    spec = AgentSpec(
+        "s",
+        FunctionModel(model),
+        tools=[read_a, read_b, write_c],
+        skills=agentrio.SkillRegistry.from_folder(tmp_path),
+    )
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        await (await rt.spawn_agent(spec)).run("go")
+    assert offered[0] == {"activate_skill", "read_a", "read_b", "write_c"}
+    assert offered[1] == {"activate_skill", *tools}
+    (activated,) = of(ev.SkillActivated, await collect(events))
+    assert activated.skill == "work"
+    assert set(activated.tools) == set(tools) | ({"activate_skill"} & set(activated.tools))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "---\nname: bad\ndescription: x\n",  # no closing ---
+        "---\nname: bad\nname: bad\ndescription: x\n---\n",  # a key twice
+        "---\nname: bad\ndescription: x\nthis is not a key\n---\n",
+        "---\nname: other\ndescription: x\n---\n",  # not its folder's name
+        "---\nname: bad\ndescription: \n---\n",  # empty description
+        "---\nname: bad\ndescription: " + "d" * 1025 + "\n---\n",
+        "---\nname: bad\ndescription: x\n---\nnul \x00 here\n",
+        "no front matter at all\n",
+    ],
+)
+def test_hostile_skill_files_are_config_errors_naming_the_file(tmp_path: Path, text: str) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        agentrio.SkillRegistry.from_folder(tmp_path)
+    assert "SKILL.md" in str(info.value)
+
+
+def test_a_skill_file_too_big_not_utf8_or_a_link_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    write_skill(tmp_path, "big", "name: big\ndescription: x", "y" * 300_000)
+    with pytest.raises(ConfigError, match=r"SKILL\.md"):
+        agentrio.SkillRegistry.from_folder(tmp_path)
+    agentrio.SkillRegistry.from_folder(tmp_path, max_bytes=400_000)
+    (big / "SKILL.md").write_bytes(b"---\nname: big\ndescription: \xff\n---\n")
+    with pytest.raises(ConfigError, match=r"SKILL\.md"):
+        agentrio.SkillRegistry.from_folder(tmp_path)
+    (big / "SKILL.md").unlink()
+    other = tmp_path / "elsewhere.md"
+    other.write_text("---\nname: big\ndescription: x\n---\n")
+    (big / "SKILL.md").symlink_to(other)
+    with pytest.raises(ConfigError, match=r"SKILL\.md"):
+        agentrio.SkillRegistry.from_folder(tmp_path)
+
+
+def test_a_skill_front_matter_with_quotes_and_blocks(tmp_path: Path) -> None:
+    write_skill(
+        tmp_path,
+        "quoted",
+        "name: \"quoted\"\ndescription: >\n  Folded over\n  two lines.\nallowed-tools: ['read_a']",
+    )
+    (skill,) = agentrio.SkillRegistry.from_folder(tmp_path)
+    assert skill.name == "quoted"
+    assert "Folded over" in skill.description and "two lines." in skill.description
+    assert skill.tools == ("read_a",)
+
+
+def test_load_skill_reads_one_folder(tmp_path: Path) -> None:
+    from agentrio.types import load_skill
+
+    folder = write_skill(tmp_path, "one", "name: one\ndescription: The one.")
+    (folder / "notes.txt").write_text("n")
+    skill = load_skill(folder)
+    assert (skill.name, skill.description, skill.files) == ("one", "The one.", ("notes.txt",))
+
+
+async def test_unknown_skill_and_files_outside_are_failed_results(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path, "kit", "name: kit\ndescription: A kit.")
+    (folder / "guide.txt").write_text("the guide")
+    script = [
+        ToolCallRequest("activate_skill", {"name": "nope"}),
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "../../etc/passwd"}),
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "guide.txt"}),
+    ]
+    model = ScriptedModel([Reply(tool_calls=[c]) for c in script] + [Reply(text="ok")])
+    spec = AgentSpec("s", model, skills=agentrio.SkillRegistry.from_folder(tmp_path))
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(spec)).run("go")
+    calls = result.tool_calls
+    assert calls[0].status == "failed" and "kit" in calls[0].content
+    assert calls[1].status == "failed"
+    assert (calls[2].status, calls[2].content) == ("ok", "the guide")
+
+
+def test_a_skill_made_in_code_checks_its_fields() -> None:
+    from agentrio.types import Skill
+
+    with pytest.raises(InvalidArgument):
+        Skill("Bad Name", "x")
+    with pytest.raises(InvalidArgument):
+        Skill("ok", "")
+    with pytest.raises(InvalidArgument):
+        Skill("a" * 65, "x")
+    assert Skill("ok", "x").tools is None
+
+    @agentrio.tool
+    async def activate_skill(name: str) -> str:
+        """Clashes with the skills' own tool."""
+        return name
+
+    with pytest.raises(InvalidArgument, match="activate_skill"):
+        AgentSpec(
+            "s",
+            FunctionModel(echo_system),
+            tools=[activate_skill],
+            skills=agentrio.SkillRegistry([Skill("ok", "x")]),
+        )
