@@ -28,6 +28,7 @@ from agentrio.memory import (
 from agentrio.testing import FunctionModel, Reply, ScriptedModel
 
 HEAD = "Memories that may help"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
 
 async def collect(events: ev.EventStream) -> list[object]:
@@ -768,3 +769,274 @@ async def test_an_answer_over_a_million_characters_is_cut_without_a_secret_head(
     assert len(result.final_text) <= 1_000_000 + len(note)
     assert secret[:7] not in result.final_text
     assert "MMMMMMMMMMMM" not in result.final_text
+
+
+# -- planning ----------------------------------------------------------------------------
+
+
+def plan_reply(*tasks: str, **extra: object) -> Reply:
+    return Reply(text=json.dumps({"tasks": [{"description": t} for t in tasks], **extra}))
+
+
+def test_planning_defaults_and_bounds() -> None:
+    p = agentrio.Planning()
+    assert (p.mode, p.goal_tracking, p.max_tasks, p.max_revisions) == ("auto", False, 8, 2)
+    assert p.model is None
+    assert p.needs_plan("1. a\n2. b") and not p.needs_plan("hi")
+    for bad in ({"mode": "sometimes"}, {"max_tasks": 0}, {"max_tasks": 101}, {"max_revisions": -1}):
+        with pytest.raises(InvalidArgument):
+            agentrio.Planning(**bad)  # type: ignore[arg-type]
+    agentrio.Planning(max_tasks=100)
+
+
+@pytest.mark.parametrize(
+    ("request_", "multi"),
+    [
+        ("What is the capital of France?", False),
+        ("1. buy milk\n2. buy bread", True),
+        ("- milk\n- bread", True),
+        ("* milk\n* bread", True),
+        ("2) milk\n3) bread", True),
+        ("- only one item", False),
+        ("Sort my mail, then answer the rest.", True),
+        ("Do it step by step", True),
+        ("First, read it. Next, answer it.", True),
+        ("Read it and finally answer", True),
+        ("Next, answer it.", True),
+        ("the next, and the first, item", True),
+        ("firstly read it", False),
+        ("x" * 601, True),
+        ("x" * 600, False),
+    ],
+)
+def test_looks_multi_step(request_: str, multi: bool) -> None:
+    assert agentrio.Planning.looks_multi_step(request_) is multi
+
+
+async def test_run_planning_for_a_spec_without_planning_is_invalid_argument() -> None:
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("a", FunctionModel(echo_system)))
+        with pytest.raises(InvalidArgument):
+            await agent.run("hi", planning="on")
+
+
+async def test_a_plan_that_keeps_failing_ends_with_plan_failed() -> None:
+    model = ScriptedModel(
+        [
+            plan_reply("a"),
+            Reply(text="FAILED: no"),
+            plan_reply("b"),
+            Reply(text="FAILED: no"),
+            plan_reply("c"),
+            Reply(text="FAILED: still no"),
+        ]
+    )
+    spec = AgentSpec("p", model, planning=agentrio.Planning(mode="on"))
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("do it")
+    assert (result.stop_reason, result.error_type) == ("error", "PlanFailed")
+    with pytest.raises(agentrio.errors.PlanFailed):
+        result.raise_for_error()
+    got = await collect(events)
+    assert [e.revision for e in of(ev.PlanningStarted, got)] == [0, 1, 2]
+    assert [e.status for e in of(ev.StepEnded, got)] == ["failed"] * 3
+    final = of(ev.TaskUpdated, got)[-1].tasks
+    assert [t.status for t in final] == ["failed", "failed", "failed"]
+
+
+async def test_hostile_plans_are_bounded() -> None:
+    huge = {
+        "goal": "g" * 100_000,
+        "criteria": ["c" * 10_000] * 50,
+        "tasks": [{"description": "d" * 100_000, "agent": "nobody"}],
+    }
+    model = ScriptedModel(
+        [Reply(text=json.dumps(huge)), Reply(text="step done"), Reply(text="final")]
+    )
+    spec = AgentSpec("p", model, planning=agentrio.Planning(mode="on", goal_tracking=True))
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("do it")
+    assert result.final_text == "final"
+    got = await collect(events)
+    (ended,) = of(ev.PlanningEnded, got)
+    assert len(ended.goal) <= 500
+    (task,) = ended.tasks
+    assert len(task.description) <= 1000 and task.agent is None
+    (goal,) = of(ev.GoalExtracted, got)
+    assert len(goal.criteria) <= 10 and all(len(c) <= 300 for c in goal.criteria)
+    (started,) = of(ev.PlanningStarted, got)
+    assert len(started.request) <= 200
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "not json at all",
+        json.dumps({"tasks": []}),
+        json.dumps({"tasks": [{"description": str(n)} for n in range(9)]}),
+        json.dumps({"tasks": "x" * 10_000_000}),
+        json.dumps({"tasks": [{"description": "d\ud800"}]}, ensure_ascii=False),
+        json.dumps({"tasks": [{"description": "d\ud800"}]}),
+        "[" * 100_000,
+    ],
+)
+async def test_a_malformed_plan_is_refused_and_the_planner_told(answer: str) -> None:
+    model = ScriptedModel(
+        [Reply(text=answer), plan_reply("a"), Reply(text="a done"), Reply(text="final")]
+    )
+    spec = AgentSpec("p", model, planning=agentrio.Planning(mode="on"))
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(spec)).run("do it")
+    assert (result.stop_reason, result.final_text) == ("done", "final")
+
+
+async def test_a_plan_refused_past_its_retries_ends_the_run_without_text() -> None:
+    model = ScriptedModel([Reply(text="nope"), Reply(text="still nope")])
+    spec = AgentSpec("p", model, planning=agentrio.Planning(mode="on"))
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("do it")
+    assert (result.stop_reason, result.error_type, result.final_text) == (
+        "error",
+        "OutputInvalid",
+        "",
+    )
+    (ended,) = of(ev.PlanningEnded, await collect(events))
+    assert ended.stop_reason == "error" and ended.tasks == ()
+
+
+async def test_step_and_goal_events_carry_their_documented_fields() -> None:
+    model = ScriptedModel(
+        [
+            plan_reply("one", "two", goal="G", criteria=["c1"]),
+            Reply(text="1"),
+            Reply(text="2"),
+            Reply(text="final"),
+        ]
+    )
+    spec = AgentSpec("p", model, planning=agentrio.Planning(mode="on", goal_tracking=True))
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        await (await rt.spawn_agent(spec)).run("do it")
+    got = await collect(events)
+    started = of(ev.StepStarted, got)
+    assert [(s.task_id, s.number, s.total, s.agent, s.path) for s in started] == [
+        ("t1", 1, 2, None, "p"),
+        ("t2", 2, 2, None, "p"),
+    ]
+    ended = of(ev.StepEnded, got)
+    assert [(s.task_id, s.status, s.stop_reason, s.number, s.total, s.why) for s in ended] == [
+        ("t1", "done", "done", 1, 2, ""),
+        ("t2", "done", "done", 2, 2, ""),
+    ] or [(s.why) for s in ended] == [None, None]
+    progress = of(ev.GoalProgress, got)
+    assert [(g.goal, g.completed, g.total, g.progress) for g in progress] == [
+        ("G", 1, 2, 0.5),
+        ("G", 2, 2, 1.0),
+    ]
+    (achieved,) = of(ev.GoalAchieved, got)
+    assert (achieved.goal, achieved.total_steps) == ("G", 2) and achieved.seconds >= 0
+    assert all(e.path == "p" for e in of(ev.TaskUpdated, got))
+    children = [e.child.rsplit("-", 1)[0] for e in of(ev.SubagentStarted, got)]
+    assert children == ["p.planner", "p.steps"]
+
+
+# -- delegation --------------------------------------------------------------------------
+
+
+def helper_spec(name: str, text: str, **kw: Any) -> AgentSpec[Any]:
+    return AgentSpec(name, ScriptedModel([Reply(text=text)] * 5), **kw)
+
+
+@pytest.mark.parametrize(
+    ("request_", "chosen"),
+    [
+        ("Please RESEARCH otters", "researcher"),
+        ("researching otters", None),  # whole words only
+        ("look up otters", "researcher"),  # a phrase
+        ("look otters up", None),
+        ("write and research", "researcher"),  # a tie: the first listed
+        ("write a poem", "writer"),
+        ("draft it, then write it, and research it", "writer"),  # the most keywords
+    ],
+)
+def test_keyword_rule(request_: str, chosen: str | None) -> None:
+    delegates = (
+        agentrio.Delegate(
+            helper_spec("researcher", "r"), "Finds.", keywords=["research", "look up"]
+        ),
+        agentrio.Delegate(helper_spec("writer", "w"), "Writes.", keywords=["write", "draft"]),
+    )
+    assert agentrio.Delegation.keyword_rule(request_, delegates) == chosen
+
+
+async def test_a_rule_naming_no_delegate_is_invalid_argument_from_run() -> None:
+    d = agentrio.Delegate(helper_spec("researcher", "r"), "Finds.")
+    spec = AgentSpec(
+        "lead",
+        FunctionModel(echo_system),
+        delegation=agentrio.Delegation([d], rule=lambda request, delegates: "ghost"),
+    )
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument):
+            await (await rt.spawn_agent(spec)).run("hi")
+
+
+async def test_a_rule_that_raises_raises_from_run() -> None:
+    def rule(request: str, delegates: object) -> str | None:
+        raise KeyError("boom")
+
+    d = agentrio.Delegate(helper_spec("researcher", "r"), "Finds.")
+    spec = AgentSpec(
+        "lead", FunctionModel(echo_system), delegation=agentrio.Delegation([d], rule=rule)
+    )
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(KeyError):
+            await (await rt.spawn_agent(spec)).run("hi")
+
+
+def test_a_delegate_with_other_tools_or_output_type_is_refused() -> None:
+    @agentrio.tool
+    async def other() -> str:
+        """Another tool."""
+        return ""
+
+    d = agentrio.Delegate(helper_spec("researcher", "r", tools=[other]), "Finds.")
+    with pytest.raises(agentrio.errors.PermissionEscalation):
+        AgentSpec(
+            "lead", FunctionModel(echo_system), tools=[lookup], delegation=agentrio.Delegation([d])
+        )
+    typed = agentrio.Delegate(helper_spec("researcher", "r", output_type=int), "Finds.")
+    with pytest.raises(InvalidArgument):
+        AgentSpec("lead", FunctionModel(echo_system), delegation=agentrio.Delegation([typed]))
+    plain = agentrio.Delegate(helper_spec("researcher", "r", output_type=str), "Finds.")
+    AgentSpec("lead", FunctionModel(echo_system), delegation=agentrio.Delegation([plain]))
+
+
+async def test_delegated_progress_summaries_are_at_most_80_characters() -> None:
+    d = agentrio.Delegate(helper_spec("researcher", "z" * 5000), "Finds.", keywords=["research"])
+    spec = AgentSpec("lead", FunctionModel(echo_system), delegation=agentrio.Delegation([d]))
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("research this")
+    assert result.final_text == "z" * 5000
+    got = await collect(events)
+    (progress,) = of(ev.SubagentProgress, got)
+    assert (progress.path, progress.step, progress.tool) == ("lead", 1, None)
+    assert progress.child.startswith("lead.researcher-")
+    assert len(progress.summary) <= 80
+
+
+async def test_a_request_with_images_is_not_handed_over() -> None:
+    d = agentrio.Delegate(helper_spec("researcher", "delegated"), "Finds.", keywords=["research"])
+    spec = AgentSpec(
+        "lead", ScriptedModel([Reply(text="mine")]), delegation=agentrio.Delegation([d])
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run(
+            ["research this", agentrio.ImagePart(data=PNG, media_type="image/png")]
+        )
+    assert result.final_text == "mine"
