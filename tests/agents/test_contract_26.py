@@ -1040,3 +1040,33 @@ async def test_a_request_with_images_is_not_handed_over() -> None:
             ["research this", agentrio.ImagePart(data=PNG, media_type="image/png")]
         )
     assert result.final_text == "mine"
+
+
+async def test_a_secret_in_a_tool_result_is_not_in_the_events() -> None:
+    key = SECRETS["openai_key"]
+
+    @agentrio.tool
+    async def read_config(name: str) -> str:
+        """Read the configuration."""
+        return f"endpoint = https://api.example.com\nkey = {key}"
+
+    model = ScriptedModel(
+        [
+            Reply(tool_calls=[ToolCallRequest("read_config", {"name": f"with {key}"})]),
+            Reply(text=f"the key is {key}"),
+        ]
+    )
+    spec = AgentSpec("ops", model, tools=[read_config], security=agentrio.SecurityProvider())
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        agent = await rt.spawn_agent(spec)
+        result = await agent.run("the key?")
+        history = await agent.history()
+    assert key in history[2].message.content  # the model has the result as it came
+    assert key not in result.final_text
+    got = await collect(events)
+    assert key not in repr(got)
+    (ended,) = of(ev.ToolEnded, got)
+    assert "[redacted:openai_key]" in ended.output_preview
+    assert "[redacted:openai_key]" in ended.arguments_preview
+    assert len(of(ev.OutputSanitised, got)) == 1  # the answer's, not the previews'

@@ -315,6 +315,9 @@ class PhaseGuard(Protocol):
     def sanitise(self, text: str) -> str:
         """*text*, a reply of the model, with what the rules redact redacted."""
 
+    def hide(self, text: str) -> str:
+        """*text* (a ``ToolEnded`` preview's) redacted by the rules, with no event."""
+
 
 class Security(Protocol):
     """An agent's security provider (``security.provider.SecurityProvider``)."""

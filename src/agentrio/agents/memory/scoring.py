@@ -79,6 +79,7 @@ class BM25:
         self._total = 0  # the sum of the lengths
 
     def add(self, item: MemoryItem) -> None:
+        """Index *item* (now in the memory)."""
         words = terms(item.text)
         self._lengths[item.id] = len(words)
         self._total += len(words)
@@ -91,6 +92,7 @@ class BM25:
                 counts[item.id] = counts.get(item.id, 0) + 1
 
     def remove(self, item: MemoryItem) -> None:
+        """Forget *item* (no longer in the memory)."""
         length = self._lengths.pop(item.id, None)
         if length is None:
             return
@@ -104,6 +106,7 @@ class BM25:
                     del postings[word]
 
     def top(self, query: str, k: int) -> list[tuple[float, int]]:
+        """The best *k* items for *query*, best first, as ``(score, item id)``."""
         n = len(self._lengths)
         if n == 0 or k <= 0:
             return []
@@ -145,12 +148,15 @@ class Embeddings:
         return tuple(x / norm for x in vector)
 
     def add(self, item: MemoryItem) -> None:
+        """Index *item* (now in the memory)."""
         self._vectors[item.id] = self._unit(item.text)
 
     def remove(self, item: MemoryItem) -> None:
+        """Forget *item* (no longer in the memory)."""
         self._vectors.pop(item.id, None)
 
     def top(self, query: str, k: int) -> list[tuple[float, int]]:
+        """The best *k* items for *query*, best first, as ``(score, item id)``."""
         if not self._vectors or k <= 0:
             return []
         q = self._unit(query)

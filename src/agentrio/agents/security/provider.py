@@ -176,6 +176,12 @@ class Guard:
             if provider.is_untrusted(result.name):
                 self.taint.add(result.name, result.content)
 
+    def hide(self, text: str) -> str:
+        """*text*, a tool call's arguments or result as an event's preview shows
+        them, redacted by the provider's sanitiser (no event: it is not an answer)."""
+        sanitiser = self.provider.sanitiser
+        return text if sanitiser is None else sanitiser.sanitise(text)[0]
+
     def sanitise(self, text: str) -> str:
         """*text* redacted by the provider's sanitiser (as it is without one)."""
         sanitiser = self.provider.sanitiser
