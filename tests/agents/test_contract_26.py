@@ -1070,3 +1070,67 @@ async def test_a_secret_in_a_tool_result_is_not_in_the_events() -> None:
     assert "[redacted:openai_key]" in ended.output_preview
     assert "[redacted:openai_key]" in ended.arguments_preview
     assert len(of(ev.OutputSanitised, got)) == 1  # the answer's, not the previews'
+
+
+def test_a_folder_of_more_than_256_skills_is_refused(tmp_path: Path) -> None:
+    for n in range(257):
+        write_skill(tmp_path, f"s{n}", f"name: s{n}\ndescription: Skill {n}.")
+    with pytest.raises(ConfigError, match="257 skills"):
+        agentrio.SkillRegistry.from_folder(tmp_path)
+    write_skill(tmp_path / "one", "many", "name: many\ndescription: Many files.")
+    for n in range(300):
+        (tmp_path / "one" / "many" / f"f{n:03}.txt").write_text("x")
+    (tmp_path / "one" / "many" / ".hidden").write_text("x")
+    (skill,) = agentrio.SkillRegistry.from_folder(tmp_path / "one")
+    assert len(skill.files) == 200 and ".hidden" not in skill.files
+
+
+async def test_provider_text_with_lone_surrogates_reaches_the_model_scrubbed() -> None:
+    seen: list[str] = []
+
+    def model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+        seen.extend(m.content for m in messages if m.role == "system")
+        return Reply(text="ok")
+
+    async with agentrio.open_runtime() as rt:
+        spec = AgentSpec(
+            "c", FunctionModel(model), context_providers=[Named("bad", "bad \ud800 text")]
+        )
+        result = await (await rt.spawn_agent(spec)).run("hi")
+    assert result.stop_reason == "done"
+    for text in seen:
+        text.encode()  # valid text: no lone surrogate
+
+
+async def test_a_huge_tool_result_is_kept_bounded_in_memory() -> None:
+    @agentrio.tool
+    async def dump() -> str:
+        """Dump everything."""
+        return "word " * 2_000_000
+
+    model = ScriptedModel([Reply(tool_calls=[ToolCallRequest("dump", {})]), Reply(text="ok")])
+    spec = AgentSpec("m", model, tools=[dump], memory=Memory())
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.run("dump it")
+        (item,) = await agent.memory.items()
+    assert len(item.text) == 2000 and item.text.endswith("…")
+
+
+async def test_planning_and_delegation_of_a_huge_request_are_bounded() -> None:
+    d = agentrio.Delegate(helper_spec("researcher", "r"), "Finds.", keywords=["research"])
+    model = ScriptedModel([plan_reply("a"), Reply(text="a done"), Reply(text="final")])
+    spec = AgentSpec(
+        "p",
+        model,
+        planning=agentrio.Planning(),
+        delegation=agentrio.Delegation([d], rule=None),
+    )
+    request = "1. x\n2. y\n" + "research " * 1_000_000
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run(request)
+    assert result.final_text == "final"
+    (started,) = of(ev.PlanningStarted, await collect(events))
+    assert len(started.request) <= 200
+    assert agentrio.Delegation.keyword_rule(request, (d,)) == "researcher"
