@@ -1279,3 +1279,90 @@ async def test_a_tool_both_untrusted_and_sensitive_and_the_approver_asked() -> N
         result = await (await rt.spawn_agent(spec)).run("go")
     assert [c.status for c in result.tool_calls] == ["ok", "ok"]
     assert asked == ["relay"]  # only the tainted call
+
+
+async def test_a_plan_step_given_to_a_delegate_reports_its_progress() -> None:
+    plan = {"tasks": [{"description": "find facts", "agent": "researcher"}]}
+    lead = ScriptedModel([Reply(text=json.dumps(plan)), Reply(text="final")])
+    steps: list[object] = []
+    d = agentrio.Delegate(helper_spec("researcher", "facts", on_step=steps.append), "Finds facts.")
+    spec = AgentSpec(
+        "lead",
+        lead,
+        planning=agentrio.Planning(mode="on"),
+        delegation=agentrio.Delegation([d], rule=None),
+    )
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("write it")
+    assert result.final_text == "final"
+    got = await collect(events)
+    (progress,) = of(ev.SubagentProgress, got)
+    assert progress.child.startswith("lead.researcher-") and progress.summary == "facts"
+    assert len(steps) == 1  # the delegate's own on_step, after the event
+    (step,) = of(ev.StepStarted, got)
+    assert step.agent == "researcher"
+
+
+async def test_the_run_stream_text_is_sanitised() -> None:
+    key = SECRETS["openai_key"]
+    spec = AgentSpec(
+        "a", ScriptedModel([Reply(text=f"key {key}")]), security=agentrio.SecurityProvider()
+    )
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        async with agent.stream("the key?") as stream:
+            text = "".join([e.text async for e in stream if isinstance(e, ev.TextDelta)])
+            result = await stream.result()
+    assert key not in text and key not in result.final_text
+
+
+async def test_the_trace_file_holds_26s_events_and_no_secret(tmp_path: Path) -> None:
+    from agentrio.tracing import read_trace
+
+    key = SECRETS["openai_key"]
+
+    @agentrio.tool
+    async def read_config() -> str:
+        """Read the configuration."""
+        return f"key = {key}"
+
+    model = ScriptedModel(
+        [
+            plan_reply("read it", goal="the key"),
+            Reply(tool_calls=[ToolCallRequest("read_config", {})]),
+            Reply(text=f"it is {key}"),
+            Reply(text=f"the key is {key}"),
+        ]
+    )
+    spec = AgentSpec(
+        "ops",
+        model,
+        tools=[read_config],
+        memory=Memory(keep=None),
+        context_providers=[Named("notes", "the config is in /etc")],
+        planning=agentrio.Planning(mode="on", goal_tracking=True),
+        security=agentrio.SecurityProvider(),
+    )
+    path = tmp_path / "run.jsonl"
+    async with agentrio.open_runtime(trace=path) as rt:
+        agent = await rt.spawn_agent(spec)
+        await agent.memory.remember("the config moved")
+        result = await agent.run("what is the key?")
+    assert key not in result.final_text
+    kinds = {type(r.e).__name__ for r in read_trace(path)}
+    assert {
+        "ContextProvided",
+        "MemoryStored",
+        "MemoryRecalled",
+        "PlanningStarted",
+        "PlanningEnded",
+        "TaskUpdated",
+        "StepStarted",
+        "StepEnded",
+        "GoalExtracted",
+        "GoalProgress",
+        "GoalAchieved",
+        "OutputSanitised",
+    } <= kinds
+    assert key not in path.read_text()
