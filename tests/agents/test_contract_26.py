@@ -1366,3 +1366,26 @@ async def test_the_trace_file_holds_26s_events_and_no_secret(tmp_path: Path) -> 
         "OutputSanitised",
     } <= kinds
     assert key not in path.read_text()
+
+
+async def test_a_delegated_answer_goes_through_the_agents_rules() -> None:
+    key = SECRETS["openai_key"]
+    d = agentrio.Delegate(
+        AgentSpec("researcher", ScriptedModel([Reply(text=f"the key is {key}")])),
+        "Finds.",
+        keywords=["research"],
+    )
+    spec = AgentSpec(
+        "lead",
+        ScriptedModel([]),
+        delegation=agentrio.Delegation([d]),
+        security=agentrio.SecurityProvider(),
+    )
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("research the key")
+    assert result.final_text == "the key is [redacted:openai_key]"
+    assert result.output == result.final_text
+    got = await collect(events)
+    assert key not in repr(got)
+    assert [(e.path, e.count) for e in of(ev.OutputSanitised, got)] == [("lead", 1)]

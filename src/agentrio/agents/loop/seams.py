@@ -324,3 +324,7 @@ class Security(Protocol):
 
     def guard(self, phase: Phase) -> PhaseGuard:
         """The guard of *phase*, which has read its history."""
+
+    def redact(self, text: str) -> tuple[str, tuple[str, ...], int]:
+        """*text* (an answer the agent gives that no phase of its own made: a
+        delegate's) through its rules: the text, the rules that matched, how often."""

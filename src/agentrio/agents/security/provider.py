@@ -103,6 +103,13 @@ class SecurityProvider:
         """Are *tool*'s calls checked for taint?"""
         return any(fnmatch.fnmatchcase(tool, glob) for glob in self.sensitive)
 
+    def redact(self, text: str) -> tuple[str, tuple[str, ...], int]:
+        """*text* through the sanitiser's rules: the text, the rules that matched,
+        and how many redactions (as it is, ``()`` and 0 without a sanitiser)."""
+        if self.sanitiser is None:
+            return text, (), 0
+        return self.sanitiser.sanitise(text)
+
     def guard(self, phase: Phase) -> Guard:
         """The guard of *phase* (the loop calls it once its history is read)."""
         return Guard(self, phase)
