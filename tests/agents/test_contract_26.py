@@ -1389,3 +1389,21 @@ async def test_a_delegated_answer_goes_through_the_agents_rules() -> None:
     got = await collect(events)
     assert key not in repr(got)
     assert [(e.path, e.count) for e in of(ev.OutputSanitised, got)] == [("lead", 1)]
+
+
+async def test_a_provider_preview_hides_env_values_and_secrets_over_its_cut() -> None:
+    key = SECRETS["openai_key"]
+    text = "x" * 190 + " hunter2-secret-value " + key
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec(
+            "c",
+            FunctionModel(echo_system),
+            context_providers=[Named("notes", text), Named("more", "y" * 185 + " " + key)],
+            env={"DB_PASSWORD": "hunter2-secret-value"},
+            security=agentrio.SecurityProvider(),
+        )
+        await (await rt.spawn_agent(spec)).run("hi")
+    previews = [e.preview for e in of(ev.ContextProvided, await collect(events))]
+    assert len(previews) == 2 and all(len(p) <= 200 for p in previews)
+    assert not any("hunter2" in p or "sk-proj" in p for p in previews), previews

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ...providers.tokens import TokenEstimator
     from ...supervisors.ref import SupervisorRef
     from ..memory.memory import Journal
+    from .seams import PhaseGuard
 
 
 # What this module reads of the loop's objects (Services, _AgentState, Phase):
@@ -116,10 +117,16 @@ class Phase(Protocol):
     @property
     def path(self) -> str: ...
 
+    @property
+    def guard(self) -> PhaseGuard | None: ...
+
 
 __all__ = ["MemoryHandle", "Recollection", "agent_memory", "shared_memory"]
 
 _QUERY_CHARS = 4000
+# How much of a provider's text its event's preview (200 characters) is made
+# from: the env values and secrets over its end are found before it is cut.
+_PREVIEW_SCAN = 30_000
 _RECALL_HEAD = "Memories that may help (kept from earlier work; they may be out of date):"
 
 
@@ -268,14 +275,20 @@ class Recollection:
             if otel is not None:
                 otel.context_added(phase, got.name, got.tokens, cut=got.cut)
             if phase.bus.active:
-                preview = got.text[:200]
+                # (hidden, then cut: a value the cut split would not be found)
+                preview = got.text[:_PREVIEW_SCAN]
+                if env:
+                    preview = hide_env(preview, env)
+                if phase.guard is not None:  # (#26) and what its security rules redact
+                    preview = phase.guard.hide(preview)
+                preview = preview[:200]
                 phase.bus.publish(
                     ContextProvided(
                         path=phase.path,
                         provider=got.name,
                         tokens=got.tokens,
                         cut=got.cut,
-                        preview=hide_env(preview, env) if env else preview,
+                        preview=preview,
                     )
                 )
         return pieces
