@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from ...providers.tokens import TokenEstimator
     from ...supervisors.ref import SupervisorRef
     from ..memory.memory import Journal
-    from .seams import PhaseGuard
 
 
 # What this module reads of the loop's objects (Services, _AgentState, Phase):
@@ -104,6 +103,10 @@ class _AgentState(Protocol):
     def info(self) -> _Info: ...
 
 
+class _Guard(Protocol):
+    def hide(self, text: str) -> str: ...
+
+
 class Phase(Protocol):
     @property
     def st(self) -> _AgentState: ...
@@ -118,7 +121,7 @@ class Phase(Protocol):
     def path(self) -> str: ...
 
     @property
-    def guard(self) -> PhaseGuard | None: ...
+    def guard(self) -> _Guard | None: ...
 
 
 __all__ = ["MemoryHandle", "Recollection", "agent_memory", "shared_memory"]
