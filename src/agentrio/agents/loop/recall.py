@@ -106,6 +106,8 @@ class _AgentState(Protocol):
 class _Guard(Protocol):
     def hide(self, text: str) -> str: ...
 
+    def recalled(self, items: Sequence[tuple[int, str, str]]) -> None: ...
+
 
 class Phase(Protocol):
     @property
@@ -235,6 +237,8 @@ class Recollection:
                 break
         if not lines:
             return ""
+        if phase.guard is not None:  # (#26) what untrusted tools gave taints the phase
+            phase.guard.recalled([(i.id, i.source, i.text) for i in found[: len(ids)]])
         otel = phase.st.services.otel
         if otel is not None:
             otel.context_added(phase, "memory", memory.recall_tokens - left)

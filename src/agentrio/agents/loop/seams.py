@@ -318,6 +318,10 @@ class PhaseGuard(Protocol):
     def hide(self, text: str) -> str:
         """*text* (a ``ToolEnded`` preview's) redacted by the rules, with no event."""
 
+    def recalled(self, items: Sequence[tuple[int, str, str]]) -> None:
+        """Memory items (id, source, text) recalled into the phase (those of
+        untrusted tools taint it)."""
+
 
 class Security(Protocol):
     """An agent's security provider (``security.provider.SecurityProvider``)."""

@@ -118,12 +118,13 @@ class SecurityProvider:
 class Guard:
     """One phase's security: its taint, its gate, its sanitising (the loop's ``PhaseGuard``)."""
 
-    __slots__ = ("bus", "gate", "path", "provider", "taint")
+    __slots__ = ("bus", "gate", "path", "provider", "recalled_ids", "taint")
 
     def __init__(self, provider: SecurityProvider, phase: Phase) -> None:
         self.provider = provider
         self.bus = phase.bus
         self.path = phase.path
+        self.recalled_ids: set[int] = set()  # (memory items already tainting it)
         # (a stride of half the match: a copy of 1.5 min_match characters is always found)
         self.taint = Taint(
             min_match=provider.min_match,
@@ -173,6 +174,17 @@ class Guard:
             f"untrusted tool(s) {', '.join(sources)}, and the security provider denies that"
         )
         return action, why
+
+    def recalled(self, items: Sequence[tuple[int, str, str]]) -> None:
+        """Items (id, source, text) a memory recalled into the phase: those kept from
+        an untrusted tool's result taint it, as that result did (each item once)."""
+        provider = self.provider
+        if not provider.untrusted:
+            return
+        for item_id, source, text in items:
+            if item_id not in self.recalled_ids and provider.is_untrusted(source):
+                self.recalled_ids.add(item_id)
+                self.taint.add(source, text)
 
     def saw(self, results: Sequence[ToolResult]) -> None:
         """Taint what the turn's untrusted tools returned."""
