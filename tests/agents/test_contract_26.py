@@ -1439,3 +1439,36 @@ async def test_a_recalled_memory_of_an_untrusted_result_taints_a_new_context() -
     assert of(ev.MemoryRecalled, got)
     (blocked,) = of(ev.TaintBlocked, got)
     assert blocked.sources == ("fetch_page",)
+
+
+async def test_the_skills_catalogue_comes_after_every_prompt_slot() -> None:
+    from agentrio.types import Skill
+
+    skills = agentrio.SkillRegistry([Skill("triage", "Sort a new ticket.", "Read it.")])
+    spec = AgentSpec(
+        "a",
+        FunctionModel(echo_system),
+        instructions="I",
+        prompt=agentrio.PromptSlots(role="R", guidelines="G", style="S", extra="E"),
+        skills=skills,
+    )
+    async with agentrio.open_runtime() as rt:
+        text = (await (await rt.spawn_agent(spec)).run("hi")).final_text
+    assert text.startswith("R\n\nI\n\nG\n\nS\n\nE\n\nYou have skills.")
+    assert text.endswith("- triage: Sort a new ticket.")
+    assert "Read it." not in text  # instructions only once activated
+
+
+async def test_router_rule_maps_the_routed_mode_to_a_delegate() -> None:
+    d = agentrio.Delegate(helper_spec("analyst", "studied"), "Long requests.")
+    rule = agentrio.Delegation.router_rule(
+        lambda request: agentrio.Route("background" if "study" in request else "inline"),
+        {"background": "analyst"},
+    )
+    spec = AgentSpec(
+        "lead", ScriptedModel([Reply(text="mine")]), delegation=agentrio.Delegation([d], rule=rule)
+    )
+    async with agentrio.open_runtime() as rt:
+        lead = await rt.spawn_agent(spec)
+        assert (await lead.run("study this")).final_text == "studied"
+        assert (await lead.run("hello")).final_text == "mine"
