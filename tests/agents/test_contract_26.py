@@ -1472,3 +1472,58 @@ async def test_router_rule_maps_the_routed_mode_to_a_delegate() -> None:
         lead = await rt.spawn_agent(spec)
         assert (await lead.run("study this")).final_text == "studied"
         assert (await lead.run("hello")).final_text == "mine"
+
+
+async def test_the_query_is_at_most_4000_characters_and_empty_text_is_nothing() -> None:
+    long = Named("long", "")
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec("c", FunctionModel(echo_system), context_providers=[long])
+        result = await (await rt.spawn_agent(spec)).run("q" * 50_000)
+    assert len(long.queries[0].text) <= 4000
+    assert result.final_text == ""  # "" added nothing: no context message
+    got = await collect(events)
+    assert not of(ev.ContextProvided, got) and not of(ev.ContextProviderFailed, got)
+
+
+async def test_run_planning_overrides_the_mode_and_custom_rules_are_used() -> None:
+    asked: list[str] = []
+
+    async def needs_plan(request: str) -> bool:
+        asked.append(request)
+        return request.startswith("/plan")
+
+    def step_failed(task: Any, result: Any) -> str | None:
+        return "no good" if "bad" in result.final_text else None
+
+    @agentrio.tool
+    async def note(text: str) -> str:
+        """Take a note."""
+        return f"noted {text}"
+
+    model = ScriptedModel(
+        [
+            Reply(text="plain"),  # "hello": not planned
+            Reply(text="forced plain"),  # "/plan x" with planning="off"
+            plan_reply("one"),  # "/plan y": planned
+            Reply(tool_calls=[ToolCallRequest("note", {"text": "a"})]),
+            Reply(text="bad result"),  # step_failed says so
+            plan_reply("two"),
+            Reply(tool_calls=[ToolCallRequest("note", {"text": "b"})]),
+            Reply(text="good"),
+            Reply(tool_calls=[ToolCallRequest("note", {"text": "c"})]),  # the final phase
+            Reply(text="final"),
+        ]
+    )
+    planning = agentrio.Planning(needs_plan=needs_plan, step_failed=step_failed)
+    spec = AgentSpec("p", model, tools=[note], planning=planning)
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(spec)
+        assert (await agent.run("hello")).final_text == "plain"
+        assert (await agent.run("/plan x", planning="off")).final_text == "forced plain"
+        result = await agent.run("/plan y")
+        with pytest.raises(InvalidArgument):
+            await agent.run("hi", planning="sometimes")  # type: ignore[arg-type]
+    assert asked == ["hello", "/plan y"]
+    assert result.final_text == "final"
+    assert [c.content for c in result.tool_calls] == ["noted a", "noted b", "noted c"]
