@@ -1551,3 +1551,27 @@ async def test_a_copy_nested_deep_in_the_arguments_is_still_caught(depth: int) -
     async with agentrio.open_runtime() as rt:
         result = await (await rt.spawn_agent(spec)).run("news?")
     assert result.tool_calls[1].status == "denied", result.tool_calls[1].content
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ToolCallRequest("activate_skill", {"name": "x" * 1_000_000}),
+        ToolCallRequest("activate_skill", {"name": 5}),
+        ToolCallRequest("activate_skill", {}),
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "guide.txt\x00"}),
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "/etc/passwd"}),
+        ToolCallRequest("read_skill_file", {"skill": "nope", "file": "guide.txt"}),
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "SKILL.md" * 100_000}),
+    ],
+)
+async def test_hostile_skill_tool_calls_fail_bounded(tmp_path: Path, call: ToolCallRequest) -> None:
+    folder = write_skill(tmp_path, "kit", "name: kit\ndescription: A kit.")
+    (folder / "guide.txt").write_text("the guide")
+    model = ScriptedModel([Reply(tool_calls=[call]), Reply(text="ok")])
+    spec = AgentSpec("s", model, skills=agentrio.SkillRegistry.from_folder(tmp_path))
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(spec)).run("go")
+    (done,) = result.tool_calls
+    assert done.status == "failed"
+    assert len(done.content) < 2000
