@@ -1575,3 +1575,17 @@ async def test_hostile_skill_tool_calls_fail_bounded(tmp_path: Path, call: ToolC
     (done,) = result.tool_calls
     assert done.status == "failed"
     assert len(done.content) < 2000
+
+
+@pytest.mark.parametrize("named", [5, "x" * 1_000_000, b"researcher"])
+async def test_a_rule_naming_garbage_is_a_bounded_invalid_argument(named: object) -> None:
+    d = agentrio.Delegate(helper_spec("researcher", "r"), "Finds.")
+    spec = AgentSpec(
+        "lead",
+        FunctionModel(echo_system),
+        delegation=agentrio.Delegation([d], rule=lambda request, delegates: named),
+    )
+    async with agentrio.open_runtime() as rt:
+        with pytest.raises(InvalidArgument) as info:
+            await (await rt.spawn_agent(spec)).run("hi")
+    assert len(str(info.value)) < 1000

@@ -23,6 +23,7 @@ import attrs
 import msgspec
 import trio
 
+from ..._checks import short_repr
 from ...errors import InvalidArgument, PermissionEscalation
 from ...messages import OutputSanitised, PhaseResult, RunPhase, SubagentProgress
 from ..composition.compose import _ended, _release, spawn_child
@@ -227,7 +228,7 @@ class Delegation:
         found = self.named(name) if isinstance(name, str) else None
         if found is None:
             raise InvalidArgument(
-                f"the delegation rule returned {name!r}, not None nor one of "
+                f"the delegation rule returned {short_repr(name)}, not None nor one of "
                 f"{[d.name for d in self.delegates]}"
             )
         return found
