@@ -1589,3 +1589,16 @@ async def test_a_rule_naming_garbage_is_a_bounded_invalid_argument(named: object
         with pytest.raises(InvalidArgument) as info:
             await (await rt.spawn_agent(spec)).run("hi")
     assert len(str(info.value)) < 1000
+
+
+@pytest.mark.parametrize(
+    "value", [[*(["a"] * 100_000), 5], {"x" * 1_000_000: 1}, b"bytes" * 100_000]
+)
+async def test_a_provider_giving_no_text_is_skipped_with_a_bounded_event(value: object) -> None:
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        spec = AgentSpec("c", FunctionModel(echo_system), context_providers=[Named("bad", value)])
+        result = await (await rt.spawn_agent(spec)).run("hi")
+    assert result.stop_reason == "done" and result.final_text == ""
+    (failed,) = of(ev.ContextProviderFailed, await collect(events))
+    assert failed.reason == "not_text" and len(failed.error) <= 200
