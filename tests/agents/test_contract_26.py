@@ -1602,3 +1602,31 @@ async def test_a_provider_giving_no_text_is_skipped_with_a_bounded_event(value: 
     assert result.stop_reason == "done" and result.final_text == ""
     (failed,) = of(ev.ContextProviderFailed, await collect(events))
     assert failed.reason == "not_text" and len(failed.error) <= 200
+
+
+def test_embeddings_take_a_plain_function_only() -> None:
+    from agentrio.memory import Embeddings
+
+    async def embed(text: str) -> list[float]:
+        return [1.0]
+
+    with pytest.raises(InvalidArgument, match="cannot await"):
+        Embeddings(embed)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        Embeddings("model")  # type: ignore[arg-type]
+    Embeddings(lambda text: [1.0, 0.0])
+
+
+async def test_embeddings_rank_by_similarity_with_a_floor() -> None:
+    from agentrio.memory import Embeddings
+
+    def embed(text: str) -> list[float]:
+        return [text.count("cat"), text.count("dog")]
+
+    memory = Memory(scorer=lambda: Embeddings(embed, min_score=0.5))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("m", FunctionModel(echo_system), memory=memory))
+        await agent.memory.remember("a dog barks")
+        await agent.memory.remember("a cat and a cat")
+        found = await agent.memory.search("cat")
+    assert [i.text for i in found] == ["a cat and a cat"]

@@ -10,12 +10,16 @@ the query, not the memory's size.
 from __future__ import annotations
 
 import heapq
+import inspect
 import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import msgspec
+
+from ..._checks import short_repr
+from ...errors import InvalidArgument
 
 __all__ = ["BM25", "Embeddings", "MemoryItem", "Scorer", "terms"]
 
@@ -135,9 +139,17 @@ class Embeddings:
             in the memory's actor (so it must not block for long; it cannot
             await).
         min_score: items below this similarity are left out.
+
+    Raises:
+        InvalidArgument: *embed* is not callable, or is an ``async def``.
     """
 
     def __init__(self, embed: Callable[[str], Sequence[float]], *, min_score: float = 0.0) -> None:
+        if not callable(embed) or inspect.iscoroutinefunction(embed):
+            raise InvalidArgument(
+                "Embeddings takes a plain function text -> vector (it is called in the "
+                f"memory's actor and cannot await), got {short_repr(embed)}"
+            )
         self._embed = embed
         self.min_score = min_score
         self._vectors: dict[int, tuple[float, ...]] = {}
