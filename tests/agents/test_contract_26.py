@@ -1630,3 +1630,28 @@ async def test_embeddings_rank_by_similarity_with_a_floor() -> None:
         await agent.memory.remember("a cat and a cat")
         found = await agent.memory.search("cat")
     assert [i.text for i in found] == ["a cat and a cat"]
+
+
+async def test_a_scorer_that_raises_refuses_the_item_and_the_phase_goes_on() -> None:
+    from agentrio.memory import Embeddings
+
+    def embed(text: str) -> list[float]:
+        if "boom" in text:
+            raise ValueError("the embedding model is down")
+        return [1.0, float(len(text))]
+
+    @agentrio.tool
+    async def look() -> str:
+        """Look."""
+        return "boom"
+
+    model = ScriptedModel([Reply(tool_calls=[ToolCallRequest("look", {})]), Reply(text="fine")])
+    memory = Memory(scorer=lambda: Embeddings(embed))
+    async with agentrio.open_runtime() as rt:
+        agent = await rt.spawn_agent(AgentSpec("m", model, tools=[look], memory=memory))
+        assert await agent.memory.remember("kept") is not None
+        assert await agent.memory.remember("boom") is None
+        result = await agent.run("look")  # its result (with boom) is not kept
+        assert result.final_text == "fine"
+        assert [i.text for i in await agent.memory.items()] == ["kept"]
+        assert await agent.memory.search("boom") == []
