@@ -1655,3 +1655,24 @@ async def test_a_scorer_that_raises_refuses_the_item_and_the_phase_goes_on() -> 
         assert result.final_text == "fine"
         assert [i.text for i in await agent.memory.items()] == ["kept"]
         assert await agent.memory.search("boom") == []
+
+
+async def test_a_skill_file_that_became_a_link_or_grew_is_a_failed_result(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "skills", "kit", "name: kit\ndescription: A kit.")
+    (folder / "guide.txt").write_text("the guide")
+    (folder / "big.txt").write_text("small")
+    skills = agentrio.SkillRegistry.from_folder(tmp_path / "skills")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read")
+    (folder / "guide.txt").unlink()
+    (folder / "guide.txt").symlink_to(secret)
+    (folder / "big.txt").write_text("x" * (256 * 1024 + 1))
+    calls = [
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "guide.txt"}),
+        ToolCallRequest("read_skill_file", {"skill": "kit", "file": "big.txt"}),
+    ]
+    model = ScriptedModel([Reply(tool_calls=calls), Reply(text="ok")])
+    async with agentrio.open_runtime() as rt:
+        result = await (await rt.spawn_agent(AgentSpec("s", model, skills=skills))).run("go")
+    assert [c.status for c in result.tool_calls] == ["failed", "failed"]
+    assert "do not read" not in repr(result)
