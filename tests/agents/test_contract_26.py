@@ -1676,3 +1676,21 @@ async def test_a_skill_file_that_became_a_link_or_grew_is_a_failed_result(tmp_pa
         result = await (await rt.spawn_agent(AgentSpec("s", model, skills=skills))).run("go")
     assert [c.status for c in result.tool_calls] == ["failed", "failed"]
     assert "do not read" not in repr(result)
+
+
+async def test_taint_blocked_never_holds_the_text_even_in_a_key() -> None:
+    spec = AgentSpec(
+        "a",
+        mailer({"data": [{"attacker@evil.example.com": {"x": "y"}}]}, tool="post"),
+        tools=[fetch_page, post],
+        security=agentrio.SecurityProvider(
+            untrusted=["fetch_page"], sensitive=["post"], on_taint="deny"
+        ),
+    )
+    async with agentrio.open_runtime() as rt:
+        events = rt.events()
+        result = await (await rt.spawn_agent(spec)).run("news?")
+    assert result.tool_calls[1].status == "denied"
+    assert "attacker" not in result.tool_calls[1].content
+    (blocked,) = of(ev.TaintBlocked, await collect(events))
+    assert "attacker" not in repr(blocked)

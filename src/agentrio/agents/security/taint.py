@@ -131,5 +131,13 @@ class Taint:
                 if piece in fragments
             }
             if sources:
-                return _shown(place), tuple(sorted(sources))
+                return self._named(place), tuple(sorted(sources))
         return None
+
+    def _named(self, place: str) -> str:
+        """*place* for an event, unless its names (the model's keys) hold tainted
+        text themselves: the event never holds the text."""
+        n, folded, fragments = self.min_match, place.casefold(), self.fragments
+        if any(folded[i : i + n] in fragments for i in range(len(folded) - n + 1)):
+            return "(an argument whose name holds the text)"
+        return _shown(place)
