@@ -1694,3 +1694,19 @@ async def test_taint_blocked_never_holds_the_text_even_in_a_key() -> None:
     assert "attacker" not in result.tool_calls[1].content
     (blocked,) = of(ev.TaintBlocked, await collect(events))
     assert "attacker" not in repr(blocked)
+
+
+async def test_file_retrieval_leaves_links_out(tmp_path: Path) -> None:
+    from agentrio.memory import FileRetrieval
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "credentials.txt").write_text("aws secret credentials leave policy")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "leave.md").write_text("Annual leave policy: 25 days.")
+    (docs / "notes.txt").symlink_to(outside / "credentials.txt")
+    (docs / "linked").symlink_to(outside, target_is_directory=True)
+    provider = FileRetrieval(docs, top=10)
+    found = await provider.provide(ContextQuery("leave policy credentials", "a", 1000))
+    assert found == ["[leave.md] Annual leave policy: 25 days."]
