@@ -266,6 +266,7 @@ TYPES = [
     "ToolStatus",
     "Turn",
     "UsageTotals",
+    "load_skill",
 ]
 
 # Memory and context providers (#26)

@@ -27,7 +27,7 @@ from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
 from .agents.planning.plan import Plan, PlannedTask
 from .agents.security.sanitise import SECRET_RULES, Redaction, Sanitiser
-from .agents.skills.skill import Skill
+from .agents.skills.skill import Skill, load_skill
 from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
@@ -110,6 +110,7 @@ __all__ = [
     "RestartPolicy",
     # the parts of a skill registry and a security provider (#26)
     "Skill",
+    "load_skill",
     "Sanitiser",
     "Redaction",
     "SECRET_RULES",

@@ -20,10 +20,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import msgspec
 import trio
 
+from ..._checks import short_repr
 from ...errors import InvalidArgument, PermissionEscalation
-from ...messages import PhaseResult, RunPhase, SubagentProgress
+from ...messages import OutputSanitised, PhaseResult, RunPhase, SubagentProgress
 from ..composition.compose import _ended, _release, spawn_child
 from ..loop.ref import AgentRef
 from ..loop.spec import AgentSpec, StepInfo, check_spec
@@ -31,7 +33,7 @@ from ..routing.router import Router, choose_route
 
 if TYPE_CHECKING:
     from ...actors.bus import EventBus
-    from ..loop.extensions import PhaseRunner
+    from ..loop.extensions import PhaseRunner, Security
 
 __all__ = ["Delegate", "Delegation", "DelegationRule", "hand_over", "keyword_rule"]
 
@@ -226,7 +228,7 @@ class Delegation:
         found = self.named(name) if isinstance(name, str) else None
         if found is None:
             raise InvalidArgument(
-                f"the delegation rule returned {name!r}, not None nor one of "
+                f"the delegation rule returned {short_repr(name)}, not None nor one of "
                 f"{[d.name for d in self.delegates]}"
             )
         return found
@@ -281,7 +283,25 @@ class Delegation:
         if chosen is None:
             return await run_phase(cmd)
         timeout = cmd.timeout if cmd.timeout is not None else agent.spec.limits.timeout
-        return await hand_over(agent, chosen, cmd.user_message, cmd, timeout=timeout)
+        result = await hand_over(agent, chosen, cmd.user_message, cmd, timeout=timeout)
+        if agent.spec.security is not None:  # the agent's answer: its rules apply
+            result = _redacted(agent, result)
+        return result
+
+
+def _redacted(agent: AgentRef[object], result: PhaseResult[object]) -> PhaseResult[object]:
+    """*result*, a delegate's answer given as *agent*'s, through *agent*'s security
+    provider's rules (its text, and its output when that is the text)."""
+    security = agent.spec.security
+    assert security is not None
+    text, rules, count = security.redact(result.final_text)
+    if not count:
+        return result
+    bus = agent._state.services.bus
+    if bus.active:
+        bus.publish(OutputSanitised(path=agent.path, rules=rules, count=count))
+    output = text if isinstance(result.output, str) else result.output
+    return msgspec.structs.replace(result, final_text=text, output=output)
 
 
 class _Progress:
@@ -292,19 +312,23 @@ class _Progress:
 
     def __init__(self, own: Callable[[StepInfo], object] | None) -> None:
         self.own = own
-        # A child's path -> its parent's path and event bus, while it runs (hand_over).
-        self.parents: dict[str, tuple[str, EventBus]] = {}
+        # A child's path -> its parent's path, event bus and security provider (whose
+        # rules redact the summary), while it runs (hand_over).
+        self.parents: dict[str, tuple[str, EventBus, Security | None]] = {}
 
     def __call__(self, info: StepInfo) -> object:
         parent = self.parents.get(info.agent)
         if parent is not None and parent[1].active:
+            summary = info.summary
+            if parent[2] is not None:
+                summary = parent[2].redact(summary)[0]
             parent[1].publish(
                 SubagentProgress(
                     path=parent[0],
                     child=info.agent,
                     step=info.step,
                     tool=info.tool_name,
-                    summary=info.summary,
+                    summary=summary,
                 )
             )
         return None if self.own is None else self.own(info)
@@ -335,7 +359,7 @@ async def hand_over(
         child._state.ceiling = allowed if ceiling is None else ceiling & allowed
     progress = spec.on_step
     assert isinstance(progress, _Progress)
-    progress.parents[child.path] = (agent.path, state.services.bus)
+    progress.parents[child.path] = (agent.path, state.services.bus, agent.spec.security)
     result = None
     try:
         result = await child.run(task, continue_context=False, timeout=timeout, lane=cmd.lane)

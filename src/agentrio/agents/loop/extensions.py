@@ -88,9 +88,20 @@ class PhaseGuard(Protocol):
     def sanitise(self, text: str) -> str:
         """*text*, a reply of the model, with what the rules redact redacted."""
 
+    def hide(self, text: str) -> str:
+        """*text* (a ``ToolEnded`` preview's) redacted by the rules, with no event."""
+
+    def recalled(self, items: Sequence[tuple[int, str, str]]) -> None:
+        """Memory items (id, source, text) recalled into the phase (those of
+        untrusted tools taint it)."""
+
 
 class Security(Protocol):
     """An agent's security provider (``security.provider.SecurityProvider``)."""
 
     def guard(self, phase: Phase) -> PhaseGuard:
         """The guard of *phase*, which has read its history."""
+
+    def redact(self, text: str) -> tuple[str, tuple[str, ...], int]:
+        """*text* (an answer the agent gives that no phase of its own made: a
+        delegate's) through its rules: the text, the rules that matched, how often."""

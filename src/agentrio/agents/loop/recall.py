@@ -103,6 +103,12 @@ class _AgentState(Protocol):
     def info(self) -> _Info: ...
 
 
+class _Guard(Protocol):
+    def hide(self, text: str) -> str: ...
+
+    def recalled(self, items: Sequence[tuple[int, str, str]]) -> None: ...
+
+
 class Phase(Protocol):
     @property
     def st(self) -> _AgentState: ...
@@ -116,10 +122,16 @@ class Phase(Protocol):
     @property
     def path(self) -> str: ...
 
+    @property
+    def guard(self) -> _Guard | None: ...
+
 
 __all__ = ["MemoryHandle", "Recollection", "agent_memory", "shared_memory"]
 
 _QUERY_CHARS = 4000
+# How much of a provider's text its event's preview (200 characters) is made
+# from: the env values and secrets over its end are found before it is cut.
+_PREVIEW_SCAN = 30_000
 _RECALL_HEAD = "Memories that may help (kept from earlier work; they may be out of date):"
 
 
@@ -225,6 +237,8 @@ class Recollection:
                 break
         if not lines:
             return ""
+        if phase.guard is not None:  # (#26) what untrusted tools gave taints the phase
+            phase.guard.recalled([(i.id, i.source, i.text) for i in found[: len(ids)]])
         otel = phase.st.services.otel
         if otel is not None:
             otel.context_added(phase, "memory", memory.recall_tokens - left)
@@ -268,14 +282,20 @@ class Recollection:
             if otel is not None:
                 otel.context_added(phase, got.name, got.tokens, cut=got.cut)
             if phase.bus.active:
-                preview = got.text[:200]
+                # (hidden, then cut: a value the cut split would not be found)
+                preview = got.text[:_PREVIEW_SCAN]
+                if env:
+                    preview = hide_env(preview, env)
+                if phase.guard is not None:  # (#26) and what its security rules redact
+                    preview = phase.guard.hide(preview)
+                preview = preview[:200]
                 phase.bus.publish(
                     ContextProvided(
                         path=phase.path,
                         provider=got.name,
                         tokens=got.tokens,
                         cut=got.cut,
-                        preview=hide_env(preview, env) if env else preview,
+                        preview=preview,
                     )
                 )
         return pieces

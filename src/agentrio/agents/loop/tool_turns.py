@@ -366,8 +366,11 @@ class ToolTurns:
         self._tool_done(runner, result)
 
     def _shown(self, text: str) -> str:
-        """*text* as a ``ToolEnded`` preview: the agent's env values hidden, then cut."""
+        """*text* as a ``ToolEnded`` preview: the agent's env values hidden, and what
+        its security provider's rules redact (#26), then cut."""
         env = self.st.spec.env
+        if self.guard is not None:
+            text = self.guard.hide(text)
         return _preview(hide_env(text, env) if env else text)
 
     def _settle_batch(self, interrupted: str) -> list[ToolResult]:

@@ -22,6 +22,7 @@ records hold: across phases, restarts and crashes alike.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
@@ -205,17 +206,20 @@ class MemoryState:
         size = len(text.encode())
         if size > self.memory.max_bytes:
             return None
+        item = MemoryItem(self.next_id, text, source, time.time() if at is None else at)
+        try:
+            self.scorer.add(item)
+        except Exception:  # (a scorer, or its embedding function, that raises: refused)
+            return None
         evicted = 0
         while self.items and (
             len(self.items) >= self.memory.max_items or self.bytes + size > self.memory.max_bytes
         ):
             self._evict()
             evicted += 1
-        item = MemoryItem(self.next_id, text, source, time.time() if at is None else at)
         self.next_id += 1
         self.items[item.id] = item
         self.bytes += size
-        self.scorer.add(item)
         if self.journal is not None:
             self.journal.keep_memory(self.key, _ENCODE(_Kept(item)))
         return Stored(item.id, len(text), cut, evicted)
@@ -232,11 +236,17 @@ class MemoryState:
         item = self.items.pop(item_id)
         self.hits.pop(item_id, None)
         self.bytes -= len(item.text.encode())
-        self.scorer.remove(item)
+        # (a scorer that raises here may still name it: search skips ids not held)
+        with contextlib.suppress(Exception):
+            self.scorer.remove(item)
 
     def search(self, query: str, k: int, *, recalled: bool = False) -> list[MemoryItem]:
         """The best *k* items for *query*, best first (*recalled*: count it as a recall)."""
-        found = [self.items[i] for _, i in self.scorer.top(query, k) if i in self.items]
+        try:
+            top = self.scorer.top(query, k)
+        except Exception:  # (a scorer, or its embedding function, that raises: nothing)
+            return []
+        found = [self.items[i] for _, i in top if i in self.items]
         if recalled:
             for item in found:
                 self.hits[item.id] = self.hits.get(item.id, 0) + 1

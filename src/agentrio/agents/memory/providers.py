@@ -217,7 +217,8 @@ class FileRetrieval:
     (BM25) given with their file's name.
 
     The files are read once, when the provider is made (each at most
-    ``max_file_bytes``; others, and files that are not UTF-8, are left out).
+    ``max_file_bytes``; others, files that are not UTF-8, and links to files or
+    folders, which may point outside *folder*, are left out).
 
     Args:
         folder: the folder (searched recursively for ``pattern``).
@@ -252,6 +253,9 @@ class FileRetrieval:
 
     def _read(self, root: pathlib.Path, path: pathlib.Path, size: int, most: int) -> None:
         try:
+            # (a link, or a file under a linked folder, may point anywhere: left out)
+            if path.is_symlink() or not path.resolve().is_relative_to(root.resolve()):
+                return
             if not path.is_file() or path.stat().st_size > most:
                 return
             text = path.read_text(encoding="utf-8")

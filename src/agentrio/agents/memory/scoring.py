@@ -10,12 +10,16 @@ the query, not the memory's size.
 from __future__ import annotations
 
 import heapq
+import inspect
 import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import msgspec
+
+from ..._checks import short_repr
+from ...errors import InvalidArgument
 
 __all__ = ["BM25", "Embeddings", "MemoryItem", "Scorer", "terms"]
 
@@ -79,6 +83,7 @@ class BM25:
         self._total = 0  # the sum of the lengths
 
     def add(self, item: MemoryItem) -> None:
+        """Index *item* (now in the memory)."""
         words = terms(item.text)
         self._lengths[item.id] = len(words)
         self._total += len(words)
@@ -91,6 +96,7 @@ class BM25:
                 counts[item.id] = counts.get(item.id, 0) + 1
 
     def remove(self, item: MemoryItem) -> None:
+        """Forget *item* (no longer in the memory)."""
         length = self._lengths.pop(item.id, None)
         if length is None:
             return
@@ -104,6 +110,7 @@ class BM25:
                     del postings[word]
 
     def top(self, query: str, k: int) -> list[tuple[float, int]]:
+        """The best *k* items for *query*, best first, as ``(score, item id)``."""
         n = len(self._lengths)
         if n == 0 or k <= 0:
             return []
@@ -132,9 +139,17 @@ class Embeddings:
             in the memory's actor (so it must not block for long; it cannot
             await).
         min_score: items below this similarity are left out.
+
+    Raises:
+        InvalidArgument: *embed* is not callable, or is an ``async def``.
     """
 
     def __init__(self, embed: Callable[[str], Sequence[float]], *, min_score: float = 0.0) -> None:
+        if not callable(embed) or inspect.iscoroutinefunction(embed):
+            raise InvalidArgument(
+                "Embeddings takes a plain function text -> vector (it is called in the "
+                f"memory's actor and cannot await), got {short_repr(embed)}"
+            )
         self._embed = embed
         self.min_score = min_score
         self._vectors: dict[int, tuple[float, ...]] = {}
@@ -145,12 +160,15 @@ class Embeddings:
         return tuple(x / norm for x in vector)
 
     def add(self, item: MemoryItem) -> None:
+        """Index *item* (now in the memory)."""
         self._vectors[item.id] = self._unit(item.text)
 
     def remove(self, item: MemoryItem) -> None:
+        """Forget *item* (no longer in the memory)."""
         self._vectors.pop(item.id, None)
 
     def top(self, query: str, k: int) -> list[tuple[float, int]]:
+        """The best *k* items for *query*, best first, as ``(score, item id)``."""
         if not self._vectors or k <= 0:
             return []
         q = self._unit(query)

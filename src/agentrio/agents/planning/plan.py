@@ -106,7 +106,10 @@ def planner_instructions(max_tasks: int, tools: Sequence[str], delegates: Sequen
 
 _LIST_ITEM = re.compile(r"^\s*(?:\d{1,3}[.)]|[-*\u2022])\s+\S", re.MULTILINE)
 _SEQUENCE = re.compile(
-    r"\b(?:then|after that|afterwards|and finally|step by step|first,|next,)\b", re.IGNORECASE
+    # ("first," and "next," end with their comma: no \b after it, which a comma
+    # followed by a space never meets)
+    r"\b(?:then|after that|afterwards|and finally|step by step)\b|\b(?:first|next),",
+    re.IGNORECASE,
 )
 _LONG = 600
 

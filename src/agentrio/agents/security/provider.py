@@ -103,6 +103,13 @@ class SecurityProvider:
         """Are *tool*'s calls checked for taint?"""
         return any(fnmatch.fnmatchcase(tool, glob) for glob in self.sensitive)
 
+    def redact(self, text: str) -> tuple[str, tuple[str, ...], int]:
+        """*text* through the sanitiser's rules: the text, the rules that matched,
+        and how many redactions (as it is, ``()`` and 0 without a sanitiser)."""
+        if self.sanitiser is None:
+            return text, (), 0
+        return self.sanitiser.sanitise(text)
+
     def guard(self, phase: Phase) -> Guard:
         """The guard of *phase* (the loop calls it once its history is read)."""
         return Guard(self, phase)
@@ -111,12 +118,13 @@ class SecurityProvider:
 class Guard:
     """One phase's security: its taint, its gate, its sanitising (the loop's ``PhaseGuard``)."""
 
-    __slots__ = ("bus", "gate", "path", "provider", "taint")
+    __slots__ = ("bus", "gate", "path", "provider", "recalled_ids", "taint")
 
     def __init__(self, provider: SecurityProvider, phase: Phase) -> None:
         self.provider = provider
         self.bus = phase.bus
         self.path = phase.path
+        self.recalled_ids: set[int] = set()  # (memory items already tainting it)
         # (a stride of half the match: a copy of 1.5 min_match characters is always found)
         self.taint = Taint(
             min_match=provider.min_match,
@@ -167,6 +175,17 @@ class Guard:
         )
         return action, why
 
+    def recalled(self, items: Sequence[tuple[int, str, str]]) -> None:
+        """Items (id, source, text) a memory recalled into the phase: those kept from
+        an untrusted tool's result taint it, as that result did (each item once)."""
+        provider = self.provider
+        if not provider.untrusted:
+            return
+        for item_id, source, text in items:
+            if item_id not in self.recalled_ids and provider.is_untrusted(source):
+                self.recalled_ids.add(item_id)
+                self.taint.add(source, text)
+
     def saw(self, results: Sequence[ToolResult]) -> None:
         """Taint what the turn's untrusted tools returned."""
         provider = self.provider
@@ -175,6 +194,12 @@ class Guard:
         for result in results:
             if provider.is_untrusted(result.name):
                 self.taint.add(result.name, result.content)
+
+    def hide(self, text: str) -> str:
+        """*text*, a tool call's arguments or result as an event's preview shows
+        them, redacted by the provider's sanitiser (no event: it is not an answer)."""
+        sanitiser = self.provider.sanitiser
+        return text if sanitiser is None else sanitiser.sanitise(text)[0]
 
     def sanitise(self, text: str) -> str:
         """*text* redacted by the provider's sanitiser (as it is without one)."""

@@ -22,6 +22,10 @@ __all__ = ["SECRET_RULES", "Redaction", "Sanitiser"]
 # The most characters of one answer that are searched: past them, the rest is
 # cut and replaced by a note (an answer that long is not one a user reads).
 MAX_SANITISED_CHARS = 1_000_000
+# How far on either side of that cut a secret running over it is looked for (the
+# longest default rule, a private key block, is 20,000 characters and its markers).
+_CUT_WINDOW = 21_000
+_CUT_NOTE = "\n[cut: the answer was too long to check]"
 
 
 def _pattern(value: str | re.Pattern[str]) -> re.Pattern[str]:
@@ -137,7 +141,7 @@ class Sanitiser:
     def sanitise(self, text: str) -> tuple[str, tuple[str, ...], int]:
         """*text* with every match redacted; the rules that matched, and how often."""
         if len(text) > MAX_SANITISED_CHARS:
-            text = text[:MAX_SANITISED_CHARS] + "\n[cut: the answer was too long to check]"
+            text = text[: self._cut_at(text)] + _CUT_NOTE
         matched: list[str] = []
         total = 0
         for rule in self.rules:
@@ -146,6 +150,25 @@ class Sanitiser:
                 matched.append(rule.name)
                 total += count
         return text, tuple(sorted(set(matched))), total
+
+    def _cut_at(self, text: str) -> int:
+        """Where to cut a *text* too long to search: at `MAX_SANITISED_CHARS`, or
+        before a match of a rule that runs over that point (so no secret's head is
+        left behind, too short for its rule to find)."""
+        low = MAX_SANITISED_CHARS - _CUT_WINDOW
+        spans = [
+            m.span()
+            for rule in self.rules
+            for m in rule.pattern.finditer(text, low, MAX_SANITISED_CHARS + _CUT_WINDOW)
+        ]
+        cut = MAX_SANITISED_CHARS
+        moved = True
+        while moved:
+            moved = False
+            for start, end in spans:
+                if start < cut < end:
+                    cut, moved = start, True
+        return cut
 
 
 def check_globs(name: str, value: Sequence[str]) -> tuple[str, ...]:

@@ -25,6 +25,9 @@ __all__ = ["Taint", "leaves"]
 # The deepest nesting of arguments looked into, and the most strings read per call.
 _MAX_DEPTH = 16
 _MAX_LEAVES = 10_000
+# What `leaves` gives for a value nested deeper than _MAX_DEPTH (told by identity):
+# not looked into, so it counts as tainted (fails closed), as too many strings do.
+_TOO_DEEP = "(nested too deeply to check)"
 
 
 def _shown(place: str) -> str:
@@ -36,6 +39,8 @@ def leaves(value: object, where: str = "", depth: int = 0) -> Iterator[tuple[str
     """The strings in *value* (a call's arguments: JSON values), each with its place
     (``"to"``, ``"items[2]"``, ``"query.text"``); keys count as strings too."""
     if depth > _MAX_DEPTH:
+        if isinstance(value, (str, Mapping, list, tuple)):
+            yield where, _TOO_DEEP
         return
     if isinstance(value, str):
         yield where, value
@@ -113,6 +118,8 @@ class Taint:
         for count, (place, text) in enumerate(leaves(arguments)):
             if count >= _MAX_LEAVES:
                 return _shown(place), ("(too many arguments to check)",)
+            if text is _TOO_DEEP:
+                return _shown(place), ("(arguments nested too deeply to check)",)
             if self.saturated_by:
                 return _shown(place) or "(arguments)", tuple(self.saturated_by)
             if len(text) < n:
@@ -124,5 +131,13 @@ class Taint:
                 if piece in fragments
             }
             if sources:
-                return _shown(place), tuple(sorted(sources))
+                return self._named(place), tuple(sorted(sources))
         return None
+
+    def _named(self, place: str) -> str:
+        """*place* for an event, unless its names (the model's keys) hold tainted
+        text themselves: the event never holds the text."""
+        n, folded, fragments = self.min_match, place.casefold(), self.fragments
+        if any(folded[i : i + n] in fragments for i in range(len(folded) - n + 1)):
+            return "(an argument whose name holds the text)"
+        return _shown(place)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..._checks import short_repr
 from ...errors import ConfigError, InvalidArgument, ToolError
 from ...messages import ChatMessage, SkillActivated, ToolResult
 from ..tools.tool import Tool
@@ -156,7 +157,7 @@ class SkillRegistry:
         """
         found = self._skills.get(skill)
         if found is None or found.folder is None or file not in found.files:
-            raise ToolError(f"skill {skill!r} has no file {file!r}")
+            raise ToolError(f"skill {short_repr(skill)} has no file {short_repr(file)}")
         # (listed when the skill was read, links left out; read again as hostile)
         return await trio.to_thread.run_sync(_read_file, Path(found.folder), file)
 
@@ -168,7 +169,9 @@ class SkillRegistry:
         """
         skill = self._skills.get(name)
         if skill is None:
-            raise ToolError(f"no skill is named {name!r}; the skills are {sorted(self._skills)}")
+            raise ToolError(
+                f"no skill is named {short_repr(name)}; the skills are {sorted(self._skills)}"
+            )
         text = skill.instructions or f"Skill {skill.name!r} is active."
         if skill.files and skill.folder:
             text += f"\n\nThe skill's files (read one with {READ_SKILL_FILE}): " + ", ".join(

@@ -60,7 +60,7 @@ def _to_tools(value: Iterable[str] | None) -> tuple[str, ...] | None:
 class Skill:
     """One skill: what the model is told when it activates it, and what it may use.
 
-    Made by hand, or read from a folder with ``load_skill`` (a registry
+    Made by hand, or read from a folder with `agentrio.types.load_skill` (a registry
     reads many: [`SkillRegistry.from_folder`][agentrio.SkillRegistry.from_folder]).
 
     Attributes:
