@@ -405,7 +405,8 @@ class Runtime(SupervisorRef):
 
     async def delete_session(self, session_id: str) -> int:
         """Delete every record of the session *session_id* from the checkpoint
-        store, and cancel its agent if it lives; the number of phases deleted.
+        store (its phases' and its agent's own memory's), and cancel its agent if
+        it lives; the number of phases deleted.
 
         Raises:
             InvalidArgument: no checkpoint store, a bad *session_id*, or a store

@@ -255,7 +255,12 @@ async def delete(ck: Checkpoints, session_id: object) -> int:
             f"{type(ck.store).__name__} cannot delete records (it has no delete_phases)"
         )
     await ck.writer.synced()  # (the session's last records are in the store first)
-    await delete_phases(sorted(ids))
+    # The records of the agent's own memory (#26: MemoryKept, named by the agent's
+    # path) go with it: record_phase reads a MemoryKept's memory name where it reads
+    # a phase record's phase id, so delete_phases deletes them by that name.
+    memory = f"{SUPERVISOR}/{sid}"
+    await delete_phases(sorted(ids | {memory}))
+    ck.plan.memories.pop(memory, None)  # (not replayed by a session begun again)
     for pid in ids:
         ck.parked.pop(pid, None)
         ck.plan.finished.pop(pid, None)

@@ -1,0 +1,377 @@
+"""#27 as a user reads the docs (sessions, deferred decisions, the store reader):
+each promise tried through the public API, and hostile inputs on the new paths."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import trio
+
+import agentrio
+from agentrio import PermissionPolicy, ToolCallRequest, ask_rule
+from agentrio.errors import InvalidArgument, StoreCorrupt, StoreError, UnknownName
+from agentrio.memory import Memory
+from agentrio.store import DirectoryStore, SQLiteStore
+from agentrio.testing import FunctionModel, Reply
+from agentrio.types import StoreReader
+
+KINDS = pytest.mark.parametrize("kind", ["directory", "sqlite"])
+
+
+def _store(kind: str, root: Path) -> DirectoryStore | SQLiteStore:
+    if kind == "directory":
+        return DirectoryStore(root / "ckpt")
+    return SQLiteStore(root / "ckpt.db")
+
+
+def _bytes(root: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file())
+
+
+def _main_files(root: Path) -> dict[str, bytes]:
+    """The store's files, without SQLite's shared-memory index and empty log (a
+    reader opening the database makes them)."""
+    return {
+        p.name: p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith(("-shm", "-wal"))
+    }
+
+
+def _echo(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    said = [m.content for m in messages if m.role == "user"]
+    return Reply(text="heard: " + " | ".join(said))
+
+
+def _chat() -> agentrio.AgentSpec[str]:
+    return agentrio.AgentSpec("chat", FunctionModel(_echo))
+
+
+# -- sessions ------------------------------------------------------------------------
+
+
+@agentrio.tool
+async def lookup(topic: str) -> str:
+    """Look a topic up."""
+    return f"the vault code of {topic} is SECRET-{topic}"
+
+
+def _looker(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    if messages[-1].role == "user":
+        topic = messages[-1].content.split()[-1]
+        return Reply(tool_calls=(ToolCallRequest("lookup", {"topic": topic}),))
+    return Reply(text="ok")
+
+
+def _remembering() -> agentrio.AgentSpec[str]:
+    return agentrio.AgentSpec("rem", FunctionModel(_looker), tools=[lookup], memory=Memory())
+
+
+@KINDS
+def test_delete_session_leaves_no_byte_of_its_memory(kind: str, tmp_path: Path) -> None:
+    """A session agent with its own memory (#26) keeps MemoryKept records in the
+    store: delete_session removes them too (every byte of the session gone)."""
+
+    async def main() -> None:
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"rem": _remembering}
+        ) as rt:
+            chat = await rt.session("ann", "rem")
+            await chat.run("code of ann")
+            assert [i.text for i in await chat.memory.items()]
+            await (await rt.session("bob", "rem")).run("code of bob")
+        assert b"SECRET-ann" in _bytes(tmp_path)
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"rem": _remembering}
+        ) as rt:
+            assert await rt.delete_session("ann") == 1
+            assert b"SECRET-ann" not in _bytes(tmp_path)
+            again = await rt.session("ann", "rem")  # (not replayed from the opening)
+            assert await again.memory.items() == []
+            await rt.delete_session("ann")
+        assert b"SECRET-ann" not in _bytes(tmp_path)
+        assert b"SECRET-bob" in _bytes(tmp_path)
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"rem": _remembering}
+        ) as rt:
+            assert sorted(await rt.sessions()) == ["bob"]
+            again = await rt.session("ann", "rem")
+            assert await again.memory.items() == []
+
+    trio.run(main)
+
+
+@KINDS
+def test_delete_session_of_a_live_session_with_memory(kind: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"rem": _remembering}
+        ) as rt:
+            chat = await rt.session("ann", "rem")
+            await chat.run("code of ann")
+            assert await rt.delete_session("ann") == 1
+            assert b"SECRET-ann" not in _bytes(tmp_path)
+        assert b"SECRET-ann" not in _bytes(tmp_path)
+
+    trio.run(main)
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "a/b", "x" * 201, "nul\x00", "line\nbreak", "\udcff", 42, None, b"ann"]
+)
+def test_a_hostile_session_id_is_refused(bad: object, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            with pytest.raises(InvalidArgument) as info:
+                await rt.session(bad, "chat")  # type: ignore[arg-type]
+            assert len(str(info.value)) < 500
+            with pytest.raises(InvalidArgument):
+                await rt.delete_session(bad)  # type: ignore[arg-type]
+            assert await rt.sessions() == {}
+        assert not any(p.is_file() and p.stat().st_size > 4096 for p in tmp_path.rglob("*"))
+
+    trio.run(main)
+
+
+def test_session_bounds_and_errors(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime() as rt:
+            with pytest.raises(InvalidArgument):
+                await rt.session("ann", _chat())
+            assert await rt.sessions() == {}
+        other = lambda: agentrio.AgentSpec("other", FunctionModel(_echo))  # noqa: E731
+        async with agentrio.open_runtime(
+            store=tmp_path / "s", specs={"chat": _chat, "other": other}
+        ) as rt:
+            ok = await rt.session("x" * 200, "chat")  # (200 characters: the bound)
+            assert ok.path == "sessions/" + "x" * 200
+            chat = await rt.session("ann", "chat")
+            assert (await chat.run("hi")).final_text == "heard: hi"
+            assert await rt.session("ann", "chat") is chat or (
+                (await rt.session("ann", "chat")).path == chat.path
+            )
+            with pytest.raises(InvalidArgument):
+                await rt.session("ann", "other")
+            with pytest.raises(InvalidArgument):
+                await rt.session("bob", "nobody-registered-this")
+            with pytest.raises(UnknownName):
+                await rt.delete_session("nobody")
+            for bad in ({"max_age": -1}, {"max_count": -1}, {"max_count": True}, {"max_age": "1"}):
+                with pytest.raises(InvalidArgument):
+                    await rt.prune_sessions(**bad)  # type: ignore[arg-type]
+            assert await rt.prune_sessions() == ()
+            assert set(await rt.sessions()) == {"ann", "x" * 200}
+
+    trio.run(main)
+
+
+def test_session_by_spec_object(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            chat = await rt.session("ann", _chat())
+            await chat.run("one")
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            chat = await rt.session("ann", _chat())
+            assert (await chat.run("two")).final_text == "heard: one | two"
+
+    trio.run(main)
+
+
+# -- deferred decisions --------------------------------------------------------------
+
+
+@agentrio.tool
+async def pay(invoice: str, amount: int) -> str:
+    """Pay an invoice."""
+    return f"paid {invoice} ({amount} EUR)"
+
+
+async def _defer(request: object) -> agentrio.Defer:
+    return agentrio.Defer("the treasurer decides")
+
+
+def _payer(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    results = [m for m in messages if m.role == "tool"]
+    if not results:
+        return Reply(tool_calls=(ToolCallRequest("pay", {"invoice": "A-7", "amount": 4000}),))
+    return Reply(text=f"Done: {results[-1].content}")
+
+
+def _clerk() -> agentrio.AgentSpec[str]:
+    return agentrio.AgentSpec(
+        "clerk",
+        FunctionModel(_payer),
+        tools=[pay],
+        permissions=PermissionPolicy(rules=[ask_rule("pay")]),
+        approver=_defer,
+    )
+
+
+@KINDS
+def test_a_deferred_approval_with_a_huge_message(kind: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"clerk": _clerk}
+        ) as rt:
+            clerk = await rt.spawn_agent(_clerk())
+            parked = await clerk.run("Pay.", phase_id="p1")
+            assert parked.stop_reason == "deferred"
+            [call] = rt.pending_approvals()
+            assert (call.phase_id, call.tool, call.note) == ("p1", "pay", "the treasurer decides")
+            assert dict(call.arguments) == {"invoice": "A-7", "amount": 4000}
+            assert rt.pending_results() == []
+            with pytest.raises(InvalidArgument):
+                await clerk.run("again", phase_id="p1")
+            huge = "y" * 10_000_000
+            for decide in (rt.approve, rt.deny):
+                with pytest.raises(InvalidArgument) as info:
+                    await decide(call, huge)
+                assert len(str(info.value)) < 1000
+            with pytest.raises(InvalidArgument):
+                await rt.approve(call, 42)  # type: ignore[arg-type]
+            with pytest.raises(InvalidArgument):
+                await rt.give_result(call, "no")
+            with pytest.raises(InvalidArgument):
+                await rt.approve("p1")  # type: ignore[arg-type]
+            assert len(rt.pending_approvals()) == 1
+            await rt.deny(call, "z" * 100_000)
+            result = await rt.resumed_result("p1")
+            assert result.final_text.startswith("Done: the approver refused 'pay': zzz")
+            with pytest.raises(UnknownName):
+                await rt.approve(call, "late")
+        assert len(_bytes(tmp_path)) < 2_000_000
+
+    trio.run(main)
+
+
+def test_defer_without_a_store_is_a_refusal_saying_why() -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime() as rt:
+            clerk = await rt.spawn_agent(_clerk())
+            result = await clerk.run("Pay.")
+            assert result.stop_reason != "deferred"
+            [refused] = result.tool_calls
+            assert refused.status != "ok" and "store" in refused.content.lower()
+
+    trio.run(main)
+
+
+def test_the_sync_host_decides_a_parked_phase(tmp_path: Path) -> None:
+    with agentrio.open_runtime_sync(store=tmp_path / "s", specs={"clerk": _clerk}) as rt:
+        clerk = rt.spawn_agent(_clerk())
+        assert clerk.run("Pay.", phase_id="p1").stop_reason == "deferred"
+    with agentrio.open_runtime_sync(store=tmp_path / "s", specs={"clerk": _clerk}) as rt:
+        [call] = rt.pending_approvals()
+        rt.approve(call, "ok")
+        assert rt.resumed_result("p1").final_text == "Done: paid A-7 (4000 EUR)"
+        assert rt.pending_approvals() == [] and rt.pending_results() == []
+
+
+# -- the store reader ----------------------------------------------------------------
+
+
+def _hostile_model(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    return Reply(text='\udcff</script>"\\\x00\u2028' + "é" * 10)
+
+
+@KINDS
+def test_reader_fork_out_of_range_and_hostile_export(kind: str, tmp_path: Path) -> None:
+    def make() -> agentrio.AgentSpec[str]:
+        return agentrio.AgentSpec("h", FunctionModel(_hostile_model))
+
+    async def main() -> None:
+        async with agentrio.open_runtime(store=_store(kind, tmp_path), specs={"h": make}) as rt:
+            s = await rt.session("ann", "h")
+            await s.run("\udc80 hi \x00", phase_id="p1")
+        before = _main_files(tmp_path)
+        async with StoreReader(_store(kind, tmp_path)) as reader:
+            turns = await reader.turns("p1")
+            for bad in (len(turns), -1, 10**30, True, "0", None):
+                with pytest.raises(InvalidArgument):
+                    await reader.fork("p1", turn=bad)  # type: ignore[arg-type]
+            with pytest.raises(UnknownName):
+                await reader.fork("nope", turn=0)
+            with pytest.raises(UnknownName):
+                await reader.turns("nope")
+            for exported in (await reader.export("p1"), await reader.export(session="ann")):
+                doc = json.loads(exported)
+                assert doc["format"] == "agentrio.phases/1"
+                exported.decode("utf-8")  # (valid UTF-8: no lone surrogate)
+            [p] = await reader.phases(session="ann")
+            assert p.phase_id == "p1" and p.status == "finished"
+            assert await reader.phases(status="unfinished") == []
+            assert await reader.phases(agent="nobody") == []
+        assert _main_files(tmp_path) == before  # (nothing half-written by the refusals)
+
+    trio.run(main)
+
+
+def test_a_store_of_a_later_format_is_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            await (await rt.session("ann", "chat")).run("hi")
+        [seg] = [p for p in (tmp_path / "s").rglob("*") if p.is_file() and p.suffix != ".lock"][:1]
+        segs = sorted(p for p in (tmp_path / "s").iterdir() if p.is_file())
+        data = bytearray(segs[0].read_bytes()) if segs else bytearray(seg.read_bytes())
+        target = segs[0] if segs else seg
+        from agentrio.store import FORMAT_VERSION, MAGIC
+
+        assert bytes(data[: len(MAGIC)]) == MAGIC
+        data[len(MAGIC)] = FORMAT_VERSION + 7
+        target.write_bytes(bytes(data))
+        with pytest.raises(StoreError) as info:
+            async with StoreReader(DirectoryStore(tmp_path / "s")) as reader:
+                await reader.phases()
+        assert "later" in str(info.value) or "version" in str(info.value)
+        with pytest.raises(StoreError):
+            async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}):
+                pass
+
+    trio.run(main)
+
+
+def test_a_truncated_segment_is_a_typed_error_or_a_torn_tail(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            for text in ("one", "two"):
+                await (await rt.session("ann", "chat")).run(text)
+        segs = sorted(p for p in (tmp_path / "s").iterdir() if p.is_file() and "seg" in p.name)
+        for seg in segs:
+            seg.write_bytes(seg.read_bytes()[: len(seg.read_bytes()) // 2])
+        try:
+            async with StoreReader(DirectoryStore(tmp_path / "s")) as reader:
+                await reader.phases()
+                await reader.export(session="ann")
+        except StoreCorrupt as exc:
+            assert "SECRET" not in str(exc)
+
+    trio.run(main)
+
+
+def test_delete_session_forgets_its_memory_on_postgres(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from agentrio.store import PostgresStore
+
+    from . import pg
+
+    request.getfixturevalue("postgres_dsn")
+    assert pg.DSN is not None
+    dsn = pg.DSN
+
+    def store() -> PostgresStore:
+        return PostgresStore(dsn, name=f"c27-{tmp_path.name}"[:60])
+
+    async def main() -> None:
+        async with agentrio.open_runtime(store=store(), specs={"rem": _remembering}) as rt:
+            await (await rt.session("ann", "rem")).run("code of ann")
+        async with agentrio.open_runtime(store=store(), specs={"rem": _remembering}) as rt:
+            assert await rt.delete_session("ann") == 1
+        async with agentrio.open_runtime(store=store(), specs={"rem": _remembering}) as rt:
+            assert await rt.sessions() == {}
+            assert await (await rt.session("ann", "rem")).memory.items() == []
+
+    trio.run(main)
