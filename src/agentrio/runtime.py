@@ -469,7 +469,8 @@ class Runtime(SupervisorRef):
 
     def store_reader(self) -> StoreReader:
         """A [`StoreReader`][agentrio.types.StoreReader] of this runtime's checkpoint store:
-        its phases, live and archived, as they are on disk; its ``fork`` records
+        its phases, live and archived, as they are on disk once this runtime's
+        records so far are written out (each read waits for that); its ``fork`` records
         the new phase and starts it at once (its result:
         [`resumed_result`][agentrio.Runtime.resumed_result]).
 

@@ -375,3 +375,62 @@ def test_delete_session_forgets_its_memory_on_postgres(
             assert await (await rt.session("ann", "rem")).memory.items() == []
 
     trio.run(main)
+
+
+def test_reader_refuses_hostile_arguments_briefly(tmp_path: Path) -> None:
+    """Every refusal is typed, names the input in a bounded message, and writes
+    nothing; the filters of phases() are checked (a typo matched nothing before)."""
+
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            await (await rt.session("ann", "chat")).run("hi", phase_id="p1")
+        before = _main_files(tmp_path)
+        huge = "q" * 1_000_000
+        async with StoreReader(tmp_path / "s") as reader:
+            calls = [
+                (UnknownName, lambda: reader.turns(huge)),
+                (UnknownName, lambda: reader.export(huge)),
+                (UnknownName, lambda: reader.export(session=huge)),
+                (InvalidArgument, lambda: reader.export()),
+                (InvalidArgument, lambda: reader.export("p1", session="ann")),
+                (InvalidArgument, lambda: reader.fork("p1", turn=huge)),
+                (InvalidArgument, lambda: reader.fork("p1", turn=0, new_phase_id=huge)),
+                (InvalidArgument, lambda: reader.fork("p1", turn=0, new_phase_id="x" * 201)),
+                (InvalidArgument, lambda: reader.fork("p1", turn=0, new_phase_id="a\udcff")),
+                (InvalidArgument, lambda: reader.fork("p1", turn=0, new_phase_id="")),
+                (InvalidArgument, lambda: reader.fork("p1", turn=0, new_phase_id="p1")),
+                (InvalidArgument, lambda: reader.fork("p1", turn=0, agent=huge)),
+                (InvalidArgument, lambda: reader.phases(status="finshed")),  # type: ignore[arg-type]
+                (InvalidArgument, lambda: reader.phases(since="yesterday")),  # type: ignore[arg-type]
+                (InvalidArgument, lambda: reader.phases(agent=42)),  # type: ignore[arg-type]
+                (InvalidArgument, lambda: reader.delete_phases("p1")),
+            ]
+            for error, call in calls:
+                with pytest.raises(error) as info:
+                    await call()
+                assert len(str(info.value)) < 400, str(info.value)[:200]
+            assert [p.phase_id for p in await reader.phases()] == ["p1"]
+        assert _main_files(tmp_path) == before
+        with pytest.raises(InvalidArgument):
+            StoreReader(42)  # type: ignore[arg-type]
+
+    trio.run(main)
+
+
+def test_a_reader_of_its_own_cannot_fork_on_an_open_store(tmp_path: Path) -> None:
+    from agentrio.errors import StoreLocked
+
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            await (await rt.session("ann", "chat")).run("hi", phase_id="p1")
+            mine = rt.store_reader()  # (it sees what the runtime recorded so far)
+            assert [p.phase_id for p in await mine.phases()] == ["p1"]
+            async with StoreReader(tmp_path / "s") as reader:
+                with pytest.raises(StoreLocked):
+                    await reader.fork("p1", turn=0)
+            forked = await rt.store_reader().fork("p1", turn=0, new_phase_id="again")
+            assert forked == "again"
+            assert (await rt.resumed_result("again")).final_text == "heard: hi"
+            assert (await rt.store_reader().turns("p1"))[-1].message.content == "heard: hi"
+
+    trio.run(main)

@@ -514,6 +514,7 @@ class Checkpoints:
         """A reader of the store whose ``fork`` starts the new phase in this runtime."""
         reader = StoreReader(self.store)
         reader._fork = self.fork
+        reader._synced = self.synced  # (it reads what this runtime has recorded so far)
         reader._owned = False
         return reader
 
