@@ -434,3 +434,68 @@ def test_a_reader_of_its_own_cannot_fork_on_an_open_store(tmp_path: Path) -> Non
             assert (await rt.store_reader().turns("p1"))[-1].message.content == "heard: hi"
 
     trio.run(main)
+
+
+# -- spec versions -------------------------------------------------------------------
+
+_CRASH = [True]
+
+
+async def _stalling(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    if _CRASH[0]:
+        await trio.sleep_forever()
+    return Reply(text=f"Done, from {len(messages)} messages.")
+
+
+def _versioned(version: str, migrate: object = None) -> object:
+    return lambda: agentrio.AgentSpec(
+        "clerk",
+        FunctionModel(_stalling),
+        version=version,
+        migrate=migrate,  # type: ignore[arg-type]
+    )
+
+
+async def _crash_under_v1(folder: Path) -> None:
+    _CRASH[0] = True
+    async with agentrio.open_runtime(store=folder, specs={"clerk": _versioned("1")}) as rt:
+        clerk = await rt.spawn_agent(_versioned("1")())  # type: ignore[operator]
+
+        async def report() -> None:
+            with pytest.raises(agentrio.ActorStopped):
+                await clerk.run("Report.", phase_id="r1")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(report)
+            await trio.sleep(0.1)
+            rt.cancel()
+    _CRASH[0] = False
+
+
+def test_a_migrate_that_returns_no_messages_is_refused(tmp_path: Path) -> None:
+    async def main() -> None:
+        await _crash_under_v1(tmp_path / "s")
+        garbage = _versioned("2", lambda version, messages: 42)
+        with pytest.raises(InvalidArgument, match="migrate function of spec 'clerk'"):
+            async with agentrio.open_runtime(store=tmp_path / "s", specs={"clerk": garbage}):
+                pass
+        with pytest.raises(agentrio.errors.SpecVersionMismatch) as info:
+            async with agentrio.open_runtime(
+                store=tmp_path / "s", specs={"clerk": _versioned("2")}
+            ):
+                pass
+        assert (info.value.recorded, info.value.current) == ("1", "2")
+        good = _versioned("2", lambda version, messages: list(messages))
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"clerk": good}) as rt:
+            assert rt.resumed == ("r1",)
+            assert (await rt.resumed_result("r1")).final_text.startswith("Done")
+
+    trio.run(main)
+
+
+@pytest.mark.parametrize("bad", [42, "", "v" * 201, "v\udcff"])
+def test_a_spec_version_is_a_short_str(bad: object) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        agentrio.AgentSpec("clerk", FunctionModel(_stalling), version=bad)  # type: ignore[arg-type]
+    assert len(str(info.value)) < 300
+    assert agentrio.AgentSpec("c", FunctionModel(_stalling), version="v" * 200).version
