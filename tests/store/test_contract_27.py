@@ -499,3 +499,84 @@ def test_a_spec_version_is_a_short_str(bad: object) -> None:
         agentrio.AgentSpec("clerk", FunctionModel(_stalling), version=bad)  # type: ignore[arg-type]
     assert len(str(info.value)) < 300
     assert agentrio.AgentSpec("c", FunctionModel(_stalling), version="v" * 200).version
+
+
+# -- an archive damaged, or written by a later agentrio ------------------------------
+
+
+async def _archived_session(root: Path) -> None:
+    from agentrio.store import Retention
+
+    for text in ("one", "two"):
+        async with agentrio.open_runtime(
+            store=root, specs={"chat": _chat}, retention=Retention()
+        ) as rt:
+            await (await rt.session("ann", "chat")).run(text)
+
+
+async def _read_everything(root: Path) -> None:
+    async with StoreReader(root) as reader:
+        await reader.phases()
+        await reader.export(session="ann")
+
+
+@pytest.mark.parametrize("damage", ["later-file", "later-index", "missing-file", "short"])
+def test_a_damaged_archive_is_a_typed_error_naming_it(damage: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        root = tmp_path / "s"
+        await _archived_session(root)
+        await _read_everything(root)
+        files = sorted((root / "archive").glob("*.ckpt"))
+        assert files
+        target = root / "archive" / "index" if damage == "later-index" else files[0]
+        if damage == "missing-file":
+            target.unlink()
+        elif damage == "short":
+            target.write_bytes(target.read_bytes()[:20])
+        else:
+            data = bytearray(target.read_bytes())
+            data[8] = 0x7F  # (the format version after the magic)
+            target.write_bytes(bytes(data))
+        with pytest.raises(StoreError) as info:
+            await _read_everything(root)
+        assert str(target) in str(info.value)
+        if damage.startswith("later"):
+            assert "later agentrio" in str(info.value)
+        with pytest.raises(StoreError):
+            async with agentrio.open_runtime(store=root, specs={"chat": _chat}) as rt:
+                await (await rt.session("ann", "chat")).run("three")
+
+    trio.run(main)
+
+
+def test_a_sqlite_store_of_a_later_schema_is_refused(tmp_path: Path) -> None:
+    import sqlite3
+
+    async def main() -> None:
+        async with agentrio.open_runtime(
+            store=SQLiteStore(tmp_path / "c.db"), specs={"chat": _chat}
+        ) as rt:
+            await (await rt.session("ann", "chat")).run("one")
+        with sqlite3.connect(tmp_path / "c.db") as db:
+            db.execute("PRAGMA user_version = 99")
+        db.close()
+        with pytest.raises(StoreError, match="later agentrio"):
+            async with StoreReader(SQLiteStore(tmp_path / "c.db")) as reader:
+                await reader.phases()
+        with pytest.raises(StoreError, match="later agentrio"):
+            async with agentrio.open_runtime(store=SQLiteStore(tmp_path / "c.db")):
+                pass
+
+    trio.run(main)
+
+
+def test_a_reader_of_a_sqlite_store_whose_path_has_uri_characters(tmp_path: Path) -> None:
+    path = tmp_path / "odd ?name#1 %20.db"
+
+    async def main() -> None:
+        async with agentrio.open_runtime(store=SQLiteStore(path), specs={"chat": _chat}) as rt:
+            await (await rt.session("ann", "chat")).run("one")
+        async with StoreReader(SQLiteStore(path)) as reader:
+            assert [p.session for p in await reader.phases()] == ["ann"]
+
+    trio.run(main)
