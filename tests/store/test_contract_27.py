@@ -580,3 +580,43 @@ def test_a_reader_of_a_sqlite_store_whose_path_has_uri_characters(tmp_path: Path
             assert [p.session for p in await reader.phases()] == ["ann"]
 
     trio.run(main)
+
+
+def test_session_ids_as_documented(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"chat": _chat}) as rt:
+            for sid in ("x.context", "a.context.b", "\u200b", "tab\t"):
+                with pytest.raises(InvalidArgument):
+                    await rt.session(sid, "chat")
+            for sid in ("..", " ", "é", "user 42: ann@example.com"):
+                agent = await rt.session(sid, "chat")
+                assert agent.path == f"sessions/{sid}"
+                assert (await agent.run("hi")).final_text == "heard: hi"
+            assert sorted(await rt.sessions()) == sorted(
+                ["..", " ", "é", "user 42: ann@example.com"]
+            )
+
+    trio.run(main)
+
+
+@KINDS
+def test_deleting_a_parked_session_drops_what_it_waits_for(kind: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"clerk": _clerk}
+        ) as rt:
+            clerk = await rt.session("pay", "clerk")
+            parked = await clerk.run("Pay SECRET-PAY now.", phase_id="pp")
+            assert parked.stop_reason == "deferred"
+            [call] = rt.pending_approvals()
+            assert await rt.delete_session("pay") == 1
+            assert rt.pending_approvals() == []
+            with pytest.raises(UnknownName):
+                await rt.approve(call, "too late")
+        assert b"SECRET-PAY" not in _bytes(tmp_path)
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"clerk": _clerk}
+        ) as rt:
+            assert rt.pending_approvals() == [] and await rt.sessions() == {}
+
+    trio.run(main)
