@@ -620,3 +620,88 @@ def test_deleting_a_parked_session_drops_what_it_waits_for(kind: str, tmp_path: 
             assert rt.pending_approvals() == [] and await rt.sessions() == {}
 
     trio.run(main)
+
+
+@KINDS
+def test_a_fork_leaves_the_original_untouched(kind: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=_store(kind, tmp_path), specs={"chat": _chat}) as rt:
+            chat = await rt.session("ann", "chat")
+            await chat.run("one", phase_id="p1")
+            await chat.run("two", phase_id="p2")
+        async with StoreReader(_store(kind, tmp_path)) as reader:
+            before = await reader.export("p2")
+            last = len(await reader.turns("p2")) - 1
+            with pytest.raises(InvalidArgument):
+                await reader.fork("p2", turn=last + 1)
+            forked = await reader.fork("p2", turn=0, new_phase_id="p2-again")
+            assert await reader.export("p2") == before
+            [summary] = await reader.phases(status="unfinished")
+            assert summary.phase_id == "p2-again" and summary.agent != "sessions/ann"
+        async with agentrio.open_runtime(store=_store(kind, tmp_path), specs={"chat": _chat}) as rt:
+            assert rt.resumed == (forked,)
+            assert (await rt.resumed_result(forked)).final_text == "heard: one | two"
+            assert (await (await rt.session("ann", "chat")).run("three")).final_text == (
+                "heard: one | two | three"
+            )
+        async with StoreReader(_store(kind, tmp_path)) as reader:
+            assert await reader.export("p2") == before
+            # (the fork is listed with the session it came from, on an agent of its own)
+            assert [p.session for p in await reader.phases(session="ann")] == ["ann"] * 4
+
+    trio.run(main)
+
+
+@KINDS
+def test_a_fork_of_an_archived_session_stays_out_of_its_conversation(
+    kind: str, tmp_path: Path
+) -> None:
+    """Once archived, a phase forked from a session's was read back as one of the
+    session's own: its turns came into the conversation twice."""
+    from agentrio.store import Retention
+
+    keep = Retention()
+
+    async def main() -> None:
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"chat": _chat}, retention=keep
+        ) as rt:
+            chat = await rt.session("ann", "chat")
+            await chat.run("one", phase_id="p1")
+            await chat.run("two SECRET-FORK", phase_id="p2")
+        async with StoreReader(_store(kind, tmp_path)) as reader:
+            forked = await reader.fork("p2", turn=0, new_phase_id="p2-again")
+        async with agentrio.open_runtime(
+            store=_store(kind, tmp_path), specs={"chat": _chat}, retention=keep
+        ) as rt:
+            assert (await rt.resumed_result(forked)).final_text == "heard: one | two SECRET-FORK"
+        for archived in (True, False):
+            async with agentrio.open_runtime(
+                store=_store(kind, tmp_path), specs={"chat": _chat}, retention=keep
+            ) as rt:
+                summaries = await rt.store_reader().phases()
+                assert {p.archived for p in summaries} == {True}
+                chat = await rt.session("ann", "chat")
+                said = (await chat.run("three")).final_text
+                assert said == "heard: one | two SECRET-FORK | three" + " | three" * (not archived)
+                if not archived:
+                    assert await rt.delete_session("ann") == 5  # (the fork's too)
+            if not archived:
+                assert b"SECRET-FORK" not in _bytes(tmp_path)
+
+    trio.run(main)
+
+
+@KINDS
+def test_delete_session_removes_a_live_fork_of_it(kind: str, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=_store(kind, tmp_path), specs={"chat": _chat}) as rt:
+            await (await rt.session("ann", "chat")).run("SECRET-LIVE", phase_id="p1")
+        async with StoreReader(_store(kind, tmp_path)) as reader:
+            await reader.fork("p1", turn=0, new_phase_id="p1-fork")
+        async with agentrio.open_runtime(store=_store(kind, tmp_path), specs={"chat": _chat}) as rt:
+            await rt.resumed_result("p1-fork")
+            assert await rt.delete_session("ann") == 2
+        assert b"SECRET-LIVE" not in _bytes(tmp_path)
+
+    trio.run(main)
