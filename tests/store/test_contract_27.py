@@ -705,3 +705,61 @@ def test_delete_session_removes_a_live_fork_of_it(kind: str, tmp_path: Path) -> 
         assert b"SECRET-LIVE" not in _bytes(tmp_path)
 
     trio.run(main)
+
+
+@agentrio.tool
+async def build(branch: str) -> agentrio.Defer:
+    """Start a build."""
+    return agentrio.Defer(f"build of {branch}")
+
+
+def _building(messages: Sequence[agentrio.ChatMessage], tools: object) -> Reply:
+    results = [m for m in messages if m.role == "tool"]
+    if not results:
+        return Reply(tool_calls=(ToolCallRequest("build", {"branch": "main"}),))
+    return Reply(text=f"build says: {results[-1].content}")
+
+
+def _builder() -> agentrio.AgentSpec[str]:
+    return agentrio.AgentSpec("builder", FunctionModel(_building), tools=[build])
+
+
+def test_a_result_given_by_ids_in_a_later_runtime(tmp_path: Path) -> None:
+    """PendingCall's docs: pass it, "or the same phase_id and call_id, in another
+    process"; give_result's bounds and status."""
+    from agentrio.types import PendingCall
+
+    async def first() -> tuple[str, str]:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"builder": _builder}) as rt:
+            agent = await rt.spawn_agent(_builder())
+            assert (await agent.run("Build.", phase_id="b1")).stop_reason == "deferred"
+            [job] = rt.pending_results()
+            assert rt.pending_approvals() == []
+            return job.phase_id, job.call_id
+
+    async def later(phase_id: str, call_id: str) -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"builder": _builder}) as rt:
+            [job] = rt.pending_results()
+            assert (job.phase_id, job.call_id, job.note) == (phase_id, call_id, "build of main")
+            mine = PendingCall(
+                phase_id=phase_id,
+                call_id=call_id,
+                agent=job.agent,
+                tool="build",
+                arguments={},
+                kind="result",
+            )
+            with pytest.raises(InvalidArgument):
+                await rt.give_result(mine, "x" * 10_000_000)
+            with pytest.raises(InvalidArgument):
+                await rt.give_result(mine, "ok", status="maybe")
+            with pytest.raises(InvalidArgument):
+                await rt.approve(mine, "yes")  # (it waits for a result)
+            await rt.give_result(mine, "it broke", status="failed")
+            result = await rt.resumed_result(phase_id)
+            assert result.final_text.startswith("build says:") and "it broke" in result.final_text
+            with pytest.raises(UnknownName):
+                await rt.give_result(mine, "again")
+
+    ids = trio.run(first)
+    trio.run(later, *ids)
