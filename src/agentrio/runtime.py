@@ -420,7 +420,8 @@ class Runtime(SupervisorRef):
     ) -> tuple[str, ...]:
         """Retention: delete (as [`delete_session`][agentrio.Runtime.delete_session])
         the sessions that began no phase for *max_age* seconds, then the least
-        recently used past *max_count*. A session with a phase under way is kept.
+        recently used past *max_count*. A session with a phase under way, or
+        parked (waiting for a decision or a result), is kept.
         Returns the ids deleted.
 
         Raises:

@@ -763,3 +763,22 @@ def test_a_result_given_by_ids_in_a_later_runtime(tmp_path: Path) -> None:
 
     ids = trio.run(first)
     trio.run(later, *ids)
+
+
+def test_a_retention_keeps_a_session_waiting_for_a_decision(tmp_path: Path) -> None:
+    async def main() -> None:
+        specs = {"clerk": _clerk, "chat": _chat}
+        async with agentrio.open_runtime(store=tmp_path / "s", specs=specs) as rt:
+            clerk = await rt.session("pay", "clerk")
+            assert (await clerk.run("Pay.", phase_id="pp")).stop_reason == "deferred"
+            await (await rt.session("idle", "chat")).run("hi")
+            assert await rt.prune_sessions(max_age=0) == ("idle",)
+            assert len(rt.pending_approvals()) == 1
+        async with agentrio.open_runtime(store=tmp_path / "s", specs=specs) as rt:
+            assert await rt.prune_sessions(max_count=0) == ()
+            [call] = rt.pending_approvals()
+            await rt.approve(call, "ok")
+            assert (await rt.resumed_result("pp")).final_text == "Done: paid A-7 (4000 EUR)"
+            assert await rt.prune_sessions(max_count=0) == ("pay",)
+
+    trio.run(main)

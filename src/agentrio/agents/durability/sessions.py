@@ -305,5 +305,9 @@ async def prune(ck: Checkpoints, max_age: object, max_count: object) -> tuple[st
 
 
 def _busy(ck: Checkpoints, sid: str) -> bool:
+    """Has the session a phase under way: running, or parked (waiting for a
+    decision or a result: a retention does not drop what someone is to decide)?"""
+    if any(p.agent_id == _PREFIX + sid for p in ck.parked.values()):
+        return True
     durable = _durable(ck, sid)
     return durable is not None and durable.state.phase is not None
