@@ -782,3 +782,22 @@ def test_a_retention_keeps_a_session_waiting_for_a_decision(tmp_path: Path) -> N
             assert await rt.prune_sessions(max_count=0) == ("pay",)
 
     trio.run(main)
+
+
+def test_the_events_of_a_phase_that_parks(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs={"clerk": _clerk}) as rt:
+            events = rt.events()
+            clerk = await rt.spawn_agent(_clerk())
+            await clerk.run("Pay.", phase_id="pp")
+        seen = [
+            e
+            async for e in events
+            if isinstance(e, (agentrio.events.PhaseDeferred, agentrio.events.PhaseEnded))
+        ]
+        deferred, ended = seen
+        assert isinstance(deferred, agentrio.events.PhaseDeferred)
+        assert (deferred.path, deferred.phase_id, deferred.waiting) == ("clerk", "pp", 1)
+        assert isinstance(ended, agentrio.events.PhaseEnded) and ended.stop_reason == "deferred"
+
+    trio.run(main)
