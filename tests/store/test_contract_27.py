@@ -801,3 +801,43 @@ def test_the_events_of_a_phase_that_parks(tmp_path: Path) -> None:
         assert isinstance(ended, agentrio.events.PhaseEnded) and ended.stop_reason == "deferred"
 
     trio.run(main)
+
+
+@KINDS
+def test_phases_by_status_agent_session_spec_and_time(kind: str, tmp_path: Path) -> None:
+    import time
+
+    async def main() -> None:
+        specs = {"chat": _chat, "clerk": _clerk}
+        async with agentrio.open_runtime(store=_store(kind, tmp_path), specs=specs) as rt:
+            await (await rt.session("ann", "chat")).run("one", phase_id="a1")
+            await trio.sleep(0.01)
+            middle = time.time()
+            await trio.sleep(0.01)
+            await (await rt.session("bob", "chat")).run("two", phase_id="b1")
+            clerk = await rt.spawn_agent(_clerk())
+            await clerk.run("Pay.", phase_id="pay")
+        async with StoreReader(_store(kind, tmp_path)) as reader:
+
+            async def ids(**filters: object) -> list[str]:
+                return [p.phase_id for p in await reader.phases(**filters)]  # type: ignore[arg-type]
+
+            assert await ids() == ["a1", "b1", "pay"]
+            assert await ids(status="finished") == ["a1", "b1"]
+            assert await ids(status="unfinished") == ["pay"]  # (parked: not ended)
+            assert await ids(status="abandoned") == []
+            assert await ids(agent="sessions/bob") == ["b1"]
+            assert await ids(session="ann") == ["a1"]
+            assert await ids(spec="clerk") == ["pay"]
+            assert await ids(since=middle) == ["b1", "pay"]
+            assert await ids(until=middle) == ["a1"]
+            assert await ids(spec="chat", since=middle) == ["b1"]
+            [pay] = await reader.phases(spec="clerk")
+            assert (pay.agent, pay.session, pay.version, pay.archived) == (
+                "clerk",
+                None,
+                None,
+                False,
+            )
+
+    trio.run(main)
