@@ -841,3 +841,36 @@ def test_phases_by_status_agent_session_spec_and_time(kind: str, tmp_path: Path)
             )
 
     trio.run(main)
+
+
+def test_a_shared_memory_named_as_a_session_is_not_the_sessions(tmp_path: Path) -> None:
+    """A shared memory (Memory(name=...)) named like an agent's path shared its
+    records in the store with that agent's own memory: the session's memory read
+    it back in its next life, and delete_session deleted it."""
+
+    def own() -> agentrio.AgentSpec[str]:
+        return agentrio.AgentSpec("ann", FunctionModel(_echo), memory=Memory())
+
+    def shared() -> agentrio.AgentSpec[str]:
+        return agentrio.AgentSpec("bob", FunctionModel(_echo), memory=Memory(name="sessions/ann"))
+
+    specs = {"ann": own, "bob": shared}
+
+    async def first() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs=specs) as rt:
+            bob = await rt.spawn_agent(shared())
+            await bob.memory.remember("the team's fact")
+            ann = await rt.session("ann", "ann")
+            await ann.memory.remember("ann's own fact")
+
+    async def later() -> None:
+        async with agentrio.open_runtime(store=tmp_path / "s", specs=specs) as rt:
+            ann = await rt.session("ann", "ann")
+            assert [i.text for i in await ann.memory.items()] == ["ann's own fact"]
+            await rt.delete_session("ann")
+            team = rt.memory("sessions/ann")
+            assert [i.text for i in await team.items()] == ["the team's fact"]
+        assert b"ann's own fact" not in _bytes(tmp_path)
+
+    trio.run(first)
+    trio.run(later)
