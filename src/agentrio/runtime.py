@@ -405,7 +405,8 @@ class Runtime(SupervisorRef):
 
     async def delete_session(self, session_id: str) -> int:
         """Delete every record of the session *session_id* from the checkpoint
-        store, and cancel its agent if it lives; the number of phases deleted.
+        store (its phases' and its agent's own memory's), and cancel its agent if
+        it lives; the number of phases deleted.
 
         Raises:
             InvalidArgument: no checkpoint store, a bad *session_id*, or a store
@@ -419,7 +420,8 @@ class Runtime(SupervisorRef):
     ) -> tuple[str, ...]:
         """Retention: delete (as [`delete_session`][agentrio.Runtime.delete_session])
         the sessions that began no phase for *max_age* seconds, then the least
-        recently used past *max_count*. A session with a phase under way is kept.
+        recently used past *max_count*. A session with a phase under way, or
+        parked (waiting for a decision or a result), is kept.
         Returns the ids deleted.
 
         Raises:
@@ -468,7 +470,8 @@ class Runtime(SupervisorRef):
 
     def store_reader(self) -> StoreReader:
         """A [`StoreReader`][agentrio.types.StoreReader] of this runtime's checkpoint store:
-        its phases, live and archived, as they are on disk; its ``fork`` records
+        its phases, live and archived, as they are on disk once this runtime's
+        records so far are written out (each read waits for that); its ``fork`` records
         the new phase and starts it at once (its result:
         [`resumed_result`][agentrio.Runtime.resumed_result]).
 

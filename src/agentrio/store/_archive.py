@@ -32,7 +32,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from ..errors import StoreCorrupt
+from ..errors import StoreCorrupt, StoreError
 from .base import Archived, Entry
 
 __all__ = ["ArchiveDir", "sync_directory", "write_file"]
@@ -83,6 +83,16 @@ def _corrupt(source: str, offset: int, what: str) -> StoreCorrupt:
         source=source,
         offset=offset,
     )
+
+
+def _bad_header(head: bytes, want: bytes) -> str:
+    """What is wrong with the header *head* of an archive's file (not *want*)."""
+    if head[:8] == want[:8] and len(head) == len(want):  # (its magic: another version)
+        return (
+            "a header of another format version (a store written by a later agentrio"
+            " is read by that version or a later one)"
+        )
+    return "a bad header"
 
 
 def sync_directory(directory: str | Path) -> None:
@@ -147,8 +157,9 @@ class ArchiveDir:
         except FileNotFoundError:
             return [], None
         with f:
-            if f.read(len(_INDEX_HEADER)) != _INDEX_HEADER:
-                raise _corrupt(source, 0, "a bad index header")
+            head = f.read(len(_INDEX_HEADER))
+            if head != _INDEX_HEADER:
+                raise _corrupt(source, 0, "in its index " + _bad_header(head, _INDEX_HEADER))
             first = self._frame(f, source, len(_INDEX_HEADER))
             try:
                 files = msgspec.msgpack.decode(first, type=list[int])
@@ -193,12 +204,26 @@ class ArchiveDir:
 
     def _records(self, number: int, offset: int, length: int) -> list[Entry]:
         path = self.dir / f"{number:06d}.ckpt"
-        with open(path, "rb") as f:
-            f.seek(offset)
-            buf = f.read(length)
+        source = os.fspath(path)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(self.header))
+                if head != self.header:
+                    raise _corrupt(source, 0, _bad_header(head, self.header))
+                size = os.fstat(f.fileno()).st_size
+                if offset < len(self.header) or length > size - offset:
+                    # (an index entry past the file's end: nothing read for it)
+                    raise _corrupt(source, offset, "an archived phase cut short")
+                f.seek(offset)
+                buf = f.read(length)
+        except OSError as exc:
+            raise StoreError(
+                f"checkpoint archive {source!r} cannot be read ({type(exc).__name__}:"
+                f" {exc.strerror})"
+            ) from None
         if len(buf) != length:
-            raise _corrupt(os.fspath(path), offset, "an archived phase cut short")
-        return unframe(buf, os.fspath(path), offset, self.max_record)
+            raise _corrupt(source, offset, "an archived phase cut short")
+        return unframe(buf, source, offset, self.max_record)
 
     # -- writing (the owner's) -------------------------------------------------------
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import urllib.parse
 import weakref
 import zlib
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -295,7 +296,8 @@ class SQLiteStore:
 
         def run() -> _T:
             try:
-                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+                uri = f"file:{urllib.parse.quote(self.path)}?mode=ro"  # (a '?' or '#' in it)
+                db = sqlite3.connect(uri, uri=True)
             except sqlite3.Error as exc:
                 raise StoreError(f"checkpoint database {self.path!r}: {exc}") from None
             try:
@@ -304,6 +306,11 @@ class SQLiteStore:
                 if app != _APPLICATION_ID:
                     raise StoreError(f"{self.path!r} is not an agentrio checkpoint database")
                 (version,) = db.execute("PRAGMA user_version").fetchone()
+                if version not in (1, _USER_VERSION):
+                    raise StoreError(
+                        f"checkpoint database {self.path!r} has schema version {version}, "
+                        f"not {_USER_VERSION}: written by a later agentrio, read it with that one"
+                    )
                 if version == 1:  # (not migrated yet: nothing is archived)
                     db.execute(
                         "CREATE TEMP TABLE archive (phase TEXT, meta BLOB, data BLOB, crc INTEGER)"

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Literal
 import msgspec
 import trio
 
+from ..._checks import short_repr
 from ..._log import log_extra
 from ...errors import (
     ActorCrashed,
@@ -514,6 +515,7 @@ class Checkpoints:
         """A reader of the store whose ``fork`` starts the new phase in this runtime."""
         reader = StoreReader(self.store)
         reader._fork = self.fork
+        reader._synced = self.synced  # (it reads what this runtime has recorded so far)
         reader._owned = False
         return reader
 
@@ -632,8 +634,13 @@ def _migrated(
     migrate = spec.migrate
     if migrate is None or version == spec.version:
         return messages, stamps
-    out = list(migrate(version, tuple(messages)))
+    given = migrate(version, tuple(messages))  # (what it raises comes out as it is)
+    out: list[object] = list(given) if isinstance(given, (list, tuple)) else [given]
     if not all(isinstance(m, ChatMessage) for m in out):
-        raise InvalidArgument(f"the migrate function of spec {log.spec!r} must return ChatMessages")
+        raise InvalidArgument(
+            f"the migrate function of spec {log.spec!r} must return a list of ChatMessages,"
+            f" got {short_repr(given)}"
+        )
     now = time.time()
-    return out, [stamps[i] if i < len(stamps) else now for i in range(len(out))]
+    kept = [m for m in out if isinstance(m, ChatMessage)]  # (all of them: checked above)
+    return kept, [stamps[i] if i < len(stamps) else now for i in range(len(kept))]

@@ -10,7 +10,8 @@ from types import TracebackType
 
 import msgspec
 
-from ..._checks import check_name
+from ..._checks import check_name, short_repr
+from ..._text import scrub
 from ...errors import InvalidArgument, UnknownName
 from ...messages import ChatMessage
 from ...store.base import ArchivingStore, CheckpointStore
@@ -46,6 +47,25 @@ class _Export(msgspec.Struct, frozen=True):
     phases: list[_Exported]
 
 
+_STATUSES = ("unfinished", "finished", "abandoned")
+
+
+def _check_filters(status: object, names: dict[str, object], since: object, until: object) -> None:
+    """Refuse a filter of `StoreReader.phases` that could match nothing by mistake."""
+    if status is not None and status not in _STATUSES:
+        raise InvalidArgument(
+            f"status must be one of {_STATUSES} or None, got {short_repr(status)}"
+        )
+    for what, value in names.items():
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgument(f"{what} must be a str or None, got {short_repr(value)}")
+    for what, value in (("since", since), ("until", until)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise InvalidArgument(
+                f"{what} must be a time.time() (a number) or None, got {short_repr(value)}"
+            )
+
+
 class StoreReader:
     """What a checkpoint store holds: its phases, their turns; export, fork, prune.
 
@@ -59,7 +79,9 @@ class StoreReader:
 
     It reads the store without owning it (no lock taken), so it works on a store
     a runtime has open (it sees what is on disk: the last records a runtime
-    holds in its writer are not yet) or on one no runtime has open. Writing
+    holds in its writer are not yet; the runtime's own reader,
+    ``rt.store_reader()``, has them written out before each read) or on one
+    no runtime has open. Writing
     ([`fork`][agentrio.types.StoreReader.fork], [`compact`][agentrio.types.StoreReader.compact],
     [`delete_phases`][agentrio.types.StoreReader.delete_phases]) takes the store's
     lock, and so needs a store no runtime has open (else
@@ -89,6 +111,8 @@ class StoreReader:
             )
         self.store: ArchivingStore = store
         self._fork: Forker | None = None  # (a runtime's reader: its fork starts the phase)
+        # (a runtime's reader: its records put so far written out before each read)
+        self._synced: Callable[[], Awaitable[None]] | None = None
 
     def __repr__(self) -> str:
         return f"StoreReader({self.store!r})"
@@ -113,6 +137,8 @@ class StoreReader:
     # -- reading ---------------------------------------------------------------------
 
     async def _live_runs(self) -> dict[str, tuple[list[Record], PhaseSummary]]:
+        if self._synced is not None:
+            await self._synced()
         planned = plan(await self.store.read_live())
         records = planned.records
         unfinished = {pid for log in planned.agents.values() for pid in _unfinished(log)}
@@ -157,7 +183,9 @@ class StoreReader:
         Raises:
             StoreCorrupt: a damaged record or index entry.
             StoreError: the store cannot be read.
+            InvalidArgument: a filter of the wrong type, or an unknown *status*.
         """
+        _check_filters(status, {"agent": agent, "session": session, "spec": spec}, since, until)
         live = await self._live_runs()
         found = [summary for _, summary in live.values()]
         found += [s for s in await self._archived() if s.phase_id not in live]
@@ -178,7 +206,7 @@ class StoreReader:
         self, phase_id: str, live: dict[str, tuple[list[Record], PhaseSummary]] | None = None
     ) -> list[Record]:
         if not isinstance(phase_id, str):
-            raise InvalidArgument(f"phase_id must be a str, got {phase_id!r}")
+            raise InvalidArgument(f"phase_id must be a str, got {short_repr(phase_id)}")
         if live is None:
             live = await self._live_runs()
         if phase_id in live:
@@ -187,7 +215,7 @@ class StoreReader:
         entries = archived.get(phase_id)
         run = last_run(decode_records(entries)) if entries else []
         if not run:
-            raise UnknownName(f"the checkpoint store holds no phase {phase_id!r}")
+            raise UnknownName(f"the checkpoint store holds no phase {short_repr(phase_id)}")
         return run
 
     async def turns(self, phase_id: str) -> list[RecordedTurn]:
@@ -221,7 +249,9 @@ class StoreReader:
         else:
             ids = [s.phase_id for s in await self.phases(session=session)]
             if not ids:
-                raise UnknownName(f"the checkpoint store holds no phase of session {session!r}")
+                raise UnknownName(
+                    f"the checkpoint store holds no phase of session {short_repr(session)}"
+                )
         summaries = {s.phase_id: s for s in await self.phases()}
         live = await self._live_runs()
         out = []
@@ -265,7 +295,9 @@ class StoreReader:
         Raises:
             UnknownName: the store holds no phase *phase_id*.
             InvalidArgument: *turn* is not one of its turns' index, *agent* is not
-                an agent's path, or *new_phase_id* is the id of a phase the store
+                an agent's path (at most 1,000 characters), or *new_phase_id* is
+                not a phase id (a non-empty str of at most 200 characters, as
+                ``run(phase_id=...)`` takes) or is the id of a phase the store
                 holds.
             StoreLocked: a runtime owns the store (use ``rt.store_reader()``).
         """
@@ -273,19 +305,25 @@ class StoreReader:
         messages = messages_of(run)
         if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < len(messages):
             raise InvalidArgument(
-                f"turn must be the index of one of phase {phase_id!r}'s {len(messages)} turns, "
-                f"got {turn!r}"
+                f"turn must be the index of one of phase {short_repr(phase_id)}'s"
+                f" {len(messages)} turns, got {short_repr(turn)}"
             )
         begun = run[0]
         assert type(begun) is PhaseBegun
         new_id = new_phase_id if new_phase_id is not None else _new_id()
-        if not isinstance(new_id, str) or not new_id:
-            raise InvalidArgument(f"new_phase_id must be a non-empty str, got {new_id!r}")
+        if not isinstance(new_id, str) or not 0 < len(new_id) <= 200 or scrub(new_id) != new_id:
+            raise InvalidArgument(  # (run()'s rule for a phase id; no lone surrogate)
+                f"new_phase_id must be a non-empty str of at most 200 characters,"
+                f" got {short_repr(new_id)}"
+            )
         if any(s.phase_id == new_id for s in await self.phases()):
             raise InvalidArgument(f"new_phase_id {new_id!r} is the id of a phase of the store")
         path = agent if agent is not None else f"{begun.agent}-fork-{secrets.token_hex(3)}"
-        if not isinstance(path, str):
-            raise InvalidArgument(f"agent must be an agent's path (a str), got {path!r}")
+        if not isinstance(path, str) or len(path) > 1000:
+            raise InvalidArgument(
+                f"agent must be an agent's path (a str of at most 1,000 characters),"
+                f" got {short_repr(path)}"
+            )
         for part in path.split("/"):
             check_name("the fork's agent path", part)
         prior = await self._prior_context(begun)

@@ -84,19 +84,23 @@ def _log(ck: Checkpoints, session_id: str) -> _AgentLog | None:
     return ck.plan.agents.get(_PREFIX + session_id)
 
 
-async def _archived(ck: Checkpoints) -> dict[str, list[tuple[str, float, str]]]:
+async def _archived(ck: Checkpoints) -> dict[str, list[tuple[str, float, str, bool]]]:
     """The archived phases of every session: session id -> [(phase id, when it
-    began, spec)] ({} for a store without an archive)."""
+    began, spec, whether the session's own agent ran it)] ({} for a store without
+    an archive). (A phase forked from one of the session's carries the session
+    too, run by an agent of its own: not the session's conversation, but among
+    the records of the session that delete_session removes.)"""
     store = ck.store
     if not isinstance(store, ArchivingStore):
         return {}
-    out: dict[str, list[tuple[str, float, str]]] = {}
+    out: dict[str, list[tuple[str, float, str, bool]]] = {}
     source = repr(store)
     for _, meta in await store.read_index():
         summary = decode_summary(meta, source)
         if summary.session is not None:
             found = out.setdefault(summary.session, [])
-            found.append((summary.phase_id, summary.started_at, summary.spec))
+            own = summary.agent_id == _PREFIX + summary.session
+            found.append((summary.phase_id, summary.started_at, summary.spec, own))
     return out
 
 
@@ -116,7 +120,7 @@ async def _history(ck: Checkpoints, sid: str, log: _AgentLog | None) -> _AgentLo
     """The session's phases, archived and live, as one log (oldest first)."""
     archived = (await _archived(ck)).get(sid, [])
     live = set() if log is None else set(log.phases)
-    wanted = [pid for pid, _, _ in archived if pid not in live]
+    wanted = [pid for pid, _, _, own in archived if own and pid not in live]
     if not wanted:
         return log
     assert isinstance(ck.store, ArchivingStore)
@@ -213,7 +217,7 @@ async def known(ck: Checkpoints) -> dict[str, float]:
     a phase."""
     out: dict[str, float] = {}
     for sid, phases in (await _archived(ck)).items():
-        out[sid] = max(at for _, at, _ in phases)
+        out[sid] = max(at for _, at, _, _ in phases)
     for agent_id, log in ck.plan.agents.items():
         if agent_id.startswith(_PREFIX):
             sid = agent_id[len(_PREFIX) :]
@@ -238,7 +242,7 @@ async def delete(ck: Checkpoints, session_id: object) -> int:
     archived = (await _archived(ck)).get(sid, [])
     if durable is None and log is None and not archived and sid not in ck.sessions:
         raise UnknownName(f"no session {sid!r} in this runtime or its checkpoint store")
-    ids: set[str] = {pid for pid, _, _ in archived}
+    ids: set[str] = {pid for pid, _, _, _ in archived}
     if log is not None:
         ids.update(r[0].phase for r in log.runs if isinstance(r[0], PhaseBegun))
         ids.update(log.phases)
@@ -255,7 +259,16 @@ async def delete(ck: Checkpoints, session_id: object) -> int:
             f"{type(ck.store).__name__} cannot delete records (it has no delete_phases)"
         )
     await ck.writer.synced()  # (the session's last records are in the store first)
-    await delete_phases(sorted(ids))
+    if isinstance(ck.store, ArchivingStore):  # (phases forked from the session's: theirs too)
+        for log in plan(await ck.store.read_live()).agents.values():
+            begun = [r[0] for r in log.runs if isinstance(r[0], PhaseBegun)]
+            ids.update(b.phase for b in begun if b.session == sid)
+    # The records of the agent's own memory (#26: MemoryKept, named by the agent's
+    # path) go with it: record_phase reads a MemoryKept's memory name where it reads
+    # a phase record's phase id, so delete_phases deletes them by that name.
+    memory = f"{SUPERVISOR}/{sid}"
+    await delete_phases(sorted(ids | {memory}))
+    ck.plan.memories.pop(memory, None)  # (not replayed by a session begun again)
     for pid in ids:
         ck.parked.pop(pid, None)
         ck.plan.finished.pop(pid, None)
@@ -292,5 +305,9 @@ async def prune(ck: Checkpoints, max_age: object, max_count: object) -> tuple[st
 
 
 def _busy(ck: Checkpoints, sid: str) -> bool:
+    """Has the session a phase under way: running, or parked (waiting for a
+    decision or a result: a retention does not drop what someone is to decide)?"""
+    if any(p.agent_id == _PREFIX + sid for p in ck.parked.values()):
+        return True
     durable = _durable(ck, sid)
     return durable is not None and durable.state.phase is not None

@@ -148,7 +148,7 @@ def shared_memory(services: Services, sup: SupervisorRef, memory: Memory) -> Act
     if known is not None:
         state = known[1]
     else:
-        state = MemoryState(memory.name, memory, services.checkpoints)
+        state = MemoryState(memory.name, memory, services.checkpoints, shared=True)
     ref = sup.spawn_nowait(MemoryActor, state, restart="permanent")
     table[memory.name] = (ref, state)
     return ref

@@ -275,10 +275,13 @@ class AgentSpec(Generic[OutputT]):
             phase in a checkpoint store; a runtime resuming a phase begun under
             another version refuses it
             ([`SpecVersionMismatch`][agentrio.errors.SpecVersionMismatch]) unless
-            *migrate* is given. Default None (no version).
+            *migrate* is given. Default None (no version); else a non-empty
+            str of at most 200 characters.
         migrate: (#27) ``fn(recorded_version, messages) -> messages``: carries a
             phase begun under another version over to this one when it is
-            resumed (the phase's recorded messages in, those to go on from out).
+            resumed (the phase's recorded messages in, a list of those to go on
+            from out; anything else is refused with ``InvalidArgument``, and
+            what it raises comes out of ``open_runtime`` as it is).
 
     Both hooks reach the agent's children (subagents, agent tools' agents,
     ``map``'s agents, session helpers, and theirs), and so do its policy and
@@ -380,8 +383,15 @@ class AgentSpec(Generic[OutputT]):
                 raise InvalidArgument("AgentSpec.model must not be empty")
         else:
             check_model(self.model, "AgentSpec.model")
-        if self.version is not None and not isinstance(self.version, str):
-            raise InvalidArgument(f"AgentSpec.version must be a str or None, got {self.version!r}")
+        if self.version is not None and (
+            not isinstance(self.version, str)
+            or not 0 < len(self.version) <= 200
+            or scrub(self.version) != self.version
+        ):  # (recorded with each phase: bounded, and encodable)
+            raise InvalidArgument(
+                "AgentSpec.version must be a non-empty str of at most 200 characters, or"
+                f" None; got {short_repr(self.version)}"
+            )
         if self.migrate is not None and not callable(self.migrate):
             raise InvalidArgument(f"AgentSpec.migrate must be callable, got {self.migrate!r}")
         if not isinstance(self.escalate_on_stall, bool):

@@ -162,8 +162,14 @@ class MemoryState:
         bytes: the UTF-8 size of the items' text.
     """
 
-    def __init__(self, key: str, memory: Memory, journal: Journal | None = None) -> None:
+    def __init__(
+        self, key: str, memory: Memory, journal: Journal | None = None, *, shared: bool = False
+    ) -> None:
         self.key = key
+        # (its records' name in the store: an agent's own memory's is the agent's path;
+        # a shared one's begins with "/", which no path does, so that a shared memory
+        # named as an agent's path is not that agent's memory, nor deleted with it)
+        self.store_key = "/" + key if shared else key
         self.memory = memory
         self.items: dict[int, MemoryItem] = {}
         self.hits: dict[int, int] = {}
@@ -172,7 +178,7 @@ class MemoryState:
         self.scorer = memory.scorer()
         self.journal: Journal | None = None  # (not while its records are replayed)
         if journal is not None:
-            self._replay(journal.memory_records(key))
+            self._replay(journal.memory_records(self.store_key))
         self.journal = journal
 
     def _replay(self, records: Sequence[bytes]) -> None:
@@ -221,7 +227,7 @@ class MemoryState:
         self.items[item.id] = item
         self.bytes += size
         if self.journal is not None:
-            self.journal.keep_memory(self.key, _ENCODE(_Kept(item)))
+            self.journal.keep_memory(self.store_key, _ENCODE(_Kept(item)))
         return Stored(item.id, len(text), cut, evicted)
 
     def _evict(self) -> None:
@@ -260,7 +266,7 @@ class MemoryState:
         self.bytes = 0
         self.scorer = self.memory.scorer()
         if self.journal is not None:
-            self.journal.keep_memory(self.key, _ENCODE(_Wiped()))
+            self.journal.keep_memory(self.store_key, _ENCODE(_Wiped()))
         return count
 
 
