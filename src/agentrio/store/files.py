@@ -513,20 +513,12 @@ class DirectoryStore:
         """
         if self._closed:
             raise StoreError(f"checkpoint store {self.path!r} is closed")
-        unpack = _LEN_CRC.unpack_from
-        for framed in frames:
-            length = unpack(framed)[0]
-            if length > MAX_RECORD:
-                raise StoreError(
-                    f"a checkpoint record of {length} bytes is over MAX_RECORD "
-                    f"({MAX_RECORD}) for {self.path!r}"
-                )
         if frames:
             if not self._lock.held:
                 await self._lock.acquire(self._lock_timeout)
-            await trio.to_thread.run_sync(
-                self._write, b"".join(frames), sync, limiter=self._limiter
-            )
+            # (Checked and joined in the worker thread: a burst that thousands of
+            # agents wait for is not walked on their thread.)
+            await trio.to_thread.run_sync(self._append_framed, frames, sync, limiter=self._limiter)
 
     def _check_size(self, data: bytes) -> None:
         if len(data) > MAX_RECORD:
@@ -537,6 +529,17 @@ class DirectoryStore:
 
     def _append(self, batch: Sequence[bytes], sync: bool) -> None:
         self._write(frames(batch), sync)
+
+    def _append_framed(self, framed: Sequence[bytes], sync: bool) -> None:
+        unpack = _LEN_CRC.unpack_from
+        for record in framed:
+            length = unpack(record)[0]
+            if length > MAX_RECORD:
+                raise StoreError(
+                    f"a checkpoint record of {length} bytes is over MAX_RECORD "
+                    f"({MAX_RECORD}) for {self.path!r}"
+                )
+        self._write(b"".join(framed), sync)
 
     def _write(self, data: bytes | bytearray, sync: bool) -> None:
         if self._fd is None:

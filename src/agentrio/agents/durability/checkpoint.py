@@ -41,8 +41,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import trio
@@ -208,12 +208,17 @@ class Checkpoints:
         thousands of agents asking at once, the writer sees a few waiters, and
         each phase is woken once.
         """
+        await self.sync_wait()
+
+    def sync_wait(self) -> Coroutine[Any, Any, object]:
+        """`synced`'s wait, the calling task joined to the next sync now: to await
+        at once (a phase before its tool awaits it with no frame of ours between)."""
         group = self.group
         if group is None:
             group = self.group = _SyncGroup()
             assert self.nursery is not None
             self.nursery.start_soon(self._sync, group)
-        await group.wait()
+        return group.join()
 
     async def _sync(self, group: _SyncGroup) -> None:
         # (From here on, a phase that asks joins the next group: its records may
@@ -222,12 +227,12 @@ class Checkpoints:
         try:
             await self.writer.synced()
         except StoreError as exc:
-            group.error = exc
+            group.wake(exc)
+            return
         except BaseException:
             # (Cancelled with the runtime: its phases are too, but none may take
             # this for a sync and run a tool.)
-            group.error = StoreError("the checkpoint store's sync was cancelled")
-            group.wake()
+            group.wake(StoreError("the checkpoint store's sync was cancelled"))
             raise
         group.wake()
 

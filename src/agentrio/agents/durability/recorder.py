@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Coroutine
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import msgspec
+import outcome
 import trio
 
 from ...errors import (
@@ -214,6 +216,9 @@ class Recording(Protocol):
     async def synced(self) -> None:
         """Wait until what was recorded so far is durable (a group commit)."""
 
+    def sync_wait(self) -> Coroutine[Any, Any, object]:
+        """`synced`'s wait, joined now: to await at once (no frame of ours on it)."""
+
     def left(self, rec: PhaseRecorder) -> None:
         """*rec*'s phase is no longer under way."""
 
@@ -252,7 +257,7 @@ class PhaseRecorder:
         self.upto = 0  # the phase's history is recorded up to here (an index of it)
         # The calls recorded as begun (ToolBegun) and ended (ToolDone) in this life
         # (made on first use): what a restart of the agent goes on from.
-        self.calls_begun: set[str] | None = None
+        self.calls_begun: tuple[str, ...] | None = None
         self.calls_ended: dict[str, ToolResult] | None = None
         # The calls of the turn under way whose decision or result was deferred.
         self.parked: list[ParkedCall] | None = None
@@ -359,18 +364,19 @@ class PhaseRecorder:
         self.ck.left(self)
         self.ck.ended(self.id, result)
 
-    async def begin_tool(self, runner: ToolRunner) -> None:
+    def begin_tool(self, runner: ToolRunner) -> Coroutine[Any, Any, object] | None:
         """Before a tool of the phase runs: a tool not declared idempotent has its
         start on disk first (at most once: a crash after this reports the call
-        interrupted rather than making it again)."""
+        interrupted rather than making it again). The wait for the sync, to await
+        at once (None: an idempotent tool's call waits for nothing)."""
         if runner.tool.idempotent:
-            return
+            return None
         request = runner.request
-        if self.calls_begun is None:
-            self.calls_begun = set()
-        self.calls_begun.add(request.id)
+        # (a tuple: the collector stops tracking a tuple of str, not a set)
+        begun = self.calls_begun
+        self.calls_begun = (request.id,) if begun is None else (*begun, request.id)
         self.put(ToolBegun(self.id, request.id, request.name))
-        await self.ck.synced()
+        return self.ck.sync_wait()
 
     # -- a deferred decision (#27: durability/deferred.py) --------------------------
 
@@ -421,7 +427,7 @@ class PhaseRecorder:
         old = self.resume
         if old is not None:
             resume.begun, resume.ended, resume.approvals = old.begun, old.ended, old.approvals
-        resume.begun |= self.calls_begun or set()
+        resume.begun |= set(self.calls_begun or ())
         resume.ended |= self.calls_ended or {}
         resume.approvals |= self.durable.approvals_of(self.id)
         return resume
@@ -429,40 +435,42 @@ class PhaseRecorder:
 
 class _SyncGroup:
     """The phases waiting for one sync, parked on it as cheaply as can be: each wait
-    costs a dict entry and a ``partial`` (a ``trio.Event`` costs a closure, its cells
-    and a coroutine more, each alive while the phase waits: with thousands of agents
+    costs a dict entry, a ``partial`` and Trio's own wait (a ``trio.Event`` costs a
+    closure, its cells and a coroutine more; a coroutine of ours between the phase
+    and Trio's wait, one more for each waiting agent: with thousands of agents
     waiting at once before their tools, the garbage collector saw them all, again
-    and again)."""
+    and again). A group is joined only before its sync starts (``Checkpoints._sync``
+    takes it out of reach first)."""
 
-    __slots__ = ("abort", "done", "error", "tasks")
+    __slots__ = ("abort", "tasks")
 
     def __init__(self) -> None:
         self.tasks: dict[trio.lowlevel.Task, None] = {}
-        self.done = False
-        self.error: StoreError | None = None
         self.abort = self._abort  # (bound once)
 
     def _abort(self, task: trio.lowlevel.Task, _: object) -> trio.lowlevel.Abort:
         del self.tasks[task]  # (a phase cancelled while it waits: it goes at once)
         return trio.lowlevel.Abort.SUCCEEDED
 
-    async def wait(self) -> None:
-        """Park until the sync ends; raise its error, if it failed."""
-        if not self.done:
-            task = trio.lowlevel.current_task()
-            self.tasks[task] = None
-            await trio.lowlevel.wait_task_rescheduled(partial(self.abort, task))
-        else:
-            await trio.lowlevel.checkpoint()
-        if self.error is not None:
-            raise self.error
+    def join(self) -> Coroutine[Any, Any, object]:
+        """The calling task's wait for the sync, to await at once: it returns when
+        the sync ends, and raises its ``StoreError`` if it failed."""
+        task = trio.lowlevel.current_task()
+        self.tasks[task] = None
+        return trio.lowlevel.wait_task_rescheduled(partial(self.abort, task))
 
-    def wake(self) -> None:
-        self.done = True
+    def wake(self, error: StoreError | None = None) -> None:
+        """Wake every waiting phase (each raising *error*, a new one of its own, if any)."""
         tasks, self.tasks = self.tasks, {}
         reschedule = trio.lowlevel.reschedule
+        if error is None:
+            for task in tasks:
+                reschedule(task)
+            return
         for task in tasks:
-            reschedule(task)
+            failed = StoreError(str(error))
+            failed.__cause__ = error.__cause__
+            reschedule(task, outcome.Error(failed))
 
 
 class _Awaited:

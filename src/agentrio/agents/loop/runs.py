@@ -238,11 +238,12 @@ def _run_command(
     settings and content parts checked against the model it will call.
 
     On a runtime with a checkpoint store, a phase without a *phase_id* is given
-    one (its durable agent's records name it)."""
+    one (its durable agent's records name it): the runtime's random prefix and a
+    count, not a read of the system's random source for each phase."""
     checkpoints = state.services.checkpoints
     if checkpoints is not None:
         if phase_id is None:
-            phase_id = new_phase_id()
+            phase_id = checkpoints.new_id()
         elif isinstance(phase_id, str):
             checkpoints.check_free(phase_id)
     if mode is None and model is None:  # (the common case: no mode to read)

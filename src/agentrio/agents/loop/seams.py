@@ -167,8 +167,9 @@ class PhaseRecording(Protocol):
     def crashed(self, phase: Phase) -> None:
         """The phase's agent crashed while it ran: keep what it recorded."""
 
-    async def begin_tool(self, runner: ToolRunner) -> None:
-        """A call to a tool not declared idempotent is about to run: synced first."""
+    def begin_tool(self, runner: ToolRunner) -> Coroutine[Any, Any, object] | None:
+        """A call to a tool not declared idempotent is about to run: synced first
+        (the wait for the sync, awaited at once; None: nothing to wait for)."""
 
 
 class Checkpointing(Protocol):
@@ -179,6 +180,9 @@ class Checkpointing(Protocol):
 
     def check_free(self, phase_id: str) -> None:
         """Raise ``InvalidArgument`` if *phase_id* names a phase in use."""
+
+    def new_id(self) -> str:
+        """A phase id no other phase has (the runtime's random prefix and a count)."""
 
     def restarted(self, cmd: RunPhase) -> bool:
         """Did the phase of *cmd* crash with its agent, and may it go on?"""

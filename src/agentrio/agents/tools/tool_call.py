@@ -72,7 +72,7 @@ class Journal(Protocol):
 class Recorder(Protocol):
     """What records a durable phase's tool calls (``checkpoint.PhaseRecorder``)."""
 
-    async def begin_tool(self, runner: ToolRunner) -> None: ...
+    def begin_tool(self, runner: ToolRunner) -> Coroutine[object, None, object] | None: ...
     def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool: ...
 
 
@@ -503,7 +503,9 @@ class ToolRunner:
 
     async def _call(self) -> ToolResult:
         if self.rec is not None:
-            await self.rec.begin_tool(self)
+            synced = self.rec.begin_tool(self)  # (a tool not idempotent: its start synced)
+            if synced is not None:
+                await synced
         if self.lane is not None:
             return await self._laned(self.lane)
         agent = self.agent
