@@ -10,7 +10,6 @@ lanes use the same order and the same `LaneLimiter`.
 from __future__ import annotations
 
 import datetime
-import email.utils
 import heapq
 import itertools
 import math
@@ -200,6 +199,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     try:
         seconds = float(text)
     except ValueError:
+        import email.utils  # (here: an HTTP date is rare; the module costs 0.4 MB)
+
         try:
             when = email.utils.parsedate_to_datetime(text)
         except (TypeError, ValueError, IndexError):

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, overload
 
 import attrs
-import docstring_parser
 import msgspec
 import trio
 
@@ -256,6 +255,8 @@ def _docstring(fn: Callable[..., object]) -> tuple[str, dict[str, str]]:
     doc = inspect.getdoc(fn) or ""
     if not doc:
         return "", {}
+    import docstring_parser  # (here: a tool without a docstring never needs it)
+
     try:
         # (After a blank first line: a docstring whose first line is its ``Args:``
         # is read as sections, not as a summary of "Args:"; the others read the same.)
