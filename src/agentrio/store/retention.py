@@ -30,7 +30,7 @@ class Retention:
         async with agentrio.open_runtime(store="ckpt", specs=specs, retention=retention):
             ...
 
-    Args:
+    Attributes:
         max_age: seconds a finished phase is kept after it ended (None: no limit).
         max_count: the most finished phases kept (None: no limit).
 

@@ -244,7 +244,7 @@ class AgentSpec(Generic[OutputT]):
             not used; anything else it raises ends the phase with
             ``"error"``. See [Output validators][output-validators].
         memory: what the agent remembers (#26): an
-            [`agentrio.Memory`][agentrio.Memory] (its own memory, or the
+            [`agentrio.memory.Memory`][agentrio.memory.Memory] (its own memory, or the
             one shared by its ``name``), a str (``Memory(name=...)``, a
             shared memory with the defaults), or None (none, the default).
             Tool results its ``keep`` rule keeps are stored after each batch
@@ -252,8 +252,8 @@ class AgentSpec(Generic[OutputT]):
             call; ``AgentRef.memory`` searches and clears it. See
             [Memory][agent-memory].
         context_providers: sources of context added before each model call
-            (#26): a list of [context providers][agentrio.ContextProvider],
-            or an [`agentrio.ContextProviders`][agentrio.ContextProviders]
+            (#26): a list of [context providers][agentrio.memory.ContextProvider],
+            or an [`agentrio.memory.ContextProviders`][agentrio.memory.ContextProviders]
             that also sets their timeout and token allowance. See [Context
             providers][context-providers].
         prompt: a [`PromptSlots`][agentrio.PromptSlots]: the role, guidelines,

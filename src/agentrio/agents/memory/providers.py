@@ -221,9 +221,9 @@ class FileRetrieval:
     folders, which may point outside *folder*, are left out).
 
     Args:
-        folder: the folder (searched recursively for ``pattern``).
-        pattern: which files (a glob, ``"*.md"`` by default... any of
-            ``patterns``).
+        folder: the folder (searched recursively for *patterns*).
+        patterns: which files: globs (``"*.md"`` and ``"*.txt"`` by default); a
+            file that matches any of them is read.
         top: how many chunks to give.
         chunk_chars: the size of a chunk.
         max_file_bytes: larger files are left out.
