@@ -290,8 +290,6 @@ class Phase(ModelTurns):
                         runners = await self._tool_batch(reply.tool_calls, True)
                         if len(runners) == 1:
                             self._lone_done(runners[0], await self._lone(runners[0]))
-                            if self.rec is not None and self.rec.parked is not None:
-                                await self.rec.park(self)  # (raises seams.Parked: #27)
                             steps = self._tools_ran()
                             if steps is not None:
                                 await steps

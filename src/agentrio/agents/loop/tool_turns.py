@@ -237,9 +237,6 @@ class ToolTurns:
             done = self._tool_done if self.rec is None else self._tool_recorded
             async with trio.open_nursery() as nursery:
                 start_batch(nursery, runners, self.st.spec.limits.max_parallel_tools, done)
-        rec = self.rec
-        if rec is not None and rec.parked is not None:  # a call deferred (agentrio.Defer)
-            await rec.park(self)  # (raises seams.Parked)
         steps = self._tools_ran()
         if steps is not None:
             await steps
@@ -305,7 +302,12 @@ class ToolTurns:
         ]
 
     def _tools_ran(self) -> Coroutine[object, None, None] | None:
-        """Record the batch; the on_step hook's calls to await, if the spec has one."""
+        """Record the batch; the on_step hook's calls to await, if the spec has one.
+        A batch with a deferred call (agentrio.Defer, #27) is not settled: the
+        phase parks (the coroutine returned raises ``seams.Parked``)."""
+        rec = self.rec
+        if rec is not None and rec.parked is not None:
+            return rec.park(self)
         results = self._settle_batch("")
         if self.st.recall is not None:  # what the memory keeps (#26: loop/recall.py)
             return self._remembered(results)
