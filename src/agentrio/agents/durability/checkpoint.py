@@ -41,8 +41,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 import trio
@@ -83,8 +83,9 @@ if TYPE_CHECKING:
 
 from .compaction import compact
 from .deferred import ParkedPhase, parked_from_store, parked_here
+from .parking import SyncGroup, new_group
 from .reader import StoreReader
-from .recorder import PhaseRecorder, Resume, _Awaited, _Durable, _SyncGroup
+from .recorder import PhaseRecorder, Resume, _Awaited, _Durable
 from .records import _ENCODE, MemoryKept, PhaseBegun
 from .resume import _AgentLog, _contexts, _Plan, _unfinished, plan
 
@@ -176,7 +177,7 @@ class Checkpoints:
         self.resumed: tuple[str, ...] = ()
         self.plan = _Plan()
         self.nursery: trio.Nursery | None = None  # the runtime's (set by resume)
-        self.group: _SyncGroup | None = None  # the phases waiting for the next sync
+        self.group: SyncGroup | None = None  # the phases waiting for the next sync
         # Sessions and deferred decisions (#27: sessions.py, deferred.py): the parked
         # phases by id, and the live session agents by session id.
         self.parked: dict[str, ParkedPhase] = {}
@@ -210,17 +211,17 @@ class Checkpoints:
         """
         await self.sync_wait()
 
-    def sync_wait(self) -> Coroutine[Any, Any, object]:
+    def sync_wait(self) -> Awaitable[object]:
         """`synced`'s wait, the calling task joined to the next sync now: to await
         at once (a phase before its tool awaits it with no frame of ours between)."""
         group = self.group
         if group is None:
-            group = self.group = _SyncGroup()
+            group = self.group = new_group()
             assert self.nursery is not None
             self.nursery.start_soon(self._sync, group)
         return group.join()
 
-    async def _sync(self, group: _SyncGroup) -> None:
+    async def _sync(self, group: SyncGroup) -> None:
         # (From here on, a phase that asks joins the next group: its records may
         # come after the writer's target, taken as synced() is called.)
         self.group = None

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine
-from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Protocol, cast
 
 import msgspec
-import outcome
 import trio
 
 from ...errors import (
     ActorError,
-    StoreError,
 )
 from ...messages import (
     ChatMessage,
@@ -216,7 +213,7 @@ class Recording(Protocol):
     async def synced(self) -> None:
         """Wait until what was recorded so far is durable (a group commit)."""
 
-    def sync_wait(self) -> Coroutine[Any, Any, object]:
+    def sync_wait(self) -> Awaitable[object]:
         """`synced`'s wait, joined now: to await at once (no frame of ours on it)."""
 
     def left(self, rec: PhaseRecorder) -> None:
@@ -364,7 +361,7 @@ class PhaseRecorder:
         self.ck.left(self)
         self.ck.ended(self.id, result)
 
-    def begin_tool(self, runner: ToolRunner) -> Coroutine[Any, Any, object] | None:
+    def begin_tool(self, runner: ToolRunner) -> Awaitable[object] | None:
         """Before a tool of the phase runs: a tool not declared idempotent has its
         start on disk first (at most once: a crash after this reports the call
         interrupted rather than making it again). The wait for the sync, to await
@@ -431,46 +428,6 @@ class PhaseRecorder:
         resume.ended |= self.calls_ended or {}
         resume.approvals |= self.durable.approvals_of(self.id)
         return resume
-
-
-class _SyncGroup:
-    """The phases waiting for one sync, parked on it as cheaply as can be: each wait
-    costs a dict entry, a ``partial`` and Trio's own wait (a ``trio.Event`` costs a
-    closure, its cells and a coroutine more; a coroutine of ours between the phase
-    and Trio's wait, one more for each waiting agent: with thousands of agents
-    waiting at once before their tools, the garbage collector saw them all, again
-    and again). A group is joined only before its sync starts (``Checkpoints._sync``
-    takes it out of reach first)."""
-
-    __slots__ = ("abort", "tasks")
-
-    def __init__(self) -> None:
-        self.tasks: dict[trio.lowlevel.Task, None] = {}
-        self.abort = self._abort  # (bound once)
-
-    def _abort(self, task: trio.lowlevel.Task, _: object) -> trio.lowlevel.Abort:
-        del self.tasks[task]  # (a phase cancelled while it waits: it goes at once)
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def join(self) -> Coroutine[Any, Any, object]:
-        """The calling task's wait for the sync, to await at once: it returns when
-        the sync ends, and raises its ``StoreError`` if it failed."""
-        task = trio.lowlevel.current_task()
-        self.tasks[task] = None
-        return trio.lowlevel.wait_task_rescheduled(partial(self.abort, task))
-
-    def wake(self, error: StoreError | None = None) -> None:
-        """Wake every waiting phase (each raising *error*, a new one of its own, if any)."""
-        tasks, self.tasks = self.tasks, {}
-        reschedule = trio.lowlevel.reschedule
-        if error is None:
-            for task in tasks:
-                reschedule(task)
-            return
-        for task in tasks:
-            failed = StoreError(str(error))
-            failed.__cause__ = error.__cause__
-            reschedule(task, outcome.Error(failed))
 
 
 class _Awaited:

@@ -167,7 +167,7 @@ class PhaseRecording(Protocol):
     def crashed(self, phase: Phase) -> None:
         """The phase's agent crashed while it ran: keep what it recorded."""
 
-    def begin_tool(self, runner: ToolRunner) -> Coroutine[Any, Any, object] | None:
+    def begin_tool(self, runner: ToolRunner) -> Awaitable[object] | None:
         """A call to a tool not declared idempotent is about to run: synced first
         (the wait for the sync, awaited at once; None: nothing to wait for)."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -72,7 +72,7 @@ class Journal(Protocol):
 class Recorder(Protocol):
     """What records a durable phase's tool calls (``checkpoint.PhaseRecorder``)."""
 
-    def begin_tool(self, runner: ToolRunner) -> Coroutine[object, None, object] | None: ...
+    def begin_tool(self, runner: ToolRunner) -> Awaitable[object] | None: ...
     def defer(self, req: ToolCallRequest, kind: str, note: str) -> bool: ...
 
 
