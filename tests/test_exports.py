@@ -502,6 +502,10 @@ LAZY_ROOMS = (
     "agentrio.agents.durability",
     "agentrio.store",
     "agentrio.testing.fake_server",
+    "agentrio.providers.anthropic",
+    "agentrio.providers._anthropic_blocks",
+    "agentrio.providers.ollama",
+    "agentrio.providers.responses",
     "difflib",
     "tomllib",
 )
