@@ -8,6 +8,7 @@ import importlib.metadata
 import inspect
 import json
 import logging
+import pathlib
 import pickle
 import subprocess
 import sys
@@ -559,9 +560,60 @@ print(json.dumps({
         "types_dir": [],
         "homes": ["agentrio.types", "agentrio.types"],
         "loaded": True,
-        # (Planning was asked for: the other four of agentrio's are still to load)
-        "unloaded_left": ["Delegate", "Delegation", "SecurityProvider", "SkillRegistry"],
+        # (Planning was asked for, and its room loaded delegation's, whose names are
+        # put in place too: two of agentrio's are still to load)
+        "unloaded_left": ["SecurityProvider", "SkillRegistry"],
         "store": "agentrio.store",
     }
     with pytest.raises(AttributeError, match="has no attribute 'Planing'"):
         agentrio.Planing  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_a_room_loaded_by_agentrio_itself_names_its_public_home(tmp_path: object) -> None:
+    # open_runtime(store=...) loads the checkpoints' room: the public names among
+    # its modules (PendingCall, StoreReader...) say agentrio.types at once, before
+    # any code names them there.
+    code = f"""
+import json, sys
+import trio
+import agentrio
+
+async def main():
+    async with agentrio.open_runtime(store={str(tmp_path)!r}) as rt:
+        assert rt.pending_approvals() == []
+
+before = "PendingCall" in vars(agentrio.types)
+trio.run(main)
+deferred = sys.modules["agentrio.agents.durability.deferred"]
+reader = sys.modules["agentrio.agents.durability.reader"]
+print(json.dumps([before, deferred.PendingCall.__module__, reader.StoreReader.__module__,
+                  "PhaseSummary" in vars(agentrio.types)]))
+"""
+    assert _in_fresh_interpreter(code) == [False, "agentrio.types", "agentrio.types", True]
+
+
+def test_type_checkers_see_the_names_loaded_on_first_use(tmp_path: pathlib.Path) -> None:
+    # Imported for them under TYPE_CHECKING; the namespaces' __getattr__ is hidden
+    # from them (else any misspelt name would type-check, as what it returns).
+    api = pytest.importorskip("mypy.api")
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import agentrio\n"
+        "import agentrio.testing\n"
+        "import agentrio.types\n"
+        "from agentrio import Planning\n"
+        "planning: Planning | None = None\n"
+        "reader: agentrio.types.StoreReader | None = None\n"
+        "server: agentrio.testing.FakeLLMServer | None = None\n"
+        "skills: agentrio.SkillRegistry | None = None\n"
+        "agentrio.Planing\n"
+        "agentrio.types.StoreReeder\n"
+    )
+    out, err, status = api.run(["--strict", "--no-incremental", str(user)])
+    assert status == 1, out + err
+    assert out.splitlines() == [
+        f'{user}:9: error: Module has no attribute "Planing"; maybe "Planning"?  [attr-defined]',
+        f'{user}:10: error: Module has no attribute "StoreReeder"; maybe "StoreReader"?  '
+        "[attr-defined]",
+        "Found 2 errors in 1 file (checked 1 source file)",
+    ]

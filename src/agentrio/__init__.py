@@ -19,7 +19,7 @@ are private: their layout may change.
 """
 
 import sys as _sys
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from . import _lazy
 from . import events as _events
@@ -185,7 +185,7 @@ _LAZY = {
     "SecurityProvider": "agentrio.agents.security.provider",
     "SkillRegistry": "agentrio.agents.skills.registry",
 }
-if _TYPE_CHECKING:  # (what type checkers and the reference's generator read)
+if _typing.TYPE_CHECKING:  # (what type checkers and the reference's generator read)
     from .agents.delegation.registry import Delegate as Delegate
     from .agents.delegation.registry import Delegation as Delegation
     from .agents.planning.planner import Planning as Planning

@@ -21,7 +21,10 @@ import sys
 import typing
 from collections.abc import Callable, Collection, Mapping
 
-__all__ = ["lazy_names", "resolve_annotations", "set_public_home"]
+__all__ = ["lazy_names", "resolve_annotations", "set_public_home", "settle"]
+
+# Every namespace with names loaded on first use, and its table (see lazy_names).
+_NAMESPACES: list[tuple[str, Mapping[str, str]]] = []
 
 
 def resolve_annotations(cls: type) -> None:
@@ -79,12 +82,33 @@ def lazy_names(
         if source is None:
             raise AttributeError(f"module {home!r} has no attribute {name!r}")
         module = importlib.import_module(source)
-        values = {key: getattr(module, key) for key, where in table.items() if where == source}
-        set_public_home(values, home)
-        vars(sys.modules[home]).update(values)
-        return values[name]
+        settle()
+        held = vars(sys.modules[home])
+        # (Asked for while its module is still being imported: as it is, for now.)
+        return held[name] if name in held else getattr(module, name)
 
     def __dir__() -> list[str]:
         return sorted({*vars(sys.modules[home]), *table, *submodules})
 
+    _NAMESPACES.append((home, table))
     return __getattr__, __dir__
+
+
+def settle() -> None:
+    """Put in its namespace, with its public home, every name loaded on first use
+    whose module is loaded now, however it was (a namespace's ``__getattr__``, or
+    agentrio's own code: ``open_runtime(store=...)`` loads the checkpoints' room and
+    calls this, so the ``PendingCall`` it hands out says ``agentrio.types``)."""
+    for home, table in _NAMESPACES:
+        held = vars(sys.modules[home])
+        values = {}
+        for name, source in table.items():
+            module = sys.modules.get(source)
+            if name in held or module is None:
+                continue
+            if getattr(module.__spec__, "_initializing", False):
+                continue  # (still being imported: settled by a later call)
+            values[name] = getattr(module, name)
+        if values:
+            set_public_home(values, home)
+            held.update(values)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .store import CheckpointStore, Retention
     from .tracing.writer import TraceWriter
 
+from . import _lazy
 from ._handles import create
 from ._version import __version__
 from .actors.bus import EventStream
@@ -962,10 +963,12 @@ def _checkpoints(
         if specs or durability != "batch" or retention is not None:
             raise InvalidArgument("specs, durability and retention are for a runtime with a store=")
         return None
-    # (The store and the checkpoints' room: imported only for a runtime that has one.)
+    # (The store and the checkpoints' room: imported only for a runtime that has one;
+    # the public names among them get their public home now, agentrio/_lazy.py.)
     from .agents.durability.checkpoint import Checkpoints
     from .store import CheckpointStore, CheckpointWriter, DirectoryStore
 
+    _lazy.settle()
     if isinstance(store, (str, os.PathLike)):
         store = DirectoryStore(store)
     elif not isinstance(store, CheckpointStore):

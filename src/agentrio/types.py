@@ -16,7 +16,7 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 `agentrio.events` and every exception in `agentrio.errors`.
 """
 
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+import typing as _typing
 
 from . import _lazy
 from .actors.actor import ActorStatistics, RestartPolicy
@@ -129,7 +129,7 @@ _LAZY = {
     "Skill": "agentrio.agents.skills.skill",
     "load_skill": "agentrio.agents.skills.skill",
 }
-if _TYPE_CHECKING:  # (what type checkers and the reference's generator read)
+if _typing.TYPE_CHECKING:  # (what type checkers and the reference's generator read)
     from .agents.durability.deferred import PendingCall
     from .agents.durability.reader import StoreReader
     from .agents.durability.summary import PhaseStatus, PhaseSummary, RecordedTurn
