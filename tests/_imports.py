@@ -59,6 +59,7 @@ LAYERS: tuple[Layer, ...] = (
             "agentrio._checks",
             "agentrio._handles",
             "agentrio._log",
+            "agentrio._lazy",
             "agentrio._net",
             "agentrio._text",
             "agentrio._version",

@@ -8,6 +8,7 @@ import importlib.metadata
 import inspect
 import json
 import logging
+import pathlib
 import pickle
 import subprocess
 import sys
@@ -305,11 +306,13 @@ ALL = [(_home(n), n) for n in sorted({*PUBLIC, *EVENTS, *ERRORS, *TYPES, *MEMORY
 
 
 def _public_names(module: types.ModuleType) -> list[str]:
+    # A name loaded on first use (agentrio/_lazy.py) is in vars() once used, and
+    # in the module's dir() always: each is resolved, so one its room lacks fails.
     return sorted(
         name
-        for name, value in vars(module).items()
+        for name in {*vars(module), *dir(module)}
         if not name.startswith("_")
-        and not isinstance(value, types.ModuleType)
+        and not isinstance(getattr(module, name), types.ModuleType)
         and name != "__version__"
     )
 
@@ -488,3 +491,129 @@ print(json.dumps({
     assert found["handlers"] == ["<NullHandler (NOTSET)>"]
     assert set(found["levels"]) == {logging.NOTSET}
     assert [type(h) for h in logging.getLogger("agentrio").handlers] == [logging.NullHandler]
+
+
+# The feature rooms that `import agentrio` leaves unloaded (agentrio/_lazy.py):
+# their public names load them on first use.
+LAZY_ROOMS = (
+    "agentrio.agents.delegation",
+    "agentrio.agents.planning",
+    "agentrio.agents.security",
+    "agentrio.agents.skills",
+    "agentrio.agents.durability",
+    "agentrio.store",
+    "agentrio.testing.fake_server",
+    "agentrio.providers.anthropic",
+    "agentrio.providers._anthropic_blocks",
+    "agentrio.providers.ollama",
+    "agentrio.providers.responses",
+    "difflib",
+    "tomllib",
+)
+
+
+def _in_fresh_interpreter(code: str) -> object:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return json.loads(result.stdout)
+
+
+def test_import_agentrio_leaves_the_feature_rooms_unloaded() -> None:
+    # Every public namespace imported, and an agent's run made, in a fresh
+    # interpreter: none of the rooms is loaded (each is about 0.1-0.5 MB in
+    # every process; see docs/design.md, "Rooms (#25): measured").
+    code = f"""
+import json, sys
+import agentrio, agentrio.events, agentrio.types, agentrio.memory, agentrio.errors
+import agentrio.testing, agentrio.otel
+from agentrio.testing import ScriptedModel, Reply
+
+spec = agentrio.AgentSpec(name="a", model=ScriptedModel([Reply(text="hi")]))
+assert agentrio.run_sync(spec, "hello").final_text == "hi"
+rooms = {LAZY_ROOMS!r}
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(rooms))))
+"""
+    assert _in_fresh_interpreter(code) == []
+
+
+def test_the_names_loaded_on_first_use_are_there_for_every_way_of_asking() -> None:
+    code = """
+import json, sys
+import agentrio, agentrio.types
+from agentrio import Planning
+names = sorted(set(agentrio.__all__) - set(vars(agentrio)))
+print(json.dumps({
+    "from_import": Planning.__module__,
+    "dir": sorted(set(agentrio.__all__) - set(dir(agentrio))),
+    "types_dir": sorted(set(agentrio.types.__all__) - set(dir(agentrio.types))),
+    "homes": [agentrio.types.PendingCall.__module__, agentrio.types.load_skill.__module__],
+    "loaded": "agentrio.agents.durability.deferred" in sys.modules,
+    "unloaded_left": names,
+    "store": agentrio.store.DirectoryStore.__module__,  # (a public module, as before)
+}))
+"""
+    found = _in_fresh_interpreter(code)
+    assert found == {
+        "from_import": "agentrio",
+        "dir": [],
+        "types_dir": [],
+        "homes": ["agentrio.types", "agentrio.types"],
+        "loaded": True,
+        # (Planning was asked for, and its room loaded delegation's, whose names are
+        # put in place too: two of agentrio's are still to load)
+        "unloaded_left": ["SecurityProvider", "SkillRegistry"],
+        "store": "agentrio.store",
+    }
+    with pytest.raises(AttributeError, match="has no attribute 'Planing'"):
+        agentrio.Planing  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_a_room_loaded_by_agentrio_itself_names_its_public_home(tmp_path: object) -> None:
+    # open_runtime(store=...) loads the checkpoints' room: the public names among
+    # its modules (PendingCall, StoreReader...) say agentrio.types at once, before
+    # any code names them there.
+    code = f"""
+import json, sys
+import trio
+import agentrio
+
+async def main():
+    async with agentrio.open_runtime(store={str(tmp_path)!r}) as rt:
+        assert rt.pending_approvals() == []
+
+before = "PendingCall" in vars(agentrio.types)
+trio.run(main)
+deferred = sys.modules["agentrio.agents.durability.deferred"]
+reader = sys.modules["agentrio.agents.durability.reader"]
+print(json.dumps([before, deferred.PendingCall.__module__, reader.StoreReader.__module__,
+                  "PhaseSummary" in vars(agentrio.types)]))
+"""
+    assert _in_fresh_interpreter(code) == [False, "agentrio.types", "agentrio.types", True]
+
+
+def test_type_checkers_see_the_names_loaded_on_first_use(tmp_path: pathlib.Path) -> None:
+    # Imported for them under TYPE_CHECKING; the namespaces' __getattr__ is hidden
+    # from them (else any misspelt name would type-check, as what it returns).
+    api = pytest.importorskip("mypy.api")
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import agentrio\n"
+        "import agentrio.testing\n"
+        "import agentrio.types\n"
+        "from agentrio import Planning\n"
+        "planning: Planning | None = None\n"
+        "reader: agentrio.types.StoreReader | None = None\n"
+        "server: agentrio.testing.FakeLLMServer | None = None\n"
+        "skills: agentrio.SkillRegistry | None = None\n"
+        "agentrio.Planing\n"
+        "agentrio.types.StoreReeder\n"
+    )
+    out, err, status = api.run(["--strict", "--no-incremental", str(user)])
+    assert status == 1, out + err
+    assert out.splitlines() == [
+        f'{user}:9: error: Module has no attribute "Planing"; maybe "Planning"?  [attr-defined]',
+        f'{user}:10: error: Module has no attribute "StoreReeder"; maybe "StoreReader"?  '
+        "[attr-defined]",
+        "Found 2 errors in 1 file (checked 1 source file)",
+    ]

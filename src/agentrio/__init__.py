@@ -18,10 +18,10 @@ The modules behind them (``agentrio.agents``, ``agentrio.providers``, ...)
 are private: their layout may change.
 """
 
-import inspect as _inspect
 import sys as _sys
 import typing as _typing
 
+from . import _lazy
 from . import events as _events
 from . import memory as _memory
 from . import types as _types
@@ -32,20 +32,15 @@ from .actors.actor import InlineActor as InlineActor
 from .agents.budgets.budget import Budget as Budget
 from .agents.budgets.limits import Limits as Limits
 from .agents.composition.compose import agent_tool as agent_tool
-from .agents.delegation.registry import Delegate as Delegate
-from .agents.delegation.registry import Delegation as Delegation
 from .agents.loop.continuation import looks_unfinished as looks_unfinished
 from .agents.loop.handles import Helper as Helper
 from .agents.loop.prompts import PromptSlots as PromptSlots
 from .agents.loop.ref import AgentRef as AgentRef
 from .agents.loop.spec import AgentSpec as AgentSpec
 from .agents.loop.summary import Compaction as Compaction
-from .agents.planning.planner import Planning as Planning
 from .agents.routing.modes import Mode as Mode
 from .agents.routing.router import Route as Route
 from .agents.routing.router import RuleRouter as RuleRouter
-from .agents.security.provider import SecurityProvider as SecurityProvider
-from .agents.skills.registry import SkillRegistry as SkillRegistry
 from .agents.tools.lanes import LanePolicy as LanePolicy
 from .agents.tools.lanes import Lanes as Lanes
 from .agents.tools.policy import Approval as Approval
@@ -180,21 +175,25 @@ __all__ = [
 ]
 
 
-def _resolve_annotations(cls: type) -> None:
-    """Replace *cls*'s own string annotations by what they name, in the module
-    that defined it.
-
-    Annotations are strings here (``from __future__ import annotations``), and
-    ``typing.get_type_hints``, msgspec and cattrs read them in the module
-    ``cls.__module__`` names. Once that is the public home, they would be read
-    there, where the defining module's imports (``Usage``, ``Literal``...)
-    are missing.
-    """
-    own = _inspect.get_annotations(cls)
-    if not own or not any(isinstance(value, str) for value in own.values()):
-        return
-    hints = _typing.get_type_hints(cls, include_extras=True)
-    cls.__annotations__ = {name: hints[name] for name in own}
+# The feature rooms most runs never use (#26), loaded on first use (agentrio/_lazy.py):
+# ``agentrio.Planning`` or ``from agentrio import Planning`` imports its room then.
+# (tests/test_exports.py::test_import_agentrio_leaves_the_feature_rooms_unloaded)
+_LAZY = {
+    "Delegate": "agentrio.agents.delegation.registry",
+    "Delegation": "agentrio.agents.delegation.registry",
+    "Planning": "agentrio.agents.planning.planner",
+    "SecurityProvider": "agentrio.agents.security.provider",
+    "SkillRegistry": "agentrio.agents.skills.registry",
+}
+if _typing.TYPE_CHECKING:  # (what type checkers and the reference's generator read)
+    from .agents.delegation.registry import Delegate as Delegate
+    from .agents.delegation.registry import Delegation as Delegation
+    from .agents.planning.planner import Planning as Planning
+    from .agents.security.provider import SecurityProvider as SecurityProvider
+    from .agents.skills.registry import SkillRegistry as SkillRegistry
+else:
+    # (agentrio.store, the checkpoint stores, is imported when first named too)
+    __getattr__, __dir__ = _lazy.lazy_names(__name__, _LAZY, submodules=("store",))
 
 
 def _fix_module_metadata() -> None:
@@ -204,24 +203,12 @@ def _fix_module_metadata() -> None:
     ``agentrio.events.ToolEnded``, ``agentrio.errors.ActorCrashed`` (the
     errors' home is ``agentrio.errors``, whose module they are defined in) and
     pickles name them there. As trio does; typing aliases are left as they are.
+    The names loaded on first use get theirs then (`agentrio._lazy`).
     """
-    homes = {name: __name__ for name in __all__}
-    for namespace in (_events, _types, _memory):
-        homes.update(dict.fromkeys(namespace.__all__, namespace.__name__))
-    public = {name: getattr(_sys.modules[home], name) for name, home in homes.items()}
-    fixed = {
-        name: value
-        for name, value in public.items()
-        if (_inspect.isclass(value) or _inspect.isfunction(value))
-        and value.__module__ != "agentrio.errors"
-    }
-    # First every annotation, while each class still names its own module...
-    for value in fixed.values():
-        if _inspect.isclass(value):
-            _resolve_annotations(value)
-    # ...then the new names.
-    for name, value in fixed.items():
-        value.__module__ = homes[name]
+    for namespace in (_sys.modules[__name__], _events, _types, _memory):
+        held = vars(namespace)
+        public = {name: held[name] for name in namespace.__all__ if name in held}
+        _lazy.set_public_home(public, namespace.__name__)
 
 
 _fix_module_metadata()

@@ -45,13 +45,11 @@ The file is ``$AGENTRIO_CONFIG`` if set, else ``./agentrio.toml``, else
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
 import os
 import re
-import tomllib
 import types
 import typing
 from collections.abc import Callable, Iterable
@@ -431,6 +429,8 @@ def _got(value: object, path: str) -> str:
 
 def _unknown_keys(table: str, unknown: Iterable[str], known: Iterable[str]) -> str:
     """One clause per unknown key (with the likeliest known one), then the known keys."""
+    import difflib  # (0.24 MB of the standard library, for a config with a typo only)
+
     names = sorted(known)
     clauses = []
     for key in sorted(unknown):
@@ -746,6 +746,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             "no agentrio.toml found: set AGENTRIO_CONFIG, or put one in the current "
             "folder or in ~/.config/agentrio/"
         )
+    import tomllib  # (imported when a file is read: most runs have none)
+
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:

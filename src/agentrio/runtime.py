@@ -19,6 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 if TYPE_CHECKING:
+    # The checkpoint store and what reads it (#27) are imported by the calls that
+    # use them: a runtime without a store loads none of it (agentrio/_lazy.py).
+    from .agents.durability.checkpoint import Checkpoints, Durability
+    from .agents.durability.deferred import PendingCall
+    from .agents.durability.reader import StoreReader
     from .agents.loop.handles import Helper
     from .agents.loop.ref import AgentRef
     from .agents.loop.spec import AgentSpec
@@ -29,8 +34,10 @@ if TYPE_CHECKING:
     from .errors import ActorError
     from .messages import PhaseResult
     from .providers.base import Model
+    from .store import CheckpointStore, Retention
     from .tracing.writer import TraceWriter
 
+from . import _lazy
 from ._handles import create
 from ._version import __version__
 from .actors.bus import EventStream
@@ -40,13 +47,6 @@ from .agents.composition.compose import map_phases
 from .agents.composition.composer import COMPOSER
 from .agents.composition.helper import infrastructure_helper
 from .agents.composition.respond import check_runtime_routing
-from .agents.durability.checkpoint import Checkpoints, Durability
-from .agents.durability.deferred import PendingCall, decide, pending
-from .agents.durability.reader import StoreReader
-from .agents.durability.sessions import delete as delete_session
-from .agents.durability.sessions import known as known_sessions
-from .agents.durability.sessions import open_session
-from .agents.durability.sessions import prune as prune_sessions
 from .agents.loop.recall import MemoryHandle, shared_memory
 from .agents.loop.services import Services
 from .agents.loop.spawning import spawn_agent
@@ -57,7 +57,6 @@ from .agents.tools.lanes import Lanes, ToolLanes
 from .config import Config, Models, find_config, found_config, load_config
 from .errors import ConfigError, InvalidArgument
 from .messages import RuntimeOpened
-from .store import CheckpointStore, CheckpointWriter, DirectoryStore, Retention
 from .supervisors.ref import SupervisorRef, SupervisorStatistics
 from .supervisors.restart import Backoff, Strategy
 from .supervisors.tree import Tree
@@ -394,6 +393,8 @@ class Runtime(SupervisorRef):
             InvalidArgument: no checkpoint store; a bad *session_id*; a spec not
                 registered, or not the one the session began with.
         """
+        from .agents.durability.sessions import open_session
+
         return await open_session(self._store_checkpoints("session"), session_id, spec)
 
     async def sessions(self) -> dict[str, float]:
@@ -401,7 +402,11 @@ class Runtime(SupervisorRef):
         and when it last began a phase (``time.time()``; 0.0 if never). ``{}``
         without a store."""
         checkpoints = _held_checkpoints(self._services)
-        return {} if checkpoints is None else await known_sessions(checkpoints)
+        if checkpoints is None:
+            return {}
+        from .agents.durability.sessions import known
+
+        return await known(checkpoints)
 
     async def delete_session(self, session_id: str) -> int:
         """Delete every record of the session *session_id* from the checkpoint
@@ -413,7 +418,9 @@ class Runtime(SupervisorRef):
                 that cannot delete records.
             UnknownName: no such session.
         """
-        return await delete_session(self._store_checkpoints("delete_session"), session_id)
+        from .agents.durability.sessions import delete
+
+        return await delete(self._store_checkpoints("delete_session"), session_id)
 
     async def prune_sessions(
         self, *, max_age: float | None = None, max_count: int | None = None
@@ -428,21 +435,21 @@ class Runtime(SupervisorRef):
             InvalidArgument: no checkpoint store, *max_age* not a number >= 0, or
                 *max_count* not an int >= 0.
         """
+        from .agents.durability.sessions import prune
+
         checkpoints = self._store_checkpoints("prune_sessions")
-        return await prune_sessions(checkpoints, max_age, max_count)
+        return await prune(checkpoints, max_age, max_count)
 
     def pending_approvals(self) -> list[PendingCall]:
         """The tool calls of parked phases whose approver deferred its decision
         ([`Defer`][agentrio.Defer]), oldest first; ``[]`` without a store.
         See [Deferred decisions][deferred-decisions]."""
-        checkpoints = _held_checkpoints(self._services)
-        return [] if checkpoints is None else pending(checkpoints, "approval")
+        return _pending(self._services, "approval")
 
     def pending_results(self) -> list[PendingCall]:
         """The tool calls of parked phases whose tool deferred its result, oldest
         first; ``[]`` without a store."""
-        checkpoints = _held_checkpoints(self._services)
-        return [] if checkpoints is None else pending(checkpoints, "result")
+        return _pending(self._services, "result")
 
     async def approve(self, call: PendingCall, message: str = "") -> None:
         """Approve a deferred *call*: the decision is recorded (synced), and once
@@ -454,17 +461,23 @@ class Runtime(SupervisorRef):
                 result, or *message* is not a str (at most 100,000 characters).
             UnknownName: *call* waits no more (decided already).
         """
+        from .agents.durability.deferred import decide
+
         await decide(self._store_checkpoints("approve"), call, approved=True, message=message)
 
     async def deny(self, call: PendingCall, message: str = "") -> None:
         """Refuse a deferred *call*: the model sees ``the approver refused
         '<tool>': <message>``; otherwise as [`approve`][agentrio.Runtime.approve]."""
+        from .agents.durability.deferred import decide
+
         await decide(self._store_checkpoints("deny"), call, approved=False, message=message)
 
     async def give_result(self, call: PendingCall, result: str, *, status: str = "ok") -> None:
         """Give the result of a tool call whose tool deferred it: the model sees
         *result* (``status`` ``"ok"`` or ``"failed"``); otherwise as
         [`approve`][agentrio.Runtime.approve]."""
+        from .agents.durability.deferred import decide
+
         checkpoints = self._store_checkpoints("give_result")
         await decide(checkpoints, call, result=result, status=status)
 
@@ -877,8 +890,22 @@ async def _trace_writer(
 def _held_checkpoints(services: Services) -> Checkpoints | None:
     """The runtime's checkpoints (its services hold them as the loop's Checkpointing)."""
     held = services.checkpoints
-    assert held is None or isinstance(held, Checkpoints)
+    if held is None:
+        return None
+    from .agents.durability.checkpoint import Checkpoints  # (loaded with the store)
+
+    assert isinstance(held, Checkpoints)
     return held
+
+
+def _pending(services: Services, kind: str) -> list[PendingCall]:
+    """The calls of *kind* that parked phases wait for ([] without a store)."""
+    checkpoints = _held_checkpoints(services)
+    if checkpoints is None:
+        return []
+    from .agents.durability.deferred import pending
+
+    return pending(checkpoints, kind)
 
 
 def _opened(budget: Budget) -> RuntimeOpened:
@@ -925,12 +952,23 @@ def _checkpoints(
         raise InvalidArgument(
             f"specs must be a mapping of spec names to functions that make them, got {specs!r}"
         )
-    if retention is not None and not isinstance(retention, Retention):
-        raise InvalidArgument(f"retention must be an agentrio.store.Retention, got {retention!r}")
+    if retention is not None:
+        from .store import Retention
+
+        if not isinstance(retention, Retention):
+            raise InvalidArgument(
+                f"retention must be an agentrio.store.Retention, got {retention!r}"
+            )
     if store is None:
         if specs or durability != "batch" or retention is not None:
             raise InvalidArgument("specs, durability and retention are for a runtime with a store=")
         return None
+    # (The store and the checkpoints' room: imported only for a runtime that has one;
+    # the public names among them get their public home now, agentrio/_lazy.py.)
+    from .agents.durability.checkpoint import Checkpoints
+    from .store import CheckpointStore, CheckpointWriter, DirectoryStore
+
+    _lazy.settle()
     if isinstance(store, (str, os.PathLike)):
         store = DirectoryStore(store)
     elif not isinstance(store, CheckpointStore):

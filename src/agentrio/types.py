@@ -16,18 +16,15 @@ top level (``agentrio.AgentSpec``, ``agentrio.tool``, ...); the events are in
 `agentrio.events` and every exception in `agentrio.errors`.
 """
 
+import typing as _typing
+
+from . import _lazy
 from .actors.actor import ActorStatistics, RestartPolicy
 from .agents.budgets.budget import Lease
 from .agents.budgets.usage import UsageTotals
-from .agents.durability.deferred import PendingCall
-from .agents.durability.reader import StoreReader
-from .agents.durability.summary import PhaseStatus, PhaseSummary, RecordedTurn
 from .agents.loop.handles import BackgroundRun, HelperResult, Response
 from .agents.loop.spec import StepInfo
 from .agents.loop.stream import RunStream
-from .agents.planning.plan import Plan, PlannedTask
-from .agents.security.sanitise import SECRET_RULES, Redaction, Sanitiser
-from .agents.skills.skill import Skill, load_skill
 from .agents.tools.policy import Rule
 from .host import BlockingAgent, BlockingRunStream, BlockingRuntime, BlockingStream
 from .messages import (
@@ -115,3 +112,29 @@ __all__ = [
     "Redaction",
     "SECRET_RULES",
 ]
+
+# The types of the feature rooms most runs never use (#26, #27: the checkpoint
+# store's readers, plans, skills, security), loaded on first use (agentrio/_lazy.py).
+_LAZY = {
+    "PendingCall": "agentrio.agents.durability.deferred",
+    "StoreReader": "agentrio.agents.durability.reader",
+    "PhaseStatus": "agentrio.agents.durability.summary",
+    "PhaseSummary": "agentrio.agents.durability.summary",
+    "RecordedTurn": "agentrio.agents.durability.summary",
+    "Plan": "agentrio.agents.planning.plan",
+    "PlannedTask": "agentrio.agents.planning.plan",
+    "SECRET_RULES": "agentrio.agents.security.sanitise",
+    "Redaction": "agentrio.agents.security.sanitise",
+    "Sanitiser": "agentrio.agents.security.sanitise",
+    "Skill": "agentrio.agents.skills.skill",
+    "load_skill": "agentrio.agents.skills.skill",
+}
+if _typing.TYPE_CHECKING:  # (what type checkers and the reference's generator read)
+    from .agents.durability.deferred import PendingCall
+    from .agents.durability.reader import StoreReader
+    from .agents.durability.summary import PhaseStatus, PhaseSummary, RecordedTurn
+    from .agents.planning.plan import Plan, PlannedTask
+    from .agents.security.sanitise import SECRET_RULES, Redaction, Sanitiser
+    from .agents.skills.skill import Skill, load_skill
+else:
+    __getattr__, __dir__ = _lazy.lazy_names(__name__, _LAZY)

@@ -517,6 +517,28 @@ async def test_max_identical_calls_counts_past_the_seen_list(
     assert result.stop_reason == "stalled" and len(result.tool_calls) == 32
 
 
+async def test_a_call_equal_in_python_but_not_in_json_is_not_a_repeat(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The seen list holds the calls' results, compared with == first, then by
+    # their JSON (the set's keys): {"s": 1} == {"s": 1.0}, but "1" != "1.0".
+    @agentrio.tool
+    async def scale(s: float) -> str:
+        """Scale by s."""
+        await trio.lowlevel.checkpoint()
+        return f"scaled {s} at {trio.current_time()}"
+
+    same = [calling(call("scale", s=1)), calling(call("scale", s=1.0))]
+    limits = Limits(max_identical_results=None)
+    async with agentrio.open_runtime() as rt:
+        model = ScriptedModel([*same, calling(call("scale", s=1)), answer("done")])
+        result = await (await rt.spawn_agent(make_spec(model, scale, limits=limits))).run("go")
+    # (the third call, the first one's again, is the repeat)
+    assert result.stop_reason == "stalled"
+    assert [r.arguments["s"] for r in result.tool_calls] == [1, 1.0, 1]
+    assert [type(r.arguments["s"]) for r in result.tool_calls] == [int, float, int]
+
+
 async def test_the_seen_calls_become_a_set_past_a_handful(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

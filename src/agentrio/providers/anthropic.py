@@ -33,6 +33,7 @@ from .base import OUTPUT_TOOL, OutputSchema, ToolSchema
 from .bounded import MAX_REPLY_CHARS
 from .overflow import stream_error
 from .wire import (
+    ANTHROPIC_VERSION,
     CALL_CHARS,
     PartialCall,
     PartRules,
@@ -52,7 +53,7 @@ from .wire import (
 
 __all__ = ["API_VERSION", "MAX_CACHE_MARKS", "PARTS", "AnthropicWire"]
 
-API_VERSION = "2023-06-01"  # the default anthropic-version header
+API_VERSION = ANTHROPIC_VERSION  # the default anthropic-version header
 _SETTINGS = frozenset(
     (
         "temperature",

@@ -42,7 +42,6 @@ from ..errors import (
     RateLimited,
 )
 from ..messages import ChatMessage, ContentPart, Lane, ModelReply, ModelSettings, TextPart
-from .anthropic import API_VERSION, AnthropicWire
 from .base import AttemptMeter, OutputSchema, ToolSchema
 from .bounded import (
     MAX_LINE_BYTES,
@@ -66,7 +65,6 @@ from .limiter import (
     lane_index,
     parse_retry_after,
 )
-from .ollama import OllamaWire
 from .openai import MAX_TOKENS_FIELDS, UNREPORTED, OpenAIWire, estimated_usage, header_name_ok
 from .overflow import context_overflow, too_long
 from .redact import (
@@ -78,9 +76,15 @@ from .redact import (
     shown_env_name,
     url_secrets,
 )
-from .responses import ResponsesWire
 from .tokens import estimate_tokens, parts_tokens
-from .wire import PartRules, StreamParser, WireFormat, check_parts, typed_answer
+from .wire import (
+    ANTHROPIC_VERSION,
+    PartRules,
+    StreamParser,
+    WireFormat,
+    check_parts,
+    typed_answer,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -101,6 +105,29 @@ _http_log = logging.getLogger("agentrio.http")
 _log = logging.getLogger("agentrio.providers")
 
 Kind = Literal["openai", "anthropic", "ollama", "openai-responses"]
+
+
+# The wire formats but OpenAI's (whose checks the provider's config uses) are
+# imported by the first provider of their kind: a process that uses none of them
+# does not load them (about 0.4 MB; tests/test_exports.py checks it).
+def _anthropic(config: ProviderConfig) -> WireFormat:
+    from .anthropic import AnthropicWire
+
+    return AnthropicWire(config.anthropic_version)
+
+
+def _ollama(config: ProviderConfig) -> WireFormat:
+    from .ollama import OllamaWire
+
+    return OllamaWire()
+
+
+def _responses(config: ProviderConfig) -> WireFormat:
+    from .responses import ResponsesWire
+
+    return ResponsesWire(auth_header=config.auth_header)
+
+
 _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
     "openai": lambda config: OpenAIWire(
         config.max_tokens_field,
@@ -108,9 +135,9 @@ _WIRES: dict[str, Callable[[ProviderConfig], WireFormat]] = {
         stream_usage=config.stream_usage,
         send_reasoning=config.send_reasoning,
     ),
-    "anthropic": lambda config: AnthropicWire(config.anthropic_version),
-    "ollama": lambda config: OllamaWire(),
-    "openai-responses": lambda config: ResponsesWire(auth_header=config.auth_header),
+    "anthropic": _anthropic,
+    "ollama": _ollama,
+    "openai-responses": _responses,
 }
 _PRICES = (
     "usd_per_million_input_tokens",
@@ -260,7 +287,7 @@ def _check_wire_fields(config: ProviderConfig) -> None:
     if not isinstance(version, str) or not version or not version.isprintable():
         raise ConfigError(
             f"provider {config.name!r}: anthropic_version must be a non-empty str "
-            f"(such as {API_VERSION!r}), got {version!r}"
+            f"(such as {ANTHROPIC_VERSION!r}), got {version!r}"
         )
     settings = config.settings
     if settings is None:
@@ -562,7 +589,7 @@ class ProviderConfig:
     usd_per_million_cache_write_tokens: float | None = None
     usd_per_million_cache_write_1h_tokens: float | None = None
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
-    anthropic_version: str = API_VERSION
+    anthropic_version: str = ANTHROPIC_VERSION
     settings: ModelSettings | None = None
     auth_header: str = "Authorization"
     stream_usage: bool = True

@@ -28,6 +28,7 @@ from .bounded import MAX_REPLY_CHARS, TooLarge
 from .guard import loads, parse_arguments, tool_calls_in_text
 
 __all__ = [
+    "ANTHROPIC_VERSION",
     "CALL_CHARS",
     "QUOTED",
     "PartRules",
@@ -52,6 +53,10 @@ __all__ = [
 
 TextSink = Callable[[str], None]
 _T = TypeVar("_T")
+
+# The default anthropic-version header (anthropic.API_VERSION): here, where the
+# provider reads it without loading the Anthropic wire before a provider uses it.
+ANTHROPIC_VERSION = "2023-06-01"
 
 # A tool call counts at least this many characters towards max_reply_chars:
 # a stream of empty calls must not grow the reply without bound either.

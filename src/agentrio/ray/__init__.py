@@ -16,6 +16,7 @@ See the how-to "From one process to a cluster". Importing this module imports
 Ray; agentrio itself never imports it.
 """
 
+from .. import _lazy
 from ._cluster import Cluster as Cluster
 from ._cluster import ClusterAgent as ClusterAgent
 from ._cluster import ClusterRunStream as ClusterRunStream
@@ -35,3 +36,7 @@ __all__ = [
     "RemoteRef",
     "open_cluster",
 ]
+
+# A host loads the durability room (its deferred calls): the public names among it
+# get their public home now, as open_runtime(store=...) gives them (agentrio/_lazy.py).
+_lazy.settle()

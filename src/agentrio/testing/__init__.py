@@ -4,13 +4,7 @@ fake LLM server speaking the OpenAI, Anthropic and Ollama wire formats."""
 import inspect as _inspect
 import typing as _typing
 
-from .fake_server import FakeLLMServer as FakeLLMServer
-from .fake_server import FakeRequest as FakeRequest
-from .fake_server import FakeServerStatistics as FakeServerStatistics
-from .fake_server import Faults as Faults
-from .fake_server import ReplyHandler as ReplyHandler
-from .fake_server import open_fake_llm as open_fake_llm
-from .fake_server import serve_fake_llm as serve_fake_llm
+from .. import _lazy
 from .models import FunctionModel as FunctionModel
 from .models import Reply as Reply
 from .models import ScriptedModel as ScriptedModel
@@ -30,6 +24,32 @@ __all__ = [
     "serve_fake_llm",
 ]
 
+# The fake LLM server (an HTTP server of three wire formats, about 0.7 MB of
+# code), loaded on first use (agentrio/_lazy.py): a test of scripted models
+# alone does not load it.
+_LAZY = dict.fromkeys(
+    (
+        "FakeLLMServer",
+        "FakeRequest",
+        "FakeServerStatistics",
+        "Faults",
+        "ReplyHandler",
+        "open_fake_llm",
+        "serve_fake_llm",
+    ),
+    "agentrio.testing.fake_server",
+)
+if _typing.TYPE_CHECKING:  # (what type checkers and the reference's generator read)
+    from .fake_server import FakeLLMServer as FakeLLMServer
+    from .fake_server import FakeRequest as FakeRequest
+    from .fake_server import FakeServerStatistics as FakeServerStatistics
+    from .fake_server import Faults as Faults
+    from .fake_server import ReplyHandler as ReplyHandler
+    from .fake_server import open_fake_llm as open_fake_llm
+    from .fake_server import serve_fake_llm as serve_fake_llm
+else:
+    __getattr__, __dir__ = _lazy.lazy_names(__name__, _LAZY)
+
 
 def _set_public_home() -> None:
     """Reprs, tracebacks, pickles and the reference name these classes and functions
@@ -39,6 +59,8 @@ def _set_public_home() -> None:
     (``typing.get_type_hints`` and msgspec read them in the one ``__module__`` names).
     """
     for name in __all__:
+        if name in _LAZY:
+            continue  # (given theirs when they load)
         value = globals()[name]
         if not (_inspect.isclass(value) or _inspect.isfunction(value)):
             continue  # (ReplyHandler: a typing alias)

@@ -148,13 +148,14 @@ class Phase(ModelTurns):
         self.batch: list[ToolRunner | ToolResult] | None = None
         # (A list while it is short, not a set: a phase makes a handful of
         # calls, and an empty set is 216 bytes on each of 10k agents in flight.)
-        # Each call is kept as one bytes object, the JSON of [name, arguments]
-        # (not a (name, arguments) tuple: one object less per call in flight).
-        self.seen: list[bytes] | set[bytes] = []
+        # The list holds the calls' results, which the phase holds anyway (in
+        # calls); the set, each call as one bytes object, the JSON of [name,
+        # arguments] (see ToolTurns._watch).
+        self.seen: list[ToolResult] | set[bytes] = []
         # How often each repeated call was made, once one is (only with
         # Limits.max_identical_calls > 2: at 2 the first repeat is the stall).
         self.repeats: dict[bytes, int] | None = None
-        self.last_result: tuple[str, str] | None = None  # (tool, content)
+        self.last_result: ToolResult | None = None  # (its tool and content)
         self.same_results = 0  # results in a row equal to last_result, it included
         self.stall = ""
         self.continued = 0  # continuation messages added (Limits.max_continuation_turns)

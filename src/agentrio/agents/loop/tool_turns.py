@@ -51,6 +51,31 @@ def _preview(text: str) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
+def _call_key(result: ToolResult) -> bytes:
+    """The call of *result* as one bytes object: the JSON of [name, arguments]."""
+    return msgspec.json.encode((result.name, result.arguments), order="sorted")
+
+
+def _made_before(seen: list[ToolResult], result: ToolResult) -> bytes | None:
+    """The key of *result*'s call if a call in *seen* was the same one, else None.
+
+    The same call: the same name and arguments of the same JSON (`_call_key`),
+    as in the set the list becomes. The list holds the results themselves (the
+    phase keeps them anyway), not their keys, of some 60 bytes each on every
+    agent in flight: the JSON is made only for an earlier call of equal
+    arguments (``==`` says ``1 == 1.0 == True``, the JSON does not).
+    """
+    name, arguments = result.name, result.arguments
+    key = None
+    for earlier in seen:
+        if earlier.name == name and earlier.arguments == arguments:
+            if key is None:
+                key = _call_key(result)
+            if _call_key(earlier) == key:
+                return key
+    return None
+
+
 class ToolTurns:
     """`Phase`'s methods for its turns' tool calls (the state is the phase's)."""
 
@@ -79,9 +104,9 @@ class ToolTurns:
         reason: StopReason
         step: int
         batch: list[ToolRunner | ToolResult] | None
-        seen: list[bytes] | set[bytes]
+        seen: list[ToolResult] | set[bytes]
         repeats: dict[bytes, int] | None
-        last_result: tuple[str, str] | None
+        last_result: ToolResult | None
         same_results: int
         stall: str
         parse_failures: int
@@ -435,28 +460,35 @@ class ToolTurns:
         limits = self.st.spec.limits
         most = limits.max_identical_calls
         if most is not None:
-            key = msgspec.json.encode((result.name, result.arguments), order="sorted")
             seen = self.seen
-            if key in seen:
-                if not self.stall and self._repeated(key, most):
-                    times = "" if most == 2 else f" {_spelled(most)} times"
-                    args = msgspec.json.encode(result.arguments, order="sorted").decode()
-                    self.stall = f"repeated call {result.name}({args}){times}"
-            elif isinstance(seen, set):
-                seen.add(key)
-            elif len(seen) < _SEEN_AS_LIST:
-                seen.append(key)
+            key: bytes | None
+            if isinstance(seen, set):
+                key = _call_key(result)
+                if key not in seen:
+                    seen.add(key)
+                    key = None
             else:
-                # Past a handful of calls, a set: each check is then O(1), and a
-                # phase's calls cost time linear in their number, not quadratic.
-                self.seen = {*seen, key}
+                key = _made_before(seen, result)
+                if key is None:
+                    if len(seen) < _SEEN_AS_LIST:
+                        seen.append(result)
+                    else:
+                        # Past a handful of calls, a set: each check is then O(1), and a
+                        # phase's calls cost time linear in their number, not quadratic.
+                        self.seen = {*map(_call_key, seen), _call_key(result)}
+            if key is not None and not self.stall and self._repeated(key, most):
+                times = "" if most == 2 else f" {_spelled(most)} times"
+                args = msgspec.json.encode(result.arguments, order="sorted").decode()
+                self.stall = f"repeated call {result.name}({args}){times}"
         most = limits.max_identical_results
         if most is not None:
-            now = (result.name, result.content)
-            if now == self.last_result:
+            # (The result itself is kept, not a (name, content) tuple: the phase
+            # holds it anyway, in calls.)
+            last = self.last_result
+            if last is not None and last.name == result.name and last.content == result.content:
                 self.same_results += 1
             else:
-                self.last_result, self.same_results = now, 1
+                self.last_result, self.same_results = result, 1
             if self.same_results >= most and not self.stall:
                 self.stall = f"{_spelled(most)} identical results from {result.name}"
 
