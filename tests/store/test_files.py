@@ -656,3 +656,17 @@ def test_a_segment_linked_to_a_file_outside_the_store_is_refused_unread(tmp_path
         assert not isinstance(caught.value, StoreCorrupt)
 
     assert _peak_of(load) < 64 << 20
+
+
+async def test_a_framed_record_over_max_record_is_refused_among_small_ones(
+    tmp_path: Path,
+) -> None:
+    store = DirectoryStore(tmp_path)
+    big = frame(b"x" * (MAX_RECORD + 1))
+    with pytest.raises(StoreError, match=f"{MAX_RECORD + 1} bytes is over MAX_RECORD"):
+        await store.append_framed([frame(b"small"), big, frame(b"small")], sync=False)
+    assert store.segment is None  # (nothing of the batch was written)
+    await store.append_framed([frame(b"small"), frame(b"x" * 100)], sync=True)
+    await store.aclose()
+    loaded = await DirectoryStore(tmp_path).load()
+    assert [bytes(e.data) for e in loaded.entries] == [b"small", b"x" * 100]
