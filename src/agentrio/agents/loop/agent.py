@@ -10,7 +10,7 @@ incarnations.
 from __future__ import annotations
 
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from ...actors import exit_reason, withdrawn
 from ...actors.actor import Actor
@@ -24,15 +24,11 @@ from ...messages import (
 from ...providers.base import (
     model_pricing,
 )
-from ..tools.tool_call import ToolGate
 from .phase import Phase
 from .services import Services
-from .spec import AgentSpec, _takes
+from .spec import _takes
 from .state import _AgentState
 from .summary import Compaction, Summariser
-
-if TYPE_CHECKING:
-    from ...actors.bus import EventBus
 
 __all__ = ["AgentActor"]
 
@@ -109,26 +105,6 @@ class AgentActor(Actor[RunPhase]):
             state.escalation = None
             result = await Phase(state, msg).run()
         return result
-
-
-def make_gate(spec: AgentSpec[object], path: str, bus: EventBus) -> ToolGate | None:
-    """The agent's tool gate, or None when its spec sets no policy, approver or hook."""
-    if (
-        spec.permissions is None
-        and spec.approver is None
-        and spec.pre_tool_use is None
-        and spec.post_tool_use is None
-    ):
-        return None
-    return ToolGate(
-        path=path,
-        bus=bus,
-        policy=spec.permissions,
-        approver=spec.approver,
-        approval_timeout=spec.approval_timeout,
-        pre=spec.pre_tool_use,
-        post=spec.post_tool_use,
-    )
 
 
 def _summariser(services: Services, compaction: Compaction) -> Summariser:

@@ -9,13 +9,15 @@ from ..._handles import create
 from ...errors import InvalidArgument
 from ...providers.base import Model
 from ..budgets.budget import Budget
-from .agent import AgentActor, _summariser, make_gate
+from ..tools.tool_call import ToolGate
+from .agent import AgentActor, _summariser
 from .ref import AgentRef
 from .services import Services
 from .spec import AgentSpec, check_model_settings, check_spec
 from .state import _AgentState
 
 if TYPE_CHECKING:
+    from ...actors.bus import EventBus
     from ...supervisors.ref import SupervisorRef
 
 __all__ = ["spawn_agent"]
@@ -76,3 +78,23 @@ def spawn_agent(
     if lower is not None:
         services.fell_back(ref.path, str(spec.model), lower)
     return create(AgentRef, state)
+
+
+def make_gate(spec: AgentSpec[object], path: str, bus: EventBus) -> ToolGate | None:
+    """The agent's tool gate, or None when its spec sets no policy, approver or hook."""
+    if (
+        spec.permissions is None
+        and spec.approver is None
+        and spec.pre_tool_use is None
+        and spec.post_tool_use is None
+    ):
+        return None
+    return ToolGate(
+        path=path,
+        bus=bus,
+        policy=spec.permissions,
+        approver=spec.approver,
+        approval_timeout=spec.approval_timeout,
+        pre=spec.pre_tool_use,
+        post=spec.post_tool_use,
+    )

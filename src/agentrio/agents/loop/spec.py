@@ -604,6 +604,11 @@ def _takes(model: Model, keyword: str) -> bool:
     return known
 
 
+def _takes_each(model: Model, keywords: tuple[str, ...]) -> tuple[bool, ...]:
+    """`_takes` for each of *keywords*, in one call (an agent's state asks three)."""
+    return tuple(_takes(model, keyword) for keyword in keywords)
+
+
 def context_name(agent: str, label: str | None) -> str:
     """The name of *agent*'s context actor for *label*, distinct for each label.
 

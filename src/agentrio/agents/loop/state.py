@@ -22,7 +22,7 @@ from ..budgets.usage import UsageTotals
 from ..tools.tool_call import ToolGate
 from .context import ContextActor
 from .recall import Recollection
-from .spec import AgentSpec, _spec_info, _takes, context_name
+from .spec import AgentSpec, _spec_info, _takes_each, context_name
 from .summary import Summariser
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from .services import Services
 
 __all__ = ["PhaseUnderWay"]
+
+# What an agent asks of its model's ``complete`` (does it take these keywords?).
+_ASKED_OF_MODELS = ("on_text", "meter", "lane")
 
 
 class PhaseUnderWay(Protocol):
@@ -151,9 +154,7 @@ class _AgentState:
             self.window, self.streams, self.metered, self.laned, self.pricing = facts[1:]
             return
         self.window = max(1, int(context_window(model) * self.spec.limits.context_fill))
-        self.streams = _takes(model, "on_text")
-        self.metered = _takes(model, "meter")
-        self.laned = _takes(model, "lane")
+        self.streams, self.metered, self.laned = _takes_each(model, _ASKED_OF_MODELS)
         self.pricing = model_pricing(model)
         try:
             held = weakref.ref(model)
