@@ -13,6 +13,7 @@ import trio.testing
 
 import agentrio
 from agentrio import AgentSpec, ToolCallRequest, Usage
+from agentrio.agents.durability import parking
 from agentrio.agents.durability.parking import LEAN, SyncGroup, new_group
 from agentrio.errors import StoreError
 from agentrio.store import DirectoryStore
@@ -129,6 +130,33 @@ async def test_a_failed_sync_is_raised_in_each_waiter_as_its_own_store_error(
     assert all(str(e) == "the disk is gone" and e.__cause__ is cause for e in caught)
 
 
+def test_this_trio_parks_as_the_lean_way_relies_on() -> None:
+    assert parking._behaves(SyncGroup) is LEAN
+
+
+class _Wrapped(SyncGroup):
+    """A group as a Trio that wraps the abort function it is given would see it: the
+    parked tasks hold another function than the group's."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.message = parking._TrioWait(lambda _: trio.lowlevel.Abort.SUCCEEDED)  # type: ignore[misc]
+
+
+def test_a_trio_that_behaves_otherwise_gets_the_public_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert parking._behaves(_Wrapped) is False  # (and returns: no hang)
+    monkeypatch.setattr(parking, "_lean", None)
+    monkeypatch.setattr(parking, "_behaves", lambda make: False)
+    assert type(new_group()) is parking._PublicGroup
+    monkeypatch.setattr(parking, "_lean", None)
+    monkeypatch.setattr(parking, "_behaves", lambda make: True)
+    assert type(new_group()) is (SyncGroup if LEAN else parking._PublicGroup)
+
+
 def test_the_public_group_is_a_sync_group() -> None:
     assert isinstance(new_group(False), SyncGroup)
     assert type(new_group(False)) is not SyncGroup
@@ -145,10 +173,11 @@ class _SlowStore(DirectoryStore):
         self.release = trio.Event()
         self.waiting = False
 
-    async def append_framed(self, frames: Sequence[bytes], *, sync: bool) -> None:
+    async def _append_own_frames(self, frames: Sequence[bytes], *, sync: bool) -> None:
+        # (what the runtime's CheckpointWriter hands a directory store)
         self.waiting = True
         await self.release.wait()
-        await super().append_framed(frames, sync=sync)
+        await super()._append_own_frames(frames, sync=sync)
 
 
 RAN: list[str] = []
@@ -191,5 +220,6 @@ async def test_a_phase_whose_deadline_passes_during_the_sync_ends_and_its_tool_n
         assert RAN == []  # (its start was never on disk: it never ran)
         store.release.set()
         other = await rt.spawn_agent(_spec(), name="b")
-        again = await other.run("pay five")
+        with trio.fail_after(10):  # (a waiter never woken fails here, not forever)
+            again = await other.run("pay five")
         assert again.stop_reason == "done" and RAN == ["pay 5"]

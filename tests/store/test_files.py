@@ -28,7 +28,7 @@ from agentrio.store import (
     Entry,
     Loaded,
 )
-from agentrio.store.files import frame, read_segment
+from agentrio.store.files import _LEN_CRC, frame, read_segment
 
 HEADER = len(MAGIC) + 4
 FRAME = 12
@@ -670,3 +670,24 @@ async def test_a_framed_record_over_max_record_is_refused_among_small_ones(
     await store.aclose()
     loaded = await DirectoryStore(tmp_path).load()
     assert [bytes(e.data) for e in loaded.entries] == [b"small", b"x" * 100]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(
+            _LEN_CRC.pack(MAX_RECORD + 1, 0) + b"\0\0\0\0tiny", id="a header over MAX_RECORD"
+        ),
+        pytest.param(_LEN_CRC.pack(3, 0) + b"\0\0\0\0tiny", id="a header shorter than its payload"),
+        pytest.param(b"\x05\0\0\0\0", id="shorter than a frame header"),
+    ],
+)
+async def test_a_frame_that_is_no_frame_is_refused_and_nothing_is_written(
+    tmp_path: Path, bad: bytes
+) -> None:
+    store = DirectoryStore(tmp_path)
+    with pytest.raises(StoreError, match=r"MAX_RECORD|not its payload|no frame"):
+        await store.append_framed([frame(b"a"), bad, frame(b"b")], sync=True)
+    assert store.segment is None
+    await store.aclose()
+    assert (await DirectoryStore(tmp_path).load()).entries == []

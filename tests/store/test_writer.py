@@ -521,3 +521,26 @@ async def test_random_lives_lose_duplicate_or_sync_early_no_record(
     synced() returns before its records are appended."""
     for seed in range(300):
         await _random_life(seed)
+
+
+async def test_a_record_over_max_record_stops_the_writer_of_a_directory_store(
+    tmp_path: Path,
+) -> None:
+    from agentrio.store import MAX_RECORD
+
+    writer = CheckpointWriter(DirectoryStore(tmp_path))
+    over = f"{MAX_RECORD + 1} bytes is over MAX_RECORD"
+
+    async def run() -> None:
+        with pytest.raises(StoreError, match=over):
+            await writer.run()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        await trio.testing.wait_all_tasks_blocked()
+        writer.put_nowait(b"small")
+        writer.put_nowait(b"x" * (MAX_RECORD + 1))
+        with pytest.raises(StoreError, match=over):
+            await writer.synced()
+    await writer.aclose()
+    assert (await DirectoryStore(tmp_path).load()).entries == []  # (nothing of the batch)

@@ -255,7 +255,7 @@ class CheckpointWriter:
             if self._framed is None:
                 await self._store.append(batch, sync=sync)
             else:
-                await self._framed.append_framed(batch, sync=sync)
+                await self._framed._append_own_frames(batch, sync=sync)
         except trio.Cancelled:
             # A cancelled append appended nothing (the protocol's rule): the
             # batch waits again, ahead of what came after it.

@@ -14,12 +14,16 @@ group's one abort function lets any cancelled waiter go (a task rescheduled by a
 cancellation no longer has the group's abort function as its own: ``wake`` leaves
 it alone). Those two names are Trio's private ones (``trio._core._traps
 .WaitTaskRescheduled``, ``Task._abort_func``), looked for once, as this module is
-imported: if a Trio lacks either, every group waits through the public API
-(``_PublicGroup``), which does the same with more objects.
+imported, and what is relied on of them (a parked task holds the message's abort
+function itself; a task rescheduled no longer does) is tried once, in a Trio run
+of its own, the first time a group is made (`_behaves`): if a Trio lacks either
+or behaves otherwise, every group waits through the public API (``_PublicGroup``),
+which does the same with more objects.
 """
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Awaitable, Callable, Generator
 from functools import partial
@@ -118,6 +122,67 @@ def _own(error: StoreError) -> StoreError:
     return failed
 
 
-def new_group(lean: bool = LEAN) -> SyncGroup:
-    """A group for the next sync: parked with Trio's private names if *lean*."""
+_lean: bool | None = None  # (LEAN, and Trio behaving as relied on: tried once)
+
+
+def new_group(lean: bool | None = None) -> SyncGroup:
+    """A group for the next sync: parked with Trio's private names if *lean*
+    (None: if this Trio has them and behaves as relied on, tried the first time)."""
+    global _lean
+    if lean is None:
+        if _lean is None:
+            _lean = LEAN and _behaves(SyncGroup)
+        lean = _lean
     return SyncGroup() if lean else _PublicGroup()
+
+
+def _behaves(make: Callable[[], SyncGroup]) -> bool:
+    """Does a group made by *make* park and wake as this module relies on, in this
+    Trio? Tried in a Trio run of its own, in a thread (a few milliseconds, once):
+    two tasks parked on it hold its abort function; the one cancelled goes, the
+    other is woken once. Never hangs (two seconds at most), never raises."""
+    answer: list[bool] = []
+
+    def run() -> None:
+        try:
+            answer.append(trio.run(_probe, make))
+        except BaseException:  # (whatever it is, the public API is used)
+            answer.append(False)
+
+    thread = threading.Thread(target=run, name="agentrio-parking-probe", daemon=True)
+    thread.start()
+    thread.join(5.0)
+    return answer == [True]
+
+
+async def _probe(make: Callable[[], SyncGroup]) -> bool:
+    group = make()
+    woken: list[str] = []
+    cancel = trio.CancelScope()
+
+    async def stays() -> None:
+        await group.join()
+        woken.append("stays")
+
+    async def goes() -> None:
+        with cancel:
+            await group.join()
+            woken.append("woken")  # (the failure: a cancelled waiter woken by its group)
+        woken.append("goes")
+
+    with trio.move_on_after(2.0):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stays)
+            nursery.start_soon(goes)
+            for _ in range(5):
+                await trio.lowlevel.checkpoint()
+            parked = list(group.tasks)
+            if len(parked) != 2 or any(t._abort_func is not group.abort for t in parked):
+                nursery.cancel_scope.cancel()
+                return False
+            cancel.cancel()
+            for _ in range(5):
+                await trio.lowlevel.checkpoint()
+            group.wake()
+        return sorted(woken) == ["goes", "stays"]
+    return False
