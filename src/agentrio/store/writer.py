@@ -23,7 +23,7 @@ import trio
 from .._checks import check_int, check_seconds
 from ..errors import StoreError, UsageError
 from .base import CheckpointStore
-from .files import _CRC, _LEN_CRC, DirectoryStore
+from .files import _FRAME, _LEN_CRC, DirectoryStore
 
 __all__ = ["CheckpointWriter"]
 
@@ -130,8 +130,8 @@ class CheckpointWriter:
         if self._framed is None:
             pending.append(data)
         else:  # (frame(data), inline: a call less for each record)
-            head = _LEN_CRC.pack(len(data), crc32(data))
-            pending.append(head + _CRC.pack(crc32(head)) + data)
+            n, crc = len(data), crc32(data)
+            pending.append(_FRAME.pack(n, crc, crc32(_LEN_CRC.pack(n, crc))) + data)
         n = len(pending)
         if n == 1 or n == self._max_batch:
             self._wake.set()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ..loop.phase import Phase
     from ..loop.state import _AgentState
     from ..tools.tool_call import ToolRunner
+    from .parking import SyncGroup
 
 from .records import (
     _ENCODE,
@@ -207,6 +208,7 @@ class Recording(Protocol):
 
     writer: CheckpointWriter
     budget: Budget
+    group: SyncGroup | None  # the phases waiting for the next sync, if one is open
     sync_turns: bool
     resumes: dict[str, Resume]
 
@@ -316,18 +318,20 @@ class PhaseRecorder:
         history = phase.history
         end = len(history)
         self.upto = end
-        self.put(
-            TurnsAdded(
-                self.id,
-                tuple(history[upto:end]),
-                tuple(phase.timestamps[upto - base : end - base]),
-                self.totals() if totals else None,
+        self.ck.writer.put_nowait(
+            _ENCODE(
+                TurnsAdded(
+                    self.id,
+                    tuple(history[upto:end]),
+                    tuple(phase.timestamps[upto - base : end - base]),
+                    self.ck.budget._totals(Totals) if totals else None,
+                )
             )
         )
 
     def tools(self, phase: Phase, results: list[ToolResult], at: float) -> None:
         self.upto = len(phase.history)
-        self.put(ToolsDone(self.id, tuple(results), at))
+        self.ck.writer.put_nowait(_ENCODE(ToolsDone(self.id, tuple(results), at)))
 
     def tool_done(self, result: ToolResult) -> None:
         """A call of a parallel batch ended (a lone call's result is in its ToolsDone)."""
@@ -372,8 +376,10 @@ class PhaseRecorder:
         # (a tuple: the collector stops tracking a tuple of str, not a set)
         begun = self.calls_begun
         self.calls_begun = (request.id,) if begun is None else (*begun, request.id)
-        self.put(ToolBegun(self.id, request.id, request.name))
-        return self.ck.sync_wait()
+        ck = self.ck
+        ck.writer.put_nowait(_ENCODE(ToolBegun(self.id, request.id, request.name)))
+        group = ck.group  # (the group of the next sync, if one is open: joined at once)
+        return ck.sync_wait() if group is None else group.join()
 
     # -- a deferred decision (#27: durability/deferred.py) --------------------------
 
