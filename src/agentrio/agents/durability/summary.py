@@ -120,25 +120,12 @@ def summarize(run: Sequence[Record], *, archived: bool, abandoned: bool = False)
     """The summary of *run* (its ``PhaseBegun`` first)."""
     begun = run[0]
     assert type(begun) is PhaseBegun
-    done = run[-1]
+    last = run[-1]
+    done = last if type(last) is PhaseDone else None
     turns = len(messages_of(run))
-    if type(done) is PhaseDone:
-        ended = done.at or max((*done.timestamps, begun.at))
-        status: PhaseStatus = "finished"
-        return PhaseSummary(
-            phase_id=begun.phase,
-            agent=begun.agent,
-            agent_id=begun.agent_id,
-            spec=begun.spec,
-            version=begun.version,
-            session=begun.session,
-            status=status,
-            started_at=begun.at,
-            ended_at=ended,
-            stop_reason=done.result.stop_reason,
-            turns=turns,
-            archived=archived,
-        )
+    status: PhaseStatus = (
+        "finished" if done is not None else "abandoned" if abandoned else "unfinished"
+    )
     return PhaseSummary(
         phase_id=begun.phase,
         agent=begun.agent,
@@ -146,8 +133,10 @@ def summarize(run: Sequence[Record], *, archived: bool, abandoned: bool = False)
         spec=begun.spec,
         version=begun.version,
         session=begun.session,
-        status="abandoned" if abandoned else "unfinished",
+        status=status,
         started_at=begun.at,
+        ended_at=None if done is None else done.at or max((*done.timestamps, begun.at)),
+        stop_reason=None if done is None else done.result.stop_reason,
         turns=turns,
         archived=archived,
     )

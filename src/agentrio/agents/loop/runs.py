@@ -246,38 +246,21 @@ def _run_command(
             phase_id = checkpoints.new_id()
         elif isinstance(phase_id, str):
             checkpoints.check_free(phase_id)
-    if mode is None and model is None:  # (the common case: no mode to read)
-        if max_iterations is None:
-            max_iterations = state.spec.limits.max_iterations
-        cmd = _check_run(
-            state.info,
-            user_message,
-            tool_names,
-            max_iterations,
-            continue_context,
-            context_label,
-            direct_tool_calls,
-            timeout,
-            lane=lane,
-            settings=settings,
-            phase_id=phase_id,
-        )
-    else:
-        cmd, _ = _phase_command(
-            state,
-            user_message,
-            tool_names,
-            max_iterations,
-            continue_context,
-            context_label,
-            direct_tool_calls,
-            timeout,
-            mode,
-            model,
-            lane,
-            settings,
-            phase_id,
-        )
+    cmd, _ = _phase_command(
+        state,
+        user_message,
+        tool_names,
+        max_iterations,
+        continue_context,
+        context_label,
+        direct_tool_calls,
+        timeout,
+        mode,
+        model,
+        lane,
+        settings,
+        phase_id,
+    )
     if cmd.settings is not None:
         check_model_settings(_phase_model(state, cmd), cmd.settings, "settings")
     if cmd.parts:

@@ -23,7 +23,7 @@ from ..._checks import short_repr
 from ...errors import ConfigError, InvalidArgument, ToolError
 from ...messages import ChatMessage, SkillActivated, ToolResult
 from ..tools.tool import Tool
-from .skill import MAX_SKILL_BYTES, Skill, load_skill
+from .skill import MAX_SKILL_BYTES, Skill, load_skill, read_bounded
 
 if TYPE_CHECKING:
     from ..loop.phase import Phase
@@ -230,18 +230,11 @@ def _read_file(folder: Path, file: str) -> str:
     path = folder / file
     try:
         inside = path.resolve().is_relative_to(folder.resolve())
-        if not inside or path.is_symlink() or not path.is_file():
-            raise ToolError(f"{file!r} is not a regular file of the skill's folder")
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ToolError(f"cannot read {file!r}: {exc.strerror}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ToolError(f"{file!r} is more than {MAX_FILE_BYTES} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolError(f"{file!r} is not a text file (not UTF-8)") from None
+    if not inside:
+        raise ToolError(f"{file!r} is not a regular file of the skill's folder")
+    return read_bounded(path, MAX_FILE_BYTES, ToolError, repr(file))
 
 
 def _active(history: Sequence[ChatMessage]) -> list[str]:

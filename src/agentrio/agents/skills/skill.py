@@ -21,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from ...errors import ConfigError, InvalidArgument
+from ...errors import AgentrioError, ConfigError, InvalidArgument
 
 __all__ = [
     "MAX_DESCRIPTION_CHARS",
@@ -228,21 +228,25 @@ def parse_skill(text: str, where: str, folder: str | None = None) -> Skill:
 # -- a skill's folder --------------------------------------------------------------------
 
 
-def _read_bounded(file: Path, limit: int) -> str:
-    """*file*'s text: at most *limit* bytes of UTF-8, not a link, not a special file."""
+def read_bounded(
+    file: Path, limit: int, error: type[AgentrioError] = ConfigError, name: str | None = None
+) -> str:
+    """*file*'s text: at most *limit* bytes of UTF-8, not a link, not a special file;
+    else *error*, naming the file as *name* (its path if None)."""
+    label = str(file) if name is None else name
     try:
         if file.is_symlink() or not file.is_file():
-            raise ConfigError(f"{file}: must be a regular file (not a link)")
+            raise error(f"{label}: must be a regular file (not a link)")
         with open(file, "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
-        raise ConfigError(f"{file}: cannot read it: {exc.strerror}") from None
+        raise error(f"{label}: cannot read it: {exc.strerror}") from None
     if len(data) > limit:
-        raise ConfigError(f"{file}: is more than {limit} bytes")
+        raise error(f"{label}: is more than {limit} bytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{file}: is not UTF-8 (byte {exc.start})") from None
+        raise error(f"{label}: is not UTF-8 (byte {exc.start})") from None
 
 
 def _files(folder: Path) -> tuple[str, ...]:
@@ -273,7 +277,7 @@ def load_skill(folder: str | os.PathLike[str], *, max_bytes: int = MAX_SKILL_BYT
     """
     root = Path(folder)
     file = root / "SKILL.md"
-    skill = parse_skill(_read_bounded(file, max_bytes), str(file), folder=str(root))
+    skill = parse_skill(read_bounded(file, max_bytes), str(file), folder=str(root))
     if skill.name != root.name:
         raise ConfigError(
             f"{file}: its name {skill.name!r} must be its folder's name {root.name!r}"
