@@ -51,7 +51,7 @@ from typing import BinaryIO, TypeVar
 import trio
 
 from ..errors import StoreCorrupt, StoreError
-from ._archive import ArchiveDir, remove_temporaries, write_file
+from ._archive import ArchiveDir, remove_temporaries, sync_directory, write_file
 from ._lock import StoreLock, check_lock_timeout, check_store_path
 from .base import Archived, Entry, Loaded, record_phase
 
@@ -366,7 +366,7 @@ class DirectoryStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
         if paths:
-            _sync_directory(self._dir)
+            sync_directory(self._dir)
 
     async def read_live(self) -> Loaded:
         """The live area's records, as ``load`` gives them, without taking the lock
@@ -613,7 +613,7 @@ class DirectoryStore:
                 os.unlink(tmp)
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             self.segment = os.fspath(path)
-            _sync_directory(self._dir)
+            sync_directory(self._dir)
         except OSError as exc:
             raise StoreError(
                 f"cannot make a checkpoint segment in {self.path!r}: {exc.strerror}"
@@ -642,17 +642,3 @@ class DirectoryStore:
             ) from None
         finally:
             self._lock.release()  # (after the segment: its owner is done with it)
-
-
-def _sync_directory(directory: Path) -> None:
-    """Put a new name in *directory* on disk (where the system allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - systems whose directories cannot be opened
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - and those that refuse to sync one
-        pass
-    finally:
-        os.close(fd)

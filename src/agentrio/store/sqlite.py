@@ -23,12 +23,13 @@ transaction held for a runtime's life would keep its batches uncommitted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import urllib.parse
 import weakref
 import zlib
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import trio
@@ -50,6 +51,19 @@ _ARCHIVE_SCHEMA = (
     "CREATE TABLE archive (phase TEXT PRIMARY KEY, meta BLOB NOT NULL, "
     "data BLOB NOT NULL, crc INTEGER NOT NULL)"
 )
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+    """One transaction on *db*: committed if the block ends, rolled back if it raises."""
+    db.execute(begin)
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
 
 
 class SQLiteStore:
@@ -235,14 +249,8 @@ class SQLiteStore:
         if sync is not self._sync:
             db.execute(f"PRAGMA synchronous = {'FULL' if sync else 'NORMAL'}")
             self._sync = sync
-        db.execute("BEGIN")
-        try:
+        with _transaction(db, "BEGIN"):
             db.executemany("INSERT INTO records (data, crc) VALUES (?, ?)", rows)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
 
     async def read_live(self) -> Loaded:
         """The live records, as ``load`` gives them, on a connection of its own
@@ -345,17 +353,11 @@ class SQLiteStore:
         phases: list[tuple[str, bytes, bytes, int]],
         gone: list[tuple[str]],
     ) -> None:
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(db):
             db.executemany("INSERT OR REPLACE INTO archive VALUES (?, ?, ?, ?)", phases)
             db.executemany("DELETE FROM archive WHERE phase = ?", gone)
             db.execute("DELETE FROM records")
             db.executemany("INSERT INTO records (data, crc) VALUES (?, ?)", rows)
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
 
     async def delete_phases(self, phase_ids: Collection[str]) -> None:
         """Delete every record of the phases *phase_ids*, live or archived, in one
@@ -377,15 +379,9 @@ class SQLiteStore:
             for rowid, data in db.execute("SELECT id, data FROM records")
             if isinstance(data, bytes) and record_phase(data) in gone
         ]
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(db):
             db.executemany("DELETE FROM records WHERE id = ?", doomed)
             db.executemany("DELETE FROM archive WHERE phase = ?", [(p,) for p in gone])
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
         db.execute("VACUUM")
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
