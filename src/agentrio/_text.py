@@ -16,7 +16,12 @@ import msgspec
 
 from .messages import ModelReply, ToolCallRequest
 
-__all__ = ["scrub", "scrub_json", "valid_reply"]
+__all__ = ["PREVIEW_SCAN", "scrub", "scrub_json", "valid_reply"]
+
+PREVIEW_SCAN = 30_000
+"""How much of an outside text an event's preview (a couple of hundred characters)
+is made from: the env values and secrets over the preview's end are found before
+it is cut, and a megabyte of tool result or provider text is never scanned whole."""
 
 _encode = msgspec.json.Encoder().encode
 

@@ -303,3 +303,22 @@ async def test_what_was_added_is_on_the_opentelemetry_spans() -> None:
     (chat,) = [s for s in spans if s.name.startswith("chat")]
     inputs = str((chat.attributes or {})["gen_ai.input.messages"])
     assert "The office opens at 9." in inputs and "the office is in Leeds" in inputs
+
+
+async def test_an_env_value_across_the_200th_character_of_an_error_is_hidden_whole() -> None:
+    class Raising:
+        name = "raising"
+
+        async def provide(self, query: ContextQuery) -> str:
+            raise ValueError("x" * 190 + " tok-98765-abcdef-long")
+
+    spec = AgentSpec(
+        "a",
+        recorder([]),
+        env={"TOKEN": "tok-98765-abcdef-long"},
+        context_providers=[Raising()],
+    )
+    events = await run_collecting(spec, "hi")
+    (failed,) = [e for e in events if isinstance(e, ContextProviderFailed)]
+    assert "tok-98" not in failed.error and len(failed.error) == 200
+    assert failed.error.endswith(" [redacted")

@@ -318,3 +318,10 @@ async def test_a_skills_files_are_read_by_name_and_only_those(tmp_path: Path) ->
     assert "has no file '../../secret.txt'" in calls[1].content
     assert "has no file 'link.txt'" in calls[2].content  # (links are not listed)
     assert "skill 'mail' has no file" in calls[3].content
+
+
+def test_a_quoted_scalar_s_escapes_are_read_in_one_pass() -> None:
+    skill = parse_skill(
+        '---\nname: win\ndescription: "C:\\\\new \\"q\\" a\\nb \\\\t"\n---\nbody\n', "win/SKILL.md"
+    )
+    assert skill.description == 'C:\\new "q" a\nb \\t'

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._checks import check_int
 from ..._handles import NoPublicConstructor, create
+from ..._text import PREVIEW_SCAN
 from ...actors import exit_reason
 from ...actors.actor import ActorRef
 from ...errors import InvalidArgument
@@ -129,9 +130,6 @@ class Phase(Protocol):
 __all__ = ["MemoryHandle", "Recollection", "agent_memory", "shared_memory"]
 
 _QUERY_CHARS = 4000
-# How much of a provider's text its event's preview (200 characters) is made
-# from: the env values and secrets over its end are found before it is cut.
-_PREVIEW_SCAN = 30_000
 _RECALL_HEAD = "Memories that may help (kept from earlier work; they may be out of date):"
 
 
@@ -266,13 +264,18 @@ class Recollection:
                     otel.context_added(phase, got.name, 0, skipped=got.failure[0])
                 if phase.bus.active:
                     reason, error_type, error = got.failure
+                    # (hidden, then cut, as the preview below)
+                    if env:
+                        error = hide_env(error, env)
+                    if phase.guard is not None:
+                        error = phase.guard.hide(error)
                     phase.bus.publish(
                         ContextProviderFailed(
                             path=phase.path,
                             provider=got.name,
                             reason=reason,
                             error_type=error_type,
-                            error=hide_env(error, env) if env else error,
+                            error=error[:200],
                         )
                     )
                 continue
@@ -283,7 +286,7 @@ class Recollection:
                 otel.context_added(phase, got.name, got.tokens, cut=got.cut)
             if phase.bus.active:
                 # (hidden, then cut: a value the cut split would not be found)
-                preview = got.text[:_PREVIEW_SCAN]
+                preview = got.text[:PREVIEW_SCAN]
                 if env:
                     preview = hide_env(preview, env)
                 if phase.guard is not None:  # (#26) and what its security rules redact

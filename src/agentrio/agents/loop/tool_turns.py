@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
+from ..._text import PREVIEW_SCAN
 from ...messages import (
     BudgetExhausted,
     ChatMessage,
@@ -21,7 +22,14 @@ from ...messages import (
 from ...providers.tokens import arguments_text
 from ..tools.lanes import ToolLanes
 from ..tools.tool import ToolContext
-from ..tools.tool_call import ToolLane, ToolRunner, hide_env, refuse, start_batch, tool_result
+from ..tools.tool_call import (
+    ToolLane,
+    ToolRunner,
+    hide_env,
+    refuse,
+    start_batch,
+    tool_result,
+)
 
 if TYPE_CHECKING:
     from ...actors import EventBus
@@ -396,6 +404,7 @@ class ToolTurns:
         """*text* as a ``ToolEnded`` preview: the agent's env values hidden, and what
         its security provider's rules redact (#26), then cut."""
         env = self.st.spec.env
+        text = text[:PREVIEW_SCAN]  # (not a megabyte of result scanned for 200 characters)
         if self.guard is not None:
             text = self.guard.hide(text)
         return _preview(hide_env(text, env) if env else text)

@@ -24,7 +24,7 @@ import attrs
 import trio
 
 from ..._checks import check_int, check_seconds, short_repr
-from ..._text import scrub
+from ..._text import PREVIEW_SCAN, scrub
 from ...errors import InvalidArgument
 from .scoring import BM25, MemoryItem
 
@@ -177,7 +177,8 @@ async def _run_one(
         with trio.move_on_after(timeout) as scope:
             value = await provider.provide(query)
     except Exception as exc:
-        out[i] = Provided(name, failure=("error", type(exc).__name__, scrub(str(exc))[:200]))
+        error = scrub(str(exc)[:PREVIEW_SCAN])  # (cut to 200 once its secrets are hidden)
+        out[i] = Provided(name, failure=("error", type(exc).__name__, error))
         return
     if scope.cancelled_caught:
         out[i] = Provided(name, failure=("timeout", "", f"no answer in {timeout:g} s"))

@@ -173,7 +173,7 @@ class Embeddings:
             return []
         q = self._unit(query)
         scored = (
-            (sum(a * b for a, b in zip(q, v, strict=False)), item_id)
+            (sum(a * b for a, b in zip(q, v, strict=True)), item_id)
             for item_id, v in self._vectors.items()
         )
         best = heapq.nlargest(k, scored)

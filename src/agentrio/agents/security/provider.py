@@ -198,15 +198,11 @@ class Guard:
     def hide(self, text: str) -> str:
         """*text*, a tool call's arguments or result as an event's preview shows
         them, redacted by the provider's sanitiser (no event: it is not an answer)."""
-        sanitiser = self.provider.sanitiser
-        return text if sanitiser is None else sanitiser.sanitise(text)[0]
+        return self.provider.redact(text)[0]
 
     def sanitise(self, text: str) -> str:
         """*text* redacted by the provider's sanitiser (as it is without one)."""
-        sanitiser = self.provider.sanitiser
-        if sanitiser is None:
-            return text
-        clean, rules, count = sanitiser.sanitise(text)
+        clean, rules, count = self.provider.redact(text)
         if count and self.bus.active:
             self.bus.publish(OutputSanitised(path=self.path, rules=rules, count=count))
         return clean

@@ -108,12 +108,20 @@ class Skill:
 # -- the front matter --------------------------------------------------------------------
 
 
+_ESCAPE = re.compile(r"\\(.)")  # a quoted scalar's escapes: \n, \", \\ (one pass)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    char = match[1]
+    return "\n" if char == "n" else char if char in '"\\' else match[0]
+
+
 def _scalar(text: str) -> str:
     """A YAML scalar as skills write one: quoted (``"a: b"``, ``'it''s'``) or plain."""
     text = text.strip()
     if len(text) >= 2 and text[0] == text[-1] == '"':
         body = text[1:-1]
-        return body.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+        return _ESCAPE.sub(_unescape, body)
     if len(text) >= 2 and text[0] == text[-1] == "'":
         return text[1:-1].replace("''", "'")
     if " #" in text:  # a comment after a plain scalar
@@ -129,10 +137,9 @@ def _flow_list(text: str) -> list[str]:
 
 def _block(lines: list[str], folded: bool) -> str:
     """The lines of a ``|`` (kept) or ``>`` (folded) block, dedented."""
-    kept = [line for line in lines]
-    indents = [len(line) - len(line.lstrip()) for line in kept if line.strip()]
+    indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
     cut = min(indents) if indents else 0
-    body = [line[cut:] for line in kept]
+    body = [line[cut:] for line in lines]
     if folded:
         return " ".join(line.strip() for line in body if line.strip())
     return "\n".join(body).strip("\n")
@@ -180,7 +187,7 @@ def parse_front_matter(lines: Sequence[str], where: str) -> dict[str, str | list
     return found
 
 
-def _tool_names(value: str | list[str], where: str) -> tuple[str, ...]:
+def _tool_names(value: str | list[str]) -> tuple[str, ...]:
     """``allowed-tools`` as names: a list, or one string split at commas and spaces."""
     names = value if isinstance(value, list) else re.split(r"[,\s]+", value)
     return tuple(n.strip() for n in names if n.strip())
@@ -217,7 +224,7 @@ def parse_skill(text: str, where: str, folder: str | None = None) -> Skill:
     if not isinstance(description, str) or not description:
         raise ConfigError(f"{where}: the front matter must give a 'description'")
     allowed = keys.get("allowed-tools", keys.get("allowed_tools"))
-    tools = None if allowed is None else _tool_names(allowed, where)
+    tools = None if allowed is None else _tool_names(allowed)
     instructions = "\n".join(lines[end + 1 :]).strip()
     try:
         return Skill(name, description, instructions, tools, folder=folder)
