@@ -728,9 +728,9 @@ async def open_runtime(
             ([`Retention`][agentrio.store.Retention]): when given, the runtime
             compacts the store as it closes (finished phases moved out of the
             live area into the archive, which a runtime opening the store does
-            not read) and drops the archived phases it says. Without it the
-            store is compacted only as a runtime opens it, and nothing is
-            dropped. See [Reading and pruning a store][reading-and-pruning-a-store].
+            not read) and drops the archived phases it says. Without it
+            nothing is moved or dropped. See
+            [Reading and pruning a store][reading-and-pruning-a-store].
 
     Raises:
         InvalidArgument: a bad argument, named in the message: *lanes* that

@@ -337,6 +337,47 @@ async def test_a_phase_of_another_spec_version_is_refused_or_migrated(kind: Kind
         assert phase.version == "1"  # (as it began)
 
 
+async def one_agent_life(kind: Kind, make: Callable[[], AgentSpec[str]]) -> None:
+    """One agent: phase "f1" run to its end, then "u1" cut short (its context holds f1)."""
+    HANG.add("u1")
+    async with agentrio.open_runtime(store=kind.make(), specs={"clerk": make}) as rt:
+        agent = await rt.spawn_agent(make(), name="a-one")
+        assert (await agent.run("f1", phase_id="f1")).final_text == "done f1"
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                with contextlib.suppress(agentrio.ActorStopped):
+                    await agent.run("u1", phase_id="u1")
+
+            nursery.start_soon(run)
+            await trio.sleep(0.2)  # (its PhaseBegun written)
+            rt.cancel()
+    HANG.clear()
+
+
+async def test_a_migrate_is_called_with_the_context_s_version_and_only_for_another(
+    kind: Kind, request: pytest.FixtureRequest
+) -> None:
+    def migrate(version: str | None, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        SEEN.append((version, len(messages)))
+        return [*messages]
+
+    await one_agent_life(kind, make_spec("2", migrate))
+    async with agentrio.open_runtime(
+        store=kind.make(), specs={"clerk": make_spec("2", migrate)}
+    ) as rt:
+        assert (await rt.resumed_result("u1")).final_text == "done u1"
+    assert SEEN == []  # (its context and its phase are of version "2" already)
+    (kind.tmp / "second").mkdir()
+    kind2 = Kind(kind.kind, kind.tmp / "second", request)
+    await one_agent_life(kind2, make_spec("2", migrate))
+    async with agentrio.open_runtime(
+        store=kind2.make(), specs={"clerk": make_spec("3", migrate)}
+    ) as rt:
+        assert (await rt.resumed_result("u1")).final_text == "done u1"
+    assert SEEN and {version for version, _ in SEEN} == {"2"}
+
+
 async def test_a_crash_in_the_middle_of_a_compaction_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:

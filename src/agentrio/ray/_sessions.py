@@ -13,6 +13,7 @@ from __future__ import annotations
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from .._checks import short_repr
 from ..agents.loop.spec import AgentSpec
 from ..errors import InvalidArgument, UnknownName
 
@@ -39,7 +40,7 @@ async def session(
     (see the module)."""
     cluster._check_open()
     if not isinstance(session_id, str) or not session_id:
-        raise InvalidArgument(f"session_id must be a non-empty str, got {session_id!r}")
+        raise InvalidArgument(f"session_id must be a non-empty str, got {short_repr(session_id)}")
     name = spec.name if isinstance(spec, AgentSpec) else spec
     factory = cluster._specs.get(name) if isinstance(name, str) else None
     if factory is None:
@@ -76,7 +77,14 @@ async def decide(
         except UnknownName:
             continue
         return
-    raise UnknownName(f"no host of the cluster has {call!r} waiting for a decision")
+    # (its ids, not its repr: a pending call's arguments may hold secrets)
+    call_id, phase_id = getattr(call, "call_id", None), getattr(call, "phase_id", None)
+    what = (
+        short_repr(call)
+        if call_id is None
+        else f"call {short_repr(call_id)} of phase {short_repr(phase_id)}"
+    )
+    raise UnknownName(f"no host of the cluster has {what} waiting for a decision")
 
 
 async def resumed_result(cluster: Cluster, phase_id: str) -> PhaseResult[Any]:

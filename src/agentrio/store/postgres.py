@@ -443,7 +443,8 @@ class PostgresStore:
             StoreLocked: another store owns it (past *lock_timeout*).
             StoreError: the database cannot be written.
         """
-        gone = sorted(set(phase_ids))
+        gone_ids = set(phase_ids)  # (looked up once for each live row)
+        gone = sorted(gone_ids)
 
         def run(db: psycopg.Connection[Any]) -> None:
             doomed = [
@@ -452,7 +453,7 @@ class PostgresStore:
                     "SELECT id, data FROM agentrio_records WHERE store = %s",
                     (self.name,),
                 )
-                if record_phase(bytes(data)) in gone
+                if record_phase(bytes(data)) in gone_ids
             ]
             with db.transaction():
                 db.execute(

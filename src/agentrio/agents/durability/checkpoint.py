@@ -490,8 +490,11 @@ class Checkpoints:
         assert spec is not None
         agent = await self._respawn(self.sup, self.services, log)
         state = agent._state
+        last = log.runs[-1][0] if log.runs else None
+        # (the contexts as the agent's last phase left them: of its version)
+        version = last.version if type(last) is PhaseBegun else spec.version
         for label, (messages, stamps) in _contexts(log).items():
-            messages, stamps = _migrated(spec, log, messages, stamps)
+            messages, stamps = _migrated(spec, log, messages, stamps, version)
             ctx = state.new_context(label)
             ctx.send_nowait(ContextAppend(tuple(messages), tuple(stamps)))
         started = []

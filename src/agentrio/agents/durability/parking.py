@@ -140,7 +140,8 @@ def _behaves(make: Callable[[], SyncGroup]) -> bool:
     """Does a group made by *make* park and wake as this module relies on, in this
     Trio? Tried in a Trio run of its own, in a thread (a few milliseconds, once):
     two tasks parked on it hold its abort function; the one cancelled goes, the
-    other is woken once. Never hangs (two seconds at most), never raises."""
+    other is woken once. Never hangs (two seconds at most: the probe's own
+    deadline; five for its thread), never raises."""
     answer: list[bool] = []
 
     def run() -> None:

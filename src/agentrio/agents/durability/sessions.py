@@ -237,6 +237,11 @@ async def delete(ck: Checkpoints, session_id: object) -> int:
         UnknownName: no such session in the store or in this runtime.
     """
     sid = _checked_id(session_id)
+    delete_phases = getattr(ck.store, "delete_phases", None)
+    if delete_phases is None:  # (refused before its agent is stopped)
+        raise InvalidArgument(
+            f"{type(ck.store).__name__} cannot delete records (it has no delete_phases)"
+        )
     durable = _durable(ck, sid)
     log = _log(ck, sid)
     archived = (await _archived(ck)).get(sid, [])
@@ -253,11 +258,6 @@ async def delete(ck: Checkpoints, session_id: object) -> int:
         if ref is not None:
             ref.cancel()
             await ref.stop()  # (waits until it has exited)
-    delete_phases = getattr(ck.store, "delete_phases", None)
-    if delete_phases is None:
-        raise InvalidArgument(
-            f"{type(ck.store).__name__} cannot delete records (it has no delete_phases)"
-        )
     await ck.writer.synced()  # (the session's last records are in the store first)
     if isinstance(ck.store, ArchivingStore):  # (phases forked from the session's: theirs too)
         for log in plan(await ck.store.read_live()).agents.values():
@@ -294,7 +294,8 @@ async def prune(ck: Checkpoints, max_age: object, max_count: object) -> tuple[st
     if max_age is not None and not math.isinf(max_age):
         doomed = [sid for sid, last in sessions.items() if now - last > max_age]
     if max_count is not None:
-        kept = sorted((s for s in sessions if s not in doomed), key=sessions.__getitem__)
+        old = set(doomed)
+        kept = sorted((s for s in sessions if s not in old), key=sessions.__getitem__)
         doomed += kept[: max(0, len(kept) - max_count)]
     out = []
     for sid in doomed:
