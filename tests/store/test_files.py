@@ -691,3 +691,20 @@ async def test_a_frame_that_is_no_frame_is_refused_and_nothing_is_written(
     assert store.segment is None
     await store.aclose()
     assert (await DirectoryStore(tmp_path).load()).entries == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+async def test_an_archive_index_that_is_no_regular_file_is_refused_not_waited_on(
+    tmp_path: Path, kind: str
+) -> None:
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    if kind == "fifo":
+        os.mkfifo(archive / "index")
+    else:
+        (tmp_path / "elsewhere").write_bytes(b"x" * 64)
+        (archive / "index").symlink_to(tmp_path / "elsewhere")
+    store = DirectoryStore(tmp_path)
+    with trio.fail_after(10), pytest.raises(StoreError, match=r"symbolic link|not a regular file"):
+        await store.read_index()
+    await store.aclose()

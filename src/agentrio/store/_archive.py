@@ -21,8 +21,10 @@ the files that held them are removed: rewritten, not zeroed in place.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import stat
 import struct
 import tempfile
 import zlib
@@ -35,7 +37,7 @@ import msgspec
 from ..errors import StoreCorrupt, StoreError
 from .base import Archived, Entry
 
-__all__ = ["ArchiveDir", "sync_directory", "write_file"]
+__all__ = ["ArchiveDir", "open_regular", "sync_directory", "write_file"]
 
 _INDEX = "index"
 _INDEX_HEADER = b"ARCKIDX\n" + struct.pack("<I", 1)
@@ -93,6 +95,30 @@ def _bad_header(head: bytes, want: bytes) -> str:
             " is read by that version or a later one)"
         )
     return "a bad header"
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """The regular file at *path*, open to read: a symbolic link is refused without
+    being followed, a FIFO or a device without being waited on or read."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(
+                f"cannot read checkpoint store {os.fspath(path)!r}: a symbolic link, "
+                "not a segment file (refused, not followed)"
+            ) from None
+        raise
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
+        raise StoreError(f"cannot read checkpoint store {os.fspath(path)!r}: not a regular file")
+    return open(fd, "rb", buffering=1 << 20)
 
 
 def sync_directory(directory: str | Path) -> None:
@@ -153,7 +179,7 @@ class ArchiveDir:
         path = self.dir / _INDEX
         source = os.fspath(path)
         try:
-            f = open(path, "rb")  # noqa: SIM115 (closed below)
+            f = open_regular(path)
         except FileNotFoundError:
             return [], None
         with f:
@@ -206,7 +232,7 @@ class ArchiveDir:
         path = self.dir / f"{number:06d}.ckpt"
         source = os.fspath(path)
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:
                 head = f.read(len(self.header))
                 if head != self.header:
                     raise _corrupt(source, 0, _bad_header(head, self.header))

@@ -39,7 +39,6 @@ import contextlib
 import errno
 import os
 import re
-import stat
 import struct
 import tempfile
 import weakref
@@ -51,7 +50,7 @@ from typing import BinaryIO, TypeVar
 import trio
 
 from ..errors import StoreCorrupt, StoreError
-from ._archive import ArchiveDir, remove_temporaries, sync_directory, write_file
+from ._archive import ArchiveDir, open_regular, remove_temporaries, sync_directory, write_file
 from ._lock import StoreLock, check_lock_timeout, check_store_path
 from .base import Archived, Entry, Loaded, record_phase
 
@@ -130,7 +129,7 @@ def read_segment(path: Path) -> tuple[list[Entry], Entry | None]:
         OSError: *path* cannot be read.
     """
     source = os.fspath(path)
-    with _open_regular(path) as f:
+    with open_regular(path) as f:
         header = f.read(len(_HEADER))
         if header != _HEADER:
             if header[: len(MAGIC)] != MAGIC:
@@ -152,7 +151,7 @@ def _bad_header(source: str, what: str) -> StoreCorrupt:
 
 def is_base(path: Path) -> bool:
     """Is the segment at *path* a base segment (one written by a compaction)?"""
-    with _open_regular(path) as f:
+    with open_regular(path) as f:
         return f.read(len(_BASE_HEADER)) == _BASE_HEADER
 
 
@@ -212,30 +211,6 @@ def _zeros_after(fd: int, pos: int) -> bool:
         if block.count(0) != len(block):
             return False
         pos += len(block)
-
-
-def _open_regular(path: Path) -> BinaryIO:
-    """The regular file at *path*, open to read: a symbolic link is refused without
-    being followed, a FIFO or a device without being waited on or read."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StoreError(
-                f"cannot read checkpoint store {os.fspath(path)!r}: a symbolic link, "
-                "not a segment file (refused, not followed)"
-            ) from None
-        raise
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    if not regular:
-        os.close(fd)
-        raise StoreError(f"cannot read checkpoint store {os.fspath(path)!r}: not a regular file")
-    return open(fd, "rb", buffering=_READ_BUFFER)
 
 
 def _corrupt(source: str, offset: int, what: str) -> StoreCorrupt:
